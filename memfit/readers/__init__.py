@@ -1,0 +1,1 @@
+"""I/O: GGUF headers, model directories, host memory, GPUs."""

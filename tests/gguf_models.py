@@ -1,0 +1,394 @@
+"""Writers of GGUF models with the tensor names, shapes and metadata keys llama.cpp expects.
+
+A model is described by its metadata and its tensor list (names, ggml shapes, types). `write_model`
+writes the real header and, by default, leaves the data region a sparse hole: a full-size artifact
+(the file is as long as the real model) that costs almost no disk. The memory llama.cpp allocates
+depends only on the header, so these files give the same answers as real weights.
+
+The tiny models below have exactly the shapes of the public ground-truth set
+(`shared/groundtruth/make_models.py`), whose llama.cpp measurements live in tests/data/.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+
+ALIGNMENT = 32
+
+
+@dataclass
+class Model:
+    arch: str
+    kv: dict[str, Any] = field(default_factory=dict)
+    tensors: list[tuple[str, tuple[int, ...], QT]] = field(default_factory=list)  # (name, ne, type)
+    vocab: int = 0
+    tokenizer: str = "llama"  # "llama" (sentencepiece-like) or "gpt2" (byte-level BPE with merges)
+
+    def tensor(self, name: str, ne: list[int] | tuple[int, ...], qtype: QT) -> None:
+        if len(ne) == 1:
+            qtype = QT.F32  # norms and biases are F32 in real conversions
+        self.tensors.append((name, tuple(int(x) for x in ne), qtype))
+
+    def arch_kv(self, **values: Any) -> None:
+        """Add `<arch>.<key>` entries; a `__` in a keyword becomes a dot (attention__head_count)."""
+        for key, value in values.items():
+            self.kv[f"{self.arch}.{key.replace('__', '.')}"] = value
+
+
+def tensor_nbytes(ne: tuple[int, ...], qtype: QT) -> int:
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    rows = int(np.prod(ne[1:])) if len(ne) > 1 else 1
+    return ne[0] // block * type_size * rows
+
+
+def _add_kv(w: gguf.GGUFWriter, key: str, value: Any) -> None:
+    if isinstance(value, bool):
+        w.add_bool(key, value)
+    elif isinstance(value, int):
+        w.add_uint32(key, value) if 0 <= value < 2**32 else w.add_uint64(key, value)
+    elif isinstance(value, float):
+        w.add_float32(key, value)
+    elif isinstance(value, str):
+        w.add_string(key, value)
+    elif isinstance(value, (list, tuple)):
+        w.add_array(key, list(value))
+    else:
+        raise TypeError(f"{key}: {type(value)}")
+
+
+def _add_tokenizer(w: gguf.GGUFWriter, kind: str, n_vocab: int) -> None:
+    if kind == "llama":
+        tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+        tokens += [f"\u2581t{i}" for i in range(n_vocab - len(tokens))]
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores([0.0] * 259 + [-float(k) for k in range(n_vocab - 259)])
+        w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (n_vocab - 259))
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        return
+    tokens = [f"b{i}" for i in range(256)]
+    merges = []
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for a in letters:
+        for b in letters:
+            if len(tokens) < n_vocab - 1:
+                tokens.append(a + b)
+                merges.append(f"{a} {b}")
+    tokens += [f"<filler_{i}>" for i in range(n_vocab - 1 - len(tokens))] + ["<|endoftext|>"]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * (n_vocab - 1) + [3])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(n_vocab - 1)
+
+
+def write_model(model: Model, path: str | os.PathLike[str]) -> int:
+    """Write `model` to `path` with a sparse data region; returns the file's size."""
+    w = gguf.GGUFWriter(str(path), model.arch)
+    for key, value in model.kv.items():
+        _add_kv(w, key, value)
+    if model.vocab:
+        _add_tokenizer(w, model.tokenizer, model.vocab)
+    data_bytes = 0
+    for name, ne, qtype in model.tensors:
+        nbytes = tensor_nbytes(ne, qtype)
+        shape = tuple(reversed(ne))
+        byte_shape = shape[:-1] + (nbytes // max(1, int(np.prod(shape[:-1]))),)
+        w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), nbytes, raw_dtype=qtype)
+        data_bytes += -(-nbytes // ALIGNMENT) * ALIGNMENT
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    data_offset = -(-os.path.getsize(path) // ALIGNMENT) * ALIGNMENT
+    os.truncate(path, data_offset + data_bytes)
+    return data_offset + data_bytes
+
+
+# --- building blocks ------------------------------------------------------------------------------
+
+def transformer_kv(m: Model, *, ctx: int, embd: int, layers: int, ff: int | None, heads: int,
+                   heads_kv: int | list[int], head_dim: int | None = None, name: str = "",
+                   file_type: int | None = None, rope_base: float = 10000.0, eps: float = 1e-6) -> None:
+    if name:
+        m.kv["general.name"] = name
+    if file_type is not None:
+        m.kv["general.file_type"] = int(file_type)
+    m.arch_kv(context_length=ctx, embedding_length=embd, block_count=layers)
+    if ff is not None:
+        m.arch_kv(feed_forward_length=ff)
+    m.arch_kv(attention__head_count=heads, attention__head_count_kv=heads_kv)
+    if head_dim is not None:
+        m.arch_kv(attention__key_length=head_dim, attention__value_length=head_dim)
+    m.arch_kv(rope__freq_base=rope_base, attention__layer_norm_rms_epsilon=eps)
+
+
+def attention(m: Model, i: int, embd: int, heads: int, heads_kv: int, head_dim: int, qtype: QT,
+              qk_norm: bool = False, post_norm: bool = False) -> None:
+    m.tensor(f"blk.{i}.attn_norm.weight", [embd], QT.F32)
+    m.tensor(f"blk.{i}.attn_q.weight", [embd, heads * head_dim], qtype)
+    m.tensor(f"blk.{i}.attn_k.weight", [embd, heads_kv * head_dim], qtype)
+    m.tensor(f"blk.{i}.attn_v.weight", [embd, heads_kv * head_dim], qtype)
+    m.tensor(f"blk.{i}.attn_output.weight", [heads * head_dim, embd], qtype)
+    if qk_norm:
+        m.tensor(f"blk.{i}.attn_q_norm.weight", [head_dim], QT.F32)
+        m.tensor(f"blk.{i}.attn_k_norm.weight", [head_dim], QT.F32)
+    if post_norm:
+        m.tensor(f"blk.{i}.post_attention_norm.weight", [embd], QT.F32)
+
+
+def feed_forward(m: Model, i: int, embd: int, ff: int, qtype: QT, post_norm: bool = False) -> None:
+    m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
+    m.tensor(f"blk.{i}.ffn_gate.weight", [embd, ff], qtype)
+    m.tensor(f"blk.{i}.ffn_up.weight", [embd, ff], qtype)
+    m.tensor(f"blk.{i}.ffn_down.weight", [ff, embd], qtype)
+    if post_norm:
+        m.tensor(f"blk.{i}.post_ffw_norm.weight", [embd], QT.F32)
+
+
+def moe_feed_forward(m: Model, i: int, embd: int, expert_ff: int, experts: int, qtype: QT) -> None:
+    m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
+    m.tensor(f"blk.{i}.ffn_gate_inp.weight", [embd, experts], QT.F32)
+    m.tensor(f"blk.{i}.ffn_gate_exps.weight", [embd, expert_ff, experts], qtype)
+    m.tensor(f"blk.{i}.ffn_up_exps.weight", [embd, expert_ff, experts], qtype)
+    m.tensor(f"blk.{i}.ffn_down_exps.weight", [expert_ff, embd, experts], qtype)
+
+
+def mamba2_block(m: Model, i: int, embd: int, d_inner: int, d_state: int, groups: int, heads: int,
+                 d_conv: int, qtype: QT) -> None:
+    conv_dim = d_inner + 2 * groups * d_state
+    m.tensor(f"blk.{i}.attn_norm.weight", [embd], QT.F32)
+    m.tensor(f"blk.{i}.ssm_in.weight", [embd, 2 * d_inner + 2 * groups * d_state + heads], qtype)
+    m.tensor(f"blk.{i}.ssm_conv1d.weight", [d_conv, conv_dim], QT.F32)
+    m.tensor(f"blk.{i}.ssm_conv1d.bias", [conv_dim], QT.F32)
+    m.tensor(f"blk.{i}.ssm_dt.bias", [heads], QT.F32)
+    m.tensor(f"blk.{i}.ssm_a", [1, heads], QT.F32)
+    m.tensor(f"blk.{i}.ssm_d", [1, heads], QT.F32)
+    m.tensor(f"blk.{i}.ssm_norm.weight", [d_inner // groups, groups], QT.F32)
+    m.tensor(f"blk.{i}.ssm_out.weight", [d_inner, embd], qtype)
+
+
+def ssm_kv(m: Model, *, d_conv: int, d_inner: int, d_state: int, heads: int, groups: int) -> None:
+    m.arch_kv(ssm__conv_kernel=d_conv, ssm__inner_size=d_inner, ssm__state_size=d_state,
+              ssm__time_step_rank=heads, ssm__group_count=groups)
+
+
+def embeddings(m: Model, embd: int, vocab: int, qtype: QT, tied: bool) -> None:
+    m.tensor("token_embd.weight", [embd, vocab], qtype)
+    m.tensor("output_norm.weight", [embd], QT.F32)
+    if not tied:
+        m.tensor("output.weight", [embd, vocab], qtype)
+
+
+_FILE_TYPES = {QT.F16: gguf.LlamaFileType.MOSTLY_F16, QT.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+               QT.Q4_0: gguf.LlamaFileType.MOSTLY_Q4_0, QT.Q4_K: gguf.LlamaFileType.MOSTLY_Q4_K_M}
+
+
+# --- the public ground-truth set (tiny; shapes of shared/groundtruth/make_models.py) ---------------
+
+def llama_gqa(wtype: QT = QT.F16) -> Model:
+    m = Model("llama", vocab=8192)
+    transformer_kv(m, ctx=8192, embd=256, layers=4, ff=768, heads=8, heads_kv=2, rope_base=500000.0,
+                   eps=1e-5, name=f"tiny-llama-gqa-{wtype.name.lower()}", file_type=_FILE_TYPES[wtype])
+    m.arch_kv(rope__dimension_count=32, vocab_size=8192)
+    embeddings(m, 256, 8192, wtype, tied=False)
+    for i in range(4):
+        attention(m, i, 256, 8, 2, 32, wtype)
+        feed_forward(m, i, 256, 768, wtype)
+    return m
+
+
+def qwen3() -> Model:
+    m = Model("qwen3", vocab=8192, tokenizer="gpt2")
+    transformer_kv(m, ctx=32768, embd=256, layers=4, ff=768, heads=8, heads_kv=4, head_dim=64,
+                   rope_base=1000000.0, name="tiny-qwen3", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    embeddings(m, 256, 8192, QT.F16, tied=True)
+    for i in range(4):
+        attention(m, i, 256, 8, 4, 64, QT.F16, qk_norm=True)
+        feed_forward(m, i, 256, 768, QT.F16)
+    return m
+
+
+def gemma3_swa() -> Model:
+    m = Model("gemma3", vocab=8192)
+    transformer_kv(m, ctx=32768, embd=256, layers=6, ff=768, heads=4, heads_kv=1, head_dim=64,
+                   rope_base=1000000.0, name="tiny-gemma3-swa", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    m.arch_kv(attention__sliding_window=512, attention__sliding_window_pattern=6, rope__freq_base_swa=10000.0)
+    embeddings(m, 256, 8192, QT.F16, tied=True)
+    for i in range(6):
+        attention(m, i, 256, 4, 1, 64, QT.F16, qk_norm=True, post_norm=True)
+        feed_forward(m, i, 256, 768, QT.F16, post_norm=True)
+    return m
+
+
+def gemma2_swa() -> Model:
+    m = Model("gemma2", vocab=8192)
+    transformer_kv(m, ctx=8192, embd=256, layers=4, ff=768, heads=4, heads_kv=2, head_dim=64,
+                   name="tiny-gemma2-swa", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    m.arch_kv(attention__sliding_window=256, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
+    embeddings(m, 256, 8192, QT.F16, tied=True)
+    for i in range(4):
+        attention(m, i, 256, 4, 2, 64, QT.F16, post_norm=True)
+        feed_forward(m, i, 256, 768, QT.F16, post_norm=True)
+    return m
+
+
+def qwen3moe() -> Model:
+    m = Model("qwen3moe", vocab=8192, tokenizer="gpt2")
+    transformer_kv(m, ctx=32768, embd=256, layers=4, ff=768, heads=8, heads_kv=2, head_dim=64,
+                   rope_base=1000000.0, name="tiny-qwen3moe", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    m.arch_kv(expert_count=8, expert_used_count=2, expert_feed_forward_length=256)
+    embeddings(m, 256, 8192, QT.F16, tied=False)
+    for i in range(4):
+        attention(m, i, 256, 8, 2, 64, QT.F16, qk_norm=True)
+        moe_feed_forward(m, i, 256, 256, 8, QT.F16)
+    return m
+
+
+def mamba2() -> Model:
+    m = Model("mamba2", vocab=8192)
+    m.kv.update({"general.name": "tiny-mamba2", "general.file_type": int(gguf.LlamaFileType.MOSTLY_F16)})
+    m.arch_kv(context_length=1048576, embedding_length=256, block_count=4, feed_forward_length=0,
+              attention__head_count=0, attention__layer_norm_rms_epsilon=1e-5)
+    ssm_kv(m, d_conv=4, d_inner=512, d_state=64, heads=8, groups=1)
+    embeddings(m, 256, 8192, QT.F16, tied=False)
+    for i in range(4):
+        mamba2_block(m, i, 256, 512, 64, 1, 8, 4, QT.F16)
+    return m
+
+
+def granitehybrid() -> Model:
+    heads_kv = [0, 0, 2, 0, 0, 2]  # 0 marks a mamba2 layer
+    m = Model("granitehybrid", vocab=8192)
+    transformer_kv(m, ctx=131072, embd=256, layers=6, ff=512, heads=8, heads_kv=heads_kv, eps=1e-5,
+                   name="tiny-granitehybrid", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    ssm_kv(m, d_conv=4, d_inner=512, d_state=64, heads=8, groups=1)
+    m.arch_kv(logit_scale=1.0, residual_scale=1.0, embedding_scale=1.0, attention__scale=1.0 / 32)
+    embeddings(m, 256, 8192, QT.F16, tied=True)
+    for i, kv in enumerate(heads_kv):
+        if kv == 0:
+            mamba2_block(m, i, 256, 512, 64, 1, 8, 4, QT.F16)
+        else:
+            attention(m, i, 256, 8, kv, 32, QT.F16)
+        feed_forward(m, i, 256, 512, QT.F16)
+    return m
+
+
+def lfm2() -> Model:
+    heads_kv = [0, 0, 2, 0, 0, 2]  # 0 marks a short-conv layer
+    m = Model("lfm2", vocab=8192)
+    transformer_kv(m, ctx=128000, embd=256, layers=6, ff=768, heads=8, heads_kv=heads_kv,
+                   rope_base=1000000.0, eps=1e-5, name="tiny-lfm2", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    m.arch_kv(shortconv__l_cache=3, vocab_size=8192)
+    m.tensor("token_embd.weight", [256, 8192], QT.F16)
+    m.tensor("token_embd_norm.weight", [256], QT.F32)
+    for i, kv in enumerate(heads_kv):
+        m.tensor(f"blk.{i}.attn_norm.weight", [256], QT.F32)
+        if kv == 0:
+            m.tensor(f"blk.{i}.shortconv.conv.weight", [3, 256], QT.F32)
+            m.tensor(f"blk.{i}.shortconv.in_proj.weight", [256, 768], QT.F16)
+            m.tensor(f"blk.{i}.shortconv.out_proj.weight", [256, 256], QT.F16)
+        else:
+            m.tensor(f"blk.{i}.attn_q.weight", [256, 256], QT.F16)
+            m.tensor(f"blk.{i}.attn_k.weight", [256, kv * 32], QT.F16)
+            m.tensor(f"blk.{i}.attn_v.weight", [256, kv * 32], QT.F16)
+            m.tensor(f"blk.{i}.attn_output.weight", [256, 256], QT.F16)
+            m.tensor(f"blk.{i}.attn_q_norm.weight", [32], QT.F32)
+            m.tensor(f"blk.{i}.attn_k_norm.weight", [32], QT.F32)
+        feed_forward(m, i, 256, 768, QT.F16)
+    return m
+
+
+PUBLIC_SET: dict[str, Callable[[], Model]] = {
+    "llama-gqa-f16": lambda: llama_gqa(QT.F16),
+    "llama-gqa-q8_0": lambda: llama_gqa(QT.Q8_0),
+    "llama-gqa-q4_0": lambda: llama_gqa(QT.Q4_0),
+    "qwen3-f16": qwen3,
+    "gemma3-swa-f16": gemma3_swa,
+    "gemma2-swa-f16": gemma2_swa,
+    "qwen3moe-f16": qwen3moe,
+    "mamba2-f16": mamba2,
+    "granitehybrid-f16": granitehybrid,
+    "lfm2-f16": lfm2,
+}
+
+
+# --- real-scale shapes (published dimensions; sparse, so a 4-17 GB file costs no disk) -------------
+
+def llama31_8b(wtype: QT = QT.Q4_0) -> Model:
+    m = Model("llama", vocab=128256)
+    transformer_kv(m, ctx=131072, embd=4096, layers=32, ff=14336, heads=32, heads_kv=8, rope_base=500000.0,
+                   eps=1e-5, name="llama-3.1-8b-shape")
+    m.arch_kv(rope__dimension_count=128, vocab_size=128256)
+    embeddings(m, 4096, 128256, wtype, tied=False)
+    for i in range(32):
+        attention(m, i, 4096, 32, 8, 128, wtype)
+        feed_forward(m, i, 4096, 14336, wtype)
+    return m
+
+
+def gemma3_4b(wtype: QT = QT.Q4_0) -> Model:
+    m = Model("gemma3", vocab=262144)
+    transformer_kv(m, ctx=131072, embd=2560, layers=34, ff=10240, heads=8, heads_kv=4, head_dim=256,
+                   rope_base=1000000.0, name="gemma-3-4b-shape")
+    m.arch_kv(attention__sliding_window=1024, attention__sliding_window_pattern=6, rope__freq_base_swa=10000.0)
+    embeddings(m, 2560, 262144, wtype, tied=True)
+    for i in range(34):
+        attention(m, i, 2560, 8, 4, 256, wtype, qk_norm=True, post_norm=True)
+        feed_forward(m, i, 2560, 10240, wtype, post_norm=True)
+    return m
+
+
+def qwen3_30b_a3b(wtype: QT = QT.Q4_0) -> Model:
+    m = Model("qwen3moe", vocab=151936, tokenizer="gpt2")
+    transformer_kv(m, ctx=40960, embd=2048, layers=48, ff=6144, heads=32, heads_kv=4, head_dim=128,
+                   rope_base=1000000.0, name="qwen3-30b-a3b-shape")
+    m.arch_kv(expert_count=128, expert_used_count=8, expert_feed_forward_length=768)
+    embeddings(m, 2048, 151936, wtype, tied=False)
+    for i in range(48):
+        attention(m, i, 2048, 32, 4, 128, wtype, qk_norm=True)
+        moe_feed_forward(m, i, 2048, 768, 128, wtype)
+    return m
+
+
+def mamba2_2_7b(wtype: QT = QT.F16) -> Model:
+    m = Model("mamba2", vocab=50288)
+    m.kv["general.name"] = "mamba2-2.7b-shape"
+    m.arch_kv(context_length=1048576, embedding_length=2560, block_count=64, feed_forward_length=0,
+              attention__head_count=0, attention__layer_norm_rms_epsilon=1e-5)
+    ssm_kv(m, d_conv=4, d_inner=5120, d_state=128, heads=80, groups=1)
+    embeddings(m, 2560, 50288, wtype, tied=True)
+    for i in range(64):
+        mamba2_block(m, i, 2560, 5120, 128, 1, 80, 4, wtype)
+    return m
+
+
+SHAPE_SET: dict[str, Callable[[], Model]] = {
+    "llama31-8b-shape-q4_0": llama31_8b,
+    "gemma3-4b-shape-q4_0": gemma3_4b,
+    "qwen3-30b-a3b-shape-q4_0": qwen3_30b_a3b,
+    "mamba2-2.7b-shape-f16": mamba2_2_7b,
+}
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tests.gguf_models DIR`: write the public set into DIR (for a live server to answer about)."""
+    directory = argv[0]
+    os.makedirs(directory, exist_ok=True)
+    for name, build in PUBLIC_SET.items():
+        write_model(build(), os.path.join(directory, f"{name}.gguf"))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,134 @@
+"""memfit's GGUF header reader agrees with gguf-py's GGUFReader, and refuses what it cannot trust."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from memfit.readers.gguf_header import GGUFError, SkippedArray, parse_header, read_header
+from tests.gguf_models import llama_gqa, granitehybrid, qwen3, write_model
+
+
+def _reference_value(field: gguf.ReaderField):
+    """A GGUFReader field as a Python value: scalar, string, or a list of items."""
+    vtype = field.types[0]
+    if vtype == gguf.GGUFValueType.STRING:
+        return bytes(field.parts[field.data[0]]).decode()
+    if vtype == gguf.GGUFValueType.ARRAY:
+        if field.types[1] == gguf.GGUFValueType.STRING:
+            return [bytes(field.parts[i]).decode() for i in field.data]
+        return [field.parts[i].tolist()[0] for i in field.data]
+    return field.parts[field.data[0]].tolist()[0]
+
+
+@pytest.mark.parametrize("build", [lambda: llama_gqa(gguf.GGMLQuantizationType.Q4_0), qwen3, granitehybrid],
+                         ids=["llama-q4_0", "qwen3-gpt2-merges", "granitehybrid-per-layer-array"])
+def test_agrees_with_gguf_reader(tmp_path: Path, build) -> None:
+    path = tmp_path / "m.gguf"
+    write_model(build(), path)
+    ours = read_header(path)
+    ref = gguf.GGUFReader(path)
+
+    ref_fields = {k: f for k, f in ref.fields.items() if not k.startswith("GGUF.")}
+    assert list(ours.metadata) == list(ref_fields)
+    for key, field in ref_fields.items():
+        expected, got = _reference_value(field), ours.metadata[key]
+        if isinstance(got, SkippedArray):
+            assert got.count == len(expected), key
+        elif isinstance(got, tuple):
+            assert list(got) == pytest.approx(expected) if isinstance(expected[0], float) else list(got) == expected
+        elif isinstance(got, float):
+            assert got == pytest.approx(expected), key
+        else:
+            assert got == expected, key
+
+    assert [t.name for t in ours.tensors] == [t.name for t in ref.tensors]
+    for t, r in zip(ours.tensors, ref.tensors):
+        assert list(t.shape) == [int(x) for x in r.shape], t.name
+        assert t.ggml_type == int(r.tensor_type), t.name
+        assert ours.data_offset + t.offset == r.data_offset, t.name
+
+
+def test_long_arrays_are_counted_not_built(tmp_path: Path) -> None:
+    path = tmp_path / "m.gguf"
+    write_model(qwen3(), path)
+    header = read_header(path)
+    tokens = header.metadata["tokenizer.ggml.tokens"]
+    assert tokens == SkippedArray(gguf.GGUFValueType.STRING, 8192)
+    assert isinstance(header.metadata["tokenizer.ggml.merges"], tuple)  # 675 merges: short enough to keep
+
+
+# --- hostile headers ----------------------------------------------------------------------------
+
+def _s(text: bytes) -> bytes:
+    return struct.pack("<Q", len(text)) + text
+
+
+def _header(kvs: list[bytes], tensors: list[bytes] = (), n_kv: int | None = None, n_tensors: int | None = None) -> bytes:
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors) if n_tensors is None else n_tensors,
+                                 len(kvs) if n_kv is None else n_kv)
+    return head + b"".join(kvs) + b"".join(tensors)
+
+
+def _kv_u32(key: bytes, value: int) -> bytes:
+    return _s(key) + struct.pack("<II", 4, value)
+
+
+def _tensor(name: bytes, dims: list[int], ggml_type: int = 0, offset: int = 0) -> bytes:
+    return _s(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims) + struct.pack("<IQ", ggml_type, offset)
+
+
+VALID = _header([_kv_u32(b"llama.block_count", 2), _s(b"general.architecture") + struct.pack("<I", 8) + _s(b"llama")],
+                [_tensor(b"t", [32, 2])])
+
+
+def test_valid_hand_built_header() -> None:
+    header = parse_header(VALID + b"\0" * 512)
+    assert header.metadata == {"llama.block_count": 2, "general.architecture": "llama"}
+    assert header.tensors[0].shape == (32, 2)
+
+
+@pytest.mark.parametrize("cut", range(4, len(VALID), 3))
+def test_truncated_header_is_refused(cut: int) -> None:
+    with pytest.raises(GGUFError):
+        parse_header(VALID[:cut])
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"GGUX" + VALID[4:], "bad magic"),
+    (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), "version 1"),
+    (_header([], n_kv=2**64 - 1), "kv count near 2^64"),
+    (_header([], n_tensors=2**63), "tensor count near 2^63"),
+    (_header([struct.pack("<Q", 2**64 - 1) + b"k"]), "key length past the end"),
+    (_header([_s(b"k") + struct.pack("<I", 8) + struct.pack("<Q", 10**12)]), "string value past the end"),
+    (_header([_s(b"k") + struct.pack("<I", 99)]), "unknown value type"),
+    (_header([_s(b"k") + struct.pack("<IIQ", 9, 9, 1)]), "array of arrays"),
+    (_header([_s(b"k") + struct.pack("<IIQ", 9, 4, 2**62)]), "array count past the end"),
+    (_header([_s(b"k") + struct.pack("<IIQ", 9, 8, 2**60)]), "string array count past the end"),
+    (_header([_s(b"\xff\xfe") + struct.pack("<II", 4, 1)]), "non-UTF-8 key"),
+    (_header([_kv_u32(b"k", 1), _kv_u32(b"k", 2)]), "duplicate key"),
+    (_header([], [_tensor(b"t", [1, 1, 1, 1, 1])]), "five dimensions"),
+    (_header([], [_tensor(b"t", [])]), "zero dimensions"),
+    (_header([_kv_u32(b"general.alignment", 24)]), "alignment not a power of two"),
+])
+def test_hostile_header_is_refused(data: bytes, why: str) -> None:
+    with pytest.raises(GGUFError):
+        parse_header(data + b"\0" * 64)
+
+
+def test_big_endian_header(tmp_path: Path) -> None:
+    path = tmp_path / "be.gguf"
+    w = gguf.GGUFWriter(path, "llama", endianess=gguf.GGUFEndian.BIG)
+    w.add_block_count(3)
+    w.add_tensor("t", np.zeros((2, 32), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    header = read_header(path)
+    assert header.metadata["llama.block_count"] == 3
+    assert header.tensors[0].shape == (32, 2)
