@@ -1,0 +1,109 @@
+"""What a GGUF file set says about a model: its quant, its weights as llama.cpp allocates them, its layout."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import gguf
+from gguf import GGMLQuantizationType as QT
+from gguf import Keys
+
+from memfit.estimator.architectures import derive_layout
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.vocabulary import Limit
+from memfit.estimator.layout import Layout
+from memfit.readers.gguf_header import GGUFHeader, SkippedArray
+
+TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
+# Types ggml's CPU backend repacks for its matmul kernels. A tied output (no output.weight) whose
+# token_embd has one of them is kept twice there: once for get_rows, once repacked for the output.
+CPU_REPACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_K, QT.IQ4_NL, QT.Q8_0})
+_QUANT_IN_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(I?Q\d_[A-Z0-9]+(?:_[A-Z0-9]+)?|T?Q\d_\d|BF16|F16|F32|MXFP4(?:_MOE)?)(?![A-Za-z0-9])", re.I)
+
+
+@dataclass(frozen=True)
+class ArtifactFacts:
+    architecture: str
+    quant: str
+    context_limit: int | None
+    n_vocab: int | None
+    weights_bytes: int  # sum over tensors of their padded size
+    weights_slack: int  # a second copy llama.cpp's CPU backend may keep (tied, repacked token_embd)
+    layout: Layout | None
+    layout_error: EvidenceError | None
+
+
+def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
+    """ggml_nbytes: rows of ne[0] elements in blocks of the type's block size."""
+    try:
+        block, type_size = gguf.GGML_QUANT_SIZES[QT(ggml_type)]
+    except ValueError as exc:
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"unknown tensor type {ggml_type}") from exc
+    if shape[0] % block:
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"row of {shape[0]} elements is not whole {block}-element blocks")
+    rows = 1
+    for n in shape[1:]:
+        rows *= n
+    return shape[0] // block * type_size * rows
+
+
+def padded(n: int) -> int:
+    return -(-n // TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT
+
+
+def check_tensor_data(header: GGUFHeader) -> None:
+    """Every tensor's data must lie inside the file: a truncated download is not a model."""
+    for t in header.tensors:
+        end = header.data_offset + t.offset + tensor_bytes(t.shape, t.ggml_type)
+        if t.offset % header.alignment or end > header.file_size:
+            raise EvidenceError(Limit.ARTIFACT_UNREADABLE,
+                                f"tensor {t.name!r} lies outside the file's data (truncated or corrupt)")
+
+
+def quant_name(metadata: dict, file_name: str) -> str:
+    """llama.cpp's name of `general.file_type` (MOSTLY_Q4_K_M -> Q4_K_M), else one in the file name, else ''."""
+    file_type = metadata.get(Keys.General.FILE_TYPE)
+    if isinstance(file_type, int) and not isinstance(file_type, bool):
+        try:
+            name = gguf.LlamaFileType(file_type).name
+        except ValueError:
+            name = ""
+        if name and name != "GUESSED":
+            return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    match = _QUANT_IN_NAME.search(file_name)
+    return match.group(1).upper() if match else ""
+
+
+def _vocab_size(metadata: dict, arch: str) -> int | None:
+    tokens = metadata.get(Keys.Tokenizer.LIST)
+    if isinstance(tokens, SkippedArray):
+        return tokens.count
+    if isinstance(tokens, tuple):
+        return len(tokens)
+    size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch))
+    return size if isinstance(size, int) else None
+
+
+def artifact_facts(headers: list[GGUFHeader], file_name: str) -> ArtifactFacts:
+    """Facts of one model from the headers of its file set (the first split holds the metadata)."""
+    metadata = headers[0].metadata
+    arch = metadata.get(Keys.General.ARCHITECTURE)
+    if not isinstance(arch, str):
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, "general.architecture is missing")
+    tensors = [t for h in headers for t in h.tensors]
+    sizes = {t.name: tensor_bytes(t.shape, t.ggml_type) for t in tensors}
+    weights = sum(padded(n) for n in sizes.values())
+    embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
+    tied = "output.weight" not in sizes
+    slack = padded(sizes["token_embd.weight"]) if embd and tied and embd.ggml_type in CPU_REPACKED_TYPES else 0
+
+    limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
+    context_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    try:
+        layout, error = derive_layout(metadata, arch), None
+    except EvidenceError as exc:
+        layout, error = None, exc
+    return ArtifactFacts(arch, quant_name(metadata, file_name), context_limit, _vocab_size(metadata, arch),
+                         weights, slack, layout, error)

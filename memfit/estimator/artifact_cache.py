@@ -1,0 +1,69 @@
+"""Facts of GGUF file sets, read once per file identity (device, inode, size, mtime_ns).
+
+A file replaced, grown or touched has a new identity and is read again; an unchanged one is never
+re-read while it is cached.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from memfit.estimator.artifact import ArtifactFacts, artifact_facts, check_tensor_data
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.vocabulary import Limit
+from memfit.readers.gguf_header import GGUFError, read_header
+
+FileIdentity = tuple[int, int, int, int]
+
+
+def file_identity(path: str) -> FileIdentity:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class ArtifactCache:
+    """A bounded LRU of ArtifactFacts keyed by the identities of a file set."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[FileIdentity, ...], ArtifactFacts | EvidenceError] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def facts(self, paths: Sequence[str]) -> ArtifactFacts:
+        """The facts of the file set at `paths`; EvidenceError (artifactUnreadable) when it cannot be read."""
+        try:
+            key = tuple(file_identity(p) for p in paths)
+        except OSError as exc:
+            raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot stat the artifact: {exc.strerror}") from exc
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is not None:
+                self._entries.move_to_end(key)
+        if cached is None:
+            try:
+                cached = self._read(paths)
+            except OSError as exc:  # not cached: a permission or I/O failure may pass
+                raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot read the artifact: {exc.strerror}") from exc
+            with self._lock:
+                self._entries[key] = cached
+                while len(self._entries) > self.capacity:
+                    self._entries.popitem(last=False)
+        if isinstance(cached, EvidenceError):
+            raise cached
+        return cached
+
+    @staticmethod
+    def _read(paths: Sequence[str]) -> ArtifactFacts | EvidenceError:
+        try:
+            headers = [read_header(p) for p in paths]
+            for header in headers:
+                check_tensor_data(header)
+            return artifact_facts(headers, os.path.basename(paths[0]))
+        except GGUFError as exc:
+            return EvidenceError(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
+
+        except EvidenceError as exc:
+            return exc

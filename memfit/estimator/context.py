@@ -1,0 +1,36 @@
+"""How llama.cpp turns a workload into context sizes (llama-context.cpp, llama-kv-cache.cpp)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CELL_PADDING = 256  # llama.cpp pads the KV size to 256 cells
+DEFAULT_N_UBATCH = 512
+DEFAULT_N_BATCH = 2048
+
+
+def pad(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+@dataclass(frozen=True)
+class ContextGeometry:
+    n_ctx: int  # total cells requested of llama.cpp, after padding
+    n_ctx_seq: int  # cells per stream
+    n_stream: int  # KV streams (non-unified cache: one per sequence)
+    n_seq: int  # sequences (max(1, streams) cells of recurrent state)
+    n_ubatch: int
+
+
+def llama_geometry(n_ctx_req: int, n_seq: int, n_ubatch_req: int = DEFAULT_N_UBATCH) -> ContextGeometry:
+    """llama.cpp's context sizes for a total n_ctx over n_seq sequences, non-unified KV (its default)."""
+    n_ctx = pad(n_ctx_req, CELL_PADDING)
+    n_ctx_seq = pad(n_ctx // n_seq, CELL_PADDING)
+    n_batch = min(DEFAULT_N_BATCH, n_ctx)
+    return ContextGeometry(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_seq, n_seq=max(1, n_seq),
+                           n_ubatch=min(n_ubatch_req, n_batch))
+
+
+def context_geometry(tokens_per_stream: int, streams: int) -> ContextGeometry:
+    """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, llama.cpp's other defaults."""
+    return llama_geometry(tokens_per_stream * streams, streams)

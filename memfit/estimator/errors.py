@@ -1,0 +1,9 @@
+"""The one way the estimator says "this evidence is unusable": the limit word and why."""
+
+
+class EvidenceError(ValueError):
+    """Evidence for one model could not be used; `limit` is the answer's limits entry for it."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit

@@ -1,0 +1,87 @@
+"""The index of local model artifacts: built off the request path, refreshed when a directory changes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+
+from memfit.readers.model_roots import LocalArtifact, scan_plain_root
+
+log = logging.getLogger("memfit.index")
+
+
+def _directory_signature(roots: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """Every directory under the roots with its mtime: a file added, removed or renamed changes it."""
+    seen = []
+    for root in roots:
+        for directory, dirs, _ in os.walk(root, followlinks=False):
+            dirs.sort()
+            try:
+                seen.append((directory, os.stat(directory).st_mtime_ns))
+            except OSError:
+                continue
+    return tuple(seen)
+
+
+def _key(model_id: str) -> str:
+    """Ids match case-insensitively in their `:QUANT` suffix, exactly elsewhere."""
+    base, sep, quant = model_id.rpartition(":")
+    return f"{base}:{quant.upper()}" if sep else model_id
+
+
+class ModelIndex:
+    """Local artifacts by id. `refresh` rescans only when a directory under a root changed."""
+
+    def __init__(self, roots: Sequence[str], poll_seconds: float = 2.0) -> None:
+        self.roots = tuple(os.path.abspath(r) for r in roots if os.path.isdir(r))
+        self.poll_seconds = poll_seconds
+        self._signature: tuple = ()
+        self._by_id: dict[str, LocalArtifact] = {}
+        self._ordered: tuple[LocalArtifact, ...] = ()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def refresh(self) -> bool:
+        """Rescan when anything under the roots changed; True when the index was rebuilt."""
+        with self._lock:
+            signature = _directory_signature(self.roots)
+            if signature == self._signature:
+                return False
+            ordered = []
+            for root in self.roots:
+                ordered.extend(scan_plain_root(root))
+            by_id: dict[str, LocalArtifact] = {}
+            for artifact in ordered:
+                by_id.setdefault(_key(artifact.model_id), artifact)  # an earlier root wins a shared id
+            self._by_id, self._ordered, self._signature = by_id, tuple(ordered), signature
+            log.info("indexed %d local artifacts under %d roots", len(ordered), len(self.roots))
+            return True
+
+    def get(self, model_id: str) -> LocalArtifact | None:
+        return self._by_id.get(_key(model_id))
+
+    def artifacts(self) -> tuple[LocalArtifact, ...]:
+        return self._ordered
+
+    def start(self) -> None:
+        """Index now, then keep the index fresh from a background thread."""
+        self.refresh()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._poll, name="memfit-index", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.refresh()
+            except OSError as exc:
+                log.warning("index refresh failed: %s", exc)

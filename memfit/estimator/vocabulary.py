@@ -1,0 +1,69 @@
+"""The words of the contract, named once. Every string memfit puts in an answer comes from here."""
+
+from enum import StrEnum
+
+
+class Component(StrEnum):
+    WEIGHTS = "weights"
+    KV_CACHE = "kvCache"
+    RECURRENT_STATE = "recurrentState"
+    WORKSPACE = "workspace"
+    COMPANIONS = "companions"
+
+
+class Basis(StrEnum):
+    MEASURED_ARTIFACT = "measuredArtifact"
+    DERIVED_LAYOUT = "derivedLayout"
+    PARAMETER_PROXY = "parameterProxy"
+    NOT_APPLICABLE = "notApplicable"
+    UNKNOWN = "unknown"
+
+
+# Strongest first; `notApplicable` parts do not weaken an estimate.
+BASIS_STRENGTH = (Basis.MEASURED_ARTIFACT, Basis.DERIVED_LAYOUT, Basis.PARAMETER_PROXY, Basis.UNKNOWN)
+
+
+class Verdict(StrEnum):
+    GOOD = "good"
+    TIGHT = "tight"
+    OVERSIZE = "oversize"
+    UNKNOWN = "unknown"
+
+
+class Refusal(StrEnum):
+    NONE = "none"
+    NON_FINITE_INPUT = "nonFiniteInput"
+    NON_POSITIVE_CONTEXT = "nonPositiveContext"
+    NON_POSITIVE_STREAMS = "nonPositiveStreams"
+    CONTEXT_EXCEEDS_MODEL_LIMIT = "contextExceedsModelLimit"
+
+
+class Limit(StrEnum):
+    ARTIFACT_NOT_ON_DISK = "artifactNotOnDisk"
+    ARTIFACT_UNREADABLE = "artifactUnreadable"
+    LAYOUT_UNPUBLISHED = "layoutUnpublished"
+    LAYOUT_NOT_UNIFORM = "layoutNotUniform"
+    HISTORY_IDENTITY_INSUFFICIENT = "historyIdentityInsufficient"
+    WORKSPACE_UNMEASURED = "workspaceUnmeasured"
+    PREPARED_COUNT_UNAVAILABLE = "preparedCountUnavailable"
+    HOST_TELEMETRY_UNAVAILABLE = "hostTelemetryUnavailable"
+    GPU_TELEMETRY_UNAVAILABLE = "gpuTelemetryUnavailable"
+
+
+class BudgetBasis(StrEnum):
+    HOST_AVAILABLE = "hostAvailable"
+    HOST_TOTAL = "hostTotal"
+    UNKNOWN = "unknown"
+
+
+class ContextSource(StrEnum):
+    DOCUMENTED_DEFAULT = "documentedDefault"
+    REQUESTED = "requested"
+
+
+class Mode(StrEnum):
+    FULL_GPU = "fullGpu"
+    CPU_OFFLOAD = "cpuOffload"
+
+
+INT64_MAX = 2**63 - 1

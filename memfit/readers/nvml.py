@@ -1,0 +1,81 @@
+"""One reading of the visible NVIDIA GPUs' memory, from NVML (the nvidia-ml-py package).
+
+Tests pass a stand-in module with the same functions; everything else uses `pynvml`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import ModuleType
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    index: int
+    uuid: str
+    free: int
+    total: int
+
+
+def _load_pynvml() -> ModuleType | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    return pynvml
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def visible(index: int, uuid: str, selector: str | None) -> bool:
+    """CUDA_VISIBLE_DEVICES semantics: unset shows all; otherwise a list of indices or UUID prefixes."""
+    if selector is None:
+        return True
+    for item in (s.strip() for s in selector.split(",")):
+        if not item:
+            return False  # CUDA stops at the first empty or invalid entry
+        if item.isdigit():
+            if int(item) == index:
+                return True
+        elif uuid.startswith(item) or uuid.startswith("GPU-" + item):
+            return True
+    return False
+
+
+class NvmlReader:
+    """Reads GPU memory through NVML, initialising it once; a failed start means no GPU answers."""
+
+    def __init__(self, nvml: ModuleType | None = None, environ: dict[str, str] | None = None) -> None:
+        self._nvml = nvml
+        self._environ = environ
+        self._started: bool | None = None  # None until the first reading tries to start NVML
+
+    def _start(self) -> bool:
+        if self._started is None:
+            self._nvml = self._nvml or _load_pynvml()
+            try:
+                self._started = self._nvml is not None and self._nvml.nvmlInit() is None
+            except (getattr(self._nvml, "NVMLError", OSError), OSError):
+                self._started = False
+        return self._started
+
+    def read(self) -> list[GpuMemory] | None:
+        """The visible GPUs and their free/total memory; None when NVML is missing or fails."""
+        if not self._start():
+            return None
+        nvml = self._nvml
+        selector = (os.environ if self._environ is None else self._environ).get("CUDA_VISIBLE_DEVICES")
+        try:
+            gpus = []
+            for index in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+                if visible(index, uuid, selector):
+                    info = nvml.nvmlDeviceGetMemoryInfo(handle)
+                    gpus.append(GpuMemory(index, uuid, int(info.free), int(info.total)))
+            return gpus
+        except nvml.NVMLError:
+            return None
