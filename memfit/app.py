@@ -1,0 +1,143 @@
+"""The ASGI application: connexion routes and validates against openapi.yaml, a thin guard wraps it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import yaml
+from connexion import AsyncApp
+from connexion.exceptions import ProblemException
+from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+from connexion.options import SwaggerUIOptions
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memfit.handlers.context import STATE_KEY, ServerState
+from memfit.handlers.problems import PROBLEM_JSON, problem_body, problem_response
+from memfit.estimator.service import FitService
+from memfit.validation import VALIDATORS
+
+log = logging.getLogger("memfit.http")
+
+SPEC_PATH = Path(__file__).with_name("openapi.yaml")
+MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is not a fit request
+REVISION_HEADER = b"x-memfit-api-revision"
+MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
+
+
+def load_spec() -> dict:
+    with open(SPEC_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def server_state(service: FitService, token: str) -> ServerState:
+    spec = load_spec()
+    return ServerState(service=service, token=token, api_revision=str(spec["info"]["version"]),
+                       spec_json=json.dumps(spec).encode(), spec_yaml=SPEC_PATH.read_bytes())
+
+
+class Guard:
+    """Outermost layer: puts the server state in the scope, stamps the API revision on every response,
+    and reads the body up to its limit before anything parses it (413 past the limit)."""
+
+    def __init__(self, app: ASGIApp, state: ServerState, max_body: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.state = state
+        self.max_body = max_body
+        self.revision = state.api_revision.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope[STATE_KEY] = self.state
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (REVISION_HEADER, self.revision)]
+            await send(message)
+
+        body, status = await self._read_body(scope, receive)
+        if status is not None:
+            await _send_problem(stamped, status, "the request body is larger than 1 MiB" if status == 413
+                                else "invalid Content-Length")
+            return
+        if body is None:  # the client went away while sending
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, stamped)
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes | None, int | None]:
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                return None, 400
+            if int(declared) > self.max_body:
+                return None, 413
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None, None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None, 413
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), None
+
+
+async def _send_problem(send: Send, status: int, detail: str) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", PROBLEM_JSON.encode())]})
+    await send({"type": "http.response.body", "body": problem_body(status, detail)})
+
+
+def _problem(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    """Every error connexion or a handler raises, as a problem document with the contract's words."""
+    if isinstance(exc, ProblemException):
+        status, detail, headers = exc.status, str(exc.detail or exc.title or ""), dict(exc.headers or {})
+    elif isinstance(exc, HTTPException):
+        status, detail, headers = exc.status_code, str(exc.detail or ""), dict(exc.headers or {})
+    else:
+        log.error("request failed", exc_info=exc)
+        status, detail, headers = 500, "the request failed; see the server log", {}
+    if status == 401:
+        detail = "a valid bearer token is required"
+    if len(detail) > MAX_DETAIL:
+        detail = detail[:MAX_DETAIL] + "..."
+    response = problem_response(status, detail, headers)
+    return ConnexionResponse(status_code=status, mimetype=PROBLEM_JSON, body=response.body,
+                             headers={k: v for k, v in response.headers.items() if k != "content-type"})
+
+
+def create_app(service: FitService, token: str, *, validate_responses: bool = False) -> ASGIApp:
+    """The whole server as one ASGI app. `validate_responses` checks every answer against the spec (tests)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: object) -> AsyncIterator[None]:
+        service.index.start()
+        try:
+            yield
+        finally:
+            service.index.stop()
+
+    app = AsyncApp(__name__, lifespan=lifespan, swagger_ui_options=SwaggerUIOptions(
+        serve_spec=False, spec_path="/v1/openapi.json", swagger_ui_path="/v1/ui"))
+    app.add_api(SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS)
+    for exc_class in (ProblemException, HTTPException, Exception):
+        app.add_error_handler(exc_class, _problem)
+    return Guard(app, server_state(service, token))

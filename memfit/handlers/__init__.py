@@ -1,0 +1,1 @@
+"""Thin HTTP handlers: take the validated body, call the estimator, answer with a generated model."""

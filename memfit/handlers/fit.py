@@ -1,0 +1,24 @@
+"""POST /v1/models/fit/batch and POST /v1/models/fit."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.handlers.context import current, json_response
+from memfit.handlers.problems import problem_response
+
+
+async def fit_batch(body: list[dict]) -> Response:
+    requests = [WireFitVerdictRequest.model_validate(item) for item in body]
+    batch = await run_in_threadpool(current().service.fit_batch, requests)
+    return json_response(batch)
+
+
+async def fit_one(body: dict) -> Response:
+    request = WireFitVerdictRequest.model_validate(body)
+    result = await run_in_threadpool(current().service.fit_one, request)
+    if result is None:
+        return problem_response(404, "no model on this machine or in the bundled catalog has that id")
+    return json_response(result)

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from memfit.app import create_app
+from memfit.estimator.registry import ModelIndex
+from memfit.estimator.service import FitService
+from tests.gguf_models import PUBLIC_SET, write_model
+
+TOKEN = "test-token-1f0e"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="session")
+def public_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The public ground-truth set as sparse GGUF files, plus two broken files under broken/."""
+    directory = tmp_path_factory.mktemp("public-models")
+    for name, build in PUBLIC_SET.items():
+        write_model(build(), directory / f"{name}.gguf")
+    broken = directory / "broken"
+    broken.mkdir()
+    (broken / "garbage.gguf").write_bytes(b"this is not a gguf file" * 10)
+    whole = (directory / "llama-gqa-f16.gguf").read_bytes()[:100_000]
+    (broken / "truncated.gguf").write_bytes(whole)  # header intact, tensor data missing
+    return directory
+
+
+class LiveServer:
+    """A real uvicorn server on 127.0.0.1 in a background thread, answering with response validation on."""
+
+    def __init__(self, service: FitService, token: str = TOKEN) -> None:
+        self.service = service
+        self.app = create_app(service, token, validate_responses=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                   lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def client(self, token: str | None = TOKEN) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def live(public_models: Path) -> Iterator[LiveServer]:
+    with LiveServer(FitService(ModelIndex([str(public_models)]))) as server:
+        yield server
+
+
+@pytest.fixture
+def client(live: LiveServer) -> Iterator[httpx.Client]:
+    with live.client() as c:
+        yield c
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test touches the user's real state directory, token or model caches."""
+    os.environ["MEMFIT_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    os.environ.pop("MEMFIT_TOKEN", None)
+    os.environ.pop("MEMFIT_MODELS", None)

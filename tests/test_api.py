@@ -1,0 +1,203 @@
+"""The request path end to end: a real uvicorn server on 127.0.0.1, real GGUF files, real psutil."""
+
+from __future__ import annotations
+
+import httpx
+import psutil
+import pytest
+
+from memfit.estimator.registry import ModelIndex
+from memfit.estimator.service import FitService
+from memfit.readers.host_memory import read_host_memory
+from tests.conftest import LiveServer
+from tests.truth import records
+
+BATCH = "/v1/models/fit/batch"
+DENSE = ["llama-gqa-f16", "llama-gqa-q8_0", "llama-gqa-q4_0", "qwen3-f16", "qwen3moe-f16"]
+
+
+def _problem(response: httpx.Response, status: int, kind: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert body["type"] == kind and body["status"] == status and body["title"] and "Traceback" not in body["detail"]
+    return body
+
+
+def _refused(result: dict, refusal: str) -> None:
+    estimate = result["estimate"]
+    assert estimate["refusal"] == refusal
+    assert estimate["parts"] == [] and estimate["lowerBoundBytes"] == 0 and estimate["upperBoundBytes"] is None
+    assert estimate["weakestBasis"] == "unknown" and result["verdict"] == "unknown" and result["gpuAdmits"] is None
+
+
+def test_batch_of_32_in_request_order(client: httpx.Client) -> None:
+    ids = [DENSE[i % len(DENSE)] for i in range(32)]
+    response = client.post(BATCH, json=[{"modelId": i} for i in ids])
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert [r["modelId"] for r in response.json()["results"]] == ids
+
+
+@pytest.mark.parametrize("body", [[{"modelId": "qwen3-f16"}] * 33, []], ids=["33", "empty"])
+def test_oversized_or_empty_batch_is_400(client: httpx.Client, body: list) -> None:
+    _problem(client.post(BATCH, json=body), 400, "invalidRequest")
+
+
+def test_unknown_ids_are_left_out(client: httpx.Client) -> None:
+    body = [{"modelId": "qwen3-f16"}, {"modelId": "no/such:Q4_K_M"}, {"modelId": "../../etc/passwd"},
+            {"modelId": "llama-gqa-f16"}]
+    results = client.post(BATCH, json=body).json()["results"]
+    assert [r["modelId"] for r in results] == ["qwen3-f16", "llama-gqa-f16"]
+
+
+def test_one_budget_reading_per_batch(public_models) -> None:
+    calls = []
+
+    def counting_reader():
+        calls.append(1)
+        return read_host_memory()
+
+    service = FitService(ModelIndex([str(public_models)]), read_host=counting_reader)
+    with LiveServer(service) as server, server.client() as c:
+        results = c.post(BATCH, json=[{"modelId": m} for m in DENSE * 3]).json()["results"]
+    assert len(calls) == 1
+    budgets = [r["budget"] for r in results]
+    assert all(b == budgets[0] for b in budgets)
+    assert budgets[0]["basis"] == "hostAvailable"
+    assert 0 < budgets[0]["bytes"] <= psutil.virtual_memory().total
+
+
+def test_dense_models_match_llama_cpp(client: httpx.Client) -> None:
+    """Measured weights and derived KV equal what llama.cpp allocated for the public set's dense models."""
+    runs = [r for r in records("results_probe.jsonl")
+            if r["model"] in DENSE and r["settings"]["n_ctx"] % r["settings"]["n_seq"] == 0 and r["n_ubatch"] == 512]
+    element = {"f16": 2, "q8_0": 1}
+    body = [{"modelId": r["model"], "allocatedTokens": r["settings"]["n_ctx"] // r["settings"]["n_seq"],
+             "streams": r["settings"]["n_seq"], "keyElementBytes": element[r["settings"]["type_k"]],
+             "valueElementBytes": element[r["settings"]["type_v"]]} for r in runs]
+    assert len(body) >= 32
+    for start in range(0, len(body), 32):
+        results = client.post(BATCH, json=body[start:start + 32]).json()["results"]
+        for run, result in zip(runs[start:start + 32], results):
+            parts = {p["component"]: p for p in result["estimate"]["parts"]}
+            assert parts["weights"]["basis"] == "measuredArtifact"
+            assert parts["weights"]["bytes"] == run["weights_bytes"]
+            assert parts["kvCache"]["basis"] == "derivedLayout"
+            assert parts["kvCache"]["bytes"] == run["kv_bytes"]
+            assert parts["recurrentState"]["basis"] == "notApplicable"
+
+
+def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
+    result = client.post(BATCH, json=[{"modelId": "llama-gqa-f16"}]).json()["results"][0]
+    assert result["identity"] == {"modelId": "llama-gqa-f16", "revision": "", "quant": "F16",
+                                  "artifactBytes": result["identity"]["artifactBytes"]}
+    assert result["identity"]["artifactBytes"] > 14_000_000
+    estimate = result["estimate"]
+    assert [p["component"] for p in estimate["parts"]] == ["weights", "kvCache", "recurrentState", "workspace",
+                                                           "companions"]
+    assert estimate["workload"] == {"allocatedTokens": 4096, "contextSource": "documentedDefault", "streams": 1,
+                                    "keyElementBytes": 2, "valueElementBytes": 2, "mode": "fullGpu",
+                                    "preparedTokens": None}
+    numbered = sum(p["bytes"] for p in estimate["parts"] if p["bytes"] is not None)
+    assert estimate["lowerBoundBytes"] == numbered
+    assert result["gpuAdmits"] is None and "gpuTelemetryUnavailable" in result["limits"]
+
+
+def test_context_default_is_capped_to_model_limit(client: httpx.Client) -> None:
+    # llama-gqa's context limit is 8192; qwen3's 32768: the 4096 default fits both, so ask with streams
+    result = client.post("/v1/models/fit", json={"modelId": "llama-gqa-f16"}).json()
+    assert result["estimate"]["workload"]["allocatedTokens"] == 4096
+
+
+@pytest.mark.parametrize("request_fields, refusal", [
+    ({"allocatedTokens": 0}, "nonPositiveContext"),
+    ({"allocatedTokens": -4096, "streams": 0}, "nonPositiveContext"),
+    ({"streams": 0}, "nonPositiveStreams"),
+    ({"streams": -3}, "nonPositiveStreams"),
+    ({"allocatedTokens": 8193}, "contextExceedsModelLimit"),
+    ({"allocatedTokens": 2**62, "streams": 2**20}, "nonFiniteInput"),
+    ({"allocatedTokens": 2**40, "streams": 2**30, "keyElementBytes": 2**62}, "nonFiniteInput"),
+])
+def test_refusals(client: httpx.Client, request_fields: dict, refusal: str) -> None:
+    result = client.post(BATCH, json=[{"modelId": "llama-gqa-f16", **request_fields}]).json()["results"][0]
+    _refused(result, refusal)
+    workload = result["estimate"]["workload"]
+    for field, value in request_fields.items():
+        assert workload[field] == min(value, 2**63 - 1)
+
+
+def test_unknown_mode_is_echoed_with_null_gpu_answer(client: httpx.Client) -> None:
+    result = client.post(BATCH, json=[{"modelId": "qwen3-f16", "mode": "npuOnly"}]).json()["results"][0]
+    assert result["estimate"]["workload"]["mode"] == "npuOnly"
+    assert result["gpuAdmits"] is None
+    assert result["estimate"]["refusal"] == "none"
+
+
+def test_broken_files_degrade_only_their_answer(client: httpx.Client) -> None:
+    body = [{"modelId": "broken/garbage"}, {"modelId": "qwen3-f16"}, {"modelId": "broken/truncated"}]
+    results = client.post(BATCH, json=body).json()["results"]
+    assert [r["modelId"] for r in results] == ["broken/garbage", "qwen3-f16", "broken/truncated"]
+    for broken in (results[0], results[2]):
+        assert "artifactUnreadable" in broken["limits"]
+        weights = broken["estimate"]["parts"][0]
+        assert weights["basis"] == "unknown" and weights["bytes"] is None
+        assert broken["estimate"]["upperBoundBytes"] is None and broken["verdict"] in ("unknown", "oversize")
+    assert results[1]["estimate"]["parts"][0]["basis"] == "measuredArtifact"
+
+
+def test_single_fit_and_404(client: httpx.Client) -> None:
+    one = client.post("/v1/models/fit", json={"modelId": "qwen3-f16"})
+    assert one.status_code == 200
+    batch = client.post(BATCH, json=[{"modelId": "qwen3-f16"}]).json()["results"][0]
+    assert one.json()["estimate"] == batch["estimate"]
+    _problem(client.post("/v1/models/fit", json={"modelId": "nothing/here"}), 404, "notFound")
+
+
+@pytest.mark.parametrize("method, path", [("POST", BATCH), ("POST", "/v1/models/fit"), ("GET", "/v1/models")])
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+def test_protected_routes_need_the_token(live: LiveServer, method: str, path: str, token: str | None) -> None:
+    with live.client(token) as c:
+        response = c.request(method, path, json=[{"modelId": "qwen3-f16"}] if path == BATCH else {"modelId": "x"})
+    body = _problem(response, 401, "unauthorized")
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert "wrong-token" not in response.text and "test-token" not in body["detail"]
+
+
+def test_health_and_spec_need_no_token(live: LiveServer) -> None:
+    with live.client(None) as c:
+        health = c.get("/health")
+        assert health.json() == {"status": "ok", "apiRevision": health.headers["x-memfit-api-revision"]}
+        assert c.get("/v1/openapi.json").json()["openapi"] == "3.0.3"
+        assert c.get("/v1/openapi.yaml").text.startswith("openapi: 3.0.3")
+        ui = c.get("/v1/ui/")
+        assert ui.status_code == 200 and "swagger" in ui.text.lower() and "cdn" not in ui.text.lower()
+
+
+@pytest.mark.parametrize("content, kind", [
+    (b'[{"modelId": ', "truncated JSON"),
+    (b'[{"modelId": "\xff\xfe"}]', "not UTF-8"),
+    (b'{"modelId": "qwen3-f16"}', "object, not array"),
+    (b'[{"allocatedTokens": 10}]', "modelId missing"),
+    (b'[{"modelId": "qwen3-f16", "allocatedTokens": "many"}]', "string for integer"),
+    (b'[{"modelId": "qwen3-f16", "keyElementBytes": 0}]', "element bytes 0"),
+    (b'[{"modelId": "qwen3-f16", "allocatedTokens": 99999999999999999999}]', "beyond int64"),
+    (b"[" * 50000, "deep nesting"),
+    (b"", "empty body"),
+])
+def test_malformed_bodies_are_400(client: httpx.Client, content: bytes, kind: str) -> None:
+    response = client.post(BATCH, content=content, headers={"content-type": "application/json"})
+    _problem(response, 400, "invalidRequest")
+
+
+def test_oversized_body_is_413(client: httpx.Client) -> None:
+    response = client.post(BATCH, content=b"[" + b" " * (2 << 20) + b"]", headers={"content-type": "application/json"})
+    _problem(response, 413, "invalidRequest")
+
+
+def test_model_list(client: httpx.Client) -> None:
+    models = client.get("/v1/models").json()["models"]
+    ids = [m["modelId"] for m in models]
+    assert "qwen3-f16" in ids and ids == sorted(ids)
+    qwen = next(m for m in models if m["modelId"] == "qwen3-f16")
+    assert (qwen["source"], qwen["architecture"], qwen["quant"], qwen["contextLimit"]) == ("local", "qwen3", "F16", 32768)
