@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from connexion import AsyncApp
 from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
+from connexion.resolver import Resolver
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -124,6 +126,14 @@ def _problem(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
                              headers={k: v for k, v in response.headers.items() if k != "content-type"})
 
 
+class SnakeCaseResolver(Resolver):
+    """operationId `fitBatch` under `x-openapi-router-controller: memfit.handlers.fit` is `memfit.handlers.fit.fit_batch`."""
+
+    def resolve_operation_id(self, operation) -> str:
+        controller = operation.router_controller
+        return f"{controller}.{re.sub(r'(?<!^)(?=[A-Z])', '_', operation.operation_id).lower()}"
+
+
 def create_app(service: FitService, token: str, *, validate_responses: bool = False) -> ASGIApp:
     """The whole server as one ASGI app. `validate_responses` checks every answer against the spec (tests)."""
 
@@ -137,7 +147,8 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
 
     app = AsyncApp(__name__, lifespan=lifespan, swagger_ui_options=SwaggerUIOptions(
         serve_spec=False, spec_path="/v1/openapi.json", swagger_ui_path="/v1/ui"))
-    app.add_api(SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS)
+    app.add_api(SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS,
+                resolver=SnakeCaseResolver())
     for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, _problem)
     return Guard(app, server_state(service, token))

@@ -17,4 +17,4 @@ async def openapi_json() -> Response:
 
 
 async def openapi_yaml() -> Response:
-    return Response(current().spec_yaml, media_type="application/yaml")
+    return Response(current().spec_yaml, media_type="text/yaml")
