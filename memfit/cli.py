@@ -7,7 +7,7 @@ import logging
 import sys
 from fractions import Fraction
 
-from memfit.config import configured_model_dirs, default_state_dir
+from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.service import FitService, Settings
@@ -27,13 +27,15 @@ def _margin(text: str) -> Fraction:
 
 
 def _service(args: argparse.Namespace) -> FitService:
-    index = ModelIndex(configured_model_dirs(args.models))
+    index = ModelIndex(model_roots(args.models, usual=not args.no_usual_dirs))
     return FitService(index, settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)))
 
 
 def _add_service_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", action="append", metavar="PATH",
                         help="a model directory (repeatable); default: MEMFIT_MODELS, an os.pathsep list")
+    parser.add_argument("--no-usual-dirs", action="store_true",
+                        help="do not look in the Hugging Face hub cache, llama.cpp's cache or LM Studio's folder")
     parser.add_argument("--margin", type=_margin, default=Fraction(1, 10),
                         help="presentation margin for the verdict (default 0.10)")
     parser.add_argument("--budget", choices=[b.value for b in BudgetSetting], default=BudgetSetting.AVAILABLE.value,
@@ -53,7 +55,8 @@ def serve(args: argparse.Namespace) -> int:
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
     print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/)", flush=True)
     print(f"bearer token: {where}", flush=True)
-    print(f"model directories: {', '.join(service.index.roots) or '(none)'}", flush=True)
+    print(f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}",
+          flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_keep_alive=5,
                 timeout_graceful_shutdown=5, limit_concurrency=256, h11_max_incomplete_event_size=64 * 1024)
     return 0

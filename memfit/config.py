@@ -7,6 +7,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from memfit.readers.model_roots import Root, RootKind, usual_roots
+
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> str:
     """MEMFIT_STATE_DIR, else the user's data directory (XDG on Linux, Application Support on macOS)."""
@@ -20,9 +22,10 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> str:
     return str(Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "memfit")
 
 
-def configured_model_dirs(flags: Sequence[str] | None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """`--models` when given, else MEMFIT_MODELS (an os.pathsep list)."""
+def model_roots(flags: Sequence[str] | None, usual: bool = True, environ: Mapping[str, str] | None = None) -> list[Root]:
+    """`--models` when given, else MEMFIT_MODELS (an os.pathsep list); then, unless turned off, the usual
+    places that exist (the Hugging Face hub cache, llama.cpp's cache, LM Studio's models folder)."""
     env = os.environ if environ is None else environ
-    if flags:
-        return list(flags)
-    return [p for p in env.get("MEMFIT_MODELS", "").split(os.pathsep) if p]
+    plain = list(flags) if flags else [p for p in env.get("MEMFIT_MODELS", "").split(os.pathsep) if p]
+    roots = [Root(path, RootKind.PLAIN) for path in plain]
+    return roots + (usual_roots(env) if usual else [])

@@ -13,6 +13,7 @@ import uvicorn
 
 from memfit.app import create_app
 from memfit.estimator.registry import ModelIndex
+from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.service import FitService
 from tests.gguf_models import PUBLIC_SET, write_model
 
@@ -68,7 +69,7 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def live(public_models: Path) -> Iterator[LiveServer]:
-    with LiveServer(FitService(ModelIndex([str(public_models)]))) as server:
+    with LiveServer(FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]))) as server:
         yield server
 
 

@@ -7,6 +7,7 @@ import psutil
 import pytest
 
 from memfit.estimator.registry import ModelIndex
+from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.service import FitService
 from memfit.readers.host_memory import read_host_memory
 from tests.conftest import LiveServer
@@ -58,7 +59,7 @@ def test_one_budget_reading_per_batch(public_models) -> None:
         calls.append(1)
         return read_host_memory()
 
-    service = FitService(ModelIndex([str(public_models)]), read_host=counting_reader)
+    service = FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]), read_host=counting_reader)
     with LiveServer(service) as server, server.client() as c:
         results = c.post(BATCH, json=[{"modelId": m} for m in DENSE * 3]).json()["results"]
     assert len(calls) == 1

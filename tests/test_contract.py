@@ -13,6 +13,7 @@ from schemathesis.checks import CHECKS, load_all_checks
 
 from memfit.app import create_app
 from memfit.estimator.registry import ModelIndex
+from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.service import FitService
 from tests.conftest import AUTH, TOKEN
 from tests.gguf_models import gemma3_swa, qwen3, write_model
@@ -29,7 +30,7 @@ config = schemathesis.Config()
 config.projects.default.generation.update(modes=[schemathesis.GenerationMode.POSITIVE,
                                                  schemathesis.GenerationMode.NEGATIVE])
 schema = schemathesis.openapi.from_asgi(
-    "/v1/openapi.json", create_app(FitService(ModelIndex([str(MODELS)])), TOKEN, validate_responses=True),
+    "/v1/openapi.json", create_app(FitService(ModelIndex([Root(str(MODELS), RootKind.PLAIN)])), TOKEN, validate_responses=True),
     config=config)
 
 

@@ -7,16 +7,19 @@ import os
 import threading
 from collections.abc import Sequence
 
-from memfit.readers.model_roots import LocalArtifact, scan_plain_root
+from memfit.readers.model_roots import LocalArtifact, Root, scan
 
 log = logging.getLogger("memfit.index")
 
 
-def _directory_signature(roots: Sequence[str]) -> tuple[tuple[str, int], ...]:
+DEFAULT_QUANT = "Q4_K_M"  # what llama.cpp's -hf picks when a repo is named without a tag
+
+
+def _directory_signature(roots: Sequence[Root]) -> tuple[tuple[str, int], ...]:
     """Every directory under the roots with its mtime: a file added, removed or renamed changes it."""
     seen = []
     for root in roots:
-        for directory, dirs, _ in os.walk(root, followlinks=False):
+        for directory, dirs, _ in os.walk(root.path, followlinks=False):
             dirs.sort()
             try:
                 seen.append((directory, os.stat(directory).st_mtime_ns))
@@ -31,11 +34,30 @@ def _key(model_id: str) -> str:
     return f"{base}:{quant.upper()}" if sep else model_id
 
 
+def index_by_id(artifacts: Sequence[LocalArtifact]) -> dict[str, LocalArtifact]:
+    """Ids to artifacts; an earlier root wins a shared id, and a repo named without a tag means its
+    Q4_K_M, or its only artifact."""
+    by_id: dict[str, LocalArtifact] = {}
+    by_repo: dict[str, list[LocalArtifact]] = {}
+    for artifact in artifacts:
+        by_id.setdefault(_key(artifact.model_id), artifact)
+        repo, sep, _ = artifact.model_id.rpartition(":")
+        if sep:
+            by_repo.setdefault(repo, []).append(artifact)
+    for repo, tagged in by_repo.items():
+        default = by_id.get(f"{repo}:{DEFAULT_QUANT}")
+        if default is None and len({a.model_id for a in tagged}) == 1:
+            default = tagged[0]
+        if default is not None:
+            by_id.setdefault(repo, default)
+    return by_id
+
+
 class ModelIndex:
     """Local artifacts by id. `refresh` rescans only when a directory under a root changed."""
 
-    def __init__(self, roots: Sequence[str], poll_seconds: float = 2.0) -> None:
-        self.roots = tuple(os.path.abspath(r) for r in roots if os.path.isdir(r))
+    def __init__(self, roots: Sequence[Root], poll_seconds: float = 2.0) -> None:
+        self.roots = tuple(Root(os.path.abspath(r.path), r.kind) for r in roots if os.path.isdir(r.path))
         self.poll_seconds = poll_seconds
         self._signature: tuple = ()
         self._by_id: dict[str, LocalArtifact] = {}
@@ -52,11 +74,8 @@ class ModelIndex:
                 return False
             ordered = []
             for root in self.roots:
-                ordered.extend(scan_plain_root(root))
-            by_id: dict[str, LocalArtifact] = {}
-            for artifact in ordered:
-                by_id.setdefault(_key(artifact.model_id), artifact)  # an earlier root wins a shared id
-            self._by_id, self._ordered, self._signature = by_id, tuple(ordered), signature
+                ordered.extend(sorted(scan(root), key=lambda a: a.model_id))
+            self._by_id, self._ordered, self._signature = index_by_id(ordered), tuple(ordered), signature
             log.info("indexed %d local artifacts under %d roots", len(ordered), len(self.roots))
             return True
 

@@ -1,18 +1,45 @@
-"""Finding GGUF artifacts under model directories, without ever leaving them.
+"""Finding GGUF artifacts under model roots, and naming them as the ecosystem does, without leaving the roots.
 
-A plain directory names a model by the file's path relative to it, without `.gguf`; a split model
-(`name-00001-of-00003.gguf`) is one artifact of all its parts. Symlinks are followed only when
+Four kinds of root:
+- a plain directory (`--models`, MEMFIT_MODELS): a model's id is its path relative to the root, without `.gguf`;
+- a Hugging Face hub cache (`models--org--repo/snapshots/<commit>/...gguf`, symlinks into `blobs/`), which is
+  also what llama.cpp's `-hf` downloads into: `org/repo:QUANT`, revision = the snapshot commit;
+- llama.cpp's older flat download cache (`org_repo_file.gguf` beside `manifest=org=repo=tag.json`): `org/repo:QUANT`;
+- LM Studio's models folder (`publisher/repo/file.gguf`): `publisher/repo:QUANT`.
+A split model (`name-00001-of-00003.gguf`) is one artifact of all its parts. Symlinks are followed only when
 their target lies inside the same root.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
 
 SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.I)
 PROJECTOR = re.compile(r"^mmproj.*\.gguf$", re.I)
+# A quant tag as -hf names them: Q4_K_M, IQ4_XS, Q8_0, F16, BF16, MXFP4, TQ1_0, UD-Q4_K_XL, ...
+QUANT_TAG = re.compile(r"(?:^|[-._])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+){0,2}|T?Q\d_\d|B?F16|F32|MXFP4(?:_MOE)?))$", re.I)
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+MAX_FILES_PER_ROOT = 100_000  # a root with more is not a model folder: stop walking it
+
+
+class RootKind(StrEnum):
+    PLAIN = "plain"
+    HF_CACHE = "huggingface"
+    LLAMA_CACHE = "llama.cpp"
+    LM_STUDIO = "lmstudio"
+
+
+@dataclass(frozen=True)
+class Root:
+    path: str
+    kind: RootKind
 
 
 @dataclass(frozen=True)
@@ -22,6 +49,7 @@ class LocalArtifact:
     paths: tuple[str, ...]  # the file set, first split first
     revision: str = ""
     projector: str | None = None  # mmproj file loaded with the model
+    kind: RootKind = RootKind.PLAIN
 
 
 def inside(root: str, path: str) -> bool:
@@ -31,57 +59,197 @@ def inside(root: str, path: str) -> bool:
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
-def gguf_files(root: str) -> list[str]:
-    """Every `.gguf` file under `root` whose real location is inside it, in a stable order."""
-    found = []
-    for directory, dirs, files in os.walk(root, followlinks=False):
+def gguf_files(root: str, directory: str | None = None) -> list[str]:
+    """Every `.gguf` file under `directory` (default `root`) whose real location is inside `root`, sorted."""
+    found: list[str] = []
+    for current, dirs, files in os.walk(directory or root, followlinks=False):
         dirs.sort()
         for name in sorted(files):
             if not name.lower().endswith(".gguf"):
                 continue
-            path = os.path.join(directory, name)
+            path = os.path.join(current, name)
             if os.path.islink(path) and not inside(root, path):
                 continue
             if os.path.isfile(path):
                 found.append(path)
+            if len(found) >= MAX_FILES_PER_ROOT:
+                return found
     return found
 
 
+def quant_tag(file_name: str) -> str:
+    """The quant tag in a file name (`Qwen3-8B-Q4_K_M.gguf` -> `Q4_K_M`), '' when it names none."""
+    stem = SPLIT.sub(r"\g<stem>", file_name)
+    stem = stem[: -len(".gguf")] if stem.lower().endswith(".gguf") else stem
+    match = QUANT_TAG.search(stem)
+    return match.group(1).upper() if match else ""
+
+
 def group_splits(paths: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """(artifact path without its split suffix, its files in order); an incomplete split set is left out."""
+    """(artifact path without `.gguf` or its split suffix, its files in order); incomplete split sets are left out."""
     groups: dict[str, dict[int, str]] = {}
     counts: dict[str, int] = {}
-    singles = []
+    artifacts = []
     for path in paths:
         match = SPLIT.match(os.path.basename(path))
         if not match:
-            singles.append((path[: -len(".gguf")], (path,)))
+            artifacts.append((path[: -len(".gguf")], (path,)))
             continue
         stem = os.path.join(os.path.dirname(path), match["stem"])
         groups.setdefault(stem, {})[int(match["index"])] = path
         counts[stem] = int(match["count"])
     for stem, parts in groups.items():
         if sorted(parts) == list(range(1, counts[stem] + 1)):
-            singles.append((stem, tuple(parts[i] for i in sorted(parts))))
-    return sorted(singles)
+            artifacts.append((stem, tuple(parts[i] for i in sorted(parts))))
+    return sorted(artifacts)
 
 
-def projector_beside(path: str, root: str) -> str | None:
-    """The multimodal projector in the same directory as the model, if there is exactly one choice."""
-    directory = os.path.dirname(path)
-    try:
-        names = sorted(n for n in os.listdir(directory) if PROJECTOR.match(n))
-    except OSError:
+def choose_projector(candidates: list[str], quant: str) -> str | None:
+    """The projector loaded with a model: one tagged with the model's quant, else F16, else the first."""
+    if not candidates:
         return None
-    candidates = [os.path.join(directory, n) for n in names if inside(root, os.path.join(directory, n))]
-    return candidates[0] if candidates else None
+    by_tag = {quant_tag(os.path.basename(c)): c for c in sorted(candidates)}
+    return by_tag.get(quant) or by_tag.get("F16") or sorted(candidates)[0]
 
 
-def scan_plain_root(root: str) -> list[LocalArtifact]:
-    """Artifacts of a configured model directory: ids are paths relative to it, without `.gguf`."""
-    models = [p for p in gguf_files(root) if not PROJECTOR.match(os.path.basename(p))]
-    artifacts = []
+def _artifacts(root: str, directory: str, name_of, kind: RootKind, revision: str = "") -> list[LocalArtifact]:
+    """Artifacts under `directory`, each named by `name_of(stem, paths)`; projectors are found beside them."""
+    files = gguf_files(root, directory)
+    projectors = [p for p in files if PROJECTOR.match(os.path.basename(p))]
+    models = [p for p in files if not PROJECTOR.match(os.path.basename(p))]
+    found = []
     for stem, paths in group_splits(models):
-        model_id = os.path.relpath(stem, root).replace(os.sep, "/")
-        artifacts.append(LocalArtifact(model_id, root, paths, projector=projector_beside(paths[0], root)))
-    return artifacts
+        beside = [p for p in projectors if os.path.dirname(p) == os.path.dirname(paths[0])]
+        if kind is not RootKind.PLAIN and not beside:
+            beside = projectors  # a repo's projector may sit in another folder of the same snapshot
+        projector = choose_projector(beside, quant_tag(os.path.basename(paths[0])))
+        found.append(LocalArtifact(name_of(stem, paths), root, paths, revision, projector, kind))
+    return found
+
+
+def _tagged(repo: str, paths: tuple[str, ...]) -> str:
+    tag = quant_tag(os.path.basename(paths[0]))
+    return f"{repo}:{tag}" if tag else f"{repo}/{Path(paths[0]).stem}"
+
+
+def scan_plain(root: str) -> list[LocalArtifact]:
+    return _artifacts(root, root, lambda stem, _: os.path.relpath(stem, root).replace(os.sep, "/"), RootKind.PLAIN)
+
+
+def _current_commit(repo_dir: str) -> str:
+    """The commit refs/main names (else any ref), as llama.cpp's hf-cache picks it."""
+    refs = os.path.join(repo_dir, "refs")
+    try:
+        names = sorted(os.listdir(refs), key=lambda n: n != "main")
+    except OSError:
+        return ""
+    for name in names:
+        try:
+            with open(os.path.join(refs, name), encoding="utf-8") as f:
+                commit = f.read(64).strip()
+        except OSError:
+            continue
+        if COMMIT.match(commit):
+            return commit
+    return ""
+
+
+def scan_hf_cache(root: str) -> list[LocalArtifact]:
+    """`models--org--repo/snapshots/<commit>/`: the commit refs/main names (else the newest snapshot)."""
+    found = []
+    try:
+        repos = sorted(n for n in os.listdir(root) if n.startswith("models--"))
+    except OSError:
+        return found
+    for folder in repos:
+        repo = folder[len("models--"):].replace("--", "/")
+        snapshots = os.path.join(root, folder, "snapshots")
+        if not os.path.isdir(snapshots):
+            continue
+        commit = _current_commit(os.path.join(root, folder))
+        if not os.path.isdir(os.path.join(snapshots, commit or "\0")):
+            existing = [c for c in os.listdir(snapshots) if os.path.isdir(os.path.join(snapshots, c))]
+            commit = max(existing, key=lambda c: os.stat(os.path.join(snapshots, c)).st_mtime_ns, default="")
+        if commit:
+            found += _artifacts(root, os.path.join(snapshots, commit), lambda _, paths: _tagged(repo, paths),
+                                RootKind.HF_CACHE, revision=commit)
+    return found
+
+
+def _legacy_manifests(root: str) -> dict[str, str]:
+    """File name -> repo, from the `manifest=org=repo=tag.json` files older llama.cpp wrote beside downloads."""
+    repos = {}
+    for name in sorted(os.listdir(root)):
+        if not (name.startswith("manifest=") and name.endswith(".json")):
+            continue
+        parts = name[len("manifest="):-len(".json")].split("=")
+        if len(parts) < 2:
+            continue
+        repo = f"{parts[0]}/{parts[1]}"
+        try:
+            with open(os.path.join(root, name), encoding="utf-8") as f:
+                manifest = json.loads(f.read(1 << 20))
+        except (OSError, ValueError):
+            continue
+        for key in ("ggufFile", "mmprojFile"):
+            entry = manifest.get(key) if isinstance(manifest, dict) else None
+            if isinstance(entry, dict) and isinstance(entry.get("rfilename"), str):
+                repos[f"{parts[0]}_{parts[1]}_{entry['rfilename'].replace('/', '_')}"] = repo
+    return repos
+
+
+def scan_llama_cache(root: str) -> list[LocalArtifact]:
+    """llama.cpp's cache: the hub layout newer versions use, and the flat files older versions wrote."""
+    found = scan_hf_cache(root)
+    try:
+        repos = _legacy_manifests(root)
+    except OSError:
+        return found
+
+    def name_of(stem: str, paths: tuple[str, ...]) -> str:
+        repo = repos.get(os.path.basename(paths[0]))
+        return _tagged(repo, paths) if repo else Path(stem).name
+
+    flat = [a for a in _artifacts(root, root, name_of, RootKind.LLAMA_CACHE)
+            if os.path.dirname(a.paths[0]) == root.rstrip(os.sep)]
+    return found + flat
+
+
+def scan_lm_studio(root: str) -> list[LocalArtifact]:
+    """`publisher/repo/file.gguf`: ids `publisher/repo:QUANT`."""
+    def name_of(stem: str, paths: tuple[str, ...]) -> str:
+        parts = Path(os.path.relpath(paths[0], root)).parts
+        return _tagged("/".join(parts[:2]), paths) if len(parts) >= 3 else os.path.relpath(stem, root)
+
+    return _artifacts(root, root, name_of, RootKind.LM_STUDIO)
+
+
+SCANNERS = {RootKind.PLAIN: scan_plain, RootKind.HF_CACHE: scan_hf_cache, RootKind.LLAMA_CACHE: scan_llama_cache,
+            RootKind.LM_STUDIO: scan_lm_studio}
+
+
+def scan(root: Root) -> list[LocalArtifact]:
+    return SCANNERS[root.kind](root.path)
+
+
+def usual_roots(environ: Mapping[str, str] | None = None) -> list[Root]:
+    """The places local tools keep models, in the order their environment variables choose them."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME") or Path.home())
+    cache = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
+    if env.get("HF_HUB_CACHE"):
+        hub = Path(env["HF_HUB_CACHE"])
+    elif env.get("HF_HOME"):
+        hub = Path(env["HF_HOME"]) / "hub"
+    else:
+        hub = cache / "huggingface" / "hub"
+    if env.get("LLAMA_CACHE"):
+        llama = Path(env["LLAMA_CACHE"])
+    elif sys.platform == "darwin":
+        llama = home / "Library" / "Caches" / "llama.cpp"
+    else:
+        llama = cache / "llama.cpp"
+    candidates = [Root(str(hub), RootKind.HF_CACHE), Root(str(llama), RootKind.LLAMA_CACHE),
+                  Root(str(home / ".lmstudio" / "models"), RootKind.LM_STUDIO),
+                  Root(str(cache / "lm-studio" / "models"), RootKind.LM_STUDIO)]
+    return [r for r in candidates if os.path.isdir(r.path)]
