@@ -28,7 +28,7 @@ class Model:
     kv: dict[str, Any] = field(default_factory=dict)
     tensors: list[tuple[str, tuple[int, ...], QT]] = field(default_factory=list)  # (name, ne, type)
     vocab: int = 0
-    tokenizer: str = "llama"  # "llama" (sentencepiece-like) or "gpt2" (byte-level BPE with merges)
+    tokenizer: str = "llama"  # "llama" (sentencepiece-like), "gpt2" (byte-level BPE) or "bert" (WordPiece)
 
     def tensor(self, name: str, ne: list[int] | tuple[int, ...], qtype: QT) -> None:
         if len(ne) == 1:
@@ -47,6 +47,10 @@ def tensor_nbytes(ne: tuple[int, ...], qtype: QT) -> int:
     return ne[0] // block * type_size * rows
 
 
+_ARRAY_ITEM_TYPES = {np.dtype(np.uint64): gguf.GGUFValueType.UINT64, np.dtype(np.int64): gguf.GGUFValueType.INT64,
+                     np.dtype(np.uint32): gguf.GGUFValueType.UINT32, np.dtype(np.int32): gguf.GGUFValueType.INT32}
+
+
 def _add_kv(w: gguf.GGUFWriter, key: str, value: Any) -> None:
     if isinstance(value, bool):
         w.add_bool(key, value)
@@ -57,7 +61,9 @@ def _add_kv(w: gguf.GGUFWriter, key: str, value: Any) -> None:
     elif isinstance(value, str):
         w.add_string(key, value)
     elif isinstance(value, (list, tuple)):
-        w.add_array(key, list(value))
+        w.add_array(key, list(value))  # bools -> BOOL array, ints -> INT32, floats -> FLOAT32
+    elif isinstance(value, np.ndarray):  # an array of an explicit item type, e.g. dtype=np.uint64
+        w.add_key_value(key, value.tolist(), gguf.GGUFValueType.ARRAY, sub_type=_ARRAY_ITEM_TYPES[value.dtype])
     else:
         raise TypeError(f"{key}: {type(value)}")
 
@@ -72,6 +78,20 @@ def _add_tokenizer(w: gguf.GGUFWriter, kind: str, n_vocab: int) -> None:
         w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (n_vocab - 259))
         w.add_bos_token_id(1)
         w.add_eos_token_id(2)
+        return
+    if kind == "bert":  # WordPiece: [PAD] [UNK] [CLS] [SEP] [MASK], word-start pieces, fillers
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"\u2581{c}" for c in letters] + list(letters)
+        tokens += [f"[unused{i}]" for i in range(n_vocab - len(tokens))]
+        w.add_tokenizer_model("bert")
+        w.add_token_list(tokens)
+        w.add_token_types([3, 2, 3, 3, 3] + [1] * (n_vocab - 5))
+        w.add_token_type_count(2)
+        w.add_pad_token_id(0)
+        w.add_unk_token_id(1)
+        w.add_bos_token_id(2)
+        w.add_sep_token_id(3)
+        w.add_mask_token_id(4)
         return
     tokens = [f"b{i}" for i in range(256)]
     merges = []
@@ -115,9 +135,11 @@ def write_model(model: Model, path: str | os.PathLike[str]) -> int:
 
 # --- building blocks ------------------------------------------------------------------------------
 
-def transformer_kv(m: Model, *, ctx: int, embd: int, layers: int, ff: int | None, heads: int,
-                   heads_kv: int | list[int], head_dim: int | None = None, name: str = "",
-                   file_type: int | None = None, rope_base: float = 10000.0, eps: float = 1e-6) -> None:
+def transformer_kv(m: Model, *, ctx: int, embd: int, layers: int, ff: int | list[int] | None,
+                   heads: int | list[int], heads_kv: int | list[int] | None, head_dim: int | None = None,
+                   name: str = "", file_type: int | None = None, rope_base: float | None = 10000.0,
+                   eps: float | None = 1e-6) -> None:
+    """The common hyperparameters; a list is a per-layer array, None leaves the key out."""
     if name:
         m.kv["general.name"] = name
     if file_type is not None:
@@ -125,19 +147,37 @@ def transformer_kv(m: Model, *, ctx: int, embd: int, layers: int, ff: int | None
     m.arch_kv(context_length=ctx, embedding_length=embd, block_count=layers)
     if ff is not None:
         m.arch_kv(feed_forward_length=ff)
-    m.arch_kv(attention__head_count=heads, attention__head_count_kv=heads_kv)
+    m.arch_kv(attention__head_count=heads)
+    if heads_kv is not None:
+        m.arch_kv(attention__head_count_kv=heads_kv)
     if head_dim is not None:
         m.arch_kv(attention__key_length=head_dim, attention__value_length=head_dim)
-    m.arch_kv(rope__freq_base=rope_base, attention__layer_norm_rms_epsilon=eps)
+    if rope_base is not None:
+        m.arch_kv(rope__freq_base=rope_base)
+    if eps is not None:
+        m.arch_kv(attention__layer_norm_rms_epsilon=eps)
 
 
 def attention(m: Model, i: int, embd: int, heads: int, heads_kv: int, head_dim: int, qtype: QT,
-              qk_norm: bool = False, post_norm: bool = False) -> None:
-    m.tensor(f"blk.{i}.attn_norm.weight", [embd], QT.F32)
-    m.tensor(f"blk.{i}.attn_q.weight", [embd, heads * head_dim], qtype)
-    m.tensor(f"blk.{i}.attn_k.weight", [embd, heads_kv * head_dim], qtype)
-    m.tensor(f"blk.{i}.attn_v.weight", [embd, heads_kv * head_dim], qtype)
-    m.tensor(f"blk.{i}.attn_output.weight", [heads * head_dim, embd], qtype)
+              qk_norm: bool = False, post_norm: bool = False, *, norm: bool = True, fused: bool = False,
+              bias: bool = False, out_bias: bool = False, gated: bool = False,
+              v_head_dim: int | None = None) -> None:
+    """fused: one attn_qkv matrix; bias: q/k/v biases; gated: a Q projection twice as wide (Q + output gate);
+    v_head_dim: a value head size other than head_dim (the K head size)."""
+    v_head_dim = head_dim if v_head_dim is None else v_head_dim
+    q_width, k_width, v_width = heads * head_dim * (2 if gated else 1), heads_kv * head_dim, heads_kv * v_head_dim
+    if norm:
+        m.tensor(f"blk.{i}.attn_norm.weight", [embd], QT.F32)
+    if fused:
+        m.tensor(f"blk.{i}.attn_qkv.weight", [embd, q_width + k_width + v_width], qtype)
+    else:
+        for part, width in (("q", q_width), ("k", k_width), ("v", v_width)):
+            m.tensor(f"blk.{i}.attn_{part}.weight", [embd, width], qtype)
+            if bias:
+                m.tensor(f"blk.{i}.attn_{part}.bias", [width], QT.F32)
+    m.tensor(f"blk.{i}.attn_output.weight", [heads * v_head_dim, embd], qtype)
+    if out_bias:
+        m.tensor(f"blk.{i}.attn_output.bias", [embd], QT.F32)
     if qk_norm:
         m.tensor(f"blk.{i}.attn_q_norm.weight", [head_dim], QT.F32)
         m.tensor(f"blk.{i}.attn_k_norm.weight", [head_dim], QT.F32)
@@ -145,21 +185,39 @@ def attention(m: Model, i: int, embd: int, heads: int, heads_kv: int, head_dim: 
         m.tensor(f"blk.{i}.post_attention_norm.weight", [embd], QT.F32)
 
 
-def feed_forward(m: Model, i: int, embd: int, ff: int, qtype: QT, post_norm: bool = False) -> None:
-    m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
-    m.tensor(f"blk.{i}.ffn_gate.weight", [embd, ff], qtype)
+def feed_forward(m: Model, i: int, embd: int, ff: int, qtype: QT, post_norm: bool = False, *,
+                 norm: bool = True, gate: bool = True) -> None:
+    if norm:
+        m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
+    if gate:
+        m.tensor(f"blk.{i}.ffn_gate.weight", [embd, ff], qtype)
     m.tensor(f"blk.{i}.ffn_up.weight", [embd, ff], qtype)
     m.tensor(f"blk.{i}.ffn_down.weight", [ff, embd], qtype)
     if post_norm:
         m.tensor(f"blk.{i}.post_ffw_norm.weight", [embd], QT.F32)
 
 
-def moe_feed_forward(m: Model, i: int, embd: int, expert_ff: int, experts: int, qtype: QT) -> None:
-    m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
+def moe_feed_forward(m: Model, i: int, embd: int, expert_ff: int, experts: int, qtype: QT, *,
+                     norm: bool = True, gate: bool = True, shared_ff: int = 0, shared_gate_inp: bool = False,
+                     probs_bias: bool = False) -> None:
+    """shared_ff > 0 adds a shared expert of that width (shared_gate_inp: with its own gate input);
+    probs_bias adds the router's exp_probs_b bias."""
+    if norm:
+        m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
     m.tensor(f"blk.{i}.ffn_gate_inp.weight", [embd, experts], QT.F32)
-    m.tensor(f"blk.{i}.ffn_gate_exps.weight", [embd, expert_ff, experts], qtype)
+    if gate:
+        m.tensor(f"blk.{i}.ffn_gate_exps.weight", [embd, expert_ff, experts], qtype)
     m.tensor(f"blk.{i}.ffn_up_exps.weight", [embd, expert_ff, experts], qtype)
     m.tensor(f"blk.{i}.ffn_down_exps.weight", [expert_ff, embd, experts], qtype)
+    if probs_bias:
+        m.tensor(f"blk.{i}.exp_probs_b.bias", [experts], QT.F32)
+    if shared_ff:
+        if shared_gate_inp:
+            m.tensor(f"blk.{i}.ffn_gate_inp_shexp.weight", [embd], QT.F32)
+        if gate:
+            m.tensor(f"blk.{i}.ffn_gate_shexp.weight", [embd, shared_ff], qtype)
+        m.tensor(f"blk.{i}.ffn_up_shexp.weight", [embd, shared_ff], qtype)
+        m.tensor(f"blk.{i}.ffn_down_shexp.weight", [shared_ff, embd], qtype)
 
 
 def mamba2_block(m: Model, i: int, embd: int, d_inner: int, d_state: int, groups: int, heads: int,
@@ -176,9 +234,11 @@ def mamba2_block(m: Model, i: int, embd: int, d_inner: int, d_state: int, groups
     m.tensor(f"blk.{i}.ssm_out.weight", [d_inner, embd], qtype)
 
 
-def ssm_kv(m: Model, *, d_conv: int, d_inner: int, d_state: int, heads: int, groups: int) -> None:
-    m.arch_kv(ssm__conv_kernel=d_conv, ssm__inner_size=d_inner, ssm__state_size=d_state,
-              ssm__time_step_rank=heads, ssm__group_count=groups)
+def ssm_kv(m: Model, *, d_conv: int, d_inner: int, d_state: int, heads: int, groups: int | None) -> None:
+    """groups=None leaves ssm.group_count out (Mamba-1 models have no groups)."""
+    m.arch_kv(ssm__conv_kernel=d_conv, ssm__inner_size=d_inner, ssm__state_size=d_state, ssm__time_step_rank=heads)
+    if groups is not None:
+        m.arch_kv(ssm__group_count=groups)
 
 
 def embeddings(m: Model, embd: int, vocab: int, qtype: QT, tied: bool) -> None:
@@ -186,6 +246,40 @@ def embeddings(m: Model, embd: int, vocab: int, qtype: QT, tied: bool) -> None:
     m.tensor("output_norm.weight", [embd], QT.F32)
     if not tied:
         m.tensor("output.weight", [embd, vocab], qtype)
+
+
+def layer_norm(m: Model, prefix: str, n: int) -> None:
+    """A LayerNorm: `<prefix>.weight` and `<prefix>.bias`."""
+    m.tensor(f"{prefix}.weight", [n], QT.F32)
+    m.tensor(f"{prefix}.bias", [n], QT.F32)
+
+
+def mla_kv(m: Model, *, kv_lora: int, rope: int, k_head: int, v_head: int) -> None:
+    """Multi-head latent attention keys as MLA conversions write them: the cache holds one "head" of
+    kv_lora + rope (key_length / value_length), the per-head sizes are the *_mla keys."""
+    m.arch_kv(attention__kv_lora_rank=kv_lora, attention__key_length=kv_lora + rope,
+              attention__value_length=kv_lora, attention__key_length_mla=k_head,
+              attention__value_length_mla=v_head, rope__dimension_count=rope)
+
+
+def mla_attention(m: Model, i: int, embd: int, heads: int, kv_lora: int, rope: int, k_head: int, v_head: int,
+                  qtype: QT, *, q_lora: int = 0, split_kv_b: bool = True) -> None:
+    """DeepSeek-style latent attention (no attn_norm): Q (low-rank when q_lora), the latent kv_a_mqa,
+    its up-projection (split attn_k_b / attn_v_b, or the legacy fused attn_kv_b) and the output."""
+    if q_lora:
+        m.tensor(f"blk.{i}.attn_q_a.weight", [embd, q_lora], qtype)
+        m.tensor(f"blk.{i}.attn_q_a_norm.weight", [q_lora], QT.F32)
+        m.tensor(f"blk.{i}.attn_q_b.weight", [q_lora, heads * k_head], qtype)
+    else:
+        m.tensor(f"blk.{i}.attn_q.weight", [embd, heads * k_head], qtype)
+    m.tensor(f"blk.{i}.attn_kv_a_mqa.weight", [embd, kv_lora + rope], qtype)
+    m.tensor(f"blk.{i}.attn_kv_a_norm.weight", [kv_lora], QT.F32)
+    if split_kv_b:
+        m.tensor(f"blk.{i}.attn_k_b.weight", [k_head - rope, kv_lora, heads], qtype)
+        m.tensor(f"blk.{i}.attn_v_b.weight", [kv_lora, v_head, heads], qtype)
+    else:
+        m.tensor(f"blk.{i}.attn_kv_b.weight", [kv_lora, heads * (k_head - rope + v_head)], qtype)
+    m.tensor(f"blk.{i}.attn_output.weight", [heads * v_head, embd], qtype)
 
 
 _FILE_TYPES = {QT.F16: gguf.LlamaFileType.MOSTLY_F16, QT.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,

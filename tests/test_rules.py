@@ -9,8 +9,8 @@ import pytest
 from memfit.estimator.budget import BudgetSetting, budget_from
 from memfit.estimator.context import context_geometry, llama_geometry
 from memfit.estimator.estimate import Part, bounds
-from memfit.estimator.kv_cache import cache_type_note, kv_cache_bytes, layer_cells, row_bytes
-from memfit.estimator.layout import AttentionLayer
+from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type, kv_cache_bytes, layer_cells
+from memfit.estimator.layout import AttentionLayer, KvCache, Layout
 from memfit.estimator.verdict import verdict
 from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, ContextSource, Refusal, Verdict
 from memfit.estimator.workload import WorkloadRequest, exceeds_limit, input_refusal, resolve_workload
@@ -33,16 +33,12 @@ def test_workload_tokens_are_per_stream() -> None:
 # --- KV cache ----------------------------------------------------------------------------------------
 
 
-def test_row_bytes_by_cache_type() -> None:
-    assert row_bytes(2, 1024) == 2048
-    assert row_bytes(4, 1024) == 4096
-    assert row_bytes(1, 1024) == 1024 // 32 * 34  # q8_0: 32 int8 values + an f16 scale per block
-    assert row_bytes(3, 1024) == 3072  # not a llama.cpp type: multiplied plainly
-
-
-def test_cache_type_note_names_types_and_flags_others() -> None:
-    assert cache_type_note(2, 1) == "K f16, V q8_0"
-    assert "not a llama.cpp cache type" in cache_type_note(3, 2)
+def test_element_bytes_name_llama_cpp_cache_types() -> None:
+    assert cache_type(2).row_bytes(1024) == 2048 and cache_type(2).name == "f16"
+    assert cache_type(4).row_bytes(1024) == 4096 and cache_type(4).name == "f32"
+    assert cache_type(1).row_bytes(1024) == 1024 // 32 * 34  # q8_0: 32 int8 values + an f16 scale per block
+    assert cache_type(3).row_bytes(1024) == 3072  # not a llama.cpp type: multiplied plainly
+    assert GGML_CACHE_TYPES["q4_0"].row_bytes(64) == 36
 
 
 def test_sliding_window_cells_are_capped_by_window_plus_ubatch() -> None:
@@ -52,11 +48,31 @@ def test_sliding_window_cells_are_capped_by_window_plus_ubatch() -> None:
     assert layer_cells(AttentionLayer(256, 256, window=4096), context_geometry(1024, 1)) == 1024
 
 
+def _layout(*layers: AttentionLayer, v_width_max: int = 0) -> Layout:
+    return Layout((KvCache(layers, v_width_max),), (), has_kv_cache=True)
+
+
 def test_kv_bytes_sum_layers_and_streams() -> None:
-    layers = [AttentionLayer(1024, 1024), AttentionLayer(512, 256, window=100)]
-    k, v = kv_cache_bytes(layers, context_geometry(2048, 2), 2, 1)
+    layout = _layout(AttentionLayer(1024, 1024), AttentionLayer(512, 256, window=100))
+    k, v = kv_cache_bytes(layout, context_geometry(2048, 2), cache_type(2), cache_type(1))
     assert k == 2 * (2048 * 2048 + 768 * 1024)
     assert v == 2 * (2048 * 1088 + 768 * 272)
+
+
+def test_mla_keeps_no_v_and_transposed_v_uses_the_widest_row() -> None:
+    g = context_geometry(1024, 1)
+    assert kv_cache_bytes(_layout(AttentionLayer(576, 0, has_v=False)), g, cache_type(2), cache_type(2)) == \
+        (1024 * 576 * 2, 0)
+    layout = _layout(AttentionLayer(128, 128), AttentionLayer(0, 0), v_width_max=128)
+    assert kv_cache_bytes(layout, g, cache_type(2), cache_type(2), flash_attention=False) == \
+        (1024 * 128 * 2, 2 * 1024 * 128 * 2)
+
+
+def test_unified_cache_shares_one_stream_and_widens_windows() -> None:
+    g = llama_geometry(8192, 4, unified=True)
+    assert (g.n_ctx_seq, g.n_stream) == (8192, 1)
+    assert layer_cells(AttentionLayer(1, 1, window=512), g) == 2560  # pad(512 * 4 + 512, 256)
+    assert layer_cells(AttentionLayer(1, 1, window=512), llama_geometry(8192, 4, swa_full=True)) == 2048
 
 
 # --- workload, refusals ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf import Keys
 
+from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import Limit
@@ -31,6 +32,7 @@ class ArtifactFacts:
     n_vocab: int | None
     weights_bytes: int  # sum over tensors of their padded size
     weights_slack: int  # a second copy llama.cpp's CPU backend may keep (tied, repacked token_embd)
+    weights_note: str
     layout: Layout | None
     layout_error: EvidenceError | None
 
@@ -51,6 +53,17 @@ def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
 
 def padded(n: int) -> int:
     return -(-n // TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT
+
+
+def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
+    """Tensors of the NextN/MTP blocks (the last nextn_predict_layers of block_count): llama.cpp skips them
+    unless it is asked to load the MTP head for speculative decoding."""
+    nextn = metadata.get(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch))
+    blocks = metadata.get(Keys.LLM.BLOCK_COUNT.format(arch=arch))
+    if not isinstance(nextn, int) or not isinstance(blocks, int) or nextn <= 0:
+        return set()
+    mtp = {f"blk.{il}." for il in range(max(0, blocks - nextn), blocks)}
+    return {name for name in sizes if any(name.startswith(prefix) for prefix in mtp)}
 
 
 def check_tensor_data(header: GGUFHeader) -> None:
@@ -94,10 +107,23 @@ def artifact_facts(headers: list[GGUFHeader], file_name: str) -> ArtifactFacts:
         raise EvidenceError(Limit.ARTIFACT_UNREADABLE, "general.architecture is missing")
     tensors = [t for h in headers for t in h.tensors]
     sizes = {t.name: tensor_bytes(t.shape, t.ggml_type) for t in tensors}
+    skipped = mtp_tensors(metadata, arch, sizes)
+    sizes = {name: n for name, n in sizes.items() if name not in skipped}
     weights = sum(padded(n) for n in sizes.values())
     embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
-    tied = "output.weight" not in sizes
-    slack = padded(sizes["token_embd.weight"]) if embd and tied and embd.ggml_type in CPU_REPACKED_TYPES else 0
+    tied = embd is not None and "output.weight" not in sizes
+    rule = RULES.get(arch)
+    slack = 0
+    note = "tensor bytes of the GGUF file set, each padded to 32 bytes as llama.cpp allocates them"
+    if skipped:
+        note += f"; the {len(skipped)} tensors of its NextN/MTP layers are not loaded for generation"
+    if tied and rule is not None and rule.tied_embedding_twice:
+        weights += padded(sizes["token_embd.weight"])  # its loader makes the output copy before token_embd
+        note += f"; {arch} loads its tied token embedding twice"
+    elif tied and embd.ggml_type in CPU_REPACKED_TYPES:
+        slack = padded(sizes["token_embd.weight"])
+        note += ("; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU"
+                 " backend keeps when it repacks that type")
 
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
     context_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
@@ -106,4 +132,4 @@ def artifact_facts(headers: list[GGUFHeader], file_name: str) -> ArtifactFacts:
     except EvidenceError as exc:
         layout, error = None, exc
     return ArtifactFacts(arch, quant_name(metadata, file_name), context_limit, _vocab_size(metadata, arch),
-                         weights, slack, layout, error)
+                         weights, slack, note, layout, error)

@@ -20,15 +20,21 @@ class ContextGeometry:
     n_stream: int  # KV streams (non-unified cache: one per sequence)
     n_seq: int  # sequences (max(1, streams) cells of recurrent state)
     n_ubatch: int
+    swa_seqs: int = 1  # sequences sharing one sliding window: n_seq in a unified cache, else 1
+    swa_full: bool = False  # llama.cpp's swa_full: sliding layers keep the whole context
 
 
-def llama_geometry(n_ctx_req: int, n_seq: int, n_ubatch_req: int = DEFAULT_N_UBATCH) -> ContextGeometry:
-    """llama.cpp's context sizes for a total n_ctx over n_seq sequences, non-unified KV (its default)."""
+def llama_geometry(n_ctx_req: int, n_seq: int, n_ubatch_req: int = DEFAULT_N_UBATCH, *, unified: bool = False,
+                   swa_full: bool = False) -> ContextGeometry:
+    """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
+
+    memfit's answers use its defaults: a non-unified cache, n_ubatch 512, no full-size SWA cache.
+    """
     n_ctx = pad(n_ctx_req, CELL_PADDING)
-    n_ctx_seq = pad(n_ctx // n_seq, CELL_PADDING)
-    n_batch = min(DEFAULT_N_BATCH, n_ctx)
-    return ContextGeometry(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_seq, n_seq=max(1, n_seq),
-                           n_ubatch=min(n_ubatch_req, n_batch))
+    n_ctx_seq = n_ctx if unified else pad(n_ctx // n_seq, CELL_PADDING)
+    n_batch = min(DEFAULT_N_BATCH, n_ctx_req)  # capped by the requested, unpadded n_ctx
+    return ContextGeometry(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=1 if unified else n_seq, n_seq=max(1, n_seq),
+                           n_ubatch=min(n_ubatch_req, n_batch), swa_seqs=n_seq if unified else 1, swa_full=swa_full)
 
 
 def context_geometry(tokens_per_stream: int, streams: int) -> ContextGeometry:

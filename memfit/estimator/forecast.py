@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.estimate import Part
-from memfit.estimator.kv_cache import cache_type_note, kv_cache_bytes
+from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
@@ -17,11 +17,13 @@ def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload)
         return Part.not_applicable(Component.KV_CACHE, f"llama.cpp keeps no KV cache here ({layout.note})")
     if not layout.attention:
         return Part.not_applicable(Component.KV_CACHE, f"no layer holds KV ({layout.note})")
-    k, v = kv_cache_bytes(layout.attention, geometry, workload.key_element_bytes, workload.value_element_bytes)
-    swa = sum(1 for layer in layout.attention if layer.window is not None)
-    note = (f"{len(layout.attention)} KV layers ({swa} sliding-window) x {geometry.n_stream} stream(s) x "
-            f"{geometry.n_ctx_seq} cells; {cache_type_note(workload.key_element_bytes, workload.value_element_bytes)}"
-            f"; K {k} + V {v} bytes; {layout.note}")
+    k_type, v_type = cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
+    k, v = kv_cache_bytes(layout, geometry, k_type, v_type)
+    note = (f"{layout.note}; {geometry.n_stream} stream(s) x {geometry.n_ctx_seq} cells, K {k_type.name} {k}"
+            f" + V {v_type.name} {v} bytes")
+    odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]
+    if odd:
+        note += f"; {odd[0]} bytes per element is not a llama.cpp cache type, multiplied plainly"
     return Part(Component.KV_CACHE, k + v, Basis.DERIVED_LAYOUT, note)
 
 
@@ -29,8 +31,7 @@ def recurrent_part(layout: Layout, geometry: ContextGeometry) -> Part:
     if not layout.recurrent:
         return Part.not_applicable(Component.RECURRENT_STATE, "no recurrent layers")
     r, s = recurrent_state_bytes(layout.recurrent, geometry)
-    note = (f"{len(layout.recurrent)} recurrent layers x {geometry.n_seq} sequence(s), F32;"
-            f" R {r} + S {s} bytes; {layout.note}")
+    note = f"{layout.note}; {geometry.n_seq} sequence(s), F32 R {r} + S {s} bytes"
     return Part(Component.RECURRENT_STATE, r + s, Basis.DERIVED_LAYOUT, note)
 
 
@@ -43,7 +44,13 @@ def forecast_parts(subject: Subject, workload: Workload) -> tuple[list[Part], li
         recurrent = Part.unknown(Component.RECURRENT_STATE, why)
     else:
         geometry = context_geometry(workload.allocated_tokens, workload.streams)
-        kv = kv_cache_part(subject.layout, geometry, workload)
+        problem = cache_type_problem(subject.layout, cache_type(workload.key_element_bytes),
+                                     cache_type(workload.value_element_bytes)) if subject.layout.attention else None
+        if problem:
+            kv = Part.unknown(Component.KV_CACHE, problem)
+            limits.append(Limit.WORKLOAD_UNSUPPORTED)
+        else:
+            kv = kv_cache_part(subject.layout, geometry, workload)
         recurrent = recurrent_part(subject.layout, geometry)
     workspace = Part.unknown(Component.WORKSPACE, "llama.cpp's compute and output buffers are not yet measured")
     limits.append(Limit.WORKSPACE_UNMEASURED)

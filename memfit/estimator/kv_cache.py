@@ -1,45 +1,72 @@
-"""KV cache bytes: llama.cpp's cells per layer times its row size for the cache type."""
+"""KV cache bytes: llama.cpp's cells per layer times the row size of the cache type."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 from memfit.estimator.context import CELL_PADDING, ContextGeometry, pad
-from memfit.estimator.layout import AttentionLayer
-
-Q8_0_BLOCK, Q8_0_BLOCK_BYTES = 32, 34  # 32 int8 values and one f16 scale
-CACHE_TYPES = {4: "f32", 2: "f16", 1: "q8_0"}
+from memfit.estimator.layout import AttentionLayer, Layout
 
 
-def row_bytes(element_bytes: int, width: int) -> int:
-    """ggml_row_size for the cache type that element bytes name; other values multiply plainly."""
-    if element_bytes == 1:
-        return -(-width // Q8_0_BLOCK) * Q8_0_BLOCK_BYTES
-    return width * element_bytes
+@dataclass(frozen=True)
+class CacheType:
+    name: str
+    block: int  # elements per block
+    block_bytes: int
+
+    def row_bytes(self, width: int) -> int:
+        """ggml_row_size: whole blocks of the type (llama.cpp refuses widths that are not whole blocks)."""
+        return -(-width // self.block) * self.block_bytes
+
+
+GGML_CACHE_TYPES = {t.name: t for t in (
+    CacheType("f32", 1, 4), CacheType("f16", 1, 2), CacheType("bf16", 1, 2),
+    CacheType("q8_0", 32, 34), CacheType("q4_0", 32, 18), CacheType("q4_1", 32, 20),
+    CacheType("q5_0", 32, 22), CacheType("q5_1", 32, 24), CacheType("iq4_nl", 32, 18),
+)}
+# The contract's element bytes name llama.cpp's cache types: 4 f32, 2 f16, 1 q8_0 (32 int8 + an f16 scale).
+BY_ELEMENT_BYTES = {4: GGML_CACHE_TYPES["f32"], 2: GGML_CACHE_TYPES["f16"], 1: GGML_CACHE_TYPES["q8_0"]}
+
+
+def cache_type(element_bytes: int) -> CacheType:
+    """The llama.cpp type that `element_bytes` names; any other size multiplies plainly."""
+    return BY_ELEMENT_BYTES.get(element_bytes) or CacheType(f"{element_bytes}-byte", 1, element_bytes)
+
+
+def is_llama_cpp_type(element_bytes: int) -> bool:
+    return element_bytes in BY_ELEMENT_BYTES
+
+
+def cache_type_problem(layout: Layout, k_type: CacheType, v_type: CacheType) -> str | None:
+    """Why llama.cpp would refuse these cache types for this model (llama_init_from_model), or None."""
+    if layout.same_cache_types and k_type != v_type:
+        return f"llama.cpp refuses different K ({k_type.name}) and V ({v_type.name}) cache types for this model"
+    for head_k, head_v in layout.head_dims:
+        if head_k % k_type.block:
+            return f"llama.cpp refuses a {k_type.name} K cache: its blocks do not divide the head size {head_k}"
+        if head_v % v_type.block:
+            return f"llama.cpp refuses a {v_type.name} V cache: its blocks do not divide the head size {head_v}"
+    return None
 
 
 def layer_cells(layer: AttentionLayer, geometry: ContextGeometry) -> int:
-    """Cells one stream keeps for a layer: the full context, or for SWA pad(min(ctx, n_swa + n_ubatch), 256)."""
-    if layer.window is None:
+    """Cells one stream keeps for a layer: the context, or for SWA pad(min(ctx, n_swa * seqs + n_ubatch), 256)."""
+    if layer.window is None or geometry.swa_full:
         return geometry.n_ctx_seq
-    return pad(min(geometry.n_ctx_seq, layer.window + geometry.n_ubatch), CELL_PADDING)
+    return pad(min(geometry.n_ctx_seq, layer.window * geometry.swa_seqs + geometry.n_ubatch), CELL_PADDING)
 
 
-def kv_cache_bytes(layers: Sequence[AttentionLayer], geometry: ContextGeometry,
-                   key_element_bytes: int, value_element_bytes: int) -> tuple[int, int]:
-    """(K bytes, V bytes) over every stream: n_stream * sum_l cells(l) * row_bytes(type, width(l))."""
+def kv_cache_bytes(layout: Layout, geometry: ContextGeometry, k_type: CacheType, v_type: CacheType,
+                   flash_attention: bool = True) -> tuple[int, int]:
+    """(K bytes, V bytes) over every stream: n_stream * sum_l cells(l) * row_bytes(type, width(l)).
+
+    A transposed V (flash attention off) makes every layer's V row as wide as the widest layer's.
+    """
     k = v = 0
-    for layer in layers:
-        cells = layer_cells(layer, geometry)
-        k += cells * row_bytes(key_element_bytes, layer.k_width)
-        v += cells * row_bytes(value_element_bytes, layer.v_width)
+    for cache in layout.caches:
+        for layer in cache.layers:
+            cells = layer_cells(layer, geometry)
+            k += cells * k_type.row_bytes(layer.k_width)
+            if layer.has_v:
+                v += cells * v_type.row_bytes(layer.v_width if flash_attention else cache.v_width_max)
     return geometry.n_stream * k, geometry.n_stream * v
-
-
-def cache_type_note(key_element_bytes: int, value_element_bytes: int) -> str:
-    """Names the cache types; says so when an element size is not one llama.cpp has."""
-    names = [CACHE_TYPES.get(b) for b in (key_element_bytes, value_element_bytes)]
-    if None in names:
-        return (f"{key_element_bytes}/{value_element_bytes} bytes per K/V element is not a llama.cpp cache type;"
-                " multiplied plainly")
-    return f"K {names[0]}, V {names[1]}"

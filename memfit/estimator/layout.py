@@ -9,9 +9,10 @@ from dataclasses import dataclass
 class AttentionLayer:
     """A layer that owns KV cells (a layer that reuses another layer's KV is not listed)."""
 
-    k_width: int  # elements of K per cell: n_head_kv(l) * head_dim_k, or the MLA latent width
-    v_width: int  # elements of V per cell (0 where the cache keeps no V)
+    k_width: int  # elements of K per cell: n_head_kv(l) * head_dim_k(l), or the MLA latent + rope key
+    v_width: int  # elements of V per cell with flash attention on
     window: int | None = None  # sliding-window size for an SWA layer, None for a full-context layer
+    has_v: bool = True  # False for MLA: the cache keeps K only
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,23 @@ class RecurrentLayer:
 
 
 @dataclass(frozen=True)
+class KvCache:
+    """One of llama.cpp's KV caches: its layers, and the V row width a transposed (flash-attention-off)
+    V uses on every one of them (n_embd_v_gqa_max over all the model's layers)."""
+
+    layers: tuple[AttentionLayer, ...]
+    v_width_max: int = 0
+
+
+@dataclass(frozen=True)
 class Layout:
-    attention: tuple[AttentionLayer, ...]
+    caches: tuple[KvCache, ...]  # the model's KV caches (an indexer cache beside the main one, for some)
     recurrent: tuple[RecurrentLayer, ...]
-    has_kv_cache: bool  # False for embedding-only models: llama.cpp creates no KV cache for them
+    has_kv_cache: bool  # False for embedding-only and pure recurrent models
     note: str = ""  # the rule that produced this layout, in a few words
+    head_dims: tuple[tuple[int, int], ...] = ()  # the distinct (K, V) head sizes of the trunk layers
+    same_cache_types: bool = False  # llama.cpp refuses different K and V cache types (MLA)
+
+    @property
+    def attention(self) -> tuple[AttentionLayer, ...]:
+        return tuple(layer for cache in self.caches for layer in cache.layers)

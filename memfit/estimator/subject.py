@@ -68,11 +68,8 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
     except EvidenceError as exc:
         return Subject(quant="", context_limit=None, n_vocab=None, layout=None, layout_problem=exc,
                        weights=Part.unknown(Component.WEIGHTS, str(exc)), limits=(exc.limit, *limits), **common)
-    note = "tensor bytes of the GGUF file set, each padded to 32 bytes as llama.cpp allocates them"
-    if facts.weights_slack:
-        note += ("; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU"
-                 " backend keeps when it repacks that type")
-    weights = Part(Component.WEIGHTS, facts.weights_bytes, Basis.MEASURED_ARTIFACT, note, slack=facts.weights_slack)
+    weights = Part(Component.WEIGHTS, facts.weights_bytes, Basis.MEASURED_ARTIFACT, facts.weights_note,
+                   slack=facts.weights_slack)
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
     return Subject(quant=facts.quant, context_limit=facts.context_limit, n_vocab=facts.n_vocab, layout=facts.layout,
                    layout_problem=facts.layout_error, weights=weights, limits=(*layout_limits, *limits),

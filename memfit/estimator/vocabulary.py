@@ -41,6 +41,7 @@ class Refusal(StrEnum):
 class Limit(StrEnum):
     ARTIFACT_NOT_ON_DISK = "artifactNotOnDisk"
     ARTIFACT_UNREADABLE = "artifactUnreadable"
+    WORKLOAD_UNSUPPORTED = "workloadUnsupported"
     LAYOUT_UNPUBLISHED = "layoutUnpublished"
     LAYOUT_NOT_UNIFORM = "layoutNotUniform"
     HISTORY_IDENTITY_INSUFFICIENT = "historyIdentityInsufficient"

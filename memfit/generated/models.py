@@ -355,7 +355,9 @@ class WireFitVerdictResult(WireModel):
     Evidence the estimator could not use for this answer: `artifactNotOnDisk`,
     `layoutUnpublished`, `layoutNotUniform`, `historyIdentityInsufficient`,
     `workspaceUnmeasured`, `preparedCountUnavailable`, `hostTelemetryUnavailable`,
-    `gpuTelemetryUnavailable`. Tolerate unknown values.
+    `gpuTelemetryUnavailable`; and memfit's own `artifactUnreadable` (the file is not a GGUF
+    llama.cpp could load: truncated, corrupt) and `workloadUnsupported` (llama.cpp refuses these
+    cache types for this model). Tolerate unknown values.
 
     """
 

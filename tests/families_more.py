@@ -1,0 +1,549 @@
+"""Tiny models of the remaining llama.cpp attention architectures, measured in real llama.cpp
+(tests/data/results_more.jsonl): sliding-window variants, MLA reusers, NextN / MTP layers in the main cache,
+the DSA lightning indexer, plain dense archs.
+
+Each function returns the `Model` of one measured file: the same architecture, metadata, token count and
+tensor infos as the file the ground-truth harness wrote with random weights and measured (node-llama-cpp
+3.21.1, llama.cpp v0.4.0). `write_model` writes it with a sparse data region, and the memory llama.cpp
+allocates depends only on the header, so it is a valid stand-in. All weights are F16 (norms, biases and
+sinks F32) and every vocabulary has 512 tokens; the tokenizer's contents differ from the measured files.
+Three models are written on purpose to fail loading: mellum-nopat, muse-glimmer-nopat, mimo2-convpat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gguf
+
+from tests.gguf_models import (
+    QT,
+    Model,
+    attention,
+    embeddings,
+    feed_forward,
+    layer_norm,
+    mla_attention,
+    mla_kv,
+    moe_feed_forward,
+    transformer_kv,
+)
+
+F16, F32 = QT.F16, QT.F32
+VOCAB = 512
+E, H, HKV, HD, FF = 256, 4, 2, 64, 512  # the common shape: embedding, heads, KV heads, head dim, FFN width
+NE, FFE = 4, 128  # 4 experts (2 used) of width 128; a shared expert has the same width
+QL, KVL, ROPE, NOPE, V = 64, 128, 32, 64, 64  # latent attention: q / kv LoRA ranks, rope / nope / value head dims
+IDX_HEADS, IDX_HD = 4, 64  # the DSA lightning indexer
+
+
+def _model(arch: str, name: str, tokenizer: str = "gpt2", *, ctx: int, layers: int, embd: int = E, ff: int = FF,
+           heads: int | list[int] = H, heads_kv: int | list[int] = HKV, **hparams: Any) -> Model:
+    """A 512-token F16 model with transformer_kv's hyperparameters (rope base 1e4, rms eps 1e-6 unless given)."""
+    m = Model(arch, vocab=VOCAB, tokenizer=tokenizer)
+    transformer_kv(m, ctx=ctx, embd=embd, layers=layers, ff=ff, heads=heads, heads_kv=heads_kv, name=name,
+                   file_type=gguf.LlamaFileType.MOSTLY_F16, **hparams)
+    return m
+
+
+def _swa(m: Model, window: int | None, pattern: int | list[bool] | None = None) -> None:
+    """sliding_window and sliding_window_pattern (an int: scalar period, a list: per-layer bool array); None: no key."""
+    if window is not None:
+        m.arch_kv(attention__sliding_window=window)
+    if pattern is not None:
+        m.arch_kv(attention__sliding_window_pattern=pattern)
+
+
+def _experts(m: Model, **kv: Any) -> None:
+    """The expert keys (4 experts, 2 used, width 128) and further `<arch>.` keys."""
+    m.arch_kv(expert_count=NE, expert_used_count=2, expert_feed_forward_length=FFE, **kv)
+
+
+def _ffn(m: Model, i: int, moe: bool, *, norm: bool = True, shared: bool = True, probs_bias: bool = False) -> None:
+    """Layer i's FFN: a SwiGLU of width FF, or (moe) the MoE, with a shared expert unless shared=False."""
+    if moe:
+        moe_feed_forward(m, i, E, FFE, NE, F16, norm=norm, shared_ff=FFE if shared else 0, probs_bias=probs_bias)
+    else:
+        feed_forward(m, i, E, FF, F16, norm=norm)
+
+
+def _norm(m: Model, name: str, n: int = E) -> None:
+    m.tensor(name, [n], F32)
+
+
+def _attn_gate(m: Model, i: int, width: int) -> None:
+    """An output gate: per element (width heads * head_dim) or per head (width heads)."""
+    m.tensor(f"blk.{i}.attn_gate.weight", [E, width], F16)
+
+
+def _sinks(m: Model, i: int) -> None:
+    m.tensor(f"blk.{i}.attn_sinks.weight", [H], F32)
+
+
+# --- sliding-window architectures -----------------------------------------------------------------
+
+def olmo2_swa() -> Model:
+    """olmo2 with sliding_window 200 and no pattern key: default period 4 (layers 3, 7 full)."""
+    m = _model("olmo2", "tiny-olmo2-swa", ctx=4096, layers=8, rope_base=500000.0)
+    _swa(m, 200)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(8):
+        attention(m, i, E, H, HKV, HD, F16, post_norm=True, norm=False)
+        _norm(m, f"blk.{i}.attn_q_norm.weight", H * HD)  # olmo2 normalizes the whole Q / K projections
+        _norm(m, f"blk.{i}.attn_k_norm.weight", HKV * HD)
+        feed_forward(m, i, E, FF, F16, post_norm=True, norm=False)
+    return m
+
+
+def _exaone4(name: str, layers: int, window: int | None, pattern: int | list[bool] | None) -> Model:
+    """exaone4 (64-wide, 2 heads of 32, 1 KV head): SWA only for exactly 64 layers."""
+    m = _model("exaone4", name, ctx=65536, layers=layers, embd=64, ff=128, heads=2, heads_kv=1, head_dim=32,
+               rope_base=1000000.0, eps=1e-5)
+    m.arch_kv(rope__dimension_count=32)
+    _swa(m, window, pattern)
+    embeddings(m, 64, VOCAB, F16, tied=True)
+    for i in range(layers):
+        attention(m, i, 64, 2, 1, 32, F16, qk_norm=True, post_norm=True, norm=False)
+        feed_forward(m, i, 64, 128, F16, post_norm=True, norm=False)
+    return m
+
+
+def exaone4_64() -> Model:
+    """exaone4, 64 layers, no sliding_window key: n_swa 4096; the converter's bool-array pattern is
+    ignored (scalar read), default period 4."""
+    return _exaone4("tiny-exaone4-64", 64, None, [True, False] * 32)
+
+
+def exaone4_64_key() -> Model:
+    """exaone4, 64 layers, sliding_window 256 (overrides 4096) and scalar pattern 2: even layers SWA."""
+    return _exaone4("tiny-exaone4-64-key", 64, 256, 2)
+
+
+def exaone4_4_key() -> Model:
+    """exaone4, 4 layers with sliding_window 128: SWA only for 64-layer models, so a full cache."""
+    return _exaone4("tiny-exaone4-4-key", 4, 128, None)
+
+
+def exaone_moe_nextn() -> Model:
+    """exaone-moe: always SWA (window 160 required), period 4; 4 trunk layers + 1 NextN layer whose
+    tensors must be present (TENSOR_SKIP only) and which keeps a slot in the base cache."""
+    L = 4
+    m = _model("exaone-moe", "tiny-exaone-moe-nextn", ctx=65536, layers=L + 1, head_dim=HD, rope_base=1000000.0,
+               eps=1e-5)
+    m.arch_kv(rope__dimension_count=HD, nextn_predict_layers=1)
+    _swa(m, 160)
+    _experts(m, expert_shared_count=1, expert_gating_func=2, leading_dense_block_count=1)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(L + 1):
+        attention(m, i, E, H, HKV, HD, F16, qk_norm=True)
+        _ffn(m, i, 0 < i < L)
+    m.tensor(f"blk.{L}.nextn.eh_proj.weight", [2 * E, E], F16)
+    _norm(m, f"blk.{L}.nextn.enorm.weight")
+    _norm(m, f"blk.{L}.nextn.hnorm.weight")
+    return m
+
+
+def smallthinker_swa() -> Model:
+    """smallthinker with sliding_window 128: n_swa forced to 4096, dense-first period 4 (layer 0 full)."""
+    m = _model("smallthinker", "tiny-smallthinker-swa", ctx=32768, layers=4, rope_base=1500000.0)
+    _swa(m, 128)
+    _experts(m, expert_gating_func=1)  # without it the graph aborts
+    embeddings(m, E, VOCAB, F16, tied=True)
+    for i in range(4):
+        attention(m, i, E, H, HKV, HD, F16)
+        _ffn(m, i, True, shared=False)
+    return m
+
+
+def afmoe_swa() -> Model:
+    """afmoe, window 300, default period 4; leading dense layer, shared expert, output gate."""
+    m = _model("afmoe", "tiny-afmoe-swa", ctx=65536, layers=8, head_dim=HD, eps=1e-5)
+    _swa(m, 300)
+    _experts(m, leading_dense_block_count=1, expert_shared_count=1)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(8):
+        attention(m, i, E, H, HKV, HD, F16, qk_norm=True, post_norm=True)
+        _attn_gate(m, i, H * HD)
+        _ffn(m, i, i >= 1, probs_bias=True)
+        _norm(m, f"blk.{i}.post_ffw_norm.weight")
+    return m
+
+
+def laguna_swa() -> Model:
+    """laguna, window 256, dense-first period 4 (layers 0, 4 full), per-layer head_count (6 full / 4 SWA)."""
+    heads = [6 if i % 4 == 0 else 4 for i in range(8)]
+    m = _model("laguna", "tiny-laguna-swa", ctx=131072, layers=8, heads=heads, head_dim=HD, rope_base=500000.0)
+    m.arch_kv(rope__dimension_count=HD)
+    _swa(m, 256)
+    _experts(m, leading_dense_block_count=1, expert_shared_feed_forward_length=FFE)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i, h in enumerate(heads):
+        attention(m, i, E, h, HKV, HD, F16, qk_norm=True)
+        _attn_gate(m, i, h)
+        _ffn(m, i, i >= 1, probs_bias=True)
+    return m
+
+
+def plamo3_swa() -> Model:
+    """plamo3, window 128, no pattern key: default period 8 (layer 7 full); fused qkv and gate+up."""
+    m = _model("plamo3", "tiny-plamo3-swa", ctx=8192, layers=8, head_dim=HD, rope_base=1000000.0)
+    _swa(m, 128)
+    m.arch_kv(rope__freq_base_swa=10000.0)
+    embeddings(m, E, VOCAB, F16, tied=True)
+    for i in range(8):
+        attention(m, i, E, H, HKV, HD, F16, qk_norm=True, fused=True)
+        for norm in ("post_attention_norm", "ffn_norm.weight", "post_ffw_norm"):  # plamo3's post norms lack ".weight"
+            _norm(m, f"blk.{i}.{norm}")
+        m.tensor(f"blk.{i}.ffn_up.weight", [E, 2 * FF], F16)
+        m.tensor(f"blk.{i}.ffn_down.weight", [FF, E], F16)
+    return m
+
+
+def _mellum(name: str, pattern: int | list[bool] | None) -> Model:
+    m = _model("mellum", name, ctx=32768, layers=6, rope_base=500000.0)
+    _swa(m, 160, pattern)
+    _experts(m)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(6):
+        attention(m, i, E, H, HKV, HD, F16, qk_norm=True)
+        _ffn(m, i, True, shared=False)
+    return m
+
+
+def mellum_scal() -> Model:
+    """mellum, window 160, scalar pattern 3: layers 2, 5 full."""
+    return _mellum("tiny-mellum-scal", 3)
+
+
+def mellum_arr() -> Model:
+    """mellum, window 160, bool-array pattern (layers 1, 4 full)."""
+    return _mellum("tiny-mellum-arr", [True, False, True, True, False, True])
+
+
+def mellum_nopat() -> Model:
+    """mellum with a window but no pattern key: load error (the array read is required)."""
+    return _mellum("tiny-mellum-nopat", None)
+
+
+def _muse_glimmer(name: str, pattern: list[bool] | None) -> Model:
+    m = _model("muse-glimmer", name, ctx=65536, layers=8, head_dim=HD, rope_base=1000000.0)
+    _swa(m, 192, pattern)
+    m.arch_kv(logit_scale=0.5, final_logit_softcapping=30.0)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(8):
+        attention(m, i, E, H, HKV, HD, F16, qk_norm=True, post_norm=True)
+        _attn_gate(m, i, H * HD)
+        feed_forward(m, i, E, FF, F16, post_norm=True)
+    return m
+
+
+def muse_glimmer_arr() -> Model:
+    """muse-glimmer (always SWA), window 192, the converter's bool array (layers 5, 7 full)."""
+    return _muse_glimmer("tiny-muse-glimmer-arr", [True] * 5 + [False, True, False])
+
+
+def muse_glimmer_nopat() -> Model:
+    """muse-glimmer without a pattern key: load error."""
+    return _muse_glimmer("tiny-muse-glimmer-nopat", None)
+
+
+def _cohere2moe(name: str, pattern: int | list[bool], nextn: int) -> Model:
+    """cohere2moe: 8 trunk layers (+ nextn MTP layers, tensors left out), LayerNorm eps, parallel block."""
+    m = _model("cohere2moe", name, ctx=131072, layers=8 + nextn, rope_base=50000.0, eps=None)
+    m.arch_kv(attention__layer_norm_epsilon=1e-5, rope__dimension_count=HD, logit_scale=0.25)
+    _swa(m, 128, pattern)
+    _experts(m, leading_dense_block_count=1, expert_shared_count=1)
+    if nextn:
+        m.arch_kv(nextn_predict_layers=nextn)
+    embeddings(m, E, VOCAB, F16, tied=True)
+    for i in range(8):
+        attention(m, i, E, H, HKV, HD, F16)
+        _ffn(m, i, i >= 1, norm=False)
+    return m
+
+
+def cohere2moe_scal() -> Model:
+    """cohere2moe, window 128, scalar pattern 4 with dense-first: layers 0, 4 full."""
+    return _cohere2moe("tiny-cohere2moe-scal", 4, 0)
+
+
+def cohere2moe_arr_nextn() -> Model:
+    """cohere2moe, bool-array pattern (length n_layer: full 3, 7) and 1 MTP layer, kept in the base cache."""
+    return _cohere2moe("tiny-cohere2moe-arr-nextn", [i % 4 != 3 for i in range(8)], 1)
+
+
+def _mimo2(name: str, converter_pattern: bool) -> Model:
+    """mimo2: 6 trunk layers + 1 MTP layer (tensors left out), K head 96 / V head 64, 2 KV heads on full
+    layers and 4 on SWA layers (the MTP layer too), attention sinks."""
+    swa = [False, True, True, False, True, True]
+    heads_kv = [4 if s else 2 for s in swa + [True]]
+    m = _model("mimo2", name, ctx=262144, layers=7, heads_kv=heads_kv, head_dim=96, rope_base=5000000.0, eps=1e-5)
+    m.arch_kv(attention__value_length=64, rope__dimension_count=64, nextn_predict_layers=1,
+              rope__freq_base_swa=10000.0)
+    _swa(m, 128, swa + [True] if converter_pattern else swa)
+    _experts(m)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(6):
+        attention(m, i, E, H, heads_kv[i], 96, F16, v_head_dim=64)
+        _sinks(m, i)
+        _ffn(m, i, i >= 1, shared=False, probs_bias=True)
+    return m
+
+
+def mimo2_nextn() -> Model:
+    """mimo2 with a pattern of length n_layer (trunk): the MTP layer is left out of the cache."""
+    return _mimo2("tiny-mimo2-nextn", converter_pattern=False)
+
+
+def mimo2_convpat() -> Model:
+    """mimo2 as the converter writes it, a pattern of length block_count: load error "wrong array length"."""
+    return _mimo2("tiny-mimo2-convpat", converter_pattern=True)
+
+
+def step35_nextn() -> Model:
+    """step35: pattern array of length block_count (MTP entry included), per-layer head_count (4 full / 6 SWA)
+    and head_count_kv (2 / 1), per-head output gate; the MTP layer (tensors left out) is not in the cache."""
+    swa = [False, True, True, True, False]
+    heads, heads_kv = [6 if s else 4 for s in swa], [1 if s else 2 for s in swa]
+    m = _model("step35", "tiny-step35-nextn", ctx=65536, layers=5, heads=heads, heads_kv=heads_kv, head_dim=HD,
+               rope_base=5000000.0, eps=1e-5)
+    m.arch_kv(rope__dimension_count=HD, nextn_predict_layers=1, rope__freq_base_swa=10000.0)
+    _swa(m, 128, swa)
+    _experts(m, expert_shared_feed_forward_length=FFE)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        attention(m, i, E, heads[i], heads_kv[i], HD, F16, qk_norm=True)
+        _attn_gate(m, i, heads[i])
+        _ffn(m, i, i >= 1, probs_bias=True)
+    return m
+
+
+def granite_swa() -> Model:
+    """granite_swa: the required bool-array pattern (the converter's fallback i % 4 != 0: full 0, 4),
+    window 128, attention sinks, granite scales."""
+    m = _model("granite_swa", "tiny-granite-swa", ctx=131072, layers=8, eps=1e-5)
+    m.arch_kv(logit_scale=8.0, residual_scale=0.22, embedding_scale=12.0, attention__scale=0.015625)
+    _swa(m, 128, [i % 4 != 0 for i in range(8)])
+    embeddings(m, E, VOCAB, F16, tied=True)
+    for i in range(8):
+        attention(m, i, E, H, HKV, HD, F16)
+        _sinks(m, i)
+        feed_forward(m, i, E, FF, F16)
+    return m
+
+
+def _llama4(name: str, window: int | None) -> Model:
+    """llama4, MoE (with a shared expert) on odd layers."""
+    m = _model("llama4", name, ctx=10485760, layers=4, rope_base=500000.0, eps=1e-5)
+    m.arch_kv(rope__dimension_count=HD, interleave_moe_layer_step=2)
+    _experts(m)
+    _swa(m, window)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        attention(m, i, E, H, HKV, HD, F16)
+        _ffn(m, i, i % 2 == 1)
+    return m
+
+
+def llama4_chunked() -> Model:
+    """llama4 without a sliding_window key: chunked attention, n_swa forced to 8192, period 4."""
+    return _llama4("tiny-llama4-chunked", None)
+
+
+def llama4_nochunk() -> Model:
+    """llama4 with sliding_window 0: no chunking, a full cache (the first decode aborts)."""
+    return _llama4("tiny-llama4-nochunk", 0)
+
+
+# --- latent attention: MLA reusers, low-rank KV with a plain cache, the DSA indexer ----------------
+
+def _mla_moe(arch: str, name: str, *, ctx: int, layers: int, nextn: int = 0, eps: float = 1e-6,
+             probs_bias: bool = False, **kv: Any) -> Model:
+    """deepseek2-style MLA (one KV "head" of kv_lora + rope, q LoRA, split k_b / v_b): `layers` trunk layers
+    (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert."""
+    m = _model(arch, name, ctx=ctx, layers=layers + nextn, heads_kv=1, eps=eps)
+    mla_kv(m, kv_lora=KVL, rope=ROPE, k_head=NOPE + ROPE, v_head=V)
+    m.arch_kv(attention__q_lora_rank=QL, leading_dense_block_count=1, expert_shared_count=1, **kv)
+    _experts(m)
+    if nextn:
+        m.arch_kv(nextn_predict_layers=nextn)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(layers):
+        _norm(m, f"blk.{i}.attn_norm.weight")
+        mla_attention(m, i, E, H, KVL, ROPE, NOPE + ROPE, V, F16, q_lora=QL)
+        _ffn(m, i, i >= 1, probs_bias=probs_bias)
+    return m
+
+
+def mistral4_mla() -> Model:
+    """mistral4 (the deepseek2 loader under "mistral4."): MLA, K only (row kv_lora + rope), no V."""
+    return _mla_moe("mistral4", "tiny-mistral4-mla", ctx=262144, layers=3, expert_weights_scale=1.0,
+                    vocab_size=VOCAB)
+
+
+def _low_rank_mha(arch: str, name: str, tokenizer: str, *, ctx: int, eps: float, q_lora: int,
+                  gated_ffn: bool) -> Model:
+    """Low-rank KV projections (fused attn_kv_b) without *_mla keys: a plain MHA cache, K nope+rope (96),
+    V value_length (64), head_count_kv = head_count as the converter writes it."""
+    m = _model(arch, name, tokenizer, ctx=ctx, layers=3, heads_kv=H, head_dim=NOPE + ROPE, eps=eps)
+    m.arch_kv(attention__value_length=V, rope__dimension_count=ROPE)
+    if q_lora:
+        m.arch_kv(attention__q_lora_rank=q_lora)
+    m.arch_kv(attention__kv_lora_rank=KVL)
+    embeddings(m, E, VOCAB, F16, tied=True)
+    for i in range(3):
+        _norm(m, f"blk.{i}.attn_norm.weight")
+        mla_attention(m, i, E, H, KVL, ROPE, NOPE + ROPE, V, F16, q_lora=q_lora, split_kv_b=False)
+        feed_forward(m, i, E, FF, F16, gate=gated_ffn)
+    return m
+
+
+def minicpm3() -> Model:
+    """minicpm3: q / kv LoRA ranks but a plain MHA cache."""
+    return _low_rank_mha("minicpm3", "tiny-minicpm3", "llama", ctx=32768, eps=1e-5, q_lora=QL, gated_ffn=True)
+
+
+def plm() -> Model:
+    """plm: kv_lora_rank, a plain MHA cache (context creation aborts with flash attention on)."""
+    return _low_rank_mha("plm", "tiny-plm", "gpt2", ctx=4096, eps=1e-6, q_lora=0, gated_ffn=False)
+
+
+def glm4moe_nextn() -> Model:
+    """glm4moe with nextn_predict_layers 1 (tensors left out): the MTP layer is kept in the main cache."""
+    m = _model("glm4moe", "tiny-glm4moe-nextn", ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
+    m.arch_kv(rope__dimension_count=HD // 2, nextn_predict_layers=1, leading_dense_block_count=1,
+              expert_shared_count=1, expert_weights_scale=1.0, expert_weights_norm=True)
+    _experts(m)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(3):
+        attention(m, i, E, H, HKV, HD, F16, post_norm=True, bias=True)
+        _ffn(m, i, i >= 1, norm=False, probs_bias=True)
+    return m
+
+
+def _dsa(arch: str, name: str, *, ctx: int, layers: int, nextn: int, eps: float, indexer: list[bool],
+         **kv: Any) -> Model:
+    """MLA + the DSA lightning indexer (4 heads, key_length 64, top_k 256) on the layers marked in `indexer`."""
+    m = _mla_moe(arch, name, ctx=ctx, layers=layers, nextn=nextn, eps=eps, probs_bias=True,
+                 attention__indexer__head_count=IDX_HEADS, attention__indexer__key_length=IDX_HD,
+                 attention__indexer__top_k=256, expert_weights_scale=2.5, expert_weights_norm=True, **kv)
+    for i in (i for i, on in enumerate(indexer) if on):
+        layer_norm(m, f"blk.{i}.indexer.k_norm", IDX_HD)
+        m.tensor(f"blk.{i}.indexer.proj.weight", [E, IDX_HEADS], F16)
+        m.tensor(f"blk.{i}.indexer.attn_k.weight", [E, IDX_HD], F16)
+        m.tensor(f"blk.{i}.indexer.attn_q_b.weight", [QL, IDX_HEADS * IDX_HD], F16)
+    return m
+
+
+def _deepseek32(name: str, nextn: int) -> Model:
+    return _dsa("deepseek32", name, ctx=163840, layers=3, nextn=nextn, eps=1e-6, indexer=[True] * 3,
+                expert_gating_func=2, vocab_size=VOCAB)
+
+
+def deepseek32() -> Model:
+    """deepseek32: an MLA cache and an indexer key cache of the same size, K only."""
+    return _deepseek32("tiny-deepseek32", 0)
+
+
+def deepseek32_nextn() -> Model:
+    """deepseek32 with 1 MTP layer (tensors left out): left out of both caches."""
+    return _deepseek32("tiny-deepseek32-nextn", 1)
+
+
+def glm_dsa_types() -> Model:
+    """glm-dsa with attention.indexer.types [1,0,0,1] and 1 MTP layer: the indexer cache holds layers 0, 3."""
+    types = [1, 0, 0, 1]
+    return _dsa("glm-dsa", "tiny-glm-dsa-types", ctx=202752, layers=4, nextn=1, eps=1e-5,
+                indexer=[bool(t) for t in types], attention__indexer__types=types)
+
+
+def glm_dsa_52() -> Model:
+    """glm-dsa with context_length 1048576 and no types key: the hard-coded GLM-5.2 indexer table
+    (layers 0, 1, 2, 6 of 8)."""
+    return _dsa("glm-dsa", "tiny-glm-dsa-52", ctx=1048576, layers=8, nextn=0, eps=1e-5,
+                indexer=[i < 3 or i % 4 == 2 for i in range(8)])
+
+
+# --- plain dense archs: every layer full ----------------------------------------------------------
+
+def _dense(arch: str, name: str, tokenizer: str = "gpt2", *, ctx: int, tied: bool, heads_kv: int = HKV,
+           head_dim: int | None = None, attn: dict[str, Any] | None = None, ffn: dict[str, Any] | None = None,
+           **hparams: Any) -> Model:
+    """4 layers of attention + FFN (attn / ffn: options of attention / feed_forward)."""
+    m = _model(arch, name, tokenizer, ctx=ctx, layers=4, heads_kv=heads_kv, head_dim=head_dim, **hparams)
+    embeddings(m, E, VOCAB, F16, tied=tied)
+    for i in range(4):
+        attention(m, i, E, H, heads_kv, head_dim or HD, F16, **(attn or {}))
+        feed_forward(m, i, E, FF, F16, **(ffn or {}))
+    return m
+
+
+def smollm3() -> Model:
+    """smollm3 (tied output; no RoPE every 4th layer, no KV effect)."""
+    return _dense("smollm3", "tiny-smollm3", ctx=65536, tied=True, rope_base=5000000.0)
+
+
+def mistral3() -> Model:
+    """mistral3 with head_dim 96 != n_embd / n_head and a sliding_window key it never reads: full cache."""
+    m = _dense("mistral3", "tiny-mistral3", "llama", ctx=131072, tied=False, head_dim=96, rope_base=1000000000.0,
+               eps=1e-5)
+    m.arch_kv(rope__dimension_count=96, attention__sliding_window=128)
+    return m
+
+
+def gemma_hd96() -> Model:
+    """gemma (v1) with key_length 96 != n_embd / n_head, 1 KV head, tied output."""
+    return _dense("gemma", "tiny-gemma-hd96", "llama", ctx=8192, tied=True, heads_kv=1, head_dim=96)
+
+
+def starcoder2() -> Model:
+    """starcoder2: LayerNorms and biases everywhere, a GELU FFN without gate."""
+    m = _dense("starcoder2", "tiny-starcoder2", ctx=16384, tied=True, attn={"norm": False, "bias": True,
+               "out_bias": True}, ffn={"norm": False, "gate": False}, rope_base=100000.0, eps=None)
+    m.arch_kv(attention__layer_norm_epsilon=1e-5)
+    _norm(m, "output_norm.bias")
+    for i in range(4):
+        layer_norm(m, f"blk.{i}.attn_norm", E)
+        layer_norm(m, f"blk.{i}.ffn_norm", E)
+        _norm(m, f"blk.{i}.ffn_up.bias", FF)
+        _norm(m, f"blk.{i}.ffn_down.bias")
+    return m
+
+
+FAMILY_SET: dict[str, Callable[[], Model]] = {
+    "olmo2-swa": olmo2_swa,
+    "exaone4-64": exaone4_64,
+    "exaone4-64-key": exaone4_64_key,
+    "exaone4-4-key": exaone4_4_key,
+    "exaone-moe-nextn": exaone_moe_nextn,
+    "smallthinker-swa": smallthinker_swa,
+    "afmoe-swa": afmoe_swa,
+    "laguna-swa": laguna_swa,
+    "plamo3-swa": plamo3_swa,
+    "mellum-scal": mellum_scal,
+    "mellum-arr": mellum_arr,
+    "mellum-nopat": mellum_nopat,
+    "muse-glimmer-arr": muse_glimmer_arr,
+    "muse-glimmer-nopat": muse_glimmer_nopat,
+    "cohere2moe-scal": cohere2moe_scal,
+    "cohere2moe-arr-nextn": cohere2moe_arr_nextn,
+    "mimo2-nextn": mimo2_nextn,
+    "mimo2-convpat": mimo2_convpat,
+    "step35-nextn": step35_nextn,
+    "granite-swa": granite_swa,
+    "llama4-chunked": llama4_chunked,
+    "llama4-nochunk": llama4_nochunk,
+    "mistral4-mla": mistral4_mla,
+    "minicpm3": minicpm3,
+    "plm": plm,
+    "glm4moe-nextn": glm4moe_nextn,
+    "deepseek32": deepseek32,
+    "deepseek32-nextn": deepseek32_nextn,
+    "glm-dsa-types": glm_dsa_types,
+    "glm-dsa-52": glm_dsa_52,
+    "smollm3": smollm3,
+    "mistral3": mistral3,
+    "gemma-hd96": gemma_hd96,
+    "starcoder2": starcoder2,
+}

@@ -1,0 +1,712 @@
+"""Tiny models of llama.cpp's recurrent and hybrid families, measured in real llama.cpp (tests/data/results_rec.jsonl).
+
+Each function returns the `Model` of one measured file: the same architecture, metadata, token count and
+tensor infos as the file the ground-truth harness wrote with random weights and measured (node-llama-cpp
+3.21.1, llama.cpp v0.4.0). `write_model` writes it with a sparse data region, and the memory llama.cpp
+allocates depends only on the header, so it is a valid stand-in. All weights are F16 (norms, biases and
+conv kernels F32) and every vocabulary has 4096 tokens. Every recurrent hyperparameter has a distinct value
+(d_conv != l_cache, n_group > 1, ...), so a formula that confuses two keys gives a different number.
+Three measured models (mamba2-f16, granitehybrid-f16, lfm2-f16) are the public set's, from tests.gguf_models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gguf
+import numpy as np
+
+from tests.gguf_models import (
+    PUBLIC_SET,
+    QT,
+    Model,
+    attention,
+    embeddings,
+    feed_forward,
+    layer_norm,
+    mamba2_block,
+    mla_attention,
+    mla_kv,
+    moe_feed_forward,
+    ssm_kv,
+    transformer_kv,
+)
+
+F16, F32 = QT.F16, QT.F32
+VOCAB = 4096
+
+
+def _model(arch: str, name: str, *, ctx: int = 131072, eps: float | None = 1e-5, rope_base: float | None = None,
+           **hparams: Any) -> Model:
+    """A 4096-token F16 model with transformer_kv's hyperparameters and vocab_size (no rope base unless given)."""
+    m = Model(arch, vocab=VOCAB)
+    transformer_kv(m, ctx=ctx, name=name, file_type=gguf.LlamaFileType.MOSTLY_F16, rope_base=rope_base, eps=eps,
+                   **hparams)
+    m.arch_kv(vocab_size=VOCAB)
+    return m
+
+
+def _norm(m: Model, name: str, n: int) -> None:
+    m.tensor(name, [n], F32)
+
+
+def _experts(m: Model, count: int, used: int, ff: int | None = None, shared_ff: int | None = None, **kv: Any) -> None:
+    m.arch_kv(expert_count=count, expert_used_count=used, **kv)
+    if ff is not None:
+        m.arch_kv(expert_feed_forward_length=ff)
+    if shared_ff is not None:
+        m.arch_kv(expert_shared_feed_forward_length=shared_ff)
+
+
+def _nextn(m: Model, i: int, embd: int, shared_head_norm: bool = True) -> None:
+    """The fusion tensors of a NextN / MTP block."""
+    m.tensor(f"blk.{i}.nextn.eh_proj.weight", [2 * embd, embd], F16)
+    for norm in ("enorm", "hnorm") + (("shared_head_norm",) if shared_head_norm else ()):
+        _norm(m, f"blk.{i}.nextn.{norm}.weight", embd)
+
+
+# --- pure recurrent: llama_memory_recurrent only, no KV cache -------------------------------------
+
+def _mamba1(m: Model, i: int, embd: int, d_inner: int, d_state: int, dt_rank: int, d_conv: int,
+            bc_norms: bool = False) -> None:
+    """Mamba-1 mixer (mamba, jamba; bc_norms: jamba's dt / B / C norms)."""
+    m.tensor(f"blk.{i}.ssm_in.weight", [embd, 2 * d_inner], F16)
+    m.tensor(f"blk.{i}.ssm_conv1d.weight", [d_conv, d_inner], F32)
+    m.tensor(f"blk.{i}.ssm_conv1d.bias", [d_inner], F32)
+    m.tensor(f"blk.{i}.ssm_x.weight", [d_inner, dt_rank + 2 * d_state], F16)
+    if bc_norms:
+        for part, n in (("dt", dt_rank), ("b", d_state), ("c", d_state)):
+            _norm(m, f"blk.{i}.ssm_{part}_norm.weight", n)
+    m.tensor(f"blk.{i}.ssm_dt.weight", [dt_rank, d_inner], F16)
+    m.tensor(f"blk.{i}.ssm_dt.bias", [d_inner], F32)
+    m.tensor(f"blk.{i}.ssm_a", [d_state, d_inner], F32)
+    m.tensor(f"blk.{i}.ssm_d", [d_inner], F32)
+    m.tensor(f"blk.{i}.ssm_out.weight", [d_inner, embd], F16)
+
+
+def mamba() -> Model:
+    """Mamba-1, no ssm.group_count: R = (d_conv-1)*d_inner, S = d_state*d_inner."""
+    E, DI, DS, DTR, DC = 256, 512, 16, 16, 4
+    m = _model("mamba", "tiny-mamba", ctx=1048576, embd=E, layers=4, ff=0, heads=0, heads_kv=None)
+    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=DTR, groups=None)
+    embeddings(m, E, VOCAB, F16, tied=True)
+    for i in range(4):
+        _norm(m, f"blk.{i}.attn_norm.weight", E)
+        _mamba1(m, i, E, DI, DS, DTR, DC)
+    return m
+
+
+def mamba2_ng2() -> Model:
+    """Mamba-2 with n_group 2, d_conv 3, d_inner 1.5 * n_embd."""
+    E, DI, DS, NG, NH, DC = 256, 384, 48, 2, 6, 3
+    m = _model("mamba2", "tiny-mamba2-ng2", ctx=1048576, embd=E, layers=4, ff=0, heads=0, heads_kv=None)
+    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16)
+    return m
+
+
+def _rwkv_ln_model(arch: str, name: str, embd: int, ff: int) -> Model:
+    """RWKV-6 / RWKV-7 with LayerNorms: token_embd_norm, biased output_norm, two norms per layer."""
+    m = _model(arch, name, ctx=1048576, embd=embd, layers=4, ff=ff, heads=0, heads_kv=None, eps=None)
+    m.arch_kv(attention__layer_norm_epsilon=1e-5)
+    embeddings(m, embd, VOCAB, F16, tied=False)
+    m.tensor("output_norm.bias", [embd], F32)
+    layer_norm(m, "token_embd_norm", embd)
+    for i in range(4):
+        layer_norm(m, f"blk.{i}.attn_norm", embd)
+        layer_norm(m, f"blk.{i}.attn_norm_2", embd)
+    return m
+
+
+def _rwkv6_time_mix(m: Model, i: int, E: int, head_size: int, tm: int, td: int, kv: int, qwen2: bool = False) -> None:
+    m.tensor(f"blk.{i}.time_mix_w1.weight", [E, tm * 5], F16)
+    m.tensor(f"blk.{i}.time_mix_w2.weight", [tm, E, 5], F16)
+    m.tensor(f"blk.{i}.time_mix_lerp_x.weight", [E, 1, 1], F32)
+    m.tensor(f"blk.{i}.time_mix_lerp_fused.weight", [E, 1, 1, 5], F32)
+    m.tensor(f"blk.{i}.time_mix_decay.weight", [E], F32)
+    m.tensor(f"blk.{i}.time_mix_decay_w1.weight", [E, td], F16)
+    m.tensor(f"blk.{i}.time_mix_decay_w2.weight", [td, E], F16)
+    for part, width in (("key", kv), ("value", kv), ("receptance", E), ("gate", E), ("output", E)):
+        m.tensor(f"blk.{i}.time_mix_{part}.weight", [E, width], F16)
+    if not qwen2:
+        m.tensor(f"blk.{i}.time_mix_first.weight", [head_size, E // head_size], F32)
+        layer_norm(m, f"blk.{i}.time_mix_ln", E)
+
+
+def rwkv6() -> Model:
+    """RWKV-6 (Finch), token_shift_count 2 (default): R = 2*n_embd, S = n_embd*head_size."""
+    E, HS, FF, TM, TD = 256, 32, 512, 16, 32
+    m = _rwkv_ln_model("rwkv6", "tiny-rwkv6", E, FF)
+    m.arch_kv(wkv__head_size=HS, time_mix_extra_dim=TM, time_decay_extra_dim=TD, rescale_every_n_layers=6)
+    for i in range(4):
+        _rwkv6_time_mix(m, i, E, HS, TM, TD, E)
+        m.tensor(f"blk.{i}.channel_mix_lerp_k.weight", [E, 1, 1], F32)
+        m.tensor(f"blk.{i}.channel_mix_lerp_r.weight", [E, 1, 1], F32)
+        m.tensor(f"blk.{i}.channel_mix_key.weight", [E, FF], F16)
+        m.tensor(f"blk.{i}.channel_mix_value.weight", [FF, E], F16)
+        m.tensor(f"blk.{i}.channel_mix_receptance.weight", [E, E], F16)
+    return m
+
+
+def rwkv6qwen2() -> Model:
+    """RWKV6-Qwen2: token_shift_count 1, GQA k/v; head_count / head_count_kv are set, but a pure-recurrent
+    arch gets no KV cache."""
+    E, HS, FF, TM, TD, HKV = 256, 64, 512, 16, 32, 2
+    m = _model("rwkv6qwen2", "tiny-rwkv6qwen2", ctx=1048576, embd=E, layers=4, ff=FF, heads=E // HS, heads_kv=HKV)
+    m.arch_kv(wkv__head_size=HS, time_mix_extra_dim=TM, time_decay_extra_dim=TD, token_shift_count=1)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        _norm(m, f"blk.{i}.attn_norm.weight", E)
+        _rwkv6_time_mix(m, i, E, HS, TM, TD, HKV * HS, qwen2=True)
+        feed_forward(m, i, E, FF, F16)
+    return m
+
+
+_RWKV7_LORA = {"decay": 32, "iclr": 16, "value_residual_mix": 24, "gate": 48}
+
+
+def _rwkv7_kv(m: Model, head_size: int) -> None:
+    m.arch_kv(wkv__head_size=head_size, **{f"attention__{key}_lora_rank": rank for key, rank in _RWKV7_LORA.items()})
+
+
+def _rwkv7_time_mix(m: Model, i: int, E: int, ln: bool = True) -> None:
+    v_rank = _RWKV7_LORA["iclr"] if i == 0 else _RWKV7_LORA["value_residual_mix"]
+    for x, rank in (("w", _RWKV7_LORA["decay"]), ("a", _RWKV7_LORA["iclr"]), ("v", v_rank), ("g", _RWKV7_LORA["gate"])):
+        if x != "g":
+            m.tensor(f"blk.{i}.time_mix_{x}0.weight", [E], F32)
+        m.tensor(f"blk.{i}.time_mix_{x}1.weight", [E, rank], F16)
+        m.tensor(f"blk.{i}.time_mix_{x}2.weight", [rank, E], F16)
+    m.tensor(f"blk.{i}.time_mix_lerp_fused.weight", [E, 1, 1, 6], F32)
+    for vec in ("k_k", "k_a", "r_k"):
+        m.tensor(f"blk.{i}.time_mix_{vec}.weight", [E], F32)
+    for part in ("key", "value", "receptance", "output"):
+        m.tensor(f"blk.{i}.time_mix_{part}.weight", [E, E], F16)
+    if ln:
+        layer_norm(m, f"blk.{i}.time_mix_ln", E)
+
+
+def rwkv7() -> Model:
+    """RWKV-7 (Goose), token_shift_count 2: R = 2*n_embd, S = n_embd*head_size."""
+    E, FF = 256, 1024
+    m = _rwkv_ln_model("rwkv7", "tiny-rwkv7", E, FF)
+    _rwkv7_kv(m, 64)
+    for i in range(4):
+        _rwkv7_time_mix(m, i, E)
+        m.tensor(f"blk.{i}.channel_mix_lerp_k.weight", [E, 1, 1], F32)
+        m.tensor(f"blk.{i}.channel_mix_key.weight", [E, FF], F16)
+        m.tensor(f"blk.{i}.channel_mix_value.weight", [FF, E], F16)
+    return m
+
+
+def arwkv7() -> Model:
+    """ARWKV-7 (RWKV-7 time mix + SwiGLU FFN): token_shift_count 1."""
+    E, FF = 256, 512
+    m = _model("arwkv7", "tiny-arwkv7", ctx=1048576, embd=E, layers=4, ff=FF, heads=0, heads_kv=None)
+    _rwkv7_kv(m, 32)
+    m.arch_kv(token_shift_count=1)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        _norm(m, f"blk.{i}.attn_norm.weight", E)
+        _rwkv7_time_mix(m, i, E, ln=False)
+        feed_forward(m, i, E, FF, F16)
+    return m
+
+
+# --- hybrids: llama_memory_hybrid = KV cache (attention layers) + recurrent state (the others) ------
+
+def jamba() -> Model:
+    """Jamba: recurrent iff head_count_kv[il] == 0 (Mamba-1 with dt/B/C norms); layers 3 and 5 attention
+    with different kv widths; MoE on odd layers."""
+    E, H, FF, NE = 256, 8, 512, 4
+    DI, DS, DTR, DC = 512, 16, 16, 4
+    heads_kv = [0, 0, 0, 2, 0, 4]
+    m = _model("jamba", "tiny-jamba", ctx=262144, embd=E, layers=6, ff=FF, heads=H, heads_kv=heads_kv)
+    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=DTR, groups=None)
+    _experts(m, NE, 2)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i, kv in enumerate(heads_kv):
+        if kv:
+            attention(m, i, E, H, kv, E // H, F16)
+        else:
+            _norm(m, f"blk.{i}.attn_norm.weight", E)
+            _mamba1(m, i, E, DI, DS, DTR, DC, bc_norms=True)
+        if i % 2:
+            moe_feed_forward(m, i, E, FF, NE, F16)
+        else:
+            feed_forward(m, i, E, FF, F16)
+    return m
+
+
+def falcon_h1() -> Model:
+    """Falcon-H1: every layer has both a Mamba-2 mixer (recurrent state) and attention (KV)."""
+    E, H, HKV, HD, FF = 256, 4, 2, 64, 512
+    DI, DS, NG, NH, DC = 384, 32, 2, 6, 4
+    m = _model("falcon-h1", "tiny-falcon-h1", ctx=262144, embd=E, layers=4, ff=FF, heads=H, heads_kv=HKV,
+               head_dim=HD, rope_base=1e6)
+    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16)
+        attention(m, i, E, H, HKV, HD, F16, norm=False)
+        _norm(m, f"blk.{i}.ffn_norm", E)  # falcon-h1 asks for "blk.%d.ffn_norm", without ".weight"
+        feed_forward(m, i, E, FF, F16, norm=False)
+    return m
+
+
+def _nemotron_h(arch: str, name: str, heads_kv: list[int], ff: list[int], moe: dict[str, int] | None) -> Model:
+    """Three layer kinds from two per-layer arrays: mamba2 (kv 0, ff 0), attention (kv > 0, ff 0) and MLP or
+    MoE (ff > 0). With moe, a last NextN/MTP block (ff > 0 and kv > 0) follows the trunk."""
+    E, H, HD = 256, 8, 32
+    DI, DS, NG, NH, DC = 512, 32, 4, 8, 4
+    m = _model(arch, name, ctx=262144, embd=E, layers=len(ff), ff=ff, heads=H, heads_kv=heads_kv, head_dim=HD)
+    m.arch_kv(attention__layer_norm_epsilon=1e-5)
+    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
+    if moe:
+        _experts(m, moe["experts"], 2, moe["ff"], moe["shared_ff"], expert_shared_count=1, nextn_predict_layers=1)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    trunk = len(ff) - (1 if moe else 0)
+    for i in range(trunk):
+        if ff[i]:
+            _norm(m, f"blk.{i}.attn_norm.weight", E)
+            if moe:
+                moe_feed_forward(m, i, E, ff[i], moe["experts"], F16, norm=False, gate=False,
+                                 shared_ff=moe["shared_ff"], probs_bias=True)
+            else:
+                feed_forward(m, i, E, ff[i], F16, norm=False, gate=False)
+        elif heads_kv[i]:
+            attention(m, i, E, H, heads_kv[i], HD, F16)
+        else:
+            mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16)
+    if moe:
+        _nextn(m, trunk, E)
+        attention(m, trunk, E, H, heads_kv[trunk], HD, F16, post_norm=True)
+        moe_feed_forward(m, trunk, E, ff[trunk], moe["experts"], F16, norm=False, gate=False,
+                         shared_ff=moe["shared_ff"], probs_bias=True)
+    return m
+
+
+def nemotron_h() -> Model:
+    """Nemotron-H; layer 4 is an MLP layer with head_count_kv > 0: the cache filter (n_ff == 0) gives it no KV."""
+    return _nemotron_h("nemotron_h", "tiny-nemotron-h", [0, 0, 2, 0, 2, 2], [0, 768, 0, 0, 768, 0], None)
+
+
+def nemotron_h_moe() -> Model:
+    """Nemotron-H MoE with one NextN/MTP block (block_count 6 + 1): the MTP block has ff > 0 and
+    head_count_kv > 0, so the main context's filter (n_ff == 0) gives it no KV."""
+    return _nemotron_h("nemotron_h_moe", "tiny-nemotron-h-moe", [0, 0, 2, 0, 0, 2, 2],
+                       [0, 128, 0, 0, 128, 0, 128], {"experts": 4, "ff": 128, "shared_ff": 256})
+
+
+def _gated_delta_net(m: Model, i: int, E: int, ba_fused: bool) -> None:
+    """The gated delta-net block of the qwen3next / qwen35 / qwen4exp family (d_state 32, 2 k / 4 v heads)."""
+    d_state, v_heads, d_conv = 32, 4, 4
+    key_dim, value_dim = d_state * 2, d_state * v_heads
+    m.tensor(f"blk.{i}.attn_qkv.weight", [E, 2 * key_dim + value_dim], F16)
+    m.tensor(f"blk.{i}.attn_gate.weight", [E, value_dim], F16)
+    m.tensor(f"blk.{i}.ssm_conv1d.weight", [d_conv, 2 * key_dim + value_dim], F32)
+    m.tensor(f"blk.{i}.ssm_dt.bias", [v_heads], F32)
+    m.tensor(f"blk.{i}.ssm_a", [v_heads], F32)
+    if ba_fused:
+        m.tensor(f"blk.{i}.ssm_ba.weight", [E, 2 * v_heads], F16)
+    else:
+        m.tensor(f"blk.{i}.ssm_beta.weight", [E, v_heads], F16)
+        m.tensor(f"blk.{i}.ssm_alpha.weight", [E, v_heads], F16)
+    _norm(m, f"blk.{i}.ssm_norm.weight", d_state)
+    m.tensor(f"blk.{i}.ssm_out.weight", [value_dim, E], F16)
+
+
+def _qwen_next_model(arch: str, name: str, layers: int, moe: bool = True, sections: bool = True) -> Model:
+    """The qwen3next / qwen35 / qwen4exp hyperparameters: gated attention 4 heads (2 kv) of 64, rope on a
+    quarter of the head, gated delta-net d_state 32 with 2 k / 4 v heads, MoE with a shared expert."""
+    m = _model(arch, name, ctx=262144, embd=256, layers=layers, ff=512, heads=4, heads_kv=2, head_dim=64, eps=1e-6,
+               rope_base=1e7)
+    m.arch_kv(rope__dimension_count=16)
+    if sections:
+        m.arch_kv(rope__dimension_sections=[4, 2, 2, 0])
+    if moe:
+        _experts(m, 4, 2, 128, 256)
+    ssm_kv(m, d_conv=4, d_inner=128, d_state=32, heads=4, groups=2)
+    return m
+
+
+def _qwen_next_ffn(m: Model, i: int, moe: bool) -> None:
+    if moe:
+        moe_feed_forward(m, i, 256, 128, 4, F16, norm=False, shared_ff=256, shared_gate_inp=True)
+    else:
+        feed_forward(m, i, 256, 512, F16, norm=False)
+
+
+def _qwen_next_layer(m: Model, i: int, recurrent: bool, moe: bool, ba_fused: bool = False) -> None:
+    E = 256
+    _norm(m, f"blk.{i}.attn_norm.weight", E)
+    _norm(m, f"blk.{i}.post_attention_norm.weight", E)
+    if recurrent:
+        _gated_delta_net(m, i, E, ba_fused)
+    else:
+        attention(m, i, E, 4, 2, 64, F16, qk_norm=True, norm=False, gated=True)
+    _qwen_next_ffn(m, i, moe)
+
+
+def qwen3next() -> Model:
+    """Qwen3-Next: gated delta-net + gated attention, full_attention_interval 3 (layers 2 and 5 attention)."""
+    m = _qwen_next_model("qwen3next", "tiny-qwen3next", 6, sections=False)
+    m.arch_kv(full_attention_interval=3)
+    embeddings(m, 256, VOCAB, F16, tied=False)
+    for i in range(6):
+        _qwen_next_layer(m, i, (i + 1) % 3 != 0, moe=True, ba_fused=True)
+    return m
+
+
+def _qwen35(name: str, recurrent: list[bool] | None = None, interval: int | None = None, nextn: int = 0,
+            moe: bool = False) -> Model:
+    m = _qwen_next_model("qwen35moe" if moe else "qwen35", name, 4 + nextn, moe=moe)
+    if nextn:
+        m.arch_kv(nextn_predict_layers=nextn)
+    if recurrent is not None:
+        m.arch_kv(attention__recurrent_layers=recurrent + [False] * nextn)
+    if interval is not None:
+        m.arch_kv(full_attention_interval=interval)
+    recurrent = recurrent or [(i + 1) % (interval or 4) != 0 for i in range(4)]
+    embeddings(m, 256, VOCAB, F16, tied=False)
+    for i in range(4):
+        _qwen_next_layer(m, i, recurrent[i], moe)
+    for i in range(4, 4 + nextn):
+        _qwen_next_layer(m, i, False, moe)
+        _nextn(m, i, 256)
+    return m
+
+
+def qwen35() -> Model:
+    """Qwen3.5 dense: recurrent layers from the bool array attention.recurrent_layers [1,0,1,1], against
+    the default interval 4."""
+    return _qwen35("tiny-qwen35", recurrent=[True, False, True, True])
+
+
+def qwen35moe() -> Model:
+    """Qwen3.5-MoE with neither recurrent_layers nor full_attention_interval: default interval 4."""
+    return _qwen35("tiny-qwen35moe", moe=True)
+
+
+def qwen35_mtp() -> Model:
+    """Qwen3.5 with one NextN/MTP block (block_count 4 + 1): the MTP layer is not recurrent, but the main
+    context's attention filter (il < n_layer()) keeps it out of the KV cache."""
+    return _qwen35("tiny-qwen35-mtp", interval=2, nextn=1)
+
+
+def _lfm2(arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers: int | None = None) -> Model:
+    """LFM2: short-conv layers (head_count_kv 0) and attention; after `dense_layers` dense layers, MoE."""
+    E, H, FF = 256, 8, 512
+    m = _model(arch, name, ctx=128000, embd=E, layers=6, ff=FF, heads=H, heads_kv=heads_kv, rope_base=1e6)
+    m.tensor("token_embd.weight", [E, VOCAB], F16)
+    _norm(m, "token_embd_norm.weight", E)  # LFM2's final norm is stored under this name
+    for i, kv in enumerate(heads_kv):
+        if kv:
+            attention(m, i, E, H, kv, E // H, F16, qk_norm=True)
+        else:
+            _norm(m, f"blk.{i}.attn_norm.weight", E)
+            m.tensor(f"blk.{i}.shortconv.conv.weight", [l_cache, E], F32)
+            m.tensor(f"blk.{i}.shortconv.in_proj.weight", [E, 3 * E], F16)
+            m.tensor(f"blk.{i}.shortconv.out_proj.weight", [E, E], F16)
+        if dense_layers is not None and i >= dense_layers:
+            moe_feed_forward(m, i, E, 128, 4, F16, probs_bias=True)
+        else:
+            feed_forward(m, i, E, FF, F16)
+    m.arch_kv(shortconv__l_cache=l_cache)
+    return m
+
+
+def lfm2moe() -> Model:
+    """LFM2-MoE: 2 leading dense layers, then MoE; shortconv.l_cache 4: R = (l_cache-1)*n_embd, S = 0."""
+    m = _lfm2("lfm2moe", "tiny-lfm2moe", [0, 0, 2, 0, 4, 0], 4, dense_layers=2)
+    m.arch_kv(leading_dense_block_count=2)
+    _experts(m, 4, 2, 128, expert_gating_func=2)
+    return m
+
+
+def lfm2_swa() -> Model:
+    """LFM2 with attention.sliding_window 300: every attention layer SWA, memory llama_memory_hybrid_iswa."""
+    m = _lfm2("lfm2", "tiny-lfm2-swa", [0, 2, 0, 0, 2, 0], 5)
+    m.arch_kv(attention__sliding_window=300)
+    return m
+
+
+def plamo2() -> Model:
+    """PLaMo-2: Mamba layers (head_count_kv 0) + attention; ssm.group_count present and 0:
+    R = (d_conv-1)*d_inner, S = d_state*d_inner."""
+    E, H, HD, FF = 256, 4, 64, 512
+    DI, DS, NH, DC = 512, 24, 8, 4
+    heads_kv = [0, 2, 0, 1]
+    dt = max(64, E // 16)
+    m = _model("plamo2", "tiny-plamo2", ctx=32768, embd=E, layers=4, ff=FF, heads=H, heads_kv=heads_kv, head_dim=HD,
+               eps=1e-6)
+    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=0)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i, kv in enumerate(heads_kv):
+        _norm(m, f"blk.{i}.attn_norm.weight", E)
+        if kv:
+            attention(m, i, E, H, kv, HD, F16, norm=False, fused=True)
+            m.tensor(f"blk.{i}.attn_q_norm.weight", [HD, H], F32)
+            m.tensor(f"blk.{i}.attn_k_norm.weight", [HD, kv], F32)
+        else:
+            m.tensor(f"blk.{i}.ssm_in.weight", [E, 2 * DI], F16)
+            m.tensor(f"blk.{i}.ssm_conv1d.weight", [DC, DI], F32)
+            m.tensor(f"blk.{i}.ssm_x.weight", [DI, dt + 2 * DS], F16)
+            m.tensor(f"blk.{i}.ssm_dt.weight", [dt, NH], F16)
+            for vec in ("ssm_dt.bias", "ssm_a", "ssm_d"):
+                m.tensor(f"blk.{i}.{vec}", [NH], F32)
+            m.tensor(f"blk.{i}.ssm_out.weight", [DI, E], F16)
+            for part, n in (("dt", dt), ("b", DS), ("c", DS)):
+                _norm(m, f"blk.{i}.ssm_{part}_norm", n)  # plamo2 asks for these without ".weight"
+        _norm(m, f"blk.{i}.post_attention_norm", E)
+        _norm(m, f"blk.{i}.ffn_norm.weight", E)
+        m.tensor(f"blk.{i}.ffn_down.weight", [FF, E], F16)
+        m.tensor(f"blk.{i}.ffn_up.weight", [E, 2 * FF], F16)
+        _norm(m, f"blk.{i}.post_ffw_norm", E)
+    return m
+
+
+def minimax01() -> Model:
+    """MiniMax-Text-01: lightning attention + softmax attention every 8th layer (default interval, no key);
+    no ssm keys: R = 0 bytes, S = head_dim^2 * n_head."""
+    E, H, HKV, HD, FF, NE = 256, 4, 2, 96, 256, 4
+    m = _model("minimax-01", "tiny-minimax01", ctx=1048576, embd=E, layers=8, ff=FF, heads=H, heads_kv=HKV,
+               head_dim=HD, rope_base=1e7)
+    m.arch_kv(residual_scale=1.0)
+    _experts(m, NE, 2)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(8):
+        if (i + 1) % 8:  # lightning attention: fused qkv (all heads), a second norm and an output gate
+            attention(m, i, E, H, H, HD, F16, fused=True)
+            _norm(m, f"blk.{i}.attn_norm_2.weight", H * HD)
+            m.tensor(f"blk.{i}.attn_gate.weight", [E, H * HD], F16)
+        else:
+            attention(m, i, E, H, HKV, HD, F16)
+        moe_feed_forward(m, i, E, FF, NE, F16)
+    return m
+
+
+def _kda(m: Model, i: int, E: int, H: int, hd: int, d_conv: int, style: str) -> None:
+    """Kimi Delta Attention. style: "kimi-linear" (low-rank f and g), "bailingmoe3" (full-rank f and g),
+    "kimi-k3" (low-rank f, full-rank g); width d = hd * n_head."""
+    d = hd * H
+    for x in "qkv":
+        m.tensor(f"blk.{i}.ssm_conv1d_{x}.weight", [d_conv, 1, d, 1], F32)
+        m.tensor(f"blk.{i}.attn_{x}.weight", [E, d], F16)
+    if style == "bailingmoe3":
+        m.tensor(f"blk.{i}.ssm_f_a.weight", [E, d], F16)
+        m.tensor(f"blk.{i}.ssm_g_a.weight", [E, d], F16)
+    else:
+        m.tensor(f"blk.{i}.ssm_f_a.weight", [E, hd], F16)
+        m.tensor(f"blk.{i}.ssm_f_b.weight", [hd, d], F16)
+    if style == "kimi-linear":
+        m.tensor(f"blk.{i}.ssm_g_a.weight", [E, hd], F16)
+        m.tensor(f"blk.{i}.ssm_g_b.weight", [hd, d], F16)
+    if style == "kimi-k3":
+        m.tensor(f"blk.{i}.ssm_g.weight", [E, d], F16)
+    m.tensor(f"blk.{i}.ssm_beta.weight", [E, H], F16)
+    m.tensor(f"blk.{i}.ssm_a", {"kimi-linear": [1, H, 1, 1], "bailingmoe3": [1, H], "kimi-k3": [H]}[style], F32)
+    m.tensor(f"blk.{i}.ssm_dt.bias", [d], F32)
+    _norm(m, f"blk.{i}.ssm_norm.weight", hd)
+    m.tensor(f"blk.{i}.attn_output.weight", [d, E], F16)
+
+
+def _kda_mla(arch: str, name: str, heads_kv: list[int], kda_head: int, d_conv: int, nextn: int = 0,
+             q_lora: int = 0, gate: int = 0, **hparams: Any) -> Model:
+    """KDA layers (head_count_kv 0, recurrent: R = 3*(d_conv-1)*n_head*kda.head_dim, S = kda.head_dim^2*n_head)
+    and MLA attention (K cache only, kv_lora_rank + rope = 128 wide); layer 0 dense, then MoE with a shared
+    expert. gate: the attn_gate width of gated MLA (0: none). An MTP block (last layer) is built here as an
+    MLA + MoE layer; its nextn tensors are the caller's."""
+    E, H, FF, NE, FFE = 256, 4, 512, 4, 128
+    m = _model(arch, name, embd=E, layers=len(heads_kv), ff=FF, heads=H, heads_kv=heads_kv, **hparams)
+    mla_kv(m, kv_lora=96, rope=32, k_head=64, v_head=32)
+    if q_lora:
+        m.arch_kv(attention__q_lora_rank=q_lora)
+    m.arch_kv(ssm__conv_kernel=d_conv, kda__head_dim=kda_head)
+    _experts(m, NE, 2, FFE, expert_shared_count=1, leading_dense_block_count=1, expert_gating_func=2)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i, kv in enumerate(heads_kv):
+        _norm(m, f"blk.{i}.attn_norm.weight", E)
+        if kv:
+            mla_attention(m, i, E, H, 96, 32, 64, 32, F16, q_lora=q_lora)
+            if gate:
+                m.tensor(f"blk.{i}.attn_gate.weight", [E, gate], F16)
+        else:
+            _kda(m, i, E, H, kda_head, d_conv, arch)
+        if i == 0:
+            feed_forward(m, i, E, FF, F16)
+        else:
+            moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=True)
+    return m
+
+
+def kimi_linear() -> Model:
+    """Kimi-Linear: KDA + MLA attention (head_count_kv 1) on layer 3."""
+    return _kda_mla("kimi-linear", "tiny-kimi-linear", [0, 0, 0, 1], 32, 4, ctx=1048576, rope_base=5e4)
+
+
+def kimi_k3() -> Model:
+    """Kimi-K3: KDA + gated MLA, the same state rule as kimi-linear; no attention residuals."""
+    m = _kda_mla("kimi-k3", "tiny-kimi-k3", [0, 1, 0, 0], 16, 5, q_lora=96, gate=4 * 32, ctx=1048576,
+                 rope_base=5e4)
+    m.arch_kv(attn_res__block_size=0, activation__situ_beta=1.0, activation__situ_linear_beta=0.0)
+    return m
+
+
+def bailingmoe3() -> Model:
+    """Ling/Ring 2.5-style bailingmoe3: KDA + gated MLA and one NextN/MTP block; the hybrid memory's default
+    attention filter (!is_recr over all layers) gives the MTP block a K cache in the main context."""
+    m = _kda_mla("bailingmoe3", "tiny-bailingmoe3", [0, 0, 0, 1, 1], 32, 3, q_lora=96, gate=4, rope_base=1e6)
+    m.arch_kv(kda__gate_lower_bound=-5.0, nextn_predict_layers=1)
+    _nextn(m, 4, 256, shared_head_norm=False)
+    _norm(m, "blk.4.layer_output_norm.weight", 256)
+    return m
+
+
+def _qwen4exp(name: str, ple_layer: int | None = None) -> Model:
+    """qwen4exp: the qwen3next layers with hyper-connections (2 streams, rank 32) and a sparse-attention
+    indexer on the attention layers (full_attention_interval 2); optionally a PLE n-gram hash embedding."""
+    E, HC, LR, IDX_H, IDX_D = 256, 2, 32, 2, 96
+    NGRAM, K, PLE_VOCAB = 3, 4, 512
+    hc = HC * E
+    m = _qwen_next_model("qwen4exp", name, 4)
+    m.arch_kv(full_attention_interval=2, hyper_connection__count=HC, hyper_connection__low_rank=LR,
+              attention__indexer__head_count=IDX_H, attention__indexer__key_length=IDX_D, attention__indexer__top_k=256)
+    ple_heads = NGRAM - 1  # (ngram_size - 1) * heads_per_ngram
+    ple_hd = E // ple_heads  # the graph needs ple_head_dim * ple_n_heads == n_embd
+    if ple_layer is not None:
+        m.arch_kv(ple__layers=[ple_layer], ple__ngram_size=NGRAM, ple__heads_per_ngram=1, ple__conv_kernel=K,
+                  ple__eos_token_id=2, embedding_length_per_layer_input=ple_hd,
+                  ple__layer_multipliers=np.array([1000003, 999983, 998117], dtype=np.uint64),
+                  ple__head_offsets=np.array([h * PLE_VOCAB for h in range(ple_heads)], dtype=np.uint64),
+                  ple__head_vocab_sizes=np.array([PLE_VOCAB] * ple_heads, dtype=np.uint64))
+        m.tensor("per_layer_token_embd.weight", [ple_hd, ple_heads * PLE_VOCAB], F16)
+    m.tensor("token_embd.weight", [E, VOCAB], F16)
+    m.tensor("output.weight", [E, VOCAB], F16)
+    _hyper_connection(m, "output_hc", hc, LR, inject=0)
+    for i in range(4):
+        for mixer in ("attn", "ffn"):
+            _hyper_connection(m, f"blk.{i}.hc_{mixer}", hc, LR, inject=HC)
+        if i % 2 == 0:
+            _gated_delta_net(m, i, E, ba_fused=False)
+        else:
+            attention(m, i, E, 4, 2, 64, F16, qk_norm=True, norm=False, gated=True)
+            m.tensor(f"blk.{i}.indexer.q_proj.weight", [E, IDX_H * IDX_D], F16)
+            m.tensor(f"blk.{i}.indexer.k_proj.weight", [E, IDX_D], F16)
+            _norm(m, f"blk.{i}.indexer.q_norm.weight", IDX_D)
+            _norm(m, f"blk.{i}.indexer.k_norm.weight", IDX_D)
+        if i == ple_layer:
+            m.tensor(f"blk.{i}.ple_key.weight", [E, hc], F16)
+            m.tensor(f"blk.{i}.ple_value.weight", [E, E], F16)
+            for norm in ("key", "query", "conv"):
+                _norm(m, f"blk.{i}.ple_norm_{norm}.weight", hc)
+            m.tensor(f"blk.{i}.ple_conv1d.weight", [K, hc], F32)
+        _qwen_next_ffn(m, i, moe=True)
+    return m
+
+
+def _hyper_connection(m: Model, prefix: str, width: int, rank: int, inject: int) -> None:
+    """qwen4exp's hyper-connection mixer: norm, low-rank down / up, and (inject > 0) an injection matrix."""
+    _norm(m, f"{prefix}_norm.weight", width)
+    m.tensor(f"{prefix}_down.weight", [width, rank], F16)
+    m.tensor(f"{prefix}_up.weight", [rank, width], F16)
+    if inject:
+        m.tensor(f"{prefix}_inject.weight", [width, inject], F16)
+
+
+def qwen4exp() -> Model:
+    """qwen4exp: memory llama_memory_hybrid_idx, attention KV + recurrent state + an indexer cache (one kv
+    head: K width indexer.key_length, V width the attention value head dim) on the attention layers."""
+    return _qwen4exp("tiny-qwen4exp")
+
+
+def qwen4exp_ple() -> Model:
+    """qwen4exp with a PLE n-gram hash embedding on recurrent layer 2: that layer's recurrent cache gets a
+    third tensor of (ple.conv_kernel-1)*ple.ngram_size*hyper_connection.count*n_embd floats per row."""
+    return _qwen4exp("tiny-qwen4exp-ple", ple_layer=2)
+
+
+def deepseek4() -> Model:
+    """DeepSeek-V4: hybrid by name, but create_memory builds llama_kv_cache_dsv4: a K-only sliding-window
+    cache on every layer, K-only compressed caches for ratio-4 (CSA) and ratio-128 (HCA) layers, a
+    lightning-indexer K cache and F32 compressor states per compressed layer. compress_ratios [4, 128, 4, 0]."""
+    E, H, HD, QL, NE, FFE = 256, 4, 128, 64, 4, 128
+    OG, OL, HC, IDX_H, IDX_D = 2, 32, 4, 2, 64  # the graph asserts hyper_connection.count == 4
+    ratios = [4, 128, 4, 0]
+    m = _model("deepseek4", "tiny-deepseek4", ctx=1048576, embd=E, layers=4, ff=512, heads=H, heads_kv=1,
+               head_dim=HD, eps=1e-6, rope_base=1e4)
+    m.arch_kv(rope__dimension_count=64, attention__q_lora_rank=QL, attention__sliding_window=128)
+    _experts(m, NE, 2, FFE, expert_shared_count=1, expert_weights_scale=1.5, expert_weights_norm=True,
+             swiglu_clamp_exp=10.0, expert_gating_func=4)  # sqrt-softplus, the only gating accepted
+    m.arch_kv(attention__indexer__head_count=IDX_H, attention__indexer__key_length=IDX_D,
+              attention__indexer__top_k=64, attention__output_group_count=OG, attention__output_lora_rank=OL,
+              attention__compress_rope_freq_base=160000.0, hyper_connection__count=HC,
+              hyper_connection__sinkhorn_iterations=20, hyper_connection__epsilon=1e-6, hash_layer_count=0,
+              attention__compress_ratios=ratios)
+    hc, hc_mix = HC * E, (2 + HC) * HC
+    embeddings(m, E, VOCAB, F16, tied=False)
+    m.tensor("output_hc_fn.weight", [hc, HC], F16)
+    _norm(m, "output_hc_base.weight", HC)
+    _norm(m, "output_hc_scale.weight", 1)
+    for i, r in enumerate(ratios):
+        _norm(m, f"blk.{i}.attn_norm.weight", E)
+        _norm(m, f"blk.{i}.attn_sinks.weight", H)
+        m.tensor(f"blk.{i}.attn_q_a.weight", [E, QL], F16)
+        _norm(m, f"blk.{i}.attn_q_a_norm.weight", QL)
+        m.tensor(f"blk.{i}.attn_q_b.weight", [QL, H * HD], F16)
+        m.tensor(f"blk.{i}.attn_kv.weight", [E, HD], F16)
+        _norm(m, f"blk.{i}.attn_kv_a_norm.weight", HD)
+        m.tensor(f"blk.{i}.attn_output_a.weight", [H * HD // OG, OL * OG], F16)
+        m.tensor(f"blk.{i}.attn_output_b.weight", [OG * OL, E], F16)
+        for mixer in ("attn", "ffn"):
+            m.tensor(f"blk.{i}.hc_{mixer}_fn.weight", [hc, hc_mix], F16)
+            _norm(m, f"blk.{i}.hc_{mixer}_base.weight", hc_mix)
+            _norm(m, f"blk.{i}.hc_{mixer}_scale.weight", 3)
+        if r:
+            _compressor(m, f"blk.{i}.attn_compressor", E, HD, r)
+        if r == 4:
+            m.tensor(f"blk.{i}.indexer.proj.weight", [E, IDX_H], F16)
+            m.tensor(f"blk.{i}.indexer.attn_q_b.weight", [QL, IDX_H * IDX_D], F16)
+            _compressor(m, f"blk.{i}.indexer_compressor", E, IDX_D, r)
+        moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=True)
+    return m
+
+
+def _compressor(m: Model, prefix: str, E: int, head: int, ratio: int) -> None:
+    """deepseek4's KV compressor: overlapping (x2) windows for ratio 4, plain ones otherwise."""
+    width = (2 if ratio == 4 else 1) * head
+    m.tensor(f"{prefix}_kv.weight", [E, width], F16)
+    m.tensor(f"{prefix}_gate.weight", [E, width], F16)
+    m.tensor(f"{prefix}_ape.weight", [width, ratio], F32)
+    _norm(m, f"{prefix}_norm.weight", head)
+
+
+FAMILY_SET: dict[str, Callable[[], Model]] = {
+    "mamba": mamba,
+    "mamba2-ng2": mamba2_ng2,
+    "rwkv6": rwkv6,
+    "rwkv6qwen2": rwkv6qwen2,
+    "rwkv7": rwkv7,
+    "arwkv7": arwkv7,
+    "jamba": jamba,
+    "falcon-h1": falcon_h1,
+    "nemotron-h": nemotron_h,
+    "qwen3next": qwen3next,
+    "qwen35": qwen35,
+    "qwen35moe": qwen35moe,
+    "qwen35-mtp": qwen35_mtp,
+    "lfm2moe": lfm2moe,
+    "lfm2-swa": lfm2_swa,
+    "plamo2": plamo2,
+    "minimax01": minimax01,
+    "kimi-linear": kimi_linear,
+    "nemotron-h-moe": nemotron_h_moe,
+    "bailingmoe3": bailingmoe3,
+    "kimi-k3": kimi_k3,
+    "qwen4exp": qwen4exp,
+    "qwen4exp-ple": qwen4exp_ple,
+    "deepseek4": deepseek4,
+    **{name: PUBLIC_SET[name] for name in ("mamba2-f16", "granitehybrid-f16", "lfm2-f16")},
+}
