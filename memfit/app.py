@@ -15,6 +15,7 @@ from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -112,6 +113,10 @@ def _problem(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     """Every error connexion or a handler raises, as a problem document with the contract's words."""
     if isinstance(exc, ProblemException):
         status, detail, headers = exc.status, str(exc.detail or exc.title or ""), dict(exc.headers or {})
+    elif isinstance(exc, ValidationError):  # what the spec's JSON Schema cannot say (a date-time) the model checks
+        error = exc.errors()[0]
+        status, headers = 400, {}
+        detail = f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
     elif isinstance(exc, HTTPException):
         status, detail, headers = exc.status_code, str(exc.detail or ""), dict(exc.headers or {})
     else:
@@ -149,6 +154,6 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
         serve_spec=False, spec_path="/v1/openapi.json", swagger_ui_path="/v1/ui"))
     app.add_api(SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS,
                 resolver=SnakeCaseResolver())
-    for exc_class in (ProblemException, HTTPException, Exception):
+    for exc_class in (ProblemException, HTTPException, ValidationError, Exception):
         app.add_error_handler(exc_class, _problem)
     return Guard(app, server_state(service, token))

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from fractions import Fraction
 
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
+from memfit.estimator.history import History
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.service import FitService, Settings
+from memfit.readers.history_db import HistoryDB
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
+HISTORY_FILE = "history.sqlite3"
 
 
 def _margin(text: str) -> Fraction:
@@ -28,7 +32,8 @@ def _margin(text: str) -> Fraction:
 
 def _service(args: argparse.Namespace) -> FitService:
     index = ModelIndex(model_roots(args.models, usual=not args.no_usual_dirs))
-    return FitService(index, settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)))
+    history = History(HistoryDB(os.path.join(default_state_dir(), HISTORY_FILE)))
+    return FitService(index, settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)), history=history)
 
 
 def _add_service_flags(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +67,40 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def models(args: argparse.Namespace) -> int:
+    from memfit.render import render_models
+
+    service = _service(args)
+    service.index.refresh()
+    listing = service.model_list()
+    print(listing.model_dump_json(indent=2) if args.json else render_models(listing))
+    return 0
+
+
+def fit(args: argparse.Namespace) -> int:
+    from memfit.generated.models import WireFitVerdictRequest
+    from memfit.render import render_result
+
+    service = _service(args)
+    service.index.refresh()
+    requests = [WireFitVerdictRequest(model_id=m, allocated_tokens=args.tokens, streams=args.streams,
+                                      key_element_bytes=args.key_bytes, value_element_bytes=args.value_bytes,
+                                      mode=args.mode) for m in args.model]
+    batch = service.fit_batch(requests)
+    found = {r.model_id for r in batch.results}
+    for missing in (m for m in args.model if m not in found):
+        print(f"memfit: no model on this machine or in the catalog has the id {missing!r}", file=sys.stderr)
+    print(batch.model_dump_json(indent=2) if args.json else "\n\n".join(render_result(r) for r in batch.results))
+    return 0 if len(found) == len(set(args.model)) else 1
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memfit", description="Will this local LLM fit in this machine's memory?")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -70,12 +109,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     _add_service_flags(p)
     p.set_defaults(run=serve)
+
+    p = commands.add_parser("models", help="list the models memfit knows (what GET /v1/models lists)")
+    _add_service_flags(p)
+    p.add_argument("--json", action="store_true", help="the raw API answer")
+    p.set_defaults(run=models)
+
+    p = commands.add_parser("fit", help="will these models fit? (what POST /v1/models/fit/batch answers)")
+    p.add_argument("model", nargs="+", help="model ids, e.g. Qwen/Qwen3-8B-GGUF:Q4_K_M (at most 32)")
+    p.add_argument("--tokens", type=int, help="KV capacity per stream (default 4096, capped to the model's limit)")
+    p.add_argument("--streams", type=int, help="concurrent sequences (default 1)")
+    p.add_argument("--key-bytes", type=_positive, help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
+    p.add_argument("--value-bytes", type=_positive, help="bytes per V element, as --key-bytes")
+    p.add_argument("--mode", help="fullGpu (default) or cpuOffload")
+    p.add_argument("--json", action="store_true", help="the raw API answer")
+    _add_service_flags(p)
+    p.set_defaults(run=fit)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.run is serve else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return args.run(args)
 
 

@@ -12,7 +12,9 @@ import pytest
 import uvicorn
 
 from memfit.app import create_app
+from memfit.estimator.history import History
 from memfit.estimator.registry import ModelIndex
+from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.service import FitService
 from tests.gguf_models import PUBLIC_SET, write_model
@@ -68,8 +70,9 @@ class LiveServer:
 
 
 @pytest.fixture(scope="session")
-def live(public_models: Path) -> Iterator[LiveServer]:
-    with LiveServer(FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]))) as server:
+def live(public_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    history = History(HistoryDB(str(tmp_path_factory.mktemp("history") / "history.sqlite3")))
+    with LiveServer(FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]), history=history)) as server:
         yield server
 
 

@@ -198,7 +198,8 @@ def test_oversized_body_is_413(client: httpx.Client) -> None:
 
 def test_model_list(client: httpx.Client) -> None:
     models = client.get("/v1/models").json()["models"]
-    ids = [m["modelId"] for m in models]
-    assert "qwen3-f16" in ids and ids == sorted(ids)
+    local = [m["modelId"] for m in models if m["source"] == "local"]
+    assert "qwen3-f16" in local and local == sorted(local) and models[: len(local)] == [m for m in models
+                                                                                        if m["source"] == "local"]
     qwen = next(m for m in models if m["modelId"] == "qwen3-f16")
     assert (qwen["source"], qwen["architecture"], qwen["quant"], qwen["contextLimit"]) == ("local", "qwen3", "F16", 32768)

@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import CHECKS, load_all_checks
 
 from memfit.app import create_app
+from memfit.estimator.history import History
 from memfit.estimator.registry import ModelIndex
+from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.service import FitService
 from tests.conftest import AUTH, TOKEN
@@ -30,12 +32,16 @@ config = schemathesis.Config()
 config.projects.default.generation.update(modes=[schemathesis.GenerationMode.POSITIVE,
                                                  schemathesis.GenerationMode.NEGATIVE])
 schema = schemathesis.openapi.from_asgi(
-    "/v1/openapi.json", create_app(FitService(ModelIndex([Root(str(MODELS), RootKind.PLAIN)])), TOKEN, validate_responses=True),
+    "/v1/openapi.json",
+    create_app(FitService(ModelIndex([Root(str(MODELS), RootKind.PLAIN)]),
+                          history=History(HistoryDB(str(MODELS / "history.sqlite3")))), TOKEN, validate_responses=True),
     config=config)
 
 
 def _known_model(case: schemathesis.Case) -> None:
-    """Point a generated fit request at a model that exists, so the fuzzed workloads reach the estimator."""
+    """Point a valid generated request at a model that exists, so the fuzzed workloads reach the estimator."""
+    if case.meta is not None and case.meta.generation.mode is not schemathesis.GenerationMode.POSITIVE:
+        return
     items = case.body if isinstance(case.body, list) else [case.body]
     for item in items[:1]:
         if isinstance(item, dict) and isinstance(item.get("modelId"), str):

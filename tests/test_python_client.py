@@ -57,10 +57,10 @@ def test_batch_through_the_generated_client(memfit_client, live: LiveServer) -> 
     estimate = known.estimate
     assert estimate.workload.allocated_tokens == 8192 and estimate.workload.streams == 2
     assert estimate.workload.prepared_tokens is None
-    assert estimate.upper_bound_bytes is None and "workspace" in estimate.missing  # nullable field -> None
+    assert isinstance(estimate.upper_bound_bytes, int) and estimate.missing == []
     parts = {p.component: p for p in estimate.parts}
-    assert isinstance(parts["kvCache"].bytes_, int) and parts["kvCache"].basis == "derivedLayout"
-    assert parts["workspace"].bytes_ is None  # the seed's `bytes` is `bytes_` in Python
+    assert isinstance(parts["kvCache"].bytes_, int) and parts["kvCache"].basis == "derivedLayout"  # `bytes_`: Python
+    assert parts["recurrentState"].basis == "notApplicable" and parts["recurrentState"].bytes_ == 0
     assert isinstance(known.verdict, str) and isinstance(known.budget.basis, str)  # open strings stay strings
     assert known.gpu_admits is None and "gpuTelemetryUnavailable" in known.limits
     assert known.identity.quant == "F16" and known.identity.revision == ""

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED, Memory
+from memfit.estimator.context import llama_geometry
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
+from memfit.estimator.workspace import output_buffer, workspace_bounds
 from tests.accuracy import compare, settings, unmodelled, write_models
 from tests.truth import DATA, load, run_id
 
@@ -23,6 +26,7 @@ RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) for r in load(path)]
 NOT_DERIVED = {"deepseek4": "no layout rule", "qwen4exp-ple": "per-layer-embedding state is not modelled"}
 MODELLED = [r for r in RUNS if unmodelled(r) is None]
 CACHE = ArtifactCache()
+NON_CAUSAL = {arch for arch, rule in RULES.items() if rule.memory is Memory.NONE}
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +87,23 @@ def test_accuracy_script_fails_on_a_mismatch(tmp_path: Path, capsys: pytest.Capt
     assert main([str(good)]) == 0
     assert main([str(bad)]) == 1
     assert "MISMATCH" in capsys.readouterr().out
+
+
+WORKSPACE_RUNS = [r for r in MODELLED if r.get("flash_attn") == 1 and "compute_bytes" in r
+                  and r["model_desc"].split()[0] in WORKSPACE_CHECKED]
+
+
+@pytest.mark.parametrize("run", WORKSPACE_RUNS, ids=run_id)
+def test_workspace_bounds_hold_llama_cpps_compute_and_output(run: dict) -> None:
+    s = settings(run)
+    n_vocab = run["output_buffer_bytes_init"] // (4 * max(1, s["n_seq"]))
+    geometry = llama_geometry(s["n_ctx"], s["n_seq"], run["n_ubatch"], unified=bool(s.get("unified")),
+                              swa_full=bool(s.get("swa_full")), causal=run["model_desc"].split()[0] not in NON_CAUSAL)
+    floor, slack = workspace_bounds(n_vocab, geometry)
+    assert geometry.n_ubatch == run["n_ubatch"]
+    assert output_buffer(n_vocab, geometry) == run["output_buffer_bytes_init"]
+    assert floor <= run["compute_bytes"] + run["output_buffer_bytes_init"] <= floor + slack
+
+
+def test_every_checked_workspace_architecture_was_measured() -> None:
+    assert {r["model_desc"].split()[0] for r in WORKSPACE_RUNS} == WORKSPACE_CHECKED

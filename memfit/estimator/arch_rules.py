@@ -203,3 +203,15 @@ RULES: dict[str, ArchRule] = {
     "bailingmoe3": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS,
                             mla=Mla.ALWAYS),
 }
+
+# Architectures whose compute buffer was measured (tests/data) and lies within the workspace rule of
+# estimator/workspace.py on every run: their `workspace` is derived; any other's is unknown until measured.
+WORKSPACE_CHECKED = frozenset({
+    "afmoe", "arwkv7", "bailingmoe3", "bert", "cohere2", "cohere2moe", "command-r", "deci", "deepseek2", "deepseek32",
+    "exaone-moe", "exaone4", "falcon-h1", "gemma", "gemma2", "gemma3", "gemma4", "glm-dsa", "glm4moe", "gpt-oss",
+    "granite", "granite_swa", "granitehybrid", "jamba", "kimi-k3", "kimi-linear", "laguna", "lfm2", "lfm2moe", "llama",
+    "llama-embed", "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "minimax-01", "mistral3", "mistral4",
+    "muse-glimmer", "nemotron_h", "nemotron_h_moe", "nomic-bert", "olmo2", "openelm", "phi3", "plamo2", "plamo3",
+    "qwen2", "qwen3", "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "qwen4exp", "rwkv6", "rwkv6qwen2", "rwkv7",
+    "smallthinker", "smollm3", "starcoder2", "step35",
+})

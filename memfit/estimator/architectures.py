@@ -243,7 +243,8 @@ def derive_layout(metadata: Mapping, arch: str) -> Layout:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"no layout rule for architecture {arch!r}")
     hp = HParams(metadata, arch)
     if rule.memory is Memory.NONE:
-        return Layout((), (), has_kv_cache=False, note=f"{arch}: a non-causal model, llama.cpp allocates no memory")
+        return Layout((), (), has_kv_cache=False, note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
+                      causal=False)
     if hp.has(PLE_LAYERS):
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{arch}: per-layer-embedding state is not modelled")
     layers = Layers(hp)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from memfit.estimator.arch_rules import WORKSPACE_CHECKED
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.estimate import Part
+from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.estimator.workload import Workload
+from memfit.estimator.workspace import output_buffer, workspace_bounds
+from memfit.readers.history_db import ObservationRow
 
 
 def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload) -> Part:
@@ -35,15 +39,35 @@ def recurrent_part(layout: Layout, geometry: ContextGeometry) -> Part:
     return Part(Component.RECURRENT_STATE, r + s, Basis.DERIVED_LAYOUT, note)
 
 
-def forecast_parts(subject: Subject, workload: Workload) -> tuple[list[Part], list[Limit]]:
+def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
+    """Derived where the rule was checked against llama.cpp for this architecture, else unknown."""
+    if geometry is None or subject.n_vocab is None or subject.architecture not in WORKSPACE_CHECKED:
+        return Part.unknown(Component.WORKSPACE, "llama.cpp's compute buffer has no closed form and was not measured"
+                                                 " for this architecture or model")
+    floor, slack = workspace_bounds(subject.n_vocab, geometry)
+    note = (f"llama.cpp's output buffer ({output_buffer(subject.n_vocab, geometry)} bytes) and a compute buffer of at"
+            f" least the logits of a {geometry.n_ubatch}-token ubatch; the upper bound adds up to {slack} bytes the"
+            " graph may reserve beyond them (flash attention on)")
+    return Part(Component.WORKSPACE, floor, Basis.DERIVED_LAYOUT, note, slack=slack)
+
+
+def measured_workspace(observation: ObservationRow, kv: Part) -> Part:
+    note = (f"measured by {observation.runtime} at {observation.observed_at} for this identity and workload"
+            f"{kv_contradiction(observation.kv_cache_bytes, kv.bytes if kv.basis is Basis.DERIVED_LAYOUT else None)}")
+    return Part(Component.WORKSPACE, observation.workspace_bytes, Basis.MEASURED_ARTIFACT, note)
+
+
+def forecast_parts(subject: Subject, workload: Workload,
+                   history: HistoryMatch = NO_MATCH) -> tuple[list[Part], list[Limit]]:
     """The five parts, in the contract's order, and the limits they add."""
     limits: list[Limit] = []
+    geometry = None
     if subject.layout is None:
         why = str(subject.layout_problem) if subject.layout_problem else "layout unknown"
         kv = Part.unknown(Component.KV_CACHE, why)
         recurrent = Part.unknown(Component.RECURRENT_STATE, why)
     else:
-        geometry = context_geometry(workload.allocated_tokens, workload.streams)
+        geometry = context_geometry(workload.allocated_tokens, workload.streams, causal=subject.layout.causal)
         problem = cache_type_problem(subject.layout, cache_type(workload.key_element_bytes),
                                      cache_type(workload.value_element_bytes)) if subject.layout.attention else None
         if problem:
@@ -52,6 +76,12 @@ def forecast_parts(subject: Subject, workload: Workload) -> tuple[list[Part], li
         else:
             kv = kv_cache_part(subject.layout, geometry, workload)
         recurrent = recurrent_part(subject.layout, geometry)
-    workspace = Part.unknown(Component.WORKSPACE, "llama.cpp's compute and output buffers are not yet measured")
-    limits.append(Limit.WORKSPACE_UNMEASURED)
+    if history.observation is not None and history.observation.workspace_bytes is not None:
+        workspace = measured_workspace(history.observation, kv)
+    else:
+        workspace = workspace_part(subject, geometry)
+    if workspace.basis is Basis.UNKNOWN:
+        limits.append(Limit.WORKSPACE_UNMEASURED)
+    if history.identity_insufficient:
+        limits.append(Limit.HISTORY_IDENTITY_INSUFFICIENT)
     return [subject.weights, kv, recurrent, workspace, subject.companions], limits

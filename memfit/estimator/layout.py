@@ -40,6 +40,7 @@ class Layout:
     note: str = ""  # the rule that produced this layout, in a few words
     head_dims: tuple[tuple[int, int], ...] = ()  # the distinct (K, V) head sizes of the trunk layers
     same_cache_types: bool = False  # llama.cpp refuses different K and V cache types (MLA)
+    causal: bool = True  # False for embedding models: llama.cpp does not cap their batch by the context
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

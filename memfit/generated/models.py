@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from memfit.generated.base import WireModel
-from pydantic import ConfigDict, Field
+from pydantic import AwareDatetime, ConfigDict, Field
 
 
 class Problem(WireModel):
@@ -257,6 +257,69 @@ class WireModelEntry(WireModel):
     """
 
 
+class WireObservedWorkload(WireModel):
+    """
+    The workload the runtime loaded the model with, in the terms of a fit request.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    allocated_tokens: Annotated[
+        int, Field(alias="allocatedTokens", ge=1, le=9223372036854775807)
+    ]
+    streams: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    key_element_bytes: Annotated[
+        int, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)
+    ]
+    value_element_bytes: Annotated[
+        int, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)
+    ]
+    mode: Annotated[str, Field(max_length=64)]
+
+
+class WireObservedParts(WireModel):
+    """
+    Bytes the runtime allocated per part; null or absent for a part it did not measure.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    weights: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
+    kv_cache: Annotated[
+        int | None, Field(alias="kvCache", ge=0, le=9223372036854775807)
+    ] = None
+    recurrent_state: Annotated[
+        int | None, Field(alias="recurrentState", ge=0, le=9223372036854775807)
+    ] = None
+    workspace: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
+    companions: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
+
+
+class WireObservationReceipt(WireModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    observation_id: Annotated[
+        int, Field(alias="observationId", ge=1, le=9223372036854775807)
+    ]
+    model_id: Annotated[str, Field(alias="modelId")]
+    """
+    The id the observation was stored under.
+    """
+    known: bool
+    """
+    Whether memfit knows a model with this id (on disk or in its catalog).
+    """
+    flags: list[str]
+    """
+    `kvContradictsDerived` when the observed KV cache differs from memfit's derived one by more than
+    rounding. Tolerate unknown values.
+
+    """
+
+
 class WireHealth(WireModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -324,6 +387,41 @@ class WireModelList(WireModel):
         populate_by_name=True,
     )
     models: list[WireModelEntry]
+
+
+class WireObservation(WireModel):
+    """
+    What a runtime allocated for one model under one workload.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    model_id: Annotated[str, Field(alias="modelId", max_length=1024, min_length=1)]
+    """
+    The id memfit knows the model by (an alias such as `org/repo` is stored under its full id).
+    """
+    revision: Annotated[str, Field(max_length=256)]
+    """
+    Immutable commit the bytes were fetched at; empty when unknown.
+    """
+    quant: Annotated[str, Field(max_length=64)]
+    artifact_bytes: Annotated[
+        int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)
+    ]
+    """
+    Bytes of the loaded file set; null when unknown.
+    """
+    workload: WireObservedWorkload
+    parts: WireObservedParts
+    runtime: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    What loaded the model, e.g. `llama.cpp b6500 (CUDA)`.
+    """
+    observed_at: Annotated[AwareDatetime | None, Field(alias="observedAt")] = None
+    """
+    When the model was loaded; the time memfit received the observation when null.
+    """
 
 
 class WireFitVerdictResult(WireModel):

@@ -1,0 +1,125 @@
+"""Models memfit knows from the bundled catalog: their published layouts, and what a download would need.
+
+A catalog answer rests on published facts, not a file: `weights` is a `parameterProxy` (the parameters
+counted from the published layout, times the bits per weight of the quant's lowest tensor type; its
+ceiling uses the highest type llama.cpp's quantizer may choose for that recipe), `kvCache` and
+`recurrentState` go through the same layout rules as a file, and the answer says `artifactNotOnDisk`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import gguf
+
+from memfit.estimator.architectures import derive_layout
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.estimate import Part
+from memfit.estimator.parameters import ParameterCount, count_parameters
+from memfit.estimator.subject import Subject
+from memfit.estimator.vocabulary import Basis, Component, Limit
+from memfit.readers.catalog_file import load_catalog_file
+
+DEFAULT_QUANT = "Q4_K_M"
+VECTOR_BYTES = 4  # norms and biases stay F32 in every quant
+TENSOR_PADDING = 32  # every tensor is padded to 32 bytes; a block has at most this many tensors
+TENSORS_PER_BLOCK = 32
+
+
+def bits_per_weight(ggml_type: str) -> float:
+    block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[ggml_type]]
+    return type_size * 8 / block
+
+
+@dataclass(frozen=True)
+class QuantSpread:
+    """A llama.cpp quant recipe's lowest and highest tensor types (llama-quant.cpp)."""
+
+    floor_type: str
+    ceiling_type: str
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    model_id: str  # the GGUF repository, as llama.cpp's -hf names it
+    name: str
+    architecture: str
+    parameters: int | None  # as published
+    context_length: int | None
+    metadata: Mapping  # the memory-relevant GGUF keys llama.cpp's converter writes for this model
+    n_vocab: int
+    tied_embeddings: bool
+    quants: tuple[str, ...]
+    source: str
+
+    @property
+    def default_quant(self) -> str:
+        return DEFAULT_QUANT if DEFAULT_QUANT in self.quants else self.quants[0]
+
+
+def _frozen(value: object) -> object:
+    """JSON lists as the tuples the GGUF reader gives for arrays."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+class Catalog:
+    def __init__(self, document: Mapping | None = None) -> None:
+        document = document if document is not None else load_catalog_file()
+        self.spreads = {name: QuantSpread(**spec) for name, spec in document["quant_spreads"].items()}
+        self.entries = tuple(CatalogEntry(
+            model_id=m["id"], name=m["name"], architecture=m["architecture"], parameters=m.get("parameters"),
+            context_length=m.get("context_length"), metadata={k: _frozen(v) for k, v in m["metadata"].items()},
+            n_vocab=m["n_vocab"], tied_embeddings=m["tied_embeddings"], quants=tuple(m["quants"]), source=m["source"],
+        ) for m in document["models"])
+        self._by_repo = {e.model_id: e for e in self.entries}
+
+    def find(self, model_id: str) -> tuple[CatalogEntry, str] | None:
+        """`org/repo` (its default quant) or `org/repo:QUANT` (case-insensitive) of a catalog entry."""
+        repo, sep, quant = model_id.rpartition(":")
+        if not sep:
+            repo, quant = model_id, ""
+        entry = self._by_repo.get(repo)
+        if entry is None:
+            return None
+        quant = quant.upper() or entry.default_quant
+        return (entry, quant) if quant in entry.quants else None
+
+    def ids(self) -> Iterator[tuple[CatalogEntry, str]]:
+        for entry in sorted(self.entries, key=lambda e: e.model_id):
+            for quant in entry.quants:
+                yield entry, quant
+
+
+def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSpread) -> Part:
+    """parameters x bits per weight of the recipe's lowest type (a floor); the highest type gives the ceiling."""
+    low, high = bits_per_weight(spread.floor_type), bits_per_weight(spread.ceiling_type)
+    blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
+    floor = int(count.matrices * low / 8) + count.vectors * VECTOR_BYTES
+    ceiling = int(-(-count.matrices * high // 8)) + count.vectors * VECTOR_BYTES \
+        + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
+    stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
+    note = (f"{count.total:,} parameters counted from the published layout{stated} x {low:g} to {high:g} bits"
+            f" per weight ({spread.floor_type} to {spread.ceiling_type}); not measured")
+    return Part(Component.WEIGHTS, floor, Basis.PARAMETER_PROXY, note, slack=ceiling - floor)
+
+
+def catalog_subject(entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread]) -> Subject:
+    """A subject for a model that is not on disk: proxy weights, the published layout."""
+    limits = [Limit.ARTIFACT_NOT_ON_DISK]
+    try:
+        weights = proxy_weights(entry, count_parameters(entry.metadata, entry.architecture, entry.n_vocab,
+                                                        entry.tied_embeddings), spreads[quant])
+    except (EvidenceError, KeyError) as exc:
+        weights = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}")
+        limits.append(Limit.LAYOUT_UNPUBLISHED)
+    try:
+        layout, problem = derive_layout(entry.metadata, entry.architecture), None
+    except EvidenceError as exc:
+        layout, problem = None, exc
+        limits.append(exc.limit)
+    return Subject(model_id=f"{entry.model_id}:{quant}", revision="", quant=quant, artifact_bytes=None,
+                   context_limit=entry.context_length, n_vocab=entry.n_vocab, layout=layout, layout_problem=problem,
+                   weights=weights, companions=Part.not_applicable(Component.COMPANIONS,
+                                                                   "the catalog lists no projector for this model"),
+                   limits=tuple(dict.fromkeys(limits)), architecture=entry.architecture)

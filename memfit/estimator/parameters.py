@@ -1,0 +1,118 @@
+"""Parameter counts from a published layout, for catalog entries (a file on disk is measured instead).
+
+The count is of weight matrices, block by block, as llama.cpp's loader creates them for the architecture;
+1-D tensors (norms, biases, scales) are counted apart, approximately: they are a fraction of a percent of
+any real model, and the catalog keeps them in F32 whatever the quant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gguf import Keys
+
+from memfit.estimator.arch_rules import RULES
+from memfit.estimator.architectures import Layers, recurrent_flags
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.hparams import HParams
+from memfit.estimator.vocabulary import Limit
+
+ATTN, SSM = Keys.Attention, Keys.SSM
+NON_GATED_FFN = frozenset({"starcoder2", "bert", "gpt2", "phi2", "starcoder"})  # up and down, no gate
+GATED_QUERY = frozenset({"qwen3next", "qwen35", "qwen35moe"})  # q projects to 2 x heads x head_dim (a gate)
+POSITION_EMBEDDINGS = frozenset({"bert", "starcoder", "gpt2"})
+COUNTED = frozenset({
+    "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "command-r",
+    "cohere2", "granite", "granitemoe", "starcoder2", "olmo2", "internlm2", "minicpm", "stablelm", "smollm3",
+    "deepseek2", "gpt-oss", "granitehybrid", "lfm2", "falcon-h1", "mamba", "mamba2", "qwen3next", "bert",
+    "nomic-bert", "exaone4", "glm4",
+})
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    matrices: int  # weights of 2-D and 3-D tensors (embeddings, projections, experts)
+    vectors: int  # 1-D tensors: norms, biases, scales (approximate)
+
+    @property
+    def total(self) -> int:
+        return self.matrices + self.vectors
+
+
+class _Counter:
+    def __init__(self, metadata: Mapping, arch: str) -> None:
+        self.arch = arch
+        self.hp = HParams(metadata, arch)
+        self.layers = Layers(self.hp)
+        self.e = self.layers.n_embd
+
+    def attention(self, il: int) -> tuple[int, int]:
+        hp, ly, e = self.hp, self.layers, self.e
+        heads, kv = ly.heads[il], ly.heads_kv[il]
+        kv_lora = hp.optional_int(ATTN.KV_LORA_RANK, 0)
+        if kv_lora:  # MLA: q (through q_lora), kv_a (latent + rope key), kv_b (per-head nope key and value), o
+            rope = hp.optional_int(Keys.Rope.DIMENSION_COUNT, 0)
+            k_head = hp.optional_int(ATTN.KEY_LENGTH_MLA, ly.head_k)
+            v_head = hp.optional_int(ATTN.VALUE_LENGTH_MLA, ly.head_v)
+            q_lora = hp.optional_int(ATTN.Q_LORA_RANK, 0)
+            q = e * q_lora + q_lora * heads * k_head if q_lora else e * heads * k_head
+            kv_b = kv_lora * heads * (k_head - rope + v_head)
+            return q + e * (kv_lora + rope) + kv_b + heads * v_head * e, 2 * e + kv_lora + q_lora
+        q_heads = 2 * heads if self.arch in GATED_QUERY else heads
+        matrices = e * q_heads * ly.head_k + e * kv * (ly.head_k + ly.head_v) + heads * ly.head_v * e
+        return matrices, 2 * e + 2 * ly.head_k
+
+    def feed_forward(self, il: int) -> int:
+        hp, e = self.hp, self.e
+        experts = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
+        leading_dense = hp.optional_int(Keys.LLM.LEADING_DENSE_BLOCK_COUNT, 0)
+        if experts and il >= leading_dense:
+            expert_ff = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, self.layers.ff[il])
+            shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * expert_ff
+            shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, shared)
+            return experts * 3 * e * expert_ff + e * experts + 3 * e * shared
+        ff = self.layers.ff[il]
+        return (2 if self.arch in NON_GATED_FFN else 3) * e * ff
+
+    def recurrent(self) -> int:
+        hp, e = self.hp, self.e
+        l_cache = hp.optional_int(Keys.ShortConv.L_CACHE, 0)
+        if l_cache:  # LFM2 short convolution: in (B, C, x), conv, out
+            return e * 3 * e + l_cache * e + e * e
+        d_conv, d_inner = hp.require_int(SSM.CONV_KERNEL), hp.require_int(SSM.INNER_SIZE)
+        d_state, rank = hp.require_int(SSM.STATE_SIZE), hp.require_int(SSM.TIME_STEP_RANK)
+        if self.arch == "mamba":  # Mamba-1: in (x, z), conv, x_proj (dt, B, C), dt_proj, A, out
+            return e * 2 * d_inner + d_conv * d_inner + d_inner * (rank + 2 * d_state) + rank * d_inner \
+                + d_inner * d_state + d_inner * e
+        groups = hp.optional_int(SSM.GROUP_COUNT, 0)
+        conv = d_inner + 2 * groups * d_state
+        if self.arch in GATED_QUERY:  # gated delta net: in_proj_qkvz and _ba, conv over q k v, out
+            return e * (2 * groups * d_state + 2 * d_inner) + e * 2 * rank + d_conv * conv + d_inner * e
+        return e * (2 * d_inner + 2 * groups * d_state + rank) + d_conv * conv + d_inner * e  # Mamba-2
+
+    def count(self, n_vocab: int, tied: bool) -> ParameterCount:
+        ly, e = self.layers, self.e
+        rule = RULES.get(self.arch)
+        recurrent = recurrent_flags(rule, ly) if rule else (False,) * ly.n_all
+        matrices = n_vocab * e * (1 if tied else 2)
+        if self.arch in POSITION_EMBEDDINGS:
+            matrices += self.hp.require_int(Keys.LLM.CONTEXT_LENGTH) * e
+        vectors = e
+        for il in range(ly.n_trunk):
+            if recurrent[il]:
+                matrices += self.recurrent()
+                vectors += e
+            if not recurrent[il] or self.arch == "falcon-h1":  # falcon-h1 runs attention and SSM side by side
+                attention, norms = self.attention(il)
+                matrices, vectors = matrices + attention, vectors + norms
+            if ly.ff[il] or self.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0):
+                matrices += self.feed_forward(il)
+        return ParameterCount(matrices, vectors)
+
+
+def count_parameters(metadata: Mapping, arch: str, n_vocab: int, tied: bool) -> ParameterCount:
+    """Parameters of a model of `arch` from its GGUF-style metadata (NextN/MTP layers excluded)."""
+    if arch not in COUNTED:
+        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"memfit does not count {arch} parameters from a layout")
+    return _Counter(metadata, arch).count(n_vocab, tied)

@@ -1,0 +1,15 @@
+"""POST /v1/models/observations."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from memfit.generated.models import WireObservation
+from memfit.handlers.context import current, json_response
+
+
+async def record_observation(body: dict) -> Response:
+    observation = WireObservation.model_validate(body)
+    receipt = await run_in_threadpool(current().service.record_observation, observation)
+    return json_response(receipt, status=201)

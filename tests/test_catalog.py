@@ -1,0 +1,104 @@
+"""The bundled catalog: consistent published layouts, and catalog-only answers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from memfit.estimator.architectures import derive_layout
+from memfit.estimator.catalog import Catalog, bits_per_weight
+from memfit.estimator.parameters import COUNTED, count_parameters
+from memfit.estimator.registry import ModelIndex
+from memfit.estimator.service import FitService
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.model_roots import Root, RootKind
+from tests.accuracy import model_writers
+from tests.gguf_models import write_model
+
+CATALOG = Catalog()
+ENTRIES = {e.model_id: e for e in CATALOG.entries}
+
+
+def test_catalog_is_large_enough_and_covers_the_families() -> None:
+    assert len(CATALOG.entries) >= 40
+    names = " ".join(e.name for e in CATALOG.entries)
+    for family in ("Llama 3.1", "Llama 3.2", "Llama 3.3", "Qwen2.5", "Qwen3 8B", "Qwen3 30B-A3B", "Qwen3-Next",
+                   "Gemma 2", "Gemma 3 ", "Gemma 3n", "Mistral 7B", "Mistral Nemo", "Mistral Small", "Phi-3.5",
+                   "Phi-4", "R1-Distill", "DeepSeek V3", "gpt-oss 20b", "gpt-oss 120b", "SmolLM2", "SmolLM3",
+                   "Granite 4.0 H", "LFM2", "Falcon-H1", "Mamba", "MiniLM"):
+        assert family in names, family
+    assert sum(1 for e in CATALOG.entries if e.parameters) >= 25
+
+
+@pytest.mark.parametrize("entry", CATALOG.entries, ids=lambda e: e.model_id)
+def test_entry_layout_is_derivable_and_its_parameter_count_agrees(entry) -> None:
+    derive_layout(entry.metadata, entry.architecture)  # raises when the layout is incomplete
+    if entry.architecture not in COUNTED:  # no counting rule: the answer's weights say unknown, never a guess
+        assert entry.parameters is None
+        return
+    counted = count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings).total
+    if entry.parameters:  # a mistyped layout shows up as a count that differs from the published one
+        assert abs(counted - entry.parameters) <= 0.02 * entry.parameters, (counted, entry.parameters)
+    assert entry.quants and all(q in CATALOG.spreads for q in entry.quants)
+    assert entry.source and entry.context_length
+
+
+@pytest.mark.parametrize("name", ["llama31-8b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "gemma3-4b-shape-q4_0",
+                                  "mamba2-2.7b-shape-f16", "qwen3next", "granitehybrid-f16", "lfm2-f16", "mamba",
+                                  "deepseek2-mla", "gptoss-swa-moe", "falcon-h1", "bert-embd", "starcoder2"])
+def test_parameter_count_matches_the_tensors_of_a_real_shape(name: str) -> None:
+    """The counting rule against the writers' tensor lists: the weight matrices within 0.5%."""
+    model = model_writers()[name]()
+    metadata = {k: tuple(v) if isinstance(v, list) else v for k, v in model.kv.items()}
+    tied = all(n != "output.weight" for n, *_ in model.tensors)
+    counted = count_parameters(metadata, model.arch, model.vocab, tied)
+    actual = sum(math.prod(ne) for _, ne, _ in model.tensors if len(ne) > 1)
+    assert abs(counted.matrices - actual) <= 0.005 * actual
+
+
+def _answer(service: FitService, model_id: str, **fields):
+    return service.fit_batch([WireFitVerdictRequest(model_id=model_id, **fields)]).results[0]
+
+
+def test_catalog_only_answer() -> None:
+    service = FitService(ModelIndex([]))
+    result = _answer(service, "Qwen/Qwen3-8B-GGUF:q8_0", allocated_tokens=8192)
+    assert result.model_id == "Qwen/Qwen3-8B-GGUF:q8_0" and result.identity.model_id == "Qwen/Qwen3-8B-GGUF:Q8_0"
+    assert result.identity.artifact_bytes is None and result.identity.quant == "Q8_0"
+    assert "artifactNotOnDisk" in result.limits
+    parts = {p.component: p for p in result.estimate.parts}
+    weights = parts["weights"]
+    assert weights.basis == "parameterProxy"
+    entry = ENTRIES["Qwen/Qwen3-8B-GGUF"]
+    count = count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings)
+    assert weights.bytes == int(count.matrices * bits_per_weight("Q8_0") / 8) + count.vectors * 4
+    assert parts["kvCache"].basis == "derivedLayout"
+    assert parts["kvCache"].bytes == 36 * 8192 * 8 * 128 * 2 * 2  # 36 layers, 8 KV heads of 128, K and V in f16
+    assert parts["workspace"].basis == "derivedLayout" and result.estimate.weakest_basis == "parameterProxy"
+    assert result.estimate.upper_bound_bytes > result.estimate.lower_bound_bytes
+
+
+def test_default_quant_and_unknown_quant() -> None:
+    service = FitService(ModelIndex([]))
+    assert _answer(service, "Qwen/Qwen3-8B-GGUF").identity.quant == "Q4_K_M"
+    assert service.fit_batch([WireFitVerdictRequest(model_id="Qwen/Qwen3-8B-GGUF:Q1_0")]).results == []
+
+
+def test_catalog_context_limit_refuses_longer_contexts() -> None:
+    result = _answer(FitService(ModelIndex([])), "Qwen/Qwen3-8B-GGUF", allocated_tokens=10**6)
+    assert result.estimate.refusal == "contextExceedsModelLimit"
+
+
+def test_a_model_on_disk_beats_the_catalog_entry(tmp_path: Path) -> None:
+    hub = tmp_path / "hub" / "models--Qwen--Qwen3-8B-GGUF" / "snapshots" / ("a" * 40)
+    hub.mkdir(parents=True)
+    write_model(model_writers()["qwen3-f16"](), hub / "Qwen3-8B-Q4_K_M.gguf")
+    service = FitService(ModelIndex([Root(str(tmp_path / "hub"), RootKind.HF_CACHE)]))
+    service.index.refresh()
+    result = _answer(service, "Qwen/Qwen3-8B-GGUF:Q4_K_M")
+    assert result.estimate.parts[0].basis == "measuredArtifact" and result.identity.revision == "a" * 40
+    assert "artifactNotOnDisk" not in result.limits
+    listed = [m for m in service.model_list().models if m.model_id == "Qwen/Qwen3-8B-GGUF:Q4_K_M"]
+    assert [m.source for m in listed] == ["local"]

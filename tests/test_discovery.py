@@ -1,0 +1,174 @@
+"""Local discovery: a Hugging Face cache, llama.cpp's caches and an LM Studio folder, with sparse full-size GGUFs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from memfit.estimator.registry import ModelIndex
+from memfit.estimator.service import FitService
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.model_roots import Root, RootKind, quant_tag, usual_roots
+from tests.gguf_models import Model, embeddings, llama_gqa, qwen3, write_model
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+OLD_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+def projector() -> Model:
+    m = Model("clip")
+    m.kv["general.name"] = "mmproj"
+    embeddings(m, 1024, 4096, __import__("gguf").GGMLQuantizationType.F16, tied=True)
+    return m
+
+
+def _blob(hub: Path, repo: str, model: Model, relpath: str, commit: str = COMMIT) -> Path:
+    """Write a model into the hub cache as huggingface_hub does: a blob, and a snapshot symlink to it."""
+    folder = hub / f"models--{repo.replace('/', '--')}"
+    blob = folder / "blobs" / f"sha-{relpath.replace('/', '-')}-{commit[:6]}"
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    write_model(model, blob)
+    link = folder / "snapshots" / commit / relpath
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(blob, link.parent))
+    (folder / "refs").mkdir(exist_ok=True)
+    (folder / "refs" / "main").write_text(COMMIT)
+    return link
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    hub = tmp_path_factory.mktemp("hub")
+    _blob(hub, "acme/Tiny-GGUF", llama_gqa(), "Tiny-Q4_K_M.gguf")
+    _blob(hub, "acme/Tiny-GGUF", qwen3(), "Tiny-Q8_0.gguf")
+    _blob(hub, "acme/Tiny-GGUF", qwen3(), "Tiny-Q6_K.gguf", commit=OLD_COMMIT)  # an older snapshot
+    _blob(hub, "acme/Tiny-GGUF", projector(), "mmproj-F16.gguf")
+    for i in (1, 2, 3):
+        _blob(hub, "acme/Split-GGUF", qwen3(), f"BF16/Split-BF16-0000{i}-of-00003.gguf")
+    outside = tmp_path_factory.mktemp("outside") / "secret.gguf"
+    write_model(qwen3(), outside)
+    escape = hub / "models--acme--Escape-GGUF" / "snapshots" / COMMIT / "Escape-Q4_K_M.gguf"
+    escape.parent.mkdir(parents=True)
+    escape.symlink_to(outside)
+    (hub / "models--acme--Escape-GGUF" / "refs").mkdir()
+    (hub / "models--acme--Escape-GGUF" / "refs" / "main").write_text(COMMIT)
+    return hub
+
+
+@pytest.fixture(scope="module")
+def llama_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("llama-cache")
+    write_model(qwen3(), root / "bart_Old-GGUF_Old-Q5_K_M.gguf")
+    (root / "manifest=bart=Old-GGUF=Q5_K_M.json").write_text(json.dumps({"ggufFile": {"rfilename": "Old-Q5_K_M.gguf"}}))
+    _blob(root, "acme/New-GGUF", qwen3(), "New-Q4_K_M.gguf")  # newer llama.cpp: the hub layout
+    return root
+
+
+@pytest.fixture(scope="module")
+def lm_studio(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lmstudio")
+    (root / "lmstudio-community" / "Qwen-GGUF").mkdir(parents=True)
+    write_model(qwen3(), root / "lmstudio-community" / "Qwen-GGUF" / "Qwen-IQ4_XS.gguf")
+    return root
+
+
+@pytest.fixture(scope="module")
+def index(hub: Path, llama_cache: Path, lm_studio: Path) -> ModelIndex:
+    index = ModelIndex([Root(str(hub), RootKind.HF_CACHE), Root(str(llama_cache), RootKind.LLAMA_CACHE),
+                        Root(str(lm_studio), RootKind.LM_STUDIO)])
+    index.refresh()
+    return index
+
+
+def test_hub_cache_ids_revisions_and_projectors(index: ModelIndex, hub: Path) -> None:
+    q4 = index.get("acme/Tiny-GGUF:Q4_K_M")
+    assert q4.revision == COMMIT and q4.kind is RootKind.HF_CACHE
+    assert q4.projector is not None and q4.projector.endswith("mmproj-F16.gguf")
+    assert index.get("acme/tiny-gguf:q4_k_m") is None  # repo names are exact; only the tag is case-insensitive
+    assert index.get("acme/Tiny-GGUF:q8_0").paths[0].endswith("Tiny-Q8_0.gguf")
+    assert index.get("acme/Tiny-GGUF") is q4  # a repo without a tag means its Q4_K_M, as -hf does
+    assert index.get("acme/Tiny-GGUF:Q6_K") is None  # only in a snapshot refs/main does not name
+
+
+def test_split_model_is_one_artifact_of_all_its_files(index: ModelIndex) -> None:
+    split = index.get("acme/Split-GGUF:BF16")
+    assert len(split.paths) == 3 and [p[-24:] for p in split.paths] == sorted(p[-24:] for p in split.paths)
+    service = FitService(index)
+    result = service.fit_batch([WireFitVerdictRequest(model_id="acme/Split-GGUF:BF16")]).results[0]
+    assert result.identity.artifact_bytes == sum(os.path.getsize(p) for p in split.paths)
+    assert result.identity.revision == COMMIT
+    assert result.estimate.parts[0].basis == "measuredArtifact"
+    assert index.get("acme/Split-GGUF") is split  # the repo's only artifact
+
+
+def test_symlinks_out_of_the_root_are_not_followed(index: ModelIndex) -> None:
+    assert index.get("acme/Escape-GGUF:Q4_K_M") is None
+    assert all("secret" not in p for a in index.artifacts() for p in a.paths)
+
+
+def test_llama_cpp_caches_old_and_new(index: ModelIndex) -> None:
+    old = index.get("bart/Old-GGUF:Q5_K_M")
+    assert old is not None and old.kind is RootKind.LLAMA_CACHE and old.revision == ""
+    new = index.get("acme/New-GGUF:Q4_K_M")
+    assert new is not None and new.revision == COMMIT
+
+
+def test_lm_studio_folder(index: ModelIndex) -> None:
+    artifact = index.get("lmstudio-community/Qwen-GGUF:IQ4_XS")
+    assert artifact is not None and artifact.kind is RootKind.LM_STUDIO
+
+
+def test_shared_key_marks_the_same_file_set_and_projector(index: ModelIndex) -> None:
+    service = FitService(index)
+    requests = [WireFitVerdictRequest(model_id=m) for m in
+                ("acme/Tiny-GGUF", "acme/Tiny-GGUF:Q4_K_M", "acme/Tiny-GGUF:Q8_0", "bart/Old-GGUF:Q5_K_M")]
+    results = service.fit_batch(requests).results
+    parts = [{p.component: p for p in r.estimate.parts} for r in results]
+    assert parts[0]["weights"].shared_key and parts[0]["weights"].shared_key == parts[1]["weights"].shared_key
+    assert parts[2]["weights"].shared_key == ""  # a different file
+    projector_key = parts[0]["companions"].shared_key
+    assert projector_key and parts[1]["companions"].shared_key == projector_key == parts[2]["companions"].shared_key
+    assert parts[0]["companions"].basis == "measuredArtifact" and parts[0]["companions"].bytes > 0
+    assert parts[3]["companions"].basis == "notApplicable" and parts[3]["weights"].shared_key == ""
+    alone = service.fit_batch([WireFitVerdictRequest(model_id="acme/Tiny-GGUF:Q8_0")]).results[0]
+    assert all(p.shared_key == "" for p in alone.estimate.parts)  # shared only within one batch
+
+
+def test_model_list_puts_local_artifacts_first(index: ModelIndex) -> None:
+    listing = FitService(index).model_list().models
+    sources = [m.source for m in listing]
+    assert sources == sorted(sources, key=lambda s: s != "local") and "catalog" in sources
+    local = [m.model_id for m in listing if m.source == "local"]
+    assert local[:3] == ["acme/Split-GGUF:BF16", "acme/Tiny-GGUF:Q4_K_M", "acme/Tiny-GGUF:Q8_0"]
+    tiny = next(m for m in listing if m.model_id == "acme/Tiny-GGUF:Q4_K_M")
+    assert (tiny.has_projector, tiny.revision, tiny.architecture) == (True, COMMIT, "llama")
+    assert [m.model_id for m in FitService(index).model_list().models] == [m.model_id for m in listing]  # stable
+
+
+def test_index_refreshes_when_a_directory_changes(tmp_path: Path) -> None:
+    index = ModelIndex([Root(str(tmp_path), RootKind.PLAIN)])
+    assert index.refresh() and index.get("fresh") is None
+    assert not index.refresh()  # nothing changed: no rescan
+    write_model(qwen3(), tmp_path / "fresh.gguf")
+    assert index.refresh() and index.get("fresh") is not None
+
+
+@pytest.mark.parametrize("name, tag", [("Qwen3-8B-Q4_K_M.gguf", "Q4_K_M"), ("model.Q8_0.gguf", "Q8_0"),
+                                       ("x-UD-Q4_K_XL-00001-of-00002.gguf", "UD-Q4_K_XL"), ("gemma-f16.gguf", "F16"),
+                                       ("gpt-oss-20b-mxfp4.gguf", "MXFP4"), ("model.gguf", ""),
+                                       ("Llama-3.2-3B-Instruct-IQ4_XS.gguf", "IQ4_XS")])
+def test_quant_tags(name: str, tag: str) -> None:
+    assert quant_tag(name) == tag
+
+
+def test_usual_roots_follow_the_environment(tmp_path: Path) -> None:
+    for d in ("hf/hub", "llama", "home/.lmstudio/models"):
+        (tmp_path / d).mkdir(parents=True)
+    roots = usual_roots({"HF_HOME": str(tmp_path / "hf"), "LLAMA_CACHE": str(tmp_path / "llama"),
+                         "HOME": str(tmp_path / "home")})
+    assert [(Path(r.path).relative_to(tmp_path).as_posix(), r.kind) for r in roots] == [
+        ("hf/hub", RootKind.HF_CACHE), ("llama", RootKind.LLAMA_CACHE), ("home/.lmstudio/models", RootKind.LM_STUDIO)]
+    assert usual_roots({"HOME": str(tmp_path / "nowhere")}) == []
