@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import re
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memfit.handlers.context import STATE_KEY, ServerState
+from memfit.handlers.context import CANCEL_KEY, STATE_KEY, ServerState
 from memfit.handlers.problems import PROBLEM_JSON, problem_body, problem_response
 from memfit.estimator.service import FitService
 from memfit.validation import VALIDATORS
@@ -71,16 +73,57 @@ class Guard:
             return
         if body is None:  # the client went away while sending
             return
-        replayed = False
+        await self._run_cancellable(scope, body, receive, stamped)
+
+    async def _run_cancellable(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """Run the app with the body replayed, while listening for the client going away: then (or when the
+        server stops) the request's work is cancelled and it ends as 499 `cancelled`."""
+        cancel = threading.Event()
+        scope[CANCEL_KEY] = cancel
+        gone = asyncio.Event()
+        replayed = started = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            await gone.wait()
+            return {"type": "http.disconnect"}
 
-        await self.app(scope, replay, stamped)
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        async def listen() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        app = asyncio.ensure_future(self.app(scope, replay, tracked))
+        listener = asyncio.ensure_future(listen())
+        try:
+            await asyncio.wait({app, listener}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the server is stopping
+            cancel.set()
+            app.cancel()
+            listener.cancel()
+            log.warning("499 cancelled: %s %s: the server stopped before the answer", scope["method"], scope["path"])
+            if started:
+                raise
+            with contextlib.suppress(OSError, RuntimeError):  # the connection may be closing too
+                await _send_problem(send, 499, "the server stopped before the answer was ready")
+            return  # the request ended with its answer: the 499
+        if app.done():
+            listener.cancel()
+            app.result()
+            return
+        cancel.set()  # the client went away first: stop the work, nobody will read the answer
+        log.warning("499 cancelled: %s %s: the client went away before the answer", scope["method"], scope["path"])
+        app.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await app
 
     async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes | None, int | None]:
         declared = dict(scope.get("headers", [])).get(b"content-length")

@@ -94,6 +94,41 @@ def fit(args: argparse.Namespace) -> int:
     return 0 if len(found) == len(set(args.model)) else 1
 
 
+def measure(args: argparse.Namespace) -> int:
+    """Load MODEL in llama-cpp-python's llama.cpp and record what it allocated in the measurement history."""
+    try:
+        import llama_cpp
+    except ImportError:
+        print("memfit measure needs llama-cpp-python: pip install 'memfit[measure]'", file=sys.stderr)
+        return 2
+    from memfit.estimator.workload import WorkloadRequest, input_refusal, resolve_workload
+    from memfit.measure import LlamaCppLoad, observation, parse_llama_log
+
+    service = _service(args)
+    service.index.refresh()
+    artifact = service.index.get(args.model)
+    if artifact is None:
+        print(f"memfit: {args.model!r} is not a GGUF file on this machine", file=sys.stderr)
+        return 1
+    subject = service.subject(args.model)
+    workload = resolve_workload(WorkloadRequest(args.tokens, args.streams, args.key_bytes, args.value_bytes,
+                                                args.mode), subject.context_limit)
+    if input_refusal(workload) or workload.key_element_bytes not in (1, 2, 4) or \
+            workload.value_element_bytes not in (1, 2, 4):
+        print("memfit: llama.cpp cannot load that workload", file=sys.stderr)
+        return 1
+    print(f"measuring {subject.model_id} with {workload.allocated_tokens} tokens x {workload.streams} stream(s)",
+          file=sys.stderr)
+    parts = parse_llama_log(LlamaCppLoad(llama_cpp).run(artifact.paths[0], workload))
+    row = observation(subject.model_id, subject.revision, subject.quant, subject.artifact_bytes, workload, parts,
+                      f"llama-cpp-python {llama_cpp.__version__}")
+    observation_id = service.history.record(row)
+    for name in ("weights", "kv_cache", "recurrent_state", "workspace"):
+        print(f"{name:16s} {getattr(parts, name)} bytes")
+    print(f"recorded as observation {observation_id} in {service.history.db.path}")
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -117,15 +152,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("fit", help="will these models fit? (what POST /v1/models/fit/batch answers)")
     p.add_argument("model", nargs="+", help="model ids, e.g. Qwen/Qwen3-8B-GGUF:Q4_K_M (at most 32)")
-    p.add_argument("--tokens", type=int, help="KV capacity per stream (default 4096, capped to the model's limit)")
-    p.add_argument("--streams", type=int, help="concurrent sequences (default 1)")
-    p.add_argument("--key-bytes", type=_positive, help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
-    p.add_argument("--value-bytes", type=_positive, help="bytes per V element, as --key-bytes")
-    p.add_argument("--mode", help="fullGpu (default) or cpuOffload")
+    _add_workload_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     _add_service_flags(p)
     p.set_defaults(run=fit)
+
+    p = commands.add_parser("measure", help="load a model in llama.cpp (memfit[measure]) and record what it used")
+    p.add_argument("model", help="a model id of a GGUF file on this machine")
+    _add_workload_flags(p)
+    _add_service_flags(p)
+    p.set_defaults(run=measure)
     return parser
+
+
+def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tokens", type=int, help="KV capacity per stream (default 4096, capped to the model's limit)")
+    parser.add_argument("--streams", type=int, help="concurrent sequences (default 1)")
+    parser.add_argument("--key-bytes", type=_positive, help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
+    parser.add_argument("--value-bytes", type=_positive, help="bytes per V element, as --key-bytes")
+    parser.add_argument("--mode", help="fullGpu (default) or cpuOffload")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,3 +7,7 @@ class EvidenceError(ValueError):
     def __init__(self, limit: str, message: str) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class Cancelled(Exception):
+    """The request was cancelled (its client went away, or the server is stopping): the rest is not worked out."""

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog, catalog_subject
+from memfit.estimator.errors import Cancelled
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.estimate import REFUSED, Bounds, Part, bounds
 from memfit.estimator.forecast import forecast_parts
@@ -21,6 +22,7 @@ from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
 from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, Refusal
 from memfit.estimator.workload import Workload, WorkloadRequest, exceeds_limit, input_refusal, resolve_workload
 from memfit.generated import models as wire
+from memfit.readers.engines import committed_bytes
 from memfit.readers.history_db import ObservationRow
 from memfit.readers.host_memory import HostMemory, read_host_memory
 from memfit.readers.nvml import GpuMemory, NvmlReader
@@ -59,11 +61,13 @@ def _ordered_limits(limits: Sequence[Limit]) -> list[str]:
 class FitService:
     def __init__(self, index: ModelIndex, cache: ArtifactCache | None = None, settings: Settings = Settings(),
                  read_host: Callable[[], HostMemory] = read_host_memory, nvml: NvmlReader | None = None,
-                 catalog: Catalog | None = None, history: History | None = None) -> None:
+                 catalog: Catalog | None = None, history: History | None = None,
+                 read_committed: Callable[[], int | None] = committed_bytes) -> None:
         self.index = index
         self.cache = cache or ArtifactCache()
         self.catalog = catalog or Catalog()
         self.history = history or History(None)
+        self.read_committed = read_committed
         self.settings = settings
         self.read_host = read_host
         self.nvml = nvml or NvmlReader()
@@ -71,7 +75,7 @@ class FitService:
     # --- one request ------------------------------------------------------------------------------
 
     def read_environment(self) -> Environment:
-        return Environment(budget=budget_from(self.read_host(), self.settings.budget, committed_bytes=None),
+        return Environment(budget=budget_from(self.read_host(), self.settings.budget, self.read_committed()),
                            gpus=self.nvml.read())
 
     def subject(self, model_id: str) -> Subject | None:
@@ -82,11 +86,19 @@ class FitService:
         found = self.catalog.find(model_id)
         return catalog_subject(*found, self.catalog.spreads) if found else None
 
-    def fit_batch(self, requests: Sequence[wire.WireFitVerdictRequest]) -> wire.WireFitVerdictBatch:
-        """Answers in request order; a request naming no known model is left out."""
+    def fit_batch(self, requests: Sequence[wire.WireFitVerdictRequest],
+                  cancelled: Callable[[], bool] = lambda: False) -> wire.WireFitVerdictBatch:
+        """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
+        `cancelled()` says so, between two models."""
         environment = self.read_environment()
         self.history.refresh()
-        answers = [a for a in (self.answer(r) for r in requests) if a is not None]
+        answers = []
+        for request in requests:
+            if cancelled():
+                raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
+            answer = self.answer(request)
+            if answer is not None:
+                answers.append(answer)
         return wire.WireFitVerdictBatch(results=self.to_wire(answers, environment))
 
     def fit_one(self, request: wire.WireFitVerdictRequest) -> wire.WireFitVerdictResult | None:

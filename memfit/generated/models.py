@@ -191,8 +191,9 @@ class WireFitBudget(WireModel):
     )
     basis: str
     """
-    `hostAvailable` (what a load could claim right now), `hostTotal` (the physical ceiling)
-    or `unknown`. Tolerate unknown values.
+    `hostAvailable` (what a load could claim right now: psutil's available memory, the default),
+    `hostTotal` (the physical ceiling: when the server runs with `--budget total`, or when available
+    memory cannot be read) or `unknown`. Tolerate unknown values.
 
     """
     bytes: Annotated[int | None, Field(ge=0, le=9223372036854775807)]
@@ -445,7 +446,11 @@ class WireFitVerdictResult(WireModel):
     gpu_admits: Annotated[bool | None, Field(alias="gpuAdmits")]
     """
     Whether GPU admission would admit the estimate's floor without evicting anything; null
-    when no GPU answer was obtainable. Not a reservation.
+    when no GPU answer was obtainable (NVML missing or failing: `gpuTelemetryUnavailable`; an
+    unknown `mode`; a refusal). Not a reservation. Read from NVML once per request over the GPUs
+    `CUDA_VISIBLE_DEVICES` shows; their free memory is pooled, as llama.cpp splits layers across
+    devices. `fullGpu` admits when every part's floor fits; `cpuOffload` when the parts that mode
+    keeps on the GPU (`kvCache` and `workspace`) fit.
 
     """
     limits: list[str]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from connexion import request
@@ -11,6 +12,7 @@ from starlette.responses import Response
 from memfit.estimator.service import FitService
 
 STATE_KEY = "memfit.state"
+CANCEL_KEY = "memfit.cancel"  # a threading.Event the app sets when the client goes away or the server stops
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,12 @@ class ServerState:
 
 def current() -> ServerState:
     return request.scope[STATE_KEY]
+
+
+def cancellation() -> Callable[[], bool]:
+    """Whether this request has been cancelled, for work running in a thread to poll."""
+    event = request.scope.get(CANCEL_KEY)
+    return event.is_set if event is not None else (lambda: False)
 
 
 def json_response(model: BaseModel, status: int = 200) -> Response:

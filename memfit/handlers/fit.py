@@ -6,13 +6,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit.generated.models import WireFitVerdictRequest
-from memfit.handlers.context import current, json_response
+from memfit.estimator.errors import Cancelled
+from memfit.handlers.context import cancellation, current, json_response
 from memfit.handlers.problems import problem_response
 
 
 async def fit_batch(body: list[dict]) -> Response:
     requests = [WireFitVerdictRequest.model_validate(item) for item in body]
-    batch = await run_in_threadpool(current().service.fit_batch, requests)
+    try:
+        batch = await run_in_threadpool(current().service.fit_batch, requests, cancellation())
+    except Cancelled as exc:
+        return problem_response(499, str(exc))
     return json_response(batch)
 
 

@@ -1,0 +1,178 @@
+"""The environment a request is judged against: committed memory from the process table, GPUs from NVML."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from memfit.estimator.estimate import Part
+from memfit.estimator.gpu_admission import gpu_admits
+from memfit.estimator.registry import ModelIndex
+from memfit.estimator.service import FitService
+from memfit.estimator.vocabulary import Basis, Component
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers import engines
+from memfit.readers.model_roots import Root, RootKind
+from memfit.readers.nvml import GpuMemory, NvmlReader, visible
+
+# --- committed memory: a real stand-in engine process ---------------------------------------------
+
+
+@pytest.fixture
+def stand_in_engine(tmp_path: Path):
+    """`sleep` copied under the name llama-server, running."""
+    binary = tmp_path / "llama-server"
+    shutil.copy(shutil.which("sleep"), binary)
+    process = subprocess.Popen([str(binary), "60"])
+    try:
+        deadline = time.monotonic() + 5
+        while psutil.Process(process.pid).name() != "llama-server" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        yield psutil.Process(process.pid)
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_committed_bytes_count_a_running_engine(stand_in_engine: psutil.Process) -> None:
+    with_engine = engines.committed_bytes()
+    rss = stand_in_engine.memory_info().rss
+    assert with_engine is not None and with_engine >= rss > 0
+    stand_in_engine.kill()
+    stand_in_engine.wait()
+    assert engines.committed_bytes() <= with_engine - rss + (1 << 20)
+
+
+def test_a_python_engine_is_known_by_its_command_line(tmp_path: Path) -> None:
+    """A stand-in vLLM server: `python -m vllm.entrypoints.openai.api_server` from a package that only sleeps."""
+    package = tmp_path / "vllm" / "entrypoints" / "openai"
+    package.mkdir(parents=True)
+    for folder in (tmp_path / "vllm", tmp_path / "vllm" / "entrypoints", package):
+        (folder / "__init__.py").write_text("")
+    (package / "api_server.py").write_text("import time\ntime.sleep(60)\n")
+    before = engines.committed_bytes()
+    process = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server"], cwd=tmp_path)
+    try:
+        time.sleep(0.5)
+        rss = psutil.Process(process.pid).memory_info().rss
+        assert engines.committed_bytes() >= before + rss - (1 << 20)
+    finally:
+        process.kill()
+        process.wait()
+    assert engines.is_engine("ollama", ["/usr/bin/ollama", "runner", "--model", "/m"])
+    assert not engines.is_engine("ollama", ["ollama", "serve"])
+
+
+def test_unreadable_process_table_is_null(monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(*args, **kwargs):
+        raise psutil.AccessDenied()
+
+    monkeypatch.setattr(engines.psutil, "process_iter", denied)
+    assert engines.committed_bytes() is None
+
+
+def test_committed_bytes_reach_the_budget(public_models: Path, stand_in_engine: psutil.Process) -> None:
+    service = FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]))
+    service.index.refresh()
+    budget = service.fit_batch([WireFitVerdictRequest(model_id="qwen3-f16")]).results[0].budget
+    assert budget.committed_bytes >= stand_in_engine.memory_info().rss
+
+
+# --- GPUs: a stand-in NVML module behind the same reader ------------------------------------------
+
+
+class FakeNvmlError(Exception):
+    pass
+
+
+def fake_nvml(devices: list[tuple[str, int, int]], fail: str | None = None) -> SimpleNamespace:
+    """An NVML with `devices` (uuid, free, total); `fail` names the call that raises NVMLError."""
+    def call(name, result):
+        def f(*args):
+            if fail == name:
+                raise FakeNvmlError(name)
+            return result(*args)
+        return f
+
+    return SimpleNamespace(
+        NVMLError=FakeNvmlError,
+        nvmlInit=call("nvmlInit", lambda: None),
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=call("nvmlDeviceGetCount", lambda: len(devices)),
+        nvmlDeviceGetHandleByIndex=call("nvmlDeviceGetHandleByIndex", lambda i: i),
+        nvmlDeviceGetUUID=call("nvmlDeviceGetUUID", lambda h: devices[h][0].encode()),
+        nvmlDeviceGetMemoryInfo=call("nvmlDeviceGetMemoryInfo",
+                                     lambda h: SimpleNamespace(free=devices[h][1], total=devices[h][2], used=0)),
+    )
+
+
+GIB = 1 << 30
+TWO_GPUS = [("GPU-aaaa-1111", 10 * GIB, 24 * GIB), ("GPU-bbbb-2222", 6 * GIB, 24 * GIB)]
+
+
+def test_reader_lists_visible_gpus() -> None:
+    gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={}).read()
+    assert gpus == [GpuMemory(0, "GPU-aaaa-1111", 10 * GIB, 24 * GIB), GpuMemory(1, "GPU-bbbb-2222", 6 * GIB, 24 * GIB)]
+
+
+@pytest.mark.parametrize("selector, indices", [("1", [1]), ("0,1", [0, 1]), ("GPU-bbbb", [1]), ("bbbb-2222", [1]),
+                                               ("", []), ("1,,0", [1]), ("7", [])])
+def test_cuda_visible_devices(selector: str, indices: list[int]) -> None:
+    gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={"CUDA_VISIBLE_DEVICES": selector}).read()
+    assert [g.index for g in gpus] == indices
+    assert visible(0, "GPU-aaaa-1111", None)
+
+
+@pytest.mark.parametrize("fail", ["nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+                                  "nvmlDeviceGetUUID", "nvmlDeviceGetMemoryInfo"])
+def test_any_nvml_failure_means_no_gpu_answer(fail: str) -> None:
+    assert NvmlReader(fake_nvml(TWO_GPUS, fail=fail), environ={}).read() is None
+
+
+def test_missing_nvml_library_means_no_gpu_answer() -> None:
+    """This machine has no NVIDIA driver: the real pynvml fails to initialise."""
+    assert NvmlReader().read() is None
+
+
+def _parts(weights: int, kv: int, workspace: int) -> list[Part]:
+    return [Part(Component.WEIGHTS, weights, Basis.MEASURED_ARTIFACT, ""),
+            Part(Component.KV_CACHE, kv, Basis.DERIVED_LAYOUT, ""),
+            Part(Component.WORKSPACE, workspace, Basis.DERIVED_LAYOUT, "")]
+
+
+@pytest.mark.parametrize("mode, parts, admits", [
+    ("fullGpu", _parts(8 * GIB, 4 * GIB, 2 * GIB), True),  # 14 GiB into 10 + 6 GiB pooled across the GPUs
+    ("fullGpu", _parts(12 * GIB, 4 * GIB, 1 * GIB), False),
+    ("cpuOffload", _parts(100 * GIB, 10 * GIB, 5 * GIB), True),  # weights stay in host memory
+    ("cpuOffload", _parts(1 * GIB, 12 * GIB, 5 * GIB), False),
+    ("npuOnly", _parts(1, 1, 1), None),  # an unknown mode: no GPU answer
+])
+def test_admission_by_mode(mode: str, parts: list[Part], admits: bool | None) -> None:
+    gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={}).read()
+    assert gpu_admits(mode, parts, gpus) is admits
+
+
+def test_no_gpu_reading_and_no_visible_gpu() -> None:
+    assert gpu_admits("fullGpu", _parts(1, 1, 1), None) is None
+    assert gpu_admits("fullGpu", _parts(1, 1, 1), []) is False
+
+
+def test_nvml_reading_reaches_the_answer(public_models: Path) -> None:
+    service = FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]),
+                         nvml=NvmlReader(fake_nvml(TWO_GPUS), environ={}))
+    service.index.refresh()
+    requests = [WireFitVerdictRequest(model_id="qwen3-f16"), WireFitVerdictRequest(model_id="qwen3-f16", mode="x"),
+                WireFitVerdictRequest(model_id="qwen3-f16", allocated_tokens=0)]
+    fits, unknown_mode, refused = service.fit_batch(requests).results
+    assert fits.gpu_admits is True and "gpuTelemetryUnavailable" not in fits.limits
+    assert unknown_mode.gpu_admits is None and refused.gpu_admits is None
+    failing = FitService(service.index, nvml=NvmlReader(fake_nvml(TWO_GPUS, fail="nvmlInit"), environ={}))
+    result = failing.fit_batch(requests[:1]).results[0]
+    assert result.gpu_admits is None and "gpuTelemetryUnavailable" in result.limits

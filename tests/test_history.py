@@ -1,0 +1,111 @@
+"""Measurement history: observations in SQLite, used only for an identical identity and workload."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from pathlib import Path
+
+import httpx
+
+from memfit.estimator.history import KV_ROUNDING
+from memfit.readers.history_db import HistoryDB, ObservationRow
+from tests.conftest import LiveServer
+
+OBSERVATIONS = "/v1/models/observations"
+BATCH = "/v1/models/fit/batch"
+
+
+def _observation(model_id: str, artifact_bytes: int | None, tokens: int = 4096, quant: str = "F16",
+                 **parts: int) -> dict:
+    return {"modelId": model_id, "revision": "", "quant": quant, "artifactBytes": artifact_bytes,
+            "workload": {"allocatedTokens": tokens, "streams": 1, "keyElementBytes": 2, "valueElementBytes": 2,
+                         "mode": "fullGpu"},
+            "parts": parts, "runtime": "llama.cpp test build", "observedAt": "2026-11-01T10:00:00Z"}
+
+
+def _parts(client: httpx.Client, model_id: str, **workload) -> tuple[dict, dict]:
+    result = client.post(BATCH, json=[{"modelId": model_id, **workload}]).json()["results"][0]
+    return {p["component"]: p for p in result["estimate"]["parts"]}, result
+
+
+def test_an_observation_measures_the_workspace_of_that_identity_and_workload_only(client: httpx.Client,
+                                                                                   public_models: Path) -> None:
+    size = os.path.getsize(public_models / "llama-gqa-q8_0.gguf")
+    wrong_quant = client.post(OBSERVATIONS, json=_observation("llama-gqa-q8_0", size, workspace=1))
+    receipt = client.post(OBSERVATIONS, json=_observation("llama-gqa-q8_0", size, quant="Q8_0", workspace=18_000_000))
+    assert wrong_quant.status_code == 201
+    assert receipt.status_code == 201
+    assert receipt.json()["known"] and receipt.json()["modelId"] == "llama-gqa-q8_0"
+
+    parts, result = _parts(client, "llama-gqa-q8_0")
+    assert parts["workspace"] == {**parts["workspace"], "basis": "measuredArtifact", "bytes": 18_000_000}
+    assert "llama.cpp test build" in parts["workspace"]["note"]
+    assert result["estimate"]["weakestBasis"] == "derivedLayout"  # KV is derived; weights and workspace measured
+    assert _parts(client, "llama-gqa-q8_0", allocatedTokens=2048)[0]["workspace"]["basis"] == "derivedLayout"
+    assert _parts(client, "llama-gqa-q8_0", streams=2)[0]["workspace"]["basis"] == "derivedLayout"
+
+    client.post(OBSERVATIONS, json=_observation("llama-gqa-f16", 12345, workspace=1))  # not this file's size
+    assert _parts(client, "llama-gqa-f16")[0]["workspace"]["basis"] == "derivedLayout"
+
+
+def test_a_weak_identity_keeps_the_derived_number(client: httpx.Client) -> None:
+    """A catalog model has no revision and no artifact bytes: a record about it cannot be trusted."""
+    observation = _observation("Qwen/Qwen3-8B-GGUF", None, quant="Q4_K_M", workspace=1)
+    receipt = client.post(OBSERVATIONS, json=observation).json()
+    assert receipt["modelId"] == "Qwen/Qwen3-8B-GGUF:Q4_K_M"  # an alias is stored under the full id
+    parts, result = _parts(client, "Qwen/Qwen3-8B-GGUF:Q4_K_M")
+    assert parts["workspace"]["basis"] == "derivedLayout"
+    assert "historyIdentityInsufficient" in result["limits"]
+    assert "historyIdentityInsufficient" not in _parts(client, "Qwen/Qwen3-4B-GGUF")[1]["limits"]
+
+
+def test_a_contradicting_kv_cache_is_kept_and_flagged(client: httpx.Client, public_models: Path) -> None:
+    size = os.path.getsize(public_models / "qwen3-f16.gguf")
+    derived = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["kvCache"]["bytes"]
+    close = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived + KV_ROUNDING,
+                                                        workspace=5)).json()
+    assert close["flags"] == []
+    far = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived * 2,
+                                                      workspace=7)).json()
+    assert far["flags"] == ["kvContradictsDerived"] and far["observationId"] > close["observationId"]
+    workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]
+    assert workspace["bytes"] == 7 and "contradicts the derived" in workspace["note"]  # the latest observation
+
+
+def test_observations_need_the_token_and_a_valid_body(live: LiveServer) -> None:
+    with live.client(None) as anonymous:
+        assert anonymous.post(OBSERVATIONS, json=_observation("x", None, workspace=1)).status_code == 401
+    with live.client() as client:
+        assert client.post(OBSERVATIONS, json=_observation("x", None)).status_code == 400  # no part at all
+        bad_time = {**_observation("x", None, workspace=1), "observedAt": "yesterday"}
+        assert client.post(OBSERVATIONS, json=bad_time).json()["type"] == "invalidRequest"
+
+
+def _row(i: int) -> ObservationRow:
+    return ObservationRow(model_id=f"m{i % 7}", revision="r", quant="Q4_K_M", artifact_bytes=i, allocated_tokens=4096,
+                          streams=1, key_element_bytes=2, value_element_bytes=2, mode="fullGpu", weights_bytes=i,
+                          kv_cache_bytes=None, recurrent_state_bytes=None, workspace_bytes=i, companions_bytes=None,
+                          runtime="test", observed_at="2026-11-01T00:00:00+00:00")
+
+
+def _write_rows(path: str, start: int, count: int) -> None:
+    db = HistoryDB(path)
+    for i in range(start, start + count):
+        db.insert(_row(i))
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "history.sqlite3")
+    HistoryDB(path)
+    threads = [threading.Thread(target=_write_rows, args=(path, t * 200, 200)) for t in range(4)]
+    processes = [multiprocessing.get_context("spawn").Process(target=_write_rows, args=(path, 10_000 + p * 200, 200))
+                 for p in range(2)]
+    for worker in [*threads, *processes]:
+        worker.start()
+    for worker in [*threads, *processes]:
+        worker.join(timeout=120)
+    assert all(p.exitcode == 0 for p in processes)
+    rows = HistoryDB(path).all()
+    assert len(rows) == 1200 and len({r.artifact_bytes for r in rows}) == 1200
