@@ -6,18 +6,22 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from fractions import Fraction
 
 from memfit.config import default_state_dir, model_roots
+from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.history import History
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.service import FitService, Settings
+from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
 HISTORY_FILE = "history.sqlite3"
+HEADERS_FILE = "headers.sqlite3"
 
 
 def _margin(text: str) -> Fraction:
@@ -32,8 +36,10 @@ def _margin(text: str) -> Fraction:
 
 def _service(args: argparse.Namespace) -> FitService:
     index = ModelIndex(model_roots(args.models, usual=not args.no_usual_dirs))
-    history = History(HistoryDB(os.path.join(default_state_dir(), HISTORY_FILE)))
-    return FitService(index, settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)), history=history)
+    state = default_state_dir()
+    history = History(HistoryDB(os.path.join(state, HISTORY_FILE)))
+    cache = ArtifactCache(store=HeaderStore(os.path.join(state, HEADERS_FILE)))
+    return FitService(index, cache, Settings(margin=args.margin, budget=BudgetSetting(args.budget)), history=history)
 
 
 def _add_service_flags(parser: argparse.ArgumentParser) -> None:
@@ -174,6 +180,8 @@ def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # connexion imports starlette's test client, which warns about httpx: nothing a user of memfit can act on
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.run is serve else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

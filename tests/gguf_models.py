@@ -29,6 +29,7 @@ class Model:
     tensors: list[tuple[str, tuple[int, ...], QT]] = field(default_factory=list)  # (name, ne, type)
     vocab: int = 0
     tokenizer: str = "llama"  # "llama" (sentencepiece-like), "gpt2" (byte-level BPE) or "bert" (WordPiece)
+    merges: int = 0  # a gpt2 tokenizer's merges beyond the letter pairs (real vocabularies have ~150-280k)
 
     def tensor(self, name: str, ne: list[int] | tuple[int, ...], qtype: QT) -> None:
         if len(ne) == 1:
@@ -68,7 +69,7 @@ def _add_kv(w: gguf.GGUFWriter, key: str, value: Any) -> None:
         raise TypeError(f"{key}: {type(value)}")
 
 
-def _add_tokenizer(w: gguf.GGUFWriter, kind: str, n_vocab: int) -> None:
+def _add_tokenizer(w: gguf.GGUFWriter, kind: str, n_vocab: int, extra_merges: int = 0) -> None:
     if kind == "llama":
         tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
         tokens += [f"\u2581t{i}" for i in range(n_vocab - len(tokens))]
@@ -102,6 +103,7 @@ def _add_tokenizer(w: gguf.GGUFWriter, kind: str, n_vocab: int) -> None:
                 tokens.append(a + b)
                 merges.append(f"{a} {b}")
     tokens += [f"<filler_{i}>" for i in range(n_vocab - 1 - len(tokens))] + ["<|endoftext|>"]
+    merges += [f"<filler_{i % n_vocab} ab{i}" for i in range(extra_merges)]
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -116,7 +118,7 @@ def write_model(model: Model, path: str | os.PathLike[str]) -> int:
     for key, value in model.kv.items():
         _add_kv(w, key, value)
     if model.vocab:
-        _add_tokenizer(w, model.tokenizer, model.vocab)
+        _add_tokenizer(w, model.tokenizer, model.vocab, model.merges)
     data_bytes = 0
     for name, ne, qtype in model.tensors:
         nbytes = tensor_nbytes(ne, qtype)

@@ -42,12 +42,14 @@ def stand_in_engine(tmp_path: Path):
 
 
 def test_committed_bytes_count_a_running_engine(stand_in_engine: psutil.Process) -> None:
-    with_engine = engines.committed_bytes()
+    scanner = engines.EngineScanner()
+    with_engine = scanner.committed_bytes()
     rss = stand_in_engine.memory_info().rss
     assert with_engine is not None and with_engine >= rss > 0
+    assert scanner.committed_bytes() >= rss  # the second reading reuses the classification
     stand_in_engine.kill()
     stand_in_engine.wait()
-    assert engines.committed_bytes() <= with_engine - rss + (1 << 20)
+    assert scanner.committed_bytes() <= with_engine - rss + (1 << 20)
 
 
 def test_a_python_engine_is_known_by_its_command_line(tmp_path: Path) -> None:
@@ -57,12 +59,13 @@ def test_a_python_engine_is_known_by_its_command_line(tmp_path: Path) -> None:
     for folder in (tmp_path / "vllm", tmp_path / "vllm" / "entrypoints", package):
         (folder / "__init__.py").write_text("")
     (package / "api_server.py").write_text("import time\ntime.sleep(60)\n")
-    before = engines.committed_bytes()
+    scanner = engines.EngineScanner()
+    before = scanner.committed_bytes()
     process = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server"], cwd=tmp_path)
     try:
         time.sleep(0.5)
         rss = psutil.Process(process.pid).memory_info().rss
-        assert engines.committed_bytes() >= before + rss - (1 << 20)
+        assert scanner.committed_bytes() >= before + rss - (1 << 20)
     finally:
         process.kill()
         process.wait()
@@ -74,8 +77,8 @@ def test_unreadable_process_table_is_null(monkeypatch: pytest.MonkeyPatch) -> No
     def denied(*args, **kwargs):
         raise psutil.AccessDenied()
 
-    monkeypatch.setattr(engines.psutil, "process_iter", denied)
-    assert engines.committed_bytes() is None
+    monkeypatch.setattr(engines.psutil, "pids", denied)
+    assert engines.EngineScanner().committed_bytes() is None
 
 
 def test_committed_bytes_reach_the_budget(public_models: Path, stand_in_engine: psutil.Process) -> None:

@@ -66,13 +66,24 @@ def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
     return {name for name in sizes if any(name.startswith(prefix) for prefix in mtp)}
 
 
-def check_tensor_data(header: GGUFHeader) -> None:
-    """Every tensor's data must lie inside the file: a truncated download is not a model."""
+@dataclass(frozen=True)
+class HeaderSummary:
+    """What an estimate needs of one GGUF file: its metadata and each tensor's name, size and type."""
+
+    metadata: dict
+    tensors: tuple[tuple[str, int, int], ...]  # (name, bytes, ggml type)
+
+
+def summarize(header: GGUFHeader) -> HeaderSummary:
+    """The summary of a header whose tensors all lie inside the file (a truncated download is not a model)."""
+    tensors = []
     for t in header.tensors:
-        end = header.data_offset + t.offset + tensor_bytes(t.shape, t.ggml_type)
-        if t.offset % header.alignment or end > header.file_size:
+        nbytes = tensor_bytes(t.shape, t.ggml_type)
+        if t.offset % header.alignment or header.data_offset + t.offset + nbytes > header.file_size:
             raise EvidenceError(Limit.ARTIFACT_UNREADABLE,
                                 f"tensor {t.name!r} lies outside the file's data (truncated or corrupt)")
+        tensors.append((t.name, nbytes, t.ggml_type))
+    return HeaderSummary(header.metadata, tuple(tensors))
 
 
 def quant_name(metadata: dict, file_name: str) -> str:
@@ -99,19 +110,18 @@ def _vocab_size(metadata: dict, arch: str) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def artifact_facts(headers: list[GGUFHeader], file_name: str) -> ArtifactFacts:
-    """Facts of one model from the headers of its file set (the first split holds the metadata)."""
-    metadata = headers[0].metadata
+def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFacts:
+    """Facts of one model from the summaries of its file set (the first split holds the metadata)."""
+    metadata = summaries[0].metadata
     arch = metadata.get(Keys.General.ARCHITECTURE)
     if not isinstance(arch, str):
         raise EvidenceError(Limit.ARTIFACT_UNREADABLE, "general.architecture is missing")
-    tensors = [t for h in headers for t in h.tensors]
-    sizes = {t.name: tensor_bytes(t.shape, t.ggml_type) for t in tensors}
+    sizes = {name: nbytes for s in summaries for name, nbytes, _ in s.tensors}
+    types = {name: ggml_type for s in summaries for name, _, ggml_type in s.tensors}
     skipped = mtp_tensors(metadata, arch, sizes)
     sizes = {name: n for name, n in sizes.items() if name not in skipped}
     weights = sum(padded(n) for n in sizes.values())
-    embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
-    tied = embd is not None and "output.weight" not in sizes
+    tied = "token_embd.weight" in sizes and "output.weight" not in sizes
     rule = RULES.get(arch)
     slack = 0
     note = "tensor bytes of the GGUF file set, each padded to 32 bytes as llama.cpp allocates them"
@@ -120,7 +130,7 @@ def artifact_facts(headers: list[GGUFHeader], file_name: str) -> ArtifactFacts:
     if tied and rule is not None and rule.tied_embedding_twice:
         weights += padded(sizes["token_embd.weight"])  # its loader makes the output copy before token_embd
         note += f"; {arch} loads its tied token embedding twice"
-    elif tied and embd.ggml_type in CPU_REPACKED_TYPES:
+    elif tied and types["token_embd.weight"] in CPU_REPACKED_TYPES:
         slack = padded(sizes["token_embd.weight"])
         note += ("; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU"
                  " backend keeps when it repacks that type")

@@ -1,7 +1,8 @@
 """Facts of GGUF file sets, read once per file identity (device, inode, size, mtime_ns).
 
-A file replaced, grown or touched has a new identity and is read again; an unchanged one is never
-re-read while it is cached.
+A file replaced, grown or touched has a new identity and is read again; an unchanged one is never re-read
+while it is cached: in memory (a bounded LRU of facts), and, with a store, across restarts (header summaries
+in the state directory).
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from memfit.estimator.artifact import ArtifactFacts, artifact_facts, check_tensor_data
+from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, summarize
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import GGUFError, read_header
+from memfit.readers.header_store import HeaderStore, dumps, loads
 
 FileIdentity = tuple[int, int, int, int]
 
@@ -27,24 +29,28 @@ def file_identity(path: str) -> FileIdentity:
 class ArtifactCache:
     """A bounded LRU of ArtifactFacts keyed by the identities of a file set."""
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(self, capacity: int = 4096, store: HeaderStore | None = None) -> None:
         self.capacity = capacity
+        self.store = store
         self._entries: OrderedDict[tuple[FileIdentity, ...], ArtifactFacts | EvidenceError] = OrderedDict()
         self._lock = threading.Lock()
 
-    def facts(self, paths: Sequence[str]) -> ArtifactFacts:
-        """The facts of the file set at `paths`; EvidenceError (artifactUnreadable) when it cannot be read."""
+    def identity(self, paths: Sequence[str]) -> tuple[FileIdentity, ...]:
         try:
-            key = tuple(file_identity(p) for p in paths)
+            return tuple(file_identity(p) for p in paths)
         except OSError as exc:
             raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot stat the artifact: {exc.strerror}") from exc
+
+    def facts(self, paths: Sequence[str], identity: tuple[FileIdentity, ...] | None = None) -> ArtifactFacts:
+        """The facts of the file set at `paths`; EvidenceError (artifactUnreadable) when it cannot be read."""
+        key = identity or self.identity(paths)
         with self._lock:
             cached = self._entries.get(key)
             if cached is not None:
                 self._entries.move_to_end(key)
         if cached is None:
             try:
-                cached = self._read(paths)
+                cached = self._read(paths, key)
             except OSError as exc:  # not cached: a permission or I/O failure may pass
                 raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot read the artifact: {exc.strerror}") from exc
             with self._lock:
@@ -55,15 +61,21 @@ class ArtifactCache:
             raise cached
         return cached
 
-    @staticmethod
-    def _read(paths: Sequence[str]) -> ArtifactFacts | EvidenceError:
+    def _summary(self, path: str, identity: FileIdentity) -> HeaderSummary:
+        stored_key = "/".join(map(str, identity))
+        stored = self.store.get(stored_key) if self.store else None
+        if stored is not None:
+            return HeaderSummary(*loads(stored))
+        summary = summarize(read_header(path))
+        if self.store:
+            self.store.put(stored_key, dumps(summary.metadata, summary.tensors))
+        return summary
+
+    def _read(self, paths: Sequence[str], key: tuple[FileIdentity, ...]) -> ArtifactFacts | EvidenceError:
         try:
-            headers = [read_header(p) for p in paths]
-            for header in headers:
-                check_tensor_data(header)
-            return artifact_facts(headers, os.path.basename(paths[0]))
+            summaries = [self._summary(p, identity) for p, identity in zip(paths, key)]
+            return artifact_facts(summaries, os.path.basename(paths[0]))
         except GGUFError as exc:
             return EvidenceError(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
-
         except EvidenceError as exc:
             return exc

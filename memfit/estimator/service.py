@@ -22,7 +22,7 @@ from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
 from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, Refusal
 from memfit.estimator.workload import Workload, WorkloadRequest, exceeds_limit, input_refusal, resolve_workload
 from memfit.generated import models as wire
-from memfit.readers.engines import committed_bytes
+from memfit.readers.engines import EngineScanner
 from memfit.readers.history_db import ObservationRow
 from memfit.readers.host_memory import HostMemory, read_host_memory
 from memfit.readers.nvml import GpuMemory, NvmlReader
@@ -62,12 +62,12 @@ class FitService:
     def __init__(self, index: ModelIndex, cache: ArtifactCache | None = None, settings: Settings = Settings(),
                  read_host: Callable[[], HostMemory] = read_host_memory, nvml: NvmlReader | None = None,
                  catalog: Catalog | None = None, history: History | None = None,
-                 read_committed: Callable[[], int | None] = committed_bytes) -> None:
+                 read_committed: Callable[[], int | None] | None = None) -> None:
         self.index = index
         self.cache = cache or ArtifactCache()
         self.catalog = catalog or Catalog()
         self.history = history or History(None)
-        self.read_committed = read_committed
+        self.read_committed = read_committed or EngineScanner().committed_bytes
         self.settings = settings
         self.read_host = read_host
         self.nvml = nvml or NvmlReader()

@@ -32,42 +32,41 @@ class Subject:
     architecture: str = ""
 
 
-def allocation_key(kind: str, paths: tuple[str, ...]) -> str:
-    """A stable opaque id of a file set: the same files give the same key, in any batch."""
-    digest = hashlib.sha256("\0".join(os.path.realpath(p) for p in paths).encode()).hexdigest()[:16]
+def allocation_key(kind: str, identity: tuple) -> str:
+    """A stable opaque id of a file set: the same files (device and inode) give the same key, in any batch."""
+    digest = hashlib.sha256(repr([(dev, ino) for dev, ino, *_ in identity]).encode()).hexdigest()[:16]
     return f"{kind}-{digest}"
 
 
-def _artifact_bytes(paths: tuple[str, ...]) -> int | None:
-    try:
-        return sum(os.stat(p).st_size for p in paths)
-    except OSError:
-        return None
-
-
-def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, list[Limit]]:
+def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, list[Limit], str]:
+    """The projector part, its limits, and its allocation key."""
     if artifact.projector is None:
-        return Part.not_applicable(Component.COMPANIONS, "no multimodal projector beside the model"), []
+        return Part.not_applicable(Component.COMPANIONS, "no multimodal projector beside the model"), [], ""
     name = os.path.basename(artifact.projector)
     try:
-        facts = cache.facts((artifact.projector,))
+        identity = cache.identity((artifact.projector,))
+        facts = cache.facts((artifact.projector,), identity)
     except EvidenceError as exc:
-        return Part.unknown(Component.COMPANIONS, f"projector {name}: {exc}"), [exc.limit]
-    return Part(Component.COMPANIONS, facts.weights_bytes, Basis.MEASURED_ARTIFACT,
-                f"projector {name}: tensor bytes as llama.cpp allocates them"), []
+        return Part.unknown(Component.COMPANIONS, f"projector {name}: {exc}"), [exc.limit], ""
+    return (Part(Component.COMPANIONS, facts.weights_bytes, Basis.MEASURED_ARTIFACT,
+                 f"projector {name}: tensor bytes as llama.cpp allocates them"), [],
+            allocation_key("projector", identity))
 
 
 def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
     """A subject for a GGUF file set on disk: measured weights, the layout its metadata states."""
-    companions, limits = _companions(artifact, cache)
-    common = dict(model_id=artifact.model_id, revision=artifact.revision, artifact_bytes=_artifact_bytes(artifact.paths),
-                  companions=companions, weights_key=allocation_key("weights", artifact.paths),
-                  companions_key=allocation_key("projector", (artifact.projector,)) if artifact.projector else "")
+    companions, limits, companions_key = _companions(artifact, cache)
+    common = dict(model_id=artifact.model_id, revision=artifact.revision, companions=companions,
+                  companions_key=companions_key)
     try:
-        facts = cache.facts(artifact.paths)
+        identity = cache.identity(artifact.paths)
+        common.update(artifact_bytes=sum(size for _, _, size, _ in identity),
+                      weights_key=allocation_key("weights", identity))
+        facts = cache.facts(artifact.paths, identity)
     except EvidenceError as exc:
         return Subject(quant="", context_limit=None, n_vocab=None, layout=None, layout_problem=exc,
-                       weights=Part.unknown(Component.WEIGHTS, str(exc)), limits=(exc.limit, *limits), **common)
+                       weights=Part.unknown(Component.WEIGHTS, str(exc)), limits=(exc.limit, *limits),
+                       **{"artifact_bytes": None, **common})
     weights = Part(Component.WEIGHTS, facts.weights_bytes, Basis.MEASURED_ARTIFACT, facts.weights_note,
                    slack=facts.weights_slack)
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []

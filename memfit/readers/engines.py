@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 
 import psutil
 
@@ -20,22 +22,43 @@ def is_engine(name: str, cmdline: list[str]) -> bool:
 
 # Only these processes can be an engine by their command line; reading it for every process costs too much.
 LAUNCHERS = re.compile(r"^(python[\d.]*|ollama|vllm)$")
+RECLASSIFY_SECONDS = 30.0  # a pid the system reuses is classified again within this time
 
 
-def committed_bytes() -> int | None:
-    """The summed resident memory of the engines that run now: 0 when none do, None when the table is unreadable."""
-    total = 0
-    me = os.getpid()
-    try:
-        for process in psutil.process_iter(["name"]):
-            name = process.info["name"] or ""
-            if process.pid == me or not (ENGINE_NAMES.match(name) or LAUNCHERS.match(name)):
-                continue
+def classify(pid: int) -> bool:
+    process = psutil.Process(pid)
+    name = process.name()
+    if ENGINE_NAMES.match(name):
+        return True
+    return bool(LAUNCHERS.match(name)) and is_engine(name, process.cmdline())
+
+
+class EngineScanner:
+    """Sums the resident memory of the engines running now. Each pid is classified once (name, command line)
+    and then only its memory is read, so a reading costs a listing of the process table."""
+
+    def __init__(self) -> None:
+        self._engines: dict[int, bool] = {}
+        self._classified_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    def committed_bytes(self) -> int | None:
+        """0 when no engine runs, None when the process table cannot be read."""
+        with self._lock:
             try:
-                if is_engine(name, process.cmdline() if LAUNCHERS.match(name) else []):
-                    total += int(process.memory_info().rss)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue  # gone, or not ours to read: it holds nothing we could count
-    except (psutil.Error, OSError):
-        return None
-    return total
+                pids = psutil.pids()
+            except (psutil.Error, OSError):
+                return None
+            if time.monotonic() - self._classified_at > RECLASSIFY_SECONDS:
+                self._engines, self._classified_at = {}, time.monotonic()
+            me, total, seen = os.getpid(), 0, {}
+            for pid in pids:
+                try:
+                    engine = self._engines[pid] if pid in self._engines else pid != me and classify(pid)
+                    seen[pid] = engine
+                    if engine:
+                        total += psutil.Process(pid).memory_info().rss
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue  # gone, or not ours to read: it holds nothing we could count
+            self._engines = seen
+            return total

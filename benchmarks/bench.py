@@ -1,0 +1,261 @@
+"""memfit's speed and memory, each beside its baseline, in one run: `scripts/bench`.
+
+Prints a table of
+- cold header read + estimate of real-size GGUFs (sparse files with real tensor counts and 32k-262k
+  vocabularies; no memfit cache, the OS page cache warm) beside gguf.GGUFReader on the same file;
+- the warm estimate per model (same file identity: a cache hit);
+- a 32-model batch over HTTP (uvicorn on 127.0.0.1, a keep-alive client): p50 and p95, beside a bare
+  Starlette route that calls the same estimator in the same process setup;
+- throughput at 1, 8 and 32 concurrent clients;
+- the server's resident memory after 100 and after 10,000 batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import gguf
+import httpx
+import psutil
+from gguf import GGMLQuantizationType as QT
+
+from benchmarks.serve import TOKEN
+from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.registry import ModelIndex
+from memfit.estimator.service import FitService
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.model_roots import Root, RootKind
+from tests.gguf_models import Model, attention, embeddings, feed_forward, gemma3_4b, transformer_kv, write_model
+
+TARGETS = {"cold_ms": 50.0, "cold_ratio": 100.0, "warm_ms": 0.2, "http_ratio": 1.3, "rss_growth": 0.10}
+
+
+def dense(arch: str, name: str, *, vocab: int, tokenizer: str, merges: int, layers: int, embd: int, heads: int,
+          heads_kv: int, ff: int, ctx: int, bias: bool = False) -> Callable[[], Model]:
+    """A dense transformer with a real model's published dimensions, Q4_K weights and a real-size vocabulary."""
+
+    def build() -> Model:
+        m = Model(arch, vocab=vocab, tokenizer=tokenizer, merges=merges)
+        transformer_kv(m, ctx=ctx, embd=embd, layers=layers, ff=ff, heads=heads, heads_kv=heads_kv, name=name,
+                       file_type=gguf.LlamaFileType.MOSTLY_Q4_K_M)
+        embeddings(m, embd, vocab, QT.Q6_K, tied=False)
+        for i in range(layers):
+            attention(m, i, embd, heads, heads_kv, embd // heads, QT.Q4_K, bias=bias)
+            feed_forward(m, i, embd, ff, QT.Q4_K)
+        return m
+
+    return build
+
+
+# Vocabularies of 32k, 128k, 152k and 262k tokens, with the merges real byte-level BPE tokenizers carry.
+REAL_SIZE = {
+    "Mistral-7B-v0.1 shape, 32k vocab": dense("llama", "mistral-7b", vocab=32000, tokenizer="llama", merges=0,
+                                              layers=32, embd=4096, heads=32, heads_kv=8, ff=14336, ctx=32768),
+    "Llama-3.1-8B shape, 128k vocab": dense("llama", "llama-3.1-8b", vocab=128256, tokenizer="gpt2", merges=280147,
+                                            layers=32, embd=4096, heads=32, heads_kv=8, ff=14336, ctx=131072),
+    "Qwen2.5-7B shape, 152k vocab": dense("qwen2", "qwen2.5-7b", vocab=152064, tokenizer="gpt2", merges=151387,
+                                          layers=28, embd=3584, heads=28, heads_kv=4, ff=18944, ctx=32768, bias=True),
+    "Gemma-3-4B shape, 262k vocab": gemma3_4b,
+}
+
+
+def median_ms(run: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def cold_and_warm(models: dict[str, Path]) -> list[tuple[str, float, float, float]]:
+    rows = []
+    for label, path in models.items():
+        request = WireFitVerdictRequest(model_id=path.stem)
+        index = ModelIndex([Root(str(path.parent), RootKind.PLAIN)])
+        index.refresh()
+
+        def cold_estimate() -> None:  # the header read and the estimate, without the directory scan
+            FitService(index, ArtifactCache()).answer(request)
+
+        cold_estimate()
+        memfit_ms = median_ms(cold_estimate, 7)
+        reader_ms = median_ms(lambda: gguf.GGUFReader(path), 2)
+        warm_service = FitService(index, ArtifactCache())
+        warm_service.answer(request)
+        warm_ms = median_ms(lambda: [warm_service.answer(request) for _ in range(1000)], 5) / 1000
+        rows.append((label, memfit_ms, reader_ms, warm_ms))
+    return rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, kind: str, models: Path, state: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "benchmarks.serve", kind, str(models),
+                                         str(self.port),
+                                         str(state)], cwd=Path(__file__).resolve().parent.parent)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the {kind} server did not start")
+
+    def rss(self) -> int:
+        return psutil.Process(self.process.pid).memory_info().rss
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def batch_body(ids: list[str]) -> list[dict]:
+    return [{"modelId": ids[i % len(ids)], "allocatedTokens": 1024 * (1 + i % 8), "streams": 1 + i % 4,
+             "keyElementBytes": 1 + (i % 2)} for i in range(32)]
+
+
+def latencies(url: str, body: list[dict], count: int) -> list[float]:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
+        for _ in range(20):
+            assert client.post("/v1/models/fit/batch", json=body).status_code == 200
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            response = client.post("/v1/models/fit/batch", json=body)
+            times.append((time.perf_counter() - start) * 1000)
+            assert response.status_code == 200 and len(response.json()["results"]) == 32
+    return times
+
+
+async def _throughput(url: str, body: list[dict], clients: int, seconds: float) -> float:
+    done = 0
+    deadline = time.monotonic() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as c:
+            while time.monotonic() < deadline:
+                response = await c.post("/v1/models/fit/batch", json=body)
+                assert response.status_code == 200
+                done += 1
+
+    start = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return done / (time.monotonic() - start)
+
+
+def throughput(url: str, body: list[dict], clients: int, seconds: float) -> float:
+    return asyncio.run(_throughput(url, body, clients, seconds))
+
+
+async def _send(url: str, body: list[dict], count: int, clients: int = 8) -> None:
+    remaining = count
+
+    async def worker() -> None:
+        nonlocal remaining
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as c:
+            while remaining > 0:
+                remaining -= 1
+                assert (await c.post("/v1/models/fit/batch", json=body)).status_code == 200
+
+    await asyncio.gather(*(worker() for _ in range(clients)))
+
+
+def percentile(values: list[float], p: float) -> float:
+    return statistics.quantiles(values, n=100)[int(p) - 1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300, help="timed batches per server (default 300)")
+    parser.add_argument("--soak", type=int, default=10_000, help="batches before the last RSS reading (default 10000)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput level (default 5)")
+    args = parser.parse_args(argv)
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="memfit-bench-") as tmp:
+        models_dir = Path(tmp) / "models"
+        models_dir.mkdir()
+        models = {}
+        for i, (label, build) in enumerate(REAL_SIZE.items()):
+            models[label] = models_dir / f"model-{i}.gguf"
+            write_model(build(), models[label])
+
+        print("## Cold header read + estimate (no memfit cache; OS page cache warm), warm estimate\n")
+        print("| model | file | memfit cold (ms) | gguf.GGUFReader (ms) | ratio | memfit warm per model (ms) |")
+        print("|---|---|---|---|---|---|")
+        for label, cold_ms, reader_ms, warm_ms in cold_and_warm(models):
+            size = models[label].stat().st_size / 2**30
+            print(f"| {label} | {size:.1f} GiB | {cold_ms:.1f} | {reader_ms:.0f} | {reader_ms / cold_ms:.0f}x | "
+                  f"{warm_ms:.3f} |")
+            if "262k" in label and (cold_ms > TARGETS["cold_ms"] or reader_ms / cold_ms < TARGETS["cold_ratio"]):
+                failed.append("cold 262k")
+            if warm_ms > TARGETS["warm_ms"]:
+                failed.append(f"warm {label}")
+
+        ids = [p.stem for p in models.values()]
+        body = batch_body(ids)
+        servers = {kind: Server(kind, models_dir, Path(tmp) / f"state-{kind}") for kind in ("memfit", "bare")}
+        try:
+            timed = {kind: latencies(s.url, body, args.requests) for kind, s in servers.items()}
+            p50 = {kind: statistics.median(t) for kind, t in timed.items()}
+            p95 = {kind: percentile(t, 95) for kind, t in timed.items()}
+            ratio = p50["memfit"] / p50["bare"]
+            print(f"\n## A 32-model batch over HTTP ({args.requests} batches, keep-alive)\n")
+            print("| server | p50 (ms) | p95 (ms) |")
+            print("|---|---|---|")
+            for kind in ("memfit", "bare"):
+                print(f"| {'memfit (connexion, validated)' if kind == 'memfit' else 'bare Starlette route'} | "
+                      f"{p50[kind]:.2f} | {p95[kind]:.2f} |")
+            print(f"| ratio memfit / bare | {ratio:.2f} | {p95['memfit'] / p95['bare']:.2f} |")
+            if ratio > TARGETS["http_ratio"]:
+                failed.append("http ratio")
+
+            print(f"\n## Throughput ({args.seconds:g} s per level)\n")
+            print("| concurrent clients | memfit (batches/s) | bare (batches/s) |")
+            print("|---|---|---|")
+            for clients in (1, 8, 32):
+                rates = {kind: throughput(s.url, body, clients, args.seconds) for kind, s in servers.items()}
+                print(f"| {clients} | {rates['memfit']:.0f} | {rates['bare']:.0f} |")
+
+            soaked = servers["soak"] = Server("memfit", models_dir, Path(tmp) / "state-soak")
+            asyncio.run(_send(soaked.url, body, 100))
+            after_100 = soaked.rss()
+            asyncio.run(_send(soaked.url, body, args.soak - 100))
+            after_soak = soaked.rss()
+            growth = after_soak / after_100 - 1
+            print(f"\n## memfit server resident memory\n")
+            print(f"| after 100 batches | after {args.soak:,} batches | growth |")
+            print("|---|---|---|")
+            print(f"| {after_100 / 2**20:.1f} MiB | {after_soak / 2**20:.1f} MiB | {growth:+.1%} |")
+            if growth > TARGETS["rss_growth"]:
+                failed.append("rss")
+        finally:
+            for server in servers.values():
+                server.stop()
+    print(f"\ntargets: cold 262k <= {TARGETS['cold_ms']:g} ms and >= {TARGETS['cold_ratio']:g}x GGUFReader; warm <="
+          f" {TARGETS['warm_ms']} ms per model; HTTP p50 ratio <= {TARGETS['http_ratio']}; RSS growth <="
+          f" {TARGETS['rss_growth']:.0%}: {'all met' if not failed else 'MISSED: ' + ', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""A server for the benchmark: memfit's app, or a bare Starlette route calling the same estimator.
+
+`python -m benchmarks.serve memfit|bare MODELS_DIR PORT STATE_DIR` runs it on 127.0.0.1 under uvicorn, the
+way `memfit serve` runs (same service construction), with access logs off so both pay the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from memfit.app import create_app
+from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.history import History
+from memfit.estimator.registry import ModelIndex
+from memfit.estimator.service import FitService
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.header_store import HeaderStore
+from memfit.readers.history_db import HistoryDB
+from memfit.readers.model_roots import Root, RootKind
+
+TOKEN = "bench-token"
+
+
+def service(models: str, state: str) -> FitService:
+    return FitService(ModelIndex([Root(models, RootKind.PLAIN)]),
+                      ArtifactCache(store=HeaderStore(os.path.join(state, "headers.sqlite3"))),
+                      history=History(HistoryDB(os.path.join(state, "history.sqlite3"))))
+
+
+def bare_app(fit: FitService) -> Starlette:
+    """The least a server could do: parse the JSON, build the requests, call the estimator, dump the answer."""
+
+    async def batch(request: Request) -> Response:
+        requests = [WireFitVerdictRequest.model_validate(item) for item in await request.json()]
+        answer = await run_in_threadpool(fit.fit_batch, requests)
+        return Response(answer.model_dump_json(by_alias=True), media_type="application/json")
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        fit.index.start()
+        yield
+        fit.index.stop()
+
+    return Starlette(routes=[Route("/v1/models/fit/batch", batch, methods=["POST"]), Route("/health", health)],
+                     lifespan=lifespan)
+
+
+def main(argv: list[str]) -> int:
+    kind, models, port, state = argv
+    fit = service(models, state)
+    app = create_app(fit, TOKEN) if kind == "memfit" else bare_app(fit)
+    uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning", access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
