@@ -31,6 +31,9 @@ log = logging.getLogger("memfit.http")
 SPEC_PATH = Path(__file__).with_name("openapi.yaml")
 MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is not a fit request
 REVISION_HEADER = b"x-memfit-api-revision"
+BODY_TIMEOUT_S = 10.0  # a body that trickles in for longer is cut off with a 408
+BODY_PROBLEMS = {413: "the request body is larger than 1 MiB", 400: "invalid Content-Length",
+                 408: f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s"}
 MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
 
 
@@ -66,10 +69,13 @@ class Guard:
                 message["headers"] = [*message.get("headers", []), (REVISION_HEADER, self.revision)]
             await send(message)
 
-        body, status = await self._read_body(scope, receive)
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                body, status = await self._read_body(scope, receive)
+        except TimeoutError:
+            body, status = None, 408
         if status is not None:
-            await _send_problem(stamped, status, "the request body is larger than 1 MiB" if status == 413
-                                else "invalid Content-Length")
+            await _send_problem(stamped, status, BODY_PROBLEMS[status])
             return
         if body is None:  # the client went away while sending
             return

@@ -58,6 +58,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from memfit.app import create_app
     from memfit.auth import load_token
+    from memfit.http_server import server_config
 
     state_dir = default_state_dir()
     token = load_token(state_dir)
@@ -68,8 +69,7 @@ def serve(args: argparse.Namespace) -> int:
     print(f"bearer token: {where}", flush=True)
     print(f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}",
           flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_keep_alive=5,
-                timeout_graceful_shutdown=5, limit_concurrency=256, h11_max_incomplete_event_size=64 * 1024)
+    uvicorn.Server(server_config(app, args.host, args.port)).run()
     return 0
 
 

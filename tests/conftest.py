@@ -12,6 +12,7 @@ import pytest
 import uvicorn
 
 from memfit.app import create_app
+from memfit.http_server import server_config
 from memfit.estimator.history import History
 from memfit.estimator.registry import ModelIndex
 from memfit.readers.history_db import HistoryDB
@@ -47,8 +48,7 @@ class LiveServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                   lifespan="on"))
+        self.server = uvicorn.Server(server_config(self.app, "127.0.0.1", self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:

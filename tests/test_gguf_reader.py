@@ -113,6 +113,7 @@ def test_truncated_header_is_refused(cut: int) -> None:
     (_header([_kv_u32(b"k", 1), _kv_u32(b"k", 2)]), "duplicate key"),
     (_header([], [_tensor(b"t", [1, 1, 1, 1, 1])]), "five dimensions"),
     (_header([], [_tensor(b"t", [])]), "zero dimensions"),
+    (_header([], [_tensor(b"t", [32, 0])]), "a dimension of zero"),
     (_header([_kv_u32(b"general.alignment", 24)]), "alignment not a power of two"),
 ])
 def test_hostile_header_is_refused(data: bytes, why: str) -> None:

@@ -15,6 +15,9 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: llama.cpp refuses a block_count above it
+
+
 class HParams:
     """The `<arch>.*` keys of one model, with llama.cpp's per-layer reading rules."""
 
@@ -22,6 +25,8 @@ class HParams:
         self.metadata = metadata
         self.arch = arch
         self.n_layer = self.require_int(Keys.LLM.BLOCK_COUNT)
+        if not 0 < self.n_layer <= MAX_LAYERS:
+            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses a block_count of {self.n_layer}")
 
     def key(self, template: str) -> str:
         return template.format(arch=self.arch)

@@ -21,6 +21,11 @@ DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
 # Numeric arrays up to this length are kept (per-layer hyperparameters); longer ones only counted.
 KEPT_ARRAY_LENGTH = 4096
+# Far beyond any real model (tokenizers hold < 300k strings, models < 100k tensors and < 1k keys), and low
+# enough that walking a hostile header stays quick whatever the file's size.
+MAX_STRINGS_IN_ARRAY = 1 << 22
+MAX_TENSORS = 1 << 20
+MAX_KEYS = 1 << 16
 
 # gguf value types (GGUFValueType in gguf-py's constants.py)
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
@@ -141,6 +146,8 @@ class _Cursor:
             self.pos += count * size
             return tuple(items)
         if item_type == STRING:
+            if count > MAX_STRINGS_IN_ARRAY:
+                raise GGUFError(f"a string array of {count} entries is not a model's")
             self.need(count * 8)  # every string has at least its length
             if count > KEPT_ARRAY_LENGTH:
                 self.skip_strings(count)
@@ -172,6 +179,8 @@ def parse_header(buf: mmap.mmap | bytes) -> GGUFHeader:
     n_kv = cur.u64()
     # A key-value pair takes at least 12 bytes and a tensor info at least 24: claims beyond the file are lies.
     cur.need(n_kv * 12 + n_tensors * 24)
+    if n_kv > MAX_KEYS or n_tensors > MAX_TENSORS:
+        raise GGUFError(f"{n_kv} keys and {n_tensors} tensors are not a model's")
 
     metadata: dict[str, Value] = {}
     for _ in range(n_kv):
@@ -189,6 +198,8 @@ def parse_header(buf: mmap.mmap | bytes) -> GGUFHeader:
         if not 1 <= n_dims <= MAX_DIMS:
             raise GGUFError(f"tensor {name!r} has {n_dims} dimensions")
         shape = tuple(cur.u64() for _ in range(n_dims))
+        if 0 in shape:
+            raise GGUFError(f"tensor {name!r} has a zero dimension")
         ggml_type = cur.u32()
         offset = cur.u64()
         tensors.append(TensorInfo(name, shape, ggml_type, offset))

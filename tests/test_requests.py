@@ -1,0 +1,81 @@
+"""Hostile requests: slow clients are cut off, the token is guarded, the token file is private."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from memfit import app as app_module
+from memfit import http_server
+from memfit.auth import load_token
+from tests.conftest import TOKEN, LiveServer
+
+
+def _connect(server: LiveServer) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.settimeout(10)
+    return s
+
+
+def test_headers_that_trickle_in_are_cut_off(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http_server, "HEADER_TIMEOUT_S", 0.5)
+    with _connect(live) as s:
+        s.sendall(b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\n")  # never finished
+        start = time.monotonic()
+        assert s.recv(100) == b""  # the server closed the connection
+        assert time.monotonic() - start < 5
+
+
+def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app_module, "BODY_TIMEOUT_S", 0.5)
+    with _connect(live) as s:
+        s.sendall(b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer " + TOKEN.encode()
+                  + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{")
+        answer = s.recv(4096).decode()
+    assert answer.startswith("HTTP/1.1 408") and "application/problem+json" in answer and "invalidRequest" in answer
+
+
+def test_an_idle_keep_alive_connection_is_closed(live: LiveServer) -> None:
+    with _connect(live) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\n\r\n")
+        assert b"200 OK" in s.recv(4096)
+        s.settimeout(http_server.KEEP_ALIVE_S + 5)
+        assert s.recv(100) == b""  # closed after the keep-alive timeout
+
+
+def test_the_token_never_appears_in_logs_or_answers(live: LiveServer, caplog: pytest.LogCaptureFixture) -> None:
+    wrong = "wrong-" + TOKEN[::-1]
+    bodies = []
+    with caplog.at_level(logging.DEBUG):
+        for token in (TOKEN, wrong, None):
+            with live.client(token) as c:
+                for path, body in (("/v1/models/fit/batch", [{"modelId": "qwen3-f16"}]),
+                                   ("/v1/models/fit", {"modelId": "nope"}), ("/v1/models/fit/batch", "not json")):
+                    response = c.post(path, json=body)
+                    bodies.append(response.text + str(response.headers))
+    logged = "\n".join(r.getMessage() + str(r.args) for r in caplog.records)
+    for secret in (TOKEN, wrong):
+        assert secret not in logged and not any(secret in b for b in bodies)
+
+
+def test_the_token_file_is_private_and_replaced_atomically(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    token = load_token(str(state), environ={})
+    path = Path(token.path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(token.value) >= 32
+    assert load_token(str(state), environ={}).value == token.value  # kept across restarts
+    path.write_text("")  # an emptied file: a fresh token replaces it, in a new file renamed over the old
+    inode = path.stat().st_ino
+    fresh = load_token(str(state), environ={})
+    assert fresh.value != token.value and path.stat().st_ino != inode
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and not [p for p in state.iterdir() if p.name != "token"]
+    os.chmod(path, 0o644)  # a file made readable by others is made private again
+    load_token(str(state), environ={})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_token(str(state), environ={"MEMFIT_TOKEN": "from-env"}).path is None
