@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import statistics
 import subprocess
@@ -242,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(_send(soaked.url, body, args.soak - 100))
             after_soak = soaked.rss()
             growth = after_soak / after_100 - 1
-            print(f"\n## memfit server resident memory\n")
+            print("\n## memfit server resident memory\n")
             print(f"| after 100 batches | after {args.soak:,} batches | growth |")
             print("|---|---|---|")
             print(f"| {after_100 / 2**20:.1f} MiB | {after_soak / 2**20:.1f} MiB | {growth:+.1%} |")

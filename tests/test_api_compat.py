@@ -82,3 +82,21 @@ def test_compatible_edits_pass(edit: Callable[[dict], None]) -> None:
     edited = copy.deepcopy(CURRENT)
     edit(edited)
     assert breaking_changes(CURRENT, edited) == []
+
+
+def test_a_stale_generated_module_is_caught(tmp_path: Path) -> None:
+    """`datamodel-codegen --check` (what scripts/test runs) fails once openapi.yaml changes without a regeneration."""
+    import shutil
+    import subprocess
+    import sys
+
+    (tmp_path / "memfit" / "generated").mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    shutil.copy(ROOT / "memfit" / "generated" / "models.py", tmp_path / "memfit" / "generated" / "models.py")
+    spec = (ROOT / "memfit" / "openapi.yaml").read_text()
+    generator = [str(Path(sys.executable).with_name("datamodel-codegen")), "--check"]
+    (tmp_path / "memfit" / "openapi.yaml").write_text(spec)
+    assert subprocess.run(generator, cwd=tmp_path, capture_output=True, timeout=120).returncode == 0
+    (tmp_path / "memfit" / "openapi.yaml").write_text(spec.replace("        hasProjector:", "        tags:\n"
+                                                                   "          type: string\n        hasProjector:"))
+    assert subprocess.run(generator, cwd=tmp_path, capture_output=True, timeout=120).returncode != 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,30 @@ def test_usual_roots_follow_the_environment(tmp_path: Path) -> None:
     assert [(Path(r.path).relative_to(tmp_path).as_posix(), r.kind) for r in roots] == [
         ("hf/hub", RootKind.HF_CACHE), ("llama", RootKind.LLAMA_CACHE), ("home/.lmstudio/models", RootKind.LM_STUDIO)]
     assert usual_roots({"HOME": str(tmp_path / "nowhere")}) == []
+
+
+def test_a_thousand_files_are_scanned_off_the_request_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memfit.estimator import registry
+
+    for i in range(1000):
+        (tmp_path / f"d{i % 20}").mkdir(exist_ok=True)
+        (tmp_path / f"d{i % 20}" / f"model-{i}.gguf").write_bytes(b"GGUF")
+    scans = []
+    real_scan = registry.scan
+    monkeypatch.setattr(registry, "scan", lambda root: scans.append(root) or real_scan(root))
+    index = ModelIndex([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=0.05)
+    index.start()
+    try:
+        assert index.get("d3/model-3") is not None and len(index.artifacts()) == 1000
+        scanned = len(scans)
+        for i in range(2000):  # lookups never scan
+            index.get(f"d{i % 20}/model-{i % 1000}")
+        time.sleep(0.3)  # the poller runs, sees nothing changed, does not rescan
+        assert len(scans) == scanned
+        (tmp_path / "d7" / "new.gguf").write_bytes(b"GGUF")
+        deadline = time.monotonic() + 5
+        while index.get("d7/new") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert index.get("d7/new") is not None and len(scans) == scanned + 1  # found by the background thread
+    finally:
+        index.stop()

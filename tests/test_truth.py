@@ -99,7 +99,7 @@ def test_workspace_bounds_hold_llama_cpps_compute_and_output(run: dict) -> None:
     n_vocab = run["output_buffer_bytes_init"] // (4 * max(1, s["n_seq"]))
     geometry = llama_geometry(s["n_ctx"], s["n_seq"], run["n_ubatch"], unified=bool(s.get("unified")),
                               swa_full=bool(s.get("swa_full")), causal=run["model_desc"].split()[0] not in NON_CAUSAL)
-    floor, slack = workspace_bounds(n_vocab, geometry)
+    floor, slack = workspace_bounds(n_vocab, geometry, RULES[run["model_desc"].split()[0]].compute_bytes_per_cell)
     assert geometry.n_ubatch == run["n_ubatch"]
     assert output_buffer(n_vocab, geometry) == run["output_buffer_bytes_init"]
     assert floor <= run["compute_bytes"] + run["output_buffer_bytes_init"] <= floor + slack
@@ -107,3 +107,20 @@ def test_workspace_bounds_hold_llama_cpps_compute_and_output(run: dict) -> None:
 
 def test_every_checked_workspace_architecture_was_measured() -> None:
     assert {r["model_desc"].split()[0] for r in WORKSPACE_RUNS} == WORKSPACE_CHECKED
+
+
+@pytest.mark.parametrize("run", [r for r in WORKSPACE_RUNS if not settings(r).get("mmap") and r["model"] not in NOT_DERIVED],
+                         ids=run_id)
+def test_llama_cpps_total_lies_within_the_bounds(run: dict, model_files: dict[str, Path]) -> None:
+    """weights + KV + recurrent state + compute + output, as llama.cpp allocated them, between floor and ceiling."""
+    row = compare(run, model_files[run["model"]], CACHE)
+    s = settings(run)
+    n_vocab = run["output_buffer_bytes_init"] // (4 * max(1, s["n_seq"]))
+    geometry = llama_geometry(s["n_ctx"], s["n_seq"], run["n_ubatch"], unified=bool(s.get("unified")),
+                              swa_full=bool(s.get("swa_full")), causal=run["model_desc"].split()[0] not in NON_CAUSAL)
+    floor, slack = workspace_bounds(n_vocab, geometry, RULES[run["model_desc"].split()[0]].compute_bytes_per_cell)
+    lower = row.weights[0] + row.kv + row.recurrent + floor
+    upper = row.weights[1] + row.kv + row.recurrent + floor + slack
+    real = run["weights_bytes"] + run["memory_bytes"] + run["compute_bytes"] + run["output_buffer_bytes_init"]
+    assert lower <= real <= upper
+    assert upper - real <= max(0.10 * real, 64 << 20)  # the ceiling stays close

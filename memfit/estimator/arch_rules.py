@@ -107,6 +107,7 @@ class ArchRule:
     mla: Mla = Mla.NONE
     kv_from_start: int | str | None = None  # an index, or the key whose value block_count minus gives it
     indexer: Indexer | None = None
+    compute_bytes_per_cell: int = 3  # what its compute graph reserves per KV cell and ubatch token (masks, scores)
     tied_embedding_twice: bool = False  # the loader creates the tied output before token_embd: two copies
 
 
@@ -141,8 +142,8 @@ RULES: dict[str, ArchRule] = {
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
     "deepseek2": ArchRule(mla=Mla.IF_KEYS),
     "mistral4": ArchRule(mla=Mla.IF_KEYS),  # llama_model_mistral4 inherits deepseek2
-    "deepseek32": ArchRule(kv_layers=KvLayers.TRUNK, mla=Mla.ALWAYS, indexer=Indexer.DSA),
-    "glm-dsa": ArchRule(kv_layers=KvLayers.TRUNK, mla=Mla.ALWAYS, indexer=Indexer.GLM_DSA),
+    "deepseek32": ArchRule(kv_layers=KvLayers.TRUNK, mla=Mla.ALWAYS, indexer=Indexer.DSA, compute_bytes_per_cell=8),
+    "glm-dsa": ArchRule(kv_layers=KvLayers.TRUNK, mla=Mla.ALWAYS, indexer=Indexer.GLM_DSA, compute_bytes_per_cell=8),
     "hy_v3": ArchRule(kv_layers=KvLayers.TRUNK),
     # sliding windows
     "gemma2": ArchRule(window=Window(Pattern.PERIOD, period=2, default_size=4096)),

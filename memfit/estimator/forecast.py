@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memfit.estimator.arch_rules import WORKSPACE_CHECKED
+from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.estimate import Part
 from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
@@ -44,7 +44,7 @@ def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
     if geometry is None or subject.n_vocab is None or subject.architecture not in WORKSPACE_CHECKED:
         return Part.unknown(Component.WORKSPACE, "llama.cpp's compute buffer has no closed form and was not measured"
                                                  " for this architecture or model")
-    floor, slack = workspace_bounds(subject.n_vocab, geometry)
+    floor, slack = workspace_bounds(subject.n_vocab, geometry, RULES[subject.architecture].compute_bytes_per_cell)
     note = (f"llama.cpp's output buffer ({output_buffer(subject.n_vocab, geometry)} bytes) and a compute buffer of at"
             f" least the logits of a {geometry.n_ubatch}-token ubatch; the upper bound adds up to {slack} bytes the"
             " graph may reserve beyond them (flash attention on)")

@@ -12,7 +12,6 @@ from memfit.estimator.context import ContextGeometry
 
 LOGIT_BYTES = 4
 COMPUTE_REMAINDER = 16 << 20  # what graphs reserve beyond the logits, independent of the context
-MASK_BYTES_PER_CELL = 8  # per KV cell and ubatch token: the masks and scores that grow with the context
 
 
 def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
@@ -20,7 +19,8 @@ def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
     return n_vocab * geometry.n_seq * LOGIT_BYTES
 
 
-def workspace_bounds(n_vocab: int, geometry: ContextGeometry) -> tuple[int, int]:
-    """(floor, slack): the logits of a worst-case ubatch plus the output buffer, and the documented remainder."""
+def workspace_bounds(n_vocab: int, geometry: ContextGeometry, bytes_per_cell: int) -> tuple[int, int]:
+    """(floor, slack): the logits of a worst-case ubatch plus the output buffer, and the documented remainder:
+    16 MiB plus `bytes_per_cell` (the architecture's masks and scores) per KV cell and ubatch token."""
     floor = n_vocab * geometry.n_ubatch * LOGIT_BYTES + output_buffer(n_vocab, geometry)
-    return floor, COMPUTE_REMAINDER + MASK_BYTES_PER_CELL * geometry.n_ctx_seq * geometry.n_ubatch
+    return floor, COMPUTE_REMAINDER + bytes_per_cell * geometry.n_ctx_seq * geometry.n_ubatch

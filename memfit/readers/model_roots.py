@@ -171,7 +171,7 @@ def scan_hf_cache(root: str) -> list[LocalArtifact]:
             existing = [c for c in os.listdir(snapshots) if os.path.isdir(os.path.join(snapshots, c))]
             commit = max(existing, key=lambda c: os.stat(os.path.join(snapshots, c)).st_mtime_ns, default="")
         if commit:
-            found += _artifacts(root, os.path.join(snapshots, commit), lambda _, paths: _tagged(repo, paths),
+            found += _artifacts(root, os.path.join(snapshots, commit), lambda _, paths, repo=repo: _tagged(repo, paths),
                                 RootKind.HF_CACHE, revision=commit)
     return found
 
