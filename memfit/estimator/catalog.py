@@ -73,6 +73,7 @@ class Catalog:
             n_vocab=m["n_vocab"], tied_embeddings=m["tied_embeddings"], quants=tuple(m["quants"]), source=m["source"],
         ) for m in document["models"])
         self._by_repo = {e.model_id: e for e in self.entries}
+        self._subjects: dict[tuple[str, str], Subject] = {}  # built once: an entry never changes
 
     def find(self, model_id: str) -> tuple[CatalogEntry, str] | None:
         """`org/repo` (its default quant) or `org/repo:QUANT` (case-insensitive) of a catalog entry."""
@@ -84,6 +85,16 @@ class Catalog:
             return None
         quant = quant.upper() or entry.default_quant
         return (entry, quant) if quant in entry.quants else None
+
+    def subject(self, model_id: str) -> Subject | None:
+        """The subject for a catalog id, or None when the catalog has no such model and quant."""
+        found = self.find(model_id)
+        if found is None:
+            return None
+        key = (found[0].model_id, found[1])
+        if key not in self._subjects:
+            self._subjects[key] = catalog_subject(*found, self.spreads)
+        return self._subjects[key]
 
     def ids(self) -> Iterator[tuple[CatalogEntry, str]]:
         for entry in sorted(self.entries, key=lambda e: e.model_id):

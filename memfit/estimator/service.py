@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 
 from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.catalog import Catalog, catalog_subject
+from memfit.estimator.catalog import Catalog
 from memfit.estimator.errors import Cancelled
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.estimate import REFUSED, Bounds, Part, bounds
@@ -83,8 +83,7 @@ class FitService:
         artifact = self.index.get(model_id)
         if artifact is not None:
             return local_subject(artifact, self.cache)
-        found = self.catalog.find(model_id)
-        return catalog_subject(*found, self.catalog.spreads) if found else None
+        return self.catalog.subject(model_id)
 
     def fit_batch(self, requests: Sequence[wire.WireFitVerdictRequest],
                   cancelled: Callable[[], bool] = lambda: False) -> wire.WireFitVerdictBatch:
