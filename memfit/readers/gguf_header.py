@@ -1,6 +1,6 @@
 """A bounded, lazy reader of a GGUF file's header: metadata and tensor infos, never tensor data.
 
-It walks the header with struct over an mmap and keeps what an estimate needs: every scalar, every
+It walks the header with struct over windows of the file and keeps what an estimate needs: every scalar, every
 numeric array short enough to be a per-layer array, and only the length of the long arrays (the
 tokenizer's tokens, scores and merges), which it skips without building them. Every count and
 length is checked against the bytes left in the file before it is used, so a hostile header costs
@@ -9,11 +9,10 @@ time and memory bounded by the file's real size, never by what it claims.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from dataclasses import dataclass
-from typing import Union
+from typing import BinaryIO, Union
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -24,8 +23,11 @@ KEPT_ARRAY_LENGTH = 4096
 # Far beyond any real model (tokenizers hold < 300k strings, models < 100k tensors and < 1k keys), and low
 # enough that walking a hostile header stays quick whatever the file's size.
 MAX_STRINGS_IN_ARRAY = 1 << 22
+MAX_STRINGS_PER_FILE = 1 << 22
 MAX_TENSORS = 1 << 20
 MAX_KEYS = 1 << 16
+MAX_KEY_BYTES = 1 << 16  # keys and tensor names (gguf keys are at most 65535 bytes)
+MAX_STRING_BYTES = 1 << 20  # a longer value (a vast chat template) is skipped, never held
 
 # gguf value types (GGUFValueType in gguf-py's constants.py)
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
@@ -47,7 +49,14 @@ class SkippedArray:
     count: int
 
 
-Value = Union[int, float, bool, str, tuple, SkippedArray]
+@dataclass(frozen=True)
+class SkippedString:
+    """A string value too long to be anything an estimate reads: its length only."""
+
+    length: int
+
+
+Value = Union[int, float, bool, str, tuple, SkippedArray, SkippedString]
 
 
 @dataclass(frozen=True)
@@ -68,14 +77,41 @@ class GGUFHeader:
     file_size: int
 
 
-class _Cursor:
-    """Reads little- or big-endian values from a buffer, refusing to step past its end."""
+class _Source:
+    """The file's bytes, read on demand in windows: a header of any size without holding the whole file, and
+    no mmap, so a file truncated while it is read is an error here rather than a SIGBUS."""
 
-    def __init__(self, buf: mmap.mmap | bytes, order: str) -> None:
-        self.buf = buf
-        self.end = len(buf)
+    CHUNK = 1 << 20
+
+    def __init__(self, data: bytes | None = None, file: BinaryIO | None = None, size: int = 0) -> None:
+        self.file = file
+        self.buf = data if data is not None else b""
+        self.base = 0
+        self.size = len(data) if data is not None else size
+
+    def window(self, offset: int, n: int) -> tuple[bytes, int]:
+        """A buffer holding bytes [offset, offset + n) of the file, and where they start in it."""
+        if self.base <= offset and offset + n <= self.base + len(self.buf):
+            return self.buf, offset - self.base
+        if self.file is None:
+            raise GGUFError(f"header runs past the end of the data at byte {offset}")
+        self.file.seek(offset)
+        self.buf = self.file.read(min(max(n, self.CHUNK), self.size - offset))
+        self.base = offset
+        if len(self.buf) < n:
+            raise GGUFError("the file changed while it was read")
+        return self.buf, 0
+
+
+class _Cursor:
+    """Reads little- or big-endian values, refusing to step past the end of the file."""
+
+    def __init__(self, source: _Source, order: str) -> None:
+        self.src = source
+        self.end = source.size
         self.pos = 0
         self.order = order
+        self.strings_walked = 0
         self._u32 = struct.Struct(order + "I").unpack_from
         self._u64 = struct.Struct(order + "Q").unpack_from
 
@@ -83,46 +119,61 @@ class _Cursor:
         if n < 0 or self.pos + n > self.end:
             raise GGUFError(f"header runs past the end of the file at byte {self.pos}")
 
+    def _take(self, n: int) -> tuple[bytes, int]:
+        self.need(n)
+        buf, i = self.src.window(self.pos, n)
+        self.pos += n
+        return buf, i
+
     def u32(self) -> int:
-        self.need(4)
-        (v,) = self._u32(self.buf, self.pos)
-        self.pos += 4
-        return v
+        buf, i = self._take(4)
+        return self._u32(buf, i)[0]
 
     def u64(self) -> int:
-        self.need(8)
-        (v,) = self._u64(self.buf, self.pos)
-        self.pos += 8
-        return v
+        buf, i = self._take(8)
+        return self._u64(buf, i)[0]
 
-    def string(self) -> str:
+    def string(self, max_bytes: int = MAX_STRING_BYTES) -> str | SkippedString:
         n = self.u64()
-        self.need(n)
-        raw = self.buf[self.pos:self.pos + n]
-        self.pos += n
+        if n > max_bytes:  # no model needs it: skipped, never held
+            self.need(n)
+            self.pos += n
+            return SkippedString(n)
+        buf, i = self._take(n)
         try:
-            return raw.decode("utf-8")
+            return buf[i:i + n].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise GGUFError(f"string at byte {self.pos - n} is not UTF-8") from exc
 
+    def key(self) -> str:
+        key = self.string(MAX_KEY_BYTES)
+        if isinstance(key, SkippedString):
+            raise GGUFError(f"a key of {key.length} bytes is not a model's")
+        return key
+
     def skip_strings(self, count: int) -> None:
-        # Each string is a u64 length and that many bytes; walk the lengths without decoding.
-        u64, buf, end, pos = self._u64, self.buf, self.end, self.pos
+        # Each string is a u64 length and that many bytes: walk the lengths without decoding.
+        self.strings_walked += count
+        if self.strings_walked > MAX_STRINGS_PER_FILE:
+            raise GGUFError(f"{self.strings_walked} strings in arrays are not a model's")
+        u64, src, end, pos = self._u64, self.src, self.end, self.pos
+        buf, base = src.buf, src.base
+        limit = base + len(buf)
         for _ in range(count):
-            if pos + 8 > end:
-                raise GGUFError("string array runs past the end of the file")
-            pos += 8 + u64(buf, pos)[0]
+            if pos + 8 > limit:
+                if pos + 8 > end:
+                    raise GGUFError("string array runs past the end of the file")
+                buf, i = src.window(pos, 8)
+                base, limit = pos - i, pos - i + len(buf)
+            pos += 8 + u64(buf, pos - base)[0]
         if pos > end:
             raise GGUFError("string array runs past the end of the file")
         self.pos = pos
 
     def scalar(self, vtype: int) -> int | float | bool:
         fmt = _SCALAR_FORMATS[vtype]
-        size = struct.calcsize(fmt)
-        self.need(size)
-        (v,) = struct.unpack_from(self.order + fmt, self.buf, self.pos)
-        self.pos += size
-        return v
+        buf, i = self._take(struct.calcsize(fmt))
+        return struct.unpack_from(self.order + fmt, buf, i)[0]
 
     def value(self, vtype: int) -> Value:
         if vtype in _SCALAR_FORMATS:
@@ -138,13 +189,12 @@ class _Cursor:
         count = self.u64()
         if item_type in _SCALAR_FORMATS:
             size = struct.calcsize(_SCALAR_FORMATS[item_type])
-            self.need(count * size)
             if count > KEPT_ARRAY_LENGTH:
+                self.need(count * size)
                 self.pos += count * size
                 return SkippedArray(item_type, count)
-            items = struct.unpack_from(f"{self.order}{count}{_SCALAR_FORMATS[item_type]}", self.buf, self.pos)
-            self.pos += count * size
-            return tuple(items)
+            buf, i = self._take(count * size)
+            return tuple(struct.unpack_from(f"{self.order}{count}{_SCALAR_FORMATS[item_type]}", buf, i))
         if item_type == STRING:
             if count > MAX_STRINGS_IN_ARRAY:
                 raise GGUFError(f"a string array of {count} entries is not a model's")
@@ -158,21 +208,28 @@ class _Cursor:
         raise GGUFError(f"unknown array item type {item_type}")
 
 
-def _byte_order(buf: mmap.mmap | bytes) -> str:
-    if len(buf) < 24 or buf[:4] != GGUF_MAGIC:
+def _byte_order(source: _Source) -> str:
+    if source.size < 24:
+        raise GGUFError("not a GGUF file (too short)")
+    buf, i = source.window(0, 24)
+    if buf[i:i + 4] != GGUF_MAGIC:
         raise GGUFError("not a GGUF file (bad magic)")
-    (little,) = struct.unpack_from("<I", buf, 4)
+    (little,) = struct.unpack_from("<I", buf, i + 4)
     if little in SUPPORTED_VERSIONS:
         return "<"
-    (big,) = struct.unpack_from(">I", buf, 4)
+    (big,) = struct.unpack_from(">I", buf, i + 4)
     if big in SUPPORTED_VERSIONS:
         return ">"
     raise GGUFError(f"unsupported GGUF version {little}")
 
 
-def parse_header(buf: mmap.mmap | bytes) -> GGUFHeader:
-    """Parse a GGUF header held in `buf` (the whole file, usually an mmap)."""
-    cur = _Cursor(buf, _byte_order(buf))
+def parse_header(data: bytes) -> GGUFHeader:
+    """Parse the GGUF header of a file held whole in `data`."""
+    return _parse(_Source(data=data))
+
+
+def _parse(source: _Source) -> GGUFHeader:
+    cur = _Cursor(source, _byte_order(source))
     cur.pos = 4
     version = cur.u32()
     n_tensors = cur.u64()
@@ -184,7 +241,7 @@ def parse_header(buf: mmap.mmap | bytes) -> GGUFHeader:
 
     metadata: dict[str, Value] = {}
     for _ in range(n_kv):
-        key = cur.string()
+        key = cur.key()
         vtype = cur.u32()
         value = cur.value(vtype)
         if key in metadata:
@@ -193,7 +250,7 @@ def parse_header(buf: mmap.mmap | bytes) -> GGUFHeader:
 
     tensors = []
     for _ in range(n_tensors):
-        name = cur.string()
+        name = cur.key()
         n_dims = cur.u32()
         if not 1 <= n_dims <= MAX_DIMS:
             raise GGUFError(f"tensor {name!r} has {n_dims} dimensions")
@@ -208,14 +265,10 @@ def parse_header(buf: mmap.mmap | bytes) -> GGUFHeader:
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
         raise GGUFError(f"general.alignment {alignment!r} is not a power of two")
     data_offset = -(-cur.pos // alignment) * alignment
-    return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, len(buf))
+    return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, source.size)
 
 
 def read_header(path: str | os.PathLike[str]) -> GGUFHeader:
     """Read the header of the GGUF file at `path`; raises GGUFError or OSError."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            raise GGUFError("empty file")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return parse_header(buf)
+        return _parse(_Source(file=f, size=os.fstat(f.fileno()).st_size))

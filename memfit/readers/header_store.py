@@ -2,7 +2,7 @@
 
 A file's identity is (device, inode, size, mtime_ns): a replaced, grown or touched file has a new one and is
 read again. Values are JSON: GGUF arrays are lists, and long arrays that were only counted are
-`{"skipped": [item_type, count]}`.
+`{"skipped": [item_type, count]}` (a skipped long string `{"skipped_string": length}`).
 """
 
 from __future__ import annotations
@@ -12,20 +12,25 @@ import os
 import sqlite3
 import threading
 
-from memfit.readers.gguf_header import SkippedArray
+from memfit.readers.gguf_header import SkippedArray, SkippedString
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS headers (identity TEXT PRIMARY KEY, summary TEXT NOT NULL)"
+MAX_ROWS = 10_000
 
 
 def _encode(value: object) -> object:
     if isinstance(value, SkippedArray):
         return {"skipped": [value.item_type, value.count]}
+    if isinstance(value, SkippedString):
+        return {"skipped_string": value.length}
     return list(value) if isinstance(value, tuple) else value
 
 
 def _decode(value: object) -> object:
     if isinstance(value, dict) and "skipped" in value:
         return SkippedArray(*value["skipped"])
+    if isinstance(value, dict) and "skipped_string" in value:
+        return SkippedString(value["skipped_string"])
     return tuple(value) if isinstance(value, list) else value
 
 
@@ -58,4 +63,7 @@ class HeaderStore:
         return row[0] if row else None
 
     def put(self, identity: str, summary: str) -> None:
-        self._db().execute("INSERT OR REPLACE INTO headers (identity, summary) VALUES (?, ?)", (identity, summary))
+        """Store a summary; past MAX_ROWS the oldest go (a file that changed leaves its old identity behind)."""
+        db = self._db()
+        db.execute("INSERT OR REPLACE INTO headers (identity, summary) VALUES (?, ?)", (identity, summary))
+        db.execute("DELETE FROM headers WHERE rowid <= (SELECT MAX(rowid) FROM headers) - ?", (MAX_ROWS,))
