@@ -55,6 +55,8 @@ _ARRAY_ITEM_TYPES = {np.dtype(np.uint64): gguf.GGUFValueType.UINT64, np.dtype(np
 def _add_kv(w: gguf.GGUFWriter, key: str, value: Any) -> None:
     if isinstance(value, bool):
         w.add_bool(key, value)
+    elif isinstance(value, np.int32):  # a signed scalar, as a hostile or careless converter might write
+        w.add_int32(key, int(value))
     elif isinstance(value, int):
         w.add_uint32(key, value) if 0 <= value < 2**32 else w.add_uint64(key, value)
     elif isinstance(value, float):

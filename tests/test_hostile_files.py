@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,7 +14,7 @@ from memfit.estimator.registry import ModelIndex
 from memfit.estimator.service import FitService
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
-from tests.gguf_models import qwen3, write_model
+from tests.gguf_models import Model, qwen3, write_model
 from tests.hostile import MUTATIONS, base_header, check, examine, mutate
 
 BASE = base_header()
@@ -57,3 +59,57 @@ def test_hostile_files_leave_the_rest_of_the_batch_alone(tmp_path: Path) -> None
         weights = result.estimate.parts[0]
         if weights.basis == "unknown":  # refused: unknown parts and a limit, never a number from a broken file
             assert "artifactUnreadable" in result.limits and result.estimate.upper_bound_bytes is None
+
+
+def test_a_cached_refusal_is_raised_afresh_each_time(tmp_path: Path) -> None:
+    """A refusal is cached as plain values: raising it again never grows a traceback or keeps frames alive."""
+    from memfit.estimator.artifact_cache import ArtifactCache
+    from memfit.estimator.errors import EvidenceError
+
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(mutate(BASE, MUTATIONS[0], 0, 0))
+    cache = ArtifactCache()
+    depths = []
+    for _ in range(50):
+        with pytest.raises(EvidenceError) as caught:
+            cache.facts([str(path)])
+        depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
+    assert len(set(depths)) == 1
+
+
+def _nonsense(key: str, value: object) -> Model:
+    model = qwen3()
+    model.kv[key] = value
+    return model
+
+
+NONSENSE = {  # each is a header llama.cpp would refuse; ours must degrade that one model, not the batch
+    "negative-heads": _nonsense("qwen3.attention.head_count_kv", np.int32(-4)),
+    "negative-layers": _nonsense("qwen3.block_count", np.int32(-1)),
+    "huge-context": _nonsense("qwen3.context_length", 2**64 - 1),
+    "huge-layers": _nonsense("qwen3.block_count", 2**32 - 1),
+    "huge-nextn": _nonsense("qwen3.nextn_predict_layers", 2**31),
+}
+
+
+def test_nonsense_hyperparameters_degrade_only_their_model(tmp_path: Path) -> None:
+    write_model(qwen3(), tmp_path / "good.gguf")
+    untokenized = qwen3()
+    untokenized.vocab, untokenized.kv["qwen3.vocab_size"] = 0, 2**40
+    write_model(untokenized, tmp_path / "huge-vocab.gguf")
+    for name, model in NONSENSE.items():
+        write_model(model, tmp_path / f"{name}.gguf")
+    service = FitService(ModelIndex([Root(str(tmp_path), RootKind.PLAIN)]))
+    service.index.refresh()
+    ids = ["good", "huge-vocab", *NONSENSE, "good"]
+    results = service.fit_batch([WireFitVerdictRequest(model_id=m, context_tokens=8192) for m in ids]).results
+    assert [r.model_id for r in results] == ids and results[0] == results[-1]
+    assert results[0].estimate.weakest_basis == "derivedLayout"
+    by_id = {r.model_id: r for r in results}
+    for name in ("negative-heads", "negative-layers", "huge-layers"):  # no layout from these: unknown, with why
+        kv = next(p for p in by_id[name].estimate.parts if p.component == "kvCache")
+        assert kv.basis == "unknown" and by_id[name].limits and by_id[name].estimate.upper_bound_bytes is None
+    listed = {m.model_id: m for m in service.model_list().models}
+    assert listed["huge-context"].context_limit is None and listed["good"].context_limit == 32768
+    for result in results:
+        assert result.estimate.lower_bound_bytes >= 0

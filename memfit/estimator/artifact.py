@@ -12,11 +12,13 @@ from gguf import Keys
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.vocabulary import Limit
+from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.estimator.layout import Layout
 from memfit.readers.gguf_header import GGUFHeader, SkippedArray
 
 TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
+BLOCK_TENSOR = re.compile(r"^blk\.(\d{1,9})\.")
+MAX_VOCAB = 1 << 31  # llama.cpp keeps token ids in int32
 # Types ggml's CPU backend repacks for its matmul kernels. A tied output (no output.weight) whose
 # token_embd has one of them is kept twice there: once for get_rows, once repacked for the output.
 CPU_REPACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_K, QT.IQ4_NL, QT.Q8_0})
@@ -62,8 +64,8 @@ def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
     blocks = metadata.get(Keys.LLM.BLOCK_COUNT.format(arch=arch))
     if not isinstance(nextn, int) or not isinstance(blocks, int) or nextn <= 0:
         return set()
-    mtp = {f"blk.{il}." for il in range(max(0, blocks - nextn), blocks)}
-    return {name for name in sizes if any(name.startswith(prefix) for prefix in mtp)}
+    first = blocks - nextn
+    return {name for name in sizes if (m := BLOCK_TENSOR.match(name)) and int(m.group(1)) >= first}
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def _vocab_size(metadata: dict, arch: str) -> int | None:
     if isinstance(tokens, tuple):
         return len(tokens)
     size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch))
-    return size if isinstance(size, int) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= MAX_VOCAB else None
 
 
 def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFacts:
@@ -136,10 +138,10 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
                  " backend keeps when it repacks that type")
 
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
-    context_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    context_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= INT64_MAX else None
     try:
         layout, error = derive_layout(metadata, arch), None
     except EvidenceError as exc:
-        layout, error = None, exc
+        layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it
     return ArtifactFacts(arch, quant_name(metadata, file_name), context_limit, _vocab_size(metadata, arch),
                          weights, slack, note, layout, error)

@@ -11,6 +11,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, summarize
 from memfit.estimator.errors import EvidenceError
@@ -19,6 +20,15 @@ from memfit.readers.gguf_header import GGUFError, read_header
 from memfit.readers.header_store import HeaderStore, dumps, loads
 
 FileIdentity = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a file set could not be read: cached as plain values, raised as a fresh error each time (a cached
+    exception would collect a traceback per raise)."""
+
+    limit: str
+    message: str
 
 
 def file_identity(path: str) -> FileIdentity:
@@ -32,7 +42,7 @@ class ArtifactCache:
     def __init__(self, capacity: int = 4096, store: HeaderStore | None = None) -> None:
         self.capacity = capacity
         self.store = store
-        self._entries: OrderedDict[tuple[FileIdentity, ...], ArtifactFacts | EvidenceError] = OrderedDict()
+        self._entries: OrderedDict[tuple[FileIdentity, ...], ArtifactFacts | Unreadable] = OrderedDict()
         self._lock = threading.Lock()
 
     def identity(self, paths: Sequence[str]) -> tuple[FileIdentity, ...]:
@@ -57,8 +67,8 @@ class ArtifactCache:
                 self._entries[key] = cached
                 while len(self._entries) > self.capacity:
                     self._entries.popitem(last=False)
-        if isinstance(cached, EvidenceError):
-            raise cached
+        if isinstance(cached, Unreadable):
+            raise EvidenceError(cached.limit, cached.message)
         return cached
 
     def _summary(self, path: str, identity: FileIdentity) -> HeaderSummary:
@@ -71,11 +81,11 @@ class ArtifactCache:
             self.store.put(stored_key, dumps(summary.metadata, summary.tensors))
         return summary
 
-    def _read(self, paths: Sequence[str], key: tuple[FileIdentity, ...]) -> ArtifactFacts | EvidenceError:
+    def _read(self, paths: Sequence[str], key: tuple[FileIdentity, ...]) -> ArtifactFacts | Unreadable:
         try:
             summaries = [self._summary(p, identity) for p, identity in zip(paths, key)]
             return artifact_facts(summaries, os.path.basename(paths[0]))
         except GGUFError as exc:
-            return EvidenceError(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
+            return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
         except EvidenceError as exc:
-            return exc
+            return Unreadable(exc.limit, str(exc))

@@ -59,7 +59,7 @@ class HParams:
             if default is None:
                 raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is missing")
             return (default,) * self.n_layer
-        if _is_int(value):
+        if _is_int(value) and value >= 0:
             return (value,) * self.n_layer
         if isinstance(value, SkippedArray) or not isinstance(value, tuple):
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} is not a per-layer array")
