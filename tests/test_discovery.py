@@ -200,3 +200,68 @@ def test_a_thousand_files_are_scanned_off_the_request_path(tmp_path: Path, monke
         assert index.get("d7/new") is not None and len(scans) == scanned + 1  # found by the background thread
     finally:
         index.stop()
+
+
+def test_odd_files_in_a_hub_cache_hide_nothing_else(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    _blob(hub, "acme/Good-GGUF", qwen3(), "Good-Q4_K_M.gguf")
+    _blob(hub, "acme/Odd-GGUF", qwen3(), "Odd-Q4_K_M.gguf")
+    (hub / "models--acme--Odd-GGUF" / "refs" / "main").write_bytes(b"\xff\xfe\x00binary")  # not a commit
+    odd = hub / "models--acme--Odd-GGUF" / "snapshots" / COMMIT
+    write_model(qwen3(), odd / "renamed.gguf")
+    os.rename(odd / "renamed.gguf", os.path.join(os.fsencode(odd), b"bad-\xff-Q8_0.gguf"))  # a name not in UTF-8
+    write_model(qwen3(), odd / "bell-\x07-Q6_K.gguf")  # a name with a control character
+    (hub / "models--acme--Deep-GGUF" / "snapshots").mkdir(parents=True)
+    (hub / "models--acme--Deep-GGUF" / "refs").mkdir()
+    (hub / "models--acme--Deep-GGUF" / "refs" / "main").mkdir()  # a directory where a file should be
+    index = ModelIndex([Root(str(hub), RootKind.HF_CACHE)])
+    index.refresh()
+    assert sorted(a.model_id for a in index.artifacts()) == ["acme/Good-GGUF:Q4_K_M", "acme/Odd-GGUF:Q4_K_M"]
+    assert index.get("acme/Odd-GGUF:Q4_K_M").revision == COMMIT  # the newest snapshot stands in for refs/main
+    listing = FitService(index).model_list()  # every id in it is text the wire can carry
+    assert {"acme/Good-GGUF:Q4_K_M", "acme/Odd-GGUF:Q4_K_M"} <= {m.model_id for m in listing.models}
+    listing.model_dump_json()
+
+
+def test_directories_symlinked_out_of_the_root_are_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "snapshot").mkdir(parents=True)
+    write_model(qwen3(), outside / "snapshot" / "Leak-Q4_K_M.gguf")
+    hub = tmp_path / "hub"
+    repo = hub / "models--acme--Leak-GGUF"
+    (repo / "snapshots").mkdir(parents=True)
+    (repo / "snapshots" / COMMIT).symlink_to(outside / "snapshot", target_is_directory=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "linked").symlink_to(outside / "snapshot", target_is_directory=True)
+    write_model(qwen3(), plain / "kept.gguf")
+    index = ModelIndex([Root(str(hub), RootKind.HF_CACHE), Root(str(plain), RootKind.PLAIN)])
+    index.refresh()
+    assert [a.model_id for a in index.artifacts()] == ["kept"]
+
+
+def test_an_index_stopped_and_started_again_keeps_polling(tmp_path: Path) -> None:
+    index = ModelIndex([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=0.05)
+    index.start()
+    index.stop()
+    index.start()
+    try:
+        write_model(qwen3(), tmp_path / "later.gguf")
+        deadline = time.monotonic() + 5
+        while index.get("later") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert index.get("later") is not None
+    finally:
+        index.stop()
+
+
+def test_a_root_that_appears_later_is_indexed(tmp_path: Path) -> None:
+    index = ModelIndex([Root(str(tmp_path / "not-yet"), RootKind.PLAIN)])
+    index.refresh()
+    assert index.artifacts() == ()
+    (tmp_path / "not-yet").mkdir()
+    write_model(qwen3(), tmp_path / "not-yet" / "arrived.gguf")
+    index.refresh()
+    assert index.get("arrived") is not None

@@ -57,7 +57,7 @@ class ModelIndex:
     """Local artifacts by id. `refresh` rescans only when a directory under a root changed."""
 
     def __init__(self, roots: Sequence[Root], poll_seconds: float = 2.0) -> None:
-        self.roots = tuple(Root(os.path.abspath(r.path), r.kind) for r in roots if os.path.isdir(r.path))
+        self.roots = tuple(Root(os.path.abspath(r.path), r.kind) for r in roots)  # a missing one may appear later
         self.poll_seconds = poll_seconds
         self._signature: tuple = ()
         self._by_id: dict[str, LocalArtifact] = {}
@@ -74,7 +74,10 @@ class ModelIndex:
                 return False
             ordered = []
             for root in self.roots:
-                ordered.extend(sorted(scan(root), key=lambda a: a.model_id))
+                try:
+                    ordered.extend(sorted(scan(root), key=lambda a: a.model_id))
+                except Exception:  # noqa: BLE001 - a root that cannot be scanned must not stop the others
+                    log.exception("scanning %s failed", root.path)
             self._by_id, self._ordered, self._signature = index_by_id(ordered), tuple(ordered), signature
             log.info("indexed %d local artifacts under %d roots", len(ordered), len(self.roots))
             return True
@@ -89,6 +92,7 @@ class ModelIndex:
         """Index now, then keep the index fresh from a background thread."""
         self.refresh()
         if self._thread is None:
+            self._stop.clear()
             self._thread = threading.Thread(target=self._poll, name="memfit-index", daemon=True)
             self._thread.start()
 
@@ -102,5 +106,5 @@ class ModelIndex:
         while not self._stop.wait(self.poll_seconds):
             try:
                 self.refresh()
-            except OSError as exc:
-                log.warning("index refresh failed: %s", exc)
+            except Exception:  # noqa: BLE001 - the index must keep refreshing whatever one pass met
+                log.exception("index refresh failed")

@@ -13,6 +13,7 @@ their target lies inside the same root.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
@@ -20,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+log = logging.getLogger("memfit.index")
 
 SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.I)
 PROJECTOR = re.compile(r"^mmproj.*\.gguf$", re.I)
@@ -59,16 +62,27 @@ def inside(root: str, path: str) -> bool:
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
+def _printable(name: str) -> bool:
+    """A file name that is text (no bytes the file system let through undecoded): only those can be ids."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return name.isprintable()
+
+
 def gguf_files(root: str, directory: str | None = None) -> list[str]:
-    """Every `.gguf` file under `directory` (default `root`) whose real location is inside `root`, sorted."""
+    """Every `.gguf` file under `directory` (default `root`) whose real location is inside `root`, sorted.
+    A symlink, to a file or to a directory on the way, counts only when it resolves inside the root."""
     found: list[str] = []
+    if not inside(root, directory or root):
+        log.warning("skipped %r: it resolves outside its model root", directory)
+        return found
     for current, dirs, files in os.walk(directory or root, followlinks=False):
         dirs.sort()
         for name in sorted(files):
-            if not name.lower().endswith(".gguf"):
-                continue
             path = os.path.join(current, name)
-            if os.path.islink(path) and not inside(root, path):
+            if not name.lower().endswith(".gguf") or not _printable(name) or not inside(root, path):
                 continue
             if os.path.isfile(path):
                 found.append(path)
@@ -145,8 +159,8 @@ def _current_commit(repo_dir: str) -> str:
         return ""
     for name in names:
         try:
-            with open(os.path.join(refs, name), encoding="utf-8") as f:
-                commit = f.read(64).strip()
+            with open(os.path.join(refs, name), "rb") as f:
+                commit = f.read(64).strip().decode("ascii", "replace")
         except OSError:
             continue
         if COMMIT.match(commit):
@@ -162,18 +176,26 @@ def scan_hf_cache(root: str) -> list[LocalArtifact]:
     except OSError:
         return found
     for folder in repos:
-        repo = folder[len("models--"):].replace("--", "/")
-        snapshots = os.path.join(root, folder, "snapshots")
-        if not os.path.isdir(snapshots):
-            continue
-        commit = _current_commit(os.path.join(root, folder))
-        if not os.path.isdir(os.path.join(snapshots, commit or "\0")):
-            existing = [c for c in os.listdir(snapshots) if os.path.isdir(os.path.join(snapshots, c))]
-            commit = max(existing, key=lambda c: os.stat(os.path.join(snapshots, c)).st_mtime_ns, default="")
-        if commit:
-            found += _artifacts(root, os.path.join(snapshots, commit), lambda _, paths, repo=repo: _tagged(repo, paths),
-                                RootKind.HF_CACHE, revision=commit)
+        try:
+            found += _repo_artifacts(root, folder)
+        except (OSError, ValueError) as exc:  # one odd repository never hides the others
+            log.warning("skipped %s: %s", folder, exc)
     return found
+
+
+def _repo_artifacts(root: str, folder: str) -> list[LocalArtifact]:
+    repo = folder[len("models--"):].replace("--", "/")
+    snapshots = os.path.join(root, folder, "snapshots")
+    if not os.path.isdir(snapshots) or not _printable(folder):
+        return []
+    commit = _current_commit(os.path.join(root, folder))
+    if not os.path.isdir(os.path.join(snapshots, commit or "\0")):
+        existing = [c for c in os.listdir(snapshots) if os.path.isdir(os.path.join(snapshots, c))]
+        commit = max(existing, key=lambda c: os.stat(os.path.join(snapshots, c)).st_mtime_ns, default="")
+    if not commit:
+        return []
+    return _artifacts(root, os.path.join(snapshots, commit), lambda _, paths: _tagged(repo, paths),
+                      RootKind.HF_CACHE, revision=commit)
 
 
 def _legacy_manifests(root: str) -> dict[str, str]:
@@ -189,7 +211,7 @@ def _legacy_manifests(root: str) -> dict[str, str]:
         try:
             with open(os.path.join(root, name), encoding="utf-8") as f:
                 manifest = json.loads(f.read(1 << 20))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # unreadable, not JSON, or nested past any manifest
             continue
         for key in ("ggufFile", "mmprojFile"):
             entry = manifest.get(key) if isinstance(manifest, dict) else None
