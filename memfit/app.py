@@ -17,7 +17,6 @@ from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,8 +31,7 @@ SPEC_PATH = Path(__file__).with_name("openapi.yaml")
 MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is not a fit request
 REVISION_HEADER = b"x-memfit-api-revision"
 BODY_TIMEOUT_S = 10.0  # a body that trickles in for longer is cut off with a 408
-BODY_PROBLEMS = {413: "the request body is larger than 1 MiB", 400: "invalid Content-Length",
-                 408: f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s"}
+MAX_JSON_DEPTH = 64  # a fit request nests 3 deep; parsers deeper down the stack would overflow on thousands
 MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
 
 
@@ -71,11 +69,13 @@ class Guard:
 
         try:
             async with asyncio.timeout(BODY_TIMEOUT_S):
-                body, status = await self._read_body(scope, receive)
+                body, problem = await self._read_body(scope, receive)
         except TimeoutError:
-            body, status = None, 408
-        if status is not None:
-            await _send_problem(stamped, status, BODY_PROBLEMS[status])
+            body, problem = None, (408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s")
+        if problem is None and body and too_deep(body):
+            problem = (400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
+        if problem is not None:
+            await _send_problem(stamped, *problem)
             return
         if body is None:  # the client went away while sending
             return
@@ -131,13 +131,15 @@ class Guard:
         with contextlib.suppress(asyncio.CancelledError):
             await app
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes | None, int | None]:
+    async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes | None, tuple[int, str] | None]:
+        """(the body, or None when the client went away; a (status, detail) problem when it is refused)."""
+        too_large = (413, f"the request body is larger than {self.max_body >> 20} MiB")
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None:
             if not declared.isdigit():
-                return None, 400
+                return None, (400, "invalid Content-Length")
             if int(declared) > self.max_body:
-                return None, 413
+                return None, too_large
         chunks, size = [], 0
         while True:
             message = await receive()
@@ -146,10 +148,30 @@ class Guard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                return None, 413
+                return None, too_large
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks), None
+
+
+def too_deep(body: bytes) -> bool:
+    """Whether a JSON body nests past MAX_JSON_DEPTH (only a body with that many brackets is parsed to see)."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    try:
+        document = json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # not JSON: the validator says so
+    level = [(document, 1)]
+    while level:
+        node, depth = level.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        level.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 async def _send_problem(send: Send, status: int, detail: str) -> None:
@@ -162,10 +184,6 @@ def _problem(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     """Every error connexion or a handler raises, as a problem document with the contract's words."""
     if isinstance(exc, ProblemException):
         status, detail, headers = exc.status, str(exc.detail or exc.title or ""), dict(exc.headers or {})
-    elif isinstance(exc, ValidationError):  # what the spec's JSON Schema cannot say (a date-time) the model checks
-        error = exc.errors()[0]
-        status, headers = 400, {}
-        detail = f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
     elif isinstance(exc, HTTPException):
         status, detail, headers = exc.status_code, str(exc.detail or ""), dict(exc.headers or {})
     else:
@@ -203,6 +221,6 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
         serve_spec=False, spec_path="/v1/openapi.json", swagger_ui_path="/v1/ui"))
     app.add_api(SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS,
                 resolver=SnakeCaseResolver())
-    for exc_class in (ProblemException, HTTPException, ValidationError, Exception):
+    for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, _problem)
     return Guard(app, server_state(service, token))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -79,3 +80,19 @@ def test_the_token_file_is_private_and_replaced_atomically(tmp_path: Path) -> No
     load_token(str(state), environ={})
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_token(str(state), environ={"MEMFIT_TOKEN": "from-env"}).path is None
+
+
+@pytest.mark.parametrize("depth", [65, 960, 100_000])
+def test_deeply_nested_json_is_a_400(live: LiveServer, depth: int) -> None:
+    body = b"[" * depth + b"]" * depth
+    for path in ("/v1/models/fit/batch", "/v1/models/fit", "/v1/models/observations"):
+        with live.client() as c:
+            response = c.post(path, content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and response.headers["content-type"] == "application/problem+json"
+        assert "nests deeper" in response.json()["detail"]
+
+
+def test_a_flat_body_with_many_brackets_is_not_too_deep() -> None:
+    wide = json.dumps([{"modelId": f"m{i}", "extra": [[1], [2]]} for i in range(32)]).encode()
+    assert not app_module.too_deep(wide) and app_module.too_deep(b"[" * 65 + b"]" * 65)
+    assert not app_module.too_deep(b"[" * 64 + b"]" * 64) and not app_module.too_deep(b"[[[ not json")

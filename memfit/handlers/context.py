@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from connexion import request
-from pydantic import BaseModel
+from connexion.exceptions import BadRequestProblem
+from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from memfit.estimator.service import FitService
 
+M = TypeVar("M", bound=BaseModel)
 STATE_KEY = "memfit.state"
 CANCEL_KEY = "memfit.cancel"  # a threading.Event the app sets when the client goes away or the server stops
 
@@ -32,6 +35,15 @@ def cancellation() -> Callable[[], bool]:
     """Whether this request has been cancelled, for work running in a thread to poll."""
     event = request.scope.get(CANCEL_KEY)
     return event.is_set if event is not None else (lambda: False)
+
+
+def parse(model: type[M], data: object) -> M:
+    """A request body as its generated model; what the JSON Schema could not say (a date-time) is a 400 too."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise BadRequestProblem(detail=f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
 
 
 def json_response(model: BaseModel, status: int = 200) -> Response:

@@ -7,12 +7,12 @@ from starlette.responses import Response
 
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.estimator.errors import Cancelled
-from memfit.handlers.context import cancellation, current, json_response
+from memfit.handlers.context import cancellation, current, json_response, parse
 from memfit.handlers.problems import problem_response
 
 
 async def fit_batch(body: list[dict]) -> Response:
-    requests = [WireFitVerdictRequest.model_validate(item) for item in body]
+    requests = [parse(WireFitVerdictRequest, item) for item in body]
     try:
         batch = await run_in_threadpool(current().service.fit_batch, requests, cancellation())
     except Cancelled as exc:
@@ -21,7 +21,7 @@ async def fit_batch(body: list[dict]) -> Response:
 
 
 async def fit_one(body: dict) -> Response:
-    request = WireFitVerdictRequest.model_validate(body)
+    request = parse(WireFitVerdictRequest, body)
     result = await run_in_threadpool(current().service.fit_one, request)
     if result is None:
         return problem_response(404, "no model on this machine or in the bundled catalog has that id")

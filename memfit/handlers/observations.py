@@ -6,10 +6,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit.generated.models import WireObservation
-from memfit.handlers.context import current, json_response
+from memfit.handlers.context import current, json_response, parse
 
 
 async def record_observation(body: dict) -> Response:
-    observation = WireObservation.model_validate(body)
+    observation = parse(WireObservation, body)
     receipt = await run_in_threadpool(current().service.record_observation, observation)
     return json_response(receipt, status=201)
