@@ -5,11 +5,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
-from memfit.estimator.history import KV_ROUNDING
+from memfit.estimator.history import KV_ROUNDING, History
 from memfit.readers.history_db import HistoryDB, ObservationRow
 from tests.conftest import LiveServer
 
@@ -109,3 +110,37 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert all(p.exitcode == 0 for p in processes)
     rows = HistoryDB(path).all()
     assert len(rows) == 1200 and len({r.artifact_bytes for r in rows}) == 1200
+
+
+def test_the_in_memory_history_reloads_only_when_a_row_is_added(tmp_path: Path) -> None:
+    """Request threads each keep a connection; whichever asks, an unchanged database is not reloaded."""
+    path = str(tmp_path / "history.sqlite3")
+    history = History(HistoryDB(path))
+    loads = []
+    real_all = history.db.all
+    history.db.all = lambda: loads.append(1) or real_all()
+    with ThreadPoolExecutor(1) as a, ThreadPoolExecutor(1) as b:  # two long-lived request threads
+        def refresh_on_both() -> None:
+            for thread in (a, b, a, b):
+                thread.submit(history.refresh).result()
+
+        refresh_on_both()
+        assert len(loads) == 1
+        b.submit(history.record, _row(1)).result()  # one request thread records an observation
+        refresh_on_both()
+        assert len(loads) == 2
+        HistoryDB(path).insert(_row(2))  # another process adds one
+        refresh_on_both()
+        assert len(loads) == 3
+
+
+def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(client: httpx.Client,
+                                                                              public_models: Path) -> None:
+    size = os.path.getsize(public_models / "qwen3-f16.gguf")
+    measured = _observation("qwen3-f16", size, tokens=1024, workspace=17_000_000)
+    assert client.post(OBSERVATIONS, json=measured).status_code == 201
+    for parts in ({"workspace": None}, {"weights": None, "kvCache": None}, {"kvCache": 1_000_000}):
+        later = {**_observation("qwen3-f16", size, tokens=1024), "parts": parts}
+        assert client.post(OBSERVATIONS, json=later).status_code == 201  # stored as a record of the run
+        workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]
+        assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 17_000_000)

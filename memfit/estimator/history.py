@@ -14,7 +14,7 @@ KV_ROUNDING = 10_486  # llama.cpp logs buffers in MiB with two decimals: 0.01 Mi
 
 @dataclass(frozen=True)
 class HistoryMatch:
-    observation: ObservationRow | None  # the latest observation of this identity and workload
+    observation: ObservationRow | None  # the latest one of this identity and workload with a workspace
     identity_insufficient: bool = False  # a record exists, but the identity is too weak to trust it
 
 
@@ -36,7 +36,7 @@ class History:
 
     def __init__(self, db: HistoryDB | None) -> None:
         self.db = db
-        self._version: tuple[int, int] | None = None
+        self._version: int | None = None
         self._exact: dict[tuple, ObservationRow] = {}
         self._by_model: set[tuple] = set()
         self._lock = threading.Lock()
@@ -49,9 +49,10 @@ class History:
             if version == self._version:
                 return
             exact, by_model = {}, set()
-            for row in self.db.all():  # in id order: a later observation replaces an earlier one
+            for row in self.db.all():  # in id order: a later measured workspace replaces an earlier one
                 work = (row.allocated_tokens, row.streams, row.key_element_bytes, row.value_element_bytes, row.mode)
-                exact[(row.model_id, row.revision, row.quant, row.artifact_bytes, *work)] = row
+                if row.workspace_bytes is not None:  # the part answers use; one without it leaves it standing
+                    exact[(row.model_id, row.revision, row.quant, row.artifact_bytes, *work)] = row
                 by_model.add((row.model_id, *work))
             self._exact, self._by_model, self._version = exact, by_model, version
 

@@ -95,11 +95,9 @@ class HistoryDB:
             raise
         return int(cursor.lastrowid)
 
-    def version(self) -> tuple[int, int]:
-        """Changes whenever any connection commits (data_version sees others', the last id this one's)."""
-        db = self._connection()
-        return (int(db.execute("PRAGMA data_version").fetchone()[0]),
-                int(db.execute("SELECT COALESCE(MAX(id), 0) FROM observations").fetchone()[0]))
+    def version(self) -> int:
+        """The last row's id: rows are only ever added (AUTOINCREMENT), so a new one changes it."""
+        return int(self._connection().execute("SELECT COALESCE(MAX(id), 0) FROM observations").fetchone()[0])
 
     def all(self) -> list[ObservationRow]:
         rows = self._connection().execute(f"SELECT {', '.join(COLUMNS)}, id FROM observations ORDER BY id").fetchall()
