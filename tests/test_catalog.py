@@ -6,16 +6,18 @@ import math
 from pathlib import Path
 
 import pytest
+from gguf import GGMLQuantizationType as QT
 
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.catalog import Catalog, bits_per_weight
+from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.catalog import Catalog, CatalogEntry, bits_per_weight, proxy_weights
 from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.service import FitService
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from tests.accuracy import model_writers
-from tests.gguf_models import write_model
+from tests.gguf_models import gemma3_4b, llama31_8b, qwen3_30b_a3b, write_model
 
 CATALOG = Catalog()
 ENTRIES = {e.model_id: e for e in CATALOG.entries}
@@ -73,7 +75,7 @@ def test_catalog_only_answer() -> None:
     assert weights.basis == "parameterProxy"
     entry = ENTRIES["Qwen/Qwen3-8B-GGUF"]
     count = count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings)
-    assert weights.bytes == int(count.matrices * bits_per_weight("Q8_0") / 8) + count.vectors * 4
+    assert weights.bytes == int(count.quantized * bits_per_weight("Q8_0") / 8) + (count.f32 + count.vectors_min) * 4
     assert parts["kvCache"].basis == "derivedLayout"
     assert parts["kvCache"].bytes == 36 * 8192 * 8 * 128 * 2 * 2  # 36 layers, 8 KV heads of 128, K and V in f16
     assert parts["workspace"].basis == "derivedLayout" and result.estimate.weakest_basis == "parameterProxy"
@@ -102,3 +104,21 @@ def test_a_model_on_disk_beats_the_catalog_entry(tmp_path: Path) -> None:
     assert "artifactNotOnDisk" not in result.limits
     listed = [m for m in service.model_list().models if m.model_id == "Qwen/Qwen3-8B-GGUF:Q4_K_M"]
     assert [m.source for m in listed] == ["local"]
+
+
+@pytest.mark.parametrize("writer", [llama31_8b, gemma3_4b, qwen3_30b_a3b], ids=lambda w: w.__name__)
+@pytest.mark.parametrize("qtype", [QT.Q8_0, QT.F16], ids=lambda q: q.name)
+def test_a_catalog_range_holds_the_file_of_the_same_shape(writer, qtype: QT, tmp_path: Path) -> None:
+    """The proxy's floor and ceiling bracket what a file of that shape and quant measures (tied repack included)."""
+    model = writer(qtype)
+    path = tmp_path / "model.gguf"
+    write_model(model, path)
+    facts = ArtifactCache().facts([str(path)])
+    tied = all(n != "output.weight" for n, *_ in model.tensors)
+    metadata = {k: tuple(v) if isinstance(v, list) else v for k, v in model.kv.items()}
+    entry = CatalogEntry(model_id="acme/Shape-GGUF", name="shape", architecture=model.arch, parameters=None,
+                         context_length=None, metadata=metadata, n_vocab=model.vocab, tied_embeddings=tied,
+                         quants=(qtype.name,), source="test")
+    proxy = proxy_weights(entry, count_parameters(metadata, model.arch, model.vocab, tied), CATALOG.spreads[qtype.name])
+    assert proxy.bytes <= facts.weights_bytes
+    assert facts.weights_bytes + facts.weights_slack <= proxy.bytes + proxy.slack

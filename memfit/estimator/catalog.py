@@ -22,7 +22,7 @@ from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.readers.catalog_file import load_catalog_file
 
 DEFAULT_QUANT = "Q4_K_M"
-VECTOR_BYTES = 4  # norms and biases stay F32 in every quant
+F32_BYTES = 4  # norms, biases and routers stay F32 in every quant
 TENSOR_PADDING = 32  # every tensor is padded to 32 bytes; a block has at most this many tensors
 TENSORS_PER_BLOCK = 32
 
@@ -103,16 +103,21 @@ class Catalog:
 
 
 def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSpread) -> Part:
-    """parameters x bits per weight of the recipe's lowest type (a floor); the highest type gives the ceiling."""
+    """parameters x bits per weight of the recipe's lowest type (a floor); the highest type gives the ceiling,
+    with the 1-D tensors a layer may carry, 32-byte padding, and, for a tied embedding, the second copy
+    llama.cpp's CPU backend keeps when it repacks its type."""
     low, high = bits_per_weight(spread.floor_type), bits_per_weight(spread.ceiling_type)
     blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
-    floor = int(count.matrices * low / 8) + count.vectors * VECTOR_BYTES
-    ceiling = int(-(-count.matrices * high // 8)) + count.vectors * VECTOR_BYTES \
+    fixed = count.f32 * F32_BYTES
+    floor = int(count.quantized * low / 8) + fixed + count.vectors_min * F32_BYTES
+    ceiling = -(-count.quantized * high // 8) + fixed + count.vectors_max * F32_BYTES \
         + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
+    if entry.tied_embeddings:
+        ceiling += -(-entry.n_vocab * entry.metadata.get(f"{entry.architecture}.embedding_length", 0) * high // 8)
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
     note = (f"{count.total:,} parameters counted from the published layout{stated} x {low:g} to {high:g} bits"
             f" per weight ({spread.floor_type} to {spread.ceiling_type}); not measured")
-    return Part(Component.WEIGHTS, floor, Basis.PARAMETER_PROXY, note, slack=ceiling - floor)
+    return Part(Component.WEIGHTS, floor, Basis.PARAMETER_PROXY, note, slack=int(ceiling) - floor)
 
 
 def catalog_subject(entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread]) -> Subject:
@@ -127,7 +132,7 @@ def catalog_subject(entry: CatalogEntry, quant: str, spreads: Mapping[str, Quant
     try:
         layout, problem = derive_layout(entry.metadata, entry.architecture), None
     except EvidenceError as exc:
-        layout, problem = None, exc
+        layout, problem = None, exc.with_traceback(None)
         limits.append(exc.limit)
     return Subject(model_id=f"{entry.model_id}:{quant}", revision="", quant=quant, artifact_bytes=None,
                    context_limit=entry.context_length, n_vocab=entry.n_vocab, layout=layout, layout_problem=problem,

@@ -1,8 +1,9 @@
 """Parameter counts from a published layout, for catalog entries (a file on disk is measured instead).
 
-The count is of weight matrices, block by block, as llama.cpp's loader creates them for the architecture;
-1-D tensors (norms, biases, scales) are counted apart, approximately: they are a fraction of a percent of
-any real model, and the catalog keeps them in F32 whatever the quant.
+The count is of weight matrices, block by block, as llama.cpp's loader creates them for the architecture:
+those the quantizer stores in the recipe's types, and those it keeps in F32 (MoE routers, BERT's position and
+token-type embeddings). 1-D tensors (norms, biases, scales) stay F32 too; they are a fraction of a percent of
+any real model and are bounded from both sides: the norms every layer has, and all a layer may have.
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ COUNTED = frozenset({
 
 @dataclass(frozen=True)
 class ParameterCount:
-    matrices: int  # weights of 2-D and 3-D tensors (embeddings, projections, experts)
-    vectors: int  # 1-D tensors: norms, biases, scales (approximate)
+    quantized: int  # 2-D and 3-D weights the quantizer stores in the recipe's types
+    f32: int  # 2-D weights kept in F32 whatever the quant
+    vectors_min: int  # 1-D tensors every such model has (its norms)
+    vectors_max: int  # 1-D tensors it may have (norms, biases, q/k and post norms, SSM scalars)
+
+    @property
+    def matrices(self) -> int:
+        return self.quantized + self.f32
 
     @property
     def total(self) -> int:
-        return self.matrices + self.vectors
+        return self.matrices + self.vectors_min
 
 
 class _Counter:
@@ -48,6 +55,7 @@ class _Counter:
         self.e = self.layers.n_embd
 
     def attention(self, il: int) -> tuple[int, int]:
+        """(weights, the most 1-D parameters it may carry: biases, q/k and post norms)."""
         hp, ly, e = self.hp, self.layers, self.e
         heads, kv = ly.heads[il], ly.heads_kv[il]
         kv_lora = hp.optional_int(ATTN.KV_LORA_RANK, 0)
@@ -58,12 +66,13 @@ class _Counter:
             q_lora = hp.optional_int(ATTN.Q_LORA_RANK, 0)
             q = e * q_lora + q_lora * heads * k_head if q_lora else e * heads * k_head
             kv_b = kv_lora * heads * (k_head - rope + v_head)
-            return q + e * (kv_lora + rope) + kv_b + heads * v_head * e, 2 * e + kv_lora + q_lora
+            return q + e * (kv_lora + rope) + kv_b + heads * v_head * e, kv_lora + q_lora + 2 * e
         q_heads = 2 * heads if self.arch in GATED_QUERY else heads
-        matrices = e * q_heads * ly.head_k + e * kv * (ly.head_k + ly.head_v) + heads * ly.head_v * e
-        return matrices, 2 * e + 2 * ly.head_k
+        q, k, v = q_heads * ly.head_k, kv * ly.head_k, kv * ly.head_v
+        return e * (q + k + v) + heads * ly.head_v * e, q + k + v + e + 2 * ly.head_k + 2 * e + heads
 
-    def feed_forward(self, il: int) -> int:
+    def feed_forward(self, il: int) -> tuple[int, int, int]:
+        """(quantized weights, F32 router weights, the most 1-D parameters it may carry)."""
         hp, e = self.hp, self.e
         experts = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
         leading_dense = hp.optional_int(Keys.LLM.LEADING_DENSE_BLOCK_COUNT, 0)
@@ -71,9 +80,10 @@ class _Counter:
             expert_ff = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, self.layers.ff[il])
             shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * expert_ff
             shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, shared)
-            return experts * 3 * e * expert_ff + e * experts + 3 * e * shared
+            return (experts * 3 * e * expert_ff + 3 * e * shared, e * experts,
+                    experts * (2 * expert_ff + e + 1) + 2 * shared + e)
         ff = self.layers.ff[il]
-        return (2 if self.arch in NON_GATED_FFN else 3) * e * ff
+        return (2 if self.arch in NON_GATED_FFN else 3) * e * ff, 0, 2 * ff + e
 
     def recurrent(self) -> int:
         hp, e = self.hp, self.e
@@ -95,20 +105,22 @@ class _Counter:
         ly, e = self.layers, self.e
         rule = RULES.get(self.arch)
         recurrent = recurrent_flags(rule, ly) if rule else (False,) * ly.n_all
-        matrices = n_vocab * e * (1 if tied else 2)
-        if self.arch in POSITION_EMBEDDINGS:
-            matrices += self.hp.require_int(Keys.LLM.CONTEXT_LENGTH) * e
-        vectors = e
+        quantized, f32 = n_vocab * e * (1 if tied else 2), 0
+        if self.arch in POSITION_EMBEDDINGS:  # learned positions and token types stay F32
+            f32 += (self.hp.require_int(Keys.LLM.CONTEXT_LENGTH) + 2) * e
+        vectors_min = vectors_max = e  # the output norm
         for il in range(ly.n_trunk):
+            vectors_min += 2 * e  # a block's input and feed-forward norms
             if recurrent[il]:
-                matrices += self.recurrent()
-                vectors += e
+                quantized += self.recurrent()
+                vectors_max += 4 * self.hp.optional_int(SSM.INNER_SIZE, e) + 2 * e  # conv bias, dt, A, D, norm
             if not recurrent[il] or self.arch == "falcon-h1":  # falcon-h1 runs attention and SSM side by side
-                attention, norms = self.attention(il)
-                matrices, vectors = matrices + attention, vectors + norms
+                weights, extra = self.attention(il)
+                quantized, vectors_max = quantized + weights, vectors_max + extra
             if ly.ff[il] or self.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0):
-                matrices += self.feed_forward(il)
-        return ParameterCount(matrices, vectors)
+                weights, router, extra = self.feed_forward(il)
+                quantized, f32, vectors_max = quantized + weights, f32 + router, vectors_max + extra
+        return ParameterCount(quantized, f32, vectors_min, vectors_max + vectors_min)
 
 
 def count_parameters(metadata: Mapping, arch: str, n_vocab: int, tied: bool) -> ParameterCount:
