@@ -95,12 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = len(HistoryDB(str(state / "history.sqlite3")).all())
     errors = {k: v for k, v in statuses.items() if k not in (200, 201)}
     q = statistics.quantiles(latencies, n=100)
-    growth = rss[-1] / rss[1] - 1 if len(rss) > 2 else rss[-1] / rss[0] - 1
+    start = rss[1] if len(rss) > 2 else rss[0]  # after the first slice, when there are several
+    growth = rss[-1] / start - 1
     print(f"{args.clients} clients for {args.seconds:g} s on 127.0.0.1")
     print("| requests | errors | p50 (ms) | p95 (ms) | p99 (ms) | RSS start | RSS end | growth | observations |")
     print("|---|---|---|---|---|---|---|---|---|")
     print(f"| {sum(statuses.values())} | {sum(errors.values())} {dict(errors) or ''} | {q[49]:.1f} | {q[94]:.1f} | "
-          f"{q[98]:.1f} | {rss[1] / 2**20:.1f} MiB | {rss[-1] / 2**20:.1f} MiB | {growth:+.1%} | "
+          f"{q[98]:.1f} | {start / 2**20:.1f} MiB | {rss[-1] / 2**20:.1f} MiB | {growth:+.1%} | "
           f"{stored} stored, {rows} in the database |")
     print(f"statuses: {dict(sorted(statuses.items(), key=str))}")
     problems = []
