@@ -28,6 +28,12 @@ MAX_TENSORS = 1 << 20
 MAX_KEYS = 1 << 16
 MAX_KEY_BYTES = 1 << 16  # keys and tensor names (gguf keys are at most 65535 bytes)
 MAX_STRING_BYTES = 1 << 20  # a longer value (a vast chat template) is skipped, never held
+# All the header keeps (strings, short arrays, tensor infos), counting each item as at least 8 bytes. A real
+# header keeps well under 2 MiB (its long tokenizer arrays are only counted); this bounds a hostile one's
+# memory and time whatever the file's size.
+MAX_KEPT_BYTES = 8 << 20
+ITEM_BYTES = 8
+TENSOR_INFO_BYTES = 64
 
 # gguf value types (GGUFValueType in gguf-py's constants.py)
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
@@ -112,12 +118,19 @@ class _Cursor:
         self.pos = 0
         self.order = order
         self.strings_walked = 0
+        self.kept = 0
         self._u32 = struct.Struct(order + "I").unpack_from
         self._u64 = struct.Struct(order + "Q").unpack_from
 
     def need(self, n: int) -> None:
         if n < 0 or self.pos + n > self.end:
             raise GGUFError(f"header runs past the end of the file at byte {self.pos}")
+
+    def keep(self, n: int) -> None:
+        """Account for `n` more bytes kept from the header; refuse a header that keeps more than any model's."""
+        self.kept += n
+        if self.kept > MAX_KEPT_BYTES:
+            raise GGUFError(f"the header keeps over {MAX_KEPT_BYTES >> 20} MiB of metadata: not a model's")
 
     def _take(self, n: int) -> tuple[bytes, int]:
         self.need(n)
@@ -139,6 +152,7 @@ class _Cursor:
             self.need(n)
             self.pos += n
             return SkippedString(n)
+        self.keep(n + ITEM_BYTES)
         buf, i = self._take(n)
         try:
             return buf[i:i + n].decode("utf-8")
@@ -193,6 +207,7 @@ class _Cursor:
                 self.need(count * size)
                 self.pos += count * size
                 return SkippedArray(item_type, count)
+            self.keep(count * ITEM_BYTES)
             buf, i = self._take(count * size)
             return tuple(struct.unpack_from(f"{self.order}{count}{_SCALAR_FORMATS[item_type]}", buf, i))
         if item_type == STRING:
@@ -250,6 +265,7 @@ def _parse(source: _Source) -> GGUFHeader:
 
     tensors = []
     for _ in range(n_tensors):
+        cur.keep(TENSOR_INFO_BYTES)
         name = cur.key()
         n_dims = cur.u32()
         if not 1 <= n_dims <= MAX_DIMS:
