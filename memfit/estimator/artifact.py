@@ -14,7 +14,7 @@ from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.estimator.layout import Layout
-from memfit.readers.gguf_header import GGUFHeader, SkippedArray
+from memfit.readers.gguf_header import STRING, GGUFHeader, SkippedArray
 
 TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
 BLOCK_TENSOR = re.compile(r"^blk\.(\d{1,9})\.")
@@ -103,12 +103,15 @@ def quant_name(metadata: dict, file_name: str) -> str:
 
 
 def _vocab_size(metadata: dict, arch: str) -> int | None:
+    """The tokenizer's token count (its list must be strings, as llama.cpp's vocab loader requires), else
+    `<arch>.vocab_size`; None when neither is a count llama.cpp could load."""
     tokens = metadata.get(Keys.Tokenizer.LIST)
     if isinstance(tokens, SkippedArray):
-        return tokens.count
-    if isinstance(tokens, tuple):
-        return len(tokens)
-    size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch))
+        size = tokens.count if tokens.item_type == STRING else None
+    elif isinstance(tokens, tuple):
+        size = len(tokens) if all(isinstance(t, str) for t in tokens) else None
+    else:
+        size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch)) if tokens is None else None
     return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= MAX_VOCAB else None
 
 
