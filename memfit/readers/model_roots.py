@@ -63,7 +63,7 @@ def inside(root: str, path: str) -> bool:
 
 
 def _printable(name: str) -> bool:
-    """A file name that is text (no bytes the file system let through undecoded): only those can be ids."""
+    """A name that is text (no bytes the file system let through undecoded): only those can be in ids."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -79,7 +79,7 @@ def gguf_files(root: str, directory: str | None = None) -> list[str]:
         log.warning("skipped %r: it resolves outside its model root", directory)
         return found
     for current, dirs, files in os.walk(directory or root, followlinks=False):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if _printable(d))  # a folder's name may become part of an id
         for name in sorted(files):
             path = os.path.join(current, name)
             if not name.lower().endswith(".gguf") or not _printable(name) or not inside(root, path):
@@ -190,7 +190,7 @@ def _repo_artifacts(root: str, folder: str) -> list[LocalArtifact]:
         return []
     commit = _current_commit(os.path.join(root, folder))
     if not os.path.isdir(os.path.join(snapshots, commit or "\0")):
-        existing = [c for c in os.listdir(snapshots) if os.path.isdir(os.path.join(snapshots, c))]
+        existing = [c for c in os.listdir(snapshots) if COMMIT.match(c) and os.path.isdir(os.path.join(snapshots, c))]
         commit = max(existing, key=lambda c: os.stat(os.path.join(snapshots, c)).st_mtime_ns, default="")
     if not commit:
         return []
@@ -251,6 +251,9 @@ SCANNERS = {RootKind.PLAIN: scan_plain, RootKind.HF_CACHE: scan_hf_cache, RootKi
 
 
 def scan(root: Root) -> list[LocalArtifact]:
+    if not _printable(root.path):  # its path is in every listing entry of the root
+        log.warning("skipped the model root %r: its path is not text", root.path)
+        return []
     return SCANNERS[root.kind](root.path)
 
 
