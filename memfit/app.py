@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import re
+import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,6 +33,7 @@ MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is no
 REVISION_HEADER = b"x-memfit-api-revision"
 BODY_TIMEOUT_S = 10.0  # a body that trickles in for longer is cut off with a 408
 MAX_JSON_DEPTH = 64  # a fit request nests 3 deep; parsers deeper down the stack would overflow on thousands
+LONG_DIGITS = re.compile(rb"\d{%d}" % (sys.get_int_max_str_digits() + 1))
 MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
 
 
@@ -72,8 +74,8 @@ class Guard:
                 body, problem = await self._read_body(scope, receive)
         except TimeoutError:
             body, problem = None, (408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s")
-        if problem is None and body and too_deep(body):
-            problem = (400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
+        if problem is None and body and (refused := unparseable(body)):
+            problem = (400, refused)
         if problem is not None:
             await _send_problem(stamped, *problem)
             return
@@ -154,24 +156,34 @@ class Guard:
                 return b"".join(chunks), None
 
 
-def too_deep(body: bytes) -> bool:
-    """Whether a JSON body nests past MAX_JSON_DEPTH (only a body with that many brackets is parsed to see)."""
-    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
-        return False
+def unparseable(body: bytes) -> str | None:
+    """Why a JSON body would break the parsers behind the validator, or None. Nesting past MAX_JSON_DEPTH
+    overflows recursive ones; an integer longer than Python converts (sys.get_int_max_str_digits) raises
+    inside json.loads. Only a body with that many brackets or digits is parsed to see; a body that is not
+    JSON at all is left to the validator, which says so."""
+    deep = body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH
+    if not deep and not LONG_DIGITS.search(body):
+        return None
+    too_deep = f"the request body nests deeper than {MAX_JSON_DEPTH} levels"
     try:
         document = json.loads(body)
     except RecursionError:
-        return True
-    except ValueError:
-        return False  # not JSON: the validator says so
-    level = [(document, 1)]
+        return too_deep
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    except ValueError:  # json.loads's only other ValueError: an integer past the digit limit
+        return f"a number in the request body has more than {sys.get_int_max_str_digits()} digits"
+    return too_deep if deep and _depth(document) > MAX_JSON_DEPTH else None
+
+
+def _depth(document: object) -> int:
+    deepest, level = 0, [(document, 1)]
     while level:
         node, depth = level.pop()
-        if depth > MAX_JSON_DEPTH:
-            return True
+        deepest = max(deepest, depth)
         children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
         level.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+    return deepest
 
 
 async def _send_problem(send: Send, status: int, detail: str) -> None:

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -94,5 +95,18 @@ def test_deeply_nested_json_is_a_400(live: LiveServer, depth: int) -> None:
 
 def test_a_flat_body_with_many_brackets_is_not_too_deep() -> None:
     wide = json.dumps([{"modelId": f"m{i}", "extra": [[1], [2]]} for i in range(32)]).encode()
-    assert not app_module.too_deep(wide) and app_module.too_deep(b"[" * 65 + b"]" * 65)
-    assert not app_module.too_deep(b"[" * 64 + b"]" * 64) and not app_module.too_deep(b"[[[ not json")
+    assert not app_module.unparseable(wide) and app_module.unparseable(b"[" * 65 + b"]" * 65)
+    assert not app_module.unparseable(b"[" * 64 + b"]" * 64) and not app_module.unparseable(b"[[[ not json")
+
+
+def test_an_integer_too_long_to_convert_is_a_400(live: LiveServer) -> None:
+    digits = "7" * (sys.get_int_max_str_digits() + 1)
+    bodies = {"/v1/models/fit/batch": f'[{{"modelId": "qwen3-f16", "streams": {digits}}}]',
+              "/v1/models/fit": f'{{"modelId": "qwen3-f16", "allocatedTokens": {digits}}}',
+              "/v1/models/observations": f'{{"modelId": "x", "artifactBytes": {digits}}}'}
+    with live.client() as c:
+        for path, body in bodies.items():
+            response = c.post(path, content=body, headers={"Content-Type": "application/json"})
+            assert response.status_code == 400 and "digits" in response.json()["detail"], path
+        as_text = c.post("/v1/models/fit", json={"modelId": digits})  # a long run of digits in a string is fine
+    assert as_text.status_code == 404
