@@ -265,3 +265,25 @@ def test_a_root_that_appears_later_is_indexed(tmp_path: Path) -> None:
     write_model(qwen3(), tmp_path / "not-yet" / "arrived.gguf")
     index.refresh()
     assert index.get("arrived") is not None
+
+
+def test_folders_whose_names_are_not_text_are_left_out(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    write_model(qwen3(), plain / "good.gguf")
+    os.mkdir(os.path.join(os.fsencode(plain), b"dir-\xff"))
+    write_model(qwen3(), os.fsdecode(os.path.join(os.fsencode(plain), b"dir-\xff", b"m.gguf")))
+    hub = tmp_path / "hub"
+    _blob(hub, "acme/Good-GGUF", qwen3(), "Good-Q4_K_M.gguf")
+    (hub / "models--acme--Good-GGUF" / "refs" / "main").unlink()  # no ref: the snapshot is found by listing
+    snapshots = os.fsencode(hub / "models--acme--Good-GGUF" / "snapshots")
+    os.rename(os.path.join(snapshots, COMMIT.encode()), os.path.join(snapshots, b"\xfe" * 4))
+    studio = tmp_path / "studio"
+    (studio / "pub").mkdir(parents=True)
+    os.mkdir(os.path.join(os.fsencode(studio / "pub"), b"repo-\xff"))
+    write_model(qwen3(), os.fsdecode(os.path.join(os.fsencode(studio / "pub"), b"repo-\xff", b"R-Q4_K_M.gguf")))
+    index = ModelIndex([Root(str(plain), RootKind.PLAIN), Root(str(hub), RootKind.HF_CACHE),
+                        Root(str(studio), RootKind.LM_STUDIO)])
+    index.refresh()
+    assert [a.model_id for a in index.artifacts()] == ["good"]
+    FitService(index).model_list().model_dump_json()  # the listing is text the wire can carry

@@ -113,3 +113,33 @@ def test_nonsense_hyperparameters_degrade_only_their_model(tmp_path: Path) -> No
     assert listed["huge-context"].context_limit is None and listed["good"].context_limit == 32768
     for result in results:
         assert result.estimate.lower_bound_bytes >= 0
+
+
+def test_a_token_list_that_is_not_strings_gives_no_vocabulary(tmp_path: Path) -> None:
+    """A sparse file can claim a numeric 'token list' of 2^32 entries; it is no vocabulary llama.cpp could load."""
+    model = qwen3()
+    model.vocab = 0  # no tokenizer: the list below stands in for it
+    model.kv["tokenizer.ggml.tokens"] = np.arange(5000, dtype=np.int32)
+    write_model(model, tmp_path / "numbers.gguf")
+    service = FitService(ModelIndex([Root(str(tmp_path), RootKind.PLAIN)]))
+    service.index.refresh()
+    result = service.fit_batch([WireFitVerdictRequest(model_id="numbers")]).results[0]
+    parts = {p.component: p for p in result.estimate.parts}
+    assert parts["weights"].basis == "measuredArtifact" and parts["kvCache"].basis == "derivedLayout"  # readable
+    assert parts["workspace"].basis == "unknown" and result.estimate.upper_bound_bytes is None
+
+
+def test_a_header_that_keeps_too_much_is_refused_quickly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short string arrays are kept whole; many of them would cost memory in proportion to the file."""
+    from memfit.readers import gguf_header
+    from memfit.readers.gguf_header import GGUFError, read_header
+
+    model = qwen3()
+    write_model(model, tmp_path / "normal.gguf")
+    for i in range(64):
+        model.kv[f"junk.{i}"] = [f"s{j}" for j in range(4000)]
+    write_model(model, tmp_path / "junk.gguf")
+    monkeypatch.setattr(gguf_header, "MAX_KEPT_BYTES", 1 << 20)  # 64 x 4000 strings keep ~3 MiB
+    read_header(tmp_path / "normal.gguf")
+    with pytest.raises(GGUFError, match="keeps over"):
+        read_header(tmp_path / "junk.gguf")
