@@ -10,6 +10,7 @@ import re
 import sys
 import threading
 from collections.abc import AsyncIterator
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -28,7 +29,7 @@ from memfit.validation import VALIDATORS
 
 log = logging.getLogger("memfit.http")
 
-SPEC_PATH = Path(__file__).with_name("openapi.yaml")
+SPEC_PATH = Path(str(resources.files("memfit.generated").joinpath("openapi.yaml")))  # scripts/regenerate copies it
 MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is not a fit request
 REVISION_HEADER = b"x-memfit-api-revision"
 BODY_TIMEOUT_S = 10.0  # a body that trickles in for longer is cut off with a 408

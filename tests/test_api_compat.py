@@ -12,7 +12,7 @@ import pytest
 from tests.api_compat import Spec, breaking_changes, load
 
 ROOT = Path(__file__).resolve().parent.parent
-CURRENT = load(str(ROOT / "memfit" / "openapi.yaml"))
+CURRENT = load(str(ROOT / "openapi.yaml"))
 
 
 def _released() -> list[Path]:
@@ -90,13 +90,13 @@ def test_a_stale_generated_module_is_caught(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    (tmp_path / "memfit" / "generated").mkdir(parents=True)
+    (tmp_path / "generated").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    shutil.copy(ROOT / "memfit" / "generated" / "models.py", tmp_path / "memfit" / "generated" / "models.py")
-    spec = (ROOT / "memfit" / "openapi.yaml").read_text()
+    shutil.copy(ROOT / "generated" / "models.py", tmp_path / "generated" / "models.py")
+    spec = (ROOT / "openapi.yaml").read_text()
     generator = [str(Path(sys.executable).with_name("datamodel-codegen")), "--check"]
-    (tmp_path / "memfit" / "openapi.yaml").write_text(spec)
+    (tmp_path / "openapi.yaml").write_text(spec)
     assert subprocess.run(generator, cwd=tmp_path, capture_output=True, timeout=120).returncode == 0
-    (tmp_path / "memfit" / "openapi.yaml").write_text(spec.replace("        hasProjector:", "        tags:\n"
+    (tmp_path / "openapi.yaml").write_text(spec.replace("        hasProjector:", "        tags:\n"
                                                                    "          type: string\n        hasProjector:"))
     assert subprocess.run(generator, cwd=tmp_path, capture_output=True, timeout=120).returncode != 0

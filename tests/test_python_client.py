@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def memfit_client(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("generated-client")
     generator = Path(sys.executable).with_name("openapi-python-client")
-    done = subprocess.run([str(generator), "generate", "--path", str(ROOT / "memfit" / "openapi.yaml"), "--meta", "none",
+    done = subprocess.run([str(generator), "generate", "--path", str(ROOT / "openapi.yaml"), "--meta", "none",
                            "--output-path", str(out / "memfit_client"),
                            "--config", str(ROOT / "clients" / "python" / "openapi-python-client.yaml")],
                           capture_output=True, text=True, timeout=120)

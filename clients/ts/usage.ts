@@ -1,4 +1,4 @@
-// A model picker's use of memfit, type-checked against types generated from memfit/openapi.yaml.
+// A model picker's use of memfit, type-checked against types generated from openapi.yaml.
 // A spec change that breaks this caller fails CI (scripts/test: npm run generate && npm run check).
 import type { components, paths } from "./generated/memfit";
 
