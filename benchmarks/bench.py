@@ -29,11 +29,9 @@ import psutil
 from gguf import GGMLQuantizationType as QT
 
 from benchmarks.serve import TOKEN
-from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
-from memfit.generated.models import WireFitVerdictRequest
+from memfit.estimator.fit_types import FitRequest
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tests.gguf_models import Model, attention, embeddings, feed_forward, gemma3_4b, transformer_kv, write_model
 
 TARGETS = {"cold_ms": 50.0, "cold_ratio": 100.0, "warm_ms": 0.2, "http_ratio": 1.3, "rss_growth": 0.10}
@@ -80,17 +78,19 @@ def median_ms(run: Callable[[], object], repeat: int) -> float:
 def cold_and_warm(models: dict[str, Path]) -> list[tuple[str, float, float, float]]:
     rows = []
     for label, path in models.items():
-        request = WireFitVerdictRequest(model_id=path.stem)
-        index = ModelIndex([Root(str(path.parent), RootKind.PLAIN)])
-        index.refresh()
+        request = FitRequest(path.stem)
+        cold_service = build_service([Root(str(path.parent), RootKind.PLAIN)])
+        cold_service.index.refresh()
 
         def cold_estimate() -> None:  # the header read and the estimate, without the directory scan
-            FitService(index, ArtifactCache()).answer(request)
+            cold_service.cache.clear()
+            cold_service.answer(request)
 
         cold_estimate()
         memfit_ms = median_ms(cold_estimate, 7)
         reader_ms = median_ms(lambda: gguf.GGUFReader(path), 2)
-        warm_service = FitService(index, ArtifactCache())
+        warm_service = build_service([Root(str(path.parent), RootKind.PLAIN)])
+        warm_service.index.refresh()
         warm_service.answer(request)
         warm_ms = median_ms(lambda: [warm_service.answer(request) for _ in range(1000)], 5) / 1000
         rows.append((label, memfit_ms, reader_ms, warm_ms))

@@ -7,7 +7,6 @@ way `memfit serve` runs (same service construction), with access logs off so bot
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import AsyncIterator
 
@@ -18,23 +17,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memfit import wire
 from memfit.app import create_app
-from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.history import History
-from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit.estimator.fit_service import FitService
 from memfit.generated.models import WireFitVerdictRequest
-from memfit.readers.header_store import HeaderStore
-from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 
 TOKEN = "bench-token"
 
 
 def service(models: str, state: str) -> FitService:
-    return FitService(ModelIndex([Root(models, RootKind.PLAIN)]),
-                      ArtifactCache(store=HeaderStore(os.path.join(state, "headers.sqlite3"))),
-                      history=History(HistoryDB(os.path.join(state, "history.sqlite3"))))
+    return build_service([Root(models, RootKind.PLAIN)], state_dir=state)
 
 
 def bare_app(fit: FitService) -> Starlette:
@@ -42,7 +36,7 @@ def bare_app(fit: FitService) -> Starlette:
 
     async def batch(request: Request) -> Response:
         requests = [WireFitVerdictRequest.model_validate(item) for item in await request.json()]
-        answer = await run_in_threadpool(fit.fit_batch, requests)
+        answer = await run_in_threadpool(wire.fit_batch, fit, requests)
         return Response(answer.model_dump_json(by_alias=True), media_type="application/json")
 
     async def health(_: Request) -> Response:

@@ -45,6 +45,11 @@ class ArtifactCache:
         self._entries: OrderedDict[tuple[FileIdentity, ...], ArtifactFacts | Unreadable] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        """Forget every fact held in memory (the store, if any, keeps its summaries)."""
+        with self._lock:
+            self._entries.clear()
+
     def identity(self, paths: Sequence[str]) -> tuple[FileIdentity, ...]:
         try:
             return tuple(file_identity(p) for p in paths)

@@ -11,7 +11,7 @@ from connexion.exceptions import BadRequestProblem
 from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
-from memfit.estimator.service import FitService
+from memfit.estimator.fit_service import FitService
 
 M = TypeVar("M", bound=BaseModel)
 STATE_KEY = "memfit.state"

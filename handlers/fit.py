@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from memfit import wire
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.estimator.errors import Cancelled
 from memfit.handlers.context import cancellation, current, json_response, parse
@@ -14,7 +15,7 @@ from memfit.handlers.problems import problem_response
 async def fit_batch(body: list[dict]) -> Response:
     requests = [parse(WireFitVerdictRequest, item) for item in body]
     try:
-        batch = await run_in_threadpool(current().service.fit_batch, requests, cancellation())
+        batch = await run_in_threadpool(wire.fit_batch, current().service, requests, cancellation())
     except Cancelled as exc:
         return problem_response(499, str(exc))
     return json_response(batch)
@@ -22,7 +23,7 @@ async def fit_batch(body: list[dict]) -> Response:
 
 async def fit_one(body: dict) -> Response:
     request = parse(WireFitVerdictRequest, body)
-    result = await run_in_threadpool(current().service.fit_one, request)
+    result = await run_in_threadpool(wire.fit_one, current().service, request)
     if result is None:
         return problem_response(404, "no model on this machine or in the bundled catalog has that id")
     return json_response(result)

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfit.handlers.context import CANCEL_KEY, STATE_KEY, ServerState
 from memfit.handlers.problems import PROBLEM_JSON, problem_body, problem_response
-from memfit.estimator.service import FitService
+from memfit.estimator.fit_service import FitService
 from memfit.validation import VALIDATORS
 
 log = logging.getLogger("memfit.http")

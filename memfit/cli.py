@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import warnings
 from fractions import Fraction
 
 from memfit.config import default_state_dir, model_roots
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.budget import BudgetSetting
-from memfit.estimator.history import History
-from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService, Settings
-from memfit.readers.header_store import HeaderStore
-from memfit.readers.history_db import HistoryDB
+from memfit.estimator.fit_service import FitService, Settings
+from memfit.service_builder import build_service
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
-HISTORY_FILE = "history.sqlite3"
-HEADERS_FILE = "headers.sqlite3"
 
 
 def _margin(text: str) -> Fraction:
@@ -35,11 +28,8 @@ def _margin(text: str) -> Fraction:
 
 
 def _service(args: argparse.Namespace) -> FitService:
-    index = ModelIndex(model_roots(args.models, usual=not args.no_usual_dirs))
-    state = default_state_dir()
-    history = History(HistoryDB(os.path.join(state, HISTORY_FILE)))
-    cache = ArtifactCache(store=HeaderStore(os.path.join(state, HEADERS_FILE)))
-    return FitService(index, cache, Settings(margin=args.margin, budget=BudgetSetting(args.budget)), history=history)
+    return build_service(model_roots(args.models, usual=not args.no_usual_dirs), state_dir=default_state_dir(),
+                         settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)))
 
 
 def _add_service_flags(parser: argparse.ArgumentParser) -> None:
@@ -74,16 +64,18 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def models(args: argparse.Namespace) -> int:
+    from memfit import wire
     from memfit.render import render_models
 
     service = _service(args)
     service.index.refresh()
-    listing = service.model_list()
+    listing = wire.model_list(service)
     print(listing.model_dump_json(indent=2) if args.json else render_models(listing))
     return 0
 
 
 def fit(args: argparse.Namespace) -> int:
+    from memfit import wire
     from memfit.generated.models import WireFitVerdictRequest
     from memfit.render import render_result
 
@@ -92,7 +84,7 @@ def fit(args: argparse.Namespace) -> int:
     requests = [WireFitVerdictRequest(model_id=m, allocated_tokens=args.tokens, streams=args.streams,
                                       key_element_bytes=args.key_bytes, value_element_bytes=args.value_bytes,
                                       mode=args.mode) for m in args.model]
-    batch = service.fit_batch(requests)
+    batch = wire.fit_batch(service, requests)
     found = {r.model_id for r in batch.results}
     for missing in (m for m in args.model if m not in found):
         print(f"memfit: no model on this machine or in the catalog has the id {missing!r}", file=sys.stderr)

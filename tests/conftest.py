@@ -13,11 +13,9 @@ import uvicorn
 
 from memfit.app import create_app
 from memfit.http_server import server_config
-from memfit.estimator.history import History
-from memfit.estimator.registry import ModelIndex
-from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
-from memfit.estimator.service import FitService
+from memfit.estimator.fit_service import FitService
+from memfit.service_builder import build_service
 from tests.gguf_models import PUBLIC_SET, write_model
 
 TOKEN = "test-token-1f0e"
@@ -71,8 +69,8 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def live(public_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    history = History(HistoryDB(str(tmp_path_factory.mktemp("history") / "history.sqlite3")))
-    with LiveServer(FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]), history=history)) as server:
+    service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("history")))
+    with LiveServer(service) as server:
         yield server
 
 

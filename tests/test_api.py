@@ -8,7 +8,7 @@ import pytest
 
 from memfit.estimator.registry import ModelIndex
 from memfit.readers.model_roots import Root, RootKind
-from memfit.estimator.service import FitService
+from memfit.service_builder import build_service
 from memfit.readers.host_memory import read_host_memory
 from tests.conftest import LiveServer
 from tests.truth import records
@@ -59,7 +59,7 @@ def test_one_budget_reading_per_batch(public_models) -> None:
         calls.append(1)
         return read_host_memory()
 
-    service = FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]), read_host=counting_reader)
+    service = build_service([Root(str(public_models), RootKind.PLAIN)], read_host=counting_reader)
     with LiveServer(service) as server, server.client() as c:
         results = c.post(BATCH, json=[{"modelId": m} for m in DENSE * 3]).json()["results"]
     assert len(calls) == 1

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from memfit import wire
 from memfit.estimator import artifact_cache
-from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit.estimator.fit_service import FitService
 from memfit.generated.models import WireFitVerdictRequest
-from memfit.readers.header_store import HeaderStore
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tests.gguf_models import gemma3_4b, llama_gqa, qwen3, write_model
 
@@ -27,7 +26,7 @@ def _weights(client, model_id: str) -> tuple[int, int]:
 def test_a_file_changed_under_a_running_server_gets_a_new_answer(tmp_path: Path) -> None:
     path = tmp_path / "changing.gguf"
     write_model(llama_gqa(), path)
-    with LiveServer(FitService(ModelIndex([Root(str(tmp_path), RootKind.PLAIN)]))) as server, server.client() as c:
+    with LiveServer(build_service([Root(str(tmp_path), RootKind.PLAIN)])) as server, server.client() as c:
         first = _weights(c, "changing")
         write_model(qwen3(), path)  # replaced in place under the same name
         replaced = _weights(c, "changing")
@@ -46,20 +45,20 @@ def test_a_restarted_server_is_warm(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     request = [WireFitVerdictRequest(model_id="big")]
 
     def service() -> FitService:
-        index = ModelIndex([Root(str(models), RootKind.PLAIN)])
-        index.refresh()
-        return FitService(index, ArtifactCache(store=HeaderStore(store_path)))
+        fresh = build_service([Root(str(models), RootKind.PLAIN)], state_dir=os.path.dirname(store_path))
+        fresh.index.refresh()
+        return fresh
 
-    first = service().fit_batch(request).results[0]
+    first = wire.fit_batch(service(), request).results[0]
 
     def no_reading(path: str):
         raise AssertionError(f"{path} was read again")
 
     monkeypatch.setattr(artifact_cache, "read_header", no_reading)
-    restarted = service().fit_batch(request).results[0]  # a new process would start with this store
+    restarted = wire.fit_batch(service(), request).results[0]  # a new process would start with this store
     assert restarted.estimate == first.estimate
 
     time.sleep(0.01)
     os.utime(models / "big.gguf")  # touched: a new mtime is a new identity, so the store has no summary
     with pytest.raises(AssertionError, match="read again"):
-        service().fit_batch(request)
+        wire.fit_batch(service(), request)

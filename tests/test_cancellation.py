@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit.service_builder import build_service
 from memfit.readers.model_roots import Root, RootKind
 from tests.conftest import LiveServer
 
@@ -33,7 +33,7 @@ class SlowIndex(ModelIndex):
 
 def test_a_client_that_goes_away_cancels_its_batch(public_models: Path, caplog: pytest.LogCaptureFixture) -> None:
     index = SlowIndex(public_models)
-    with caplog.at_level(logging.WARNING, logger="memfit.http"), LiveServer(FitService(index)) as server:
+    with caplog.at_level(logging.WARNING, logger="memfit.http"), LiveServer(build_service(index=index)) as server:
         with server.client() as client, pytest.raises(httpx.ReadTimeout):
             client.post("/v1/models/fit/batch", json=BATCH, timeout=0.5)
         time.sleep(0.6)  # the worker notices between two models
@@ -47,7 +47,7 @@ def test_a_client_that_goes_away_cancels_its_batch(public_models: Path, caplog: 
 
 def test_a_stopping_server_cancels_the_batch_in_flight(public_models: Path, caplog: pytest.LogCaptureFixture) -> None:
     index = SlowIndex(public_models)
-    server = LiveServer(FitService(index))
+    server = LiveServer(build_service(index=index))
     server.server.config.timeout_graceful_shutdown = 0.3
     responses: list[httpx.Response | Exception] = []
 

@@ -13,7 +13,9 @@ from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog, CatalogEntry, bits_per_weight, proxy_weights
 from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit import wire
+from memfit.estimator.fit_service import FitService
+from memfit.service_builder import build_service
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from tests.accuracy import model_writers
@@ -61,11 +63,11 @@ def test_parameter_count_matches_the_tensors_of_a_real_shape(name: str) -> None:
 
 
 def _answer(service: FitService, model_id: str, **fields):
-    return service.fit_batch([WireFitVerdictRequest(model_id=model_id, **fields)]).results[0]
+    return wire.fit_batch(service, [WireFitVerdictRequest(model_id=model_id, **fields)]).results[0]
 
 
 def test_catalog_only_answer() -> None:
-    service = FitService(ModelIndex([]))
+    service = build_service()
     result = _answer(service, "Qwen/Qwen3-8B-GGUF:q8_0", allocated_tokens=8192)
     assert result.model_id == "Qwen/Qwen3-8B-GGUF:q8_0" and result.identity.model_id == "Qwen/Qwen3-8B-GGUF:Q8_0"
     assert result.identity.artifact_bytes is None and result.identity.quant == "Q8_0"
@@ -83,13 +85,13 @@ def test_catalog_only_answer() -> None:
 
 
 def test_default_quant_and_unknown_quant() -> None:
-    service = FitService(ModelIndex([]))
+    service = build_service()
     assert _answer(service, "Qwen/Qwen3-8B-GGUF").identity.quant == "Q4_K_M"
-    assert service.fit_batch([WireFitVerdictRequest(model_id="Qwen/Qwen3-8B-GGUF:Q1_0")]).results == []
+    assert wire.fit_batch(service, [WireFitVerdictRequest(model_id="Qwen/Qwen3-8B-GGUF:Q1_0")]).results == []
 
 
 def test_catalog_context_limit_refuses_longer_contexts() -> None:
-    result = _answer(FitService(ModelIndex([])), "Qwen/Qwen3-8B-GGUF", allocated_tokens=10**6)
+    result = _answer(build_service(), "Qwen/Qwen3-8B-GGUF", allocated_tokens=10**6)
     assert result.estimate.refusal == "contextExceedsModelLimit"
 
 
@@ -97,12 +99,12 @@ def test_a_model_on_disk_beats_the_catalog_entry(tmp_path: Path) -> None:
     hub = tmp_path / "hub" / "models--Qwen--Qwen3-8B-GGUF" / "snapshots" / ("a" * 40)
     hub.mkdir(parents=True)
     write_model(model_writers()["qwen3-f16"](), hub / "Qwen3-8B-Q4_K_M.gguf")
-    service = FitService(ModelIndex([Root(str(tmp_path / "hub"), RootKind.HF_CACHE)]))
+    service = build_service([Root(str(tmp_path / "hub"), RootKind.HF_CACHE)])
     service.index.refresh()
     result = _answer(service, "Qwen/Qwen3-8B-GGUF:Q4_K_M")
     assert result.estimate.parts[0].basis == "measuredArtifact" and result.identity.revision == "a" * 40
     assert "artifactNotOnDisk" not in result.limits
-    listed = [m for m in service.model_list().models if m.model_id == "Qwen/Qwen3-8B-GGUF:Q4_K_M"]
+    listed = [m for m in wire.model_list(service).models if m.model_id == "Qwen/Qwen3-8B-GGUF:Q4_K_M"]
     assert [m.source for m in listed] == ["local"]
 
 

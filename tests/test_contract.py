@@ -12,11 +12,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import CHECKS, load_all_checks
 
 from memfit.app import create_app
-from memfit.estimator.history import History
-from memfit.estimator.registry import ModelIndex
-from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
-from memfit.estimator.service import FitService
+from memfit.service_builder import build_service
 from tests.conftest import AUTH, TOKEN
 from tests.gguf_models import gemma3_swa, qwen3, write_model
 
@@ -33,8 +30,8 @@ config.projects.default.generation.update(modes=[schemathesis.GenerationMode.POS
                                                  schemathesis.GenerationMode.NEGATIVE])
 schema = schemathesis.openapi.from_asgi(
     "/v1/openapi.json",
-    create_app(FitService(ModelIndex([Root(str(MODELS), RootKind.PLAIN)]),
-                          history=History(HistoryDB(str(MODELS / "history.sqlite3")))), TOKEN, validate_responses=True),
+    create_app(build_service([Root(str(MODELS), RootKind.PLAIN)], state_dir=str(MODELS)), TOKEN,
+               validate_responses=True),
     config=config)
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit import wire
+from memfit.service_builder import build_service
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind, quant_tag, usual_roots
 from tests.gguf_models import Model, embeddings, llama_gqa, qwen3, write_model
@@ -97,8 +98,8 @@ def test_hub_cache_ids_revisions_and_projectors(index: ModelIndex, hub: Path) ->
 def test_split_model_is_one_artifact_of_all_its_files(index: ModelIndex) -> None:
     split = index.get("acme/Split-GGUF:BF16")
     assert len(split.paths) == 3 and [p[-24:] for p in split.paths] == sorted(p[-24:] for p in split.paths)
-    service = FitService(index)
-    result = service.fit_batch([WireFitVerdictRequest(model_id="acme/Split-GGUF:BF16")]).results[0]
+    service = build_service(index=index)
+    result = wire.fit_batch(service, [WireFitVerdictRequest(model_id="acme/Split-GGUF:BF16")]).results[0]
     assert result.identity.artifact_bytes == sum(os.path.getsize(p) for p in split.paths)
     assert result.identity.revision == COMMIT
     assert result.estimate.parts[0].basis == "measuredArtifact"
@@ -123,10 +124,10 @@ def test_lm_studio_folder(index: ModelIndex) -> None:
 
 
 def test_shared_key_marks_the_same_file_set_and_projector(index: ModelIndex) -> None:
-    service = FitService(index)
+    service = build_service(index=index)
     requests = [WireFitVerdictRequest(model_id=m) for m in
                 ("acme/Tiny-GGUF", "acme/Tiny-GGUF:Q4_K_M", "acme/Tiny-GGUF:Q8_0", "bart/Old-GGUF:Q5_K_M")]
-    results = service.fit_batch(requests).results
+    results = wire.fit_batch(service, requests).results
     parts = [{p.component: p for p in r.estimate.parts} for r in results]
     assert parts[0]["weights"].shared_key and parts[0]["weights"].shared_key == parts[1]["weights"].shared_key
     assert parts[2]["weights"].shared_key == ""  # a different file
@@ -134,19 +135,19 @@ def test_shared_key_marks_the_same_file_set_and_projector(index: ModelIndex) -> 
     assert projector_key and parts[1]["companions"].shared_key == projector_key == parts[2]["companions"].shared_key
     assert parts[0]["companions"].basis == "measuredArtifact" and parts[0]["companions"].bytes > 0
     assert parts[3]["companions"].basis == "notApplicable" and parts[3]["weights"].shared_key == ""
-    alone = service.fit_batch([WireFitVerdictRequest(model_id="acme/Tiny-GGUF:Q8_0")]).results[0]
+    alone = wire.fit_batch(service, [WireFitVerdictRequest(model_id="acme/Tiny-GGUF:Q8_0")]).results[0]
     assert all(p.shared_key == "" for p in alone.estimate.parts)  # shared only within one batch
 
 
 def test_model_list_puts_local_artifacts_first(index: ModelIndex) -> None:
-    listing = FitService(index).model_list().models
+    listing = wire.model_list(build_service(index=index)).models
     sources = [m.source for m in listing]
     assert sources == sorted(sources, key=lambda s: s != "local") and "catalog" in sources
     local = [m.model_id for m in listing if m.source == "local"]
     assert local[:3] == ["acme/Split-GGUF:BF16", "acme/Tiny-GGUF:Q4_K_M", "acme/Tiny-GGUF:Q8_0"]
     tiny = next(m for m in listing if m.model_id == "acme/Tiny-GGUF:Q4_K_M")
     assert (tiny.has_projector, tiny.revision, tiny.architecture) == (True, COMMIT, "llama")
-    assert [m.model_id for m in FitService(index).model_list().models] == [m.model_id for m in listing]  # stable
+    assert [m.model_id for m in wire.model_list(build_service(index=index)).models] == [m.model_id for m in listing]  # stable
 
 
 def test_index_refreshes_when_a_directory_changes(tmp_path: Path) -> None:
@@ -218,7 +219,7 @@ def test_odd_files_in_a_hub_cache_hide_nothing_else(tmp_path: Path) -> None:
     index.refresh()
     assert sorted(a.model_id for a in index.artifacts()) == ["acme/Good-GGUF:Q4_K_M", "acme/Odd-GGUF:Q4_K_M"]
     assert index.get("acme/Odd-GGUF:Q4_K_M").revision == COMMIT  # the newest snapshot stands in for refs/main
-    listing = FitService(index).model_list()  # every id in it is text the wire can carry
+    listing = wire.model_list(build_service(index=index))  # every id in it is text the wire can carry
     assert {"acme/Good-GGUF:Q4_K_M", "acme/Odd-GGUF:Q4_K_M"} <= {m.model_id for m in listing.models}
     listing.model_dump_json()
 
@@ -286,4 +287,4 @@ def test_folders_whose_names_are_not_text_are_left_out(tmp_path: Path) -> None:
                         Root(str(studio), RootKind.LM_STUDIO)])
     index.refresh()
     assert [a.model_id for a in index.artifacts()] == ["good"]
-    FitService(index).model_list().model_dump_json()  # the listing is text the wire can carry
+    wire.model_list(build_service(index=index)).model_dump_json()  # the listing is text the wire can carry

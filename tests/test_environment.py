@@ -15,7 +15,8 @@ import pytest
 from memfit.estimator.estimate import Part
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit import wire
+from memfit.service_builder import build_service
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import engines
@@ -82,9 +83,9 @@ def test_unreadable_process_table_is_null(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_committed_bytes_reach_the_budget(public_models: Path, stand_in_engine: psutil.Process) -> None:
-    service = FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]))
+    service = build_service([Root(str(public_models), RootKind.PLAIN)])
     service.index.refresh()
-    budget = service.fit_batch([WireFitVerdictRequest(model_id="qwen3-f16")]).results[0].budget
+    budget = wire.fit_batch(service, [WireFitVerdictRequest(model_id="qwen3-f16")]).results[0].budget
     assert budget.committed_bytes >= stand_in_engine.memory_info().rss
 
 
@@ -168,14 +169,14 @@ def test_no_gpu_reading_and_no_visible_gpu() -> None:
 
 
 def test_nvml_reading_reaches_the_answer(public_models: Path) -> None:
-    service = FitService(ModelIndex([Root(str(public_models), RootKind.PLAIN)]),
-                         nvml=NvmlReader(fake_nvml(TWO_GPUS), environ={}))
+    service = build_service([Root(str(public_models), RootKind.PLAIN)],
+                            nvml=NvmlReader(fake_nvml(TWO_GPUS), environ={}))
     service.index.refresh()
     requests = [WireFitVerdictRequest(model_id="qwen3-f16"), WireFitVerdictRequest(model_id="qwen3-f16", mode="x"),
                 WireFitVerdictRequest(model_id="qwen3-f16", allocated_tokens=0)]
-    fits, unknown_mode, refused = service.fit_batch(requests).results
+    fits, unknown_mode, refused = wire.fit_batch(service, requests).results
     assert fits.gpu_admits is True and "gpuTelemetryUnavailable" not in fits.limits
     assert unknown_mode.gpu_admits is None and refused.gpu_admits is None
-    failing = FitService(service.index, nvml=NvmlReader(fake_nvml(TWO_GPUS, fail="nvmlInit"), environ={}))
-    result = failing.fit_batch(requests[:1]).results[0]
+    failing = build_service(index=service.index, nvml=NvmlReader(fake_nvml(TWO_GPUS, fail="nvmlInit"), environ={}))
+    result = wire.fit_batch(failing, requests[:1]).results[0]
     assert result.gpu_admits is None and "gpuTelemetryUnavailable" in result.limits

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit import wire
+from memfit.service_builder import build_service
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from tests.gguf_models import Model, qwen3, write_model
@@ -49,10 +50,10 @@ def test_hostile_files_leave_the_rest_of_the_batch_alone(tmp_path: Path) -> None
         data = mutate(BASE, mutation, i * 37, i * 2**58 + 11)
         (tmp_path / f"hostile-{i}.gguf").write_bytes(data)
         ids.append(f"hostile-{i}")
-    service = FitService(ModelIndex([Root(str(tmp_path), RootKind.PLAIN)]))
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
     service.index.refresh()
     requests = [WireFitVerdictRequest(model_id=m) for m in ["good", *ids, "good"]]
-    results = service.fit_batch(requests).results
+    results = wire.fit_batch(service, requests).results
     assert [r.model_id for r in results] == ["good", *ids, "good"]
     assert results[0] == results[-1] and results[0].estimate.weakest_basis == "derivedLayout"
     for result in results[1:-1]:
@@ -99,17 +100,17 @@ def test_nonsense_hyperparameters_degrade_only_their_model(tmp_path: Path) -> No
     write_model(untokenized, tmp_path / "huge-vocab.gguf")
     for name, model in NONSENSE.items():
         write_model(model, tmp_path / f"{name}.gguf")
-    service = FitService(ModelIndex([Root(str(tmp_path), RootKind.PLAIN)]))
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
     service.index.refresh()
     ids = ["good", "huge-vocab", *NONSENSE, "good"]
-    results = service.fit_batch([WireFitVerdictRequest(model_id=m, context_tokens=8192) for m in ids]).results
+    results = wire.fit_batch(service, [WireFitVerdictRequest(model_id=m, context_tokens=8192) for m in ids]).results
     assert [r.model_id for r in results] == ids and results[0] == results[-1]
     assert results[0].estimate.weakest_basis == "derivedLayout"
     by_id = {r.model_id: r for r in results}
     for name in ("negative-heads", "negative-layers", "huge-layers"):  # no layout from these: unknown, with why
         kv = next(p for p in by_id[name].estimate.parts if p.component == "kvCache")
         assert kv.basis == "unknown" and by_id[name].limits and by_id[name].estimate.upper_bound_bytes is None
-    listed = {m.model_id: m for m in service.model_list().models}
+    listed = {m.model_id: m for m in wire.model_list(service).models}
     assert listed["huge-context"].context_limit is None and listed["good"].context_limit == 32768
     for result in results:
         assert result.estimate.lower_bound_bytes >= 0
@@ -121,9 +122,9 @@ def test_a_token_list_that_is_not_strings_gives_no_vocabulary(tmp_path: Path) ->
     model.vocab = 0  # no tokenizer: the list below stands in for it
     model.kv["tokenizer.ggml.tokens"] = np.arange(5000, dtype=np.int32)
     write_model(model, tmp_path / "numbers.gguf")
-    service = FitService(ModelIndex([Root(str(tmp_path), RootKind.PLAIN)]))
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
     service.index.refresh()
-    result = service.fit_batch([WireFitVerdictRequest(model_id="numbers")]).results[0]
+    result = wire.fit_batch(service, [WireFitVerdictRequest(model_id="numbers")]).results[0]
     parts = {p.component: p for p in result.estimate.parts}
     assert parts["weights"].basis == "measuredArtifact" and parts["kvCache"].basis == "derivedLayout"  # readable
     assert parts["workspace"].basis == "unknown" and result.estimate.upper_bound_bytes is None

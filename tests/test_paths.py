@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.registry import ModelIndex
-from memfit.estimator.service import FitService
+from memfit.service_builder import build_service
 from memfit.readers.model_roots import Root, RootKind
 from tests.conftest import LiveServer
 from tests.gguf_models import qwen3, write_model
@@ -47,7 +47,7 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_hostile_ids_are_never_opened(layout: tuple[Path, Path]) -> None:
     models, outside = layout
     OPENED.clear()
-    with LiveServer(FitService(ModelIndex([Root(str(models), RootKind.PLAIN)]))) as server, server.client() as c:
+    with LiveServer(build_service([Root(str(models), RootKind.PLAIN)])) as server, server.client() as c:
         AUDITING["on"] = True
         try:
             batch = c.post("/v1/models/fit/batch", json=[{"modelId": i} for i in HOSTILE_IDS[:31]] + [

@@ -1,4 +1,4 @@
-"""GET /health and the contract itself."""
+"""GET /health and the contract itself (/v1/openapi.json, /v1/openapi.yaml)."""
 
 from __future__ import annotations
 

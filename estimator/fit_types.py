@@ -1,0 +1,80 @@
+"""What the fit service takes and gives: the domain's requests and answers (the wire adapter maps them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memfit.estimator.budget import Budget
+from memfit.estimator.estimate import Bounds, Part
+from memfit.estimator.subject import Subject
+from memfit.estimator.vocabulary import Refusal, Verdict
+from memfit.estimator.workload import Workload, WorkloadRequest
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    model_id: str
+    workload: WorkloadRequest = field(default_factory=WorkloadRequest)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """One model's answer, judged against the environment of its request."""
+
+    model_id: str  # as the request named it
+    subject: Subject  # the model it resolved to: identity and evidence
+    workload: Workload
+    refusal: Refusal
+    parts: tuple[Part, ...]  # sharedKey set where another answer of the batch uses the same files
+    bounds: Bounds
+    verdict: Verdict
+    budget: Budget
+    gpu_admits: bool | None
+    limits: tuple[str, ...]  # in the contract's order
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model the server knows: a local artifact or a catalog entry (GET /v1/models)."""
+
+    model_id: str
+    source: str  # "local" or "catalog"
+    root: str
+    architecture: str
+    quant: str
+    revision: str
+    artifact_bytes: int | None
+    context_limit: int | None
+    has_projector: bool
+
+
+@dataclass(frozen=True)
+class ObservedParts:
+    weights: int | None = None
+    kv_cache: int | None = None
+    recurrent_state: int | None = None
+    workspace: int | None = None
+    companions: int | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a runtime reports it allocated for a model under a workload."""
+
+    model_id: str
+    revision: str
+    quant: str
+    artifact_bytes: int | None
+    workload: WorkloadRequest
+    parts: ObservedParts
+    runtime: str
+    observed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ObservationReceipt:
+    observation_id: int
+    model_id: str
+    known: bool
+    flags: tuple[str, ...]

@@ -1,0 +1,42 @@
+"""The one place the fit service is put together: for the server, the CLI, the benchmarks and the tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.catalog import Catalog
+from memfit.estimator.fit_service import FitService, Settings
+from memfit.estimator.history import History
+from memfit.estimator.registry import ModelIndex
+from memfit.readers.engines import EngineScanner
+from memfit.readers.header_store import HeaderStore
+from memfit.readers.history_db import HistoryDB
+from memfit.readers.host_memory import HostMemory, read_host_memory
+from memfit.readers.model_roots import Root
+from memfit.readers.nvml import NvmlReader
+
+HISTORY_FILE = "history.sqlite3"  # the measurement history, in the state directory
+HEADERS_FILE = "headers.sqlite3"  # parsed header summaries, in the state directory
+
+
+def build_service(roots: Sequence[Root] = (), *, state_dir: str | None = None, settings: Settings = Settings(),
+                  read_host: Callable[[], HostMemory] = read_host_memory, nvml: NvmlReader | None = None,
+                  read_committed: Callable[[], int | None] | None = None,
+                  poll_seconds: float = 2.0, index: ModelIndex | None = None) -> FitService:
+    """A fit service over the model roots. With a state directory, header summaries persist across restarts and
+    observations are recorded there; without one, nothing outlives the process and observations are refused.
+    The host, NVML and process-table readers default to the real ones; `index` replaces the index of `roots`."""
+    store = HeaderStore(os.path.join(state_dir, HEADERS_FILE)) if state_dir is not None else None
+    history_db = HistoryDB(os.path.join(state_dir, HISTORY_FILE)) if state_dir is not None else None
+    return FitService(
+        index=index if index is not None else ModelIndex(roots, poll_seconds=poll_seconds),
+        cache=ArtifactCache(store=store),
+        settings=settings,
+        read_host=read_host,
+        nvml=nvml if nvml is not None else NvmlReader(),
+        catalog=Catalog(),
+        history=History(history_db),
+        read_committed=read_committed or EngineScanner().committed_bytes,
+    )
