@@ -14,6 +14,7 @@ from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.estimator.layout import Layout
+from memfit.quant_names import QUANT_NAME
 from memfit.readers.gguf_header import STRING, GGUFHeader, SkippedArray
 
 TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
@@ -22,8 +23,7 @@ MAX_VOCAB = 1 << 31  # llama.cpp keeps token ids in int32
 # Types ggml's CPU backend repacks for its matmul kernels. A tied output (no output.weight) whose
 # token_embd has one of them is kept twice there: once for get_rows, once repacked for the output.
 CPU_REPACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_K, QT.IQ4_NL, QT.Q8_0})
-_QUANT_IN_NAME = re.compile(
-    r"(?<![A-Za-z0-9])(I?Q\d_[A-Z0-9]+(?:_[A-Z0-9]+)?|T?Q\d_\d|BF16|F16|F32|MXFP4(?:_MOE)?)(?![A-Za-z0-9])", re.I)
+_QUANT_IN_NAME = re.compile(rf"(?<![A-Za-z0-9])({QUANT_NAME})(?![A-Za-z0-9])", re.I)
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ import gguf
 
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.estimate import Part
+from memfit.estimator.bounds import Part
 from memfit.estimator.parameters import ParameterCount, count_parameters
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
+from memfit.quant_names import DEFAULT_QUANT
 from memfit.readers.catalog_file import load_catalog_file
 
-DEFAULT_QUANT = "Q4_K_M"
 F32_BYTES = 4  # norms, biases and routers stay F32 in every quant
 TENSOR_PADDING = 32  # every tensor is padded to 32 bytes; a block has at most this many tensors
 TENSORS_PER_BLOCK = 32

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memfit.integers import round_up
+
 CELL_PADDING = 256  # llama.cpp pads the KV size to 256 cells
 DEFAULT_N_UBATCH = 512
 DEFAULT_N_BATCH = 2048
-
-
-def pad(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
 
 
 @dataclass(frozen=True)
@@ -30,8 +28,8 @@ def llama_geometry(n_ctx_req: int, n_seq: int, n_ubatch_req: int = DEFAULT_N_UBA
 
     memfit's answers use its defaults: a non-unified cache, n_ubatch 512, no full-size SWA cache.
     """
-    n_ctx = pad(n_ctx_req, CELL_PADDING)
-    n_ctx_seq = n_ctx if unified else pad(n_ctx // n_seq, CELL_PADDING)
+    n_ctx = round_up(n_ctx_req, CELL_PADDING)
+    n_ctx_seq = n_ctx if unified else round_up(n_ctx // n_seq, CELL_PADDING)
     n_batch = min(DEFAULT_N_BATCH, n_ctx_req) if causal else DEFAULT_N_BATCH  # capped by the unpadded request
     return ContextGeometry(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=1 if unified else n_seq, n_seq=max(1, n_seq),
                            n_ubatch=min(n_ubatch_req, n_batch), swa_seqs=n_seq if unified else 1, swa_full=swa_full)

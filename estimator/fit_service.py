@@ -12,7 +12,7 @@ from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.errors import Cancelled
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
-from memfit.estimator.estimate import REFUSED, Bounds, Part, bounds
+from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.fit_types import FitRequest, FitResult, ModelEntry, Observation, ObservationReceipt
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.gpu_admission import gpu_admits
@@ -20,7 +20,7 @@ from memfit.estimator.history import History, kv_contradiction
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, local_subject
 from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
-from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, Refusal
+from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, ModelSource, ObservationFlag, Refusal
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
 from memfit.readers.history_db import ObservationRow
 from memfit.readers.host_memory import HostMemory
@@ -113,14 +113,14 @@ class FitService:
         for artifact in self.index.artifacts():
             subject = local_subject(artifact, self.cache)
             entries.append(ModelEntry(
-                model_id=artifact.model_id, source="local", root=artifact.root, architecture=subject.architecture,
+                model_id=artifact.model_id, source=ModelSource.LOCAL, root=artifact.root, architecture=subject.architecture,
                 quant=subject.quant, revision=artifact.revision, artifact_bytes=subject.artifact_bytes,
                 context_limit=subject.context_limit, has_projector=artifact.projector is not None))
         for entry, quant in self.catalog.ids():
             model_id = f"{entry.model_id}:{quant}"
             if self.index.get(model_id) is None:
                 entries.append(ModelEntry(
-                    model_id=model_id, source="catalog", root="", architecture=entry.architecture, quant=quant,
+                    model_id=model_id, source=ModelSource.CATALOG, root="", architecture=entry.architecture, quant=quant,
                     revision="", artifact_bytes=None, context_limit=entry.context_length, has_projector=False))
         return entries
 
@@ -135,7 +135,7 @@ class FitService:
             derived = forecast_parts(subject, workload)[0][1]
             note = kv_contradiction(p.kv_cache, derived.bytes if derived.basis is Basis.DERIVED_LAYOUT else None)
             if note:
-                flags.append("kvContradictsDerived")
+                flags.append(ObservationFlag.KV_CONTRADICTS_DERIVED)
         model_id = subject.model_id if subject is not None else observation.model_id
         row = ObservationRow(
             model_id=model_id, revision=observation.revision, quant=observation.quant,

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from memfit.estimator.budget import Budget
-from memfit.estimator.estimate import Bounds, Part
+from memfit.estimator.bounds import Bounds, Part
 from memfit.estimator.subject import Subject
-from memfit.estimator.vocabulary import Refusal, Verdict
+from memfit.estimator.vocabulary import ModelSource, Refusal, Verdict
 from memfit.estimator.workload import Workload, WorkloadRequest
 
 
@@ -39,7 +39,7 @@ class ModelEntry:
     """A model the server knows: a local artifact or a catalog entry (GET /v1/models)."""
 
     model_id: str
-    source: str  # "local" or "catalog"
+    source: ModelSource
     root: str
     architecture: str
     quant: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED
 from memfit.estimator.context import ContextGeometry, context_geometry
-from memfit.estimator.estimate import Part
+from memfit.estimator.bounds import Part
 from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
 from memfit.estimator.layout import Layout

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memfit.estimator.estimate import Part
+from memfit.estimator.bounds import Part
 from memfit.estimator.vocabulary import Component, Mode
 from memfit.readers.nvml import GpuMemory
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memfit.estimator.context import CELL_PADDING, ContextGeometry, pad
+from gguf import GGML_QUANT_SIZES
+from gguf import GGMLQuantizationType as QT
+
+from memfit.estimator.context import CELL_PADDING, ContextGeometry
 from memfit.estimator.layout import AttentionLayer, Layout
+from memfit.integers import ceil_div, round_up
 
 
 @dataclass(frozen=True)
@@ -13,17 +17,21 @@ class CacheType:
     name: str
     block: int  # elements per block
     block_bytes: int
+    ggml_type: QT | None = None  # None for a size that names no llama.cpp type
 
     def row_bytes(self, width: int) -> int:
         """ggml_row_size: whole blocks of the type (llama.cpp refuses widths that are not whole blocks)."""
-        return -(-width // self.block) * self.block_bytes
+        return ceil_div(width, self.block) * self.block_bytes
 
 
-GGML_CACHE_TYPES = {t.name: t for t in (
-    CacheType("f32", 1, 4), CacheType("f16", 1, 2), CacheType("bf16", 1, 2),
-    CacheType("q8_0", 32, 34), CacheType("q4_0", 32, 18), CacheType("q4_1", 32, 20),
-    CacheType("q5_0", 32, 22), CacheType("q5_1", 32, 24), CacheType("iq4_nl", 32, 18),
-)}
+def _ggml(qtype: QT) -> CacheType:
+    block, block_bytes = GGML_QUANT_SIZES[qtype]
+    return CacheType(qtype.name.lower(), block, block_bytes, qtype)
+
+
+# The types llama.cpp accepts for its KV cache (common/arg.cpp's kv_cache_types), by their llama.cpp names.
+GGML_CACHE_TYPES = {t.name: t for t in map(_ggml, (QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0,
+                                                   QT.Q5_1, QT.IQ4_NL))}
 # The contract's element bytes name llama.cpp's cache types: 4 f32, 2 f16, 1 q8_0 (32 int8 + an f16 scale).
 BY_ELEMENT_BYTES = {4: GGML_CACHE_TYPES["f32"], 2: GGML_CACHE_TYPES["f16"], 1: GGML_CACHE_TYPES["q8_0"]}
 
@@ -53,7 +61,7 @@ def layer_cells(layer: AttentionLayer, geometry: ContextGeometry) -> int:
     """Cells one stream keeps for a layer: the context, or for SWA pad(min(ctx, n_swa * seqs + n_ubatch), 256)."""
     if layer.window is None or geometry.swa_full:
         return geometry.n_ctx_seq
-    return pad(min(geometry.n_ctx_seq, layer.window * geometry.swa_seqs + geometry.n_ubatch), CELL_PADDING)
+    return round_up(min(geometry.n_ctx_seq, layer.window * geometry.swa_seqs + geometry.n_ubatch), CELL_PADDING)
 
 
 def kv_cache_bytes(layout: Layout, geometry: ContextGeometry, k_type: CacheType, v_type: CacheType,

@@ -7,12 +7,12 @@ import os
 import threading
 from collections.abc import Sequence
 
+from memfit.quant_names import DEFAULT_QUANT
 from memfit.readers.model_roots import LocalArtifact, Root, scan
 
 log = logging.getLogger("memfit.index")
 
 
-DEFAULT_QUANT = "Q4_K_M"  # what llama.cpp's -hf picks when a repo is named without a tag
 
 
 def _directory_signature(roots: Sequence[Root]) -> tuple[tuple[str, int], ...]:

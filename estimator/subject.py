@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.estimate import Part
+from memfit.estimator.bounds import Part
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.readers.model_roots import LocalArtifact

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from memfit.estimator.estimate import Bounds
+from memfit.estimator.bounds import Bounds
 from memfit.estimator.vocabulary import Verdict
 
 DEFAULT_MARGIN = Fraction(1, 10)

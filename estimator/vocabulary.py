@@ -67,4 +67,21 @@ class Mode(StrEnum):
     CPU_OFFLOAD = "cpuOffload"
 
 
+class ModelSource(StrEnum):
+    LOCAL = "local"
+    CATALOG = "catalog"
+
+
+class ObservationFlag(StrEnum):
+    KV_CONTRADICTS_DERIVED = "kvContradictsDerived"
+
+
+class ProblemType(StrEnum):
+    INVALID_REQUEST = "invalidRequest"
+    UNAUTHORIZED = "unauthorized"
+    NOT_FOUND = "notFound"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
 INT64_MAX = 2**63 - 1

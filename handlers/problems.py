@@ -6,11 +6,12 @@ import logging
 
 from starlette.responses import Response
 
+from memfit.estimator.vocabulary import ProblemType
 from memfit.generated.models import Problem
 
 log = logging.getLogger("memfit.http")
 
-TYPE_FOR_STATUS = {401: "unauthorized", 404: "notFound", 499: "cancelled"}
+TYPE_FOR_STATUS = {401: ProblemType.UNAUTHORIZED, 404: ProblemType.NOT_FOUND, 499: ProblemType.CANCELLED}
 TITLES = {400: "Invalid request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 408: "Too slow",
           413: "Request body too large", 415: "Unsupported media type", 499: "Cancelled", 500: "Failed"}
 PROBLEM_JSON = "application/problem+json"
@@ -19,7 +20,7 @@ PROBLEM_JSON = "application/problem+json"
 def problem_type(status: int) -> str:
     if status in TYPE_FOR_STATUS:
         return TYPE_FOR_STATUS[status]
-    return "failed" if status >= 500 else "invalidRequest"
+    return ProblemType.FAILED if status >= 500 else ProblemType.INVALID_REQUEST
 
 
 def problem_body(status: int, detail: str) -> bytes:

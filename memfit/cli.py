@@ -11,6 +11,7 @@ from fractions import Fraction
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.fit_service import FitService, Settings
+from memfit.estimator.verdict import DEFAULT_MARGIN
 from memfit.service_builder import build_service
 
 DEFAULT_HOST = "127.0.0.1"
@@ -37,8 +38,8 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
                         help="a model directory (repeatable); default: MEMFIT_MODELS, an os.pathsep list")
     parser.add_argument("--no-usual-dirs", action="store_true",
                         help="do not look in the Hugging Face hub cache, llama.cpp's cache or LM Studio's folder")
-    parser.add_argument("--margin", type=_margin, default=Fraction(1, 10),
-                        help="presentation margin for the verdict (default 0.10)")
+    parser.add_argument("--margin", type=_margin, default=DEFAULT_MARGIN,
+                        help=f"presentation margin for the verdict (default {float(DEFAULT_MARGIN):.2f})")
     parser.add_argument("--budget", choices=[b.value for b in BudgetSetting], default=BudgetSetting.AVAILABLE.value,
                         help="judge against available (default) or total host memory")
 
@@ -99,6 +100,7 @@ def measure(args: argparse.Namespace) -> int:
     except ImportError:
         print("memfit measure needs llama-cpp-python: pip install 'memfit[measure]'", file=sys.stderr)
         return 2
+    from memfit.estimator.kv_cache import is_llama_cpp_type
     from memfit.estimator.workload import WorkloadRequest, input_refusal, resolve_workload
     from memfit.measure import LlamaCppLoad, observation, parse_llama_log
 
@@ -111,8 +113,8 @@ def measure(args: argparse.Namespace) -> int:
     subject = service.subject(args.model)
     workload = resolve_workload(WorkloadRequest(args.tokens, args.streams, args.key_bytes, args.value_bytes,
                                                 args.mode), subject.context_limit)
-    if input_refusal(workload) or workload.key_element_bytes not in (1, 2, 4) or \
-            workload.value_element_bytes not in (1, 2, 4):
+    if input_refusal(workload) or not is_llama_cpp_type(workload.key_element_bytes) or \
+            not is_llama_cpp_type(workload.value_element_bytes):
         print("memfit: llama.cpp cannot load that workload", file=sys.stderr)
         return 1
     print(f"measuring {subject.model_id} with {workload.allocated_tokens} tokens x {workload.streams} stream(s)",

@@ -14,12 +14,13 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
+from memfit.estimator.vocabulary import Mode
 from memfit.estimator.workload import Workload
 from memfit.readers.history_db import ObservationRow
 
 MIB = 1 << 20
 BUFFER_LINE = re.compile(r"\b(\S+)\s+(model|KV|RS|compute|output) buffer size =\s+([\d.]+) MiB")
-GGML_CACHE_TYPE_IDS = {4: 0, 2: 1, 1: 8}  # f32, f16, q8_0 (ggml_type)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class LlamaCppLoad:
         lib.llama_backend_init()
         model_params = lib.llama_model_default_params()
         model_params.load_mode = lib.LLAMA_LOAD_MODE_NONE  # weights loaded, not mmapped
-        model_params.n_gpu_layers = 0 if workload.mode == "cpuOffload" else -1
+        model_params.n_gpu_layers = 0 if workload.mode == Mode.CPU_OFFLOAD else -1
         model_params.progress_callback = self._progress_callback
         model = lib.llama_model_load_from_file(path.encode(), model_params)
         print(file=sys.stderr)
@@ -83,8 +84,8 @@ class LlamaCppLoad:
             params.n_seq_max = workload.streams
             params.n_batch, params.n_ubatch = 2048, 512
             params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_AUTO
-            params.type_k = GGML_CACHE_TYPE_IDS[workload.key_element_bytes]
-            params.type_v = GGML_CACHE_TYPE_IDS[workload.value_element_bytes]
+            params.type_k = int(BY_ELEMENT_BYTES[workload.key_element_bytes].ggml_type)
+            params.type_v = int(BY_ELEMENT_BYTES[workload.value_element_bytes].ggml_type)
             params.kv_unified, params.swa_full = False, False
             context = lib.llama_init_from_model(model, params)
             if not context:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memfit.estimator.vocabulary import Refusal
 from memfit.generated import models as wire
 
 
@@ -36,7 +37,7 @@ def render_result(result: wire.WireFitVerdictResult) -> str:
              f"  artifact {size(identity.artifact_bytes) if identity.artifact_bytes is not None else 'not on disk'}",
              f"  workload  {w.allocated_tokens} tokens ({w.context_source}) x {w.streams} stream(s), "
              f"K {w.key_element_bytes} B / V {w.value_element_bytes} B per element, mode {w.mode}"]
-    if e.refusal != "none":
+    if e.refusal != Refusal.NONE:
         lines.append(f"  refused   {e.refusal}")
     else:
         rows = [[p.component, size(p.bytes), p.basis, p.shared_key or "", p.note] for p in e.parts]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from memfit.estimator.estimate import Part
+from memfit.estimator.bounds import Part
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.registry import ModelIndex
 from memfit import wire

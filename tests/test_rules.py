@@ -8,7 +8,7 @@ import pytest
 
 from memfit.estimator.budget import BudgetSetting, budget_from
 from memfit.estimator.context import context_geometry, llama_geometry
-from memfit.estimator.estimate import Part, bounds
+from memfit.estimator.bounds import Part, bounds
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type, kv_cache_bytes, layer_cells
 from memfit.estimator.layout import AttentionLayer, KvCache, Layout
 from memfit.estimator.verdict import verdict

@@ -14,9 +14,12 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Union
 
-GGUF_MAGIC = b"GGUF"
+import gguf
+
+from memfit.integers import is_int, round_up
+
+GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
-DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
 # Numeric arrays up to this length are kept (per-layer hyperparameters); longer ones only counted.
 KEPT_ARRAY_LENGTH = 4096
@@ -35,11 +38,11 @@ MAX_KEPT_BYTES = 8 << 20
 ITEM_BYTES = 8
 TENSOR_INFO_BYTES = 64
 
-# gguf value types (GGUFValueType in gguf-py's constants.py)
-UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
+VT = gguf.GGUFValueType
+STRING, ARRAY = VT.STRING, VT.ARRAY
 _SCALAR_FORMATS = {
-    UINT8: "B", INT8: "b", UINT16: "H", INT16: "h", UINT32: "I", INT32: "i",
-    FLOAT32: "f", BOOL: "?", UINT64: "Q", INT64: "q", FLOAT64: "d",
+    VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
+    VT.FLOAT32: "f", VT.BOOL: "?", VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT64: "d",
 }
 
 
@@ -277,10 +280,10 @@ def _parse(source: _Source) -> GGUFHeader:
         offset = cur.u64()
         tensors.append(TensorInfo(name, shape, ggml_type, offset))
 
-    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
-        raise GGUFError(f"general.alignment {alignment!r} is not a power of two")
-    data_offset = -(-cur.pos // alignment) * alignment
+    alignment = metadata.get(gguf.Keys.General.ALIGNMENT, gguf.GGUF_DEFAULT_ALIGNMENT)
+    if not is_int(alignment) or alignment <= 0 or alignment & (alignment - 1):
+        raise GGUFError(f"{gguf.Keys.General.ALIGNMENT} {alignment!r} is not a power of two")
+    data_offset = round_up(cur.pos, alignment)
     return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, source.size)
 
 

@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from memfit.quant_names import QUANT_NAME
+
 log = logging.getLogger("memfit.index")
 
 SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.I)
 PROJECTOR = re.compile(r"^mmproj.*\.gguf$", re.I)
 # A quant tag as -hf names them: Q4_K_M, IQ4_XS, Q8_0, F16, BF16, MXFP4, TQ1_0, UD-Q4_K_XL, ...
-QUANT_TAG = re.compile(r"(?:^|[-._])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+){0,2}|T?Q\d_\d|B?F16|F32|MXFP4(?:_MOE)?))$", re.I)
+QUANT_TAG = re.compile(rf"(?:^|[-._])((?:UD-)?(?:{QUANT_NAME}))$", re.I)
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 MAX_FILES_PER_ROOT = 100_000  # a root with more is not a model folder: stop walking it
 

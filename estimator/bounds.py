@@ -1,4 +1,4 @@
-"""An estimate assembled from its parts: the floor, the ceiling, the weakest evidence, what is missing."""
+"""The parts of an estimate and its bounds: the floor, the ceiling, the weakest evidence, what is missing."""
 
 from __future__ import annotations
 
