@@ -18,7 +18,7 @@ from memfit.estimator.registry import ModelIndex
 from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.service import FitService
-from tests.gguf_models import PUBLIC_SET, write_model
+from tools.gguf_writers import PUBLIC_SET, write_model
 
 TOKEN = "test-token-1f0e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -18,7 +18,7 @@ from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.service import FitService
 from tests.conftest import AUTH, TOKEN
-from tests.gguf_models import gemma3_swa, qwen3, write_model
+from tools.gguf_writers import gemma3_swa, qwen3, write_model
 
 load_all_checks()
 ALL_CHECKS = list(CHECKS.get_all())

@@ -14,8 +14,8 @@ from memfit.estimator.registry import ModelIndex
 from memfit.estimator.service import FitService
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
-from tests.gguf_models import Model, qwen3, write_model
-from tests.hostile import MUTATIONS, base_header, check, examine, mutate
+from tools.gguf_writers import Model, qwen3, write_model
+from tools.hostile import MUTATIONS, base_header, check, examine, mutate
 
 BASE = base_header()
 
