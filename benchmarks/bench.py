@@ -32,7 +32,7 @@ from benchmarks.serve import TOKEN
 from memfit.estimator.fit_types import FitRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
-from tests.gguf_models import Model, attention, embeddings, feed_forward, gemma3_4b, transformer_kv, write_model
+from tools.gguf_writers import Model, attention, embeddings, feed_forward, gemma3_4b, transformer_kv, write_model
 
 TARGETS = {"cold_ms": 50.0, "cold_ratio": 100.0, "warm_ms": 0.2, "http_ratio": 1.3, "rss_growth": 0.10}
 

@@ -22,7 +22,7 @@ import httpx
 from benchmarks.bench import REAL_SIZE, Server, batch_body
 from benchmarks.serve import TOKEN
 from memfit.readers.history_db import HistoryDB
-from tests.gguf_models import write_model
+from tools.gguf_writers import write_model
 
 MAX_RSS_GROWTH = 0.10
 

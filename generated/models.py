@@ -44,29 +44,22 @@ class WireFitVerdictRequest(WireModel):
 
     """
     allocated_tokens: Annotated[
-        int | None,
-        Field(alias="allocatedTokens", ge=-9223372036854775808, le=9223372036854775807),
+        int | None, Field(alias="allocatedTokens", ge=-9223372036854775808, le=9223372036854775807)
     ] = None
     """
     KV capacity in tokens the backend allocates, per stream. Not the tokens a request prepares.
     Default 4096, capped to the model's context limit.
 
     """
-    streams: Annotated[
-        int | None, Field(ge=-9223372036854775808, le=9223372036854775807)
-    ] = None
+    streams: Annotated[int | None, Field(ge=-9223372036854775808, le=9223372036854775807)] = None
     """
     Concurrent sequences sharing the model. KV scales with this. Default 1.
     """
-    key_element_bytes: Annotated[
-        int | None, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)
-    ] = None
+    key_element_bytes: Annotated[int | None, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)] = None
     """
     Bytes per stored key element (4 for f32, 2 for f16, 1 for llama.cpp's 8-bit q8_0). Default 2.
     """
-    value_element_bytes: Annotated[
-        int | None, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)
-    ] = None
+    value_element_bytes: Annotated[int | None, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)] = None
     """
     Bytes per stored value element, as `keyElementBytes`. Default 2.
     """
@@ -98,9 +91,7 @@ class WireFitEvidenceIdentity(WireModel):
     declares none.
 
     """
-    artifact_bytes: Annotated[
-        int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)
-    ]
+    artifact_bytes: Annotated[int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)]
     """
     Measured bytes of the evaluated file set (all files of a split model); null when not on disk.
     """
@@ -149,10 +140,7 @@ class WireFitWorkload(WireModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    allocated_tokens: Annotated[
-        int,
-        Field(alias="allocatedTokens", ge=-9223372036854775808, le=9223372036854775807),
-    ]
+    allocated_tokens: Annotated[int, Field(alias="allocatedTokens", ge=-9223372036854775808, le=9223372036854775807)]
     context_source: Annotated[str, Field(alias="contextSource")]
     """
     `documentedDefault` (the product default, which may be capped to the model limit) or
@@ -161,19 +149,13 @@ class WireFitWorkload(WireModel):
 
     """
     streams: Annotated[int, Field(ge=-9223372036854775808, le=9223372036854775807)]
-    key_element_bytes: Annotated[
-        int, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)
-    ]
-    value_element_bytes: Annotated[
-        int, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)
-    ]
+    key_element_bytes: Annotated[int, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)]
+    value_element_bytes: Annotated[int, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)]
     mode: str
     """
     `fullGpu` or `cpuOffload`. Tolerate unknown values.
     """
-    prepared_tokens: Annotated[
-        int | None, Field(alias="preparedTokens", ge=0, le=9223372036854775807)
-    ]
+    prepared_tokens: Annotated[int | None, Field(alias="preparedTokens", ge=0, le=9223372036854775807)]
     """
     Tokens the request actually prepares; null until an exact prepared count is available.
     Never derived from capacity.
@@ -200,9 +182,7 @@ class WireFitBudget(WireModel):
     """
     Bytes; null if and only if `basis` is `unknown`.
     """
-    committed_bytes: Annotated[
-        int | None, Field(alias="committedBytes", ge=0, le=9223372036854775807)
-    ]
+    committed_bytes: Annotated[int | None, Field(alias="committedBytes", ge=0, le=9223372036854775807)]
     """
     Bytes already committed to loaded models when the budget was read: the resident memory
     of the inference engines this server can see. 0 when none run; null when the process
@@ -240,15 +220,11 @@ class WireModelEntry(WireModel):
     """
     Immutable commit the bytes were fetched at; empty when the source recorded none.
     """
-    artifact_bytes: Annotated[
-        int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)
-    ]
+    artifact_bytes: Annotated[int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)]
     """
     Bytes of the file set on disk; null for a catalog entry.
     """
-    context_limit: Annotated[
-        int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)
-    ]
+    context_limit: Annotated[int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)]
     """
     The model's trained context length in tokens; null when unknown.
     """
@@ -266,16 +242,10 @@ class WireObservedWorkload(WireModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    allocated_tokens: Annotated[
-        int, Field(alias="allocatedTokens", ge=1, le=9223372036854775807)
-    ]
+    allocated_tokens: Annotated[int, Field(alias="allocatedTokens", ge=1, le=9223372036854775807)]
     streams: Annotated[int, Field(ge=1, le=9223372036854775807)]
-    key_element_bytes: Annotated[
-        int, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)
-    ]
-    value_element_bytes: Annotated[
-        int, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)
-    ]
+    key_element_bytes: Annotated[int, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)]
+    value_element_bytes: Annotated[int, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)]
     mode: Annotated[str, Field(max_length=64)]
 
 
@@ -288,12 +258,8 @@ class WireObservedParts(WireModel):
         populate_by_name=True,
     )
     weights: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
-    kv_cache: Annotated[
-        int | None, Field(alias="kvCache", ge=0, le=9223372036854775807)
-    ] = None
-    recurrent_state: Annotated[
-        int | None, Field(alias="recurrentState", ge=0, le=9223372036854775807)
-    ] = None
+    kv_cache: Annotated[int | None, Field(alias="kvCache", ge=0, le=9223372036854775807)] = None
+    recurrent_state: Annotated[int | None, Field(alias="recurrentState", ge=0, le=9223372036854775807)] = None
     workspace: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
     companions: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
 
@@ -302,9 +268,7 @@ class WireObservationReceipt(WireModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    observation_id: Annotated[
-        int, Field(alias="observationId", ge=1, le=9223372036854775807)
-    ]
+    observation_id: Annotated[int, Field(alias="observationId", ge=1, le=9223372036854775807)]
     model_id: Annotated[str, Field(alias="modelId")]
     """
     The id the observation was stored under.
@@ -346,15 +310,11 @@ class WireFitMemoryEstimate(WireModel):
         populate_by_name=True,
     )
     parts: list[WireFitMemoryPart]
-    lower_bound_bytes: Annotated[
-        int, Field(alias="lowerBoundBytes", ge=0, le=9223372036854775807)
-    ]
+    lower_bound_bytes: Annotated[int, Field(alias="lowerBoundBytes", ge=0, le=9223372036854775807)]
     """
     Sum of every part that carries a number. A floor, never the answer.
     """
-    upper_bound_bytes: Annotated[
-        int | None, Field(alias="upperBoundBytes", ge=0, le=9223372036854775807)
-    ]
+    upper_bound_bytes: Annotated[int | None, Field(alias="upperBoundBytes", ge=0, le=9223372036854775807)]
     """
     The floor plus each part's documented slack. Null means the total is unknown.
 
@@ -407,9 +367,7 @@ class WireObservation(WireModel):
     Immutable commit the bytes were fetched at; empty when unknown.
     """
     quant: Annotated[str, Field(max_length=64)]
-    artifact_bytes: Annotated[
-        int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)
-    ]
+    artifact_bytes: Annotated[int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)]
     """
     Bytes of the loaded file set; null when unknown.
     """

@@ -16,7 +16,7 @@ from memfit.http_server import server_config
 from memfit.readers.model_roots import Root, RootKind
 from memfit.estimator.fit_service import FitService
 from memfit.service_builder import build_service
-from tests.gguf_models import PUBLIC_SET, write_model
+from tools.gguf_writers import PUBLIC_SET, write_model
 
 TOKEN = "test-token-1f0e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

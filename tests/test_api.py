@@ -11,7 +11,7 @@ from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from memfit.readers.host_memory import read_host_memory
 from tests.conftest import LiveServer
-from tests.truth import records
+from tools.truth import records
 
 BATCH = "/v1/models/fit/batch"
 DENSE = ["llama-gqa-f16", "llama-gqa-q8_0", "llama-gqa-q4_0", "qwen3-f16", "qwen3moe-f16"]

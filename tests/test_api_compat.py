@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api_compat import Spec, breaking_changes, load
+from tools.api_compat import Spec, breaking_changes, load
 
 ROOT = Path(__file__).resolve().parent.parent
 CURRENT = load(str(ROOT / "openapi.yaml"))

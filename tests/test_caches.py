@@ -15,7 +15,7 @@ from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
-from tests.gguf_models import gemma3_4b, llama_gqa, qwen3, write_model
+from tools.gguf_writers import gemma3_4b, llama_gqa, qwen3, write_model
 
 
 def _weights(client, model_id: str) -> tuple[int, int]:

@@ -18,8 +18,8 @@ from memfit.estimator.fit_service import FitService
 from memfit.service_builder import build_service
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
-from tests.accuracy import model_writers
-from tests.gguf_models import gemma3_4b, llama31_8b, qwen3_30b_a3b, write_model
+from tools.accuracy import model_writers
+from tools.gguf_writers import gemma3_4b, llama31_8b, qwen3_30b_a3b, write_model
 
 CATALOG = Catalog()
 ENTRIES = {e.model_id: e for e in CATALOG.entries}

@@ -14,7 +14,7 @@ from memfit import wire
 from memfit.service_builder import build_service
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind, quant_tag, usual_roots
-from tests.gguf_models import Model, embeddings, llama_gqa, qwen3, write_model
+from tools.gguf_writers import Model, embeddings, llama_gqa, qwen3, write_model
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OLD_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memfit.readers.gguf_header import GGUFError, SkippedArray, parse_header, read_header
-from tests.gguf_models import llama_gqa, granitehybrid, qwen3, write_model
+from tools.gguf_writers import llama_gqa, granitehybrid, qwen3, write_model
 
 
 def _reference_value(field: gguf.ReaderField):

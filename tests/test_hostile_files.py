@@ -15,8 +15,8 @@ from memfit import wire
 from memfit.service_builder import build_service
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
-from tests.gguf_models import Model, qwen3, write_model
-from tests.hostile import MUTATIONS, base_header, check, examine, mutate
+from tools.gguf_writers import Model, qwen3, write_model
+from tools.hostile import MUTATIONS, base_header, check, examine, mutate
 
 BASE = base_header()
 

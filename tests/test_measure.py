@@ -8,7 +8,7 @@ import pytest
 
 from memfit.cli import main
 from memfit.measure import MIB, parse_llama_log
-from tests.truth import DATA
+from tools.truth import DATA
 
 
 def test_parts_from_a_real_llama_cpp_log() -> None:

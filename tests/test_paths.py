@@ -12,7 +12,7 @@ from memfit.estimator.registry import ModelIndex
 from memfit.service_builder import build_service
 from memfit.readers.model_roots import Root, RootKind
 from tests.conftest import LiveServer
-from tests.gguf_models import qwen3, write_model
+from tools.gguf_writers import qwen3, write_model
 
 OPENED: list[str] = []
 AUDITING = {"on": False}

@@ -1,7 +1,7 @@
 """memfit's numbers against what real llama.cpp allocated, run by run.
 
 Every run in tests/data/results_*.jsonl (the ground-truth harness's measurements: the public set, real-scale
-shapes, and every architecture family written and measured for memfit) names a model that tests/ can write
+shapes, and every architecture family written and measured for memfit) names a model that tools/ can write
 and the llama.cpp settings it was loaded with. memfit's kvCache and recurrentState must equal llama.cpp's
 buffers to the byte, and its weights floor and ceiling must hold what llama.cpp allocated.
 """
@@ -18,8 +18,8 @@ from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED, Memory
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.workspace import output_buffer, workspace_bounds
-from tests.accuracy import compare, settings, unmodelled, write_models
-from tests.truth import DATA, load, run_id
+from tools.accuracy import compare, settings, unmodelled, write_models
+from tools.truth import DATA, load, run_id
 
 RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) for r in load(path)]
 # Architectures memfit knows it cannot derive: they must answer unknown, never a guess.
@@ -78,7 +78,7 @@ def test_every_family_of_the_issue_is_measured() -> None:
 
 
 def test_accuracy_script_fails_on_a_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.accuracy import main
+    from tools.accuracy import main
 
     run = next(r for r in MODELLED if r["model"] == "qwen3-f16")
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"

@@ -3,7 +3,7 @@
 `scripts/accuracy [TRUTH.jsonl ...] [--models DIR]` reads ground-truth runs in the harness's JSON-lines
 format (`shared/groundtruth/measure.py`), computes memfit's numbers for each model under the run's exact
 llama.cpp settings, prints one row per run and exits 1 on any kvCache or recurrentState mismatch.
-Models come from `--models DIR/<model>.gguf`, else from the writers in tests/ (sparse files, written once).
+Models come from `--models DIR/<model>.gguf`, else from the writers in tools/ (sparse files, written once).
 """
 
 from __future__ import annotations
@@ -20,16 +20,17 @@ from memfit.estimator.context import llama_geometry
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.recurrent_state import recurrent_state_bytes
-from tests.gguf_models import Model, write_model
-from tests.truth import DATA, load
+from tools.gguf_writers import Model, write_model
+from tools.truth import DATA, load
 
 
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
-    from tests import families_attention, families_more, families_recurrent, gguf_models
+    from tools import gguf_writers
+    from tools.families import attention, more, recurrent
 
-    return {**gguf_models.PUBLIC_SET, **gguf_models.SHAPE_SET, **families_attention.FAMILY_SET,
-            **families_recurrent.FAMILY_SET, **families_more.FAMILY_SET}
+    return {**gguf_writers.PUBLIC_SET, **gguf_writers.SHAPE_SET, **attention.FAMILY_SET,
+            **recurrent.FAMILY_SET, **more.FAMILY_SET}
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("truth", nargs="*", type=Path, help="ground-truth JSON lines (default: tests/data/*.jsonl)")
     parser.add_argument("--summary", action="store_true", help="one line per model instead of one per run")
     parser.add_argument("--models", type=Path, action="append", default=[],
-                        help="a directory of <model>.gguf, repeatable (models not found are written from tests/)")
+                        help="a directory of <model>.gguf, repeatable (models not found are written from tools/)")
     args = parser.parse_args(argv)
     records = [r for path in (args.truth or sorted(DATA.glob("results_*.jsonl"))) for r in load(path)]
     with tempfile.TemporaryDirectory(prefix="memfit-accuracy-") as tmp:

@@ -6,7 +6,7 @@ tensor infos as the file the ground-truth harness wrote with random weights and 
 allocates depends only on the header, so it is a valid stand-in. All weights are F16 (norms, biases and
 conv kernels F32) and every vocabulary has 4096 tokens. Every recurrent hyperparameter has a distinct value
 (d_conv != l_cache, n_group > 1, ...), so a formula that confuses two keys gives a different number.
-Three measured models (mamba2-f16, granitehybrid-f16, lfm2-f16) are the public set's, from tests.gguf_models.
+Three measured models (mamba2-f16, granitehybrid-f16, lfm2-f16) are the public set's, from tools.gguf_writers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from tests.gguf_models import (
+from tools.gguf_writers import (
     PUBLIC_SET,
     QT,
     Model,

@@ -17,7 +17,7 @@ from typing import Any
 
 import gguf
 
-from tests.gguf_models import (
+from tools.gguf_writers import (
     QT,
     Model,
     attention,

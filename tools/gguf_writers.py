@@ -478,7 +478,7 @@ SHAPE_SET: dict[str, Callable[[], Model]] = {
 
 
 def main(argv: list[str]) -> int:
-    """`python -m tests.gguf_models DIR`: write the public set into DIR (for a live server to answer about)."""
+    """`python -m tools.gguf_writers DIR`: write the public set into DIR (for a live server to answer about)."""
     directory = argv[0]
     os.makedirs(directory, exist_ok=True)
     for name, build in PUBLIC_SET.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-DATA = Path(__file__).with_name("data")
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "q8_0": 1}
 
 

@@ -3,7 +3,7 @@
 A change breaks a client when it removes a path, an operation or a success response; removes a field a
 response had; makes a request field required; narrows a type (a different type, a tighter bound, null no
 longer allowed in a request or newly possible in a response); or closes a string with an `enum`.
-`python -m tests.api_compat OLD.yaml NEW.yaml` prints the breaks and exits 1 when there are any.
+`python -m tools.api_compat OLD.yaml NEW.yaml` prints the breaks and exits 1 when there are any.
 """
 
 from __future__ import annotations
