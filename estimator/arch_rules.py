@@ -28,7 +28,7 @@ from enum import Enum, auto
 from gguf import Keys
 
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.hparams import HParams, LayerPredicate, Layers
+from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, KvCache
 from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import SkippedArray
@@ -94,7 +94,7 @@ def listed_else_interval(default_interval: int) -> LayerPredicate:
             return listed[il]
         interval = ly.hp.optional_int(Keys.LLM.FULL_ATTENTION_INTERVAL, default_interval)
         if interval == 0:
-            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, "full_attention_interval is 0")
+            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key_name(Keys.LLM.FULL_ATTENTION_INTERVAL)} is 0")
         return (il + 1) % interval != 0
 
     return is_recurrent

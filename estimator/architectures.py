@@ -12,7 +12,7 @@ from gguf import Keys
 
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.hparams import HParams, Layers
+from memfit.estimator.hparams import HParams, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, KvCache, Layout, RecurrentLayer
 from memfit.estimator.vocabulary import Limit
 
@@ -34,7 +34,7 @@ def window_size(window: Window, layers: Layers) -> int | None:
     if size is None:
         size = window.default_size
     if size is None:
-        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, "attention.sliding_window is missing")
+        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{key_name(ATTN.SLIDING_WINDOW)} is missing")
     return size
 
 

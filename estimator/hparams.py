@@ -11,6 +11,11 @@ from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import SkippedArray, Value
 
 
+def key_name(template: str) -> str:
+    """A key as messages name it: without its `{arch}.` prefix (Keys.LLM.BLOCK_COUNT -> block_count)."""
+    return template.removeprefix("{arch}.")
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -98,7 +103,8 @@ class Layers:
         self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
         self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
         if self.n_trunk < 0:
-            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, "nextn_predict_layers exceeds block_count")
+            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key_name(Keys.LLM.NEXTN_PREDICT_LAYERS)} exceeds"
+                                                          f" {key_name(Keys.LLM.BLOCK_COUNT)}")
         self.n_embd = hp.require_int(Keys.LLM.EMBEDDING_LENGTH)
         self.heads = hp.per_layer(ATTN.HEAD_COUNT, default=0)
         # head_count_kv defaults to head_count, layer by layer

@@ -14,9 +14,11 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Union
 
+from gguf import GGUF_DEFAULT_ALIGNMENT, Keys
+
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
-DEFAULT_ALIGNMENT = 32
+DEFAULT_ALIGNMENT = GGUF_DEFAULT_ALIGNMENT  # 32, when general.alignment is absent
 MAX_DIMS = 4  # GGML_MAX_DIMS
 # Numeric arrays up to this length are kept (per-layer hyperparameters); longer ones only counted.
 KEPT_ARRAY_LENGTH = 4096
@@ -277,9 +279,9 @@ def _parse(source: _Source) -> GGUFHeader:
         offset = cur.u64()
         tensors.append(TensorInfo(name, shape, ggml_type, offset))
 
-    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    alignment = metadata.get(Keys.General.ALIGNMENT, DEFAULT_ALIGNMENT)
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
-        raise GGUFError(f"general.alignment {alignment!r} is not a power of two")
+        raise GGUFError(f"{Keys.General.ALIGNMENT} {alignment!r} is not a power of two")
     data_offset = -(-cur.pos // alignment) * alignment
     return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, source.size)
 
