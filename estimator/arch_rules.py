@@ -1,23 +1,337 @@
-"""llama.cpp's per-architecture memory rules, as data.
+"""Everything memfit knows per llama.cpp architecture: `RULES`, one entry per `general.architecture`.
 
-One entry per `general.architecture` that memfit derives, stating what llama.cpp's
-`llama_model::create_memory` builds for it and how its `load_arch_hparams` marks layers:
+An entry states what llama.cpp's `llama_model::create_memory` builds for the architecture and how its
+`load_arch_hparams` marks layers, how memfit counts its parameters, and whether its workspace was measured:
 
 - `memory`: a KV cache, a recurrent state, both (hybrid), or none at all (embedding models);
 - `kv_layers`: which layers the KV cache keeps (the filter create_memory passes);
 - `window`: which layers slide, and over how many tokens;
 - `recurrence`: which layers are recurrent, and how their state is sized;
 - `mla`: whether the cache keeps only K (multi-head latent attention);
-- `kv_from_start`: layers past this index reuse an earlier layer's KV (shared-KV models).
+- `kv_from_start`: how many leading layers own KV (later ones reuse an earlier layer's: shared-KV models);
+- `indexer`: the sparse-attention indexer's own KV cache beside the main one;
+- `workspace_checked`, `compute_bytes_per_cell`: the workspace rule (estimator/workspace.py);
+- `tied_embedding_twice`: the loader keeps a tied token embedding twice;
+- `parameters`, `counted`: how its loader shapes the weights, and whether memfit counts them from a layout.
 
-Every rule here was measured against llama.cpp (tests/data/results_*.jsonl) or shares its code path with
-a measured architecture (the plain KV cache of `create_memory`'s default branch).
+Rules are small named functions of the layer hyperparameters (`Layers`), each naming the llama.cpp code it
+mirrors; an architecture shaped like another is one more entry naming the same functions. Every rule was
+measured against llama.cpp (tests/data/results_*.jsonl) or shares its code path with a measured architecture.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
+
+from gguf import Keys
+
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
+from memfit.estimator.layout import AttentionLayer, KvCache
+from memfit.estimator.vocabulary import Limit
+from memfit.readers.gguf_header import SkippedArray
+
+# The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
+LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3.21.1)"
+
+ATTN, SSM = Keys.Attention, Keys.SSM
+
+
+class NewerKeys:
+    """GGUF keys LLAMA_CPP_RELEASE reads that the pinned gguf package (0.19.0) has no `Keys` entry for."""
+
+    RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS
+    INDEXER_TYPES = "{arch}.attention.indexer.types"  # LLM_KV_ATTENTION_INDEXER_TYPES
+    PLE_LAYERS = "{arch}.ple.layers"  # LLM_KV_PLE_LAYERS
+
+
+# --- which layers: predicates over (layers, il) -------------------------------------------------------
+
+def every_layer(ly: Layers, il: int) -> bool:
+    # llama_model::create_memory: llama_kv_cache with no filter
+    return True
+
+
+def trunk_layer(ly: Layers, il: int) -> bool:
+    # llama_model::create_memory: filter il < n_layer - nextn_predict_layers (NextN/MTP layers excluded)
+    return il < ly.n_trunk
+
+
+def not_recurrent(ly: Layers, il: int) -> bool:
+    # llama_memory_hybrid: the default filter !hparams.is_recurrent(il)
+    return not ly.recurrent[il]
+
+
+def trunk_not_recurrent(ly: Layers, il: int) -> bool:
+    # llama_model_qwen3next::create_memory: filter il < n_layer && !is_recurrent(il)
+    return il < ly.n_trunk and not ly.recurrent[il]
+
+
+def attention_without_ffn(ly: Layers, il: int) -> bool:
+    # llama_model_nemotron_h::create_memory: filter !is_recurrent(il) && n_ff(il) == 0
+    return not ly.recurrent[il] and ly.ff[il] == 0
+
+
+def no_kv_heads(ly: Layers, il: int) -> bool:
+    # llama_model_jamba::load_arch_hparams: recurrent_layer_arr[il] = n_head_kv(il) == 0
+    return ly.heads_kv[il] == 0
+
+
+def no_kv_heads_no_ffn(ly: Layers, il: int) -> bool:
+    # llama_model_nemotron_h::load_arch_hparams: recurrent_layer_arr[il] = n_head_kv(il) == 0 && n_ff(il) == 0
+    return ly.heads_kv[il] == 0 and ly.ff[il] == 0
+
+
+def listed_else_interval(default_interval: int) -> LayerPredicate:
+    """attention.recurrent_layers[il], else every layer but each full_attention_interval-th."""
+
+    def is_recurrent(ly: Layers, il: int) -> bool:
+        # llama_model_qwen3next::load_arch_hparams: recurrent_layer_arr[il] = (il + 1) % full_attn_interval != 0
+        listed = ly.hp.per_layer_flags(NewerKeys.RECURRENT_LAYERS)
+        if listed is not None:
+            return listed[il]
+        interval = ly.hp.optional_int(Keys.LLM.FULL_ATTENTION_INTERVAL, default_interval)
+        if interval == 0:
+            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key_name(Keys.LLM.FULL_ATTENTION_INTERVAL)} is 0")
+        return (il + 1) % interval != 0
+
+    return is_recurrent
+
+
+every_4th_attends = listed_else_interval(4)  # qwen3next and its descendants
+every_8th_attends = listed_else_interval(8)  # minimax-01
+
+# --- sliding windows ------------------------------------------------------------------------------------
+
+WindowCondition = Callable[[Layers, "int | None"], bool]  # (layers, attention.sliding_window) -> slides at all
+PatternSource = Callable[["Window", Layers], tuple[bool, ...]]  # is_swa(il) for every layer
+ArrayLength = Callable[[Layers], "int | None"]  # the entries a per-layer pattern must have (None: any)
+
+
+def always(ly: Layers, n_swa: int | None) -> bool:
+    # llama_model_<arch>::load_arch_hparams: swa_type set unconditionally
+    return True
+
+
+def window_key_positive(ly: Layers, n_swa: int | None) -> bool:
+    # llama_model_gemma3::load_arch_hparams: swa only when sliding_window is present and > 0
+    return bool(n_swa)
+
+
+def window_key_not_zero(ly: Layers, n_swa: int | None) -> bool:
+    # llama_model_llama4::load_arch_hparams: n_swa == 0 disables chunked attention
+    return n_swa != 0
+
+
+def sixty_four_trunk_layers(ly: Layers, n_swa: int | None) -> bool:
+    # llama_model_exaone4::load_arch_hparams: swa only when n_layer == 64 (the 32B)
+    return ly.n_trunk == 64
+
+
+def one_per_trunk_layer(ly: Layers) -> int | None:
+    # llama_model_loader::get_key_or_arr: exactly n_layer (trunk) entries
+    return ly.n_trunk
+
+
+def one_per_block(ly: Layers) -> int | None:
+    # llama_model_step35::load_arch_hparams: exactly block_count entries, NextN layers included
+    return ly.n_all
+
+
+def any_length(ly: Layers) -> int | None:
+    # llama_model_granite_swa::load_arch_hparams: missing entries do not slide
+    return None
+
+
+def period_flags(ly: Layers, period: int, dense_first: bool) -> tuple[bool, ...]:
+    # llama_hparams::set_swa_pattern: period 0 slides every layer; the last (or first) of each period is full
+    if dense_first:
+        flags = [period == 0 or il % period != 0 for il in range(ly.n_trunk)]
+    else:
+        flags = [period == 0 or il % period < period - 1 for il in range(ly.n_trunk)]
+    return tuple(flags) + (False,) * (ly.n_all - ly.n_trunk)
+
+
+def _pattern_value(window: Window, ly: Layers) -> object:
+    # llama_model_loader::get_key(LLM_KV_ATTENTION_SLIDING_WINDOW_PATTERN)
+    key = ly.hp.key(ATTN.SLIDING_WINDOW_PATTERN)
+    value = ly.hp.metadata.get(key)
+    if value is None and window.pattern_required:
+        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"llama.cpp refuses to load the model without {key}")
+    if isinstance(value, SkippedArray):
+        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key} is longer than any model")
+    return value
+
+
+def _pattern_array(window: Window, ly: Layers, value: tuple) -> tuple[bool, ...]:
+    # llama_model_loader::get_key_or_arr: a per-layer pattern of the length this arch's loader demands
+    expected = window.array_length(ly)
+    if (expected is not None and len(value) != expected) or len(value) > ly.n_all:
+        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses a sliding_window_pattern of {len(value)}"
+                                                      f" entries for {ly.n_trunk} layers")
+    return tuple(bool(v) for v in value) + (False,) * (ly.n_all - len(value))
+
+
+def _scalar_period(window: Window, value: object) -> int:
+    # llama_model_loader::get_key(uint32_t): an array is ignored and the default period applies
+    return value if isinstance(value, int) and not isinstance(value, bool) else window.period
+
+
+def period_pattern(window: Window, ly: Layers) -> tuple[bool, ...]:
+    # llama_hparams::set_swa_pattern(sliding_window_pattern or the arch's default period)
+    value = _pattern_value(window, ly)
+    return period_flags(ly, _scalar_period(window, value), window.dense_first)
+
+
+def period_or_array_pattern(window: Window, ly: Layers) -> tuple[bool, ...]:
+    # llama_model_mellum::load_arch_hparams: swa_layers from the array, else set_swa_pattern(period)
+    value = _pattern_value(window, ly)
+    if isinstance(value, tuple):
+        return _pattern_array(window, ly, value)
+    return period_flags(ly, _scalar_period(window, value), window.dense_first)
+
+
+def array_pattern(window: Window, ly: Layers) -> tuple[bool, ...]:
+    # llama_model_gemma4::load_arch_hparams: get_key_or_arr(swa_layers); a scalar applies to every layer
+    value = _pattern_value(window, ly)
+    if isinstance(value, tuple):
+        return _pattern_array(window, ly, value)
+    return (bool(value),) * ly.n_all
+
+
+def attention_layers_slide(window: Window, ly: Layers) -> tuple[bool, ...]:
+    # llama_model_lfm2::load_arch_hparams: swa_layers[il] = !is_recurrent(il)
+    return tuple(not r for r in ly.recurrent)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which layers slide (llama_hparams::swa_layers) and over how many tokens (n_swa)."""
+
+    pattern: PatternSource
+    when: WindowCondition = always
+    period: int = 0  # the default period; 0 means every layer slides
+    dense_first: bool = False  # the first layer of each period is full (else the last)
+    default_size: int | None = None  # n_swa when `attention.sliding_window` is absent (None: required)
+    forced_size: int | None = None  # n_swa the loader sets whatever the GGUF says
+    pattern_required: bool = False  # llama.cpp refuses to load the model without sliding_window_pattern
+    array_length: ArrayLength = one_per_trunk_layer
+
+
+# --- shared KV, MLA, indexers -----------------------------------------------------------------------------
+
+def every_layer_owns_kv(ly: Layers) -> int:
+    # llama_hparams::n_layer_kv_from_start default: every layer has its own KV
+    return ly.n_all
+
+
+def twenty_layers_own_kv(ly: Layers) -> int:
+    # llama_model_gemma3n::load_arch_hparams: n_layer_kv_from_start = 20
+    return min(20, ly.n_all)
+
+
+def shared_kv_layers_reuse(ly: Layers) -> int:
+    # llama_model_gemma4::load_arch_hparams: n_layer_kv_from_start = n_layer - shared_kv_layers
+    return max(0, ly.n_all - ly.hp.optional_int(ATTN.SHARED_KV_LAYERS, 0))
+
+
+def no_mla(hp: HParams) -> bool:
+    # llama_hparams::is_mla: never set for this arch
+    return False
+
+
+def mla_if_lengths(hp: HParams) -> bool:
+    # llama_hparams::is_mla: both key_length_mla and value_length_mla are set
+    return bool(hp.optional_int(ATTN.KEY_LENGTH_MLA)) and bool(hp.optional_int(ATTN.VALUE_LENGTH_MLA))
+
+
+def always_mla(hp: HParams) -> bool:
+    # llama_model_<arch>::create_memory: the cache keeps the latent as K, no V
+    return True
+
+
+IndexerCache = Callable[[Layers, int], KvCache]  # (layers, KV layers of the main cache) -> the indexer's cache
+
+
+def beside_each_attention_layer(ly: Layers, attention_layers: int) -> KvCache:
+    # llama-kv-cache-hybrid-idx.cpp: one head of indexer.key_length K and head_dim_v V per attention layer
+    width = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    return KvCache((AttentionLayer(width, ly.head_v),) * attention_layers, ly.head_v)
+
+
+def dsa_every_trunk_layer(ly: Layers, attention_layers: int) -> KvCache:
+    # llama-kv-cache-dsa.cpp: one head of indexer.key_length K, no V, on every trunk layer
+    width = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    return KvCache((AttentionLayer(width, 0, has_v=False),) * ly.n_trunk)
+
+
+GLM_DSA_SPARSE_CONTEXT = 1048576  # GLM-5.2: from this context length on, the indexer runs on a fixed subset
+
+
+def glm_dsa_listed_layers(ly: Layers, attention_layers: int) -> KvCache:
+    # llama_model_glm_dsa::create_memory: the layers attention.indexer.types names, else GLM-5.2's table
+    hp = ly.hp
+    width = hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    types = hp.metadata.get(hp.key(NewerKeys.INDEXER_TYPES))
+    count = ly.n_trunk
+    if isinstance(types, tuple):
+        count = sum(1 for t in types[: ly.n_trunk] if t)
+    elif (hp.optional_int(Keys.LLM.CONTEXT_LENGTH, 0) or 0) >= GLM_DSA_SPARSE_CONTEXT:
+        count = sum(1 for il in range(ly.n_trunk) if il < 3 or il % 4 == 2)
+    return KvCache((AttentionLayer(width, 0, has_v=False),) * count)
+
+
+# --- parameter counting (estimator/parameters.py) ---------------------------------------------------------
+
+SsmWeights = Callable[[HParams, int], int]  # (hparams, n_embd) -> a recurrent block's weight elements
+
+
+def _ssm_dims(hp: HParams) -> tuple[int, int, int, int]:
+    return (hp.require_int(SSM.CONV_KERNEL), hp.require_int(SSM.INNER_SIZE), hp.require_int(SSM.STATE_SIZE),
+            hp.require_int(SSM.TIME_STEP_RANK))
+
+
+def mamba1_weights(hp: HParams, e: int) -> int:
+    # llama_model_mamba::load_tensors: in (x, z), conv, x_proj (dt, B, C), dt_proj, A, out
+    d_conv, d_inner, d_state, rank = _ssm_dims(hp)
+    return e * 2 * d_inner + d_conv * d_inner + d_inner * (rank + 2 * d_state) + rank * d_inner \
+        + d_inner * d_state + d_inner * e
+
+
+def mamba2_weights(hp: HParams, e: int) -> int:
+    # llama_model_mamba2::load_tensors: in (z, x, B, C, dt), conv over x B C, out
+    d_conv, d_inner, d_state, rank = _ssm_dims(hp)
+    groups = hp.optional_int(SSM.GROUP_COUNT, 0)
+    return e * (2 * d_inner + 2 * groups * d_state + rank) + d_conv * (d_inner + 2 * groups * d_state) + d_inner * e
+
+
+def gated_delta_net_weights(hp: HParams, e: int) -> int:
+    # llama_model_qwen3next::load_tensors: in_proj_qkvz and _ba, conv over q k v, out
+    d_conv, d_inner, d_state, rank = _ssm_dims(hp)
+    groups = hp.optional_int(SSM.GROUP_COUNT, 0)
+    return e * (2 * groups * d_state + 2 * d_inner) + e * 2 * rank + d_conv * (d_inner + 2 * groups * d_state) \
+        + d_inner * e
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How the architecture's loader shapes its weights (llama_model_<arch>::load_tensors), for counting them."""
+
+    gated_ffn: bool = True  # gate, up and down (else up and down)
+    gated_query: bool = False  # q projects to 2 x heads x head_dim (a gate)
+    position_embeddings: bool = False  # learned positions and token types, kept F32
+    ssm_weights: SsmWeights = mamba2_weights  # a recurrent block (an LFM2 short convolution is found by its key)
+    attention_beside_ssm: bool = False  # attention and SSM side by side in every layer (falcon-h1)
+
+
+GATED_FFN = Counting()
+NON_GATED_FFN = Counting(gated_ffn=False)
+LEARNED_POSITIONS = Counting(gated_ffn=False, position_embeddings=True)  # GPT-2 style: wpe, up and down
+GATED_DELTA_NET = Counting(gated_query=True, ssm_weights=gated_delta_net_weights)
+
+# --- the table ----------------------------------------------------------------------------------------------
 
 
 class Memory(Enum):
@@ -27,192 +341,217 @@ class Memory(Enum):
     NONE = auto()  # create_memory returns nullptr: non-causal embedding and diffusion models
 
 
-class KvLayers(Enum):
-    ALL = auto()  # every layer of block_count, NextN/MTP layers included
-    TRUNK = auto()  # il < n_layer (NextN/MTP layers excluded)
-    NOT_RECURRENT = auto()  # llama_memory_hybrid's default filter, over block_count
-    TRUNK_NOT_RECURRENT = auto()  # il < n_layer && !is_recr(il)
-    NOT_RECURRENT_NO_FFN = auto()  # nemotron_h: !is_recr(il) && n_ff(il) == 0
-
-
-class Pattern(Enum):
-    PERIOD = auto()  # a scalar period (an array in the GGUF is ignored: the default applies)
-    PERIOD_OR_ARRAY = auto()  # a scalar period, or one flag per layer
-    ARRAY = auto()  # one flag per layer (a scalar applies to every layer)
-    ATTENTION_LAYERS = auto()  # every KV layer slides
-
-
-class WindowWhen(Enum):
-    ALWAYS = auto()
-    KEY_POSITIVE = auto()  # only when `attention.sliding_window` is present and > 0
-    KEY_NOT_ZERO = auto()  # unless `attention.sliding_window` is present and 0 (llama4)
-    TRUNK_OF_64 = auto()  # only when the model has 64 trunk layers (exaone4: the 32B)
-
-
-class ArrayLength(Enum):
-    TRUNK = auto()  # one flag per trunk layer (block_count - nextn_predict_layers), exactly
-    ALL = auto()  # one flag per layer of block_count, exactly
-    ANY = auto()  # missing entries do not slide
-
-
-@dataclass(frozen=True)
-class Window:
-    """llama_hparams::set_swa_pattern and the arch's n_swa."""
-
-    pattern: Pattern
-    when: WindowWhen = WindowWhen.ALWAYS
-    period: int = 0  # the default period; 0 means every layer slides
-    dense_first: bool = False  # the first layer of each period is full (else the last)
-    default_size: int | None = None  # n_swa when `attention.sliding_window` is absent (None: required)
-    forced_size: int | None = None  # n_swa the loader sets whatever the GGUF says
-    pattern_required: bool = False  # llama.cpp refuses to load the model without sliding_window_pattern
-    array_length: ArrayLength = ArrayLength.TRUNK
-
-
-class Selector(Enum):
-    ALL = auto()  # every trunk layer
-    NO_KV_HEADS = auto()  # head_count_kv[il] == 0
-    NO_KV_HEADS_NO_FFN = auto()  # head_count_kv[il] == 0 && feed_forward_length[il] == 0
-    ARRAY_OR_INTERVAL = auto()  # attention.recurrent_layers[], else (il + 1) % full_attention_interval != 0
-
-
 @dataclass(frozen=True)
 class Recurrence:
-    layers: Selector
-    interval: int = 4  # the default full_attention_interval for ARRAY_OR_INTERVAL
+    layers: LayerPredicate  # is_recurrent(il) over the trunk
     reads_group_count: bool = True  # mamba-1 style loaders never read ssm.group_count (it counts as 0)
     lightning_attention: bool = False  # minimax-01: S = head_dim^2 * n_head, no conv state
-
-
-class Mla(Enum):
-    NONE = auto()
-    IF_KEYS = auto()  # K only when both attention.key_length_mla and value_length_mla are present
-    ALWAYS = auto()
-
-
-class Indexer(Enum):
-    """A second KV cache beside the main one, for sparse-attention indexers."""
-
-    QWEN4EXP = auto()  # one head of indexer.key_length K and head_dim_v V beside every attention layer
-    DSA = auto()  # DeepSeek sparse attention: one head of indexer.key_length K, no V, on every trunk layer
-    GLM_DSA = auto()  # as DSA, on the layers attention.indexer.types names (else every layer, or GLM-5.2's table)
 
 
 @dataclass(frozen=True)
 class ArchRule:
     memory: Memory = Memory.KV
-    kv_layers: KvLayers = KvLayers.ALL
+    kv_layers: LayerPredicate = every_layer
     window: Window | None = None
     recurrence: Recurrence | None = None
-    mla: Mla = Mla.NONE
-    kv_from_start: int | str | None = None  # an index, or the key whose value block_count minus gives it
-    indexer: Indexer | None = None
+    mla: Callable[[HParams], bool] = no_mla
+    kv_from_start: Callable[[Layers], int] = every_layer_owns_kv
+    indexer: IndexerCache | None = None
+    workspace_checked: bool = False  # its compute buffer was measured within estimator/workspace.py's rule
     compute_bytes_per_cell: int = 3  # what its compute graph reserves per KV cell and ubatch token (masks, scores)
     tied_embedding_twice: bool = False  # the loader creates the tied output before token_embd: two copies
+    parameters: Counting = GATED_FFN  # how its loader shapes the weights
+    counted: bool = False  # memfit counts its parameters from a published layout (checked against published counts)
 
 
-PLAIN = ArchRule()
+PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
+NO_MEMORY = ArchRule(memory=Memory.NONE)
+CHECKED = ArchRule(workspace_checked=True)
 
-# create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes).
-_PLAIN_ARCHS = (
-    "llama", "deci", "falcon", "grok", "gpt2", "gptj", "gptneox", "mpt", "baichuan", "starcoder", "starcoder2",
-    "refact", "bloom", "stablelm", "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe", "qwen3vl",
-    "qwen3vlmoe", "phi2", "phi3", "phimoe", "plamo", "codeshell", "orion", "internlm2", "minicpm", "minicpm3",
-    "gemma", "xverse", "command-r", "dbrx", "olmo", "olmoe", "openelm", "arctic", "deepseek", "chatglm", "glm4",
-    "glm4moe", "bitnet", "jais", "jais2", "nemotron", "exaone", "granite", "granitemoe", "chameleon", "plm",
-    "bailingmoe", "bailingmoe2", "dots1", "arcee", "ernie4_5", "ernie4_5-moe", "hunyuan-moe", "hunyuan-dense",
-    "hunyuan_vl", "smollm3", "seed_oss", "grovemoe", "apertus", "minimax-m2", "cogvlm", "pangu-embedded",
-    "mistral3", "maincoder", "talkie", "llama-embed", "deepseek2-ocr", "paddleocr",
-)
-
-# create_memory returns no memory at all for these.
-_NO_MEMORY_ARCHS = (
-    "bert", "jina-bert-v2", "jina-bert-v3", "nomic-bert", "nomic-bert-moe", "neo-bert", "eurobert", "modern-bert",
-    "gemma-embedding", "wavtokenizer-dec", "dream", "llada", "llada-moe", "rnd1",
-)
-
-_MAMBA1 = Recurrence(Selector.ALL, reads_group_count=False)
-_ALL_RECURRENT = Recurrence(Selector.ALL)
-_NO_KV_HEADS = Recurrence(Selector.NO_KV_HEADS)
-_QWEN_NEXT = Recurrence(Selector.ARRAY_OR_INTERVAL, interval=4)
+_ALL_RECURRENT = Recurrence(every_layer)
+_NO_KV_HEADS = Recurrence(no_kv_heads)
+_QWEN_NEXT = Recurrence(every_4th_attends)
 
 RULES: dict[str, ArchRule] = {
-    **{arch: PLAIN for arch in _PLAIN_ARCHS},
-    **{arch: ArchRule(memory=Memory.NONE) for arch in _NO_MEMORY_ARCHS},
+    # create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes)
+    "llama": ArchRule(workspace_checked=True, counted=True),
+    "deci": CHECKED,
+    "falcon": PLAIN,
+    "grok": PLAIN,
+    "gpt2": ArchRule(parameters=LEARNED_POSITIONS),
+    "gptj": PLAIN,
+    "gptneox": PLAIN,
+    "mpt": PLAIN,
+    "baichuan": PLAIN,
+    "starcoder": ArchRule(parameters=LEARNED_POSITIONS),
+    "starcoder2": ArchRule(workspace_checked=True, parameters=NON_GATED_FFN, counted=True),
+    "refact": PLAIN,
+    "bloom": PLAIN,
+    "stablelm": ArchRule(counted=True),
+    "qwen": PLAIN,
+    "qwen2": ArchRule(workspace_checked=True, counted=True),
+    "qwen2moe": ArchRule(counted=True),
+    "qwen2vl": PLAIN,
+    "qwen3": ArchRule(workspace_checked=True, counted=True),
+    "qwen3moe": ArchRule(workspace_checked=True, counted=True),
+    "qwen3vl": PLAIN,
+    "qwen3vlmoe": PLAIN,
+    "phi2": ArchRule(parameters=NON_GATED_FFN),
+    "phi3": ArchRule(workspace_checked=True, counted=True),
+    "phimoe": PLAIN,
+    "plamo": PLAIN,
+    "codeshell": PLAIN,
+    "orion": PLAIN,
+    "internlm2": ArchRule(counted=True),
+    "minicpm": ArchRule(counted=True),
+    "minicpm3": CHECKED,
+    "gemma": ArchRule(workspace_checked=True, counted=True),
+    "xverse": PLAIN,
+    "command-r": ArchRule(workspace_checked=True, counted=True),
+    "dbrx": PLAIN,
+    "olmo": PLAIN,
+    "olmoe": PLAIN,
+    "openelm": CHECKED,
+    "arctic": PLAIN,
+    "deepseek": PLAIN,
+    "chatglm": PLAIN,
+    "glm4": ArchRule(counted=True),
+    "glm4moe": CHECKED,
+    "bitnet": PLAIN,
+    "jais": PLAIN,
+    "jais2": PLAIN,
+    "nemotron": PLAIN,
+    "exaone": PLAIN,
+    "granite": ArchRule(workspace_checked=True, counted=True),
+    "granitemoe": ArchRule(counted=True),
+    "chameleon": PLAIN,
+    "plm": PLAIN,
+    "bailingmoe": PLAIN,
+    "bailingmoe2": PLAIN,
+    "dots1": PLAIN,
+    "arcee": PLAIN,
+    "ernie4_5": PLAIN,
+    "ernie4_5-moe": PLAIN,
+    "hunyuan-moe": PLAIN,
+    "hunyuan-dense": PLAIN,
+    "hunyuan_vl": PLAIN,
+    "smollm3": ArchRule(workspace_checked=True, counted=True),
+    "seed_oss": PLAIN,
+    "grovemoe": PLAIN,
+    "apertus": PLAIN,
+    "minimax-m2": PLAIN,
+    "cogvlm": PLAIN,
+    "pangu-embedded": PLAIN,
+    "mistral3": ArchRule(workspace_checked=True, counted=True),
+    "maincoder": PLAIN,
+    "talkie": PLAIN,
+    "llama-embed": CHECKED,
+    "deepseek2-ocr": PLAIN,
+    "paddleocr": PLAIN,
+    # create_memory returns no memory at all for these
+    "bert": ArchRule(memory=Memory.NONE, workspace_checked=True, parameters=LEARNED_POSITIONS, counted=True),
+    "jina-bert-v2": NO_MEMORY,
+    "jina-bert-v3": NO_MEMORY,
+    "nomic-bert": ArchRule(memory=Memory.NONE, workspace_checked=True, counted=True),
+    "nomic-bert-moe": NO_MEMORY,
+    "neo-bert": NO_MEMORY,
+    "eurobert": NO_MEMORY,
+    "modern-bert": NO_MEMORY,
+    "gemma-embedding": NO_MEMORY,
+    "wavtokenizer-dec": NO_MEMORY,
+    "dream": NO_MEMORY,
+    "llada": NO_MEMORY,
+    "llada-moe": NO_MEMORY,
+    "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(mla=Mla.IF_KEYS),
-    "mistral4": ArchRule(mla=Mla.IF_KEYS),  # llama_model_mistral4 inherits deepseek2
-    "deepseek32": ArchRule(kv_layers=KvLayers.TRUNK, mla=Mla.ALWAYS, indexer=Indexer.DSA, compute_bytes_per_cell=8),
-    "glm-dsa": ArchRule(kv_layers=KvLayers.TRUNK, mla=Mla.ALWAYS, indexer=Indexer.GLM_DSA, compute_bytes_per_cell=8),
-    "hy_v3": ArchRule(kv_layers=KvLayers.TRUNK),
+    "deepseek2": ArchRule(mla=mla_if_lengths, workspace_checked=True, counted=True),
+    "mistral4": ArchRule(mla=mla_if_lengths, workspace_checked=True),  # llama_model_mistral4 inherits deepseek2
+    "deepseek32": ArchRule(kv_layers=trunk_layer, mla=always_mla, indexer=dsa_every_trunk_layer,
+                           workspace_checked=True, compute_bytes_per_cell=8),
+    "glm-dsa": ArchRule(kv_layers=trunk_layer, mla=always_mla, indexer=glm_dsa_listed_layers,
+                        workspace_checked=True, compute_bytes_per_cell=8),
+    "hy_v3": ArchRule(kv_layers=trunk_layer),
     # sliding windows
-    "gemma2": ArchRule(window=Window(Pattern.PERIOD, period=2, default_size=4096)),
-    "gemma3": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.KEY_POSITIVE, period=6)),
-    "gemma3n": ArchRule(window=Window(Pattern.PERIOD, period=5), kv_from_start=20, tied_embedding_twice=True),
-    "gemma4": ArchRule(window=Window(Pattern.ARRAY, pattern_required=True), kv_from_start="attention.shared_kv_layers",
-                       tied_embedding_twice=True),
-    "cohere2": ArchRule(window=Window(Pattern.PERIOD, period=4)),
-    "gpt-oss": ArchRule(window=Window(Pattern.PERIOD, period=2)),
-    "olmo2": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.KEY_POSITIVE, period=4)),
-    "afmoe": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.KEY_POSITIVE, period=4)),
-    "laguna": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.KEY_POSITIVE, period=4, dense_first=True)),
-    "plamo3": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.KEY_POSITIVE, period=8)),
-    "smallthinker": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.KEY_POSITIVE, period=4, dense_first=True,
-                                          forced_size=4096)),
-    "exaone4": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.TRUNK_OF_64, period=4, default_size=4096)),
-    "exaone-moe": ArchRule(window=Window(Pattern.PERIOD, period=4)),
-    "llama4": ArchRule(window=Window(Pattern.PERIOD, WindowWhen.KEY_NOT_ZERO, period=4, forced_size=8192)),
-    "mellum": ArchRule(window=Window(Pattern.PERIOD_OR_ARRAY, WindowWhen.KEY_POSITIVE, period=4,
-                                     pattern_required=True)),
-    "muse-glimmer": ArchRule(window=Window(Pattern.PERIOD_OR_ARRAY, period=4, pattern_required=True)),
-    "cohere2moe": ArchRule(window=Window(Pattern.PERIOD_OR_ARRAY, period=4, dense_first=True,
-                                         pattern_required=True)),
-    "mimo2": ArchRule(kv_layers=KvLayers.TRUNK, window=Window(Pattern.ARRAY)),
-    "step35": ArchRule(kv_layers=KvLayers.TRUNK, window=Window(Pattern.ARRAY, array_length=ArrayLength.ALL)),
-    "granite_swa": ArchRule(window=Window(Pattern.ARRAY, array_length=ArrayLength.ANY)),
+    "gemma2": ArchRule(window=Window(period_pattern, period=2, default_size=4096), workspace_checked=True,
+                       counted=True),
+    "gemma3": ArchRule(window=Window(period_pattern, window_key_positive, period=6), workspace_checked=True,
+                       counted=True),
+    "gemma3n": ArchRule(window=Window(period_pattern, period=5), kv_from_start=twenty_layers_own_kv,
+                        tied_embedding_twice=True),
+    "gemma4": ArchRule(window=Window(array_pattern, pattern_required=True), kv_from_start=shared_kv_layers_reuse,
+                       workspace_checked=True, tied_embedding_twice=True),
+    "cohere2": ArchRule(window=Window(period_pattern, period=4), workspace_checked=True, counted=True),
+    "gpt-oss": ArchRule(window=Window(period_pattern, period=2), workspace_checked=True, counted=True),
+    "olmo2": ArchRule(window=Window(period_pattern, window_key_positive, period=4), workspace_checked=True,
+                      counted=True),
+    "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), workspace_checked=True),
+    "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True),
+                       workspace_checked=True),
+    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), workspace_checked=True),
+    "smallthinker": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True,
+                                           forced_size=4096), workspace_checked=True),
+    "exaone4": ArchRule(window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
+                        workspace_checked=True, counted=True),
+    "exaone-moe": ArchRule(window=Window(period_pattern, period=4), workspace_checked=True),
+    "llama4": ArchRule(window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192),
+                       workspace_checked=True),
+    "mellum": ArchRule(window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
+                       workspace_checked=True),
+    "muse-glimmer": ArchRule(window=Window(period_or_array_pattern, period=4, pattern_required=True),
+                             workspace_checked=True),
+    "cohere2moe": ArchRule(window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
+                           workspace_checked=True),
+    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), workspace_checked=True),
+    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block),
+                       workspace_checked=True),
+    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), workspace_checked=True),
     # recurrent
-    "mamba": ArchRule(memory=Memory.RECURRENT, recurrence=_MAMBA1),
-    "mamba2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT),
-    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT),
-    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT),
-    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT),
-    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT),
+    "mamba": ArchRule(memory=Memory.RECURRENT, recurrence=Recurrence(every_layer, reads_group_count=False),
+                      workspace_checked=True, parameters=Counting(ssm_weights=mamba1_weights), counted=True),
+    "mamba2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True,
+                       counted=True),
+    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
+    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
+    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
+    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
     # hybrids
-    "jamba": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT,
-                      recurrence=Recurrence(Selector.NO_KV_HEADS, reads_group_count=False)),
-    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS),
-    "granitehybrid": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS),
-    "falcon-h1": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.ALL, recurrence=_ALL_RECURRENT),
-    "nemotron_h": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT_NO_FFN,
-                           recurrence=Recurrence(Selector.NO_KV_HEADS_NO_FFN)),
-    "nemotron_h_moe": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT_NO_FFN,
-                               recurrence=Recurrence(Selector.NO_KV_HEADS_NO_FFN)),
-    "lfm2": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS,
-                     window=Window(Pattern.ATTENTION_LAYERS, WindowWhen.KEY_POSITIVE)),
-    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS),
-    "qwen3next": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.TRUNK_NOT_RECURRENT, recurrence=_QWEN_NEXT),
-    "qwen35": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.TRUNK_NOT_RECURRENT, recurrence=_QWEN_NEXT),
-    "qwen35moe": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.TRUNK_NOT_RECURRENT, recurrence=_QWEN_NEXT),
-    "qwen4exp": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.TRUNK_NOT_RECURRENT, recurrence=_QWEN_NEXT,
-                         indexer=Indexer.QWEN4EXP),
-    "minimax-01": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.TRUNK_NOT_RECURRENT,
-                           recurrence=Recurrence(Selector.ARRAY_OR_INTERVAL, interval=8, lightning_attention=True)),
-    "kimi-linear": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS,
-                            mla=Mla.ALWAYS),
-    "kimi-k3": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS,
-                        mla=Mla.ALWAYS),
-    "bailingmoe3": ArchRule(memory=Memory.HYBRID, kv_layers=KvLayers.NOT_RECURRENT, recurrence=_NO_KV_HEADS,
-                            mla=Mla.ALWAYS),
+    "jamba": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent,
+                      recurrence=Recurrence(no_kv_heads, reads_group_count=False), workspace_checked=True),
+    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
+                       workspace_checked=True),
+    "granitehybrid": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
+                              workspace_checked=True, counted=True),
+    "falcon-h1": ArchRule(memory=Memory.HYBRID, kv_layers=every_layer, recurrence=_ALL_RECURRENT,
+                          workspace_checked=True, parameters=Counting(attention_beside_ssm=True), counted=True),
+    "nemotron_h": ArchRule(memory=Memory.HYBRID, kv_layers=attention_without_ffn,
+                           recurrence=Recurrence(no_kv_heads_no_ffn), workspace_checked=True),
+    "nemotron_h_moe": ArchRule(memory=Memory.HYBRID, kv_layers=attention_without_ffn,
+                               recurrence=Recurrence(no_kv_heads_no_ffn), workspace_checked=True),
+    "lfm2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
+                     window=Window(attention_layers_slide, window_key_positive), workspace_checked=True,
+                     counted=True),
+    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
+                        workspace_checked=True),
+    "qwen3next": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
+                          workspace_checked=True, parameters=GATED_DELTA_NET, counted=True),
+    "qwen35": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
+                       workspace_checked=True, parameters=GATED_DELTA_NET),
+    "qwen35moe": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
+                          workspace_checked=True, parameters=GATED_DELTA_NET),
+    "qwen4exp": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
+                         indexer=beside_each_attention_layer, workspace_checked=True),
+    "minimax-01": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent,
+                           recurrence=Recurrence(every_8th_attends, lightning_attention=True), workspace_checked=True),
+    "kimi-linear": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla,
+                            workspace_checked=True),
+    "kimi-k3": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla,
+                        workspace_checked=True),
+    "bailingmoe3": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla,
+                            workspace_checked=True),
 }
 
+# Views of the table, for the modules that ask one question of it.
 # Architectures whose compute buffer was measured (tests/data) and lies within the workspace rule of
 # estimator/workspace.py on every run: their `workspace` is derived; any other's is unknown until measured.
-WORKSPACE_CHECKED = frozenset({
-    "afmoe", "arwkv7", "bailingmoe3", "bert", "cohere2", "cohere2moe", "command-r", "deci", "deepseek2", "deepseek32",
-    "exaone-moe", "exaone4", "falcon-h1", "gemma", "gemma2", "gemma3", "gemma4", "glm-dsa", "glm4moe", "gpt-oss",
-    "granite", "granite_swa", "granitehybrid", "jamba", "kimi-k3", "kimi-linear", "laguna", "lfm2", "lfm2moe", "llama",
-    "llama-embed", "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "minimax-01", "mistral3", "mistral4",
-    "muse-glimmer", "nemotron_h", "nemotron_h_moe", "nomic-bert", "olmo2", "openelm", "phi3", "plamo2", "plamo3",
-    "qwen2", "qwen3", "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "qwen4exp", "rwkv6", "rwkv6qwen2", "rwkv7",
-    "smallthinker", "smollm3", "starcoder2", "step35",
-})
+WORKSPACE_CHECKED = frozenset(arch for arch, rule in RULES.items() if rule.workspace_checked)
+COUNTED = frozenset(arch for arch, rule in RULES.items() if rule.counted)

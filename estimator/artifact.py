@@ -18,6 +18,8 @@ from memfit.quant_names import QUANT_NAME
 from memfit.readers.gguf_header import STRING, GGUFHeader, SkippedArray
 
 TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
+TOKEN_EMBD = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"
+OUTPUT = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
 BLOCK_TENSOR = re.compile(r"^blk\.(\d{1,9})\.")
 MAX_VOCAB = 1 << 31  # llama.cpp keeps token ids in int32
 # Types ggml's CPU backend repacks for its matmul kernels. A tied output (no output.weight) whose
@@ -120,23 +122,23 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     metadata = summaries[0].metadata
     arch = metadata.get(Keys.General.ARCHITECTURE)
     if not isinstance(arch, str):
-        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, "general.architecture is missing")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{Keys.General.ARCHITECTURE} is missing")
     sizes = {name: nbytes for s in summaries for name, nbytes, _ in s.tensors}
     types = {name: ggml_type for s in summaries for name, _, ggml_type in s.tensors}
     skipped = mtp_tensors(metadata, arch, sizes)
     sizes = {name: n for name, n in sizes.items() if name not in skipped}
     weights = sum(padded(n) for n in sizes.values())
-    tied = "token_embd.weight" in sizes and "output.weight" not in sizes
+    tied = TOKEN_EMBD in sizes and OUTPUT not in sizes
     rule = RULES.get(arch)
     slack = 0
     note = "tensor bytes of the GGUF file set, each padded to 32 bytes as llama.cpp allocates them"
     if skipped:
         note += f"; the {len(skipped)} tensors of its NextN/MTP layers are not loaded for generation"
     if tied and rule is not None and rule.tied_embedding_twice:
-        weights += padded(sizes["token_embd.weight"])  # its loader makes the output copy before token_embd
+        weights += padded(sizes[TOKEN_EMBD])  # its loader makes the output copy before token_embd
         note += f"; {arch} loads its tied token embedding twice"
-    elif tied and types["token_embd.weight"] in CPU_REPACKED_TYPES:
-        slack = padded(sizes["token_embd.weight"])
+    elif tied and types[TOKEN_EMBD] in CPU_REPACKED_TYPES:
+        slack = padded(sizes[TOKEN_EMBD])
         note += ("; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU"
                  " backend keeps when it repacks that type")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gguf import Keys
 
@@ -11,10 +11,16 @@ from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import SkippedArray, Value
 
 
+def key_name(template: str) -> str:
+    """A key as messages name it: without its `{arch}.` prefix (Keys.LLM.BLOCK_COUNT -> block_count)."""
+    return template.removeprefix("{arch}.")
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+ATTN = Keys.Attention
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: llama.cpp refuses a block_count above it
 
 
@@ -27,6 +33,7 @@ class HParams:
         self.n_layer = self.require_int(Keys.LLM.BLOCK_COUNT)
         if not 0 < self.n_layer <= MAX_LAYERS:
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses a block_count of {self.n_layer}")
+        self._flags: dict[str, tuple[bool, ...] | None] = {}
 
     def key(self, template: str) -> str:
         return template.format(arch=self.arch)
@@ -68,10 +75,56 @@ class HParams:
         return value
 
     def per_layer_flags(self, template: str) -> tuple[bool, ...] | None:
-        """A boolean per-layer array (sliding-window pattern, recurrent-layer marks), or None when absent."""
+        """A boolean per-layer array (sliding-window pattern, recurrent-layer marks), or None when absent;
+        read once (per-layer predicates ask for it layer by layer)."""
+        if template in self._flags:
+            return self._flags[template]
         value = self.metadata.get(self.key(template))
         if value is None:
-            return None
-        if not isinstance(value, tuple) or len(value) != self.n_layer:
+            flags = None
+        elif not isinstance(value, tuple) or len(value) != self.n_layer:
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} is not one flag per layer")
-        return tuple(bool(v) for v in value)
+        else:
+            flags = tuple(bool(v) for v in value)
+        self._flags[template] = flags
+        return flags
+
+
+# A per-layer rule, as llama.cpp's hybrids pass filter functions (il -> bool) to their memory.
+LayerPredicate = Callable[["Layers", int], bool]
+
+
+class Layers:
+    """The per-layer hyperparameters every rule reads (llama_model_base::load_hparams), and which layers
+    are recurrent (llama_hparams::recurrent_layer_arr, as the architecture's `is_recurrent` marks them)."""
+
+    def __init__(self, hp: HParams, is_recurrent: LayerPredicate | None = None) -> None:
+        self.hp = hp
+        self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
+        self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
+        if self.n_trunk < 0:
+            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key_name(Keys.LLM.NEXTN_PREDICT_LAYERS)} exceeds"
+                                                          f" {key_name(Keys.LLM.BLOCK_COUNT)}")
+        self.n_embd = hp.require_int(Keys.LLM.EMBEDDING_LENGTH)
+        self.heads = hp.per_layer(ATTN.HEAD_COUNT, default=0)
+        # head_count_kv defaults to head_count, layer by layer
+        self.heads_kv = hp.per_layer(ATTN.HEAD_COUNT_KV) if hp.has(ATTN.HEAD_COUNT_KV) else self.heads
+        self.ff = hp.per_layer(Keys.LLM.FEED_FORWARD_LENGTH, default=0)
+        # n_embd_head_k/v: key_length / value_length, else n_embd / n_head(0); *_swa on sliding layers
+        fallback = self.n_embd // self.heads[0] if self.n_all and self.heads[0] else 0
+        self.head_k = hp.optional_int(ATTN.KEY_LENGTH, fallback)
+        self.head_v = hp.optional_int(ATTN.VALUE_LENGTH, fallback)
+        self.head_k_swa = hp.optional_int(ATTN.KEY_LENGTH_SWA, self.head_k)
+        self.head_v_swa = hp.optional_int(ATTN.VALUE_LENGTH_SWA, self.head_v)
+        # is_recurrent is asked of every layer; NextN/MTP layers are never recurrent
+        self.recurrent = tuple(is_recurrent is not None and is_recurrent(self, il) and il < self.n_trunk
+                               for il in range(self.n_all))
+
+    def v_width(self, il: int, swa: bool) -> int:
+        return self.heads_kv[il] * (self.head_v_swa if swa else self.head_v)
+
+    def k_width(self, il: int, swa: bool) -> int:
+        return self.heads_kv[il] * (self.head_k_swa if swa else self.head_k)
+
+    def head_dims(self, il: int, swa: bool) -> tuple[int, int]:
+        return (self.head_k_swa, self.head_v_swa) if swa else (self.head_k, self.head_v)

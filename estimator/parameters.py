@@ -13,22 +13,13 @@ from dataclasses import dataclass
 
 from gguf import Keys
 
-from memfit.estimator.arch_rules import RULES
-from memfit.estimator.architectures import Layers, recurrent_flags
+from memfit.estimator.arch_rules import COUNTED, RULES
+from memfit.estimator.architectures import layers_of
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams
 from memfit.estimator.vocabulary import Limit
 
 ATTN, SSM = Keys.Attention, Keys.SSM
-NON_GATED_FFN = frozenset({"starcoder2", "bert", "gpt2", "phi2", "starcoder"})  # up and down, no gate
-GATED_QUERY = frozenset({"qwen3next", "qwen35", "qwen35moe"})  # q projects to 2 x heads x head_dim (a gate)
-POSITION_EMBEDDINGS = frozenset({"bert", "starcoder", "gpt2"})
-COUNTED = frozenset({
-    "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "command-r",
-    "cohere2", "granite", "granitemoe", "starcoder2", "olmo2", "internlm2", "minicpm", "stablelm", "smollm3",
-    "deepseek2", "gpt-oss", "granitehybrid", "lfm2", "falcon-h1", "mamba", "mamba2", "qwen3next", "bert",
-    "nomic-bert", "exaone4", "glm4",
-})
 
 
 @dataclass(frozen=True)
@@ -50,8 +41,10 @@ class ParameterCount:
 class _Counter:
     def __init__(self, metadata: Mapping, arch: str) -> None:
         self.arch = arch
+        self.rule = RULES[arch]
+        self.shape = self.rule.parameters
         self.hp = HParams(metadata, arch)
-        self.layers = Layers(self.hp)
+        self.layers = layers_of(self.rule, self.hp)
         self.e = self.layers.n_embd
 
     def attention(self, il: int) -> tuple[int, int]:
@@ -67,7 +60,7 @@ class _Counter:
             q = e * q_lora + q_lora * heads * k_head if q_lora else e * heads * k_head
             kv_b = kv_lora * heads * (k_head - rope + v_head)
             return q + e * (kv_lora + rope) + kv_b + heads * v_head * e, kv_lora + q_lora + 2 * e
-        q_heads = 2 * heads if self.arch in GATED_QUERY else heads
+        q_heads = 2 * heads if self.shape.gated_query else heads
         q, k, v = q_heads * ly.head_k, kv * ly.head_k, kv * ly.head_v
         return e * (q + k + v) + heads * ly.head_v * e, q + k + v + e + 2 * ly.head_k + 2 * e + heads
 
@@ -83,30 +76,20 @@ class _Counter:
             return (experts * 3 * e * expert_ff + 3 * e * shared, e * experts,
                     experts * (2 * expert_ff + e + 1) + 2 * shared + e)
         ff = self.layers.ff[il]
-        return (2 if self.arch in NON_GATED_FFN else 3) * e * ff, 0, 2 * ff + e
+        return (3 if self.shape.gated_ffn else 2) * e * ff, 0, 2 * ff + e
 
     def recurrent(self) -> int:
         hp, e = self.hp, self.e
         l_cache = hp.optional_int(Keys.ShortConv.L_CACHE, 0)
         if l_cache:  # LFM2 short convolution: in (B, C, x), conv, out
             return e * 3 * e + l_cache * e + e * e
-        d_conv, d_inner = hp.require_int(SSM.CONV_KERNEL), hp.require_int(SSM.INNER_SIZE)
-        d_state, rank = hp.require_int(SSM.STATE_SIZE), hp.require_int(SSM.TIME_STEP_RANK)
-        if self.arch == "mamba":  # Mamba-1: in (x, z), conv, x_proj (dt, B, C), dt_proj, A, out
-            return e * 2 * d_inner + d_conv * d_inner + d_inner * (rank + 2 * d_state) + rank * d_inner \
-                + d_inner * d_state + d_inner * e
-        groups = hp.optional_int(SSM.GROUP_COUNT, 0)
-        conv = d_inner + 2 * groups * d_state
-        if self.arch in GATED_QUERY:  # gated delta net: in_proj_qkvz and _ba, conv over q k v, out
-            return e * (2 * groups * d_state + 2 * d_inner) + e * 2 * rank + d_conv * conv + d_inner * e
-        return e * (2 * d_inner + 2 * groups * d_state + rank) + d_conv * conv + d_inner * e  # Mamba-2
+        return self.shape.ssm_weights(hp, e)  # Mamba-1, Mamba-2, gated delta net: the arch's rule
 
     def count(self, n_vocab: int, tied: bool) -> ParameterCount:
         ly, e = self.layers, self.e
-        rule = RULES.get(self.arch)
-        recurrent = recurrent_flags(rule, ly) if rule else (False,) * ly.n_all
+        recurrent = ly.recurrent
         quantized, f32 = n_vocab * e * (1 if tied else 2), 0
-        if self.arch in POSITION_EMBEDDINGS:  # learned positions and token types stay F32
+        if self.shape.position_embeddings:  # learned positions and token types stay F32
             f32 += (self.hp.require_int(Keys.LLM.CONTEXT_LENGTH) + 2) * e
         vectors_min = vectors_max = e  # the output norm
         for il in range(ly.n_trunk):
@@ -114,7 +97,7 @@ class _Counter:
             if recurrent[il]:
                 quantized += self.recurrent()
                 vectors_max += 4 * self.hp.optional_int(SSM.INNER_SIZE, e) + 2 * e  # conv bias, dt, A, D, norm
-            if not recurrent[il] or self.arch == "falcon-h1":  # falcon-h1 runs attention and SSM side by side
+            if not recurrent[il] or self.shape.attention_beside_ssm:
                 weights, extra = self.attention(il)
                 quantized, vectors_max = quantized + weights, vectors_max + extra
             if ly.ff[il] or self.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0):
