@@ -31,6 +31,7 @@ from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, KvCache
 from memfit.estimator.vocabulary import Limit
+from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
@@ -176,7 +177,7 @@ def _pattern_array(window: Window, ly: Layers, value: tuple) -> tuple[bool, ...]
 
 def _scalar_period(window: Window, value: object) -> int:
     # llama_model_loader::get_key(uint32_t): an array is ignored and the default period applies
-    return value if isinstance(value, int) and not isinstance(value, bool) else window.period
+    return value if is_int(value) else window.period
 
 
 def period_pattern(window: Window, ly: Layers) -> tuple[bool, ...]:

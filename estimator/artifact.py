@@ -14,6 +14,7 @@ from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.estimator.layout import Layout
+from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
 from memfit.readers.gguf_header import STRING, GGUFHeader, SkippedArray
 
@@ -56,7 +57,7 @@ def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
 
 
 def padded(n: int) -> int:
-    return -(-n // TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT
+    return round_up(n, TENSOR_ALIGNMENT)
 
 
 def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
@@ -93,7 +94,7 @@ def summarize(header: GGUFHeader) -> HeaderSummary:
 def quant_name(metadata: dict, file_name: str) -> str:
     """llama.cpp's name of `general.file_type` (MOSTLY_Q4_K_M -> Q4_K_M), else one in the file name, else ''."""
     file_type = metadata.get(Keys.General.FILE_TYPE)
-    if isinstance(file_type, int) and not isinstance(file_type, bool):
+    if is_int(file_type):
         try:
             name = gguf.LlamaFileType(file_type).name
         except ValueError:
@@ -114,7 +115,7 @@ def _vocab_size(metadata: dict, arch: str) -> int | None:
         size = len(tokens) if all(isinstance(t, str) for t in tokens) else None
     else:
         size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch)) if tokens is None else None
-    return size if isinstance(size, int) and not isinstance(size, bool) and 0 < size <= MAX_VOCAB else None
+    return size if is_int(size) and 0 < size <= MAX_VOCAB else None
 
 
 def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFacts:
@@ -143,7 +144,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
                  " backend keeps when it repacks that type")
 
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
-    context_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= INT64_MAX else None
+    context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
     try:
         layout, error = derive_layout(metadata, arch), None
     except EvidenceError as exc:

@@ -8,6 +8,7 @@ ceiling uses the highest type llama.cpp's quantizer may choose for that recipe),
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -110,10 +111,10 @@ def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSprea
     blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
     fixed = count.f32 * F32_BYTES
     floor = int(count.quantized * low / 8) + fixed + count.vectors_min * F32_BYTES
-    ceiling = -(-count.quantized * high // 8) + fixed + count.vectors_max * F32_BYTES \
+    ceiling = math.ceil(count.quantized * high / 8) + fixed + count.vectors_max * F32_BYTES \
         + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
     if entry.tied_embeddings:
-        ceiling += -(-entry.n_vocab * entry.metadata.get(f"{entry.architecture}.embedding_length", 0) * high // 8)
+        ceiling += math.ceil(entry.n_vocab * entry.metadata.get(f"{entry.architecture}.embedding_length", 0) * high / 8)
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
     note = (f"{count.total:,} parameters counted from the published layout{stated} x {low:g} to {high:g} bits"
             f" per weight ({spread.floor_type} to {spread.ceiling_type}); not measured")

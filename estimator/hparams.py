@@ -8,16 +8,13 @@ from gguf import Keys
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import Limit
+from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray, Value
 
 
 def key_name(template: str) -> str:
     """A key as messages name it: without its `{arch}.` prefix (Keys.LLM.BLOCK_COUNT -> block_count)."""
     return template.removeprefix("{arch}.")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 ATTN = Keys.Attention
@@ -45,7 +42,7 @@ class HParams:
         value = self.metadata.get(self.key(template))
         if value is None:
             return default
-        if not _is_int(value) or value < 0:
+        if not is_int(value) or value < 0:
             raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is not a non-negative integer")
         return value
 
@@ -57,7 +54,7 @@ class HParams:
 
     def optional_float(self, template: str) -> float | None:
         value = self.metadata.get(self.key(template))
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return float(value) if (is_int(value) or isinstance(value, float)) else None
 
     def per_layer(self, template: str, default: int | None = None) -> tuple[int, ...]:
         """A value llama.cpp reads with get_key_or_arr: one number for every layer, or one per layer."""
@@ -66,11 +63,11 @@ class HParams:
             if default is None:
                 raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is missing")
             return (default,) * self.n_layer
-        if _is_int(value) and value >= 0:
+        if is_int(value) and value >= 0:
             return (value,) * self.n_layer
         if isinstance(value, SkippedArray) or not isinstance(value, tuple):
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} is not a per-layer array")
-        if len(value) != self.n_layer or not all(_is_int(v) and v >= 0 for v in value):
+        if len(value) != self.n_layer or not all(is_int(v) and v >= 0 for v in value):
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} has {len(value)} entries for {self.n_layer} layers")
         return value
 

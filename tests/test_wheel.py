@@ -4,6 +4,7 @@ venv that holds only it (its dependencies are the test venv's, made visible by a
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import socket
 import subprocess
@@ -24,8 +25,14 @@ TOKEN = "wheel-test-token"
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"  # a copy: setuptools writes build/ and *.egg-info beside the sources it builds
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
-                    "-w", str(out), str(ROOT)], check=True, timeout=600, cwd=out)
+                    "-w", str(out), str(source)], check=True, timeout=600, cwd=out)
     (built,) = out.glob("memfit-*.whl")
     return built
 

@@ -19,6 +19,8 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 
+from memfit.integers import round_up
+
 ALIGNMENT = 32
 
 
@@ -127,12 +129,12 @@ def write_model(model: Model, path: str | os.PathLike[str]) -> int:
         shape = tuple(reversed(ne))
         byte_shape = shape[:-1] + (nbytes // max(1, int(np.prod(shape[:-1]))),)
         w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), nbytes, raw_dtype=qtype)
-        data_bytes += -(-nbytes // ALIGNMENT) * ALIGNMENT
+        data_bytes += round_up(nbytes, ALIGNMENT)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
-    data_offset = -(-os.path.getsize(path) // ALIGNMENT) * ALIGNMENT
+    data_offset = round_up(os.path.getsize(path), ALIGNMENT)
     os.truncate(path, data_offset + data_bytes)
     return data_offset + data_bytes
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.errors import EvidenceError
+from memfit.integers import round_up
 
 ALIGN = 32
 UINT32, FLOAT32, STRING, ARRAY, UINT64 = 4, 6, 8, 9, 10
@@ -102,7 +103,7 @@ def base_header(layers: int = 4, vocab: int = 64) -> Header:
         size = 2
         for n in shape:
             size *= n
-        offset += -(-size // ALIGN) * ALIGN
+        offset += round_up(size, ALIGN)
     h.data += b"\0" * ((-len(h.data)) % ALIGN) + b"\0" * offset
     return h
 
