@@ -102,8 +102,9 @@ def derive_layout(metadata: Mapping, arch: str) -> Layout:
     if hp.has(NewerKeys.PLE_LAYERS):
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{arch}: per-layer-embedding state is not modelled")
     layers = layers_of(rule, hp)
-    size = window_size(rule.window, layers) if rule.window else None
-    sliding = rule.window.pattern(rule.window, layers) if size is not None else (False,) * layers.n_all
+    window = rule.window
+    size = window_size(window, layers) if window is not None else None
+    sliding = window.pattern(window, layers) if window is not None and size is not None else (False,) * layers.n_all
     caches = () if rule.memory is Memory.RECURRENT else _kv_caches(rule, layers, sliding, size)
     width = state_widths(rule, layers) if rule.recurrence else None
     states = tuple(width for il in range(layers.n_trunk) if layers.recurrent[il]) if width else ()

@@ -27,7 +27,7 @@ class Unreadable:
     """Why a file set could not be read: cached as plain values, raised as a fresh error each time (a cached
     exception would collect a traceback per raise)."""
 
-    limit: str
+    limit: Limit
     message: str
 
 

@@ -1,10 +1,12 @@
 """The one way the estimator says "this evidence is unusable": the limit word and why."""
 
+from memfit.estimator.vocabulary import Limit
+
 
 class EvidenceError(ValueError):
     """Evidence for one model could not be used; `limit` is the answer's limits entry for it."""
 
-    def __init__(self, limit: str, message: str) -> None:
+    def __init__(self, limit: Limit, message: str) -> None:
         super().__init__(message)
         self.limit = limit
 

@@ -91,7 +91,7 @@ class FitService:
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
         self.history.refresh()
-        answers = []
+        answers: list[Answer] = []
         for request in requests:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
@@ -127,12 +127,13 @@ class FitService:
     def record_observation(self, observation: Observation) -> ObservationReceipt:
         """Store what a runtime allocated; flag a KV cache that contradicts the derived one."""
         subject = self.subject(observation.model_id)
-        w, p = observation.workload, observation.parts
+        p = observation.parts
+        w = resolve_workload(observation.workload, subject.context_limit if subject is not None else None)
         observed_at = (observation.observed_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-        flags, note = [], ""
+        flags: list[str] = []
+        note = ""
         if subject is not None:
-            workload = resolve_workload(w, subject.context_limit)
-            derived = forecast_parts(subject, workload)[0][1]
+            derived = forecast_parts(subject, w)[0][1]
             note = kv_contradiction(p.kv_cache, derived.bytes if derived.basis is Basis.DERIVED_LAYOUT else None)
             if note:
                 flags.append(ObservationFlag.KV_CONTRADICTS_DERIVED)

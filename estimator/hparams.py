@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import overload
 
 from gguf import Keys
 
@@ -37,6 +38,12 @@ class HParams:
 
     def has(self, template: str) -> bool:
         return self.key(template) in self.metadata
+
+    @overload
+    def optional_int(self, template: str, default: int) -> int: ...
+
+    @overload
+    def optional_int(self, template: str, default: None = None) -> int | None: ...
 
     def optional_int(self, template: str, default: int | None = None) -> int | None:
         value = self.metadata.get(self.key(template))

@@ -56,20 +56,21 @@ def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, li
 def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
     """A subject for a GGUF file set on disk: measured weights, the layout its metadata states."""
     companions, limits, companions_key = _companions(artifact, cache)
-    common = dict(model_id=artifact.model_id, revision=artifact.revision, companions=companions,
-                  companions_key=companions_key)
+    weights_key = ""
     try:
         identity = cache.identity(artifact.paths)
-        common.update(artifact_bytes=sum(size for _, _, size, _ in identity),
-                      weights_key=allocation_key("weights", identity))
+        weights_key = allocation_key("weights", identity)
         facts = cache.facts(artifact.paths, identity)
     except EvidenceError as exc:
-        return Subject(quant="", context_limit=None, n_vocab=None, layout=None, layout_problem=exc,
-                       weights=Part.unknown(Component.WEIGHTS, str(exc)), limits=(exc.limit, *limits),
-                       **{"artifact_bytes": None, **common})
+        return Subject(model_id=artifact.model_id, revision=artifact.revision, quant="", artifact_bytes=None,
+                       context_limit=None, n_vocab=None, layout=None, layout_problem=exc,
+                       weights=Part.unknown(Component.WEIGHTS, str(exc)), companions=companions,
+                       limits=(exc.limit, *limits), weights_key=weights_key, companions_key=companions_key)
     weights = Part(Component.WEIGHTS, facts.weights_bytes, Basis.MEASURED_ARTIFACT, facts.weights_note,
                    slack=facts.weights_slack)
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
-    return Subject(quant=facts.quant, context_limit=facts.context_limit, n_vocab=facts.n_vocab, layout=facts.layout,
-                   layout_problem=facts.layout_error, weights=weights, limits=(*layout_limits, *limits),
-                   architecture=facts.architecture, **common)
+    return Subject(model_id=artifact.model_id, revision=artifact.revision, quant=facts.quant,
+                   artifact_bytes=sum(size for _, _, size, _ in identity), context_limit=facts.context_limit,
+                   n_vocab=facts.n_vocab, layout=facts.layout, layout_problem=facts.layout_error, weights=weights,
+                   companions=companions, limits=(*layout_limits, *limits), weights_key=weights_key,
+                   companions_key=companions_key, architecture=facts.architecture)

@@ -111,6 +111,9 @@ def measure(args: argparse.Namespace) -> int:
         print(f"memfit: {args.model!r} is not a GGUF file on this machine", file=sys.stderr)
         return 1
     subject = service.subject(args.model)
+    if subject is None or service.history.db is None:
+        print(f"memfit: {args.model!r} cannot be measured here", file=sys.stderr)
+        return 1
     workload = resolve_workload(WorkloadRequest(args.tokens, args.streams, args.key_bytes, args.value_bytes,
                                                 args.mode), subject.context_limit)
     if input_refusal(workload) or not is_llama_cpp_type(workload.key_element_bytes) or \

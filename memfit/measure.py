@@ -12,6 +12,7 @@ import ctypes
 import re
 import sys
 from dataclasses import dataclass
+from types import ModuleType
 from datetime import datetime, timezone
 
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
@@ -21,6 +22,14 @@ from memfit.readers.history_db import ObservationRow
 
 MIB = 1 << 20
 BUFFER_LINE = re.compile(r"\b(\S+)\s+(model|KV|RS|compute|output) buffer size =\s+([\d.]+) MiB")
+
+
+def ggml_cache_type(element_bytes: int) -> int:
+    """The ggml type id of the llama.cpp cache type `element_bytes` names (the CLI checks it names one)."""
+    ggml_type = BY_ELEMENT_BYTES[element_bytes].ggml_type
+    if ggml_type is None:
+        raise ValueError(f"{element_bytes} bytes per element is not a llama.cpp cache type")
+    return int(ggml_type)
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ def parse_llama_log(text: str) -> MeasuredParts:
 class LlamaCppLoad:
     """One load of a model in llama-cpp-python's llama.cpp, capturing its log and showing progress."""
 
-    def __init__(self, llama_cpp) -> None:  # noqa: ANN001 - the optional module
+    def __init__(self, llama_cpp: ModuleType) -> None:
         self.lib = llama_cpp
         self.log: list[str] = []
         self._log_callback = llama_cpp.llama_log_callback(self._on_log)
@@ -84,8 +93,8 @@ class LlamaCppLoad:
             params.n_seq_max = workload.streams
             params.n_batch, params.n_ubatch = 2048, 512
             params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_AUTO
-            params.type_k = int(BY_ELEMENT_BYTES[workload.key_element_bytes].ggml_type)
-            params.type_v = int(BY_ELEMENT_BYTES[workload.value_element_bytes].ggml_type)
+            params.type_k = ggml_cache_type(workload.key_element_bytes)
+            params.type_v = ggml_cache_type(workload.value_element_bytes)
             params.kv_unified, params.swa_full = False, False
             context = lib.llama_init_from_model(model, params)
             if not context:

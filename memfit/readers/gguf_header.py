@@ -40,7 +40,7 @@ TENSOR_INFO_BYTES = 64
 
 VT = gguf.GGUFValueType
 STRING, ARRAY = VT.STRING, VT.ARRAY
-_SCALAR_FORMATS = {
+_SCALAR_FORMATS: dict[int, str] = {
     VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
     VT.FLOAT32: "f", VT.BOOL: "?", VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT64: "d",
 }

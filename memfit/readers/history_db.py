@@ -93,7 +93,9 @@ class HistoryDB:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return int(cursor.lastrowid)
+        if cursor.lastrowid is None:
+            raise sqlite3.DatabaseError("the observation was stored without a row id")
+        return cursor.lastrowid
 
     def version(self) -> int:
         """The last row's id: rows are only ever added (AUTOINCREMENT), so a new one changes it."""

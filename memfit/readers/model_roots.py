@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -105,7 +105,7 @@ def group_splits(paths: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     """(artifact path without `.gguf` or its split suffix, its files in order); incomplete split sets are left out."""
     groups: dict[str, dict[int, str]] = {}
     counts: dict[str, int] = {}
-    artifacts = []
+    artifacts: list[tuple[str, tuple[str, ...]]] = []
     for path in paths:
         match = SPLIT.match(os.path.basename(path))
         if not match:
@@ -128,7 +128,8 @@ def choose_projector(candidates: list[str], quant: str) -> str | None:
     return by_tag.get(quant) or by_tag.get("F16") or sorted(candidates)[0]
 
 
-def _artifacts(root: str, directory: str, name_of, kind: RootKind, revision: str = "") -> list[LocalArtifact]:
+def _artifacts(root: str, directory: str, name_of: Callable[[str, tuple[str, ...]], str], kind: RootKind,
+               revision: str = "") -> list[LocalArtifact]:
     """Artifacts under `directory`, each named by `name_of(stem, paths)`; projectors are found beside them."""
     files = gguf_files(root, directory)
     projectors = [p for p in files if PROJECTOR.match(os.path.basename(p))]
@@ -172,7 +173,7 @@ def _current_commit(repo_dir: str) -> str:
 
 def scan_hf_cache(root: str) -> list[LocalArtifact]:
     """`models--org--repo/snapshots/<commit>/`: the commit refs/main names (else the newest snapshot)."""
-    found = []
+    found: list[LocalArtifact] = []
     try:
         repos = sorted(n for n in os.listdir(root) if n.startswith("models--"))
     except OSError:

@@ -67,6 +67,8 @@ class NvmlReader:
         if not self._start():
             return None
         nvml = self._nvml
+        if nvml is None:
+            return None
         selector = (os.environ if self._environ is None else self._environ).get("CUDA_VISIBLE_DEVICES")
         try:
             gpus = []
