@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memfit import app as app_module
 from memfit import http_server
+from memfit.http import body as body_module
+from memfit.http import json_depth
 from memfit.auth import load_token
 from tests.conftest import TOKEN, LiveServer
 
@@ -35,7 +36,7 @@ def test_headers_that_trickle_in_are_cut_off(live: LiveServer, monkeypatch: pyte
 
 
 def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app_module, "BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(body_module, "BODY_TIMEOUT_S", 0.5)
     with _connect(live) as s:
         s.sendall(b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer " + TOKEN.encode()
                   + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{")
@@ -95,8 +96,8 @@ def test_deeply_nested_json_is_a_400(live: LiveServer, depth: int) -> None:
 
 def test_a_flat_body_with_many_brackets_is_not_too_deep() -> None:
     wide = json.dumps([{"modelId": f"m{i}", "extra": [[1], [2]]} for i in range(32)]).encode()
-    assert not app_module.unparseable(wide) and app_module.unparseable(b"[" * 65 + b"]" * 65)
-    assert not app_module.unparseable(b"[" * 64 + b"]" * 64) and not app_module.unparseable(b"[[[ not json")
+    assert not json_depth.unparseable(wide) and json_depth.unparseable(b"[" * 65 + b"]" * 65)
+    assert not json_depth.unparseable(b"[" * 64 + b"]" * 64) and not json_depth.unparseable(b"[[[ not json")
 
 
 def test_an_integer_too_long_to_convert_is_a_400(live: LiveServer) -> None:
