@@ -18,6 +18,7 @@ TYPE_FOR_STATUS = {401: "unauthorized", 404: "notFound", 499: "cancelled"}
 TITLES = {400: "Invalid request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 408: "Too slow",
           413: "Request body too large", 415: "Unsupported media type", 499: "Cancelled", 500: "Failed"}
 PROBLEM_JSON = "application/problem+json"
+UNAUTHORIZED = "a valid bearer token is required"
 MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
 
 
@@ -41,9 +42,12 @@ def problem_response(status: int, detail: str, headers: dict[str, str] | None = 
 
 async def send_problem(send: Send, status: int, detail: str) -> None:
     """A problem straight onto an ASGI connection, for the middleware in front of connexion."""
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", PROBLEM_JSON.encode())]})
-    await send({"type": "http.response.body", "body": problem_body(status, detail)})
+    body = problem_body(status, detail)
+    headers = [(b"content-length", str(len(body)).encode()), (b"content-type", PROBLEM_JSON.encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def problem_from_exception(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
@@ -56,7 +60,7 @@ def problem_from_exception(_request: ConnexionRequest, exc: Exception) -> Connex
         log.error("request failed", exc_info=exc)
         status, detail, headers = 500, "the request failed; see the server log", {}
     if status == 401:
-        detail = "a valid bearer token is required"
+        detail = UNAUTHORIZED
     if len(detail) > MAX_DETAIL:
         detail = detail[:MAX_DETAIL] + "..."
     response = problem_response(status, detail, headers)

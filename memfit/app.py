@@ -21,10 +21,12 @@ from starlette.types import ASGIApp
 from memfit.estimator.service import FitService
 from memfit.handlers.context import ServerState
 from memfit.handlers.problems import problem_from_exception
+from memfit.http.auth import RequireToken
 from memfit.http.body import BodyLimit
 from memfit.http.cancellation import Cancellation
 from memfit.http.json_depth import JsonDepth
 from memfit.http.revision import ApiRevision
+from memfit.http.routing import RouteTable, Routing
 from memfit.http.state import WithState
 from memfit.http.validation import VALIDATORS
 
@@ -68,5 +70,7 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
     for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, problem_from_exception)
     state = server_state(service, token)
-    # outermost first: the state and the revision header reach every request and every answer
-    return WithState(ApiRevision(BodyLimit(JsonDepth(Cancellation(app))), state.api_revision), state)
+    # outermost first: the state and the revision header reach every request and every answer; the route and
+    # the token are known before any body is read, and only an operation that takes one has it read
+    guarded = Routing(RequireToken(BodyLimit(JsonDepth(Cancellation(app)))), RouteTable(load_spec()))
+    return WithState(ApiRevision(guarded, state.api_revision), state)

@@ -1,6 +1,8 @@
 """Reads the request body up to its size limit and within its deadline, before anything parses it: 413 past
 the limit (declared or sent), 408 when it trickles in for longer than the deadline, 400 for an invalid
-Content-Length. The app behind gets the whole body as one message."""
+Content-Length. Only an operation that takes a body (routing.py) has it read: for anything else the app
+behind gets an empty body and what the client sent is never buffered. Either way the app behind gets the
+whole body as one message."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfit.handlers.problems import send_problem
+from memfit.http.routing import ROUTE_KEY
 
 MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is not a fit request
 BODY_TIMEOUT_S = 10.0  # a body that trickles in for longer is cut off with a 408
@@ -40,6 +43,10 @@ class BodyLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        route = scope.get(ROUTE_KEY)
+        if route is None or not route.takes_body:
+            await self.app(scope, replay(whole_body(b""), receive), send)
             return
         try:
             async with asyncio.timeout(BODY_TIMEOUT_S):
