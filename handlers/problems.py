@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import logging
 
+from connexion.exceptions import ProblemException
+from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.types import Send
 
 from memfit.estimator.vocabulary import ProblemType
 from memfit.generated.models import Problem
@@ -15,6 +19,8 @@ TYPE_FOR_STATUS = {401: ProblemType.UNAUTHORIZED, 404: ProblemType.NOT_FOUND, 49
 TITLES = {400: "Invalid request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 408: "Too slow",
           413: "Request body too large", 415: "Unsupported media type", 499: "Cancelled", 500: "Failed"}
 PROBLEM_JSON = "application/problem+json"
+UNAUTHORIZED = "a valid bearer token is required"
+MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
 
 
 def problem_type(status: int) -> str:
@@ -33,3 +39,31 @@ def problem_response(status: int, detail: str, headers: dict[str, str] | None = 
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     return Response(problem_body(status, detail), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+async def send_problem(send: Send, status: int, detail: str) -> None:
+    """A problem straight onto an ASGI connection, for the middleware in front of connexion."""
+    body = problem_body(status, detail)
+    headers = [(b"content-length", str(len(body)).encode()), (b"content-type", PROBLEM_JSON.encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def problem_from_exception(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    """connexion's error handler: every error it or a handler raises, as a problem with the contract's words."""
+    if isinstance(exc, ProblemException):
+        status, detail, headers = exc.status, str(exc.detail or exc.title or ""), dict(exc.headers or {})
+    elif isinstance(exc, HTTPException):
+        status, detail, headers = exc.status_code, str(exc.detail or ""), dict(exc.headers or {})
+    else:
+        log.error("request failed", exc_info=exc)
+        status, detail, headers = 500, "the request failed; see the server log", {}
+    if status == 401:
+        detail = UNAUTHORIZED
+    if len(detail) > MAX_DETAIL:
+        detail = detail[:MAX_DETAIL] + "..."
+    response = problem_response(status, detail, headers)
+    return ConnexionResponse(status_code=status, mimetype=PROBLEM_JSON, body=response.body,
+                             headers={k: v for k, v in response.headers.items() if k != "content-type"})

@@ -1,16 +1,15 @@
-"""Bearer tokens: MEMFIT_TOKEN, else one generated at first start into a 0600 file in the state directory."""
+"""Bearer tokens: MEMFIT_TOKEN, else one generated at first start into a 0600 file in the state directory.
+
+Checking a request's token is memfit.http.auth's job; openapi.yaml's x-bearerInfoFunc names it here."""
 
 from __future__ import annotations
 
-import hmac
 import os
 import secrets
 import tempfile
 from dataclasses import dataclass
 
-from connexion.lifecycle import ConnexionRequest
-
-from memfit.handlers.context import STATE_KEY
+from memfit.http.auth import bearer_info  # noqa: F401  (openapi.yaml: x-bearerInfoFunc: memfit.auth.bearer_info)
 
 TOKEN_FILE = "token"
 
@@ -53,10 +52,3 @@ def load_token(state_dir: str, environ: dict[str, str] | None = None) -> Token:
     write_token_file(path, value)
     return Token(value, path)
 
-
-def bearer_info(token: str, request: ConnexionRequest) -> dict | None:
-    """connexion's x-bearerInfoFunc: the presented token against the server's, in constant time."""
-    expected: str = request.scope[STATE_KEY].token
-    if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")):
-        return {"sub": "memfit-client"}
-    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from memfit import app as app_module
 from memfit import http_server
+from memfit.http import body as body_module
+from memfit.http import json_depth
 from memfit.auth import load_token
 from tests.conftest import TOKEN, LiveServer
 
@@ -35,7 +37,7 @@ def test_headers_that_trickle_in_are_cut_off(live: LiveServer, monkeypatch: pyte
 
 
 def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app_module, "BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(body_module, "BODY_TIMEOUT_S", 0.5)
     with _connect(live) as s:
         s.sendall(b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer " + TOKEN.encode()
                   + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{")
@@ -95,8 +97,8 @@ def test_deeply_nested_json_is_a_400(live: LiveServer, depth: int) -> None:
 
 def test_a_flat_body_with_many_brackets_is_not_too_deep() -> None:
     wide = json.dumps([{"modelId": f"m{i}", "extra": [[1], [2]]} for i in range(32)]).encode()
-    assert not app_module.unparseable(wide) and app_module.unparseable(b"[" * 65 + b"]" * 65)
-    assert not app_module.unparseable(b"[" * 64 + b"]" * 64) and not app_module.unparseable(b"[[[ not json")
+    assert not json_depth.unparseable(wide) and json_depth.unparseable(b"[" * 65 + b"]" * 65)
+    assert not json_depth.unparseable(b"[" * 64 + b"]" * 64) and not json_depth.unparseable(b"[[[ not json")
 
 
 def test_an_integer_too_long_to_convert_is_a_400(live: LiveServer) -> None:
@@ -110,3 +112,86 @@ def test_an_integer_too_long_to_convert_is_a_400(live: LiveServer) -> None:
             assert response.status_code == 400 and "digits" in response.json()["detail"], path
         as_text = c.post("/v1/models/fit", json={"modelId": digits})  # a long run of digits in a string is fine
     assert as_text.status_code == 404
+
+
+WIDE = b"[" + b",".join([b"[]"] * 349_000) + b"]"  # 1 MiB: the old guard parsed it (~1.2 s of the loop) first
+
+
+def _asgi(app, method: str, path: str, body: bytes, token: str | None) -> tuple[int, dict[bytes, bytes], int]:
+    """(status, headers, how many times the app asked for the body) for one request straight into the app."""
+    reads = 0
+    answer: dict = {}
+
+    async def receive() -> dict:
+        nonlocal reads
+        reads += 1
+        if reads == 1:
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.sleep(3600)
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            answer.update(status=message["status"], headers=dict(message["headers"]))
+
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    if token:
+        headers.append((b"authorization", f"Bearer {token}".encode()))
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "path": path,
+             "raw_path": path.encode(), "query_string": b"", "root_path": "", "scheme": "http",
+             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5000), "headers": headers}
+
+    async def call() -> None:
+        task = asyncio.ensure_future(app(scope, receive, send))
+        await asyncio.wait({task}, timeout=10)
+        task.cancel()
+
+    asyncio.run(call())
+    return answer["status"], answer["headers"], reads
+
+
+@pytest.mark.parametrize("body", [WIDE, b"[" * 100_000 + b"]" * 100_000])
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+def test_an_unauthenticated_body_is_never_read(live: LiveServer, monkeypatch: pytest.MonkeyPatch, body: bytes,
+                                               token: str | None) -> None:
+    """Authentication comes before the body: nothing reads, scans or parses it (benchmarks/loop_blocking.py
+    measures how long the loop is held)."""
+    parsed = []
+    for name in ("outside_strings", "nests_deeper", "unparseable"):
+        monkeypatch.setattr(json_depth, name, lambda *a, name=name: parsed.append(name))
+    monkeypatch.setattr(json, "loads", lambda *a, **k: parsed.append("json.loads"))
+    status, headers, reads = _asgi(live.app, "POST", "/v1/models/fit/batch", body, token)
+    assert (status, headers[b"www-authenticate"], reads, parsed) == (401, b"Bearer", 0, [])
+
+
+def test_a_route_without_a_body_never_reads_one(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed = []
+    monkeypatch.setattr(json_depth, "unparseable", lambda *a: parsed.append("unparseable"))
+    for method, path, token, expected in (("GET", "/health", None, 200), ("POST", "/nowhere", TOKEN, 404),
+                                          ("GET", "/v1/models/fit", TOKEN, 405), ("GET", "/v1/models", TOKEN, 200)):
+        status, _, _ = _asgi(live.app, method, path, WIDE, token)
+        assert status == expected, path
+    assert parsed == []
+
+
+def test_an_unauthenticated_megabyte_is_refused_over_http(live: LiveServer) -> None:
+    with live.client(None) as c:
+        response = c.post("/v1/models/fit/batch", content=WIDE, headers={"Content-Type": "text/plain"})
+    assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["type"] == "unauthorized"
+
+
+def test_the_depth_count_skips_strings_and_needs_no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(json, "loads", lambda *a, **k: pytest.fail("the depth check parsed the body"))
+    assert json_depth.unparseable(WIDE) is None and json_depth.unparseable(b"[" * 65 + b"]" * 65)
+    assert json_depth.unparseable(b"{" * 70)  # unclosed still counts
+    assert json_depth.unparseable(b'["' + b"[" * 100 + b'"]') is None  # brackets inside a string do not
+    assert json_depth.unparseable(b'["\\\\", "\\"[[' + b"[" * 100 + b'"]') is None  # escapes do not end it
+    assert json_depth.unparseable((b"[" * 64 + b"]" * 64 + b",") * 1000) is None
+
+
+def test_runs_of_digits_just_under_the_limit_are_scanned_once() -> None:
+    """The old check searched with re `\\d{4301}`, which restarts inside every run: 1 MiB of 4,300-digit runs
+    took ~30 s of the event loop. The count is now linear (a few ms)."""
+    digits = sys.get_int_max_str_digits()
+    assert json_depth.unparseable((b"7" * digits + b",") * ((1 << 20) // (digits + 1))) is None
+    assert json_depth.unparseable(b"[" + b"7" * (digits + 1) + b"]")
