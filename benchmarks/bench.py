@@ -37,14 +37,36 @@ from tools.gguf_writers import Model, attention, embeddings, feed_forward, gemma
 TARGETS = {"cold_ms": 50.0, "cold_ratio": 100.0, "warm_ms": 0.2, "http_ratio": 1.3, "rss_growth": 0.10}
 
 
-def dense(arch: str, name: str, *, vocab: int, tokenizer: str, merges: int, layers: int, embd: int, heads: int,
-          heads_kv: int, ff: int, ctx: int, bias: bool = False) -> Callable[[], Model]:
+def dense(
+    arch: str,
+    name: str,
+    *,
+    vocab: int,
+    tokenizer: str,
+    merges: int,
+    layers: int,
+    embd: int,
+    heads: int,
+    heads_kv: int,
+    ff: int,
+    ctx: int,
+    bias: bool = False,
+) -> Callable[[], Model]:
     """A dense transformer with a real model's published dimensions, Q4_K weights and a real-size vocabulary."""
 
     def build() -> Model:
         m = Model(arch, vocab=vocab, tokenizer=tokenizer, merges=merges)
-        transformer_kv(m, ctx=ctx, embd=embd, layers=layers, ff=ff, heads=heads, heads_kv=heads_kv, name=name,
-                       file_type=gguf.LlamaFileType.MOSTLY_Q4_K_M)
+        transformer_kv(
+            m,
+            ctx=ctx,
+            embd=embd,
+            layers=layers,
+            ff=ff,
+            heads=heads,
+            heads_kv=heads_kv,
+            name=name,
+            file_type=gguf.LlamaFileType.MOSTLY_Q4_K_M,
+        )
         embeddings(m, embd, vocab, QT.Q6_K, tied=False)
         for i in range(layers):
             attention(m, i, embd, heads, heads_kv, embd // heads, QT.Q4_K, bias=bias)
@@ -56,12 +78,46 @@ def dense(arch: str, name: str, *, vocab: int, tokenizer: str, merges: int, laye
 
 # Vocabularies of 32k, 128k, 152k and 262k tokens, with the merges real byte-level BPE tokenizers carry.
 REAL_SIZE = {
-    "Mistral-7B-v0.1 shape, 32k vocab": dense("llama", "mistral-7b", vocab=32000, tokenizer="llama", merges=0,
-                                              layers=32, embd=4096, heads=32, heads_kv=8, ff=14336, ctx=32768),
-    "Llama-3.1-8B shape, 128k vocab": dense("llama", "llama-3.1-8b", vocab=128256, tokenizer="gpt2", merges=280147,
-                                            layers=32, embd=4096, heads=32, heads_kv=8, ff=14336, ctx=131072),
-    "Qwen2.5-7B shape, 152k vocab": dense("qwen2", "qwen2.5-7b", vocab=152064, tokenizer="gpt2", merges=151387,
-                                          layers=28, embd=3584, heads=28, heads_kv=4, ff=18944, ctx=32768, bias=True),
+    "Mistral-7B-v0.1 shape, 32k vocab": dense(
+        "llama",
+        "mistral-7b",
+        vocab=32000,
+        tokenizer="llama",
+        merges=0,
+        layers=32,
+        embd=4096,
+        heads=32,
+        heads_kv=8,
+        ff=14336,
+        ctx=32768,
+    ),
+    "Llama-3.1-8B shape, 128k vocab": dense(
+        "llama",
+        "llama-3.1-8b",
+        vocab=128256,
+        tokenizer="gpt2",
+        merges=280147,
+        layers=32,
+        embd=4096,
+        heads=32,
+        heads_kv=8,
+        ff=14336,
+        ctx=131072,
+    ),
+    "Qwen2.5-7B shape, 152k vocab": dense(
+        "qwen2",
+        "qwen2.5-7b",
+        vocab=152064,
+        tokenizer="gpt2",
+        merges=151387,
+        layers=28,
+        embd=3584,
+        heads=28,
+        heads_kv=4,
+        ff=18944,
+        ctx=32768,
+        bias=True,
+    ),
     "Gemma-3-4B shape, 262k vocab": gemma3_4b,
 }
 
@@ -75,26 +131,28 @@ def median_ms(run: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
+def cold_and_warm_ms(path: Path) -> tuple[float, float, float]:
+    """(memfit cold, gguf.GGUFReader, memfit warm per model) for the model file at `path`."""
+    request = FitRequest(path.stem)
+    cold_service = build_service([Root(str(path.parent), RootKind.PLAIN)])
+    cold_service.index.refresh()
+
+    def cold_estimate() -> None:  # the header read and the estimate, without the directory scan
+        cold_service.cache.clear()
+        cold_service.answer(request)
+
+    cold_estimate()
+    memfit_ms = median_ms(cold_estimate, 7)
+    reader_ms = median_ms(lambda: gguf.GGUFReader(path), 2)
+    warm_service = build_service([Root(str(path.parent), RootKind.PLAIN)])
+    warm_service.index.refresh()
+    warm_service.answer(request)
+    warm_ms = median_ms(lambda: [warm_service.answer(request) for _ in range(1000)], 5) / 1000
+    return memfit_ms, reader_ms, warm_ms
+
+
 def cold_and_warm(models: dict[str, Path]) -> list[tuple[str, float, float, float]]:
-    rows = []
-    for label, path in models.items():
-        request = FitRequest(path.stem)
-        cold_service = build_service([Root(str(path.parent), RootKind.PLAIN)])
-        cold_service.index.refresh()
-
-        def cold_estimate() -> None:  # the header read and the estimate, without the directory scan
-            cold_service.cache.clear()
-            cold_service.answer(request)
-
-        cold_estimate()
-        memfit_ms = median_ms(cold_estimate, 7)
-        reader_ms = median_ms(lambda: gguf.GGUFReader(path), 2)
-        warm_service = build_service([Root(str(path.parent), RootKind.PLAIN)])
-        warm_service.index.refresh()
-        warm_service.answer(request)
-        warm_ms = median_ms(lambda: [warm_service.answer(request) for _ in range(1000)], 5) / 1000
-        rows.append((label, memfit_ms, reader_ms, warm_ms))
-    return rows
+    return [(label, *cold_and_warm_ms(path)) for label, path in models.items()]
 
 
 def free_port() -> int:
@@ -107,9 +165,10 @@ class Server:
     def __init__(self, kind: str, models: Path, state: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "benchmarks.serve", kind, str(models),
-                                         str(self.port),
-                                         str(state)], cwd=Path(__file__).resolve().parent.parent)
+        self.process = subprocess.Popen(
+            [sys.executable, "-W", "ignore", "-m", "benchmarks.serve", kind, str(models), str(self.port), str(state)],
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -128,8 +187,15 @@ class Server:
 
 
 def batch_body(ids: list[str]) -> list[dict]:
-    return [{"modelId": ids[i % len(ids)], "allocatedTokens": 1024 * (1 + i % 8), "streams": 1 + i % 4,
-             "keyElementBytes": 1 + (i % 2)} for i in range(32)]
+    return [
+        {
+            "modelId": ids[i % len(ids)],
+            "allocatedTokens": 1024 * (1 + i % 8),
+            "streams": 1 + i % 4,
+            "keyElementBytes": 1 + (i % 2),
+        }
+        for i in range(32)
+    ]
 
 
 def latencies(url: str, body: list[dict], count: int) -> list[float]:
@@ -203,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|")
         for label, cold_ms, reader_ms, warm_ms in cold_and_warm(models):
             size = models[label].stat().st_size / 2**30
-            print(f"| {label} | {size:.1f} GiB | {cold_ms:.1f} | {reader_ms:.0f} | {reader_ms / cold_ms:.0f}x | "
-                  f"{warm_ms:.3f} |")
+            print(
+                f"| {label} | {size:.1f} GiB | {cold_ms:.1f} | {reader_ms:.0f} | {reader_ms / cold_ms:.0f}x | "
+                f"{warm_ms:.3f} |"
+            )
             if "262k" in label and (cold_ms > TARGETS["cold_ms"] or reader_ms / cold_ms < TARGETS["cold_ratio"]):
                 failed.append("cold 262k")
             if warm_ms > TARGETS["warm_ms"]:
@@ -222,8 +290,10 @@ def main(argv: list[str] | None = None) -> int:
             print("| server | p50 (ms) | p95 (ms) |")
             print("|---|---|---|")
             for kind in ("memfit", "bare"):
-                print(f"| {'memfit (connexion, validated)' if kind == 'memfit' else 'bare Starlette route'} | "
-                      f"{p50[kind]:.2f} | {p95[kind]:.2f} |")
+                print(
+                    f"| {'memfit (connexion, validated)' if kind == 'memfit' else 'bare Starlette route'} | "
+                    f"{p50[kind]:.2f} | {p95[kind]:.2f} |"
+                )
             print(f"| ratio memfit / bare | {ratio:.2f} | {p95['memfit'] / p95['bare']:.2f} |")
             if ratio > TARGETS["http_ratio"]:
                 failed.append("http ratio")
@@ -250,9 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for server in servers.values():
                 server.stop()
-    print(f"\ntargets: cold 262k <= {TARGETS['cold_ms']:g} ms and >= {TARGETS['cold_ratio']:g}x GGUFReader; warm <="
-          f" {TARGETS['warm_ms']} ms per model; HTTP p50 ratio <= {TARGETS['http_ratio']}; RSS growth <="
-          f" {TARGETS['rss_growth']:.0%}: {'all met' if not failed else 'MISSED: ' + ', '.join(failed)}")
+    print(
+        f"\ntargets: cold 262k <= {TARGETS['cold_ms']:g} ms and >= {TARGETS['cold_ratio']:g}x GGUFReader; warm <="
+        f" {TARGETS['warm_ms']} ms per model; HTTP p50 ratio <= {TARGETS['http_ratio']}; RSS growth <="
+        f" {TARGETS['rss_growth']:.0%}: {'all met' if not failed else 'MISSED: ' + ', '.join(failed)}"
+    )
     return 1 if failed else 0
 
 

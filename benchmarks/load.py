@@ -28,10 +28,21 @@ MAX_RSS_GROWTH = 0.10
 
 
 def observation(client: int, n: int) -> dict:
-    return {"modelId": "model-0", "revision": "", "quant": "Q4_K_M", "artifactBytes": 1000 + n,
-            "workload": {"allocatedTokens": 4096, "streams": 1, "keyElementBytes": 2, "valueElementBytes": 2,
-                         "mode": "fullGpu"},
-            "parts": {"workspace": n}, "runtime": f"load client {client}"}
+    return {
+        "modelId": "model-0",
+        "revision": "",
+        "quant": "Q4_K_M",
+        "artifactBytes": 1000 + n,
+        "workload": {
+            "allocatedTokens": 4096,
+            "streams": 1,
+            "keyElementBytes": 2,
+            "valueElementBytes": 2,
+            "mode": "fullGpu",
+        },
+        "parts": {"workspace": n},
+        "runtime": f"load client {client}",
+    }
 
 
 async def run(url: str, clients: int, seconds: float, body: list[dict]) -> tuple[Counter, list[float], int]:
@@ -100,9 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.clients} clients for {args.seconds:g} s on 127.0.0.1")
     print("| requests | errors | p50 (ms) | p95 (ms) | p99 (ms) | RSS start | RSS end | growth | observations |")
     print("|---|---|---|---|---|---|---|---|---|")
-    print(f"| {sum(statuses.values())} | {sum(errors.values())} {dict(errors) or ''} | {q[49]:.1f} | {q[94]:.1f} | "
-          f"{q[98]:.1f} | {start / 2**20:.1f} MiB | {rss[-1] / 2**20:.1f} MiB | {growth:+.1%} | "
-          f"{stored} stored, {rows} in the database |")
+    print(
+        f"| {sum(statuses.values())} | {sum(errors.values())} {dict(errors) or ''} | {q[49]:.1f} | {q[94]:.1f} | "
+        f"{q[98]:.1f} | {start / 2**20:.1f} MiB | {rss[-1] / 2**20:.1f} MiB | {growth:+.1%} | "
+        f"{stored} stored, {rows} in the database |"
+    )
     print(f"statuses: {dict(sorted(statuses.items(), key=str))}")
     problems = []
     if errors:
@@ -111,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         problems.append("memory grew")
     if rows != stored:
         problems.append("observations lost")
-    print("load: " + ("no errors, flat memory, no observation lost" if not problems else "FAILED: " + ", ".join(problems)))
+    print(
+        "load: " + ("no errors, flat memory, no observation lost" if not problems else "FAILED: " + ", ".join(problems))
+    )
     return 1 if problems else 0
 
 

@@ -16,18 +16,30 @@ from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 
 TOKEN = "bench-token"
-BODIES = {"1 MiB [[],[],...]": b"[" + b",".join([b"[]"] * 349_000) + b"]",
-          "100,000 deep": b"[" * 100_000 + b"]" * 100_000}
+BODIES = {
+    "1 MiB [[],[],...]": b"[" + b",".join([b"[]"] * 349_000) + b"]",
+    "100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+}
 
 
 def scope(body: bytes, token: str | None) -> dict:
     headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
     if token:
         headers.append((b"authorization", f"Bearer {token}".encode()))
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-            "path": "/v1/models/fit/batch", "raw_path": b"/v1/models/fit/batch", "query_string": b"",
-            "root_path": "", "scheme": "http", "server": ("127.0.0.1", 9998), "client": ("127.0.0.1", 5000),
-            "headers": headers}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "path": "/v1/models/fit/batch",
+        "raw_path": b"/v1/models/fit/batch",
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "server": ("127.0.0.1", 9998),
+        "client": ("127.0.0.1", 5000),
+        "headers": headers,
+    }
 
 
 async def held(app, body: bytes, token: str | None) -> tuple[int, float, float]:
@@ -73,8 +85,10 @@ async def main(make_app=create_app) -> None:
         for token in (None, "wrong", TOKEN):
             runs = [await held(app, body, token) for _ in range(5)]
             worst = max(r[1] for r in runs)
-            print(f"{name:18} token={str(token):11} status {runs[0][0]}  loop held at most {worst:7.2f} ms"
-                  f"  answer in {sorted(r[2] for r in runs)[2]:7.2f} ms (median of 5)")
+            print(
+                f"{name:18} token={str(token):11} status {runs[0][0]}  loop held at most {worst:7.2f} ms"
+                f"  answer in {sorted(r[2] for r in runs)[2]:7.2f} ms (median of 5)"
+            )
 
 
 if __name__ == "__main__":

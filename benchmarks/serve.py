@@ -48,8 +48,9 @@ def bare_app(fit: FitService) -> Starlette:
         yield
         fit.index.stop()
 
-    return Starlette(routes=[Route("/v1/models/fit/batch", batch, methods=["POST"]), Route("/health", health)],
-                     lifespan=lifespan)
+    return Starlette(
+        routes=[Route("/v1/models/fit/batch", batch, methods=["POST"]), Route("/health", health)], lifespan=lifespan
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -50,6 +50,7 @@ class NewerKeys:
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
 
+
 def every_layer(ly: Layers, il: int) -> bool:
     # llama_model::create_memory: llama_kv_cache with no filter
     return True
@@ -170,8 +171,10 @@ def _pattern_array(window: Window, ly: Layers, value: tuple) -> tuple[bool, ...]
     # llama_model_loader::get_key_or_arr: a per-layer pattern of the length this arch's loader demands
     expected = window.array_length(ly)
     if (expected is not None and len(value) != expected) or len(value) > ly.n_all:
-        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses a sliding_window_pattern of {len(value)}"
-                                                      f" entries for {ly.n_trunk} layers")
+        raise EvidenceError(
+            Limit.LAYOUT_NOT_UNIFORM,
+            f"llama.cpp refuses a sliding_window_pattern of {len(value)} entries for {ly.n_trunk} layers",
+        )
     return tuple(bool(v) for v in value) + (False,) * (ly.n_all - len(value))
 
 
@@ -222,6 +225,7 @@ class Window:
 
 
 # --- shared KV, MLA, indexers -----------------------------------------------------------------------------
+
 
 def every_layer_owns_kv(ly: Layers) -> int:
     # llama_hparams::n_layer_kv_from_start default: every layer has its own KV
@@ -290,15 +294,25 @@ SsmWeights = Callable[[HParams, int], int]  # (hparams, n_embd) -> a recurrent b
 
 
 def _ssm_dims(hp: HParams) -> tuple[int, int, int, int]:
-    return (hp.require_int(SSM.CONV_KERNEL), hp.require_int(SSM.INNER_SIZE), hp.require_int(SSM.STATE_SIZE),
-            hp.require_int(SSM.TIME_STEP_RANK))
+    return (
+        hp.require_int(SSM.CONV_KERNEL),
+        hp.require_int(SSM.INNER_SIZE),
+        hp.require_int(SSM.STATE_SIZE),
+        hp.require_int(SSM.TIME_STEP_RANK),
+    )
 
 
 def mamba1_weights(hp: HParams, e: int) -> int:
     # llama_model_mamba::load_tensors: in (x, z), conv, x_proj (dt, B, C), dt_proj, A, out
     d_conv, d_inner, d_state, rank = _ssm_dims(hp)
-    return e * 2 * d_inner + d_conv * d_inner + d_inner * (rank + 2 * d_state) + rank * d_inner \
-        + d_inner * d_state + d_inner * e
+    return (
+        e * 2 * d_inner
+        + d_conv * d_inner
+        + d_inner * (rank + 2 * d_state)
+        + rank * d_inner
+        + d_inner * d_state
+        + d_inner * e
+    )
 
 
 def mamba2_weights(hp: HParams, e: int) -> int:
@@ -312,8 +326,12 @@ def gated_delta_net_weights(hp: HParams, e: int) -> int:
     # llama_model_qwen3next::load_tensors: in_proj_qkvz and _ba, conv over q k v, out
     d_conv, d_inner, d_state, rank = _ssm_dims(hp)
     groups = hp.optional_int(SSM.GROUP_COUNT, 0)
-    return e * (2 * groups * d_state + 2 * d_inner) + e * 2 * rank + d_conv * (d_inner + 2 * groups * d_state) \
+    return (
+        e * (2 * groups * d_state + 2 * d_inner)
+        + e * 2 * rank
+        + d_conv * (d_inner + 2 * groups * d_state)
         + d_inner * e
+    )
 
 
 @dataclass(frozen=True)
@@ -467,88 +485,173 @@ RULES: dict[str, ArchRule] = {
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
     "deepseek2": ArchRule(mla=mla_if_lengths, workspace_checked=True, counted=True),
     "mistral4": ArchRule(mla=mla_if_lengths, workspace_checked=True),  # llama_model_mistral4 inherits deepseek2
-    "deepseek32": ArchRule(kv_layers=trunk_layer, mla=always_mla, indexer=dsa_every_trunk_layer,
-                           workspace_checked=True, compute_bytes_per_cell=8),
-    "glm-dsa": ArchRule(kv_layers=trunk_layer, mla=always_mla, indexer=glm_dsa_listed_layers,
-                        workspace_checked=True, compute_bytes_per_cell=8),
+    "deepseek32": ArchRule(
+        kv_layers=trunk_layer,
+        mla=always_mla,
+        indexer=dsa_every_trunk_layer,
+        workspace_checked=True,
+        compute_bytes_per_cell=8,
+    ),
+    "glm-dsa": ArchRule(
+        kv_layers=trunk_layer,
+        mla=always_mla,
+        indexer=glm_dsa_listed_layers,
+        workspace_checked=True,
+        compute_bytes_per_cell=8,
+    ),
     "hy_v3": ArchRule(kv_layers=trunk_layer),
     # sliding windows
-    "gemma2": ArchRule(window=Window(period_pattern, period=2, default_size=4096), workspace_checked=True,
-                       counted=True),
-    "gemma3": ArchRule(window=Window(period_pattern, window_key_positive, period=6), workspace_checked=True,
-                       counted=True),
-    "gemma3n": ArchRule(window=Window(period_pattern, period=5), kv_from_start=twenty_layers_own_kv,
-                        tied_embedding_twice=True),
-    "gemma4": ArchRule(window=Window(array_pattern, pattern_required=True), kv_from_start=shared_kv_layers_reuse,
-                       workspace_checked=True, tied_embedding_twice=True),
+    "gemma2": ArchRule(
+        window=Window(period_pattern, period=2, default_size=4096), workspace_checked=True, counted=True
+    ),
+    "gemma3": ArchRule(
+        window=Window(period_pattern, window_key_positive, period=6), workspace_checked=True, counted=True
+    ),
+    "gemma3n": ArchRule(
+        window=Window(period_pattern, period=5), kv_from_start=twenty_layers_own_kv, tied_embedding_twice=True
+    ),
+    "gemma4": ArchRule(
+        window=Window(array_pattern, pattern_required=True),
+        kv_from_start=shared_kv_layers_reuse,
+        workspace_checked=True,
+        tied_embedding_twice=True,
+    ),
     "cohere2": ArchRule(window=Window(period_pattern, period=4), workspace_checked=True, counted=True),
     "gpt-oss": ArchRule(window=Window(period_pattern, period=2), workspace_checked=True, counted=True),
-    "olmo2": ArchRule(window=Window(period_pattern, window_key_positive, period=4), workspace_checked=True,
-                      counted=True),
+    "olmo2": ArchRule(
+        window=Window(period_pattern, window_key_positive, period=4), workspace_checked=True, counted=True
+    ),
     "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), workspace_checked=True),
-    "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True),
-                       workspace_checked=True),
+    "laguna": ArchRule(
+        window=Window(period_pattern, window_key_positive, period=4, dense_first=True), workspace_checked=True
+    ),
     "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), workspace_checked=True),
-    "smallthinker": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True,
-                                           forced_size=4096), workspace_checked=True),
-    "exaone4": ArchRule(window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
-                        workspace_checked=True, counted=True),
+    "smallthinker": ArchRule(
+        window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
+        workspace_checked=True,
+    ),
+    "exaone4": ArchRule(
+        window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
+        workspace_checked=True,
+        counted=True,
+    ),
     "exaone-moe": ArchRule(window=Window(period_pattern, period=4), workspace_checked=True),
-    "llama4": ArchRule(window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192),
-                       workspace_checked=True),
-    "mellum": ArchRule(window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
-                       workspace_checked=True),
-    "muse-glimmer": ArchRule(window=Window(period_or_array_pattern, period=4, pattern_required=True),
-                             workspace_checked=True),
-    "cohere2moe": ArchRule(window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
-                           workspace_checked=True),
+    "llama4": ArchRule(
+        window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192), workspace_checked=True
+    ),
+    "mellum": ArchRule(
+        window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
+        workspace_checked=True,
+    ),
+    "muse-glimmer": ArchRule(
+        window=Window(period_or_array_pattern, period=4, pattern_required=True), workspace_checked=True
+    ),
+    "cohere2moe": ArchRule(
+        window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
+        workspace_checked=True,
+    ),
     "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), workspace_checked=True),
-    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block),
-                       workspace_checked=True),
+    "step35": ArchRule(
+        kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), workspace_checked=True
+    ),
     "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), workspace_checked=True),
     # recurrent
-    "mamba": ArchRule(memory=Memory.RECURRENT, recurrence=Recurrence(every_layer, reads_group_count=False),
-                      workspace_checked=True, parameters=Counting(ssm_weights=mamba1_weights), counted=True),
-    "mamba2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True,
-                       counted=True),
+    "mamba": ArchRule(
+        memory=Memory.RECURRENT,
+        recurrence=Recurrence(every_layer, reads_group_count=False),
+        workspace_checked=True,
+        parameters=Counting(ssm_weights=mamba1_weights),
+        counted=True,
+    ),
+    "mamba2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True, counted=True),
     "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
     "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
     "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
     "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
     # hybrids
-    "jamba": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent,
-                      recurrence=Recurrence(no_kv_heads, reads_group_count=False), workspace_checked=True),
-    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
-                       workspace_checked=True),
-    "granitehybrid": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
-                              workspace_checked=True, counted=True),
-    "falcon-h1": ArchRule(memory=Memory.HYBRID, kv_layers=every_layer, recurrence=_ALL_RECURRENT,
-                          workspace_checked=True, parameters=Counting(attention_beside_ssm=True), counted=True),
-    "nemotron_h": ArchRule(memory=Memory.HYBRID, kv_layers=attention_without_ffn,
-                           recurrence=Recurrence(no_kv_heads_no_ffn), workspace_checked=True),
-    "nemotron_h_moe": ArchRule(memory=Memory.HYBRID, kv_layers=attention_without_ffn,
-                               recurrence=Recurrence(no_kv_heads_no_ffn), workspace_checked=True),
-    "lfm2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
-                     window=Window(attention_layers_slide, window_key_positive), workspace_checked=True,
-                     counted=True),
-    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS,
-                        workspace_checked=True),
-    "qwen3next": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
-                          workspace_checked=True, parameters=GATED_DELTA_NET, counted=True),
-    "qwen35": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
-                       workspace_checked=True, parameters=GATED_DELTA_NET),
-    "qwen35moe": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
-                          workspace_checked=True, parameters=GATED_DELTA_NET),
-    "qwen4exp": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent, recurrence=_QWEN_NEXT,
-                         indexer=beside_each_attention_layer, workspace_checked=True),
-    "minimax-01": ArchRule(memory=Memory.HYBRID, kv_layers=trunk_not_recurrent,
-                           recurrence=Recurrence(every_8th_attends, lightning_attention=True), workspace_checked=True),
-    "kimi-linear": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla,
-                            workspace_checked=True),
-    "kimi-k3": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla,
-                        workspace_checked=True),
-    "bailingmoe3": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla,
-                            workspace_checked=True),
+    "jamba": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=not_recurrent,
+        recurrence=Recurrence(no_kv_heads, reads_group_count=False),
+        workspace_checked=True,
+    ),
+    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, workspace_checked=True),
+    "granitehybrid": ArchRule(
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, workspace_checked=True, counted=True
+    ),
+    "falcon-h1": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=every_layer,
+        recurrence=_ALL_RECURRENT,
+        workspace_checked=True,
+        parameters=Counting(attention_beside_ssm=True),
+        counted=True,
+    ),
+    "nemotron_h": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=attention_without_ffn,
+        recurrence=Recurrence(no_kv_heads_no_ffn),
+        workspace_checked=True,
+    ),
+    "nemotron_h_moe": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=attention_without_ffn,
+        recurrence=Recurrence(no_kv_heads_no_ffn),
+        workspace_checked=True,
+    ),
+    "lfm2": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=not_recurrent,
+        recurrence=_NO_KV_HEADS,
+        window=Window(attention_layers_slide, window_key_positive),
+        workspace_checked=True,
+        counted=True,
+    ),
+    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, workspace_checked=True),
+    "qwen3next": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=trunk_not_recurrent,
+        recurrence=_QWEN_NEXT,
+        workspace_checked=True,
+        parameters=GATED_DELTA_NET,
+        counted=True,
+    ),
+    "qwen35": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=trunk_not_recurrent,
+        recurrence=_QWEN_NEXT,
+        workspace_checked=True,
+        parameters=GATED_DELTA_NET,
+    ),
+    "qwen35moe": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=trunk_not_recurrent,
+        recurrence=_QWEN_NEXT,
+        workspace_checked=True,
+        parameters=GATED_DELTA_NET,
+    ),
+    "qwen4exp": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=trunk_not_recurrent,
+        recurrence=_QWEN_NEXT,
+        indexer=beside_each_attention_layer,
+        workspace_checked=True,
+    ),
+    "minimax-01": ArchRule(
+        memory=Memory.HYBRID,
+        kv_layers=trunk_not_recurrent,
+        recurrence=Recurrence(every_8th_attends, lightning_attention=True),
+        workspace_checked=True,
+    ),
+    "kimi-linear": ArchRule(
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, workspace_checked=True
+    ),
+    "kimi-k3": ArchRule(
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, workspace_checked=True
+    ),
+    "bailingmoe3": ArchRule(
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, workspace_checked=True
+    ),
 }
 
 # Views of the table, for the modules that ask one question of it.

@@ -77,8 +77,14 @@ def _kv_caches(rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: 
         if not keep:
             continue
         swa = sliding[il]
-        result.append(AttentionLayer(k_width=layers.k_width(il, swa), v_width=0 if mla else layers.v_width(il, swa),
-                                     window=size if swa else None, has_v=not mla))
+        result.append(
+            AttentionLayer(
+                k_width=layers.k_width(il, swa),
+                v_width=0 if mla else layers.v_width(il, swa),
+                window=size if swa else None,
+                has_v=not mla,
+            )
+        )
     caches = [KvCache(tuple(result), _v_width_max(layers, sliding))]
     if rule.indexer is not None:
         caches.append(rule.indexer(layers, len(result)))
@@ -97,8 +103,9 @@ def derive_layout(metadata: Mapping, arch: str) -> Layout:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"no layout rule for architecture {arch!r}")
     hp = HParams(metadata, arch)
     if rule.memory is Memory.NONE:
-        return Layout((), (), has_kv_cache=False, note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
-                      causal=False)
+        return Layout(
+            (), (), has_kv_cache=False, note=f"{arch}: a non-causal model, llama.cpp allocates no memory", causal=False
+        )
     if hp.has(NewerKeys.PLE_LAYERS):
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{arch}: per-layer-embedding state is not modelled")
     layers = layers_of(rule, hp)
@@ -110,8 +117,14 @@ def derive_layout(metadata: Mapping, arch: str) -> Layout:
     states = tuple(width for il in range(layers.n_trunk) if layers.recurrent[il]) if width else ()
     attention = tuple(layer for cache in caches for layer in cache.layers)
     head_dims = tuple(sorted({layers.head_dims(il, sliding[il]) for il in range(layers.n_trunk)}))
-    return Layout(caches=caches, recurrent=states, has_kv_cache=rule.memory is not Memory.RECURRENT,
-                  note=_describe(arch, attention, states), head_dims=head_dims, same_cache_types=rule.mla(hp))
+    return Layout(
+        caches=caches,
+        recurrent=states,
+        has_kv_cache=rule.memory is not Memory.RECURRENT,
+        note=_describe(arch, attention, states),
+        head_dims=head_dims,
+        same_cache_types=rule.mla(hp),
+    )
 
 
 def _describe(arch: str, attention: tuple[AttentionLayer, ...], states: tuple[RecurrentLayer, ...]) -> str:

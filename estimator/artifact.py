@@ -12,8 +12,8 @@ from gguf import Keys
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.estimator.layout import Layout
+from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
 from memfit.readers.gguf_header import STRING, GGUFHeader, SkippedArray
@@ -49,7 +49,9 @@ def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
     except ValueError as exc:
         raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"unknown tensor type {ggml_type}") from exc
     if shape[0] % block:
-        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"row of {shape[0]} elements is not whole {block}-element blocks")
+        raise EvidenceError(
+            Limit.ARTIFACT_UNREADABLE, f"row of {shape[0]} elements is not whole {block}-element blocks"
+        )
     rows = 1
     for n in shape[1:]:
         rows *= n
@@ -85,8 +87,9 @@ def summarize(header: GGUFHeader) -> HeaderSummary:
     for t in header.tensors:
         nbytes = tensor_bytes(t.shape, t.ggml_type)
         if t.offset % header.alignment or header.data_offset + t.offset + nbytes > header.file_size:
-            raise EvidenceError(Limit.ARTIFACT_UNREADABLE,
-                                f"tensor {t.name!r} lies outside the file's data (truncated or corrupt)")
+            raise EvidenceError(
+                Limit.ARTIFACT_UNREADABLE, f"tensor {t.name!r} lies outside the file's data (truncated or corrupt)"
+            )
         tensors.append((t.name, nbytes, t.ggml_type))
     return HeaderSummary(header.metadata, tuple(tensors))
 
@@ -140,8 +143,10 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         note += f"; {arch} loads its tied token embedding twice"
     elif tied and types[TOKEN_EMBD] in CPU_REPACKED_TYPES:
         slack = padded(sizes[TOKEN_EMBD])
-        note += ("; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU"
-                 " backend keeps when it repacks that type")
+        note += (
+            "; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU"
+            " backend keeps when it repacks that type"
+        )
 
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
@@ -149,5 +154,14 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         layout, error = derive_layout(metadata, arch), None
     except EvidenceError as exc:
         layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it
-    return ArtifactFacts(arch, quant_name(metadata, file_name), context_limit, _vocab_size(metadata, arch),
-                         weights, slack, note, layout, error)
+    return ArtifactFacts(
+        arch,
+        quant_name(metadata, file_name),
+        context_limit,
+        _vocab_size(metadata, arch),
+        weights,
+        slack,
+        note,
+        layout,
+        error,
+    )

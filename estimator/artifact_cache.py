@@ -88,7 +88,7 @@ class ArtifactCache:
 
     def _read(self, paths: Sequence[str], key: tuple[FileIdentity, ...]) -> ArtifactFacts | Unreadable:
         try:
-            summaries = [self._summary(p, identity) for p, identity in zip(paths, key)]
+            summaries = [self._summary(p, identity) for p, identity in zip(paths, key, strict=True)]
             return artifact_facts(summaries, os.path.basename(paths[0]))
         except GGUFError as exc:
             return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")

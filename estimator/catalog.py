@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import gguf
 
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.errors import EvidenceError
 from memfit.estimator.bounds import Part
+from memfit.estimator.errors import EvidenceError
 from memfit.estimator.parameters import ParameterCount, count_parameters
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
@@ -68,11 +68,21 @@ class Catalog:
     def __init__(self, document: Mapping | None = None) -> None:
         document = document if document is not None else load_catalog_file()
         self.spreads = {name: QuantSpread(**spec) for name, spec in document["quant_spreads"].items()}
-        self.entries = tuple(CatalogEntry(
-            model_id=m["id"], name=m["name"], architecture=m["architecture"], parameters=m.get("parameters"),
-            context_length=m.get("context_length"), metadata={k: _frozen(v) for k, v in m["metadata"].items()},
-            n_vocab=m["n_vocab"], tied_embeddings=m["tied_embeddings"], quants=tuple(m["quants"]), source=m["source"],
-        ) for m in document["models"])
+        self.entries = tuple(
+            CatalogEntry(
+                model_id=m["id"],
+                name=m["name"],
+                architecture=m["architecture"],
+                parameters=m.get("parameters"),
+                context_length=m.get("context_length"),
+                metadata={k: _frozen(v) for k, v in m["metadata"].items()},
+                n_vocab=m["n_vocab"],
+                tied_embeddings=m["tied_embeddings"],
+                quants=tuple(m["quants"]),
+                source=m["source"],
+            )
+            for m in document["models"]
+        )
         self._by_repo = {e.model_id: e for e in self.entries}
         self._subjects: dict[tuple[str, str], Subject] = {}  # built once: an entry never changes
 
@@ -111,13 +121,19 @@ def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSprea
     blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
     fixed = count.f32 * F32_BYTES
     floor = int(count.quantized * low / 8) + fixed + count.vectors_min * F32_BYTES
-    ceiling = math.ceil(count.quantized * high / 8) + fixed + count.vectors_max * F32_BYTES \
+    ceiling = (
+        math.ceil(count.quantized * high / 8)
+        + fixed
+        + count.vectors_max * F32_BYTES
         + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
+    )
     if entry.tied_embeddings:
         ceiling += math.ceil(entry.n_vocab * entry.metadata.get(f"{entry.architecture}.embedding_length", 0) * high / 8)
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
-    note = (f"{count.total:,} parameters counted from the published layout{stated} x {low:g} to {high:g} bits"
-            f" per weight ({spread.floor_type} to {spread.ceiling_type}); not measured")
+    note = (
+        f"{count.total:,} parameters counted from the published layout{stated} x {low:g} to {high:g} bits"
+        f" per weight ({spread.floor_type} to {spread.ceiling_type}); not measured"
+    )
     return Part(Component.WEIGHTS, floor, Basis.PARAMETER_PROXY, note, slack=int(ceiling) - floor)
 
 
@@ -125,8 +141,11 @@ def catalog_subject(entry: CatalogEntry, quant: str, spreads: Mapping[str, Quant
     """A subject for a model that is not on disk: proxy weights, the published layout."""
     limits = [Limit.ARTIFACT_NOT_ON_DISK]
     try:
-        weights = proxy_weights(entry, count_parameters(entry.metadata, entry.architecture, entry.n_vocab,
-                                                        entry.tied_embeddings), spreads[quant])
+        weights = proxy_weights(
+            entry,
+            count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings),
+            spreads[quant],
+        )
     except (EvidenceError, KeyError) as exc:
         weights = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}")
         limits.append(Limit.LAYOUT_UNPUBLISHED)
@@ -135,8 +154,17 @@ def catalog_subject(entry: CatalogEntry, quant: str, spreads: Mapping[str, Quant
     except EvidenceError as exc:
         layout, problem = None, exc.with_traceback(None)
         limits.append(exc.limit)
-    return Subject(model_id=f"{entry.model_id}:{quant}", revision="", quant=quant, artifact_bytes=None,
-                   context_limit=entry.context_length, n_vocab=entry.n_vocab, layout=layout, layout_problem=problem,
-                   weights=weights, companions=Part.not_applicable(Component.COMPANIONS,
-                                                                   "the catalog lists no projector for this model"),
-                   limits=tuple(dict.fromkeys(limits)), architecture=entry.architecture)
+    return Subject(
+        model_id=f"{entry.model_id}:{quant}",
+        revision="",
+        quant=quant,
+        artifact_bytes=None,
+        context_limit=entry.context_length,
+        n_vocab=entry.n_vocab,
+        layout=layout,
+        layout_problem=problem,
+        weights=weights,
+        companions=Part.not_applicable(Component.COMPANIONS, "the catalog lists no projector for this model"),
+        limits=tuple(dict.fromkeys(limits)),
+        architecture=entry.architecture,
+    )

@@ -22,8 +22,15 @@ class ContextGeometry:
     swa_full: bool = False  # llama.cpp's swa_full: sliding layers keep the whole context
 
 
-def llama_geometry(n_ctx_req: int, n_seq: int, n_ubatch_req: int = DEFAULT_N_UBATCH, *, unified: bool = False,
-                   swa_full: bool = False, causal: bool = True) -> ContextGeometry:
+def llama_geometry(
+    n_ctx_req: int,
+    n_seq: int,
+    n_ubatch_req: int = DEFAULT_N_UBATCH,
+    *,
+    unified: bool = False,
+    swa_full: bool = False,
+    causal: bool = True,
+) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
 
     memfit's answers use its defaults: a non-unified cache, n_ubatch 512, no full-size SWA cache.
@@ -31,8 +38,15 @@ def llama_geometry(n_ctx_req: int, n_seq: int, n_ubatch_req: int = DEFAULT_N_UBA
     n_ctx = round_up(n_ctx_req, CELL_PADDING)
     n_ctx_seq = n_ctx if unified else round_up(n_ctx // n_seq, CELL_PADDING)
     n_batch = min(DEFAULT_N_BATCH, n_ctx_req) if causal else DEFAULT_N_BATCH  # capped by the unpadded request
-    return ContextGeometry(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=1 if unified else n_seq, n_seq=max(1, n_seq),
-                           n_ubatch=min(n_ubatch_req, n_batch), swa_seqs=n_seq if unified else 1, swa_full=swa_full)
+    return ContextGeometry(
+        n_ctx=n_ctx,
+        n_ctx_seq=n_ctx_seq,
+        n_stream=1 if unified else n_seq,
+        n_seq=max(1, n_seq),
+        n_ubatch=min(n_ubatch_req, n_batch),
+        swa_seqs=n_seq if unified else 1,
+        swa_full=swa_full,
+    )
 
 
 def context_geometry(tokens_per_stream: int, streams: int, causal: bool = True) -> ContextGeometry:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fractions import Fraction
 
 from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
+from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.errors import Cancelled
-from memfit.estimator.budget import Budget, BudgetSetting, budget_from
-from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.fit_types import FitRequest, FitResult, ModelEntry, Observation, ObservationReceipt
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.gpu_admission import gpu_admits
@@ -60,9 +60,18 @@ def _ordered_limits(limits: Sequence[Limit]) -> tuple[str, ...]:
 class FitService:
     """Built by memfit.service_builder.build_service, which chooses the readers."""
 
-    def __init__(self, *, index: ModelIndex, cache: ArtifactCache, settings: Settings,
-                 read_host: Callable[[], HostMemory], nvml: NvmlReader, catalog: Catalog, history: History,
-                 read_committed: Callable[[], int | None]) -> None:
+    def __init__(
+        self,
+        *,
+        index: ModelIndex,
+        cache: ArtifactCache,
+        settings: Settings,
+        read_host: Callable[[], HostMemory],
+        nvml: NvmlReader,
+        catalog: Catalog,
+        history: History,
+        read_committed: Callable[[], int | None],
+    ) -> None:
         self.index = index
         self.cache = cache
         self.catalog = catalog
@@ -75,8 +84,9 @@ class FitService:
     # --- one request ------------------------------------------------------------------------------
 
     def read_environment(self) -> Environment:
-        return Environment(budget=budget_from(self.read_host(), self.settings.budget, self.read_committed()),
-                           gpus=self.nvml.read())
+        return Environment(
+            budget=budget_from(self.read_host(), self.settings.budget, self.read_committed()), gpus=self.nvml.read()
+        )
 
     def subject(self, model_id: str) -> Subject | None:
         """A model on disk beats a catalog entry with the same id (measured beats proxy)."""
@@ -85,8 +95,9 @@ class FitService:
             return local_subject(artifact, self.cache)
         return self.catalog.subject(model_id)
 
-    def fit_batch(self, requests: Sequence[FitRequest],
-                  cancelled: Callable[[], bool] = lambda: False) -> list[FitResult]:
+    def fit_batch(
+        self, requests: Sequence[FitRequest], cancelled: Callable[[], bool] = lambda: False
+    ) -> list[FitResult]:
         """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
@@ -112,16 +123,35 @@ class FitService:
         entries = []
         for artifact in self.index.artifacts():
             subject = local_subject(artifact, self.cache)
-            entries.append(ModelEntry(
-                model_id=artifact.model_id, source=ModelSource.LOCAL, root=artifact.root, architecture=subject.architecture,
-                quant=subject.quant, revision=artifact.revision, artifact_bytes=subject.artifact_bytes,
-                context_limit=subject.context_limit, has_projector=artifact.projector is not None))
+            entries.append(
+                ModelEntry(
+                    model_id=artifact.model_id,
+                    source=ModelSource.LOCAL,
+                    root=artifact.root,
+                    architecture=subject.architecture,
+                    quant=subject.quant,
+                    revision=artifact.revision,
+                    artifact_bytes=subject.artifact_bytes,
+                    context_limit=subject.context_limit,
+                    has_projector=artifact.projector is not None,
+                )
+            )
         for entry, quant in self.catalog.ids():
             model_id = f"{entry.model_id}:{quant}"
             if self.index.get(model_id) is None:
-                entries.append(ModelEntry(
-                    model_id=model_id, source=ModelSource.CATALOG, root="", architecture=entry.architecture, quant=quant,
-                    revision="", artifact_bytes=None, context_limit=entry.context_length, has_projector=False))
+                entries.append(
+                    ModelEntry(
+                        model_id=model_id,
+                        source=ModelSource.CATALOG,
+                        root="",
+                        architecture=entry.architecture,
+                        quant=quant,
+                        revision="",
+                        artifact_bytes=None,
+                        context_limit=entry.context_length,
+                        has_projector=False,
+                    )
+                )
         return entries
 
     def record_observation(self, observation: Observation) -> ObservationReceipt:
@@ -129,7 +159,7 @@ class FitService:
         subject = self.subject(observation.model_id)
         p = observation.parts
         w = resolve_workload(observation.workload, subject.context_limit if subject is not None else None)
-        observed_at = (observation.observed_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+        observed_at = (observation.observed_at or datetime.now(UTC)).isoformat(timespec="seconds")
         flags: list[str] = []
         note = ""
         if subject is not None:
@@ -139,14 +169,27 @@ class FitService:
                 flags.append(ObservationFlag.KV_CONTRADICTS_DERIVED)
         model_id = subject.model_id if subject is not None else observation.model_id
         row = ObservationRow(
-            model_id=model_id, revision=observation.revision, quant=observation.quant,
-            artifact_bytes=observation.artifact_bytes, allocated_tokens=w.allocated_tokens, streams=w.streams,
-            key_element_bytes=w.key_element_bytes, value_element_bytes=w.value_element_bytes, mode=w.mode,
-            weights_bytes=p.weights, kv_cache_bytes=p.kv_cache, recurrent_state_bytes=p.recurrent_state,
-            workspace_bytes=p.workspace, companions_bytes=p.companions, runtime=observation.runtime,
-            observed_at=observed_at, note=note.lstrip("; "))
-        return ObservationReceipt(observation_id=self.history.record(row), model_id=model_id,
-                                  known=subject is not None, flags=tuple(flags))
+            model_id=model_id,
+            revision=observation.revision,
+            quant=observation.quant,
+            artifact_bytes=observation.artifact_bytes,
+            allocated_tokens=w.allocated_tokens,
+            streams=w.streams,
+            key_element_bytes=w.key_element_bytes,
+            value_element_bytes=w.value_element_bytes,
+            mode=w.mode,
+            weights_bytes=p.weights,
+            kv_cache_bytes=p.kv_cache,
+            recurrent_state_bytes=p.recurrent_state,
+            workspace_bytes=p.workspace,
+            companions_bytes=p.companions,
+            runtime=observation.runtime,
+            observed_at=observed_at,
+            note=note.lstrip("; "),
+        )
+        return ObservationReceipt(
+            observation_id=self.history.record(row), model_id=model_id, known=subject is not None, flags=tuple(flags)
+        )
 
     # --- one model --------------------------------------------------------------------------------
 
@@ -184,17 +227,27 @@ class FitService:
         results = []
         for a in answers:
             keys = {Component.WEIGHTS: a.subject.weights_key, Component.COMPANIONS: a.subject.companions_key}
-            parts = tuple(replace(p, shared_key=keys[p.component]) if uses[keys.get(p.component, "")] > 1 else p
-                          for p in a.parts)
+            parts = tuple(
+                replace(p, shared_key=keys[p.component]) if uses[keys.get(p.component, "")] > 1 else p for p in a.parts
+            )
             admits = None if a.refusal is not Refusal.NONE else gpu_admits(a.workload.mode, parts, environment.gpus)
             limits = list(a.limits)
             if budget.basis is BudgetBasis.UNKNOWN:
                 limits.append(Limit.HOST_TELEMETRY_UNAVAILABLE)
             if environment.gpus is None:
                 limits.append(Limit.GPU_TELEMETRY_UNAVAILABLE)
-            results.append(FitResult(
-                model_id=a.model_id, subject=a.subject, workload=a.workload, refusal=a.refusal, parts=parts,
-                bounds=a.bounds,
-                verdict=verdict(a.bounds, budget.bytes, self.settings.margin, a.refusal is not Refusal.NONE),
-                budget=budget, gpu_admits=admits, limits=_ordered_limits(limits)))
+            results.append(
+                FitResult(
+                    model_id=a.model_id,
+                    subject=a.subject,
+                    workload=a.workload,
+                    refusal=a.refusal,
+                    parts=parts,
+                    bounds=a.bounds,
+                    verdict=verdict(a.bounds, budget.bytes, self.settings.margin, a.refusal is not Refusal.NONE),
+                    budget=budget,
+                    gpu_admits=admits,
+                    limits=_ordered_limits(limits),
+                )
+            )
         return results

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memfit.estimator.budget import Budget
 from memfit.estimator.bounds import Bounds, Part
+from memfit.estimator.budget import Budget
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ModelSource, Refusal, Verdict
 from memfit.estimator.workload import Workload, WorkloadRequest

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED
-from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.bounds import Part
+from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
 from memfit.estimator.layout import Layout
@@ -23,8 +23,10 @@ def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload)
         return Part.not_applicable(Component.KV_CACHE, f"no layer holds KV ({layout.note})")
     k_type, v_type = cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
     k, v = kv_cache_bytes(layout, geometry, k_type, v_type)
-    note = (f"{layout.note}; {geometry.n_stream} stream(s) x {geometry.n_ctx_seq} cells, K {k_type.name} {k}"
-            f" + V {v_type.name} {v} bytes")
+    note = (
+        f"{layout.note}; {geometry.n_stream} stream(s) x {geometry.n_ctx_seq} cells, K {k_type.name} {k}"
+        f" + V {v_type.name} {v} bytes"
+    )
     odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]
     if odd:
         note += f"; {odd[0]} bytes per element is not a llama.cpp cache type, multiplied plainly"
@@ -42,23 +44,30 @@ def recurrent_part(layout: Layout, geometry: ContextGeometry) -> Part:
 def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
     """Derived where the rule was checked against llama.cpp for this architecture, else unknown."""
     if geometry is None or subject.n_vocab is None or subject.architecture not in WORKSPACE_CHECKED:
-        return Part.unknown(Component.WORKSPACE, "llama.cpp's compute buffer has no closed form and was not measured"
-                                                 " for this architecture or model")
+        return Part.unknown(
+            Component.WORKSPACE,
+            "llama.cpp's compute buffer has no closed form and was not measured for this architecture or model",
+        )
     floor, slack = workspace_bounds(subject.n_vocab, geometry, RULES[subject.architecture].compute_bytes_per_cell)
-    note = (f"llama.cpp's output buffer ({output_buffer(subject.n_vocab, geometry)} bytes) and a compute buffer of at"
-            f" least the logits of a {geometry.n_ubatch}-token ubatch; the upper bound adds up to {slack} bytes the"
-            " graph may reserve beyond them (flash attention on)")
+    note = (
+        f"llama.cpp's output buffer ({output_buffer(subject.n_vocab, geometry)} bytes) and a compute buffer of at"
+        f" least the logits of a {geometry.n_ubatch}-token ubatch; the upper bound adds up to {slack} bytes the"
+        " graph may reserve beyond them (flash attention on)"
+    )
     return Part(Component.WORKSPACE, floor, Basis.DERIVED_LAYOUT, note, slack=slack)
 
 
 def measured_workspace(observation: ObservationRow, kv: Part) -> Part:
-    note = (f"measured by {observation.runtime} at {observation.observed_at} for this identity and workload"
-            f"{kv_contradiction(observation.kv_cache_bytes, kv.bytes if kv.basis is Basis.DERIVED_LAYOUT else None)}")
+    note = (
+        f"measured by {observation.runtime} at {observation.observed_at} for this identity and workload"
+        f"{kv_contradiction(observation.kv_cache_bytes, kv.bytes if kv.basis is Basis.DERIVED_LAYOUT else None)}"
+    )
     return Part(Component.WORKSPACE, observation.workspace_bytes, Basis.MEASURED_ARTIFACT, note)
 
 
-def forecast_parts(subject: Subject, workload: Workload,
-                   history: HistoryMatch = NO_MATCH) -> tuple[list[Part], list[Limit]]:
+def forecast_parts(
+    subject: Subject, workload: Workload, history: HistoryMatch = NO_MATCH
+) -> tuple[list[Part], list[Limit]]:
     """The five parts, in the contract's order, and the limits they add."""
     limits: list[Limit] = []
     geometry = None
@@ -68,8 +77,13 @@ def forecast_parts(subject: Subject, workload: Workload,
         recurrent = Part.unknown(Component.RECURRENT_STATE, why)
     else:
         geometry = context_geometry(workload.allocated_tokens, workload.streams, causal=subject.layout.causal)
-        problem = cache_type_problem(subject.layout, cache_type(workload.key_element_bytes),
-                                     cache_type(workload.value_element_bytes)) if subject.layout.attention else None
+        problem = (
+            cache_type_problem(
+                subject.layout, cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
+            )
+            if subject.layout.attention
+            else None
+        )
         if problem:
             kv = Part.unknown(Component.KV_CACHE, problem)
             limits.append(Limit.WORKLOAD_UNSUPPORTED)

@@ -22,8 +22,13 @@ NO_MATCH = HistoryMatch(None)
 
 
 def workload_key(workload: Workload) -> tuple:
-    return (workload.allocated_tokens, workload.streams, workload.key_element_bytes, workload.value_element_bytes,
-            workload.mode)
+    return (
+        workload.allocated_tokens,
+        workload.streams,
+        workload.key_element_bytes,
+        workload.value_element_bytes,
+        workload.mode,
+    )
 
 
 def weak_identity(revision: str, artifact_bytes: int | None) -> bool:

@@ -75,7 +75,9 @@ class HParams:
         if isinstance(value, SkippedArray) or not isinstance(value, tuple):
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} is not a per-layer array")
         if len(value) != self.n_layer or not all(is_int(v) and v >= 0 for v in value):
-            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} has {len(value)} entries for {self.n_layer} layers")
+            raise EvidenceError(
+                Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} has {len(value)} entries for {self.n_layer} layers"
+            )
         return value
 
     def per_layer_flags(self, template: str) -> tuple[bool, ...] | None:
@@ -107,8 +109,10 @@ class Layers:
         self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
         self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
         if self.n_trunk < 0:
-            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key_name(Keys.LLM.NEXTN_PREDICT_LAYERS)} exceeds"
-                                                          f" {key_name(Keys.LLM.BLOCK_COUNT)}")
+            raise EvidenceError(
+                Limit.LAYOUT_NOT_UNIFORM,
+                f"{key_name(Keys.LLM.NEXTN_PREDICT_LAYERS)} exceeds {key_name(Keys.LLM.BLOCK_COUNT)}",
+            )
         self.n_embd = hp.require_int(Keys.LLM.EMBEDDING_LENGTH)
         self.heads = hp.per_layer(ATTN.HEAD_COUNT, default=0)
         # head_count_kv defaults to head_count, layer by layer
@@ -121,8 +125,9 @@ class Layers:
         self.head_k_swa = hp.optional_int(ATTN.KEY_LENGTH_SWA, self.head_k)
         self.head_v_swa = hp.optional_int(ATTN.VALUE_LENGTH_SWA, self.head_v)
         # is_recurrent is asked of every layer; NextN/MTP layers are never recurrent
-        self.recurrent = tuple(is_recurrent is not None and is_recurrent(self, il) and il < self.n_trunk
-                               for il in range(self.n_all))
+        self.recurrent = tuple(
+            is_recurrent is not None and is_recurrent(self, il) and il < self.n_trunk for il in range(self.n_all)
+        )
 
     def v_width(self, il: int, swa: bool) -> int:
         return self.heads_kv[il] * (self.head_v_swa if swa else self.head_v)

@@ -30,8 +30,9 @@ def _ggml(qtype: QT) -> CacheType:
 
 
 # The types llama.cpp accepts for its KV cache (common/arg.cpp's kv_cache_types), by their llama.cpp names.
-GGML_CACHE_TYPES = {t.name: t for t in map(_ggml, (QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0,
-                                                   QT.Q5_1, QT.IQ4_NL))}
+GGML_CACHE_TYPES = {
+    t.name: t for t in map(_ggml, (QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.IQ4_NL))
+}
 # The contract's element bytes name llama.cpp's cache types: 4 f32, 2 f16, 1 q8_0 (32 int8 + an f16 scale).
 BY_ELEMENT_BYTES = {4: GGML_CACHE_TYPES["f32"], 2: GGML_CACHE_TYPES["f16"], 1: GGML_CACHE_TYPES["q8_0"]}
 
@@ -64,8 +65,9 @@ def layer_cells(layer: AttentionLayer, geometry: ContextGeometry) -> int:
     return round_up(min(geometry.n_ctx_seq, layer.window * geometry.swa_seqs + geometry.n_ubatch), CELL_PADDING)
 
 
-def kv_cache_bytes(layout: Layout, geometry: ContextGeometry, k_type: CacheType, v_type: CacheType,
-                   flash_attention: bool = True) -> tuple[int, int]:
+def kv_cache_bytes(
+    layout: Layout, geometry: ContextGeometry, k_type: CacheType, v_type: CacheType, flash_attention: bool = True
+) -> tuple[int, int]:
     """(K bytes, V bytes) over every stream: n_stream * sum_l cells(l) * row_bytes(type, width(l)).
 
     A transposed V (flash attention off) makes every layer's V row as wide as the widest layer's.

@@ -73,8 +73,11 @@ class _Counter:
             expert_ff = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, self.layers.ff[il])
             shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * expert_ff
             shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, shared)
-            return (experts * 3 * e * expert_ff + 3 * e * shared, e * experts,
-                    experts * (2 * expert_ff + e + 1) + 2 * shared + e)
+            return (
+                experts * 3 * e * expert_ff + 3 * e * shared,
+                e * experts,
+                experts * (2 * expert_ff + e + 1) + 2 * shared + e,
+            )
         ff = self.layers.ff[il]
         return (3 if self.shape.gated_ffn else 2) * e * ff, 0, 2 * ff + e
 

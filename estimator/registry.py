@@ -13,8 +13,6 @@ from memfit.readers.model_roots import LocalArtifact, Root, scan
 log = logging.getLogger("memfit.index")
 
 
-
-
 def _directory_signature(roots: Sequence[Root]) -> tuple[tuple[str, int], ...]:
     """Every directory under the roots with its mtime: a file added, removed or renamed changes it."""
     seen = []

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 
 from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.errors import EvidenceError
 from memfit.estimator.bounds import Part
+from memfit.estimator.errors import EvidenceError
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.readers.model_roots import LocalArtifact
@@ -48,9 +48,16 @@ def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, li
         facts = cache.facts((artifact.projector,), identity)
     except EvidenceError as exc:
         return Part.unknown(Component.COMPANIONS, f"projector {name}: {exc}"), [exc.limit], ""
-    return (Part(Component.COMPANIONS, facts.weights_bytes, Basis.MEASURED_ARTIFACT,
-                 f"projector {name}: tensor bytes as llama.cpp allocates them"), [],
-            allocation_key("projector", identity))
+    return (
+        Part(
+            Component.COMPANIONS,
+            facts.weights_bytes,
+            Basis.MEASURED_ARTIFACT,
+            f"projector {name}: tensor bytes as llama.cpp allocates them",
+        ),
+        [],
+        allocation_key("projector", identity),
+    )
 
 
 def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
@@ -62,15 +69,38 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
         weights_key = allocation_key("weights", identity)
         facts = cache.facts(artifact.paths, identity)
     except EvidenceError as exc:
-        return Subject(model_id=artifact.model_id, revision=artifact.revision, quant="", artifact_bytes=None,
-                       context_limit=None, n_vocab=None, layout=None, layout_problem=exc,
-                       weights=Part.unknown(Component.WEIGHTS, str(exc)), companions=companions,
-                       limits=(exc.limit, *limits), weights_key=weights_key, companions_key=companions_key)
-    weights = Part(Component.WEIGHTS, facts.weights_bytes, Basis.MEASURED_ARTIFACT, facts.weights_note,
-                   slack=facts.weights_slack)
+        return Subject(
+            model_id=artifact.model_id,
+            revision=artifact.revision,
+            quant="",
+            artifact_bytes=None,
+            context_limit=None,
+            n_vocab=None,
+            layout=None,
+            layout_problem=exc,
+            weights=Part.unknown(Component.WEIGHTS, str(exc)),
+            companions=companions,
+            limits=(exc.limit, *limits),
+            weights_key=weights_key,
+            companions_key=companions_key,
+        )
+    weights = Part(
+        Component.WEIGHTS, facts.weights_bytes, Basis.MEASURED_ARTIFACT, facts.weights_note, slack=facts.weights_slack
+    )
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
-    return Subject(model_id=artifact.model_id, revision=artifact.revision, quant=facts.quant,
-                   artifact_bytes=sum(size for _, _, size, _ in identity), context_limit=facts.context_limit,
-                   n_vocab=facts.n_vocab, layout=facts.layout, layout_problem=facts.layout_error, weights=weights,
-                   companions=companions, limits=(*layout_limits, *limits), weights_key=weights_key,
-                   companions_key=companions_key, architecture=facts.architecture)
+    return Subject(
+        model_id=artifact.model_id,
+        revision=artifact.revision,
+        quant=facts.quant,
+        artifact_bytes=sum(size for _, _, size, _ in identity),
+        context_limit=facts.context_limit,
+        n_vocab=facts.n_vocab,
+        layout=facts.layout,
+        layout_problem=facts.layout_error,
+        weights=weights,
+        companions=companions,
+        limits=(*layout_limits, *limits),
+        weights_key=weights_key,
+        companions_key=companions_key,
+        architecture=facts.architecture,
+    )

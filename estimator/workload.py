@@ -35,8 +35,14 @@ class Workload:
     def clamped(self) -> Workload:
         """The same workload with every number held inside int64, for echoing a refused request."""
         clamp = lambda v: max(-INT64_MAX - 1, min(INT64_MAX, v))  # noqa: E731
-        return Workload(clamp(self.allocated_tokens), self.context_source, clamp(self.streams),
-                        clamp(self.key_element_bytes), clamp(self.value_element_bytes), self.mode)
+        return Workload(
+            clamp(self.allocated_tokens),
+            self.context_source,
+            clamp(self.streams),
+            clamp(self.key_element_bytes),
+            clamp(self.value_element_bytes),
+            self.mode,
+        )
 
 
 def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Workload:
@@ -53,7 +59,9 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         context_source=source,
         streams=DEFAULT_STREAMS if request.streams is None else request.streams,
         key_element_bytes=DEFAULT_ELEMENT_BYTES if request.key_element_bytes is None else request.key_element_bytes,
-        value_element_bytes=DEFAULT_ELEMENT_BYTES if request.value_element_bytes is None else request.value_element_bytes,
+        value_element_bytes=DEFAULT_ELEMENT_BYTES
+        if request.value_element_bytes is None
+        else request.value_element_bytes,
         mode=DEFAULT_MODE if request.mode is None else request.mode,
     )
 

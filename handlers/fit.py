@@ -6,8 +6,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit import wire
-from memfit.generated.models import WireFitVerdictRequest
 from memfit.estimator.errors import Cancelled
+from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.context import cancellation, current, json_response, parse
 from memfit.handlers.problems import problem_response
 

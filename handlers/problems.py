@@ -16,8 +16,17 @@ from memfit.generated.models import Problem
 log = logging.getLogger("memfit.http")
 
 TYPE_FOR_STATUS = {401: ProblemType.UNAUTHORIZED, 404: ProblemType.NOT_FOUND, 499: ProblemType.CANCELLED}
-TITLES = {400: "Invalid request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 408: "Too slow",
-          413: "Request body too large", 415: "Unsupported media type", 499: "Cancelled", 500: "Failed"}
+TITLES = {
+    400: "Invalid request",
+    401: "Unauthorized",
+    404: "Not found",
+    405: "Method not allowed",
+    408: "Too slow",
+    413: "Request body too large",
+    415: "Unsupported media type",
+    499: "Cancelled",
+    500: "Failed",
+}
 PROBLEM_JSON = "application/problem+json"
 UNAUTHORIZED = "a valid bearer token is required"
 MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
@@ -65,5 +74,9 @@ def problem_from_exception(_request: ConnexionRequest, exc: Exception) -> Connex
     if len(detail) > MAX_DETAIL:
         detail = detail[:MAX_DETAIL] + "..."
     response = problem_response(status, detail, headers)
-    return ConnexionResponse(status_code=status, mimetype=PROBLEM_JSON, body=response.body,
-                             headers={k: v for k, v in response.headers.items() if k != "content-type"})
+    return ConnexionResponse(
+        status_code=status,
+        mimetype=PROBLEM_JSON,
+        body=response.body,
+        headers={k: v for k, v in response.headers.items() if k != "content-type"},
+    )

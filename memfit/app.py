@@ -9,6 +9,7 @@ import re
 from collections.abc import AsyncIterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 from connexion import AsyncApp
@@ -40,14 +41,20 @@ def load_spec() -> dict:
 
 def server_state(service: FitService, token: str) -> ServerState:
     spec = load_spec()
-    return ServerState(service=service, token=token, api_revision=str(spec["info"]["version"]),
-                       spec_json=json.dumps(spec).encode(), spec_yaml=SPEC_PATH.read_bytes())
+    return ServerState(
+        service=service,
+        token=token,
+        api_revision=str(spec["info"]["version"]),
+        spec_json=json.dumps(spec).encode(),
+        spec_yaml=SPEC_PATH.read_bytes(),
+    )
 
 
 class SnakeCaseResolver(Resolver):
-    """operationId `fitBatch` under `x-openapi-router-controller: memfit.handlers.fit` is `memfit.handlers.fit.fit_batch`."""
+    """operationId `fitBatch` under `x-openapi-router-controller: memfit.handlers.fit` resolves to
+    `memfit.handlers.fit.fit_batch`."""
 
-    def resolve_operation_id(self, operation) -> str:
+    def resolve_operation_id(self, operation: Any) -> str:
         controller = operation.router_controller
         return f"{controller}.{re.sub(r'(?<!^)(?=[A-Z])', '_', operation.operation_id).lower()}"
 
@@ -63,10 +70,14 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
         finally:
             service.index.stop()
 
-    app = AsyncApp(__name__, lifespan=lifespan, swagger_ui_options=SwaggerUIOptions(
-        serve_spec=False, spec_path="/v1/openapi.json", swagger_ui_path="/v1/ui"))
-    app.add_api(SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS,
-                resolver=SnakeCaseResolver())
+    app = AsyncApp(
+        __name__,
+        lifespan=lifespan,
+        swagger_ui_options=SwaggerUIOptions(serve_spec=False, spec_path="/v1/openapi.json", swagger_ui_path="/v1/ui"),
+    )
+    app.add_api(
+        SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS, resolver=SnakeCaseResolver()
+    )
     for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, problem_from_exception)
     state = server_state(service, token)

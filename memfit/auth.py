@@ -51,4 +51,3 @@ def load_token(state_dir: str, environ: dict[str, str] | None = None) -> Token:
     value = secrets.token_urlsafe(32)
     write_token_file(path, value)
     return Token(value, path)
-

@@ -29,19 +29,37 @@ def _margin(text: str) -> Fraction:
 
 
 def _service(args: argparse.Namespace) -> FitService:
-    return build_service(model_roots(args.models, usual=not args.no_usual_dirs), state_dir=default_state_dir(),
-                         settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)))
+    return build_service(
+        model_roots(args.models, usual=not args.no_usual_dirs),
+        state_dir=default_state_dir(),
+        settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)),
+    )
 
 
 def _add_service_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--models", action="append", metavar="PATH",
-                        help="a model directory (repeatable); default: MEMFIT_MODELS, an os.pathsep list")
-    parser.add_argument("--no-usual-dirs", action="store_true",
-                        help="do not look in the Hugging Face hub cache, llama.cpp's cache or LM Studio's folder")
-    parser.add_argument("--margin", type=_margin, default=DEFAULT_MARGIN,
-                        help=f"presentation margin for the verdict (default {float(DEFAULT_MARGIN):.2f})")
-    parser.add_argument("--budget", choices=[b.value for b in BudgetSetting], default=BudgetSetting.AVAILABLE.value,
-                        help="judge against available (default) or total host memory")
+    parser.add_argument(
+        "--models",
+        action="append",
+        metavar="PATH",
+        help="a model directory (repeatable); default: MEMFIT_MODELS, an os.pathsep list",
+    )
+    parser.add_argument(
+        "--no-usual-dirs",
+        action="store_true",
+        help="do not look in the Hugging Face hub cache, llama.cpp's cache or LM Studio's folder",
+    )
+    parser.add_argument(
+        "--margin",
+        type=_margin,
+        default=DEFAULT_MARGIN,
+        help=f"presentation margin for the verdict (default {float(DEFAULT_MARGIN):.2f})",
+    )
+    parser.add_argument(
+        "--budget",
+        choices=[b.value for b in BudgetSetting],
+        default=BudgetSetting.AVAILABLE.value,
+        help="judge against available (default) or total host memory",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -58,8 +76,9 @@ def serve(args: argparse.Namespace) -> int:
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
     print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/)", flush=True)
     print(f"bearer token: {where}", flush=True)
-    print(f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}",
-          flush=True)
+    print(
+        f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}", flush=True
+    )
     uvicorn.Server(server_config(app, args.host, args.port)).run()
     return 0
 
@@ -82,9 +101,17 @@ def fit(args: argparse.Namespace) -> int:
 
     service = _service(args)
     service.index.refresh()
-    requests = [WireFitVerdictRequest(model_id=m, allocated_tokens=args.tokens, streams=args.streams,
-                                      key_element_bytes=args.key_bytes, value_element_bytes=args.value_bytes,
-                                      mode=args.mode) for m in args.model]
+    requests = [
+        WireFitVerdictRequest(
+            model_id=m,
+            allocated_tokens=args.tokens,
+            streams=args.streams,
+            key_element_bytes=args.key_bytes,
+            value_element_bytes=args.value_bytes,
+            mode=args.mode,
+        )
+        for m in args.model
+    ]
     batch = wire.fit_batch(service, requests)
     found = {r.model_id for r in batch.results}
     for missing in (m for m in args.model if m not in found):
@@ -114,17 +141,30 @@ def measure(args: argparse.Namespace) -> int:
     if subject is None or service.history.db is None:
         print(f"memfit: {args.model!r} cannot be measured here", file=sys.stderr)
         return 1
-    workload = resolve_workload(WorkloadRequest(args.tokens, args.streams, args.key_bytes, args.value_bytes,
-                                                args.mode), subject.context_limit)
-    if input_refusal(workload) or not is_llama_cpp_type(workload.key_element_bytes) or \
-            not is_llama_cpp_type(workload.value_element_bytes):
+    workload = resolve_workload(
+        WorkloadRequest(args.tokens, args.streams, args.key_bytes, args.value_bytes, args.mode), subject.context_limit
+    )
+    if (
+        input_refusal(workload)
+        or not is_llama_cpp_type(workload.key_element_bytes)
+        or not is_llama_cpp_type(workload.value_element_bytes)
+    ):
         print("memfit: llama.cpp cannot load that workload", file=sys.stderr)
         return 1
-    print(f"measuring {subject.model_id} with {workload.allocated_tokens} tokens x {workload.streams} stream(s)",
-          file=sys.stderr)
+    print(
+        f"measuring {subject.model_id} with {workload.allocated_tokens} tokens x {workload.streams} stream(s)",
+        file=sys.stderr,
+    )
     parts = parse_llama_log(LlamaCppLoad(llama_cpp).run(artifact.paths[0], workload))
-    row = observation(subject.model_id, subject.revision, subject.quant, subject.artifact_bytes, workload, parts,
-                      f"llama-cpp-python {llama_cpp.__version__}")
+    row = observation(
+        subject.model_id,
+        subject.revision,
+        subject.quant,
+        subject.artifact_bytes,
+        workload,
+        parts,
+        f"llama-cpp-python {llama_cpp.__version__}",
+    )
     observation_id = service.history.record(row)
     for name in ("weights", "kv_cache", "recurrent_state", "workspace"):
         print(f"{name:16s} {getattr(parts, name)} bytes")
@@ -180,8 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     # connexion imports starlette's test client, which warns about httpx: nothing a user of memfit can act on
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.run is serve else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.run is serve else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     return args.run(args)
 
 

@@ -22,7 +22,9 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> str:
     return str(Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "memfit")
 
 
-def model_roots(flags: Sequence[str] | None, usual: bool = True, environ: Mapping[str, str] | None = None) -> list[Root]:
+def model_roots(
+    flags: Sequence[str] | None, usual: bool = True, environ: Mapping[str, str] | None = None
+) -> list[Root]:
     """`--models` when given, else MEMFIT_MODELS (an os.pathsep list); then, unless turned off, the usual
     places that exist (the Hugging Face hub cache, llama.cpp's cache, LM Studio's models folder)."""
     env = os.environ if environ is None else environ

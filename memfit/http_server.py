@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -57,10 +58,18 @@ class DeadlineProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def server_config(app: ASGIApp, host: str, port: int, **overrides: object) -> uvicorn.Config:
+def server_config(app: ASGIApp, host: str, port: int, **overrides: Any) -> uvicorn.Config:
     """The one uvicorn configuration memfit serves with (tests serve with it too)."""
-    settings = dict(host=host, port=port, http=DeadlineProtocol, log_level="info", timeout_keep_alive=KEEP_ALIVE_S,
-                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, limit_concurrency=MAX_CONNECTIONS,
-                    h11_max_incomplete_event_size=MAX_HEADER_BYTES, server_header=False)
+    settings: dict[str, Any] = dict(
+        host=host,
+        port=port,
+        http=DeadlineProtocol,
+        log_level="info",
+        timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        limit_concurrency=MAX_CONNECTIONS,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        server_header=False,
+    )
     settings.update(overrides)
     return uvicorn.Config(app, **settings)

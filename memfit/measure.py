@@ -12,8 +12,8 @@ import ctypes
 import re
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import ModuleType
-from datetime import datetime, timezone
 
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
 from memfit.estimator.vocabulary import Mode
@@ -50,8 +50,12 @@ def parse_llama_log(text: str) -> MeasuredParts:
         found = [sums[k] for k in kinds if k in sums]
         return round(sum(found) * MIB) if found else None
 
-    return MeasuredParts(weights=total("model"), kv_cache=total("KV") or 0, recurrent_state=total("RS") or 0,
-                         workspace=total("compute", "output"))
+    return MeasuredParts(
+        weights=total("model"),
+        kv_cache=total("KV") or 0,
+        recurrent_state=total("RS") or 0,
+        workspace=total("compute", "output"),
+    )
 
 
 class LlamaCppLoad:
@@ -105,12 +109,30 @@ class LlamaCppLoad:
         return "".join(self.log)
 
 
-def observation(model_id: str, revision: str, quant: str, artifact_bytes: int | None, workload: Workload,
-                parts: MeasuredParts, runtime: str) -> ObservationRow:
+def observation(
+    model_id: str,
+    revision: str,
+    quant: str,
+    artifact_bytes: int | None,
+    workload: Workload,
+    parts: MeasuredParts,
+    runtime: str,
+) -> ObservationRow:
     return ObservationRow(
-        model_id=model_id, revision=revision, quant=quant, artifact_bytes=artifact_bytes,
-        allocated_tokens=workload.allocated_tokens, streams=workload.streams,
-        key_element_bytes=workload.key_element_bytes, value_element_bytes=workload.value_element_bytes,
-        mode=workload.mode, weights_bytes=parts.weights, kv_cache_bytes=parts.kv_cache,
-        recurrent_state_bytes=parts.recurrent_state, workspace_bytes=parts.workspace, companions_bytes=None,
-        runtime=runtime, observed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        model_id=model_id,
+        revision=revision,
+        quant=quant,
+        artifact_bytes=artifact_bytes,
+        allocated_tokens=workload.allocated_tokens,
+        streams=workload.streams,
+        key_element_bytes=workload.key_element_bytes,
+        value_element_bytes=workload.value_element_bytes,
+        mode=workload.mode,
+        weights_bytes=parts.weights,
+        kv_cache_bytes=parts.kv_cache,
+        recurrent_state_bytes=parts.recurrent_state,
+        workspace_bytes=parts.workspace,
+        companions_bytes=None,
+        runtime=runtime,
+        observed_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )

@@ -21,10 +21,17 @@ HISTORY_FILE = "history.sqlite3"  # the measurement history, in the state direct
 HEADERS_FILE = "headers.sqlite3"  # parsed header summaries, in the state directory
 
 
-def build_service(roots: Sequence[Root] = (), *, state_dir: str | None = None, settings: Settings = Settings(),
-                  read_host: Callable[[], HostMemory] = read_host_memory, nvml: NvmlReader | None = None,
-                  read_committed: Callable[[], int | None] | None = None,
-                  poll_seconds: float = 2.0, index: ModelIndex | None = None) -> FitService:
+def build_service(
+    roots: Sequence[Root] = (),
+    *,
+    state_dir: str | None = None,
+    settings: Settings | None = None,
+    read_host: Callable[[], HostMemory] = read_host_memory,
+    nvml: NvmlReader | None = None,
+    read_committed: Callable[[], int | None] | None = None,
+    poll_seconds: float = 2.0,
+    index: ModelIndex | None = None,
+) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
     The host, NVML and process-table readers default to the real ones; `index` replaces the index of `roots`."""
@@ -33,7 +40,7 @@ def build_service(roots: Sequence[Root] = (), *, state_dir: str | None = None, s
     return FitService(
         index=index if index is not None else ModelIndex(roots, poll_seconds=poll_seconds),
         cache=ArtifactCache(store=store),
-        settings=settings,
+        settings=settings or Settings(),
         read_host=read_host,
         nvml=nvml if nvml is not None else NvmlReader(),
         catalog=Catalog(),

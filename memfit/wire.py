@@ -17,18 +17,30 @@ from memfit.generated import models as wire
 
 
 def fit_request(request: wire.WireFitVerdictRequest) -> FitRequest:
-    return FitRequest(request.model_id, WorkloadRequest(request.allocated_tokens, request.streams,
-                                                        request.key_element_bytes, request.value_element_bytes,
-                                                        request.mode))
+    return FitRequest(
+        request.model_id,
+        WorkloadRequest(
+            request.allocated_tokens,
+            request.streams,
+            request.key_element_bytes,
+            request.value_element_bytes,
+            request.mode,
+        ),
+    )
 
 
 def observation(body: wire.WireObservation) -> Observation:
     w, p = body.workload, body.parts
     return Observation(
-        model_id=body.model_id, revision=body.revision, quant=body.quant, artifact_bytes=body.artifact_bytes,
+        model_id=body.model_id,
+        revision=body.revision,
+        quant=body.quant,
+        artifact_bytes=body.artifact_bytes,
         workload=WorkloadRequest(w.allocated_tokens, w.streams, w.key_element_bytes, w.value_element_bytes, w.mode),
         parts=ObservedParts(p.weights, p.kv_cache, p.recurrent_state, p.workspace, p.companions),
-        runtime=body.runtime, observed_at=body.observed_at)
+        runtime=body.runtime,
+        observed_at=body.observed_at,
+    )
 
 
 # --- domain -> wire -------------------------------------------------------------------------------
@@ -38,42 +50,64 @@ def fit_result(r: FitResult) -> wire.WireFitVerdictResult:
     w, s = r.workload, r.subject
     return wire.WireFitVerdictResult(
         model_id=r.model_id,
-        identity=wire.WireFitEvidenceIdentity(model_id=s.model_id, revision=s.revision, quant=s.quant,
-                                              artifact_bytes=s.artifact_bytes),
+        identity=wire.WireFitEvidenceIdentity(
+            model_id=s.model_id, revision=s.revision, quant=s.quant, artifact_bytes=s.artifact_bytes
+        ),
         estimate=wire.WireFitMemoryEstimate(
-            parts=[wire.WireFitMemoryPart(component=p.component, bytes=p.bytes, basis=p.basis,
-                                          shared_key=p.shared_key, note=p.note) for p in r.parts],
-            lower_bound_bytes=r.bounds.lower, upper_bound_bytes=r.bounds.upper,
-            weakest_basis=r.bounds.weakest, missing=list(r.bounds.missing),
+            parts=[
+                wire.WireFitMemoryPart(
+                    component=p.component, bytes=p.bytes, basis=p.basis, shared_key=p.shared_key, note=p.note
+                )
+                for p in r.parts
+            ],
+            lower_bound_bytes=r.bounds.lower,
+            upper_bound_bytes=r.bounds.upper,
+            weakest_basis=r.bounds.weakest,
+            missing=list(r.bounds.missing),
             workload=wire.WireFitWorkload(
-                allocated_tokens=w.allocated_tokens, context_source=w.context_source, streams=w.streams,
-                key_element_bytes=w.key_element_bytes, value_element_bytes=w.value_element_bytes, mode=w.mode,
-                prepared_tokens=None),
-            refusal=r.refusal),
+                allocated_tokens=w.allocated_tokens,
+                context_source=w.context_source,
+                streams=w.streams,
+                key_element_bytes=w.key_element_bytes,
+                value_element_bytes=w.value_element_bytes,
+                mode=w.mode,
+                prepared_tokens=None,
+            ),
+            refusal=r.refusal,
+        ),
         verdict=r.verdict,
-        budget=wire.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes,
-                                  committed_bytes=r.budget.committed_bytes),
+        budget=wire.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes, committed_bytes=r.budget.committed_bytes),
         gpu_admits=r.gpu_admits,
         limits=list(r.limits),
     )
 
 
 def model_entry(e: ModelEntry) -> wire.WireModelEntry:
-    return wire.WireModelEntry(model_id=e.model_id, source=e.source, root=e.root, architecture=e.architecture,
-                               quant=e.quant, revision=e.revision, artifact_bytes=e.artifact_bytes,
-                               context_limit=e.context_limit, has_projector=e.has_projector)
+    return wire.WireModelEntry(
+        model_id=e.model_id,
+        source=e.source,
+        root=e.root,
+        architecture=e.architecture,
+        quant=e.quant,
+        revision=e.revision,
+        artifact_bytes=e.artifact_bytes,
+        context_limit=e.context_limit,
+        has_projector=e.has_projector,
+    )
 
 
 def receipt(r: ObservationReceipt) -> wire.WireObservationReceipt:
-    return wire.WireObservationReceipt(observation_id=r.observation_id, model_id=r.model_id, known=r.known,
-                                       flags=list(r.flags))
+    return wire.WireObservationReceipt(
+        observation_id=r.observation_id, model_id=r.model_id, known=r.known, flags=list(r.flags)
+    )
 
 
 # --- the service, spoken in wire models ------------------------------------------------------------
 
 
-def fit_batch(service: FitService, requests: Sequence[wire.WireFitVerdictRequest],
-              cancelled: Callable[[], bool] = lambda: False) -> wire.WireFitVerdictBatch:
+def fit_batch(
+    service: FitService, requests: Sequence[wire.WireFitVerdictRequest], cancelled: Callable[[], bool] = lambda: False
+) -> wire.WireFitVerdictBatch:
     results = service.fit_batch([fit_request(r) for r in requests], cancelled)
     return wire.WireFitVerdictBatch(results=[fit_result(r) for r in results])
 

@@ -12,9 +12,9 @@ import pytest
 import uvicorn
 
 from memfit.app import create_app
+from memfit.estimator.fit_service import FitService
 from memfit.http_server import server_config
 from memfit.readers.model_roots import Root, RootKind
-from memfit.estimator.fit_service import FitService
 from memfit.service_builder import build_service
 from tools.gguf_writers import PUBLIC_SET, write_model
 
@@ -69,7 +69,9 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def live(public_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("history")))
+    service = build_service(
+        [Root(str(public_models), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("history"))
+    )
     with LiveServer(service) as server:
         yield server
 

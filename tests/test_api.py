@@ -6,10 +6,9 @@ import httpx
 import psutil
 import pytest
 
-from memfit.estimator.registry import ModelIndex
+from memfit.readers.host_memory import read_host_memory
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
-from memfit.readers.host_memory import read_host_memory
 from tests.conftest import LiveServer
 from tools.truth import records
 
@@ -46,8 +45,12 @@ def test_oversized_or_empty_batch_is_400(client: httpx.Client, body: list) -> No
 
 
 def test_unknown_ids_are_left_out(client: httpx.Client) -> None:
-    body = [{"modelId": "qwen3-f16"}, {"modelId": "no/such:Q4_K_M"}, {"modelId": "../../etc/passwd"},
-            {"modelId": "llama-gqa-f16"}]
+    body = [
+        {"modelId": "qwen3-f16"},
+        {"modelId": "no/such:Q4_K_M"},
+        {"modelId": "../../etc/passwd"},
+        {"modelId": "llama-gqa-f16"},
+    ]
     results = client.post(BATCH, json=body).json()["results"]
     assert [r["modelId"] for r in results] == ["qwen3-f16", "llama-gqa-f16"]
 
@@ -71,16 +74,26 @@ def test_one_budget_reading_per_batch(public_models) -> None:
 
 def test_dense_models_match_llama_cpp(client: httpx.Client) -> None:
     """Measured weights and derived KV equal what llama.cpp allocated for the public set's dense models."""
-    runs = [r for r in records("results_probe.jsonl")
-            if r["model"] in DENSE and r["settings"]["n_ctx"] % r["settings"]["n_seq"] == 0 and r["n_ubatch"] == 512]
+    runs = [
+        r
+        for r in records("results_probe.jsonl")
+        if r["model"] in DENSE and r["settings"]["n_ctx"] % r["settings"]["n_seq"] == 0 and r["n_ubatch"] == 512
+    ]
     element = {"f16": 2, "q8_0": 1}
-    body = [{"modelId": r["model"], "allocatedTokens": r["settings"]["n_ctx"] // r["settings"]["n_seq"],
-             "streams": r["settings"]["n_seq"], "keyElementBytes": element[r["settings"]["type_k"]],
-             "valueElementBytes": element[r["settings"]["type_v"]]} for r in runs]
+    body = [
+        {
+            "modelId": r["model"],
+            "allocatedTokens": r["settings"]["n_ctx"] // r["settings"]["n_seq"],
+            "streams": r["settings"]["n_seq"],
+            "keyElementBytes": element[r["settings"]["type_k"]],
+            "valueElementBytes": element[r["settings"]["type_v"]],
+        }
+        for r in runs
+    ]
     assert len(body) >= 32
     for start in range(0, len(body), 32):
-        results = client.post(BATCH, json=body[start:start + 32]).json()["results"]
-        for run, result in zip(runs[start:start + 32], results):
+        results = client.post(BATCH, json=body[start : start + 32]).json()["results"]
+        for run, result in zip(runs[start : start + 32], results, strict=True):
             parts = {p["component"]: p for p in result["estimate"]["parts"]}
             assert parts["weights"]["basis"] == "measuredArtifact"
             assert parts["weights"]["bytes"] == run["weights_bytes"]
@@ -91,15 +104,30 @@ def test_dense_models_match_llama_cpp(client: httpx.Client) -> None:
 
 def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
     result = client.post(BATCH, json=[{"modelId": "llama-gqa-f16"}]).json()["results"][0]
-    assert result["identity"] == {"modelId": "llama-gqa-f16", "revision": "", "quant": "F16",
-                                  "artifactBytes": result["identity"]["artifactBytes"]}
+    assert result["identity"] == {
+        "modelId": "llama-gqa-f16",
+        "revision": "",
+        "quant": "F16",
+        "artifactBytes": result["identity"]["artifactBytes"],
+    }
     assert result["identity"]["artifactBytes"] > 14_000_000
     estimate = result["estimate"]
-    assert [p["component"] for p in estimate["parts"]] == ["weights", "kvCache", "recurrentState", "workspace",
-                                                           "companions"]
-    assert estimate["workload"] == {"allocatedTokens": 4096, "contextSource": "documentedDefault", "streams": 1,
-                                    "keyElementBytes": 2, "valueElementBytes": 2, "mode": "fullGpu",
-                                    "preparedTokens": None}
+    assert [p["component"] for p in estimate["parts"]] == [
+        "weights",
+        "kvCache",
+        "recurrentState",
+        "workspace",
+        "companions",
+    ]
+    assert estimate["workload"] == {
+        "allocatedTokens": 4096,
+        "contextSource": "documentedDefault",
+        "streams": 1,
+        "keyElementBytes": 2,
+        "valueElementBytes": 2,
+        "mode": "fullGpu",
+        "preparedTokens": None,
+    }
     numbered = sum(p["bytes"] for p in estimate["parts"] if p["bytes"] is not None)
     assert estimate["lowerBoundBytes"] == numbered
     assert result["gpuAdmits"] is None and "gpuTelemetryUnavailable" in result["limits"]
@@ -111,15 +139,18 @@ def test_context_default_is_capped_to_model_limit(client: httpx.Client) -> None:
     assert result["estimate"]["workload"]["allocatedTokens"] == 4096
 
 
-@pytest.mark.parametrize("request_fields, refusal", [
-    ({"allocatedTokens": 0}, "nonPositiveContext"),
-    ({"allocatedTokens": -4096, "streams": 0}, "nonPositiveContext"),
-    ({"streams": 0}, "nonPositiveStreams"),
-    ({"streams": -3}, "nonPositiveStreams"),
-    ({"allocatedTokens": 8193}, "contextExceedsModelLimit"),
-    ({"allocatedTokens": 2**62, "streams": 2**20}, "nonFiniteInput"),
-    ({"allocatedTokens": 2**40, "streams": 2**30, "keyElementBytes": 2**62}, "nonFiniteInput"),
-])
+@pytest.mark.parametrize(
+    "request_fields, refusal",
+    [
+        ({"allocatedTokens": 0}, "nonPositiveContext"),
+        ({"allocatedTokens": -4096, "streams": 0}, "nonPositiveContext"),
+        ({"streams": 0}, "nonPositiveStreams"),
+        ({"streams": -3}, "nonPositiveStreams"),
+        ({"allocatedTokens": 8193}, "contextExceedsModelLimit"),
+        ({"allocatedTokens": 2**62, "streams": 2**20}, "nonFiniteInput"),
+        ({"allocatedTokens": 2**40, "streams": 2**30, "keyElementBytes": 2**62}, "nonFiniteInput"),
+    ],
+)
 def test_refusals(client: httpx.Client, request_fields: dict, refusal: str) -> None:
     result = client.post(BATCH, json=[{"modelId": "llama-gqa-f16", **request_fields}]).json()["results"][0]
     _refused(result, refusal)
@@ -175,17 +206,20 @@ def test_health_and_spec_need_no_token(live: LiveServer) -> None:
         assert ui.status_code == 200 and "swagger" in ui.text.lower() and "cdn" not in ui.text.lower()
 
 
-@pytest.mark.parametrize("content, kind", [
-    (b'[{"modelId": ', "truncated JSON"),
-    (b'[{"modelId": "\xff\xfe"}]', "not UTF-8"),
-    (b'{"modelId": "qwen3-f16"}', "object, not array"),
-    (b'[{"allocatedTokens": 10}]', "modelId missing"),
-    (b'[{"modelId": "qwen3-f16", "allocatedTokens": "many"}]', "string for integer"),
-    (b'[{"modelId": "qwen3-f16", "keyElementBytes": 0}]', "element bytes 0"),
-    (b'[{"modelId": "qwen3-f16", "allocatedTokens": 99999999999999999999}]', "beyond int64"),
-    (b"[" * 50000, "deep nesting"),
-    (b"", "empty body"),
-])
+@pytest.mark.parametrize(
+    "content, kind",
+    [
+        (b'[{"modelId": ', "truncated JSON"),
+        (b'[{"modelId": "\xff\xfe"}]', "not UTF-8"),
+        (b'{"modelId": "qwen3-f16"}', "object, not array"),
+        (b'[{"allocatedTokens": 10}]', "modelId missing"),
+        (b'[{"modelId": "qwen3-f16", "allocatedTokens": "many"}]', "string for integer"),
+        (b'[{"modelId": "qwen3-f16", "keyElementBytes": 0}]', "element bytes 0"),
+        (b'[{"modelId": "qwen3-f16", "allocatedTokens": 99999999999999999999}]', "beyond int64"),
+        (b"[" * 50000, "deep nesting"),
+        (b"", "empty body"),
+    ],
+)
 def test_malformed_bodies_are_400(client: httpx.Client, content: bytes, kind: str) -> None:
     response = client.post(BATCH, content=content, headers={"content-type": "application/json"})
     _problem(response, 400, "invalidRequest")
@@ -199,7 +233,15 @@ def test_oversized_body_is_413(client: httpx.Client) -> None:
 def test_model_list(client: httpx.Client) -> None:
     models = client.get("/v1/models").json()["models"]
     local = [m["modelId"] for m in models if m["source"] == "local"]
-    assert "qwen3-f16" in local and local == sorted(local) and models[: len(local)] == [m for m in models
-                                                                                        if m["source"] == "local"]
+    assert (
+        "qwen3-f16" in local
+        and local == sorted(local)
+        and models[: len(local)] == [m for m in models if m["source"] == "local"]
+    )
     qwen = next(m for m in models if m["modelId"] == "qwen3-f16")
-    assert (qwen["source"], qwen["architecture"], qwen["quant"], qwen["contextLimit"]) == ("local", "qwen3", "F16", 32768)
+    assert (qwen["source"], qwen["architecture"], qwen["quant"], qwen["contextLimit"]) == (
+        "local",
+        "qwen3",
+        "F16",
+        32768,
+    )

@@ -47,26 +47,34 @@ BREAKING: dict[str, Callable[[dict], None]] = {
     "removed operation": lambda d: d["paths"]["/v1/models/fit"].pop("post"),
     "removed response field": lambda d: _schemas(d)["WireFitVerdictResult"]["properties"].pop("gpuAdmits"),
     "response field no longer required": lambda d: _schemas(d)["WireFitMemoryPart"]["required"].remove("note"),
-    "response field may be null": lambda d: _schemas(d)["WireFitMemoryEstimate"]["properties"]["lowerBoundBytes"]
-    .update(nullable=True),
+    "response field may be null": lambda d: _schemas(d)["WireFitMemoryEstimate"]["properties"][
+        "lowerBoundBytes"
+    ].update(nullable=True),
     "request field made required": lambda d: _schemas(d)["WireFitVerdictRequest"]["required"].append("streams"),
-    "request type narrowed": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["mode"].update(type="integer"),
-    "request bound tightened": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["streams"]
-    .update(maximum=64),
-    "request null refused": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["allocatedTokens"]
-    .pop("nullable"),
-    "closed enum": lambda d: _schemas(d)["WireFitVerdictResult"]["properties"]["verdict"]
-    .update(enum=["good", "tight", "oversize", "unknown"]),
+    "request type narrowed": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["mode"].update(
+        type="integer"
+    ),
+    "request bound tightened": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["streams"].update(
+        maximum=64
+    ),
+    "request null refused": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["allocatedTokens"].pop(
+        "nullable"
+    ),
+    "closed enum": lambda d: _schemas(d)["WireFitVerdictResult"]["properties"]["verdict"].update(
+        enum=["good", "tight", "oversize", "unknown"]
+    ),
     "success response removed": lambda d: d["paths"]["/health"]["get"]["responses"].pop("200"),
 }
 
 COMPATIBLE: dict[str, Callable[[dict], None]] = {
-    "new optional request field": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]
-    .update(priority={"type": "string", "nullable": True}),
+    "new optional request field": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"].update(
+        priority={"type": "string", "nullable": True}
+    ),
     "new response field": lambda d: _schemas(d)["WireHealth"]["properties"].update(uptime={"type": "integer"}),
     "new path": lambda d: d["paths"].update({"/v1/extra": copy.deepcopy(d["paths"]["/health"])}),
-    "request bound loosened": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["keyElementBytes"]
-    .update(minimum=0),
+    "request bound loosened": lambda d: _schemas(d)["WireFitVerdictRequest"]["properties"]["keyElementBytes"].update(
+        minimum=0
+    ),
 }
 
 
@@ -97,6 +105,7 @@ def test_a_stale_generated_module_is_caught(tmp_path: Path) -> None:
     generator = [str(Path(sys.executable).with_name("datamodel-codegen")), "--check"]
     (tmp_path / "openapi.yaml").write_text(spec)
     assert subprocess.run(generator, cwd=tmp_path, capture_output=True, timeout=120).returncode == 0
-    (tmp_path / "openapi.yaml").write_text(spec.replace("        hasProjector:", "        tags:\n"
-                                                                   "          type: string\n        hasProjector:"))
+    (tmp_path / "openapi.yaml").write_text(
+        spec.replace("        hasProjector:", "        tags:\n          type: string\n        hasProjector:")
+    )
     assert subprocess.run(generator, cwd=tmp_path, capture_output=True, timeout=120).returncode != 0

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from memfit.estimator.registry import ModelIndex
-from memfit.service_builder import build_service
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 
 BATCH = [{"modelId": "qwen3-f16"}] * 32

@@ -8,16 +8,15 @@ from pathlib import Path
 import pytest
 from gguf import GGMLQuantizationType as QT
 
+from memfit import wire
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog, CatalogEntry, bits_per_weight, proxy_weights
-from memfit.estimator.parameters import COUNTED, count_parameters
-from memfit.estimator.registry import ModelIndex
-from memfit import wire
 from memfit.estimator.fit_service import FitService
-from memfit.service_builder import build_service
+from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tools.accuracy import model_writers
 from tools.gguf_writers import gemma3_4b, llama31_8b, qwen3_30b_a3b, write_model
 
@@ -28,10 +27,34 @@ ENTRIES = {e.model_id: e for e in CATALOG.entries}
 def test_catalog_is_large_enough_and_covers_the_families() -> None:
     assert len(CATALOG.entries) >= 40
     names = " ".join(e.name for e in CATALOG.entries)
-    for family in ("Llama 3.1", "Llama 3.2", "Llama 3.3", "Qwen2.5", "Qwen3 8B", "Qwen3 30B-A3B", "Qwen3-Next",
-                   "Gemma 2", "Gemma 3 ", "Gemma 3n", "Mistral 7B", "Mistral Nemo", "Mistral Small", "Phi-3.5",
-                   "Phi-4", "R1-Distill", "DeepSeek V3", "gpt-oss 20b", "gpt-oss 120b", "SmolLM2", "SmolLM3",
-                   "Granite 4.0 H", "LFM2", "Falcon-H1", "Mamba", "MiniLM"):
+    for family in (
+        "Llama 3.1",
+        "Llama 3.2",
+        "Llama 3.3",
+        "Qwen2.5",
+        "Qwen3 8B",
+        "Qwen3 30B-A3B",
+        "Qwen3-Next",
+        "Gemma 2",
+        "Gemma 3 ",
+        "Gemma 3n",
+        "Mistral 7B",
+        "Mistral Nemo",
+        "Mistral Small",
+        "Phi-3.5",
+        "Phi-4",
+        "R1-Distill",
+        "DeepSeek V3",
+        "gpt-oss 20b",
+        "gpt-oss 120b",
+        "SmolLM2",
+        "SmolLM3",
+        "Granite 4.0 H",
+        "LFM2",
+        "Falcon-H1",
+        "Mamba",
+        "MiniLM",
+    ):
         assert family in names, family
     assert sum(1 for e in CATALOG.entries if e.parameters) >= 25
 
@@ -49,9 +72,24 @@ def test_entry_layout_is_derivable_and_its_parameter_count_agrees(entry) -> None
     assert entry.source and entry.context_length
 
 
-@pytest.mark.parametrize("name", ["llama31-8b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "gemma3-4b-shape-q4_0",
-                                  "mamba2-2.7b-shape-f16", "qwen3next", "granitehybrid-f16", "lfm2-f16", "mamba",
-                                  "deepseek2-mla", "gptoss-swa-moe", "falcon-h1", "bert-embd", "starcoder2"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llama31-8b-shape-q4_0",
+        "qwen3-30b-a3b-shape-q4_0",
+        "gemma3-4b-shape-q4_0",
+        "mamba2-2.7b-shape-f16",
+        "qwen3next",
+        "granitehybrid-f16",
+        "lfm2-f16",
+        "mamba",
+        "deepseek2-mla",
+        "gptoss-swa-moe",
+        "falcon-h1",
+        "bert-embd",
+        "starcoder2",
+    ],
+)
 def test_parameter_count_matches_the_tensors_of_a_real_shape(name: str) -> None:
     """The counting rule against the writers' tensor lists: the weight matrices within 0.5%."""
     model = model_writers()[name]()
@@ -118,9 +156,18 @@ def test_a_catalog_range_holds_the_file_of_the_same_shape(writer, qtype: QT, tmp
     facts = ArtifactCache().facts([str(path)])
     tied = all(n != "output.weight" for n, *_ in model.tensors)
     metadata = {k: tuple(v) if isinstance(v, list) else v for k, v in model.kv.items()}
-    entry = CatalogEntry(model_id="acme/Shape-GGUF", name="shape", architecture=model.arch, parameters=None,
-                         context_length=None, metadata=metadata, n_vocab=model.vocab, tied_embeddings=tied,
-                         quants=(qtype.name,), source="test")
+    entry = CatalogEntry(
+        model_id="acme/Shape-GGUF",
+        name="shape",
+        architecture=model.arch,
+        parameters=None,
+        context_length=None,
+        metadata=metadata,
+        n_vocab=model.vocab,
+        tied_embeddings=tied,
+        quants=(qtype.name,),
+        source="test",
+    )
     proxy = proxy_weights(entry, count_parameters(metadata, model.arch, model.vocab, tied), CATALOG.spreads[qtype.name])
     assert proxy.bytes <= facts.weights_bytes
     assert facts.weights_bytes + facts.weights_slack <= proxy.bytes + proxy.slack

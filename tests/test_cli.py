@@ -17,10 +17,20 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out.out, out.err
 
 
-def test_fit_prints_a_table_for_a_local_file_and_a_catalog_id(public_models: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "fit", "qwen3-f16", "Qwen/Qwen3-8B-GGUF:Q8_0", "--tokens", "8192",
-                        "--models", str(public_models), "--no-usual-dirs")
+def test_fit_prints_a_table_for_a_local_file_and_a_catalog_id(
+    public_models: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(
+        capsys,
+        "fit",
+        "qwen3-f16",
+        "Qwen/Qwen3-8B-GGUF:Q8_0",
+        "--tokens",
+        "8192",
+        "--models",
+        str(public_models),
+        "--no-usual-dirs",
+    )
     assert code == 0
     local, catalog = out.split("\n\n")
     assert local.startswith("qwen3-f16: ") and "measuredArtifact" in local and "derivedLayout" in local
@@ -30,22 +40,35 @@ def test_fit_prints_a_table_for_a_local_file_and_a_catalog_id(public_models: Pat
 
 
 def test_fit_json_is_the_api_answer(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "fit", "llama-gqa-f16", "--streams", "2", "--key-bytes", "1", "--json",
-                        "--models", str(public_models), "--no-usual-dirs")
+    code, out, _ = _run(
+        capsys,
+        "fit",
+        "llama-gqa-f16",
+        "--streams",
+        "2",
+        "--key-bytes",
+        "1",
+        "--json",
+        "--models",
+        str(public_models),
+        "--no-usual-dirs",
+    )
     batch = WireFitVerdictBatch.model_validate_json(out)
     assert code == 0 and batch.results[0].estimate.workload.streams == 2
     assert batch.results[0].estimate.workload.key_element_bytes == 1
 
 
 def test_fit_says_which_ids_it_does_not_know(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "fit", "qwen3-f16", "no/such-model", "--models", str(public_models),
-                          "--no-usual-dirs")
+    code, out, err = _run(
+        capsys, "fit", "qwen3-f16", "no/such-model", "--models", str(public_models), "--no-usual-dirs"
+    )
     assert code == 1 and "no/such-model" in err and out.startswith("qwen3-f16: ")
 
 
 def test_fit_shows_a_refusal(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "fit", "llama-gqa-f16", "--tokens", "100000", "--models", str(public_models),
-                        "--no-usual-dirs")
+    code, out, _ = _run(
+        capsys, "fit", "llama-gqa-f16", "--tokens", "100000", "--models", str(public_models), "--no-usual-dirs"
+    )
     assert code == 0 and "refused   contextExceedsModelLimit" in out and "UNKNOWN" in out
 
 

@@ -18,12 +18,14 @@ load_all_checks()
 ALL_CHECKS = list(CHECKS.get_all())
 
 config = schemathesis.Config()
-config.projects.default.generation.update(modes=[schemathesis.GenerationMode.POSITIVE,
-                                                 schemathesis.GenerationMode.NEGATIVE])
+config.projects.default.generation.update(
+    modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
+)
 # The spec is read at collection from an app over no models and no files (what it serves does not depend on
 # them); every case is sent to `contract_app`, the same app over two written models and a history database.
 schema = schemathesis.openapi.from_asgi(
-    "/v1/openapi.json", create_app(build_service(), TOKEN, validate_responses=True), config=config)
+    "/v1/openapi.json", create_app(build_service(), TOKEN, validate_responses=True), config=config
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +33,9 @@ def contract_app(tmp_path_factory: pytest.TempPathFactory) -> ASGIApp:
     models = tmp_path_factory.mktemp("contract-models")
     write_model(qwen3(), models / "qwen3-f16.gguf")
     write_model(gemma3_swa(), models / "gemma3-swa-f16.gguf")
-    return create_app(build_service([Root(str(models), RootKind.PLAIN)], state_dir=str(models)), TOKEN,
-                      validate_responses=True)
+    return create_app(
+        build_service([Root(str(models), RootKind.PLAIN)], state_dir=str(models)), TOKEN, validate_responses=True
+    )
 
 
 def _known_model(case: schemathesis.Case) -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from memfit.estimator.registry import ModelIndex
 from memfit import wire
-from memfit.service_builder import build_service
+from memfit.estimator.registry import ModelIndex
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind, quant_tag, usual_roots
+from memfit.service_builder import build_service
 from tools.gguf_writers import Model, embeddings, llama_gqa, qwen3, write_model
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -79,8 +79,13 @@ def lm_studio(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def index(hub: Path, llama_cache: Path, lm_studio: Path) -> ModelIndex:
-    index = ModelIndex([Root(str(hub), RootKind.HF_CACHE), Root(str(llama_cache), RootKind.LLAMA_CACHE),
-                        Root(str(lm_studio), RootKind.LM_STUDIO)])
+    index = ModelIndex(
+        [
+            Root(str(hub), RootKind.HF_CACHE),
+            Root(str(llama_cache), RootKind.LLAMA_CACHE),
+            Root(str(lm_studio), RootKind.LM_STUDIO),
+        ]
+    )
     index.refresh()
     return index
 
@@ -125,8 +130,10 @@ def test_lm_studio_folder(index: ModelIndex) -> None:
 
 def test_shared_key_marks_the_same_file_set_and_projector(index: ModelIndex) -> None:
     service = build_service(index=index)
-    requests = [WireFitVerdictRequest(model_id=m) for m in
-                ("acme/Tiny-GGUF", "acme/Tiny-GGUF:Q4_K_M", "acme/Tiny-GGUF:Q8_0", "bart/Old-GGUF:Q5_K_M")]
+    requests = [
+        WireFitVerdictRequest(model_id=m)
+        for m in ("acme/Tiny-GGUF", "acme/Tiny-GGUF:Q4_K_M", "acme/Tiny-GGUF:Q8_0", "bart/Old-GGUF:Q5_K_M")
+    ]
     results = wire.fit_batch(service, requests).results
     parts = [{p.component: p for p in r.estimate.parts} for r in results]
     assert parts[0]["weights"].shared_key and parts[0]["weights"].shared_key == parts[1]["weights"].shared_key
@@ -147,7 +154,9 @@ def test_model_list_puts_local_artifacts_first(index: ModelIndex) -> None:
     assert local[:3] == ["acme/Split-GGUF:BF16", "acme/Tiny-GGUF:Q4_K_M", "acme/Tiny-GGUF:Q8_0"]
     tiny = next(m for m in listing if m.model_id == "acme/Tiny-GGUF:Q4_K_M")
     assert (tiny.has_projector, tiny.revision, tiny.architecture) == (True, COMMIT, "llama")
-    assert [m.model_id for m in wire.model_list(build_service(index=index)).models] == [m.model_id for m in listing]  # stable
+    assert [m.model_id for m in wire.model_list(build_service(index=index)).models] == [
+        m.model_id for m in listing
+    ]  # stable
 
 
 def test_index_refreshes_when_a_directory_changes(tmp_path: Path) -> None:
@@ -158,10 +167,18 @@ def test_index_refreshes_when_a_directory_changes(tmp_path: Path) -> None:
     assert index.refresh() and index.get("fresh") is not None
 
 
-@pytest.mark.parametrize("name, tag", [("Qwen3-8B-Q4_K_M.gguf", "Q4_K_M"), ("model.Q8_0.gguf", "Q8_0"),
-                                       ("x-UD-Q4_K_XL-00001-of-00002.gguf", "UD-Q4_K_XL"), ("gemma-f16.gguf", "F16"),
-                                       ("gpt-oss-20b-mxfp4.gguf", "MXFP4"), ("model.gguf", ""),
-                                       ("Llama-3.2-3B-Instruct-IQ4_XS.gguf", "IQ4_XS")])
+@pytest.mark.parametrize(
+    "name, tag",
+    [
+        ("Qwen3-8B-Q4_K_M.gguf", "Q4_K_M"),
+        ("model.Q8_0.gguf", "Q8_0"),
+        ("x-UD-Q4_K_XL-00001-of-00002.gguf", "UD-Q4_K_XL"),
+        ("gemma-f16.gguf", "F16"),
+        ("gpt-oss-20b-mxfp4.gguf", "MXFP4"),
+        ("model.gguf", ""),
+        ("Llama-3.2-3B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
+    ],
+)
 def test_quant_tags(name: str, tag: str) -> None:
     assert quant_tag(name) == tag
 
@@ -169,10 +186,14 @@ def test_quant_tags(name: str, tag: str) -> None:
 def test_usual_roots_follow_the_environment(tmp_path: Path) -> None:
     for d in ("hf/hub", "llama", "home/.lmstudio/models"):
         (tmp_path / d).mkdir(parents=True)
-    roots = usual_roots({"HF_HOME": str(tmp_path / "hf"), "LLAMA_CACHE": str(tmp_path / "llama"),
-                         "HOME": str(tmp_path / "home")})
+    roots = usual_roots(
+        {"HF_HOME": str(tmp_path / "hf"), "LLAMA_CACHE": str(tmp_path / "llama"), "HOME": str(tmp_path / "home")}
+    )
     assert [(Path(r.path).relative_to(tmp_path).as_posix(), r.kind) for r in roots] == [
-        ("hf/hub", RootKind.HF_CACHE), ("llama", RootKind.LLAMA_CACHE), ("home/.lmstudio/models", RootKind.LM_STUDIO)]
+        ("hf/hub", RootKind.HF_CACHE),
+        ("llama", RootKind.LLAMA_CACHE),
+        ("home/.lmstudio/models", RootKind.LM_STUDIO),
+    ]
     assert usual_roots({"HOME": str(tmp_path / "nowhere")}) == []
 
 
@@ -283,8 +304,9 @@ def test_folders_whose_names_are_not_text_are_left_out(tmp_path: Path) -> None:
     (studio / "pub").mkdir(parents=True)
     os.mkdir(os.path.join(os.fsencode(studio / "pub"), b"repo-\xff"))
     write_model(qwen3(), os.fsdecode(os.path.join(os.fsencode(studio / "pub"), b"repo-\xff", b"R-Q4_K_M.gguf")))
-    index = ModelIndex([Root(str(plain), RootKind.PLAIN), Root(str(hub), RootKind.HF_CACHE),
-                        Root(str(studio), RootKind.LM_STUDIO)])
+    index = ModelIndex(
+        [Root(str(plain), RootKind.PLAIN), Root(str(hub), RootKind.HF_CACHE), Root(str(studio), RootKind.LM_STUDIO)]
+    )
     index.refresh()
     assert [a.model_id for a in index.artifacts()] == ["good"]
     wire.model_list(build_service(index=index)).model_dump_json()  # the listing is text the wire can carry

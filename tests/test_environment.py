@@ -12,16 +12,15 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
+from memfit import wire
 from memfit.estimator.bounds import Part
 from memfit.estimator.gpu_admission import gpu_admits
-from memfit.estimator.registry import ModelIndex
-from memfit import wire
-from memfit.service_builder import build_service
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import engines
 from memfit.readers.model_roots import Root, RootKind
 from memfit.readers.nvml import GpuMemory, NvmlReader, visible
+from memfit.service_builder import build_service
 
 # --- committed memory: a real stand-in engine process ---------------------------------------------
 
@@ -98,11 +97,13 @@ class FakeNvmlError(Exception):
 
 def fake_nvml(devices: list[tuple[str, int, int]], fail: str | None = None) -> SimpleNamespace:
     """An NVML with `devices` (uuid, free, total); `fail` names the call that raises NVMLError."""
+
     def call(name, result):
         def f(*args):
             if fail == name:
                 raise FakeNvmlError(name)
             return result(*args)
+
         return f
 
     return SimpleNamespace(
@@ -112,8 +113,9 @@ def fake_nvml(devices: list[tuple[str, int, int]], fail: str | None = None) -> S
         nvmlDeviceGetCount=call("nvmlDeviceGetCount", lambda: len(devices)),
         nvmlDeviceGetHandleByIndex=call("nvmlDeviceGetHandleByIndex", lambda i: i),
         nvmlDeviceGetUUID=call("nvmlDeviceGetUUID", lambda h: devices[h][0].encode()),
-        nvmlDeviceGetMemoryInfo=call("nvmlDeviceGetMemoryInfo",
-                                     lambda h: SimpleNamespace(free=devices[h][1], total=devices[h][2], used=0)),
+        nvmlDeviceGetMemoryInfo=call(
+            "nvmlDeviceGetMemoryInfo", lambda h: SimpleNamespace(free=devices[h][1], total=devices[h][2], used=0)
+        ),
     )
 
 
@@ -126,16 +128,20 @@ def test_reader_lists_visible_gpus() -> None:
     assert gpus == [GpuMemory(0, "GPU-aaaa-1111", 10 * GIB, 24 * GIB), GpuMemory(1, "GPU-bbbb-2222", 6 * GIB, 24 * GIB)]
 
 
-@pytest.mark.parametrize("selector, indices", [("1", [1]), ("0,1", [0, 1]), ("GPU-bbbb", [1]), ("bbbb-2222", [1]),
-                                               ("", []), ("1,,0", [1]), ("7", [])])
+@pytest.mark.parametrize(
+    "selector, indices",
+    [("1", [1]), ("0,1", [0, 1]), ("GPU-bbbb", [1]), ("bbbb-2222", [1]), ("", []), ("1,,0", [1]), ("7", [])],
+)
 def test_cuda_visible_devices(selector: str, indices: list[int]) -> None:
     gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={"CUDA_VISIBLE_DEVICES": selector}).read()
     assert [g.index for g in gpus] == indices
     assert visible(0, "GPU-aaaa-1111", None)
 
 
-@pytest.mark.parametrize("fail", ["nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
-                                  "nvmlDeviceGetUUID", "nvmlDeviceGetMemoryInfo"])
+@pytest.mark.parametrize(
+    "fail",
+    ["nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetUUID", "nvmlDeviceGetMemoryInfo"],
+)
 def test_any_nvml_failure_means_no_gpu_answer(fail: str) -> None:
     assert NvmlReader(fake_nvml(TWO_GPUS, fail=fail), environ={}).read() is None
 
@@ -146,18 +152,23 @@ def test_missing_nvml_library_means_no_gpu_answer() -> None:
 
 
 def _parts(weights: int, kv: int, workspace: int) -> list[Part]:
-    return [Part(Component.WEIGHTS, weights, Basis.MEASURED_ARTIFACT, ""),
-            Part(Component.KV_CACHE, kv, Basis.DERIVED_LAYOUT, ""),
-            Part(Component.WORKSPACE, workspace, Basis.DERIVED_LAYOUT, "")]
+    return [
+        Part(Component.WEIGHTS, weights, Basis.MEASURED_ARTIFACT, ""),
+        Part(Component.KV_CACHE, kv, Basis.DERIVED_LAYOUT, ""),
+        Part(Component.WORKSPACE, workspace, Basis.DERIVED_LAYOUT, ""),
+    ]
 
 
-@pytest.mark.parametrize("mode, parts, admits", [
-    ("fullGpu", _parts(8 * GIB, 4 * GIB, 2 * GIB), True),  # 14 GiB into 10 + 6 GiB pooled across the GPUs
-    ("fullGpu", _parts(12 * GIB, 4 * GIB, 1 * GIB), False),
-    ("cpuOffload", _parts(100 * GIB, 10 * GIB, 5 * GIB), True),  # weights stay in host memory
-    ("cpuOffload", _parts(1 * GIB, 12 * GIB, 5 * GIB), False),
-    ("npuOnly", _parts(1, 1, 1), None),  # an unknown mode: no GPU answer
-])
+@pytest.mark.parametrize(
+    "mode, parts, admits",
+    [
+        ("fullGpu", _parts(8 * GIB, 4 * GIB, 2 * GIB), True),  # 14 GiB into 10 + 6 GiB pooled across the GPUs
+        ("fullGpu", _parts(12 * GIB, 4 * GIB, 1 * GIB), False),
+        ("cpuOffload", _parts(100 * GIB, 10 * GIB, 5 * GIB), True),  # weights stay in host memory
+        ("cpuOffload", _parts(1 * GIB, 12 * GIB, 5 * GIB), False),
+        ("npuOnly", _parts(1, 1, 1), None),  # an unknown mode: no GPU answer
+    ],
+)
 def test_admission_by_mode(mode: str, parts: list[Part], admits: bool | None) -> None:
     gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={}).read()
     assert gpu_admits(mode, parts, gpus) is admits
@@ -169,11 +180,15 @@ def test_no_gpu_reading_and_no_visible_gpu() -> None:
 
 
 def test_nvml_reading_reaches_the_answer(public_models: Path) -> None:
-    service = build_service([Root(str(public_models), RootKind.PLAIN)],
-                            nvml=NvmlReader(fake_nvml(TWO_GPUS), environ={}))
+    service = build_service(
+        [Root(str(public_models), RootKind.PLAIN)], nvml=NvmlReader(fake_nvml(TWO_GPUS), environ={})
+    )
     service.index.refresh()
-    requests = [WireFitVerdictRequest(model_id="qwen3-f16"), WireFitVerdictRequest(model_id="qwen3-f16", mode="x"),
-                WireFitVerdictRequest(model_id="qwen3-f16", allocated_tokens=0)]
+    requests = [
+        WireFitVerdictRequest(model_id="qwen3-f16"),
+        WireFitVerdictRequest(model_id="qwen3-f16", mode="x"),
+        WireFitVerdictRequest(model_id="qwen3-f16", allocated_tokens=0),
+    ]
     fits, unknown_mode, refused = wire.fit_batch(service, requests).results
     assert fits.gpu_admits is True and "gpuTelemetryUnavailable" not in fits.limits
     assert unknown_mode.gpu_admits is None and refused.gpu_admits is None

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memfit.readers.gguf_header import GGUFError, SkippedArray, parse_header, read_header
-from tools.gguf_writers import llama_gqa, granitehybrid, qwen3, write_model
+from tools.gguf_writers import granitehybrid, llama_gqa, qwen3, write_model
 
 
 def _reference_value(field: gguf.ReaderField):
@@ -25,8 +25,11 @@ def _reference_value(field: gguf.ReaderField):
     return field.parts[field.data[0]].tolist()[0]
 
 
-@pytest.mark.parametrize("build", [lambda: llama_gqa(gguf.GGMLQuantizationType.Q4_0), qwen3, granitehybrid],
-                         ids=["llama-q4_0", "qwen3-gpt2-merges", "granitehybrid-per-layer-array"])
+@pytest.mark.parametrize(
+    "build",
+    [lambda: llama_gqa(gguf.GGMLQuantizationType.Q4_0), qwen3, granitehybrid],
+    ids=["llama-q4_0", "qwen3-gpt2-merges", "granitehybrid-per-layer-array"],
+)
 def test_agrees_with_gguf_reader(tmp_path: Path, build) -> None:
     path = tmp_path / "m.gguf"
     write_model(build(), path)
@@ -47,7 +50,7 @@ def test_agrees_with_gguf_reader(tmp_path: Path, build) -> None:
             assert got == expected, key
 
     assert [t.name for t in ours.tensors] == [t.name for t in ref.tensors]
-    for t, r in zip(ours.tensors, ref.tensors):
+    for t, r in zip(ours.tensors, ref.tensors, strict=True):
         assert list(t.shape) == [int(x) for x in r.shape], t.name
         assert t.ggml_type == int(r.tensor_type), t.name
         assert ours.data_offset + t.offset == r.data_offset, t.name
@@ -64,13 +67,17 @@ def test_long_arrays_are_counted_not_built(tmp_path: Path) -> None:
 
 # --- hostile headers ----------------------------------------------------------------------------
 
+
 def _s(text: bytes) -> bytes:
     return struct.pack("<Q", len(text)) + text
 
 
-def _header(kvs: list[bytes], tensors: list[bytes] = (), n_kv: int | None = None, n_tensors: int | None = None) -> bytes:
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors) if n_tensors is None else n_tensors,
-                                 len(kvs) if n_kv is None else n_kv)
+def _header(
+    kvs: list[bytes], tensors: list[bytes] = (), n_kv: int | None = None, n_tensors: int | None = None
+) -> bytes:
+    head = b"GGUF" + struct.pack(
+        "<IQQ", 3, len(tensors) if n_tensors is None else n_tensors, len(kvs) if n_kv is None else n_kv
+    )
     return head + b"".join(kvs) + b"".join(tensors)
 
 
@@ -79,11 +86,18 @@ def _kv_u32(key: bytes, value: int) -> bytes:
 
 
 def _tensor(name: bytes, dims: list[int], ggml_type: int = 0, offset: int = 0) -> bytes:
-    return _s(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims) + struct.pack("<IQ", ggml_type, offset)
+    return (
+        _s(name)
+        + struct.pack("<I", len(dims))
+        + struct.pack(f"<{len(dims)}Q", *dims)
+        + struct.pack("<IQ", ggml_type, offset)
+    )
 
 
-VALID = _header([_kv_u32(b"llama.block_count", 2), _s(b"general.architecture") + struct.pack("<I", 8) + _s(b"llama")],
-                [_tensor(b"t", [32, 2])])
+VALID = _header(
+    [_kv_u32(b"llama.block_count", 2), _s(b"general.architecture") + struct.pack("<I", 8) + _s(b"llama")],
+    [_tensor(b"t", [32, 2])],
+)
 
 
 def test_valid_hand_built_header() -> None:
@@ -98,24 +112,27 @@ def test_truncated_header_is_refused(cut: int) -> None:
         parse_header(VALID[:cut])
 
 
-@pytest.mark.parametrize("data, why", [
-    (b"GGUX" + VALID[4:], "bad magic"),
-    (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), "version 1"),
-    (_header([], n_kv=2**64 - 1), "kv count near 2^64"),
-    (_header([], n_tensors=2**63), "tensor count near 2^63"),
-    (_header([struct.pack("<Q", 2**64 - 1) + b"k"]), "key length past the end"),
-    (_header([_s(b"k") + struct.pack("<I", 8) + struct.pack("<Q", 10**12)]), "string value past the end"),
-    (_header([_s(b"k") + struct.pack("<I", 99)]), "unknown value type"),
-    (_header([_s(b"k") + struct.pack("<IIQ", 9, 9, 1)]), "array of arrays"),
-    (_header([_s(b"k") + struct.pack("<IIQ", 9, 4, 2**62)]), "array count past the end"),
-    (_header([_s(b"k") + struct.pack("<IIQ", 9, 8, 2**60)]), "string array count past the end"),
-    (_header([_s(b"\xff\xfe") + struct.pack("<II", 4, 1)]), "non-UTF-8 key"),
-    (_header([_kv_u32(b"k", 1), _kv_u32(b"k", 2)]), "duplicate key"),
-    (_header([], [_tensor(b"t", [1, 1, 1, 1, 1])]), "five dimensions"),
-    (_header([], [_tensor(b"t", [])]), "zero dimensions"),
-    (_header([], [_tensor(b"t", [32, 0])]), "a dimension of zero"),
-    (_header([_kv_u32(b"general.alignment", 24)]), "alignment not a power of two"),
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (b"GGUX" + VALID[4:], "bad magic"),
+        (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), "version 1"),
+        (_header([], n_kv=2**64 - 1), "kv count near 2^64"),
+        (_header([], n_tensors=2**63), "tensor count near 2^63"),
+        (_header([struct.pack("<Q", 2**64 - 1) + b"k"]), "key length past the end"),
+        (_header([_s(b"k") + struct.pack("<I", 8) + struct.pack("<Q", 10**12)]), "string value past the end"),
+        (_header([_s(b"k") + struct.pack("<I", 99)]), "unknown value type"),
+        (_header([_s(b"k") + struct.pack("<IIQ", 9, 9, 1)]), "array of arrays"),
+        (_header([_s(b"k") + struct.pack("<IIQ", 9, 4, 2**62)]), "array count past the end"),
+        (_header([_s(b"k") + struct.pack("<IIQ", 9, 8, 2**60)]), "string array count past the end"),
+        (_header([_s(b"\xff\xfe") + struct.pack("<II", 4, 1)]), "non-UTF-8 key"),
+        (_header([_kv_u32(b"k", 1), _kv_u32(b"k", 2)]), "duplicate key"),
+        (_header([], [_tensor(b"t", [1, 1, 1, 1, 1])]), "five dimensions"),
+        (_header([], [_tensor(b"t", [])]), "zero dimensions"),
+        (_header([], [_tensor(b"t", [32, 0])]), "a dimension of zero"),
+        (_header([_kv_u32(b"general.alignment", 24)]), "alignment not a power of two"),
+    ],
+)
 def test_hostile_header_is_refused(data: bytes, why: str) -> None:
     with pytest.raises(GGUFError):
         parse_header(data + b"\0" * 64)

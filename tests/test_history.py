@@ -18,12 +18,25 @@ OBSERVATIONS = "/v1/models/observations"
 BATCH = "/v1/models/fit/batch"
 
 
-def _observation(model_id: str, artifact_bytes: int | None, tokens: int = 4096, quant: str = "F16",
-                 **parts: int) -> dict:
-    return {"modelId": model_id, "revision": "", "quant": quant, "artifactBytes": artifact_bytes,
-            "workload": {"allocatedTokens": tokens, "streams": 1, "keyElementBytes": 2, "valueElementBytes": 2,
-                         "mode": "fullGpu"},
-            "parts": parts, "runtime": "llama.cpp test build", "observedAt": "2026-11-01T10:00:00Z"}
+def _observation(
+    model_id: str, artifact_bytes: int | None, tokens: int = 4096, quant: str = "F16", **parts: int
+) -> dict:
+    return {
+        "modelId": model_id,
+        "revision": "",
+        "quant": quant,
+        "artifactBytes": artifact_bytes,
+        "workload": {
+            "allocatedTokens": tokens,
+            "streams": 1,
+            "keyElementBytes": 2,
+            "valueElementBytes": 2,
+            "mode": "fullGpu",
+        },
+        "parts": parts,
+        "runtime": "llama.cpp test build",
+        "observedAt": "2026-11-01T10:00:00Z",
+    }
 
 
 def _parts(client: httpx.Client, model_id: str, **workload) -> tuple[dict, dict]:
@@ -31,8 +44,9 @@ def _parts(client: httpx.Client, model_id: str, **workload) -> tuple[dict, dict]
     return {p["component"]: p for p in result["estimate"]["parts"]}, result
 
 
-def test_an_observation_measures_the_workspace_of_that_identity_and_workload_only(client: httpx.Client,
-                                                                                   public_models: Path) -> None:
+def test_an_observation_measures_the_workspace_of_that_identity_and_workload_only(
+    client: httpx.Client, public_models: Path
+) -> None:
     size = os.path.getsize(public_models / "llama-gqa-q8_0.gguf")
     wrong_quant = client.post(OBSERVATIONS, json=_observation("llama-gqa-q8_0", size, workspace=1))
     receipt = client.post(OBSERVATIONS, json=_observation("llama-gqa-q8_0", size, quant="Q8_0", workspace=18_000_000))
@@ -65,11 +79,11 @@ def test_a_weak_identity_keeps_the_derived_number(client: httpx.Client) -> None:
 def test_a_contradicting_kv_cache_is_kept_and_flagged(client: httpx.Client, public_models: Path) -> None:
     size = os.path.getsize(public_models / "qwen3-f16.gguf")
     derived = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["kvCache"]["bytes"]
-    close = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived + KV_ROUNDING,
-                                                        workspace=5)).json()
+    close = client.post(
+        OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived + KV_ROUNDING, workspace=5)
+    ).json()
     assert close["flags"] == []
-    far = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived * 2,
-                                                      workspace=7)).json()
+    far = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived * 2, workspace=7)).json()
     assert far["flags"] == ["kvContradictsDerived"] and far["observationId"] > close["observationId"]
     workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]
     assert workspace["bytes"] == 7 and "contradicts the derived" in workspace["note"]  # the latest observation
@@ -85,10 +99,24 @@ def test_observations_need_the_token_and_a_valid_body(live: LiveServer) -> None:
 
 
 def _row(i: int) -> ObservationRow:
-    return ObservationRow(model_id=f"m{i % 7}", revision="r", quant="Q4_K_M", artifact_bytes=i, allocated_tokens=4096,
-                          streams=1, key_element_bytes=2, value_element_bytes=2, mode="fullGpu", weights_bytes=i,
-                          kv_cache_bytes=None, recurrent_state_bytes=None, workspace_bytes=i, companions_bytes=None,
-                          runtime="test", observed_at="2026-11-01T00:00:00+00:00")
+    return ObservationRow(
+        model_id=f"m{i % 7}",
+        revision="r",
+        quant="Q4_K_M",
+        artifact_bytes=i,
+        allocated_tokens=4096,
+        streams=1,
+        key_element_bytes=2,
+        value_element_bytes=2,
+        mode="fullGpu",
+        weights_bytes=i,
+        kv_cache_bytes=None,
+        recurrent_state_bytes=None,
+        workspace_bytes=i,
+        companions_bytes=None,
+        runtime="test",
+        observed_at="2026-11-01T00:00:00+00:00",
+    )
 
 
 def _write_rows(path: str, start: int, count: int) -> None:
@@ -101,8 +129,10 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     path = str(tmp_path / "history.sqlite3")
     HistoryDB(path)
     threads = [threading.Thread(target=_write_rows, args=(path, t * 200, 200)) for t in range(4)]
-    processes = [multiprocessing.get_context("spawn").Process(target=_write_rows, args=(path, 10_000 + p * 200, 200))
-                 for p in range(2)]
+    processes = [
+        multiprocessing.get_context("spawn").Process(target=_write_rows, args=(path, 10_000 + p * 200, 200))
+        for p in range(2)
+    ]
     for worker in [*threads, *processes]:
         worker.start()
     for worker in [*threads, *processes]:
@@ -120,6 +150,7 @@ def test_the_in_memory_history_reloads_only_when_a_row_is_added(tmp_path: Path) 
     real_all = history.db.all
     history.db.all = lambda: loads.append(1) or real_all()
     with ThreadPoolExecutor(1) as a, ThreadPoolExecutor(1) as b:  # two long-lived request threads
+
         def refresh_on_both() -> None:
             for thread in (a, b, a, b):
                 thread.submit(history.refresh).result()
@@ -134,8 +165,9 @@ def test_the_in_memory_history_reloads_only_when_a_row_is_added(tmp_path: Path) 
         assert len(loads) == 3
 
 
-def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(client: httpx.Client,
-                                                                              public_models: Path) -> None:
+def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(
+    client: httpx.Client, public_models: Path
+) -> None:
     size = os.path.getsize(public_models / "qwen3-f16.gguf")
     measured = _observation("qwen3-f16", size, tokens=1024, workspace=17_000_000)
     assert client.post(OBSERVATIONS, json=measured).status_code == 201

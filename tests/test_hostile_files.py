@@ -10,11 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memfit.estimator.registry import ModelIndex
 from memfit import wire
-from memfit.service_builder import build_service
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tools.gguf_writers import Model, qwen3, write_model
 from tools.hostile import MUTATIONS, base_header, check, examine, mutate
 
@@ -28,8 +27,10 @@ def test_the_base_header_is_a_readable_model(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mutation", MUTATIONS)
 def test_every_mutation_kind_is_refused_or_read_safely(mutation: str, tmp_path: Path) -> None:
-    refused = [examine(mutate(BASE, mutation, pick, value), tmp_path / "m.gguf")
-               for pick, value in ((0, 0), (7, 2**64 - 1), (23, 12345), (101, 2**40))]
+    refused = [
+        examine(mutate(BASE, mutation, pick, value), tmp_path / "m.gguf")
+        for pick, value in ((0, 0), (7, 2**64 - 1), (23, 12345), (101, 2**40))
+    ]
     for outcome in refused:
         check(outcome)
     if mutation not in ("random_bytes", "non_utf8_key", "misaligned_offset", "wrong_type"):

@@ -20,16 +20,19 @@ def test_parts_from_a_real_llama_cpp_log() -> None:
 
 
 def test_buffers_on_several_devices_add_up() -> None:
-    log = ("load_tensors:        CUDA0 model buffer size =  1000.00 MiB\n"
-           "load_tensors:   CPU_Mapped model buffer size =   250.50 MiB\n"
-           "sched_reserve:      CUDA0 compute buffer size =   300.00 MiB\n"
-           "sched_reserve:  CUDA_Host compute buffer size =    12.00 MiB\n")
+    log = (
+        "load_tensors:        CUDA0 model buffer size =  1000.00 MiB\n"
+        "load_tensors:   CPU_Mapped model buffer size =   250.50 MiB\n"
+        "sched_reserve:      CUDA0 compute buffer size =   300.00 MiB\n"
+        "sched_reserve:  CUDA_Host compute buffer size =    12.00 MiB\n"
+    )
     parts = parse_llama_log(log)
     assert parts.weights == round(1250.5 * MIB) and parts.workspace == 312 * MIB and parts.kv_cache == 0
 
 
-def test_measure_without_llama_cpp_python_says_how_to_get_it(capsys: pytest.CaptureFixture[str],
-                                                             public_models: Path) -> None:
+def test_measure_without_llama_cpp_python_says_how_to_get_it(
+    capsys: pytest.CaptureFixture[str], public_models: Path
+) -> None:
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -39,8 +42,9 @@ def test_measure_without_llama_cpp_python_says_how_to_get_it(capsys: pytest.Capt
         pytest.skip("llama-cpp-python is installed here; test_measure_records_an_observation covers it")
 
 
-def test_measure_records_an_observation(public_models: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_measure_records_an_observation(
+    public_models: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("llama_cpp", reason="needs the memfit[measure] extra (a 13-minute source build)")
     monkeypatch.setenv("MEMFIT_STATE_DIR", str(tmp_path))
     assert main(["measure", "qwen3-f16", "--tokens", "2048", "--models", str(public_models), "--no-usual-dirs"]) == 0

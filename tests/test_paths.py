@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.registry import ModelIndex
-from memfit.service_builder import build_service
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tools.gguf_writers import qwen3, write_model
 
@@ -25,9 +25,25 @@ def _audit(event: str, args: tuple) -> None:
 
 sys.addaudithook(_audit)
 
-HOSTILE_IDS = ["../../etc/passwd", "/etc/passwd", "..%2F..%2Fetc%2Fpasswd", "%2e%2e/outside/secret",
-               "escape", "../outside/secret", "models/../../outside/secret", "secret", "a\u0000b",
-               "x" * 10_000, "file:///etc/passwd", "C:\\Windows\\win.ini", "~/.ssh/id_rsa", "", ".", "..", "./good"]
+HOSTILE_IDS = [
+    "../../etc/passwd",
+    "/etc/passwd",
+    "..%2F..%2Fetc%2Fpasswd",
+    "%2e%2e/outside/secret",
+    "escape",
+    "../outside/secret",
+    "models/../../outside/secret",
+    "secret",
+    "a\u0000b",
+    "x" * 10_000,
+    "file:///etc/passwd",
+    "C:\\Windows\\win.ini",
+    "~/.ssh/id_rsa",
+    "",
+    ".",
+    "..",
+    "./good",
+]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +66,9 @@ def test_hostile_ids_are_never_opened(layout: tuple[Path, Path]) -> None:
     with LiveServer(build_service([Root(str(models), RootKind.PLAIN)])) as server, server.client() as c:
         AUDITING["on"] = True
         try:
-            batch = c.post("/v1/models/fit/batch", json=[{"modelId": i} for i in HOSTILE_IDS[:31]] + [
-                {"modelId": "good"}])
+            batch = c.post(
+                "/v1/models/fit/batch", json=[{"modelId": i} for i in HOSTILE_IDS[:31]] + [{"modelId": "good"}]
+            )
             singles = [c.post("/v1/models/fit", json={"modelId": i}).status_code for i in HOSTILE_IDS]
             listing = c.get("/v1/models").json()["models"]
         finally:

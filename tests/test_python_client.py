@@ -23,10 +23,23 @@ ROOT = Path(__file__).resolve().parent.parent
 def memfit_client(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("generated-client")
     generator = Path(sys.executable).with_name("openapi-python-client")
-    done = subprocess.run([str(generator), "generate", "--path", str(ROOT / "openapi.yaml"), "--meta", "none",
-                           "--output-path", str(out / "memfit_client"),
-                           "--config", str(ROOT / "clients" / "python" / "openapi-python-client.yaml")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            str(generator),
+            "generate",
+            "--path",
+            str(ROOT / "openapi.yaml"),
+            "--meta",
+            "none",
+            "--output-path",
+            str(out / "memfit_client"),
+            "--config",
+            str(ROOT / "clients" / "python" / "openapi-python-client.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Warning" not in done.stdout + done.stderr, "the generator warned: fix the spec, not the client"
     sys.path.insert(0, str(out))
@@ -46,9 +59,11 @@ def test_batch_through_the_generated_client(memfit_client, live: LiveServer) -> 
     fit_batch = _api("memfit_client.api.models.fit_batch")
     models = _api("memfit_client.models")
     client = memfit_client.AuthenticatedClient(base_url=live.url, token=TOKEN)
-    body = [models.WireFitVerdictRequest(model_id="qwen3-f16", allocated_tokens=8192, streams=2),
-            models.WireFitVerdictRequest(model_id="not/a:model"),
-            models.WireFitVerdictRequest(model_id="llama-gqa-f16", allocated_tokens=0, mode="npuOnly")]
+    body = [
+        models.WireFitVerdictRequest(model_id="qwen3-f16", allocated_tokens=8192, streams=2),
+        models.WireFitVerdictRequest(model_id="not/a:model"),
+        models.WireFitVerdictRequest(model_id="llama-gqa-f16", allocated_tokens=0, mode="npuOnly"),
+    ]
     batch = fit_batch.sync(client=client, body=body)
     assert isinstance(batch, models.WireFitVerdictBatch)
     known, refused = batch.results
@@ -84,7 +99,12 @@ def test_single_fit_and_model_list(memfit_client, live: LiveServer) -> None:
 
     listing = list_models.sync(client=client)
     entry = next(m for m in listing.models if m.model_id == "qwen3-f16")
-    assert (entry.source, entry.architecture, entry.context_limit, entry.has_projector) == ("local", "qwen3", 32768, False)
+    assert (entry.source, entry.architecture, entry.context_limit, entry.has_projector) == (
+        "local",
+        "qwen3",
+        32768,
+        False,
+    )
 
 
 def test_errors_through_the_generated_client(memfit_client, live: LiveServer) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from memfit import http_server
+from memfit.auth import load_token
 from memfit.http import body as body_module
 from memfit.http import json_depth
-from memfit.auth import load_token
 from tests.conftest import TOKEN, LiveServer
 
 
@@ -39,8 +39,11 @@ def test_headers_that_trickle_in_are_cut_off(live: LiveServer, monkeypatch: pyte
 def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body_module, "BODY_TIMEOUT_S", 0.5)
     with _connect(live) as s:
-        s.sendall(b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer " + TOKEN.encode()
-                  + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{")
+        s.sendall(
+            b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer "
+            + TOKEN.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"
+        )
         answer = s.recv(4096).decode()
     assert answer.startswith("HTTP/1.1 408") and "application/problem+json" in answer and "invalidRequest" in answer
 
@@ -59,8 +62,11 @@ def test_the_token_never_appears_in_logs_or_answers(live: LiveServer, caplog: py
     with caplog.at_level(logging.DEBUG):
         for token in (TOKEN, wrong, None):
             with live.client(token) as c:
-                for path, body in (("/v1/models/fit/batch", [{"modelId": "qwen3-f16"}]),
-                                   ("/v1/models/fit", {"modelId": "nope"}), ("/v1/models/fit/batch", "not json")):
+                for path, body in (
+                    ("/v1/models/fit/batch", [{"modelId": "qwen3-f16"}]),
+                    ("/v1/models/fit", {"modelId": "nope"}),
+                    ("/v1/models/fit/batch", "not json"),
+                ):
                     response = c.post(path, json=body)
                     bodies.append(response.text + str(response.headers))
     logged = "\n".join(r.getMessage() + str(r.args) for r in caplog.records)
@@ -103,9 +109,11 @@ def test_a_flat_body_with_many_brackets_is_not_too_deep() -> None:
 
 def test_an_integer_too_long_to_convert_is_a_400(live: LiveServer) -> None:
     digits = "7" * (sys.get_int_max_str_digits() + 1)
-    bodies = {"/v1/models/fit/batch": f'[{{"modelId": "qwen3-f16", "streams": {digits}}}]',
-              "/v1/models/fit": f'{{"modelId": "qwen3-f16", "allocatedTokens": {digits}}}',
-              "/v1/models/observations": f'{{"modelId": "x", "artifactBytes": {digits}}}'}
+    bodies = {
+        "/v1/models/fit/batch": f'[{{"modelId": "qwen3-f16", "streams": {digits}}}]',
+        "/v1/models/fit": f'{{"modelId": "qwen3-f16", "allocatedTokens": {digits}}}',
+        "/v1/models/observations": f'{{"modelId": "x", "artifactBytes": {digits}}}',
+    }
     with live.client() as c:
         for path, body in bodies.items():
             response = c.post(path, content=body, headers={"Content-Type": "application/json"})
@@ -136,9 +144,20 @@ def _asgi(app, method: str, path: str, body: bytes, token: str | None) -> tuple[
     headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
     if token:
         headers.append((b"authorization", f"Bearer {token}".encode()))
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "path": path,
-             "raw_path": path.encode(), "query_string": b"", "root_path": "", "scheme": "http",
-             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5000), "headers": headers}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5000),
+        "headers": headers,
+    }
 
     async def call() -> None:
         task = asyncio.ensure_future(app(scope, receive, send))
@@ -151,8 +170,9 @@ def _asgi(app, method: str, path: str, body: bytes, token: str | None) -> tuple[
 
 @pytest.mark.parametrize("body", [WIDE, b"[" * 100_000 + b"]" * 100_000])
 @pytest.mark.parametrize("token", [None, "wrong-token"])
-def test_an_unauthenticated_body_is_never_read(live: LiveServer, monkeypatch: pytest.MonkeyPatch, body: bytes,
-                                               token: str | None) -> None:
+def test_an_unauthenticated_body_is_never_read(
+    live: LiveServer, monkeypatch: pytest.MonkeyPatch, body: bytes, token: str | None
+) -> None:
     """Authentication comes before the body: nothing reads, scans or parses it (benchmarks/loop_blocking.py
     measures how long the loop is held)."""
     parsed = []
@@ -166,8 +186,12 @@ def test_an_unauthenticated_body_is_never_read(live: LiveServer, monkeypatch: py
 def test_a_route_without_a_body_never_reads_one(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     parsed = []
     monkeypatch.setattr(json_depth, "unparseable", lambda *a: parsed.append("unparseable"))
-    for method, path, token, expected in (("GET", "/health", None, 200), ("POST", "/nowhere", TOKEN, 404),
-                                          ("GET", "/v1/models/fit", TOKEN, 405), ("GET", "/v1/models", TOKEN, 200)):
+    for method, path, token, expected in (
+        ("GET", "/health", None, 200),
+        ("POST", "/nowhere", TOKEN, 404),
+        ("GET", "/v1/models/fit", TOKEN, 405),
+        ("GET", "/v1/models", TOKEN, 200),
+    ):
         status, _, _ = _asgi(live.app, method, path, WIDE, token)
         assert status == expected, path
     assert parsed == []

@@ -18,7 +18,6 @@ Only the public entry point `derive_layout` is called, so the tables hold howeve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -85,8 +84,12 @@ CASES = (
     # period 2, 2 KV heads of 64, sliding_window 256
     Case("gemma2", "gemma2", "gemma2-swa-f16", (kv(128, 128, 256), kv(128, 128)) * 2),
     # period 4, 1 KV head of 256 / 4 = 64, sliding_window 128
-    Case("cohere2", "cohere2", "cohere2-swa", (kv(64, 64, 128),) * 3 + (kv(64, 64),) + (kv(64, 64, 128),) * 3
-         + (kv(64, 64),)),
+    Case(
+        "cohere2",
+        "cohere2",
+        "cohere2-swa",
+        (kv(64, 64, 128),) * 3 + (kv(64, 64),) + (kv(64, 64, 128),) * 3 + (kv(64, 64),),
+    ),
     # period 2, 2 KV heads of 64, sliding_window 128
     Case("gpt-oss", "gpt-oss", "gptoss-swa-moe", (kv(128, 128, 128), kv(128, 128)) * 2),
     # period 4 dense-first: the first layer of each period is full; sliding_window 256
@@ -101,18 +104,34 @@ CASES = (
     Case("exaone-moe", "exaone-moe", "exaone-moe-nextn", (kv(128, 128, 160),) * 3 + (kv(128, 128),) * 2),
     # --- a scalar period or one flag per layer ----------------------------------------------------------------
     # scalar pattern 3, sliding_window 160, 2 KV heads of 64
-    Case("mellum", "mellum", "mellum-scal", (kv(128, 128, 160),) * 2 + (kv(128, 128),) + (kv(128, 128, 160),) * 2
-         + (kv(128, 128),)),
+    Case(
+        "mellum",
+        "mellum",
+        "mellum-scal",
+        (kv(128, 128, 160),) * 2 + (kv(128, 128),) + (kv(128, 128, 160),) * 2 + (kv(128, 128),),
+    ),
     # flags [1, 0, 1, 1, 0, 1]
-    Case("mellum-arr", "mellum", "mellum-arr", (kv(128, 128, 160), kv(128, 128), kv(128, 128, 160), kv(128, 128, 160),
-                                                kv(128, 128), kv(128, 128, 160))),
+    Case(
+        "mellum-arr",
+        "mellum",
+        "mellum-arr",
+        (kv(128, 128, 160), kv(128, 128), kv(128, 128, 160), kv(128, 128, 160), kv(128, 128), kv(128, 128, 160)),
+    ),
     # 8 trunk flags [1, 1, 1, 0, 1, 1, 1, 0]; the NextN layer 8 is full and in the cache
-    Case("cohere2moe", "cohere2moe", "cohere2moe-arr-nextn", ((kv(128, 128, 128),) * 3 + (kv(128, 128),)) * 2
-         + (kv(128, 128),)),
+    Case(
+        "cohere2moe",
+        "cohere2moe",
+        "cohere2moe-arr-nextn",
+        ((kv(128, 128, 128),) * 3 + (kv(128, 128),)) * 2 + (kv(128, 128),),
+    ),
     # --- one flag per layer -----------------------------------------------------------------------------------
     # trunk flags [0, 1, 1, 0, 1, 1], head_count_kv [2, 4, 4, 2, 4, 4, 4], key 96 / value 64; NextN layer 6 has no KV
-    Case("mimo2", "mimo2", "mimo2-nextn", (kv(192, 128), kv(384, 256, 128), kv(384, 256, 128), kv(192, 128),
-                                           kv(384, 256, 128), kv(384, 256, 128), OUT)),
+    Case(
+        "mimo2",
+        "mimo2",
+        "mimo2-nextn",
+        (kv(192, 128), kv(384, 256, 128), kv(384, 256, 128), kv(192, 128), kv(384, 256, 128), kv(384, 256, 128), OUT),
+    ),
     # flags over all 5 layers [0, 1, 1, 1, 0], head_count_kv [2, 1, 1, 1, 2] of 64; NextN layer 4 has no KV
     Case("step35", "step35", "step35-nextn", (kv(128, 128),) + (kv(64, 64, 128),) * 3 + (OUT,)),
     # flags [0, 1, 1, 1, 0, 1, 1, 1], 2 KV heads of 256 / 4 = 64
@@ -135,27 +154,43 @@ CASES = (
     # --- hybrids -----------------------------------------------------------------------------------------------
     # recurrent where head_count_kv [0, 0, 2, 0, 0, 2] is 0; Mamba-2 state: R = (4 - 1) * (512 + 2 * 1 * 64),
     # S = 64 * 512; attention 2 heads of 256 / 8 = 32
-    Case("granitehybrid", "granitehybrid", "granitehybrid-f16",
-         (state(1920, 32768),) * 2 + (kv(64, 64),) + (state(1920, 32768),) * 2 + (kv(64, 64),)),
+    Case(
+        "granitehybrid",
+        "granitehybrid",
+        "granitehybrid-f16",
+        (state(1920, 32768),) * 2 + (kv(64, 64),) + (state(1920, 32768),) * 2 + (kv(64, 64),),
+    ),
     # head_count_kv [0, 0, 0, 2, 0, 4]; Mamba-1 state (no group count): R = 3 * 512, S = 16 * 512
     Case("jamba", "jamba", "jamba", (state(1536, 8192),) * 3 + (kv(64, 64), state(1536, 8192), kv(128, 128))),
     # recurrent where head_count_kv and feed_forward_length are both 0; attention where only the FFN is 0;
     # layers 1 and 4 are MLP-only. R = 3 * (512 + 2 * 4 * 32), S = 32 * 512; attention 2 heads of 32
-    Case("nemotron_h", "nemotron_h", "nemotron-h", (state(2304, 16384), OUT, kv(64, 64), state(2304, 16384), OUT,
-                                                    kv(64, 64))),
+    Case(
+        "nemotron_h",
+        "nemotron_h",
+        "nemotron-h",
+        (state(2304, 16384), OUT, kv(64, 64), state(2304, 16384), OUT, kv(64, 64)),
+    ),
     # every layer has attention (2 heads of 64) and a Mamba-2 state: R = 3 * (384 + 2 * 2 * 32), S = 32 * 384
     Case("falcon-h1", "falcon-h1", "falcon-h1", (both(128, 128, 1536, 12288),) * 4),
     # full_attention_interval 3: (il + 1) % 3 != 0 is recurrent; delta-net R = 3 * (128 + 2 * 2 * 32), S = 32 * 128
-    Case("qwen3next", "qwen3next", "qwen3next", (state(768, 4096),) * 2 + (kv(128, 128),) + (state(768, 4096),) * 2
-         + (kv(128, 128),)),
+    Case(
+        "qwen3next",
+        "qwen3next",
+        "qwen3next",
+        (state(768, 4096),) * 2 + (kv(128, 128),) + (state(768, 4096),) * 2 + (kv(128, 128),),
+    ),
     # attention.recurrent_layers [1, 0, 1, 1]
     Case("qwen35", "qwen35", "qwen35", (state(768, 4096), kv(128, 128), state(768, 4096), state(768, 4096))),
     # default interval 8: layers 0-6 lightning attention, no conv state, S = head 96^2 * 4 heads; layer 7 attention
     Case("minimax-01", "minimax-01", "minimax01", (state(0, 36864),) * 7 + (kv(192, 192),)),
     # short-conv layers where head_count_kv [0, 2, 0, 0, 2, 0] is 0: R = (l_cache 5 - 1) * 256, no S;
     # every attention layer slides over 300; 2 heads of 256 / 8 = 32
-    Case("lfm2", "lfm2", "lfm2-swa", (state(1024, 0), kv(64, 64, 300), state(1024, 0), state(1024, 0),
-                                      kv(64, 64, 300), state(1024, 0))),
+    Case(
+        "lfm2",
+        "lfm2",
+        "lfm2-swa",
+        (state(1024, 0), kv(64, 64, 300), state(1024, 0), state(1024, 0), kv(64, 64, 300), state(1024, 0)),
+    ),
     # --- recurrent: no KV cache at all -------------------------------------------------------------------------
     # Mamba-1 never reads a group count: R = 3 * 512, S = 16 * 512
     Case("mamba", "mamba", "mamba", (state(1536, 8192),) * 4),
@@ -196,7 +231,7 @@ def _items() -> list:
     items = []
     for case in CASES:
         recurrent = any(s is not None for _, s in case.layers)
-        for il, (entry, widths) in enumerate(case.layers):
+        for il, (entry, _widths) in enumerate(case.layers):
             items.append(pytest.param(case, il, "kv", id=f"{case.label}-layer{il}-kv"))
             if entry is not None:
                 items.append(pytest.param(case, il, "sliding", id=f"{case.label}-layer{il}-sliding"))

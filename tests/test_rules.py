@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
+from memfit.estimator.bounds import Part, bounds
 from memfit.estimator.budget import BudgetSetting, budget_from
 from memfit.estimator.context import context_geometry, llama_geometry
-from memfit.estimator.bounds import Part, bounds
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type, kv_cache_bytes, layer_cells
 from memfit.estimator.layout import AttentionLayer, KvCache, Layout
 from memfit.estimator.verdict import verdict
@@ -19,8 +19,10 @@ from memfit.readers.host_memory import HostMemory
 # --- context geometry (llama.cpp pads to 256 cells, per stream when not unified) --------------------
 
 
-@pytest.mark.parametrize("n_ctx, n_seq, n_ctx_seq", [(512, 1, 512), (512, 4, 256), (1000, 1, 1024), (1000, 3, 512),
-                                                     (8192, 4, 2048), (1, 1, 256), (257, 1, 512)])
+@pytest.mark.parametrize(
+    "n_ctx, n_seq, n_ctx_seq",
+    [(512, 1, 512), (512, 4, 256), (1000, 1, 1024), (1000, 3, 512), (8192, 4, 2048), (1, 1, 256), (257, 1, 512)],
+)
 def test_llama_geometry_pads_per_stream(n_ctx: int, n_seq: int, n_ctx_seq: int) -> None:
     assert llama_geometry(n_ctx, n_seq).n_ctx_seq == n_ctx_seq
 
@@ -61,11 +63,15 @@ def test_kv_bytes_sum_layers_and_streams() -> None:
 
 def test_mla_keeps_no_v_and_transposed_v_uses_the_widest_row() -> None:
     g = context_geometry(1024, 1)
-    assert kv_cache_bytes(_layout(AttentionLayer(576, 0, has_v=False)), g, cache_type(2), cache_type(2)) == \
-        (1024 * 576 * 2, 0)
+    assert kv_cache_bytes(_layout(AttentionLayer(576, 0, has_v=False)), g, cache_type(2), cache_type(2)) == (
+        1024 * 576 * 2,
+        0,
+    )
     layout = _layout(AttentionLayer(128, 128), AttentionLayer(0, 0), v_width_max=128)
-    assert kv_cache_bytes(layout, g, cache_type(2), cache_type(2), flash_attention=False) == \
-        (1024 * 128 * 2, 2 * 1024 * 128 * 2)
+    assert kv_cache_bytes(layout, g, cache_type(2), cache_type(2), flash_attention=False) == (
+        1024 * 128 * 2,
+        2 * 1024 * 128 * 2,
+    )
 
 
 def test_unified_cache_shares_one_stream_and_widens_windows() -> None:
@@ -80,8 +86,14 @@ def test_unified_cache_shares_one_stream_and_widens_windows() -> None:
 
 def test_documented_defaults_and_cap() -> None:
     w = resolve_workload(WorkloadRequest(), context_limit=2048)
-    assert (w.allocated_tokens, w.context_source, w.streams, w.key_element_bytes, w.value_element_bytes, w.mode) == \
-        (2048, ContextSource.DOCUMENTED_DEFAULT, 1, 2, 2, "fullGpu")
+    assert (w.allocated_tokens, w.context_source, w.streams, w.key_element_bytes, w.value_element_bytes, w.mode) == (
+        2048,
+        ContextSource.DOCUMENTED_DEFAULT,
+        1,
+        2,
+        2,
+        "fullGpu",
+    )
     assert resolve_workload(WorkloadRequest(), context_limit=None).allocated_tokens == 4096
 
 
@@ -91,13 +103,16 @@ def test_requested_context_is_never_capped() -> None:
     assert exceeds_limit(w, 2048)
 
 
-@pytest.mark.parametrize("tokens, streams, refusal", [
-    (0, 1, Refusal.NON_POSITIVE_CONTEXT),
-    (-5, 0, Refusal.NON_POSITIVE_CONTEXT),  # first match wins
-    (10, 0, Refusal.NON_POSITIVE_STREAMS),
-    (2**63, 1, Refusal.NON_FINITE_INPUT),
-    (10, 1, None),
-])
+@pytest.mark.parametrize(
+    "tokens, streams, refusal",
+    [
+        (0, 1, Refusal.NON_POSITIVE_CONTEXT),
+        (-5, 0, Refusal.NON_POSITIVE_CONTEXT),  # first match wins
+        (10, 0, Refusal.NON_POSITIVE_STREAMS),
+        (2**63, 1, Refusal.NON_FINITE_INPUT),
+        (10, 1, None),
+    ],
+)
 def test_input_refusals_in_order(tokens: int, streams: int, refusal: Refusal | None) -> None:
     assert input_refusal(resolve_workload(WorkloadRequest(tokens, streams), None)) == refusal
 
@@ -128,16 +143,19 @@ def test_not_applicable_does_not_weaken() -> None:
     assert bounds(_parts((Basis.PARAMETER_PROXY, 1, 0), (Basis.NOT_APPLICABLE, 0, 0))).weakest is Basis.PARAMETER_PROXY
 
 
-@pytest.mark.parametrize("lower, upper, budget, expected", [
-    (100, 100, 110, Verdict.GOOD),  # 100 x 1.1 <= 110
-    (100, 100, 109, Verdict.TIGHT),
-    (100, 100, 100, Verdict.TIGHT),
-    (100, 120, 110, Verdict.UNKNOWN),  # floor fits, ceiling does not
-    (111, 120, 110, Verdict.OVERSIZE),
-    (111, None, 110, Verdict.OVERSIZE),  # the floor alone decides oversize
-    (100, None, 1000, Verdict.UNKNOWN),
-    (100, 100, None, Verdict.UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "lower, upper, budget, expected",
+    [
+        (100, 100, 110, Verdict.GOOD),  # 100 x 1.1 <= 110
+        (100, 100, 109, Verdict.TIGHT),
+        (100, 100, 100, Verdict.TIGHT),
+        (100, 120, 110, Verdict.UNKNOWN),  # floor fits, ceiling does not
+        (111, 120, 110, Verdict.OVERSIZE),
+        (111, None, 110, Verdict.OVERSIZE),  # the floor alone decides oversize
+        (100, None, 1000, Verdict.UNKNOWN),
+        (100, 100, None, Verdict.UNKNOWN),
+    ],
+)
 def test_verdict_rules(lower: int, upper: int | None, budget: int | None, expected: Verdict) -> None:
     b = bounds([Part(Component.WEIGHTS, lower, Basis.MEASURED_ARTIFACT, "", 0)])
     b = type(b)(b.lower, upper, b.weakest, b.missing)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED, Memory
+from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.workspace import output_buffer, workspace_bounds
@@ -71,9 +71,32 @@ def test_only_settings_memfit_does_not_model_are_left_out() -> None:
 
 def test_every_family_of_the_issue_is_measured() -> None:
     archs = {r["model_desc"].split()[0] for r in MODELLED if "model_desc" in r}
-    expected = {"llama", "qwen2", "qwen3", "phi3", "command-r", "granite", "gemma2", "gemma3", "cohere2", "gpt-oss",
-                "deepseek2", "qwen3moe", "mamba", "mamba2", "rwkv6", "rwkv7", "jamba", "lfm2", "granitehybrid",
-                "falcon-h1", "nemotron_h", "qwen3next", "gemma3n", "bert"}
+    expected = {
+        "llama",
+        "qwen2",
+        "qwen3",
+        "phi3",
+        "command-r",
+        "granite",
+        "gemma2",
+        "gemma3",
+        "cohere2",
+        "gpt-oss",
+        "deepseek2",
+        "qwen3moe",
+        "mamba",
+        "mamba2",
+        "rwkv6",
+        "rwkv7",
+        "jamba",
+        "lfm2",
+        "granitehybrid",
+        "falcon-h1",
+        "nemotron_h",
+        "qwen3next",
+        "gemma3n",
+        "bert",
+    }
     assert expected <= archs, expected - archs
 
 
@@ -89,16 +112,25 @@ def test_accuracy_script_fails_on_a_mismatch(tmp_path: Path, capsys: pytest.Capt
     assert "MISMATCH" in capsys.readouterr().out
 
 
-WORKSPACE_RUNS = [r for r in MODELLED if r.get("flash_attn") == 1 and "compute_bytes" in r
-                  and r["model_desc"].split()[0] in WORKSPACE_CHECKED]
+WORKSPACE_RUNS = [
+    r
+    for r in MODELLED
+    if r.get("flash_attn") == 1 and "compute_bytes" in r and r["model_desc"].split()[0] in WORKSPACE_CHECKED
+]
 
 
 @pytest.mark.parametrize("run", WORKSPACE_RUNS, ids=run_id)
 def test_workspace_bounds_hold_llama_cpps_compute_and_output(run: dict) -> None:
     s = settings(run)
     n_vocab = run["output_buffer_bytes_init"] // (4 * max(1, s["n_seq"]))
-    geometry = llama_geometry(s["n_ctx"], s["n_seq"], run["n_ubatch"], unified=bool(s.get("unified")),
-                              swa_full=bool(s.get("swa_full")), causal=run["model_desc"].split()[0] not in NON_CAUSAL)
+    geometry = llama_geometry(
+        s["n_ctx"],
+        s["n_seq"],
+        run["n_ubatch"],
+        unified=bool(s.get("unified")),
+        swa_full=bool(s.get("swa_full")),
+        causal=run["model_desc"].split()[0] not in NON_CAUSAL,
+    )
     floor, slack = workspace_bounds(n_vocab, geometry, RULES[run["model_desc"].split()[0]].compute_bytes_per_cell)
     assert geometry.n_ubatch == run["n_ubatch"]
     assert output_buffer(n_vocab, geometry) == run["output_buffer_bytes_init"]
@@ -109,15 +141,22 @@ def test_every_checked_workspace_architecture_was_measured() -> None:
     assert {r["model_desc"].split()[0] for r in WORKSPACE_RUNS} == WORKSPACE_CHECKED
 
 
-@pytest.mark.parametrize("run", [r for r in WORKSPACE_RUNS if not settings(r).get("mmap") and r["model"] not in NOT_DERIVED],
-                         ids=run_id)
+@pytest.mark.parametrize(
+    "run", [r for r in WORKSPACE_RUNS if not settings(r).get("mmap") and r["model"] not in NOT_DERIVED], ids=run_id
+)
 def test_llama_cpps_total_lies_within_the_bounds(run: dict, model_files: dict[str, Path]) -> None:
     """weights + KV + recurrent state + compute + output, as llama.cpp allocated them, between floor and ceiling."""
     row = compare(run, model_files[run["model"]], CACHE)
     s = settings(run)
     n_vocab = run["output_buffer_bytes_init"] // (4 * max(1, s["n_seq"]))
-    geometry = llama_geometry(s["n_ctx"], s["n_seq"], run["n_ubatch"], unified=bool(s.get("unified")),
-                              swa_full=bool(s.get("swa_full")), causal=run["model_desc"].split()[0] not in NON_CAUSAL)
+    geometry = llama_geometry(
+        s["n_ctx"],
+        s["n_seq"],
+        run["n_ubatch"],
+        unified=bool(s.get("unified")),
+        swa_full=bool(s.get("swa_full")),
+        causal=run["model_desc"].split()[0] not in NON_CAUSAL,
+    )
     floor, slack = workspace_bounds(n_vocab, geometry, RULES[run["model_desc"].split()[0]].compute_bytes_per_cell)
     lower = row.weights[0] + row.kv + row.recurrent + floor
     upper = row.weights[1] + row.kv + row.recurrent + floor + slack

@@ -10,8 +10,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memfit.estimator.vocabulary import (Basis, BudgetBasis, Component, ContextSource, Limit, Mode, ModelSource,
-                                         ObservationFlag, ProblemType, Refusal, Verdict)
+from memfit.estimator.vocabulary import (
+    Basis,
+    BudgetBasis,
+    Component,
+    ContextSource,
+    Limit,
+    Mode,
+    ModelSource,
+    ObservationFlag,
+    ProblemType,
+    Refusal,
+    Verdict,
+)
 
 SPEC = yaml.safe_load((Path(__file__).resolve().parent.parent / "openapi.yaml").read_text())
 WORD = re.compile(r"`([a-z][A-Za-z]*)`")  # a backticked contract word (not a flag such as `--budget total`)

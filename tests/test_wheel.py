@@ -31,8 +31,23 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
-                    "-w", str(out), str(source)], check=True, timeout=600, cwd=out)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "--disable-pip-version-check",
+            "-w",
+            str(out),
+            str(source),
+        ],
+        check=True,
+        timeout=600,
+        cwd=out,
+    )
     (built,) = out.glob("memfit-*.whl")
     return built
 
@@ -40,8 +55,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_holds_only_memfit_with_its_spec_and_catalog(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"memfit"}
-    for needed in ("memfit/generated/openapi.yaml", "memfit/generated/models.py", "memfit/estimator/fit_service.py",
-                   "memfit/handlers/fit.py", "memfit/data/catalog.json", "memfit/app.py"):
+    for needed in (
+        "memfit/generated/openapi.yaml",
+        "memfit/generated/models.py",
+        "memfit/estimator/fit_service.py",
+        "memfit/handlers/fit.py",
+        "memfit/data/catalog.json",
+        "memfit/app.py",
+    ):
         assert needed in names
     spec = zipfile.ZipFile(wheel).read("memfit/generated/openapi.yaml")
     assert spec == (ROOT / "openapi.yaml").read_bytes()
@@ -57,22 +78,35 @@ def test_a_server_from_the_installed_wheel_answers_a_batch(wheel: Path, tmp_path
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     with zipfile.ZipFile(wheel) as z:  # what pip does for a pure wheel, without the scripts
         z.extractall(purelib)
     # the dependencies of the test venv, but not its memfit: a path file adds directories, not their .pth files
     deps = [p for p in site.getsitepackages() if p != purelib] + [sysconfig.get_paths()["purelib"]]
     Path(purelib, "test-deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
-    where = subprocess.run([python, "-c", "import memfit.estimator, memfit.generated; print(memfit.__file__)"],
-                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    where = subprocess.run(
+        [python, "-c", "import memfit.estimator, memfit.generated; print(memfit.__file__)"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout.strip()
     assert where.startswith(purelib)
 
     port = _free_port()
-    env = {**os.environ, "MEMFIT_TOKEN": TOKEN, "MEMFIT_STATE_DIR": str(tmp_path / "state"),
-           "HOME": str(tmp_path)}
-    server = subprocess.Popen([python, "-m", "memfit.cli", "serve", "--port", str(port), "--no-usual-dirs"],
-                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "MEMFIT_TOKEN": TOKEN, "MEMFIT_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    server = subprocess.Popen(
+        [python, "-m", "memfit.cli", "serve", "--port", str(port), "--no-usual-dirs"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -83,11 +117,17 @@ def test_a_server_from_the_installed_wheel_answers_a_batch(wheel: Path, tmp_path
             except httpx.TransportError:
                 assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
                 time.sleep(0.2)
-        answer = httpx.post(f"{url}/v1/models/fit/batch", headers={"Authorization": f"Bearer {TOKEN}"},
-                            json=[{"modelId": "Qwen/Qwen3-8B-GGUF:Q4_K_M"}], timeout=30)
+        answer = httpx.post(
+            f"{url}/v1/models/fit/batch",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            json=[{"modelId": "Qwen/Qwen3-8B-GGUF:Q4_K_M"}],
+            timeout=30,
+        )
         assert answer.status_code == 200
         (result,) = answer.json()["results"]
-        assert result["identity"]["modelId"] == "Qwen/Qwen3-8B-GGUF:Q4_K_M" and result["estimate"]["lowerBoundBytes"] > 0
+        assert (
+            result["identity"]["modelId"] == "Qwen/Qwen3-8B-GGUF:Q4_K_M" and result["estimate"]["lowerBoundBytes"] > 0
+        )
         assert httpx.get(f"{url}/v1/openapi.yaml", timeout=5).content == (ROOT / "openapi.yaml").read_bytes()
     finally:
         server.terminate()

@@ -29,8 +29,13 @@ def model_writers() -> dict[str, Callable[[], Model]]:
     from tools import gguf_writers
     from tools.families import attention, more, recurrent
 
-    return {**gguf_writers.PUBLIC_SET, **gguf_writers.SHAPE_SET, **attention.FAMILY_SET,
-            **recurrent.FAMILY_SET, **more.FAMILY_SET}
+    return {
+        **gguf_writers.PUBLIC_SET,
+        **gguf_writers.SHAPE_SET,
+        **attention.FAMILY_SET,
+        **recurrent.FAMILY_SET,
+        **more.FAMILY_SET,
+    }
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,16 @@ def compare(record: dict, path: Path, cache: ArtifactCache) -> Row:
     if facts.layout is None:
         return Row(record, f"not derived ({facts.layout_error})", weights=weights)
     s = settings(record)
-    geometry = llama_geometry(s["n_ctx"], s["n_seq"], record["n_ubatch"], unified=bool(s.get("unified")),
-                              swa_full=bool(s.get("swa_full")))
-    k, v = kv_cache_bytes(facts.layout, geometry, GGML_CACHE_TYPES[s["type_k"]], GGML_CACHE_TYPES[s["type_v"]],
-                          flash_attention=bool(record["flash_attn"]))
+    geometry = llama_geometry(
+        s["n_ctx"], s["n_seq"], record["n_ubatch"], unified=bool(s.get("unified")), swa_full=bool(s.get("swa_full"))
+    )
+    k, v = kv_cache_bytes(
+        facts.layout,
+        geometry,
+        GGML_CACHE_TYPES[s["type_k"]],
+        GGML_CACHE_TYPES[s["type_v"]],
+        flash_attention=bool(record["flash_attn"]),
+    )
     r, state = recurrent_state_bytes(facts.layout.recurrent, geometry)
     row = Row(record, "ok", k + v, r + state, weights)
     if _dry_run(record):
@@ -120,22 +131,28 @@ def _mib(n: int | None) -> str:
 
 
 def print_table(rows: list[Row]) -> None:
-    print("| model | n_ctx | seq | K/V | fa | unified | kvCache memfit | llama.cpp | recurrentState memfit | llama.cpp "
-          "| weights floor..ceiling | llama.cpp | status |")
+    print(
+        "| model | n_ctx | seq | K/V | fa | unified | kvCache memfit | llama.cpp | recurrentState memfit | llama.cpp "
+        "| weights floor..ceiling | llama.cpp | status |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         r, s = row.record, settings(row.record)
         weights = "-" if row.weights is None else f"{_mib(row.weights[0])}..{_mib(row.weights[1])}"
         measured_w = _mib(r.get("weights_bytes")) if not s.get("mmap") else "(mmap)"
-        print(f"| {r['model']} | {s['n_ctx']} | {s['n_seq']} | {s['type_k']}/{s['type_v']} | {s['fa']} | "
-              f"{s.get('unified', 0)} | {_mib(row.kv)} | {_mib(row.measured_kv)} | {_mib(row.recurrent)} | "
-              f"{_mib(row.measured_recurrent)} | {weights} | {measured_w} | {row.status} |")
+        print(
+            f"| {r['model']} | {s['n_ctx']} | {s['n_seq']} | {s['type_k']}/{s['type_v']} | {s['fa']} | "
+            f"{s.get('unified', 0)} | {_mib(row.kv)} | {_mib(row.measured_kv)} | {_mib(row.recurrent)} | "
+            f"{_mib(row.measured_recurrent)} | {weights} | {measured_w} | {row.status} |"
+        )
 
 
 def print_summary(rows: list[Row]) -> None:
     """One line per model: how many runs match, and its largest f16 single-stream run side by side."""
-    print("| model | architecture | runs matching | kvCache memfit / llama.cpp (MiB) | recurrentState memfit / "
-          "llama.cpp (MiB) | at n_ctx | weights floor..ceiling / llama.cpp (MiB) |")
+    print(
+        "| model | architecture | runs matching | kvCache memfit / llama.cpp (MiB) | recurrentState memfit / "
+        "llama.cpp (MiB) | at n_ctx | weights floor..ceiling / llama.cpp (MiB) |"
+    )
     print("|---|---|---|---|---|---|---|")
     by_model: dict[str, list[Row]] = {}
     for row in rows:
@@ -146,17 +163,27 @@ def print_summary(rows: list[Row]) -> None:
             reason = next((r.status for r in group if r.status.startswith("not derived")), group[0].status)
             print(f"| {model} | {_arch(group[0].record)} | {reason} | | | | |")
             continue
-        plain = [r for r in counted if settings(r.record)["type_k"] == "f16" and settings(r.record)["n_seq"] == 1
-                 and not settings(r.record).get("unified") and r.measured_kv is not None] or counted
+        plain = [
+            r
+            for r in counted
+            if settings(r.record)["type_k"] == "f16"
+            and settings(r.record)["n_seq"] == 1
+            and not settings(r.record).get("unified")
+            and r.measured_kv is not None
+        ] or counted
         big = max(plain, key=lambda r: r.record["settings"]["n_ctx"])
         ok = sum(r.status == "ok" for r in counted)
         weights = f"{_mib(big.weights[0])}..{_mib(big.weights[1])} / {_mib(big.record.get('weights_bytes'))}"
         if big.measured_kv is None:  # a dry run measures only the total of both
             memory = f"{_mib(big.kv + big.recurrent)} / {_mib(big.record['memory_bytes'])} (both, dry run) | |"
         else:
-            memory = f"{_mib(big.kv)} / {_mib(big.measured_kv)} | {_mib(big.recurrent)} / {_mib(big.measured_recurrent)} |"
-        print(f"| {model} | {_arch(big.record)} | {ok}/{len(counted)} | {memory} {big.record['settings']['n_ctx']} "
-              f"| {weights} |")
+            memory = (
+                f"{_mib(big.kv)} / {_mib(big.measured_kv)} | {_mib(big.recurrent)} / {_mib(big.measured_recurrent)} |"
+            )
+        print(
+            f"| {model} | {_arch(big.record)} | {ok}/{len(counted)} | {memory} {big.record['settings']['n_ctx']} "
+            f"| {weights} |"
+        )
 
 
 def _arch(record: dict) -> str:
@@ -167,8 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/accuracy", description=__doc__.splitlines()[0])
     parser.add_argument("truth", nargs="*", type=Path, help="ground-truth JSON lines (default: tests/data/*.jsonl)")
     parser.add_argument("--summary", action="store_true", help="one line per model instead of one per run")
-    parser.add_argument("--models", type=Path, action="append", default=[],
-                        help="a directory of <model>.gguf, repeatable (models not found are written from tools/)")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        action="append",
+        default=[],
+        help="a directory of <model>.gguf, repeatable (models not found are written from tools/)",
+    )
     args = parser.parse_args(argv)
     records = [r for path in (args.truth or sorted(DATA.glob("results_*.jsonl"))) for r in load(path)]
     with tempfile.TemporaryDirectory(prefix="memfit-accuracy-") as tmp:
@@ -180,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     (print_summary if args.summary else print_table)(rows)
     counted = [r for r in rows if r.status in ("ok", "MISMATCH")]
     mismatches = [r for r in rows if r.status == "MISMATCH"]
-    print(f"\nruns: {len(counted) - len(mismatches)} match, {len(mismatches)} mismatch, {len(rows) - len(counted)} not modelled")
+    matched, unmodelled = len(counted) - len(mismatches), len(rows) - len(counted)
+    print(f"\nruns: {matched} match, {len(mismatches)} mismatch, {unmodelled} not modelled")
     return 1 if mismatches else 0
 
 

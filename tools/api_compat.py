@@ -37,14 +37,21 @@ class Spec:
 
 
 def _narrowed_bounds(old: Schema, new: Schema) -> Iterator[str]:
-    for key, tighter in (("minimum", max), ("minItems", max), ("minLength", max),
-                         ("maximum", min), ("maxItems", min), ("maxLength", min)):
+    for key, tighter in (
+        ("minimum", max),
+        ("minItems", max),
+        ("minLength", max),
+        ("maximum", min),
+        ("maxItems", min),
+        ("maxLength", min),
+    ):
         if key in new and (key not in old or tighter(old[key], new[key]) == new[key] != old[key]):
             yield f"{key} tightened to {new[key]}"
 
 
-def _compare(old_spec: Spec, new_spec: Spec, old: Schema, new: Schema, where: str, request: bool,
-             depth: int = 0) -> Iterator[str]:
+def _compare(
+    old_spec: Spec, new_spec: Spec, old: Schema, new: Schema, where: str, request: bool, depth: int = 0
+) -> Iterator[str]:
     old, new = old_spec.resolve(old), new_spec.resolve(new)
     if depth > 16:
         return
@@ -114,8 +121,9 @@ def breaking_changes(old_document: dict, new_document: dict) -> list[str]:
                     if media not in new_content:
                         breaks.append(f"{where} {status}: no longer {media}")
                     else:
-                        breaks.extend(_compare(old_spec, new_spec, schema, new_content[media], f"{where} {status}",
-                                               False))
+                        breaks.extend(
+                            _compare(old_spec, new_spec, schema, new_content[media], f"{where} {status}", False)
+                        )
     return breaks
 
 

@@ -12,8 +12,9 @@ The tiny models below have exactly the shapes of the public ground-truth set
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import gguf
 import numpy as np
@@ -50,8 +51,12 @@ def tensor_nbytes(ne: tuple[int, ...], qtype: QT) -> int:
     return ne[0] // block * type_size * rows
 
 
-_ARRAY_ITEM_TYPES = {np.dtype(np.uint64): gguf.GGUFValueType.UINT64, np.dtype(np.int64): gguf.GGUFValueType.INT64,
-                     np.dtype(np.uint32): gguf.GGUFValueType.UINT32, np.dtype(np.int32): gguf.GGUFValueType.INT32}
+_ARRAY_ITEM_TYPES = {
+    np.dtype(np.uint64): gguf.GGUFValueType.UINT64,
+    np.dtype(np.int64): gguf.GGUFValueType.INT64,
+    np.dtype(np.uint32): gguf.GGUFValueType.UINT32,
+    np.dtype(np.int32): gguf.GGUFValueType.INT32,
+}
 
 
 def _add_kv(w: gguf.GGUFWriter, key: str, value: Any) -> None:
@@ -141,10 +146,22 @@ def write_model(model: Model, path: str | os.PathLike[str]) -> int:
 
 # --- building blocks ------------------------------------------------------------------------------
 
-def transformer_kv(m: Model, *, ctx: int, embd: int, layers: int, ff: int | list[int] | None,
-                   heads: int | list[int], heads_kv: int | list[int] | None, head_dim: int | None = None,
-                   name: str = "", file_type: int | None = None, rope_base: float | None = 10000.0,
-                   eps: float | None = 1e-6) -> None:
+
+def transformer_kv(
+    m: Model,
+    *,
+    ctx: int,
+    embd: int,
+    layers: int,
+    ff: int | list[int] | None,
+    heads: int | list[int],
+    heads_kv: int | list[int] | None,
+    head_dim: int | None = None,
+    name: str = "",
+    file_type: int | None = None,
+    rope_base: float | None = 10000.0,
+    eps: float | None = 1e-6,
+) -> None:
     """The common hyperparameters; a list is a per-layer array, None leaves the key out."""
     if name:
         m.kv["general.name"] = name
@@ -164,10 +181,24 @@ def transformer_kv(m: Model, *, ctx: int, embd: int, layers: int, ff: int | list
         m.arch_kv(attention__layer_norm_rms_epsilon=eps)
 
 
-def attention(m: Model, i: int, embd: int, heads: int, heads_kv: int, head_dim: int, qtype: QT,
-              qk_norm: bool = False, post_norm: bool = False, *, norm: bool = True, fused: bool = False,
-              bias: bool = False, out_bias: bool = False, gated: bool = False,
-              v_head_dim: int | None = None) -> None:
+def attention(
+    m: Model,
+    i: int,
+    embd: int,
+    heads: int,
+    heads_kv: int,
+    head_dim: int,
+    qtype: QT,
+    qk_norm: bool = False,
+    post_norm: bool = False,
+    *,
+    norm: bool = True,
+    fused: bool = False,
+    bias: bool = False,
+    out_bias: bool = False,
+    gated: bool = False,
+    v_head_dim: int | None = None,
+) -> None:
     """fused: one attn_qkv matrix; bias: q/k/v biases; gated: a Q projection twice as wide (Q + output gate);
     v_head_dim: a value head size other than head_dim (the K head size)."""
     v_head_dim = head_dim if v_head_dim is None else v_head_dim
@@ -191,8 +222,9 @@ def attention(m: Model, i: int, embd: int, heads: int, heads_kv: int, head_dim: 
         m.tensor(f"blk.{i}.post_attention_norm.weight", [embd], QT.F32)
 
 
-def feed_forward(m: Model, i: int, embd: int, ff: int, qtype: QT, post_norm: bool = False, *,
-                 norm: bool = True, gate: bool = True) -> None:
+def feed_forward(
+    m: Model, i: int, embd: int, ff: int, qtype: QT, post_norm: bool = False, *, norm: bool = True, gate: bool = True
+) -> None:
     if norm:
         m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
     if gate:
@@ -203,9 +235,20 @@ def feed_forward(m: Model, i: int, embd: int, ff: int, qtype: QT, post_norm: boo
         m.tensor(f"blk.{i}.post_ffw_norm.weight", [embd], QT.F32)
 
 
-def moe_feed_forward(m: Model, i: int, embd: int, expert_ff: int, experts: int, qtype: QT, *,
-                     norm: bool = True, gate: bool = True, shared_ff: int = 0, shared_gate_inp: bool = False,
-                     probs_bias: bool = False) -> None:
+def moe_feed_forward(
+    m: Model,
+    i: int,
+    embd: int,
+    expert_ff: int,
+    experts: int,
+    qtype: QT,
+    *,
+    norm: bool = True,
+    gate: bool = True,
+    shared_ff: int = 0,
+    shared_gate_inp: bool = False,
+    probs_bias: bool = False,
+) -> None:
     """shared_ff > 0 adds a shared expert of that width (shared_gate_inp: with its own gate input);
     probs_bias adds the router's exp_probs_b bias."""
     if norm:
@@ -226,8 +269,9 @@ def moe_feed_forward(m: Model, i: int, embd: int, expert_ff: int, experts: int, 
         m.tensor(f"blk.{i}.ffn_down_shexp.weight", [shared_ff, embd], qtype)
 
 
-def mamba2_block(m: Model, i: int, embd: int, d_inner: int, d_state: int, groups: int, heads: int,
-                 d_conv: int, qtype: QT) -> None:
+def mamba2_block(
+    m: Model, i: int, embd: int, d_inner: int, d_state: int, groups: int, heads: int, d_conv: int, qtype: QT
+) -> None:
     conv_dim = d_inner + 2 * groups * d_state
     m.tensor(f"blk.{i}.attn_norm.weight", [embd], QT.F32)
     m.tensor(f"blk.{i}.ssm_in.weight", [embd, 2 * d_inner + 2 * groups * d_state + heads], qtype)
@@ -263,13 +307,30 @@ def layer_norm(m: Model, prefix: str, n: int) -> None:
 def mla_kv(m: Model, *, kv_lora: int, rope: int, k_head: int, v_head: int) -> None:
     """Multi-head latent attention keys as MLA conversions write them: the cache holds one "head" of
     kv_lora + rope (key_length / value_length), the per-head sizes are the *_mla keys."""
-    m.arch_kv(attention__kv_lora_rank=kv_lora, attention__key_length=kv_lora + rope,
-              attention__value_length=kv_lora, attention__key_length_mla=k_head,
-              attention__value_length_mla=v_head, rope__dimension_count=rope)
+    m.arch_kv(
+        attention__kv_lora_rank=kv_lora,
+        attention__key_length=kv_lora + rope,
+        attention__value_length=kv_lora,
+        attention__key_length_mla=k_head,
+        attention__value_length_mla=v_head,
+        rope__dimension_count=rope,
+    )
 
 
-def mla_attention(m: Model, i: int, embd: int, heads: int, kv_lora: int, rope: int, k_head: int, v_head: int,
-                  qtype: QT, *, q_lora: int = 0, split_kv_b: bool = True) -> None:
+def mla_attention(
+    m: Model,
+    i: int,
+    embd: int,
+    heads: int,
+    kv_lora: int,
+    rope: int,
+    k_head: int,
+    v_head: int,
+    qtype: QT,
+    *,
+    q_lora: int = 0,
+    split_kv_b: bool = True,
+) -> None:
     """DeepSeek-style latent attention (no attn_norm): Q (low-rank when q_lora), the latent kv_a_mqa,
     its up-projection (split attn_k_b / attn_v_b, or the legacy fused attn_kv_b) and the output."""
     if q_lora:
@@ -288,16 +349,32 @@ def mla_attention(m: Model, i: int, embd: int, heads: int, kv_lora: int, rope: i
     m.tensor(f"blk.{i}.attn_output.weight", [heads * v_head, embd], qtype)
 
 
-_FILE_TYPES = {QT.F16: gguf.LlamaFileType.MOSTLY_F16, QT.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
-               QT.Q4_0: gguf.LlamaFileType.MOSTLY_Q4_0, QT.Q4_K: gguf.LlamaFileType.MOSTLY_Q4_K_M}
+_FILE_TYPES = {
+    QT.F16: gguf.LlamaFileType.MOSTLY_F16,
+    QT.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+    QT.Q4_0: gguf.LlamaFileType.MOSTLY_Q4_0,
+    QT.Q4_K: gguf.LlamaFileType.MOSTLY_Q4_K_M,
+}
 
 
 # --- the public ground-truth set (tiny; shapes of shared/groundtruth/make_models.py) ---------------
 
+
 def llama_gqa(wtype: QT = QT.F16) -> Model:
     m = Model("llama", vocab=8192)
-    transformer_kv(m, ctx=8192, embd=256, layers=4, ff=768, heads=8, heads_kv=2, rope_base=500000.0,
-                   eps=1e-5, name=f"tiny-llama-gqa-{wtype.name.lower()}", file_type=_FILE_TYPES[wtype])
+    transformer_kv(
+        m,
+        ctx=8192,
+        embd=256,
+        layers=4,
+        ff=768,
+        heads=8,
+        heads_kv=2,
+        rope_base=500000.0,
+        eps=1e-5,
+        name=f"tiny-llama-gqa-{wtype.name.lower()}",
+        file_type=_FILE_TYPES[wtype],
+    )
     m.arch_kv(rope__dimension_count=32, vocab_size=8192)
     embeddings(m, 256, 8192, wtype, tied=False)
     for i in range(4):
@@ -308,8 +385,19 @@ def llama_gqa(wtype: QT = QT.F16) -> Model:
 
 def qwen3() -> Model:
     m = Model("qwen3", vocab=8192, tokenizer="gpt2")
-    transformer_kv(m, ctx=32768, embd=256, layers=4, ff=768, heads=8, heads_kv=4, head_dim=64,
-                   rope_base=1000000.0, name="tiny-qwen3", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    transformer_kv(
+        m,
+        ctx=32768,
+        embd=256,
+        layers=4,
+        ff=768,
+        heads=8,
+        heads_kv=4,
+        head_dim=64,
+        rope_base=1000000.0,
+        name="tiny-qwen3",
+        file_type=gguf.LlamaFileType.MOSTLY_F16,
+    )
     embeddings(m, 256, 8192, QT.F16, tied=True)
     for i in range(4):
         attention(m, i, 256, 8, 4, 64, QT.F16, qk_norm=True)
@@ -319,8 +407,19 @@ def qwen3() -> Model:
 
 def gemma3_swa() -> Model:
     m = Model("gemma3", vocab=8192)
-    transformer_kv(m, ctx=32768, embd=256, layers=6, ff=768, heads=4, heads_kv=1, head_dim=64,
-                   rope_base=1000000.0, name="tiny-gemma3-swa", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    transformer_kv(
+        m,
+        ctx=32768,
+        embd=256,
+        layers=6,
+        ff=768,
+        heads=4,
+        heads_kv=1,
+        head_dim=64,
+        rope_base=1000000.0,
+        name="tiny-gemma3-swa",
+        file_type=gguf.LlamaFileType.MOSTLY_F16,
+    )
     m.arch_kv(attention__sliding_window=512, attention__sliding_window_pattern=6, rope__freq_base_swa=10000.0)
     embeddings(m, 256, 8192, QT.F16, tied=True)
     for i in range(6):
@@ -331,8 +430,18 @@ def gemma3_swa() -> Model:
 
 def gemma2_swa() -> Model:
     m = Model("gemma2", vocab=8192)
-    transformer_kv(m, ctx=8192, embd=256, layers=4, ff=768, heads=4, heads_kv=2, head_dim=64,
-                   name="tiny-gemma2-swa", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    transformer_kv(
+        m,
+        ctx=8192,
+        embd=256,
+        layers=4,
+        ff=768,
+        heads=4,
+        heads_kv=2,
+        head_dim=64,
+        name="tiny-gemma2-swa",
+        file_type=gguf.LlamaFileType.MOSTLY_F16,
+    )
     m.arch_kv(attention__sliding_window=256, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
     embeddings(m, 256, 8192, QT.F16, tied=True)
     for i in range(4):
@@ -343,8 +452,19 @@ def gemma2_swa() -> Model:
 
 def qwen3moe() -> Model:
     m = Model("qwen3moe", vocab=8192, tokenizer="gpt2")
-    transformer_kv(m, ctx=32768, embd=256, layers=4, ff=768, heads=8, heads_kv=2, head_dim=64,
-                   rope_base=1000000.0, name="tiny-qwen3moe", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    transformer_kv(
+        m,
+        ctx=32768,
+        embd=256,
+        layers=4,
+        ff=768,
+        heads=8,
+        heads_kv=2,
+        head_dim=64,
+        rope_base=1000000.0,
+        name="tiny-qwen3moe",
+        file_type=gguf.LlamaFileType.MOSTLY_F16,
+    )
     m.arch_kv(expert_count=8, expert_used_count=2, expert_feed_forward_length=256)
     embeddings(m, 256, 8192, QT.F16, tied=False)
     for i in range(4):
@@ -356,8 +476,14 @@ def qwen3moe() -> Model:
 def mamba2() -> Model:
     m = Model("mamba2", vocab=8192)
     m.kv.update({"general.name": "tiny-mamba2", "general.file_type": int(gguf.LlamaFileType.MOSTLY_F16)})
-    m.arch_kv(context_length=1048576, embedding_length=256, block_count=4, feed_forward_length=0,
-              attention__head_count=0, attention__layer_norm_rms_epsilon=1e-5)
+    m.arch_kv(
+        context_length=1048576,
+        embedding_length=256,
+        block_count=4,
+        feed_forward_length=0,
+        attention__head_count=0,
+        attention__layer_norm_rms_epsilon=1e-5,
+    )
     ssm_kv(m, d_conv=4, d_inner=512, d_state=64, heads=8, groups=1)
     embeddings(m, 256, 8192, QT.F16, tied=False)
     for i in range(4):
@@ -368,8 +494,18 @@ def mamba2() -> Model:
 def granitehybrid() -> Model:
     heads_kv = [0, 0, 2, 0, 0, 2]  # 0 marks a mamba2 layer
     m = Model("granitehybrid", vocab=8192)
-    transformer_kv(m, ctx=131072, embd=256, layers=6, ff=512, heads=8, heads_kv=heads_kv, eps=1e-5,
-                   name="tiny-granitehybrid", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    transformer_kv(
+        m,
+        ctx=131072,
+        embd=256,
+        layers=6,
+        ff=512,
+        heads=8,
+        heads_kv=heads_kv,
+        eps=1e-5,
+        name="tiny-granitehybrid",
+        file_type=gguf.LlamaFileType.MOSTLY_F16,
+    )
     ssm_kv(m, d_conv=4, d_inner=512, d_state=64, heads=8, groups=1)
     m.arch_kv(logit_scale=1.0, residual_scale=1.0, embedding_scale=1.0, attention__scale=1.0 / 32)
     embeddings(m, 256, 8192, QT.F16, tied=True)
@@ -385,8 +521,19 @@ def granitehybrid() -> Model:
 def lfm2() -> Model:
     heads_kv = [0, 0, 2, 0, 0, 2]  # 0 marks a short-conv layer
     m = Model("lfm2", vocab=8192)
-    transformer_kv(m, ctx=128000, embd=256, layers=6, ff=768, heads=8, heads_kv=heads_kv,
-                   rope_base=1000000.0, eps=1e-5, name="tiny-lfm2", file_type=gguf.LlamaFileType.MOSTLY_F16)
+    transformer_kv(
+        m,
+        ctx=128000,
+        embd=256,
+        layers=6,
+        ff=768,
+        heads=8,
+        heads_kv=heads_kv,
+        rope_base=1000000.0,
+        eps=1e-5,
+        name="tiny-lfm2",
+        file_type=gguf.LlamaFileType.MOSTLY_F16,
+    )
     m.arch_kv(shortconv__l_cache=3, vocab_size=8192)
     m.tensor("token_embd.weight", [256, 8192], QT.F16)
     m.tensor("token_embd_norm.weight", [256], QT.F32)
@@ -423,10 +570,21 @@ PUBLIC_SET: dict[str, Callable[[], Model]] = {
 
 # --- real-scale shapes (published dimensions; sparse, so a 4-17 GB file costs no disk) -------------
 
+
 def llama31_8b(wtype: QT = QT.Q4_0) -> Model:
     m = Model("llama", vocab=128256)
-    transformer_kv(m, ctx=131072, embd=4096, layers=32, ff=14336, heads=32, heads_kv=8, rope_base=500000.0,
-                   eps=1e-5, name="llama-3.1-8b-shape")
+    transformer_kv(
+        m,
+        ctx=131072,
+        embd=4096,
+        layers=32,
+        ff=14336,
+        heads=32,
+        heads_kv=8,
+        rope_base=500000.0,
+        eps=1e-5,
+        name="llama-3.1-8b-shape",
+    )
     m.arch_kv(rope__dimension_count=128, vocab_size=128256)
     embeddings(m, 4096, 128256, wtype, tied=False)
     for i in range(32):
@@ -437,8 +595,18 @@ def llama31_8b(wtype: QT = QT.Q4_0) -> Model:
 
 def gemma3_4b(wtype: QT = QT.Q4_0) -> Model:
     m = Model("gemma3", vocab=262144)
-    transformer_kv(m, ctx=131072, embd=2560, layers=34, ff=10240, heads=8, heads_kv=4, head_dim=256,
-                   rope_base=1000000.0, name="gemma-3-4b-shape")
+    transformer_kv(
+        m,
+        ctx=131072,
+        embd=2560,
+        layers=34,
+        ff=10240,
+        heads=8,
+        heads_kv=4,
+        head_dim=256,
+        rope_base=1000000.0,
+        name="gemma-3-4b-shape",
+    )
     m.arch_kv(attention__sliding_window=1024, attention__sliding_window_pattern=6, rope__freq_base_swa=10000.0)
     embeddings(m, 2560, 262144, wtype, tied=True)
     for i in range(34):
@@ -449,8 +617,18 @@ def gemma3_4b(wtype: QT = QT.Q4_0) -> Model:
 
 def qwen3_30b_a3b(wtype: QT = QT.Q4_0) -> Model:
     m = Model("qwen3moe", vocab=151936, tokenizer="gpt2")
-    transformer_kv(m, ctx=40960, embd=2048, layers=48, ff=6144, heads=32, heads_kv=4, head_dim=128,
-                   rope_base=1000000.0, name="qwen3-30b-a3b-shape")
+    transformer_kv(
+        m,
+        ctx=40960,
+        embd=2048,
+        layers=48,
+        ff=6144,
+        heads=32,
+        heads_kv=4,
+        head_dim=128,
+        rope_base=1000000.0,
+        name="qwen3-30b-a3b-shape",
+    )
     m.arch_kv(expert_count=128, expert_used_count=8, expert_feed_forward_length=768)
     embeddings(m, 2048, 151936, wtype, tied=False)
     for i in range(48):
@@ -462,8 +640,14 @@ def qwen3_30b_a3b(wtype: QT = QT.Q4_0) -> Model:
 def mamba2_2_7b(wtype: QT = QT.F16) -> Model:
     m = Model("mamba2", vocab=50288)
     m.kv["general.name"] = "mamba2-2.7b-shape"
-    m.arch_kv(context_length=1048576, embedding_length=2560, block_count=64, feed_forward_length=0,
-              attention__head_count=0, attention__layer_norm_rms_epsilon=1e-5)
+    m.arch_kv(
+        context_length=1048576,
+        embedding_length=2560,
+        block_count=64,
+        feed_forward_length=0,
+        attention__head_count=0,
+        attention__layer_norm_rms_epsilon=1e-5,
+    )
     ssm_kv(m, d_conv=4, d_inner=5120, d_state=128, heads=80, groups=1)
     embeddings(m, 2560, 50288, wtype, tied=True)
     for i in range(64):

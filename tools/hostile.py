@@ -60,13 +60,22 @@ def base_header(layers: int = 4, vocab: int = 64) -> Header:
     h.put("version", struct.pack("<I", 3))
     tensors = [("token_embd.weight", (64, vocab)), ("output_norm.weight", (64,))]
     for i in range(layers):
-        tensors += [(f"blk.{i}.attn_q.weight", (64, 64)), (f"blk.{i}.attn_k.weight", (64, 16)),
-                    (f"blk.{i}.attn_v.weight", (64, 16)), (f"blk.{i}.attn_output.weight", (64, 64))]
+        tensors += [
+            (f"blk.{i}.attn_q.weight", (64, 64)),
+            (f"blk.{i}.attn_k.weight", (64, 16)),
+            (f"blk.{i}.attn_v.weight", (64, 16)),
+            (f"blk.{i}.attn_output.weight", (64, 64)),
+        ]
     h.put("tensor_count", struct.pack("<Q", len(tensors)))
-    scalars = [("general.architecture", STRING, "llama"), ("llama.block_count", UINT32, layers),
-               ("llama.context_length", UINT32, 4096), ("llama.embedding_length", UINT32, 64),
-               ("llama.attention.head_count", UINT32, 4), ("llama.rope.freq_base", FLOAT32, 10000.0),
-               ("general.file_type", UINT32, 1)]
+    scalars = [
+        ("general.architecture", STRING, "llama"),
+        ("llama.block_count", UINT32, layers),
+        ("llama.context_length", UINT32, 4096),
+        ("llama.embedding_length", UINT32, 64),
+        ("llama.attention.head_count", UINT32, 4),
+        ("llama.rope.freq_base", FLOAT32, 10000.0),
+        ("general.file_type", UINT32, 1),
+    ]
     h.put("kv_count", struct.pack("<Q", len(scalars) + 2))
     for key, vtype, value in scalars:
         start = len(h.data)
@@ -109,12 +118,23 @@ def base_header(layers: int = 4, vocab: int = 64) -> Header:
 
 
 def _set(data: bytearray, f: Field, value: int) -> None:
-    data[f.offset:f.offset + f.size] = value.to_bytes(f.size, "little") if value < 256**f.size else b"\xff" * f.size
+    data[f.offset : f.offset + f.size] = value.to_bytes(f.size, "little") if value < 256**f.size else b"\xff" * f.size
 
 
-MUTATIONS = ("truncate", "huge_count", "string_past_end", "wrong_type", "array_of_arrays", "non_utf8_key",
-             "duplicate_key", "offset_past_end", "misaligned_offset", "zero_dimension", "too_many_dims",
-             "random_bytes")
+MUTATIONS = (
+    "truncate",
+    "huge_count",
+    "string_past_end",
+    "wrong_type",
+    "array_of_arrays",
+    "non_utf8_key",
+    "duplicate_key",
+    "offset_past_end",
+    "misaligned_offset",
+    "zero_dimension",
+    "too_many_dims",
+    "random_bytes",
+)
 
 
 def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
@@ -127,12 +147,15 @@ def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
 
     if mutation == "truncate":  # inside any kind of field
         f = base.fields[pick % len(base.fields)]
-        return bytes(data[:f.offset + value % max(1, f.size)])
+        return bytes(data[: f.offset + value % max(1, f.size)])
     if mutation == "huge_count":
         _set(data, field_of("tensor_count", "kv_count", "array_count", "tensor_dim"), HUGE[value % len(HUGE)])
     elif mutation == "string_past_end":
-        _set(data, field_of("key_length", "value_length", "token_length", "tensor_name_length"),
-             len(data) + 1 + value % HUGE[0])
+        _set(
+            data,
+            field_of("key_length", "value_length", "token_length", "tensor_name_length"),
+            len(data) + 1 + value % HUGE[0],
+        )
     elif mutation == "wrong_type":
         _set(data, field_of("value_type", "array_type", "tensor_type"), value % 64)
     elif mutation == "array_of_arrays":
@@ -149,14 +172,14 @@ def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
         _set(data, field_of("tensor_offset"), len(data) + value % (1 << 40))
     elif mutation == "misaligned_offset":
         f = field_of("tensor_offset")
-        _set(data, f, int.from_bytes(data[f.offset:f.offset + 8], "little") + 1 + value % (ALIGN - 1))
+        _set(data, f, int.from_bytes(data[f.offset : f.offset + 8], "little") + 1 + value % (ALIGN - 1))
     elif mutation == "zero_dimension":
         _set(data, field_of("tensor_dim"), 0)
     elif mutation == "too_many_dims":
         _set(data, field_of("tensor_dims"), 5 + value % 1000)
     else:  # random bytes over a field
         f = base.fields[pick % len(base.fields)]
-        data[f.offset:f.offset + f.size] = bytes((value >> (8 * (i % 8))) & 0xFF for i in range(f.size))
+        data[f.offset : f.offset + f.size] = bytes((value >> (8 * (i % 8))) & 0xFF for i in range(f.size))
     return bytes(data)
 
 
@@ -217,8 +240,10 @@ def main(argv: list[str]) -> int:
     print("| mutation | outcome | cases |\n|---|---|---|")
     for (mutation, result), n in sorted(counts.items()):
         print(f"| {mutation} | {result} | {n} |")
-    print(f"\n{cases} hostile files: no exception escaped, slowest {slowest * 1000:.1f} ms,"
-          f" under {MEMORY_LIMIT >> 20} MiB each")
+    print(
+        f"\n{cases} hostile files: no exception escaped, slowest {slowest * 1000:.1f} ms,"
+        f" under {MEMORY_LIMIT >> 20} MiB each"
+    )
     return 0
 
 

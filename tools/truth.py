@@ -16,13 +16,22 @@ def load(path: Path) -> list[dict]:
 def records(name: str) -> list[dict]:
     """The runs of a truth file made with memfit's own settings: weights loaded (not mmapped), a non-unified
     cache, cache types the contract names, llama.cpp's default n_ubatch and no rollback snapshots."""
-    return [r for r in load(DATA / name) if "error" not in r and not r["settings"].get("unified")
-            and not r["settings"].get("mmap") and not r["settings"].get("n_rs_seq")
-            and r["settings"]["type_k"] in ELEMENT_BYTES and r["settings"]["type_v"] in ELEMENT_BYTES]
+    return [
+        r
+        for r in load(DATA / name)
+        if "error" not in r
+        and not r["settings"].get("unified")
+        and not r["settings"].get("mmap")
+        and not r["settings"].get("n_rs_seq")
+        and r["settings"]["type_k"] in ELEMENT_BYTES
+        and r["settings"]["type_v"] in ELEMENT_BYTES
+    ]
 
 
 def run_id(record: dict) -> str:
     s = record["settings"]
     extras = "".join(f"-{k}{s[k]}" for k in ("unified", "mmap", "n_rs_seq", "swa_full") if s.get(k))
-    return (f"{record['model']}-ctx{s['n_ctx']}-seq{s['n_seq']}-{s['type_k']}-{s['type_v']}-fa{s['fa']}"
-            f"-ub{record.get('n_ubatch', s.get('n_ubatch', 512))}{extras}")
+    return (
+        f"{record['model']}-ctx{s['n_ctx']}-seq{s['n_seq']}-{s['type_k']}-{s['type_v']}-fa{s['fa']}"
+        f"-ub{record.get('n_ubatch', s.get('n_ubatch', 512))}{extras}"
+    )

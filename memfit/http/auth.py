@@ -15,7 +15,9 @@ from memfit.http.routing import ROUTE_KEY
 
 
 def token_matches(presented: str, expected: str) -> bool:
-    return hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape"))
+    return hmac.compare_digest(
+        presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
+    )
 
 
 def bearer_info(token: str, request: ConnexionRequest) -> dict | None:

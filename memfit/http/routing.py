@@ -25,11 +25,18 @@ class RouteTable:
         default_security = spec.get("security", [])
         self._routes: list[tuple[re.Pattern[str], dict[str, Route]]] = []
         for path, item in spec.get("paths", {}).items():
-            pattern = re.compile("".join(r"[^/]+" if part.startswith("{") else re.escape(part)
-                                         for part in re.split(r"(\{[^}]*\})", path)))
-            operations = {method.upper(): Route(secured=bool(op.get("security", default_security)),
-                                                takes_body="requestBody" in op)
-                          for method, op in item.items() if method in METHODS}
+            pattern = re.compile(
+                "".join(
+                    r"[^/]+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]*\})", path)
+                )
+            )
+            operations = {
+                method.upper(): Route(
+                    secured=bool(op.get("security", default_security)), takes_body="requestBody" in op
+                )
+                for method, op in item.items()
+                if method in METHODS
+            }
             if "GET" in operations and "HEAD" not in operations:
                 operations["HEAD"] = operations["GET"]  # answered as a GET without its body, as starlette does
             self._routes.append((pattern, operations))

@@ -24,8 +24,11 @@ def json_schema(schema: t.Any, root: bool = True) -> t.Any:
         return [json_schema(item, False) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    converted = {key: json_schema(value, False) for key, value in schema.items()
-                 if key != "nullable" and (root or key != "components")}
+    converted = {
+        key: json_schema(value, False)
+        for key, value in schema.items()
+        if key != "nullable" and (root or key != "components")
+    }
     if schema.get("nullable") is True:
         if isinstance(schema.get("type"), str):
             converted["type"] = [schema["type"], "null"]

@@ -11,7 +11,9 @@ import psutil
 
 # Process names (or the script a Python process runs) of engines that keep models in memory.
 ENGINE_NAMES = re.compile(r"^(llama-server|llama-cli|llama-run|llama-mtmd-cli|ollama_llama_server|LM Studio.*)$")
-ENGINE_COMMANDS = re.compile(r"(^|[/\s])(ollama\s+runner|vllm(\.entrypoints\S*)?|llama_cpp\.server|mlx_lm\.server)(\s|$)")
+ENGINE_COMMANDS = re.compile(
+    r"(^|[/\s])(ollama\s+runner|vllm(\.entrypoints\S*)?|llama_cpp\.server|mlx_lm\.server)(\s|$)"
+)
 
 
 def is_engine(name: str, cmdline: list[str]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 import gguf
 
@@ -41,8 +41,17 @@ TENSOR_INFO_BYTES = 64
 VT = gguf.GGUFValueType
 STRING, ARRAY = VT.STRING, VT.ARRAY
 _SCALAR_FORMATS: dict[int, str] = {
-    VT.UINT8: "B", VT.INT8: "b", VT.UINT16: "H", VT.INT16: "h", VT.UINT32: "I", VT.INT32: "i",
-    VT.FLOAT32: "f", VT.BOOL: "?", VT.UINT64: "Q", VT.INT64: "q", VT.FLOAT64: "d",
+    VT.UINT8: "B",
+    VT.INT8: "b",
+    VT.UINT16: "H",
+    VT.INT16: "h",
+    VT.UINT32: "I",
+    VT.INT32: "i",
+    VT.FLOAT32: "f",
+    VT.BOOL: "?",
+    VT.UINT64: "Q",
+    VT.INT64: "q",
+    VT.FLOAT64: "d",
 }
 
 
@@ -65,7 +74,7 @@ class SkippedString:
     length: int
 
 
-Value = Union[int, float, bool, str, tuple, SkippedArray, SkippedString]
+Value = int | float | bool | str | tuple | SkippedArray | SkippedString
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,7 @@ class _Cursor:
         self.keep(n + ITEM_BYTES)
         buf, i = self._take(n)
         try:
-            return buf[i:i + n].decode("utf-8")
+            return buf[i : i + n].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise GGUFError(f"string at byte {self.pos - n} is not UTF-8") from exc
 
@@ -230,7 +239,7 @@ def _byte_order(source: _Source) -> str:
     if source.size < 24:
         raise GGUFError("not a GGUF file (too short)")
     buf, i = source.window(0, 24)
-    if buf[i:i + 4] != GGUF_MAGIC:
+    if buf[i : i + 4] != GGUF_MAGIC:
         raise GGUFError("not a GGUF file (bad magic)")
     (little,) = struct.unpack_from("<I", buf, i + 4)
     if little in SUPPORTED_VERSIONS:

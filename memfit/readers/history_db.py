@@ -35,9 +35,25 @@ CREATE TABLE IF NOT EXISTS observations (
 );
 CREATE INDEX IF NOT EXISTS observations_by_model ON observations (model_id, allocated_tokens, streams);
 """
-COLUMNS = ("model_id", "revision", "quant", "artifact_bytes", "allocated_tokens", "streams", "key_element_bytes",
-           "value_element_bytes", "mode", "weights_bytes", "kv_cache_bytes", "recurrent_state_bytes",
-           "workspace_bytes", "companions_bytes", "runtime", "observed_at", "note")
+COLUMNS = (
+    "model_id",
+    "revision",
+    "quant",
+    "artifact_bytes",
+    "allocated_tokens",
+    "streams",
+    "key_element_bytes",
+    "value_element_bytes",
+    "mode",
+    "weights_bytes",
+    "kv_cache_bytes",
+    "recurrent_state_bytes",
+    "workspace_bytes",
+    "companions_bytes",
+    "runtime",
+    "observed_at",
+    "note",
+)
 BUSY_TIMEOUT_S = 30
 
 
@@ -87,8 +103,9 @@ class HistoryDB:
         values = [getattr(row, c) for c in COLUMNS]
         db.execute("BEGIN IMMEDIATE")
         try:
-            cursor = db.execute(f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                                values)
+            cursor = db.execute(
+                f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})", values
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

@@ -128,8 +128,9 @@ def choose_projector(candidates: list[str], quant: str) -> str | None:
     return by_tag.get(quant) or by_tag.get("F16") or sorted(candidates)[0]
 
 
-def _artifacts(root: str, directory: str, name_of: Callable[[str, tuple[str, ...]], str], kind: RootKind,
-               revision: str = "") -> list[LocalArtifact]:
+def _artifacts(
+    root: str, directory: str, name_of: Callable[[str, tuple[str, ...]], str], kind: RootKind, revision: str = ""
+) -> list[LocalArtifact]:
     """Artifacts under `directory`, each named by `name_of(stem, paths)`; projectors are found beside them."""
     files = gguf_files(root, directory)
     projectors = [p for p in files if PROJECTOR.match(os.path.basename(p))]
@@ -187,7 +188,7 @@ def scan_hf_cache(root: str) -> list[LocalArtifact]:
 
 
 def _repo_artifacts(root: str, folder: str) -> list[LocalArtifact]:
-    repo = folder[len("models--"):].replace("--", "/")
+    repo = folder[len("models--") :].replace("--", "/")
     snapshots = os.path.join(root, folder, "snapshots")
     if not os.path.isdir(snapshots) or not _printable(folder):
         return []
@@ -197,8 +198,9 @@ def _repo_artifacts(root: str, folder: str) -> list[LocalArtifact]:
         commit = max(existing, key=lambda c: os.stat(os.path.join(snapshots, c)).st_mtime_ns, default="")
     if not commit:
         return []
-    return _artifacts(root, os.path.join(snapshots, commit), lambda _, paths: _tagged(repo, paths),
-                      RootKind.HF_CACHE, revision=commit)
+    return _artifacts(
+        root, os.path.join(snapshots, commit), lambda _, paths: _tagged(repo, paths), RootKind.HF_CACHE, revision=commit
+    )
 
 
 def _legacy_manifests(root: str) -> dict[str, str]:
@@ -207,7 +209,7 @@ def _legacy_manifests(root: str) -> dict[str, str]:
     for name in sorted(os.listdir(root)):
         if not (name.startswith("manifest=") and name.endswith(".json")):
             continue
-        parts = name[len("manifest="):-len(".json")].split("=")
+        parts = name[len("manifest=") : -len(".json")].split("=")
         if len(parts) < 2:
             continue
         repo = f"{parts[0]}/{parts[1]}"
@@ -235,13 +237,17 @@ def scan_llama_cache(root: str) -> list[LocalArtifact]:
         repo = repos.get(os.path.basename(paths[0]))
         return _tagged(repo, paths) if repo else Path(stem).name
 
-    flat = [a for a in _artifacts(root, root, name_of, RootKind.LLAMA_CACHE)
-            if os.path.dirname(a.paths[0]) == root.rstrip(os.sep)]
+    flat = [
+        a
+        for a in _artifacts(root, root, name_of, RootKind.LLAMA_CACHE)
+        if os.path.dirname(a.paths[0]) == root.rstrip(os.sep)
+    ]
     return found + flat
 
 
 def scan_lm_studio(root: str) -> list[LocalArtifact]:
     """`publisher/repo/file.gguf`: ids `publisher/repo:QUANT`."""
+
     def name_of(stem: str, paths: tuple[str, ...]) -> str:
         parts = Path(os.path.relpath(paths[0], root)).parts
         return _tagged("/".join(parts[:2]), paths) if len(parts) >= 3 else os.path.relpath(stem, root)
@@ -249,8 +255,12 @@ def scan_lm_studio(root: str) -> list[LocalArtifact]:
     return _artifacts(root, root, name_of, RootKind.LM_STUDIO)
 
 
-SCANNERS = {RootKind.PLAIN: scan_plain, RootKind.HF_CACHE: scan_hf_cache, RootKind.LLAMA_CACHE: scan_llama_cache,
-            RootKind.LM_STUDIO: scan_lm_studio}
+SCANNERS = {
+    RootKind.PLAIN: scan_plain,
+    RootKind.HF_CACHE: scan_hf_cache,
+    RootKind.LLAMA_CACHE: scan_llama_cache,
+    RootKind.LM_STUDIO: scan_lm_studio,
+}
 
 
 def scan(root: Root) -> list[LocalArtifact]:
@@ -277,7 +287,10 @@ def usual_roots(environ: Mapping[str, str] | None = None) -> list[Root]:
         llama = home / "Library" / "Caches" / "llama.cpp"
     else:
         llama = cache / "llama.cpp"
-    candidates = [Root(str(hub), RootKind.HF_CACHE), Root(str(llama), RootKind.LLAMA_CACHE),
-                  Root(str(home / ".lmstudio" / "models"), RootKind.LM_STUDIO),
-                  Root(str(cache / "lm-studio" / "models"), RootKind.LM_STUDIO)]
+    candidates = [
+        Root(str(hub), RootKind.HF_CACHE),
+        Root(str(llama), RootKind.LLAMA_CACHE),
+        Root(str(home / ".lmstudio" / "models"), RootKind.LM_STUDIO),
+        Root(str(cache / "lm-studio" / "models"), RootKind.LM_STUDIO),
+    ]
     return [r for r in candidates if os.path.isdir(r.path)]

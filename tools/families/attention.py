@@ -38,13 +38,37 @@ def _model(arch: str, name: str, tokenizer: str = "llama", **hparams: Any) -> Mo
     return m
 
 
-def _dense(arch: str, name: str, tokenizer: str = "llama", *, embd: int, layers: int, ff: int, heads: int,
-           heads_kv: int, head_dim: int | None = None, tied: bool, sandwich: bool = False, ffn_norm: bool = True,
-           attn: dict[str, Any] | None = None, **hparams: Any) -> Model:
+def _dense(
+    arch: str,
+    name: str,
+    tokenizer: str = "llama",
+    *,
+    embd: int,
+    layers: int,
+    ff: int,
+    heads: int,
+    heads_kv: int,
+    head_dim: int | None = None,
+    tied: bool,
+    sandwich: bool = False,
+    ffn_norm: bool = True,
+    attn: dict[str, Any] | None = None,
+    **hparams: Any,
+) -> Model:
     """A dense transformer: embeddings and `layers` attention + SwiGLU blocks. sandwich: gemma's
     post-attention / post-FFN norms; ffn_norm=False: a parallel block (no ffn_norm); attn: attention options."""
-    m = _model(arch, name, tokenizer, embd=embd, layers=layers, ff=ff, heads=heads, heads_kv=heads_kv,
-               head_dim=head_dim, **hparams)
+    m = _model(
+        arch,
+        name,
+        tokenizer,
+        embd=embd,
+        layers=layers,
+        ff=ff,
+        heads=heads,
+        heads_kv=heads_kv,
+        head_dim=head_dim,
+        **hparams,
+    )
     embeddings(m, embd, VOCAB, F16, tied=tied)
     for i in range(layers):
         attention(m, i, embd, heads, heads_kv, head_dim or embd // heads, F16, post_norm=sandwich, **(attn or {}))
@@ -54,11 +78,24 @@ def _dense(arch: str, name: str, tokenizer: str = "llama", *, embd: int, layers:
 
 # --- dense / GQA ----------------------------------------------------------------------------------
 
+
 def llama_hd96() -> Model:
     """llama with key_length 96 != n_embd / n_head (64) and a sliding_window key llama never reads:
     a full cache of head dim 96."""
-    m = _dense("llama", "tiny-llama-hd96", ctx=8192, embd=256, layers=4, ff=512, heads=4, heads_kv=2, head_dim=96,
-               tied=False, rope_base=500000.0, eps=1e-5)
+    m = _dense(
+        "llama",
+        "tiny-llama-hd96",
+        ctx=8192,
+        embd=256,
+        layers=4,
+        ff=512,
+        heads=4,
+        heads_kv=2,
+        head_dim=96,
+        tied=False,
+        rope_base=500000.0,
+        eps=1e-5,
+    )
     m.arch_kv(rope__dimension_count=96, attention__sliding_window=128, vocab_size=VOCAB)
     return m
 
@@ -66,16 +103,39 @@ def llama_hd96() -> Model:
 def llama_embed() -> Model:
     """llama-embed (non-causal llama): not in create_memory's no-memory list, so a full KV cache is
     allocated although the graph never uses it."""
-    m = _dense("llama-embed", "tiny-llama-embed", ctx=8192, embd=256, layers=2, ff=512, heads=4, heads_kv=2,
-               tied=True, rope_base=500000.0, eps=1e-5)
+    m = _dense(
+        "llama-embed",
+        "tiny-llama-embed",
+        ctx=8192,
+        embd=256,
+        layers=2,
+        ff=512,
+        heads=4,
+        heads_kv=2,
+        tied=True,
+        rope_base=500000.0,
+        eps=1e-5,
+    )
     m.arch_kv(attention__causal=False, pooling_type=1)
     return m
 
 
 def qwen2_bias() -> Model:
     """qwen2 with q/k/v biases and a sliding_window key qwen2 ignores: full cache."""
-    m = _dense("qwen2", "tiny-qwen2-bias", "gpt2", ctx=32768, embd=256, layers=4, ff=512, heads=4, heads_kv=2,
-               tied=True, attn={"bias": True}, rope_base=1000000.0)
+    m = _dense(
+        "qwen2",
+        "tiny-qwen2-bias",
+        "gpt2",
+        ctx=32768,
+        embd=256,
+        layers=4,
+        ff=512,
+        heads=4,
+        heads_kv=2,
+        tied=True,
+        attn={"bias": True},
+        rope_base=1000000.0,
+    )
     m.arch_kv(attention__sliding_window=128)
     return m
 
@@ -97,16 +157,29 @@ def phi3_swa() -> Model:
 
 def command_r() -> Model:
     """command-r: LayerNorm, parallel block, output always tied, logit_scale; full cache."""
-    m = _dense("command-r", "tiny-command-r", "gpt2", ctx=8192, embd=256, layers=4, ff=512, heads=4, heads_kv=1,
-               tied=True, ffn_norm=False, eps=None)
+    m = _dense(
+        "command-r",
+        "tiny-command-r",
+        "gpt2",
+        ctx=8192,
+        embd=256,
+        layers=4,
+        ff=512,
+        heads=4,
+        heads_kv=1,
+        tied=True,
+        ffn_norm=False,
+        eps=None,
+    )
     m.arch_kv(attention__layer_norm_epsilon=1e-5, logit_scale=0.0625)
     return m
 
 
 def granite() -> Model:
     """granite with logit / residual / embedding / attention scales; full cache."""
-    m = _dense("granite", "tiny-granite", ctx=131072, embd=256, layers=4, ff=512, heads=8, heads_kv=2, tied=True,
-               eps=1e-5)
+    m = _dense(
+        "granite", "tiny-granite", ctx=131072, embd=256, layers=4, ff=512, heads=8, heads_kv=2, tied=True, eps=1e-5
+    )
     m.arch_kv(logit_scale=8.0, residual_scale=0.22, embedding_scale=12.0, attention__scale=0.015625)
     return m
 
@@ -117,8 +190,18 @@ def deci_arr() -> Model:
     E, hd = 256, 32
     heads, heads_kv = [8, 8, 8, 0, 8, 8], [2, 1, 0, 0, 4, 2]
     ff = [512, 384, 512, 512, 0, 640]
-    m = _model("deci", "tiny-deci-arr", ctx=131072, embd=E, layers=6, ff=ff, heads=heads, heads_kv=heads_kv,
-               rope_base=500000.0, eps=1e-5)
+    m = _model(
+        "deci",
+        "tiny-deci-arr",
+        ctx=131072,
+        embd=E,
+        layers=6,
+        ff=ff,
+        heads=heads,
+        heads_kv=heads_kv,
+        rope_base=500000.0,
+        eps=1e-5,
+    )
     m.arch_kv(rope__dimension_count=hd, vocab_size=VOCAB)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(6):
@@ -136,8 +219,9 @@ def openelm_arr() -> Model:
     """openelm: per-layer head_count / head_count_kv / feed_forward_length arrays (all > 0), fused qkv."""
     E, hd = 256, 64
     heads, heads_kv, ff = [4, 4, 6, 8], [1, 2, 2, 4], [256, 512, 512, 768]
-    m = _model("openelm", "tiny-openelm-arr", ctx=2048, embd=E, layers=4, ff=ff, heads=heads, heads_kv=heads_kv,
-               head_dim=hd)
+    m = _model(
+        "openelm", "tiny-openelm-arr", ctx=2048, embd=E, layers=4, ff=ff, heads=heads, heads_kv=heads_kv, head_dim=hd
+    )
     m.arch_kv(rope__dimension_count=hd)
     embeddings(m, E, VOCAB, F16, tied=True)
     for i in range(4):
@@ -148,12 +232,31 @@ def openelm_arr() -> Model:
 
 # --- sliding-window interleaves -------------------------------------------------------------------
 
+
 def cohere2_swa() -> Model:
     """cohere2 without a pattern key: default period 4 (3 SWA : 1 full), window 128."""
-    m = _dense("cohere2", "tiny-cohere2-swa", "gpt2", ctx=131072, embd=256, layers=8, ff=512, heads=4, heads_kv=1,
-               tied=True, ffn_norm=False, rope_base=50000.0, eps=None)
-    m.arch_kv(attention__layer_norm_epsilon=1e-5, attention__sliding_window=128, logit_scale=0.25,
-              rope__dimension_count=64, vocab_size=VOCAB)
+    m = _dense(
+        "cohere2",
+        "tiny-cohere2-swa",
+        "gpt2",
+        ctx=131072,
+        embd=256,
+        layers=8,
+        ff=512,
+        heads=4,
+        heads_kv=1,
+        tied=True,
+        ffn_norm=False,
+        rope_base=50000.0,
+        eps=None,
+    )
+    m.arch_kv(
+        attention__layer_norm_epsilon=1e-5,
+        attention__sliding_window=128,
+        logit_scale=0.25,
+        rope__dimension_count=64,
+        vocab_size=VOCAB,
+    )
     return m
 
 
@@ -161,11 +264,30 @@ def gptoss_swa_moe() -> Model:
     """gpt-oss: default pattern 2 (SWA, full, ...), window 128, attention sinks, MoE with biases,
     head_dim 64 != n_embd / n_head (24)."""
     E, H, HD, NE, FFE = 192, 8, 64, 4, 256
-    m = _model("gpt-oss", "tiny-gpt-oss", "gpt2", ctx=131072, embd=E, layers=4, ff=FFE, heads=H, heads_kv=2,
-               head_dim=HD, rope_base=150000.0, eps=1e-5)
-    m.arch_kv(rope__dimension_count=HD, attention__sliding_window=128, expert_count=NE, expert_used_count=2,
-              expert_feed_forward_length=FFE, rope__scaling__type="yarn", rope__scaling__factor=32.0,
-              rope__scaling__original_context_length=4096)
+    m = _model(
+        "gpt-oss",
+        "tiny-gpt-oss",
+        "gpt2",
+        ctx=131072,
+        embd=E,
+        layers=4,
+        ff=FFE,
+        heads=H,
+        heads_kv=2,
+        head_dim=HD,
+        rope_base=150000.0,
+        eps=1e-5,
+    )
+    m.arch_kv(
+        rope__dimension_count=HD,
+        attention__sliding_window=128,
+        expert_count=NE,
+        expert_used_count=2,
+        expert_feed_forward_length=FFE,
+        rope__scaling__type="yarn",
+        rope__scaling__factor=32.0,
+        rope__scaling__original_context_length=4096,
+    )
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(4):
         attention(m, i, E, H, 2, HD, F16, post_norm=True, bias=True, out_bias=True)
@@ -178,8 +300,21 @@ def gptoss_swa_moe() -> Model:
 
 
 def _gemma3(name: str, layers: int, pattern: int | list[bool]) -> Model:
-    m = _dense("gemma3", name, ctx=32768, embd=256, layers=layers, ff=512, heads=4, heads_kv=1, head_dim=64,
-               tied=True, sandwich=True, attn={"qk_norm": True}, rope_base=1000000.0)
+    m = _dense(
+        "gemma3",
+        name,
+        ctx=32768,
+        embd=256,
+        layers=layers,
+        ff=512,
+        heads=4,
+        heads_kv=1,
+        head_dim=64,
+        tied=True,
+        sandwich=True,
+        attn={"qk_norm": True},
+        rope_base=1000000.0,
+    )
     m.arch_kv(attention__sliding_window=128, attention__sliding_window_pattern=pattern, rope__freq_base_swa=10000.0)
     return m
 
@@ -197,6 +332,7 @@ def gemma3_arrpat() -> Model:
 
 # --- MLA: deepseek2 -------------------------------------------------------------------------------
 
+
 def _deepseek2(name: str, mla: bool = True, nextn: int = 0) -> Model:
     """Layer 0 dense, layers 1-2 MoE with a shared expert; an MTP layer's tensors are left out (llama.cpp
     skips them)."""
@@ -204,14 +340,32 @@ def _deepseek2(name: str, mla: bool = True, nextn: int = 0) -> Model:
     if mla:  # one MQA "head" holding the latent + rope part
         m = _model("deepseek2", name, "gpt2", ctx=163840, embd=E, layers=L + nextn, ff=FF, heads=H, heads_kv=1)
         mla_kv(m, kv_lora=KVL, rope=ROPE, k_head=NOPE + ROPE, v_head=V)
-    else:    # legacy: plain MHA cache, K 96 / V 64
-        m = _model("deepseek2", name, "gpt2", ctx=163840, embd=E, layers=L + nextn, ff=FF, heads=H, heads_kv=H,
-                   head_dim=NOPE + ROPE)
+    else:  # legacy: plain MHA cache, K 96 / V 64
+        m = _model(
+            "deepseek2",
+            name,
+            "gpt2",
+            ctx=163840,
+            embd=E,
+            layers=L + nextn,
+            ff=FF,
+            heads=H,
+            heads_kv=H,
+            head_dim=NOPE + ROPE,
+        )
         m.arch_kv(attention__value_length=V, rope__dimension_count=ROPE, attention__kv_lora_rank=KVL)
     if nextn:
         m.arch_kv(nextn_predict_layers=nextn)
-    m.arch_kv(attention__q_lora_rank=QL, leading_dense_block_count=1, expert_count=NE, expert_used_count=2,
-              expert_shared_count=1, expert_feed_forward_length=FFE, expert_weights_scale=1.0, vocab_size=VOCAB)
+    m.arch_kv(
+        attention__q_lora_rank=QL,
+        leading_dense_block_count=1,
+        expert_count=NE,
+        expert_used_count=2,
+        expert_shared_count=1,
+        expert_feed_forward_length=FFE,
+        expert_weights_scale=1.0,
+        vocab_size=VOCAB,
+    )
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(L):
         m.tensor(f"blk.{i}.attn_norm.weight", [E], F32)
@@ -240,27 +394,54 @@ def deepseek2_mla_nextn() -> Model:
 
 # --- shared-KV layers -----------------------------------------------------------------------------
 
+
 def gemma3n_shared() -> Model:
     """gemma3n, 25 layers: layers >= 20 (hard-coded n_layer_kv_from_start) reuse the KV of layer 18 (SWA) /
     19 (full); the converter's bool-array pattern is ignored (scalar read), default period 5. n_altup 4,
     laurel rank 64 and the 256-wide per-layer input are hard-coded in llama.cpp, not read."""
     E, L, EALT, NALT, LAUREL = 128, 25, 256, 4, 64
-    m = _dense("gemma3n", "tiny-gemma3n-shared", ctx=32768, embd=E, layers=L, ff=256, heads=2, heads_kv=1,
-               head_dim=64, tied=True, sandwich=True, attn={"qk_norm": True}, rope_base=1000000.0)
-    m.arch_kv(attention__sliding_window=128, attention__sliding_window_pattern=[il % 5 < 4 for il in range(L)],
-              attention__shared_kv_layers=5, altup__num_inputs=NALT, embedding_length_per_layer_input=EALT,
-              rope__freq_base_swa=10000.0)
+    m = _dense(
+        "gemma3n",
+        "tiny-gemma3n-shared",
+        ctx=32768,
+        embd=E,
+        layers=L,
+        ff=256,
+        heads=2,
+        heads_kv=1,
+        head_dim=64,
+        tied=True,
+        sandwich=True,
+        attn={"qk_norm": True},
+        rope_base=1000000.0,
+    )
+    m.arch_kv(
+        attention__sliding_window=128,
+        attention__sliding_window_pattern=[il % 5 < 4 for il in range(L)],
+        attention__shared_kv_layers=5,
+        altup__num_inputs=NALT,
+        embedding_length_per_layer_input=EALT,
+        rope__freq_base_swa=10000.0,
+    )
     m.tensor("altup_proj.weight", [E, E, NALT - 1], F16)
     m.tensor("altup_unembd_proj.weight", [E, E, NALT - 1], F16)
     m.tensor("per_layer_token_embd.weight", [EALT * L, VOCAB], F16)
     m.tensor("per_layer_model_proj.weight", [E, EALT * L], F16)
     m.tensor("per_layer_proj_norm.weight", [EALT], F32)
     for i in range(L):
-        for name, ne, qtype in (("inp_gate", [E, EALT], F16), ("proj", [EALT, E], F16), ("post_norm", [E], F32),
-                                ("altup_correct_coef", [NALT, NALT], F32), ("altup_correct_scale", [E], F32),
-                                ("altup_predict_coef", [NALT, NALT * NALT], F32), ("altup_router", [E, NALT], F16),
-                                ("altup_router_norm", [E], F32), ("laurel_l", [E, LAUREL], F16),
-                                ("laurel_r", [LAUREL, E], F16), ("laurel_post_norm", [E], F32)):
+        for name, ne, qtype in (
+            ("inp_gate", [E, EALT], F16),
+            ("proj", [EALT, E], F16),
+            ("post_norm", [E], F32),
+            ("altup_correct_coef", [NALT, NALT], F32),
+            ("altup_correct_scale", [E], F32),
+            ("altup_predict_coef", [NALT, NALT * NALT], F32),
+            ("altup_router", [E, NALT], F16),
+            ("altup_router_norm", [E], F32),
+            ("laurel_l", [E, LAUREL], F16),
+            ("laurel_r", [LAUREL, E], F16),
+            ("laurel_post_norm", [E], F32),
+        ):
             m.tensor(f"blk.{i}.{name}.weight", ne, qtype)
     return m
 
@@ -271,11 +452,29 @@ def gemma4_shared() -> Model:
     E, H, FF, HD, HD_SWA = 256, 4, 512, 128, 64
     swa = [True, True, True, False, True, False]
     heads_kv = [1 if s else 2 for s in swa]
-    m = _model("gemma4", "tiny-gemma4-shared", ctx=131072, embd=E, layers=6, ff=FF, heads=H, heads_kv=heads_kv,
-               head_dim=HD, rope_base=1000000.0)
-    m.arch_kv(attention__key_length_swa=HD_SWA, attention__value_length_swa=HD_SWA, rope__dimension_count=HD,
-              rope__dimension_count_swa=HD_SWA, attention__sliding_window=128, attention__sliding_window_pattern=swa,
-              attention__shared_kv_layers=2, embedding_length_per_layer_input=0, rope__freq_base_swa=10000.0)
+    m = _model(
+        "gemma4",
+        "tiny-gemma4-shared",
+        ctx=131072,
+        embd=E,
+        layers=6,
+        ff=FF,
+        heads=H,
+        heads_kv=heads_kv,
+        head_dim=HD,
+        rope_base=1000000.0,
+    )
+    m.arch_kv(
+        attention__key_length_swa=HD_SWA,
+        attention__value_length_swa=HD_SWA,
+        rope__dimension_count=HD,
+        rope__dimension_count_swa=HD_SWA,
+        attention__sliding_window=128,
+        attention__sliding_window_pattern=swa,
+        attention__shared_kv_layers=2,
+        embedding_length_per_layer_input=0,
+        rope__freq_base_swa=10000.0,
+    )
     embeddings(m, E, VOCAB, F16, tied=True)
     m.tensor("rope_freqs.weight", [HD // 2], F32)
     for i, is_swa in enumerate(swa):
@@ -285,6 +484,7 @@ def gemma4_shared() -> Model:
 
 
 # --- embedding-only (non-causal, no memory module) ------------------------------------------------
+
 
 def _bert_like(arch: str, name: str, nomic: bool) -> Model:
     """bert (separate biased q/k/v, learned positions, GELU FFN) or nomic-bert (fused qkv, rope, SwiGLU)."""

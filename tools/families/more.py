@@ -38,12 +38,33 @@ QL, KVL, ROPE, NOPE, V = 64, 128, 32, 64, 64  # latent attention: q / kv LoRA ra
 IDX_HEADS, IDX_HD = 4, 64  # the DSA lightning indexer
 
 
-def _model(arch: str, name: str, tokenizer: str = "gpt2", *, ctx: int, layers: int, embd: int = E, ff: int = FF,
-           heads: int | list[int] = H, heads_kv: int | list[int] = HKV, **hparams: Any) -> Model:
+def _model(
+    arch: str,
+    name: str,
+    tokenizer: str = "gpt2",
+    *,
+    ctx: int,
+    layers: int,
+    embd: int = E,
+    ff: int = FF,
+    heads: int | list[int] = H,
+    heads_kv: int | list[int] = HKV,
+    **hparams: Any,
+) -> Model:
     """A 512-token F16 model with transformer_kv's hyperparameters (rope base 1e4, rms eps 1e-6 unless given)."""
     m = Model(arch, vocab=VOCAB, tokenizer=tokenizer)
-    transformer_kv(m, ctx=ctx, embd=embd, layers=layers, ff=ff, heads=heads, heads_kv=heads_kv, name=name,
-                   file_type=gguf.LlamaFileType.MOSTLY_F16, **hparams)
+    transformer_kv(
+        m,
+        ctx=ctx,
+        embd=embd,
+        layers=layers,
+        ff=ff,
+        heads=heads,
+        heads_kv=heads_kv,
+        name=name,
+        file_type=gguf.LlamaFileType.MOSTLY_F16,
+        **hparams,
+    )
     return m
 
 
@@ -83,6 +104,7 @@ def _sinks(m: Model, i: int) -> None:
 
 # --- sliding-window architectures -----------------------------------------------------------------
 
+
 def olmo2_swa() -> Model:
     """olmo2 with sliding_window 200 and no pattern key: default period 4 (layers 3, 7 full)."""
     m = _model("olmo2", "tiny-olmo2-swa", ctx=4096, layers=8, rope_base=500000.0)
@@ -98,8 +120,19 @@ def olmo2_swa() -> Model:
 
 def _exaone4(name: str, layers: int, window: int | None, pattern: int | list[bool] | None) -> Model:
     """exaone4 (64-wide, 2 heads of 32, 1 KV head): SWA only for exactly 64 layers."""
-    m = _model("exaone4", name, ctx=65536, layers=layers, embd=64, ff=128, heads=2, heads_kv=1, head_dim=32,
-               rope_base=1000000.0, eps=1e-5)
+    m = _model(
+        "exaone4",
+        name,
+        ctx=65536,
+        layers=layers,
+        embd=64,
+        ff=128,
+        heads=2,
+        heads_kv=1,
+        head_dim=32,
+        rope_base=1000000.0,
+        eps=1e-5,
+    )
     m.arch_kv(rope__dimension_count=32)
     _swa(m, window, pattern)
     embeddings(m, 64, VOCAB, F16, tied=True)
@@ -129,8 +162,9 @@ def exaone_moe_nextn() -> Model:
     """exaone-moe: always SWA (window 160 required), period 4; 4 trunk layers + 1 NextN layer whose
     tensors must be present (TENSOR_SKIP only) and which keeps a slot in the base cache."""
     L = 4
-    m = _model("exaone-moe", "tiny-exaone-moe-nextn", ctx=65536, layers=L + 1, head_dim=HD, rope_base=1000000.0,
-               eps=1e-5)
+    m = _model(
+        "exaone-moe", "tiny-exaone-moe-nextn", ctx=65536, layers=L + 1, head_dim=HD, rope_base=1000000.0, eps=1e-5
+    )
     m.arch_kv(rope__dimension_count=HD, nextn_predict_layers=1)
     _swa(m, 160)
     _experts(m, expert_shared_count=1, expert_gating_func=2, leading_dense_block_count=1)
@@ -279,8 +313,7 @@ def _mimo2(name: str, converter_pattern: bool) -> Model:
     swa = [False, True, True, False, True, True]
     heads_kv = [4 if s else 2 for s in swa + [True]]
     m = _model("mimo2", name, ctx=262144, layers=7, heads_kv=heads_kv, head_dim=96, rope_base=5000000.0, eps=1e-5)
-    m.arch_kv(attention__value_length=64, rope__dimension_count=64, nextn_predict_layers=1,
-              rope__freq_base_swa=10000.0)
+    m.arch_kv(attention__value_length=64, rope__dimension_count=64, nextn_predict_layers=1, rope__freq_base_swa=10000.0)
     _swa(m, 128, swa + [True] if converter_pattern else swa)
     _experts(m)
     embeddings(m, E, VOCAB, F16, tied=False)
@@ -306,8 +339,17 @@ def step35_nextn() -> Model:
     and head_count_kv (2 / 1), per-head output gate; the MTP layer (tensors left out) is not in the cache."""
     swa = [False, True, True, True, False]
     heads, heads_kv = [6 if s else 4 for s in swa], [1 if s else 2 for s in swa]
-    m = _model("step35", "tiny-step35-nextn", ctx=65536, layers=5, heads=heads, heads_kv=heads_kv, head_dim=HD,
-               rope_base=5000000.0, eps=1e-5)
+    m = _model(
+        "step35",
+        "tiny-step35-nextn",
+        ctx=65536,
+        layers=5,
+        heads=heads,
+        heads_kv=heads_kv,
+        head_dim=HD,
+        rope_base=5000000.0,
+        eps=1e-5,
+    )
     m.arch_kv(rope__dimension_count=HD, nextn_predict_layers=1, rope__freq_base_swa=10000.0)
     _swa(m, 128, swa)
     _experts(m, expert_shared_feed_forward_length=FFE)
@@ -358,8 +400,18 @@ def llama4_nochunk() -> Model:
 
 # --- latent attention: MLA reusers, low-rank KV with a plain cache, the DSA indexer ----------------
 
-def _mla_moe(arch: str, name: str, *, ctx: int, layers: int, nextn: int = 0, eps: float = 1e-6,
-             probs_bias: bool = False, **kv: Any) -> Model:
+
+def _mla_moe(
+    arch: str,
+    name: str,
+    *,
+    ctx: int,
+    layers: int,
+    nextn: int = 0,
+    eps: float = 1e-6,
+    probs_bias: bool = False,
+    **kv: Any,
+) -> Model:
     """deepseek2-style MLA (one KV "head" of kv_lora + rope, q LoRA, split k_b / v_b): `layers` trunk layers
     (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert."""
     m = _model(arch, name, ctx=ctx, layers=layers + nextn, heads_kv=1, eps=eps)
@@ -378,12 +430,10 @@ def _mla_moe(arch: str, name: str, *, ctx: int, layers: int, nextn: int = 0, eps
 
 def mistral4_mla() -> Model:
     """mistral4 (the deepseek2 loader under "mistral4."): MLA, K only (row kv_lora + rope), no V."""
-    return _mla_moe("mistral4", "tiny-mistral4-mla", ctx=262144, layers=3, expert_weights_scale=1.0,
-                    vocab_size=VOCAB)
+    return _mla_moe("mistral4", "tiny-mistral4-mla", ctx=262144, layers=3, expert_weights_scale=1.0, vocab_size=VOCAB)
 
 
-def _low_rank_mha(arch: str, name: str, tokenizer: str, *, ctx: int, eps: float, q_lora: int,
-                  gated_ffn: bool) -> Model:
+def _low_rank_mha(arch: str, name: str, tokenizer: str, *, ctx: int, eps: float, q_lora: int, gated_ffn: bool) -> Model:
     """Low-rank KV projections (fused attn_kv_b) without *_mla keys: a plain MHA cache, K nope+rope (96),
     V value_length (64), head_count_kv = head_count as the converter writes it."""
     m = _model(arch, name, tokenizer, ctx=ctx, layers=3, heads_kv=H, head_dim=NOPE + ROPE, eps=eps)
@@ -412,8 +462,14 @@ def plm() -> Model:
 def glm4moe_nextn() -> Model:
     """glm4moe with nextn_predict_layers 1 (tensors left out): the MTP layer is kept in the main cache."""
     m = _model("glm4moe", "tiny-glm4moe-nextn", ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
-    m.arch_kv(rope__dimension_count=HD // 2, nextn_predict_layers=1, leading_dense_block_count=1,
-              expert_shared_count=1, expert_weights_scale=1.0, expert_weights_norm=True)
+    m.arch_kv(
+        rope__dimension_count=HD // 2,
+        nextn_predict_layers=1,
+        leading_dense_block_count=1,
+        expert_shared_count=1,
+        expert_weights_scale=1.0,
+        expert_weights_norm=True,
+    )
     _experts(m)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(3):
@@ -422,12 +478,25 @@ def glm4moe_nextn() -> Model:
     return m
 
 
-def _dsa(arch: str, name: str, *, ctx: int, layers: int, nextn: int, eps: float, indexer: list[bool],
-         **kv: Any) -> Model:
+def _dsa(
+    arch: str, name: str, *, ctx: int, layers: int, nextn: int, eps: float, indexer: list[bool], **kv: Any
+) -> Model:
     """MLA + the DSA lightning indexer (4 heads, key_length 64, top_k 256) on the layers marked in `indexer`."""
-    m = _mla_moe(arch, name, ctx=ctx, layers=layers, nextn=nextn, eps=eps, probs_bias=True,
-                 attention__indexer__head_count=IDX_HEADS, attention__indexer__key_length=IDX_HD,
-                 attention__indexer__top_k=256, expert_weights_scale=2.5, expert_weights_norm=True, **kv)
+    m = _mla_moe(
+        arch,
+        name,
+        ctx=ctx,
+        layers=layers,
+        nextn=nextn,
+        eps=eps,
+        probs_bias=True,
+        attention__indexer__head_count=IDX_HEADS,
+        attention__indexer__key_length=IDX_HD,
+        attention__indexer__top_k=256,
+        expert_weights_scale=2.5,
+        expert_weights_norm=True,
+        **kv,
+    )
     for i in (i for i, on in enumerate(indexer) if on):
         layer_norm(m, f"blk.{i}.indexer.k_norm", IDX_HD)
         m.tensor(f"blk.{i}.indexer.proj.weight", [E, IDX_HEADS], F16)
@@ -437,8 +506,17 @@ def _dsa(arch: str, name: str, *, ctx: int, layers: int, nextn: int, eps: float,
 
 
 def _deepseek32(name: str, nextn: int) -> Model:
-    return _dsa("deepseek32", name, ctx=163840, layers=3, nextn=nextn, eps=1e-6, indexer=[True] * 3,
-                expert_gating_func=2, vocab_size=VOCAB)
+    return _dsa(
+        "deepseek32",
+        name,
+        ctx=163840,
+        layers=3,
+        nextn=nextn,
+        eps=1e-6,
+        indexer=[True] * 3,
+        expert_gating_func=2,
+        vocab_size=VOCAB,
+    )
 
 
 def deepseek32() -> Model:
@@ -454,22 +532,48 @@ def deepseek32_nextn() -> Model:
 def glm_dsa_types() -> Model:
     """glm-dsa with attention.indexer.types [1,0,0,1] and 1 MTP layer: the indexer cache holds layers 0, 3."""
     types = [1, 0, 0, 1]
-    return _dsa("glm-dsa", "tiny-glm-dsa-types", ctx=202752, layers=4, nextn=1, eps=1e-5,
-                indexer=[bool(t) for t in types], attention__indexer__types=types)
+    return _dsa(
+        "glm-dsa",
+        "tiny-glm-dsa-types",
+        ctx=202752,
+        layers=4,
+        nextn=1,
+        eps=1e-5,
+        indexer=[bool(t) for t in types],
+        attention__indexer__types=types,
+    )
 
 
 def glm_dsa_52() -> Model:
     """glm-dsa with context_length 1048576 and no types key: the hard-coded GLM-5.2 indexer table
     (layers 0, 1, 2, 6 of 8)."""
-    return _dsa("glm-dsa", "tiny-glm-dsa-52", ctx=1048576, layers=8, nextn=0, eps=1e-5,
-                indexer=[i < 3 or i % 4 == 2 for i in range(8)])
+    return _dsa(
+        "glm-dsa",
+        "tiny-glm-dsa-52",
+        ctx=1048576,
+        layers=8,
+        nextn=0,
+        eps=1e-5,
+        indexer=[i < 3 or i % 4 == 2 for i in range(8)],
+    )
 
 
 # --- plain dense archs: every layer full ----------------------------------------------------------
 
-def _dense(arch: str, name: str, tokenizer: str = "gpt2", *, ctx: int, tied: bool, heads_kv: int = HKV,
-           head_dim: int | None = None, attn: dict[str, Any] | None = None, ffn: dict[str, Any] | None = None,
-           **hparams: Any) -> Model:
+
+def _dense(
+    arch: str,
+    name: str,
+    tokenizer: str = "gpt2",
+    *,
+    ctx: int,
+    tied: bool,
+    heads_kv: int = HKV,
+    head_dim: int | None = None,
+    attn: dict[str, Any] | None = None,
+    ffn: dict[str, Any] | None = None,
+    **hparams: Any,
+) -> Model:
     """4 layers of attention + FFN (attn / ffn: options of attention / feed_forward)."""
     m = _model(arch, name, tokenizer, ctx=ctx, layers=4, heads_kv=heads_kv, head_dim=head_dim, **hparams)
     embeddings(m, E, VOCAB, F16, tied=tied)
@@ -486,8 +590,9 @@ def smollm3() -> Model:
 
 def mistral3() -> Model:
     """mistral3 with head_dim 96 != n_embd / n_head and a sliding_window key it never reads: full cache."""
-    m = _dense("mistral3", "tiny-mistral3", "llama", ctx=131072, tied=False, head_dim=96, rope_base=1000000000.0,
-               eps=1e-5)
+    m = _dense(
+        "mistral3", "tiny-mistral3", "llama", ctx=131072, tied=False, head_dim=96, rope_base=1000000000.0, eps=1e-5
+    )
     m.arch_kv(rope__dimension_count=96, attention__sliding_window=128)
     return m
 
@@ -499,8 +604,16 @@ def gemma_hd96() -> Model:
 
 def starcoder2() -> Model:
     """starcoder2: LayerNorms and biases everywhere, a GELU FFN without gate."""
-    m = _dense("starcoder2", "tiny-starcoder2", ctx=16384, tied=True, attn={"norm": False, "bias": True,
-               "out_bias": True}, ffn={"norm": False, "gate": False}, rope_base=100000.0, eps=None)
+    m = _dense(
+        "starcoder2",
+        "tiny-starcoder2",
+        ctx=16384,
+        tied=True,
+        attn={"norm": False, "bias": True, "out_bias": True},
+        ffn={"norm": False, "gate": False},
+        rope_base=100000.0,
+        eps=None,
+    )
     m.arch_kv(attention__layer_norm_epsilon=1e-5)
     _norm(m, "output_norm.bias")
     for i in range(4):

@@ -37,12 +37,14 @@ F16, F32 = QT.F16, QT.F32
 VOCAB = 4096
 
 
-def _model(arch: str, name: str, *, ctx: int = 131072, eps: float | None = 1e-5, rope_base: float | None = None,
-           **hparams: Any) -> Model:
+def _model(
+    arch: str, name: str, *, ctx: int = 131072, eps: float | None = 1e-5, rope_base: float | None = None, **hparams: Any
+) -> Model:
     """A 4096-token F16 model with transformer_kv's hyperparameters and vocab_size (no rope base unless given)."""
     m = Model(arch, vocab=VOCAB)
-    transformer_kv(m, ctx=ctx, name=name, file_type=gguf.LlamaFileType.MOSTLY_F16, rope_base=rope_base, eps=eps,
-                   **hparams)
+    transformer_kv(
+        m, ctx=ctx, name=name, file_type=gguf.LlamaFileType.MOSTLY_F16, rope_base=rope_base, eps=eps, **hparams
+    )
     m.arch_kv(vocab_size=VOCAB)
     return m
 
@@ -68,8 +70,10 @@ def _nextn(m: Model, i: int, embd: int, shared_head_norm: bool = True) -> None:
 
 # --- pure recurrent: llama_memory_recurrent only, no KV cache -------------------------------------
 
-def _mamba1(m: Model, i: int, embd: int, d_inner: int, d_state: int, dt_rank: int, d_conv: int,
-            bc_norms: bool = False) -> None:
+
+def _mamba1(
+    m: Model, i: int, embd: int, d_inner: int, d_state: int, dt_rank: int, d_conv: int, bc_norms: bool = False
+) -> None:
     """Mamba-1 mixer (mamba, jamba; bc_norms: jamba's dt / B / C norms)."""
     m.tensor(f"blk.{i}.ssm_in.weight", [embd, 2 * d_inner], F16)
     m.tensor(f"blk.{i}.ssm_conv1d.weight", [d_conv, d_inner], F32)
@@ -217,6 +221,7 @@ def arwkv7() -> Model:
 
 # --- hybrids: llama_memory_hybrid = KV cache (attention layers) + recurrent state (the others) ------
 
+
 def jamba() -> Model:
     """Jamba: recurrent iff head_count_kv[il] == 0 (Mamba-1 with dt/B/C norms); layers 3 and 5 attention
     with different kv widths; MoE on odd layers."""
@@ -244,8 +249,18 @@ def falcon_h1() -> Model:
     """Falcon-H1: every layer has both a Mamba-2 mixer (recurrent state) and attention (KV)."""
     E, H, HKV, HD, FF = 256, 4, 2, 64, 512
     DI, DS, NG, NH, DC = 384, 32, 2, 6, 4
-    m = _model("falcon-h1", "tiny-falcon-h1", ctx=262144, embd=E, layers=4, ff=FF, heads=H, heads_kv=HKV,
-               head_dim=HD, rope_base=1e6)
+    m = _model(
+        "falcon-h1",
+        "tiny-falcon-h1",
+        ctx=262144,
+        embd=E,
+        layers=4,
+        ff=FF,
+        heads=H,
+        heads_kv=HKV,
+        head_dim=HD,
+        rope_base=1e6,
+    )
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(4):
@@ -272,8 +287,18 @@ def _nemotron_h(arch: str, name: str, heads_kv: list[int], ff: list[int], moe: d
         if ff[i]:
             _norm(m, f"blk.{i}.attn_norm.weight", E)
             if moe:
-                moe_feed_forward(m, i, E, ff[i], moe["experts"], F16, norm=False, gate=False,
-                                 shared_ff=moe["shared_ff"], probs_bias=True)
+                moe_feed_forward(
+                    m,
+                    i,
+                    E,
+                    ff[i],
+                    moe["experts"],
+                    F16,
+                    norm=False,
+                    gate=False,
+                    shared_ff=moe["shared_ff"],
+                    probs_bias=True,
+                )
             else:
                 feed_forward(m, i, E, ff[i], F16, norm=False, gate=False)
         elif heads_kv[i]:
@@ -283,8 +308,18 @@ def _nemotron_h(arch: str, name: str, heads_kv: list[int], ff: list[int], moe: d
     if moe:
         _nextn(m, trunk, E)
         attention(m, trunk, E, H, heads_kv[trunk], HD, F16, post_norm=True)
-        moe_feed_forward(m, trunk, E, ff[trunk], moe["experts"], F16, norm=False, gate=False,
-                         shared_ff=moe["shared_ff"], probs_bias=True)
+        moe_feed_forward(
+            m,
+            trunk,
+            E,
+            ff[trunk],
+            moe["experts"],
+            F16,
+            norm=False,
+            gate=False,
+            shared_ff=moe["shared_ff"],
+            probs_bias=True,
+        )
     return m
 
 
@@ -296,8 +331,13 @@ def nemotron_h() -> Model:
 def nemotron_h_moe() -> Model:
     """Nemotron-H MoE with one NextN/MTP block (block_count 6 + 1): the MTP block has ff > 0 and
     head_count_kv > 0, so the main context's filter (n_ff == 0) gives it no KV."""
-    return _nemotron_h("nemotron_h_moe", "tiny-nemotron-h-moe", [0, 0, 2, 0, 0, 2, 2],
-                       [0, 128, 0, 0, 128, 0, 128], {"experts": 4, "ff": 128, "shared_ff": 256})
+    return _nemotron_h(
+        "nemotron_h_moe",
+        "tiny-nemotron-h-moe",
+        [0, 0, 2, 0, 0, 2, 2],
+        [0, 128, 0, 0, 128, 0, 128],
+        {"experts": 4, "ff": 128, "shared_ff": 256},
+    )
 
 
 def _gated_delta_net(m: Model, i: int, E: int, ba_fused: bool) -> None:
@@ -321,8 +361,19 @@ def _gated_delta_net(m: Model, i: int, E: int, ba_fused: bool) -> None:
 def _qwen_next_model(arch: str, name: str, layers: int, moe: bool = True, sections: bool = True) -> Model:
     """The qwen3next / qwen35 / qwen4exp hyperparameters: gated attention 4 heads (2 kv) of 64, rope on a
     quarter of the head, gated delta-net d_state 32 with 2 k / 4 v heads, MoE with a shared expert."""
-    m = _model(arch, name, ctx=262144, embd=256, layers=layers, ff=512, heads=4, heads_kv=2, head_dim=64, eps=1e-6,
-               rope_base=1e7)
+    m = _model(
+        arch,
+        name,
+        ctx=262144,
+        embd=256,
+        layers=layers,
+        ff=512,
+        heads=4,
+        heads_kv=2,
+        head_dim=64,
+        eps=1e-6,
+        rope_base=1e7,
+    )
     m.arch_kv(rope__dimension_count=16)
     if sections:
         m.arch_kv(rope__dimension_sections=[4, 2, 2, 0])
@@ -360,8 +411,9 @@ def qwen3next() -> Model:
     return m
 
 
-def _qwen35(name: str, recurrent: list[bool] | None = None, interval: int | None = None, nextn: int = 0,
-            moe: bool = False) -> Model:
+def _qwen35(
+    name: str, recurrent: list[bool] | None = None, interval: int | None = None, nextn: int = 0, moe: bool = False
+) -> Model:
     m = _qwen_next_model("qwen35moe" if moe else "qwen35", name, 4 + nextn, moe=moe)
     if nextn:
         m.arch_kv(nextn_predict_layers=nextn)
@@ -440,8 +492,9 @@ def plamo2() -> Model:
     DI, DS, NH, DC = 512, 24, 8, 4
     heads_kv = [0, 2, 0, 1]
     dt = max(64, E // 16)
-    m = _model("plamo2", "tiny-plamo2", ctx=32768, embd=E, layers=4, ff=FF, heads=H, heads_kv=heads_kv, head_dim=HD,
-               eps=1e-6)
+    m = _model(
+        "plamo2", "tiny-plamo2", ctx=32768, embd=E, layers=4, ff=FF, heads=H, heads_kv=heads_kv, head_dim=HD, eps=1e-6
+    )
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=0)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i, kv in enumerate(heads_kv):
@@ -472,8 +525,18 @@ def minimax01() -> Model:
     """MiniMax-Text-01: lightning attention + softmax attention every 8th layer (default interval, no key);
     no ssm keys: R = 0 bytes, S = head_dim^2 * n_head."""
     E, H, HKV, HD, FF, NE = 256, 4, 2, 96, 256, 4
-    m = _model("minimax-01", "tiny-minimax01", ctx=1048576, embd=E, layers=8, ff=FF, heads=H, heads_kv=HKV,
-               head_dim=HD, rope_base=1e7)
+    m = _model(
+        "minimax-01",
+        "tiny-minimax01",
+        ctx=1048576,
+        embd=E,
+        layers=8,
+        ff=FF,
+        heads=H,
+        heads_kv=HKV,
+        head_dim=HD,
+        rope_base=1e7,
+    )
     m.arch_kv(residual_scale=1.0)
     _experts(m, NE, 2)
     embeddings(m, E, VOCAB, F16, tied=False)
@@ -513,8 +576,17 @@ def _kda(m: Model, i: int, E: int, H: int, hd: int, d_conv: int, style: str) -> 
     m.tensor(f"blk.{i}.attn_output.weight", [d, E], F16)
 
 
-def _kda_mla(arch: str, name: str, heads_kv: list[int], kda_head: int, d_conv: int, nextn: int = 0,
-             q_lora: int = 0, gate: int = 0, **hparams: Any) -> Model:
+def _kda_mla(
+    arch: str,
+    name: str,
+    heads_kv: list[int],
+    kda_head: int,
+    d_conv: int,
+    nextn: int = 0,
+    q_lora: int = 0,
+    gate: int = 0,
+    **hparams: Any,
+) -> Model:
     """KDA layers (head_count_kv 0, recurrent: R = 3*(d_conv-1)*n_head*kda.head_dim, S = kda.head_dim^2*n_head)
     and MLA attention (K cache only, kv_lora_rank + rope = 128 wide); layer 0 dense, then MoE with a shared
     expert. gate: the attn_gate width of gated MLA (0: none). An MTP block (last layer) is built here as an
@@ -549,8 +621,7 @@ def kimi_linear() -> Model:
 
 def kimi_k3() -> Model:
     """Kimi-K3: KDA + gated MLA, the same state rule as kimi-linear; no attention residuals."""
-    m = _kda_mla("kimi-k3", "tiny-kimi-k3", [0, 1, 0, 0], 16, 5, q_lora=96, gate=4 * 32, ctx=1048576,
-                 rope_base=5e4)
+    m = _kda_mla("kimi-k3", "tiny-kimi-k3", [0, 1, 0, 0], 16, 5, q_lora=96, gate=4 * 32, ctx=1048576, rope_base=5e4)
     m.arch_kv(attn_res__block_size=0, activation__situ_beta=1.0, activation__situ_linear_beta=0.0)
     return m
 
@@ -572,16 +643,28 @@ def _qwen4exp(name: str, ple_layer: int | None = None) -> Model:
     NGRAM, K, PLE_VOCAB = 3, 4, 512
     hc = HC * E
     m = _qwen_next_model("qwen4exp", name, 4)
-    m.arch_kv(full_attention_interval=2, hyper_connection__count=HC, hyper_connection__low_rank=LR,
-              attention__indexer__head_count=IDX_H, attention__indexer__key_length=IDX_D, attention__indexer__top_k=256)
+    m.arch_kv(
+        full_attention_interval=2,
+        hyper_connection__count=HC,
+        hyper_connection__low_rank=LR,
+        attention__indexer__head_count=IDX_H,
+        attention__indexer__key_length=IDX_D,
+        attention__indexer__top_k=256,
+    )
     ple_heads = NGRAM - 1  # (ngram_size - 1) * heads_per_ngram
     ple_hd = E // ple_heads  # the graph needs ple_head_dim * ple_n_heads == n_embd
     if ple_layer is not None:
-        m.arch_kv(ple__layers=[ple_layer], ple__ngram_size=NGRAM, ple__heads_per_ngram=1, ple__conv_kernel=K,
-                  ple__eos_token_id=2, embedding_length_per_layer_input=ple_hd,
-                  ple__layer_multipliers=np.array([1000003, 999983, 998117], dtype=np.uint64),
-                  ple__head_offsets=np.array([h * PLE_VOCAB for h in range(ple_heads)], dtype=np.uint64),
-                  ple__head_vocab_sizes=np.array([PLE_VOCAB] * ple_heads, dtype=np.uint64))
+        m.arch_kv(
+            ple__layers=[ple_layer],
+            ple__ngram_size=NGRAM,
+            ple__heads_per_ngram=1,
+            ple__conv_kernel=K,
+            ple__eos_token_id=2,
+            embedding_length_per_layer_input=ple_hd,
+            ple__layer_multipliers=np.array([1000003, 999983, 998117], dtype=np.uint64),
+            ple__head_offsets=np.array([h * PLE_VOCAB for h in range(ple_heads)], dtype=np.uint64),
+            ple__head_vocab_sizes=np.array([PLE_VOCAB] * ple_heads, dtype=np.uint64),
+        )
         m.tensor("per_layer_token_embd.weight", [ple_hd, ple_heads * PLE_VOCAB], F16)
     m.tensor("token_embd.weight", [E, VOCAB], F16)
     m.tensor("output.weight", [E, VOCAB], F16)
@@ -635,16 +718,44 @@ def deepseek4() -> Model:
     E, H, HD, QL, NE, FFE = 256, 4, 128, 64, 4, 128
     OG, OL, HC, IDX_H, IDX_D = 2, 32, 4, 2, 64  # the graph asserts hyper_connection.count == 4
     ratios = [4, 128, 4, 0]
-    m = _model("deepseek4", "tiny-deepseek4", ctx=1048576, embd=E, layers=4, ff=512, heads=H, heads_kv=1,
-               head_dim=HD, eps=1e-6, rope_base=1e4)
+    m = _model(
+        "deepseek4",
+        "tiny-deepseek4",
+        ctx=1048576,
+        embd=E,
+        layers=4,
+        ff=512,
+        heads=H,
+        heads_kv=1,
+        head_dim=HD,
+        eps=1e-6,
+        rope_base=1e4,
+    )
     m.arch_kv(rope__dimension_count=64, attention__q_lora_rank=QL, attention__sliding_window=128)
-    _experts(m, NE, 2, FFE, expert_shared_count=1, expert_weights_scale=1.5, expert_weights_norm=True,
-             swiglu_clamp_exp=10.0, expert_gating_func=4)  # sqrt-softplus, the only gating accepted
-    m.arch_kv(attention__indexer__head_count=IDX_H, attention__indexer__key_length=IDX_D,
-              attention__indexer__top_k=64, attention__output_group_count=OG, attention__output_lora_rank=OL,
-              attention__compress_rope_freq_base=160000.0, hyper_connection__count=HC,
-              hyper_connection__sinkhorn_iterations=20, hyper_connection__epsilon=1e-6, hash_layer_count=0,
-              attention__compress_ratios=ratios)
+    _experts(
+        m,
+        NE,
+        2,
+        FFE,
+        expert_shared_count=1,
+        expert_weights_scale=1.5,
+        expert_weights_norm=True,
+        swiglu_clamp_exp=10.0,
+        expert_gating_func=4,
+    )  # sqrt-softplus, the only gating accepted
+    m.arch_kv(
+        attention__indexer__head_count=IDX_H,
+        attention__indexer__key_length=IDX_D,
+        attention__indexer__top_k=64,
+        attention__output_group_count=OG,
+        attention__output_lora_rank=OL,
+        attention__compress_rope_freq_base=160000.0,
+        hyper_connection__count=HC,
+        hyper_connection__sinkhorn_iterations=20,
+        hyper_connection__epsilon=1e-6,
+        hash_layer_count=0,
+        attention__compress_ratios=ratios,
+    )
     hc, hc_mix = HC * E, (2 + HC) * HC
     embeddings(m, E, VOCAB, F16, tied=False)
     m.tensor("output_hc_fn.weight", [hc, HC], F16)
