@@ -16,7 +16,8 @@ log = logging.getLogger("memfit.http")
 
 TYPE_FOR_STATUS = {401: "unauthorized", 404: "notFound", 499: "cancelled"}
 TITLES = {400: "Invalid request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 408: "Too slow",
-          413: "Request body too large", 415: "Unsupported media type", 499: "Cancelled", 500: "Failed"}
+          413: "Request body too large", 415: "Unsupported media type",
+          431: "Request headers too large", 499: "Cancelled", 500: "Failed"}
 PROBLEM_JSON = "application/problem+json"
 UNAUTHORIZED = "a valid bearer token is required"
 MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start

@@ -195,3 +195,32 @@ def test_runs_of_digits_just_under_the_limit_are_scanned_once() -> None:
     digits = sys.get_int_max_str_digits()
     assert json_depth.unparseable((b"7" * digits + b",") * ((1 << 20) // (digits + 1))) is None
     assert json_depth.unparseable(b"[" + b"7" * (digits + 1) + b"]")
+
+
+@pytest.mark.parametrize("header_bytes", [100 * 1024, 8 << 20])
+def test_request_headers_past_the_limit_are_a_431(live: LiveServer, header_bytes: int) -> None:
+    with _connect(live) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\n")
+        answer = b""
+        try:
+            for _ in range(header_bytes // 8192):
+                s.sendall(b"X-Filler: " + b"a" * 8180 + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before the client finished
+        try:
+            while chunk := s.recv(4096):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 431") and b"application/problem+json" in answer and b"invalidRequest" in answer
+
+
+def test_headers_within_the_limit_are_served(live: LiveServer) -> None:
+    with _connect(live) as s:
+        filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"a" * 1000) for i in range(60))  # ~60 KiB
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\n" + filler + b"\r\nGET /health HTTP/1.1\r\nHost: m\r\n"
+                  + filler + b"Connection: close\r\n\r\n")
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.count(b"HTTP/1.1 200 OK") == 2
