@@ -24,6 +24,7 @@ TITLES = {
     408: "Too slow",
     413: "Request body too large",
     415: "Unsupported media type",
+    431: "Request headers too large",
     499: "Cancelled",
     500: "Failed",
 }

@@ -36,6 +36,23 @@ def test_headers_that_trickle_in_are_cut_off(live: LiveServer, monkeypatch: pyte
         assert time.monotonic() - start < 5
 
 
+def _read_answer(s: socket.socket) -> bytes:
+    """One whole HTTP answer: its head, then as many body bytes as its Content-Length says (it may come in parts)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+    )
+    while len(body) < length and (chunk := s.recv(4096)):
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body_module, "BODY_TIMEOUT_S", 0.5)
     with _connect(live) as s:
@@ -44,7 +61,7 @@ def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.
             + TOKEN.encode()
             + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"
         )
-        answer = s.recv(4096).decode()
+        answer = _read_answer(s).decode()
     assert answer.startswith("HTTP/1.1 408") and "application/problem+json" in answer and "invalidRequest" in answer
 
 
@@ -219,3 +236,37 @@ def test_runs_of_digits_just_under_the_limit_are_scanned_once() -> None:
     digits = sys.get_int_max_str_digits()
     assert json_depth.unparseable((b"7" * digits + b",") * ((1 << 20) // (digits + 1))) is None
     assert json_depth.unparseable(b"[" + b"7" * (digits + 1) + b"]")
+
+
+@pytest.mark.parametrize("header_bytes", [100 * 1024, 8 << 20])
+def test_request_headers_past_the_limit_are_a_431(live: LiveServer, header_bytes: int) -> None:
+    with _connect(live) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\n")
+        answer = b""
+        try:
+            for _ in range(header_bytes // 8192):
+                s.sendall(b"X-Filler: " + b"a" * 8180 + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before the client finished
+        try:
+            while chunk := s.recv(4096):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 431") and b"application/problem+json" in answer and b"invalidRequest" in answer
+
+
+def test_headers_within_the_limit_are_served(live: LiveServer) -> None:
+    with _connect(live) as s:
+        filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"a" * 1000) for i in range(60))  # ~60 KiB
+        s.sendall(
+            b"GET /health HTTP/1.1\r\nHost: memfit\r\n"
+            + filler
+            + b"\r\nGET /health HTTP/1.1\r\nHost: m\r\n"
+            + filler
+            + b"Connection: close\r\n\r\n"
+        )
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.count(b"HTTP/1.1 200 OK") == 2
