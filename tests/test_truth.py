@@ -15,7 +15,7 @@ import pytest
 
 from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED, Memory
 from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.context import llama_geometry
+from memfit.estimator.context import ContextGeometry, llama_geometry
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.workspace import output_buffer, workspace_bounds
 from tools.accuracy import compare, settings, unmodelled, write_models
@@ -119,8 +119,8 @@ WORKSPACE_RUNS = [
 ]
 
 
-@pytest.mark.parametrize("run", WORKSPACE_RUNS, ids=run_id)
-def test_workspace_bounds_hold_llama_cpps_compute_and_output(run: dict) -> None:
+def _vocab_and_geometry(run: dict) -> tuple[int, ContextGeometry]:
+    """The run's vocabulary (from its output buffer) and llama.cpp's context sizes for its settings."""
     s = settings(run)
     n_vocab = run["output_buffer_bytes_init"] // (4 * max(1, s["n_seq"]))
     geometry = llama_geometry(
@@ -131,6 +131,12 @@ def test_workspace_bounds_hold_llama_cpps_compute_and_output(run: dict) -> None:
         swa_full=bool(s.get("swa_full")),
         causal=run["model_desc"].split()[0] not in NON_CAUSAL,
     )
+    return n_vocab, geometry
+
+
+@pytest.mark.parametrize("run", WORKSPACE_RUNS, ids=run_id)
+def test_workspace_bounds_hold_llama_cpps_compute_and_output(run: dict) -> None:
+    n_vocab, geometry = _vocab_and_geometry(run)
     floor, slack = workspace_bounds(n_vocab, geometry, RULES[run["model_desc"].split()[0]].compute_bytes_per_cell)
     assert geometry.n_ubatch == run["n_ubatch"]
     assert output_buffer(n_vocab, geometry) == run["output_buffer_bytes_init"]
@@ -147,16 +153,7 @@ def test_every_checked_workspace_architecture_was_measured() -> None:
 def test_llama_cpps_total_lies_within_the_bounds(run: dict, model_files: dict[str, Path]) -> None:
     """weights + KV + recurrent state + compute + output, as llama.cpp allocated them, between floor and ceiling."""
     row = compare(run, model_files[run["model"]], CACHE)
-    s = settings(run)
-    n_vocab = run["output_buffer_bytes_init"] // (4 * max(1, s["n_seq"]))
-    geometry = llama_geometry(
-        s["n_ctx"],
-        s["n_seq"],
-        run["n_ubatch"],
-        unified=bool(s.get("unified")),
-        swa_full=bool(s.get("swa_full")),
-        causal=run["model_desc"].split()[0] not in NON_CAUSAL,
-    )
+    n_vocab, geometry = _vocab_and_geometry(run)
     floor, slack = workspace_bounds(n_vocab, geometry, RULES[run["model_desc"].split()[0]].compute_bytes_per_cell)
     lower = row.weights[0] + row.kv + row.recurrent + floor
     upper = row.weights[1] + row.kv + row.recurrent + floor + slack

@@ -11,6 +11,7 @@ import asyncio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfit.handlers.problems import send_problem
+from memfit.http.middleware import HttpMiddleware
 from memfit.http.routing import ROUTE_KEY
 
 MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is not a fit request
@@ -35,15 +36,12 @@ def replay(first: Message, receive: Receive) -> Receive:
     return replaying
 
 
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     def __init__(self, app: ASGIApp, max_body: int = MAX_BODY_BYTES) -> None:
-        self.app = app
+        super().__init__(app)
         self.max_body = max_body
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = scope.get(ROUTE_KEY)
         if route is None or not route.takes_body:
             await self.app(scope, replay(whole_body(b""), receive), send)

@@ -9,22 +9,17 @@ import contextlib
 import logging
 import threading
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from memfit.handlers.context import CANCEL_KEY
 from memfit.handlers.problems import send_problem
+from memfit.http.middleware import HttpMiddleware
 
 log = logging.getLogger("memfit.http")
 
 
-class Cancellation:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+class Cancellation(HttpMiddleware):
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         first = await receive()
         if first["type"] == "http.disconnect":
             return

@@ -14,10 +14,11 @@ import re
 import sys
 
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from memfit.handlers.problems import send_problem
 from memfit.http.body import replay
+from memfit.http.middleware import HttpMiddleware
 
 MAX_JSON_DEPTH = 64  # a fit request nests 3 deep; parsers deeper down the stack would overflow on thousands
 MAX_DIGITS = sys.get_int_max_str_digits()
@@ -28,14 +29,8 @@ _BRACES_AS_BRACKETS = bytes.maketrans(b"{}", b"[]")
 _RUNS = re.compile(rb"\[+|\]+")
 
 
-class JsonDepth:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+class JsonDepth(HttpMiddleware):
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()
         body = message.get("body", b"")
         if body:

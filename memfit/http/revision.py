@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memfit.http.middleware import HttpMiddleware
+
 REVISION_HEADER = b"x-memfit-api-revision"
 
 
-class ApiRevision:
+class ApiRevision(HttpMiddleware):
     def __init__(self, app: ASGIApp, revision: str) -> None:
-        self.app = app
+        super().__init__(app)
         self.revision = revision.encode()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
 
         async def stamped(message: Message) -> None:
             if message["type"] == "http.response.start":
