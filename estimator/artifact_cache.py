@@ -7,19 +7,39 @@ in the state directory).
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO, NamedTuple
 
 from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, summarize
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import GGUFError, read_header
 from memfit.readers.header_store import HeaderStore, dumps, loads
+from memfit.readers.regular_files import open_regular
 
-FileIdentity = tuple[int, int, int, int]
+
+class FileIdentity(NamedTuple):
+    """What makes a file the same file: a replaced, grown, touched or rewritten one (ctime moves even when the
+    mtime is restored) has a new identity."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+HEAD_BYTES = 4096  # a stored summary is checked against the digest of its file's first bytes before it is used
+
+
+class FileChanged(OSError):
+    """The file at a path is no longer the one whose identity was taken (renamed or replaced meanwhile)."""
 
 
 @dataclass(frozen=True)
@@ -31,9 +51,17 @@ class Unreadable:
     message: str
 
 
+def identity_of(st: os.stat_result) -> FileIdentity:
+    return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def file_identity(path: str) -> FileIdentity:
-    st = os.stat(path)
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return identity_of(os.stat(path))
+
+
+def _head_digest(f: BinaryIO) -> str:
+    f.seek(0)
+    return hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
 
 
 class ArtifactCache:
@@ -77,13 +105,23 @@ class ArtifactCache:
         return cached
 
     def _summary(self, path: str, identity: FileIdentity) -> HeaderSummary:
-        stored_key = "/".join(map(str, identity))
-        stored = self.store.get(stored_key) if self.store else None
-        if stored is not None:
-            return HeaderSummary(*loads(stored))
-        summary = summarize(read_header(path))
-        if self.store:
-            self.store.put(stored_key, dumps(summary.metadata, summary.tensors))
+        """The header summary of the file whose identity was taken: read through one descriptor whose fstat must
+        still be that identity (a file renamed or replaced meanwhile is never cached under another's identity),
+        from the store when a row there matches the file's first bytes (a row that does not is dropped)."""
+        stored_key, store = "/".join(map(str, identity)), self.store
+        with open_regular(path) as f:
+            if identity_of(os.fstat(f.fileno())) != identity:
+                raise FileChanged(errno.ESTALE, "the file changed while it was read")
+            head = _head_digest(f)
+            stored = store.get(stored_key) if store is not None else None
+            if store is not None and stored is not None:
+                metadata, tensors, stored_head = loads(stored)
+                if stored_head == head:
+                    return HeaderSummary(metadata, tensors)
+                store.delete(stored_key)
+            summary = summarize(read_header(f))
+        if store is not None:
+            store.put(stored_key, dumps(summary.metadata, summary.tensors, head))
         return summary
 
     def _read(self, paths: Sequence[str], key: tuple[FileIdentity, ...]) -> ArtifactFacts | Unreadable:

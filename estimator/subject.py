@@ -92,7 +92,7 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
         model_id=artifact.model_id,
         revision=artifact.revision,
         quant=facts.quant,
-        artifact_bytes=sum(size for _, _, size, _ in identity),
+        artifact_bytes=sum(i.size for i in identity),
         context_limit=facts.context_limit,
         n_vocab=facts.n_vocab,
         layout=facts.layout,

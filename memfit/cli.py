@@ -66,11 +66,15 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memfit.app import create_app
-    from memfit.auth import load_token
+    from memfit.auth import UnsafeStateError, load_token
     from memfit.http_server import server_config
 
     state_dir = default_state_dir()
-    token = load_token(state_dir)
+    try:
+        token = load_token(state_dir)
+    except UnsafeStateError as exc:
+        print(f"memfit: {exc}", file=sys.stderr)
+        return 2
     service = _service(args)
     app = create_app(service, token.value)
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -10,8 +11,11 @@ import pytest
 
 from memfit import wire
 from memfit.estimator import artifact_cache
+from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.errors import EvidenceError
 from memfit.estimator.fit_service import FitService
 from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.header_store import HeaderStore, dumps, loads
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
@@ -62,3 +66,88 @@ def test_a_restarted_server_is_warm(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     os.utime(models / "big.gguf")  # touched: a new mtime is a new identity, so the store has no summary
     with pytest.raises(AssertionError, match="read again"):
         wire.fit_batch(service(), request)
+
+
+def test_a_rename_racing_the_read_never_poisons_the_header_store(tmp_path: Path) -> None:
+    """Two files swap names while the cache reads one of them, 1,000 times: every stored summary belongs to the
+    file whose identity (device and inode) it is stored under."""
+    models = tmp_path / "models"
+    models.mkdir()
+    a, b, spare = models / "a.gguf", models / "b.gguf", models / "swap.gguf"
+    write_model(llama_gqa(), a)
+    write_model(qwen3(), b)
+    arch_of_inode = {a.stat().st_ino: "llama", b.stat().st_ino: "qwen3"}
+    store = HeaderStore(str(tmp_path / "state" / "headers.sqlite3"))
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            os.rename(a, spare)
+            os.rename(b, a)
+            os.rename(spare, b)
+            time.sleep(0.0002)  # a rename moves both files' ctime: leave reads a chance to complete
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        for _ in range(1000):
+            cache = ArtifactCache(store=store)
+            try:
+                identity = cache.identity([str(a)])
+                time.sleep(0)  # let the swapper run between the identity and the read
+                cache.facts([str(a)], identity)
+            except EvidenceError:  # caught mid-rename (missing, or changed while read): never cached
+                pass
+    finally:
+        stop.set()
+        swapper.join()
+    for path in (a, b):  # and once more at rest, so that the check below has rows whatever the race did
+        ArtifactCache(store=store).facts([str(path)])
+    rows = store._db().execute("SELECT identity, summary FROM headers").fetchall()
+    assert rows
+    for identity, summary in rows:
+        inode = int(identity.split("/")[1])
+        assert loads(summary)[0]["general.architecture"] == arch_of_inode[inode]
+
+
+def test_a_file_renamed_between_its_identity_and_its_read_is_not_cached_as_another(tmp_path: Path) -> None:
+    a, b, spare = tmp_path / "a.gguf", tmp_path / "b.gguf", tmp_path / "swap.gguf"
+    write_model(llama_gqa(), a)
+    write_model(qwen3(), b)
+    store = HeaderStore(str(tmp_path / "state" / "headers.sqlite3"))
+    cache = ArtifactCache(store=store)
+    identity = cache.identity([str(a)])  # a's identity is taken ...
+    os.rename(a, spare)  # ... then the files swap names before it is read
+    os.rename(b, a)
+    os.rename(spare, b)
+    with pytest.raises(EvidenceError, match="changed while it was read"):
+        cache.facts([str(a)], identity)
+    assert store._db().execute("SELECT COUNT(*) FROM headers").fetchone()[0] == 0
+    assert cache.facts([str(b)]).architecture == "llama"  # the file that was a.gguf, under its own identity
+    assert cache.facts([str(a)]).architecture == "qwen3"
+
+
+def test_a_same_size_rewrite_with_its_mtime_restored_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "model.gguf"
+    write_model(llama_gqa(), path)
+    stat_before = path.stat()
+    store = HeaderStore(str(tmp_path / "state" / "headers.sqlite3"))
+    assert ArtifactCache(store=store).facts([str(path)]).architecture == "llama"
+    data = bytearray(path.read_bytes())
+    name = data.find(b"llama")  # general.architecture's value: same length, other words
+    data[name : name + 5] = b"qwen3"
+    with open(path, "r+b") as f:  # in place: the same inode and size
+        f.write(data)
+    os.utime(path, ns=(stat_before.st_atime_ns, stat_before.st_mtime_ns))
+    assert path.stat().st_mtime_ns == stat_before.st_mtime_ns and path.stat().st_size == stat_before.st_size
+    assert ArtifactCache(store=store).facts([str(path)]).architecture == "qwen3"
+
+
+def test_a_stored_summary_that_does_not_match_its_file_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "model.gguf"
+    write_model(qwen3(), path)
+    store = HeaderStore(str(tmp_path / "state" / "headers.sqlite3"))
+    key = "/".join(map(str, artifact_cache.file_identity(str(path))))
+    store.put(key, dumps({"general.architecture": "llama"}, (), "not the digest of this file"))
+    assert ArtifactCache(store=store).facts([str(path)]).architecture == "qwen3"
+    assert loads(store.get(key) or "")[0]["general.architecture"] == "qwen3"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -310,3 +311,38 @@ def test_folders_whose_names_are_not_text_are_left_out(tmp_path: Path) -> None:
     index.refresh()
     assert [a.model_id for a in index.artifacts()] == ["good"]
     wire.model_list(build_service(index=index)).model_dump_json()  # the listing is text the wire can carry
+
+
+def test_fifos_never_hang_the_index_or_a_fit(tmp_path: Path) -> None:
+    """A FIFO at refs/main, at a llama.cpp manifest, or in place of a model file is refused without waiting for a
+    writer that never comes: the scan finishes and the fit answers."""
+    hub, cache, plain = tmp_path / "hub", tmp_path / "llama-cache", tmp_path / "plain"
+    _blob(hub, "acme/Fifo-GGUF", qwen3(), "Fifo-Q8_0.gguf")
+    os.remove(hub / "models--acme--Fifo-GGUF" / "refs" / "main")
+    os.mkfifo(hub / "models--acme--Fifo-GGUF" / "refs" / "main")
+    cache.mkdir()
+    write_model(qwen3(), cache / "bart_Old-GGUF_Old-Q5_K_M.gguf")
+    os.mkfifo(cache / "manifest=bart=Old-GGUF=Q5_K_M.json")
+    plain.mkdir()
+    os.mkfifo(plain / "swapped.gguf")
+    index = ModelIndex(
+        [Root(str(hub), RootKind.HF_CACHE), Root(str(cache), RootKind.LLAMA_CACHE), Root(str(plain), RootKind.PLAIN)]
+    )
+    service = build_service(index=index)
+    done: list[object] = []
+    worker = threading.Thread(
+        target=lambda: (
+            index.refresh(),
+            done.append(
+                wire.fit_batch(service, [WireFitVerdictRequest(model_id=m) for m in ("acme/Fifo-GGUF:Q8_0", "swapped")])
+            ),
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=20)
+    assert done, "the scan or the fit blocked on a FIFO"
+    results = {r.model_id: r for r in done[0].results}
+    assert "acme/Fifo-GGUF:Q8_0" in results  # the newest snapshot stands in for an unreadable refs/main
+    if "swapped" in results:  # listed or not, a FIFO in place of a model is unreadable, never read
+        assert "artifactUnreadable" in results["swapped"].limits

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memfit import http_server
-from memfit.auth import load_token
+from memfit.auth import UnsafeStateError, load_token
 from memfit.http import body as body_module
 from memfit.http import json_depth
 from tests.conftest import TOKEN, LiveServer
@@ -270,3 +270,43 @@ def test_headers_within_the_limit_are_served(live: LiveServer) -> None:
         while chunk := s.recv(65536):
             answer += chunk
     assert answer.count(b"HTTP/1.1 200 OK") == 2
+
+
+def test_a_symlinked_token_file_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    target.chmod(0o644)
+    (state / "token").symlink_to(target)
+    with pytest.raises(UnsafeStateError, match="symbolic link"):
+        load_token(str(state), environ={})
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # never chmod-ed through the link
+    assert target.read_text().startswith("root:")
+
+
+@pytest.mark.parametrize("where", ["directory", "file"])
+def test_a_state_directory_or_token_file_others_can_write_is_refused(tmp_path: Path, where: str) -> None:
+    state = tmp_path / "state"
+    token = load_token(str(state), environ={})
+    (state if where == "directory" else Path(token.path)).chmod(0o777 if where == "directory" else 0o666)
+    with pytest.raises(UnsafeStateError, match="writable by its group or others"):
+        load_token(str(state), environ={})
+
+
+def test_a_token_file_of_another_user_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    state = tmp_path / "state"
+    token = load_token(str(state), environ={})
+    os.chown(token.path, 12345, 12345)
+    with pytest.raises(UnsafeStateError, match="another user"):
+        load_token(str(state), environ={})
+
+
+def test_a_fifo_as_token_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.mkfifo(state / "token", 0o600)
+    with pytest.raises(UnsafeStateError, match="not a regular file"):
+        load_token(str(state), environ={})

@@ -17,6 +17,7 @@ from typing import BinaryIO
 import gguf
 
 from memfit.integers import is_int, round_up
+from memfit.readers.regular_files import open_regular
 
 GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -296,7 +297,11 @@ def _parse(source: _Source) -> GGUFHeader:
     return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, source.size)
 
 
-def read_header(path: str | os.PathLike[str]) -> GGUFHeader:
-    """Read the header of the GGUF file at `path`; raises GGUFError or OSError."""
-    with open(path, "rb") as f:
+def read_header(source: str | os.PathLike[str] | BinaryIO) -> GGUFHeader:
+    """Read the header of the GGUF file at a path, or of a file already open (read from its start); raises
+    GGUFError or OSError."""
+    if not isinstance(source, (str, os.PathLike)):
+        source.seek(0)
+        return _parse(_Source(file=source, size=os.fstat(source.fileno()).st_size))
+    with open_regular(source) as f:
         return _parse(_Source(file=f, size=os.fstat(f.fileno()).st_size))

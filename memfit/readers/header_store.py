@@ -1,6 +1,6 @@
 """Parsed GGUF header summaries kept across restarts (SQLite in the state directory), by file identity.
 
-A file's identity is (device, inode, size, mtime_ns): a replaced, grown or touched file has a new one and is
+A file's identity is (device, inode, size, mtime_ns, ctime_ns): a replaced, grown or touched file has a new one and is
 read again. Values are JSON: GGUF arrays are lists, and long arrays that were only counted are
 `{"skipped": [item_type, count]}` (a skipped long string `{"skipped_string": length}`).
 """
@@ -34,13 +34,15 @@ def _decode(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value
 
 
-def dumps(metadata: dict, tensors: tuple) -> str:
-    return json.dumps({"metadata": {k: _encode(v) for k, v in metadata.items()}, "tensors": tensors})
+def dumps(metadata: dict, tensors: tuple, head: str) -> str:
+    """A summary, with `head`: the digest of the file's first bytes it was read from."""
+    return json.dumps({"metadata": {k: _encode(v) for k, v in metadata.items()}, "tensors": tensors, "head": head})
 
 
-def loads(text: str) -> tuple[dict, tuple]:
+def loads(text: str) -> tuple[dict, tuple, str]:
     data = json.loads(text)
-    return ({k: _decode(v) for k, v in data["metadata"].items()}, tuple(tuple(t) for t in data["tensors"]))
+    metadata = {k: _decode(v) for k, v in data["metadata"].items()}
+    return metadata, tuple(tuple(t) for t in data["tensors"]), data.get("head", "")
 
 
 class HeaderStore:
@@ -61,6 +63,9 @@ class HeaderStore:
     def get(self, identity: str) -> str | None:
         row = self._db().execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
         return row[0] if row else None
+
+    def delete(self, identity: str) -> None:
+        self._db().execute("DELETE FROM headers WHERE identity = ?", (identity,))
 
     def put(self, identity: str, summary: str) -> None:
         """Store a summary; past MAX_ROWS the oldest go (a file that changed leaves its old identity behind)."""

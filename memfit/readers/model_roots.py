@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from memfit.quant_names import QUANT_NAME
+from memfit.readers.regular_files import read_start
 
 log = logging.getLogger("memfit.index")
 
@@ -163,8 +164,7 @@ def _current_commit(repo_dir: str) -> str:
         return ""
     for name in names:
         try:
-            with open(os.path.join(refs, name), "rb") as f:
-                commit = f.read(64).strip().decode("ascii", "replace")
+            commit = read_start(os.path.join(refs, name), 64).strip().decode("ascii", "replace")
         except OSError:
             continue
         if COMMIT.match(commit):
@@ -214,8 +214,7 @@ def _legacy_manifests(root: str) -> dict[str, str]:
             continue
         repo = f"{parts[0]}/{parts[1]}"
         try:
-            with open(os.path.join(root, name), encoding="utf-8") as f:
-                manifest = json.loads(f.read(1 << 20))
+            manifest = json.loads(read_start(os.path.join(root, name), 1 << 20).decode("utf-8"))
         except (OSError, ValueError, RecursionError):  # unreadable, not JSON, or nested past any manifest
             continue
         for key in ("ggufFile", "mmprojFile"):
