@@ -707,7 +707,6 @@ RULES: dict[str, ArchRule] = {
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
         indexer=beside_each_attention_layer,
-        graph=GDN,
     ),
     "minimax-01": ArchRule(
         memory=Memory.HYBRID,

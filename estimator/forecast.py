@@ -46,7 +46,7 @@ def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
     bounds = None
     if geometry is not None and subject.n_vocab is not None and graph is not None:
         bounds = workspace_bounds(graph, subject.n_vocab, geometry)
-    if geometry is None or bounds is None:
+    if geometry is None or bounds is None or subject.n_vocab is None:
         return Part.unknown(
             Component.WORKSPACE,
             "llama.cpp's compute buffer is not derived for this architecture (its graph holds tensors memfit does"
