@@ -10,7 +10,7 @@ An entry states what llama.cpp's `llama_model::create_memory` builds for the arc
 - `mla`: whether the cache keeps only K (multi-head latent attention);
 - `kv_from_start`: how many leading layers own KV (later ones reuse an earlier layer's: shared-KV models);
 - `indexer`: the sparse-attention indexer's own KV cache beside the main one;
-- `workspace_checked`, `compute_bytes_per_cell`: the workspace rule (estimator/workspace.py);
+- `graph`: how its compute graph is built (estimator/compute_buffer.py), or None when it is not derived;
 - `tied_embedding_twice`: the loader keeps a tied token embedding twice;
 - `parameters`, `counted`: how its loader shapes the weights, and whether memfit counts them from a layout.
 
@@ -350,6 +350,92 @@ NON_GATED_FFN = Counting(gated_ffn=False)
 LEARNED_POSITIONS = Counting(gated_ffn=False, position_embeddings=True)  # GPT-2 style: wpe, up and down
 GATED_DELTA_NET = Counting(gated_query=True, ssm_weights=gated_delta_net_weights)
 
+# --- the compute graph (estimator/compute_buffer.py) -----------------------------------------------------
+
+RecurrentWidth = Callable[[Layers], int]  # a recurrent block's in-projection width per token
+
+
+def mamba_in(ly: Layers) -> int:
+    # llama_model_mamba::load_tensors: ssm_in [n_embd, 2 * d_inner] (x and z)
+    return 2 * ly.hp.optional_int(SSM.INNER_SIZE, 0)
+
+
+def mamba2_in(ly: Layers) -> int:
+    # llama_model_mamba2::load_tensors: ssm_in [n_embd, 2 * d_inner + 2 * n_group * d_state + n_head] (z x B C dt)
+    hp = ly.hp
+    d_state, groups = hp.optional_int(SSM.STATE_SIZE, 0), hp.optional_int(SSM.GROUP_COUNT, 0)
+    return 2 * hp.optional_int(SSM.INNER_SIZE, 0) + 2 * groups * d_state + hp.optional_int(SSM.TIME_STEP_RANK, 0)
+
+
+def gated_delta_net_in(ly: Layers) -> int:
+    # llama_model_qwen3next::load_tensors: attn_qkv [n_embd, 2 * n_group * d_state + d_inner] (q k v)
+    hp = ly.hp
+    return 2 * hp.optional_int(SSM.GROUP_COUNT, 0) * hp.optional_int(SSM.STATE_SIZE, 0) + hp.optional_int(
+        SSM.INNER_SIZE, 0
+    )
+
+
+def short_conv_in(ly: Layers) -> int:
+    # llama_model_lfm2::load_tensors: shortconv.in_proj [n_embd, 3 * n_embd] (b c x)
+    return 3 * ly.n_embd
+
+
+def kda_in(ly: Layers) -> int:
+    # llama_model_kimi_linear::load_tensors: attn_q / attn_k / attn_v [n_embd, n_head * kda.head_dim]
+    return (ly.heads[0] if ly.n_all else 0) * ly.hp.optional_int(Keys.KDA.HEAD_DIM, 0)
+
+
+def rwkv_time_mix_in(ly: Layers) -> int:
+    # llama_model_rwkv7::load_tensors: time_mix_key / value / receptance [n_embd, n_embd]
+    return ly.n_embd
+
+
+def rwkv_channel_mix_in(ly: Layers) -> int:
+    # llama_model_rwkv6::load_tensors: channel_mix_key [n_embd, n_ff] beside the time mix's [n_embd, n_embd]
+    return max(ly.n_embd, ly.ff[0] if ly.n_all else 0)
+
+
+def experts_after_leading_dense(ly: Layers, il: int) -> bool:
+    # llama_model_<arch>::load_arch_tensors: ffn_*_exps from layer leading_dense_block_count on
+    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and il >= ly.hp.optional_int(
+        Keys.LLM.LEADING_DENSE_BLOCK_COUNT, 0
+    )
+
+
+def experts_interleaved(ly: Layers, il: int) -> bool:
+    # llama_model_llama4::load_arch_tensors: is_moe_layer = (il + 1) % interleave_moe_layer_step == 0
+    step = ly.hp.optional_int(Keys.LLM.INTERLEAVE_MOE_LAYER_STEP, 1) or 1
+    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and (il + 1) % step == 0
+
+
+def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
+    # llama_model_nemotron_h_moe::load_arch_tensors: the layers with n_ff(il) > 0 route experts
+    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
+
+
+@dataclass(frozen=True)
+class Graph:
+    """How llama.cpp builds the architecture's graph (src/models/<arch>.cpp over llama-graph.cpp), where it
+    differs from a decoder's: the compute buffer of an architecture with a `Graph` is derived."""
+
+    recurrent_in: RecurrentWidth = mamba2_in  # the in-projection of its recurrent blocks (if any)
+    moe_layers: LayerPredicate = experts_after_leading_dense  # the blocks that route experts (no dense FFN)
+    fused_qkv: bool = False  # build_qkv: one attn_qkv matmul
+    logits: bool = True  # False: an embedding graph (build_pooling, no LM head)
+    cache_attention: bool = True  # False: build_attn_inp_no_cache (non-causal attention over the ubatch)
+    ffn_in_recurrence: bool = False  # RWKV 6/7: the FFN is the channel mix, inside `recurrent_in`
+
+
+DECODER = Graph()
+FUSED_QKV = Graph(fused_qkv=True)
+EMBEDDER = Graph(logits=False, cache_attention=False)
+MAMBA1 = Graph(recurrent_in=mamba_in)
+GDN = Graph(recurrent_in=gated_delta_net_in)
+KDA = Graph(recurrent_in=kda_in)
+SHORT_CONV = Graph(recurrent_in=short_conv_in)
+RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True)
+RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in)
+
 # --- the table ----------------------------------------------------------------------------------------------
 
 
@@ -376,8 +462,7 @@ class ArchRule:
     mla: Callable[[HParams], bool] = no_mla
     kv_from_start: Callable[[Layers], int] = every_layer_owns_kv
     indexer: IndexerCache | None = None
-    workspace_checked: bool = False  # its compute buffer was measured within estimator/workspace.py's rule
-    compute_bytes_per_cell: int = 3  # what its compute graph reserves per KV cell and ubatch token (masks, scores)
+    graph: Graph | None = None  # its compute graph, as derived (None: the workspace is unknown)
     tied_embedding_twice: bool = False  # the loader creates the tied output before token_embd: two copies
     parameters: Counting = GATED_FFN  # how its loader shapes the weights
     counted: bool = False  # memfit counts its parameters from a published layout (checked against published counts)
@@ -385,7 +470,7 @@ class ArchRule:
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
 NO_MEMORY = ArchRule(memory=Memory.NONE)
-CHECKED = ArchRule(workspace_checked=True)
+CHECKED = ArchRule(graph=DECODER)
 
 _ALL_RECURRENT = Recurrence(every_layer)
 _NO_KV_HEADS = Recurrence(no_kv_heads)
@@ -393,7 +478,7 @@ _QWEN_NEXT = Recurrence(every_4th_attends)
 
 RULES: dict[str, ArchRule] = {
     # create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes)
-    "llama": ArchRule(workspace_checked=True, counted=True),
+    "llama": ArchRule(graph=DECODER, counted=True),
     "deci": CHECKED,
     "falcon": PLAIN,
     "grok": PLAIN,
@@ -403,20 +488,20 @@ RULES: dict[str, ArchRule] = {
     "mpt": PLAIN,
     "baichuan": PLAIN,
     "starcoder": ArchRule(parameters=LEARNED_POSITIONS),
-    "starcoder2": ArchRule(workspace_checked=True, parameters=NON_GATED_FFN, counted=True),
+    "starcoder2": ArchRule(graph=DECODER, parameters=NON_GATED_FFN, counted=True),
     "refact": PLAIN,
     "bloom": PLAIN,
     "stablelm": ArchRule(counted=True),
     "qwen": PLAIN,
-    "qwen2": ArchRule(workspace_checked=True, counted=True),
+    "qwen2": ArchRule(graph=DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
     "qwen2vl": PLAIN,
-    "qwen3": ArchRule(workspace_checked=True, counted=True),
-    "qwen3moe": ArchRule(workspace_checked=True, counted=True),
+    "qwen3": ArchRule(graph=DECODER, counted=True),
+    "qwen3moe": ArchRule(graph=DECODER, counted=True),
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
-    "phi3": ArchRule(workspace_checked=True, counted=True),
+    "phi3": ArchRule(graph=FUSED_QKV, counted=True),
     "phimoe": PLAIN,
     "plamo": PLAIN,
     "codeshell": PLAIN,
@@ -424,13 +509,13 @@ RULES: dict[str, ArchRule] = {
     "internlm2": ArchRule(counted=True),
     "minicpm": ArchRule(counted=True),
     "minicpm3": CHECKED,
-    "gemma": ArchRule(workspace_checked=True, counted=True),
+    "gemma": ArchRule(graph=DECODER, counted=True),
     "xverse": PLAIN,
-    "command-r": ArchRule(workspace_checked=True, counted=True),
+    "command-r": ArchRule(graph=DECODER, counted=True),
     "dbrx": PLAIN,
     "olmo": PLAIN,
     "olmoe": PLAIN,
-    "openelm": CHECKED,
+    "openelm": ArchRule(graph=FUSED_QKV),
     "arctic": PLAIN,
     "deepseek": PLAIN,
     "chatglm": PLAIN,
@@ -441,7 +526,7 @@ RULES: dict[str, ArchRule] = {
     "jais2": PLAIN,
     "nemotron": PLAIN,
     "exaone": PLAIN,
-    "granite": ArchRule(workspace_checked=True, counted=True),
+    "granite": ArchRule(graph=DECODER, counted=True),
     "granitemoe": ArchRule(counted=True),
     "chameleon": PLAIN,
     "plm": PLAIN,
@@ -454,24 +539,26 @@ RULES: dict[str, ArchRule] = {
     "hunyuan-moe": PLAIN,
     "hunyuan-dense": PLAIN,
     "hunyuan_vl": PLAIN,
-    "smollm3": ArchRule(workspace_checked=True, counted=True),
+    "smollm3": ArchRule(graph=DECODER, counted=True),
     "seed_oss": PLAIN,
     "grovemoe": PLAIN,
     "apertus": PLAIN,
     "minimax-m2": PLAIN,
     "cogvlm": PLAIN,
     "pangu-embedded": PLAIN,
-    "mistral3": ArchRule(workspace_checked=True, counted=True),
+    "mistral3": ArchRule(graph=DECODER, counted=True),
     "maincoder": PLAIN,
     "talkie": PLAIN,
-    "llama-embed": CHECKED,
+    "llama-embed": ArchRule(graph=EMBEDDER),
     "deepseek2-ocr": PLAIN,
     "paddleocr": PLAIN,
     # create_memory returns no memory at all for these
-    "bert": ArchRule(memory=Memory.NONE, workspace_checked=True, parameters=LEARNED_POSITIONS, counted=True),
+    "bert": ArchRule(memory=Memory.NONE, graph=EMBEDDER, parameters=LEARNED_POSITIONS, counted=True),
     "jina-bert-v2": NO_MEMORY,
     "jina-bert-v3": NO_MEMORY,
-    "nomic-bert": ArchRule(memory=Memory.NONE, workspace_checked=True, counted=True),
+    "nomic-bert": ArchRule(
+        memory=Memory.NONE, graph=Graph(fused_qkv=True, logits=False, cache_attention=False), counted=True
+    ),
     "nomic-bert-moe": NO_MEMORY,
     "neo-bert": NO_MEMORY,
     "eurobert": NO_MEMORY,
@@ -483,107 +570,92 @@ RULES: dict[str, ArchRule] = {
     "llada-moe": NO_MEMORY,
     "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(mla=mla_if_lengths, workspace_checked=True, counted=True),
-    "mistral4": ArchRule(mla=mla_if_lengths, workspace_checked=True),  # llama_model_mistral4 inherits deepseek2
+    "deepseek2": ArchRule(mla=mla_if_lengths, graph=DECODER, counted=True),
+    "mistral4": ArchRule(mla=mla_if_lengths, graph=DECODER),  # llama_model_mistral4 inherits deepseek2
     "deepseek32": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
         indexer=dsa_every_trunk_layer,
-        workspace_checked=True,
-        compute_bytes_per_cell=8,
     ),
     "glm-dsa": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
         indexer=glm_dsa_listed_layers,
-        workspace_checked=True,
-        compute_bytes_per_cell=8,
     ),
     "hy_v3": ArchRule(kv_layers=trunk_layer),
     # sliding windows
-    "gemma2": ArchRule(
-        window=Window(period_pattern, period=2, default_size=4096), workspace_checked=True, counted=True
-    ),
-    "gemma3": ArchRule(
-        window=Window(period_pattern, window_key_positive, period=6), workspace_checked=True, counted=True
-    ),
+    "gemma2": ArchRule(window=Window(period_pattern, period=2, default_size=4096), graph=DECODER, counted=True),
+    "gemma3": ArchRule(window=Window(period_pattern, window_key_positive, period=6), graph=DECODER, counted=True),
     "gemma3n": ArchRule(
         window=Window(period_pattern, period=5), kv_from_start=twenty_layers_own_kv, tied_embedding_twice=True
     ),
     "gemma4": ArchRule(
         window=Window(array_pattern, pattern_required=True),
         kv_from_start=shared_kv_layers_reuse,
-        workspace_checked=True,
+        graph=DECODER,
         tied_embedding_twice=True,
     ),
-    "cohere2": ArchRule(window=Window(period_pattern, period=4), workspace_checked=True, counted=True),
-    "gpt-oss": ArchRule(window=Window(period_pattern, period=2), workspace_checked=True, counted=True),
-    "olmo2": ArchRule(
-        window=Window(period_pattern, window_key_positive, period=4), workspace_checked=True, counted=True
-    ),
-    "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), workspace_checked=True),
-    "laguna": ArchRule(
-        window=Window(period_pattern, window_key_positive, period=4, dense_first=True), workspace_checked=True
-    ),
-    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), workspace_checked=True),
+    "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=DECODER, counted=True),
+    "gpt-oss": ArchRule(window=Window(period_pattern, period=2), graph=DECODER, counted=True),
+    "olmo2": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=DECODER, counted=True),
+    "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=DECODER),
+    "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=DECODER),
+    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=DECODER),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
-        workspace_checked=True,
+        graph=DECODER,
     ),
     "exaone4": ArchRule(
         window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
-        workspace_checked=True,
+        graph=DECODER,
         counted=True,
     ),
-    "exaone-moe": ArchRule(window=Window(period_pattern, period=4), workspace_checked=True),
+    "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=DECODER),
     "llama4": ArchRule(
-        window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192), workspace_checked=True
+        window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192),
+        graph=Graph(moe_layers=experts_interleaved),
     ),
     "mellum": ArchRule(
         window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
-        workspace_checked=True,
+        graph=DECODER,
     ),
-    "muse-glimmer": ArchRule(
-        window=Window(period_or_array_pattern, period=4, pattern_required=True), workspace_checked=True
-    ),
+    "muse-glimmer": ArchRule(window=Window(period_or_array_pattern, period=4, pattern_required=True), graph=DECODER),
     "cohere2moe": ArchRule(
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
-        workspace_checked=True,
+        graph=DECODER,
     ),
-    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), workspace_checked=True),
-    "step35": ArchRule(
-        kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), workspace_checked=True
-    ),
-    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), workspace_checked=True),
+    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=DECODER),
+    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=DECODER),
+    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=DECODER),
     # recurrent
     "mamba": ArchRule(
         memory=Memory.RECURRENT,
         recurrence=Recurrence(every_layer, reads_group_count=False),
-        workspace_checked=True,
+        graph=MAMBA1,
         parameters=Counting(ssm_weights=mamba1_weights),
         counted=True,
     ),
-    "mamba2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True, counted=True),
-    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
-    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
-    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
-    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, workspace_checked=True),
+    "mamba2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=DECODER, counted=True),
+    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
+    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
+    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
+    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
     # hybrids
     "jamba": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=not_recurrent,
         recurrence=Recurrence(no_kv_heads, reads_group_count=False),
-        workspace_checked=True,
+        graph=MAMBA1,
     ),
-    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, workspace_checked=True),
+    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=DECODER),
     "granitehybrid": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, workspace_checked=True, counted=True
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=DECODER, counted=True
     ),
     "falcon-h1": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=every_layer,
         recurrence=_ALL_RECURRENT,
-        workspace_checked=True,
+        graph=DECODER,
         parameters=Counting(attention_beside_ssm=True),
         counted=True,
     ),
@@ -591,28 +663,28 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        workspace_checked=True,
+        graph=DECODER,
     ),
     "nemotron_h_moe": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        workspace_checked=True,
+        graph=Graph(moe_layers=experts_on_ffn_layers),
     ),
     "lfm2": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=not_recurrent,
         recurrence=_NO_KV_HEADS,
         window=Window(attention_layers_slide, window_key_positive),
-        workspace_checked=True,
+        graph=SHORT_CONV,
         counted=True,
     ),
-    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, workspace_checked=True),
+    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=SHORT_CONV),
     "qwen3next": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        workspace_checked=True,
+        graph=GDN,
         parameters=GATED_DELTA_NET,
         counted=True,
     ),
@@ -620,14 +692,14 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        workspace_checked=True,
+        graph=GDN,
         parameters=GATED_DELTA_NET,
     ),
     "qwen35moe": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        workspace_checked=True,
+        graph=GDN,
         parameters=GATED_DELTA_NET,
     ),
     "qwen4exp": ArchRule(
@@ -635,27 +707,25 @@ RULES: dict[str, ArchRule] = {
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
         indexer=beside_each_attention_layer,
-        workspace_checked=True,
     ),
     "minimax-01": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=Recurrence(every_8th_attends, lightning_attention=True),
-        workspace_checked=True,
     ),
     "kimi-linear": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, workspace_checked=True
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
     ),
     "kimi-k3": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, workspace_checked=True
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
     ),
     "bailingmoe3": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, workspace_checked=True
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
     ),
 }
 
 # Views of the table, for the modules that ask one question of it.
-# Architectures whose compute buffer was measured (tests/data) and lies within the workspace rule of
-# estimator/workspace.py on every run: their `workspace` is derived; any other's is unknown until measured.
-WORKSPACE_CHECKED = frozenset(arch for arch, rule in RULES.items() if rule.workspace_checked)
+# Architectures whose compute graph is derived (estimator/compute_buffer.py), each measured against llama.cpp
+# (tests/data): their `workspace` is derived; any other's is unknown with workspaceUnmeasured.
+WORKSPACE_DERIVED = frozenset(arch for arch, rule in RULES.items() if rule.graph is not None)
 COUNTED = frozenset(arch for arch, rule in RULES.items() if rule.counted)

@@ -13,7 +13,7 @@ from gguf import Keys
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, KvCache, Layout, RecurrentLayer
+from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, RecurrentLayer
 from memfit.estimator.vocabulary import Limit
 
 ATTN = Keys.Attention
@@ -104,7 +104,12 @@ def derive_layout(metadata: Mapping, arch: str) -> Layout:
     hp = HParams(metadata, arch)
     if rule.memory is Memory.NONE:
         return Layout(
-            (), (), has_kv_cache=False, note=f"{arch}: a non-causal model, llama.cpp allocates no memory", causal=False
+            (),
+            (),
+            has_kv_cache=False,
+            note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
+            causal=False,
+            graph=graph_shape(rule, layers_of(rule, hp), (False,) * hp.n_layer, None, None),
         )
     if hp.has(NewerKeys.PLE_LAYERS):
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{arch}: per-layer-embedding state is not modelled")
@@ -124,6 +129,57 @@ def derive_layout(metadata: Mapping, arch: str) -> Layout:
         note=_describe(arch, attention, states),
         head_dims=head_dims,
         same_cache_types=rule.mla(hp),
+        graph=graph_shape(rule, layers, sliding, size, width),
+    )
+
+
+def graph_shape(
+    rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: int | None, state: RecurrentLayer | None
+) -> GraphShape | None:
+    """The blocks of the graph llama.cpp reserves (src/models/<arch>.cpp), over the trunk (NextN/MTP layers are
+    not in it), or None when the architecture's graph is not derived."""
+    graph, hp = rule.graph, layers.hp
+    if graph is None or rule.mla(hp):  # MLA's absorbed attention holds [kv_lora_rank, n_head, T] tensors: not derived
+        return None
+    n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
+    ff_exp = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0)
+    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
+        hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
+    )
+    recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
+    state_elements = state.r_elements + state.s_elements if state else 0
+    blocks = []
+    for il in range(layers.n_trunk):
+        recurrent = layers.recurrent[il]
+        attends = (
+            rule.kv_layers(layers, il)
+            and layers.heads[il] > 0
+            and layers.heads_kv[il] > 0
+            and (not recurrent or rule.parameters.attention_beside_ssm)
+        )
+        head_k, head_v = layers.head_dims(il, sliding[il])
+        moe = n_expert > 0 and graph.moe_layers(layers, il)
+        dense_ff = 0 if moe or (recurrent and graph.ffn_in_recurrence) else layers.ff[il]
+        blocks.append(
+            GraphLayer(
+                n_head=layers.heads[il] if attends else 0,
+                n_head_kv=layers.heads_kv[il] if attends else 0,
+                head_k=head_k if attends else 0,
+                head_v=head_v if attends else 0,
+                window=size if sliding[il] else None,
+                n_ff=dense_ff,
+                gated=rule.parameters.gated_ffn,
+                n_expert=n_expert if moe else 0,
+                n_expert_used=hp.optional_int(Keys.LLM.EXPERT_USED_COUNT, 0) if moe else 0,
+                n_ff_exp=(ff_exp or layers.ff[il]) if moe else 0,
+                n_ff_shexp=shexp if moe else 0,
+                recurrent_in=recurrent_in if recurrent else 0,
+                recurrent_state=state_elements if recurrent else 0,
+                fused_qkv=graph.fused_qkv and attends,
+            )
+        )
+    return GraphShape(
+        n_embd=layers.n_embd, layers=tuple(blocks), logits=graph.logits, cache_attention=graph.cache_attention
     )
 
 

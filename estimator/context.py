@@ -20,6 +20,7 @@ class ContextGeometry:
     n_ubatch: int
     swa_seqs: int = 1  # sequences sharing one sliding window: n_seq in a unified cache, else 1
     swa_full: bool = False  # llama.cpp's swa_full: sliding layers keep the whole context
+    flash_attention: bool = True
 
 
 def llama_geometry(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from memfit.estimator.arch_rules import RULES, WORKSPACE_CHECKED
 from memfit.estimator.bounds import Part
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
@@ -42,17 +41,22 @@ def recurrent_part(layout: Layout, geometry: ContextGeometry) -> Part:
 
 
 def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
-    """Derived where the rule was checked against llama.cpp for this architecture, else unknown."""
-    if geometry is None or subject.n_vocab is None or subject.architecture not in WORKSPACE_CHECKED:
+    """Derived from the graph llama.cpp reserves where the architecture's graph is derived, else unknown."""
+    graph = subject.layout.graph if subject.layout is not None else None
+    bounds = None
+    if geometry is not None and subject.n_vocab is not None and graph is not None:
+        bounds = workspace_bounds(graph, subject.n_vocab, geometry)
+    if geometry is None or bounds is None or subject.n_vocab is None:
         return Part.unknown(
             Component.WORKSPACE,
-            "llama.cpp's compute buffer has no closed form and was not measured for this architecture or model",
+            "llama.cpp's compute buffer is not derived for this architecture (its graph holds tensors memfit does"
+            " not model), this model or this ubatch",
         )
-    floor, slack = workspace_bounds(subject.n_vocab, geometry, RULES[subject.architecture].compute_bytes_per_cell)
+    floor, slack = bounds
     note = (
-        f"llama.cpp's output buffer ({output_buffer(subject.n_vocab, geometry)} bytes) and a compute buffer of at"
-        f" least the logits of a {geometry.n_ubatch}-token ubatch; the upper bound adds up to {slack} bytes the"
-        " graph may reserve beyond them (flash attention on)"
+        f"llama.cpp's output buffer ({output_buffer(subject.n_vocab, geometry)} bytes) and a compute buffer from the"
+        f" graph it reserves for a {geometry.n_ubatch}-token ubatch; the upper bound adds up to {slack} bytes the"
+        f" allocator may lose to holes (flash attention {'on' if geometry.flash_attention else 'off'})"
     )
     return Part(Component.WORKSPACE, floor, Basis.DERIVED_LAYOUT, note, slack=slack)
 

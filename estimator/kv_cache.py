@@ -58,11 +58,15 @@ def cache_type_problem(layout: Layout, k_type: CacheType, v_type: CacheType) -> 
     return None
 
 
-def layer_cells(layer: AttentionLayer, geometry: ContextGeometry) -> int:
+def window_cells(window: int | None, geometry: ContextGeometry) -> int:
     """Cells one stream keeps for a layer: the context, or for SWA pad(min(ctx, n_swa * seqs + n_ubatch), 256)."""
-    if layer.window is None or geometry.swa_full:
+    if window is None or geometry.swa_full:
         return geometry.n_ctx_seq
-    return round_up(min(geometry.n_ctx_seq, layer.window * geometry.swa_seqs + geometry.n_ubatch), CELL_PADDING)
+    return round_up(min(geometry.n_ctx_seq, window * geometry.swa_seqs + geometry.n_ubatch), CELL_PADDING)
+
+
+def layer_cells(layer: AttentionLayer, geometry: ContextGeometry) -> int:
+    return window_cells(layer.window, geometry)
 
 
 def kv_cache_bytes(

@@ -33,6 +33,36 @@ class KvCache:
 
 
 @dataclass(frozen=True)
+class GraphLayer:
+    """One trunk block of llama.cpp's compute graph, as its widths (per token unless stated)."""
+
+    n_head: int = 0  # 0: the block does not attend (recurrent, conv, FFN-only)
+    n_head_kv: int = 0
+    head_k: int = 0
+    head_v: int = 0
+    window: int | None = None  # the sliding window of the cache it reads (None: the whole context)
+    n_ff: int = 0  # dense FFN width (0: none)
+    gated: bool = True  # gate and up (SwiGLU / GeGLU), else up and an activation
+    n_expert: int = 0  # routed experts (0: no MoE in this block)
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0  # the shared experts' width (0: none)
+    recurrent_in: int = 0  # the recurrent in-projection's width (0: not recurrent)
+    recurrent_state: int = 0  # F32 elements of state per sequence (R + S)
+    fused_qkv: bool = False  # one attn_qkv matmul whose output stays alive under the Q/K/V views
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """What llama.cpp's reserved graph is made of (llama-graph.cpp), for the compute buffer."""
+
+    n_embd: int
+    layers: tuple[GraphLayer, ...]
+    logits: bool = True  # False: an embedding graph, no LM head (build_pooling's output instead)
+    cache_attention: bool = True  # False: build_attn_inp_no_cache, keys are the ubatch itself
+
+
+@dataclass(frozen=True)
 class Layout:
     caches: tuple[KvCache, ...]  # the model's KV caches (an indexer cache beside the main one, for some)
     recurrent: tuple[RecurrentLayer, ...]
@@ -41,6 +71,7 @@ class Layout:
     head_dims: tuple[tuple[int, int], ...] = ()  # the distinct (K, V) head sizes of the trunk layers
     same_cache_types: bool = False  # llama.cpp refuses different K and V cache types (MLA)
     causal: bool = True  # False for embedding models: llama.cpp does not cap their batch by the context
+    graph: GraphShape | None = None  # None: the architecture's compute graph is not derived
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

@@ -1,17 +1,16 @@
-"""The workspace: llama.cpp's compute buffer and its output buffer, under its defaults (flash attention on).
+"""The workspace: llama.cpp's compute buffer (estimator/compute_buffer.py) and its output buffer.
 
 The output buffer is exact: n_vocab * max(1, n_seq) * 4 (a float of logits per vocabulary entry and
-sequence). The compute buffer has no closed form; its floor is the logits of a worst-case ubatch
-(n_vocab * n_ubatch * 4), and what llama.cpp reserves beyond that (graph intermediates, attention masks)
-measured within a fixed remainder plus a term per KV cell and ubatch token.
+sequence). The compute buffer is bounded from the graph llama.cpp reserves for a worst-case ubatch.
 """
 
 from __future__ import annotations
 
+from memfit.estimator.compute_buffer import compute_bounds
 from memfit.estimator.context import ContextGeometry
+from memfit.estimator.layout import GraphShape
 
 LOGIT_BYTES = 4
-COMPUTE_REMAINDER = 16 << 20  # what graphs reserve beyond the logits, independent of the context
 
 
 def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
@@ -19,8 +18,11 @@ def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
     return n_vocab * geometry.n_seq * LOGIT_BYTES
 
 
-def workspace_bounds(n_vocab: int, geometry: ContextGeometry, bytes_per_cell: int) -> tuple[int, int]:
-    """(floor, slack): the logits of a worst-case ubatch plus the output buffer, and the documented remainder:
-    16 MiB plus `bytes_per_cell` (the architecture's masks and scores) per KV cell and ubatch token."""
-    floor = n_vocab * geometry.n_ubatch * LOGIT_BYTES + output_buffer(n_vocab, geometry)
-    return floor, COMPUTE_REMAINDER + bytes_per_cell * geometry.n_ctx_seq * geometry.n_ubatch
+def workspace_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:
+    """(floor, slack): the compute buffer's floor plus the output buffer, and how far above it the ceiling is;
+    None where the compute buffer is not derived for this workload."""
+    bounds = compute_bounds(graph, n_vocab, geometry)
+    if bounds is None:
+        return None
+    floor, ceiling = bounds
+    return floor + output_buffer(n_vocab, geometry), ceiling - floor

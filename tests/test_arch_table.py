@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gguf
 
-from memfit.estimator.arch_rules import COUNTED, LLAMA_CPP_RELEASE, RULES, WORKSPACE_CHECKED
+from memfit.estimator.arch_rules import COUNTED, LLAMA_CPP_RELEASE, RULES, WORKSPACE_DERIVED
 
 # Architectures LLAMA_CPP_RELEASE loads that the pinned gguf package (0.19.0) does not list yet.
 NEWER_THAN_GGUF = {
@@ -35,5 +35,5 @@ def test_the_allow_list_holds_only_names_gguf_lacks() -> None:
 
 def test_the_views_come_from_the_table() -> None:
     assert LLAMA_CPP_RELEASE
-    assert WORKSPACE_CHECKED == {arch for arch, rule in RULES.items() if rule.workspace_checked}
+    assert WORKSPACE_DERIVED == {arch for arch, rule in RULES.items() if rule.graph is not None}
     assert COUNTED == {arch for arch, rule in RULES.items() if rule.counted}

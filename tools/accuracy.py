@@ -9,19 +9,25 @@ Models come from `--models DIR/<model>.gguf`, else from the writers in tools/ (s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memfit.estimator.arch_rules import RULES, Memory
+from memfit.estimator.architectures import derive_layout
 from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.context import llama_geometry
+from memfit.estimator.catalog import Catalog
+from memfit.estimator.context import ContextGeometry, llama_geometry
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
+from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
+from memfit.estimator.workspace import output_buffer, workspace_bounds
 from tools.gguf_writers import Model, write_model
-from tools.truth import DATA, load
+from tools.truth import DATA, load, run_id
 
 
 def model_writers() -> dict[str, Callable[[], Model]]:
@@ -126,6 +132,145 @@ def write_models(names: set[str], directory: Path) -> dict[str, Path]:
     return paths
 
 
+CATALOG_TRUTH = DATA / "catalog_dryrun.jsonl"  # llama.cpp's dry runs of every catalog entry's real shape
+MiB = 1 << 20
+TOLERANCE = 0.02  # a bound further than max(2%, 16 MiB) of the whole allocation from the truth fails --bounds
+TOLERANCE_FLOOR = 16 * MiB
+
+
+def run_geometry(record: dict, arch: str) -> ContextGeometry:
+    """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it."""
+    s = settings(record)
+    geometry = llama_geometry(
+        s["n_ctx"],
+        s["n_seq"],
+        record["n_ubatch"],
+        unified=bool(s.get("unified")),
+        swa_full=bool(s.get("swa_full")),
+        causal=RULES[arch].memory is not Memory.NONE if arch in RULES else True,
+    )
+    return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
+
+
+@dataclass(frozen=True)
+class BoundsRow:
+    """One run's whole allocation against memfit's bounds (workspace only where weights are not from a file)."""
+
+    record: dict
+    status: str  # "inside", "OUTSIDE", or why memfit answers unknown
+    real: int = 0  # llama.cpp's whole allocation (weights + K + V + R + S + compute + output)
+    lower: int = 0  # memfit's lower bound of the same sum
+    upper: int = 0
+    workspace: tuple[int, int] = (0, 0)  # memfit's workspace floor and ceiling
+    kv_exact: bool = True
+    output_exact: bool = True
+
+    @property
+    def real_workspace(self) -> int:
+        return self.record["compute_bytes"] + self.record["output_buffer_bytes_init"]
+
+    @property
+    def within_tolerance(self) -> bool:
+        limit = max(TOLERANCE * self.real, TOLERANCE_FLOOR)
+        return self.real - self.lower <= limit and self.upper - self.real <= limit
+
+
+def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights: tuple[int, int] | None) -> BoundsRow:
+    """memfit's KV, recurrent state and workspace for a run, and whether llama.cpp's allocation lies between
+    the bounds; `weights` None (a catalog shape, no file) checks the workspace and the caches only."""
+    s = settings(record)
+    geometry = run_geometry(record, arch)
+    k, v = kv_cache_bytes(
+        layout,
+        geometry,
+        GGML_CACHE_TYPES[s["type_k"]],
+        GGML_CACHE_TYPES[s["type_v"]],
+        flash_attention=geometry.flash_attention,
+    )
+    r, state = recurrent_state_bytes(layout.recurrent, geometry)
+    real_memory = record["kv_k_bytes"] + record["kv_v_bytes"] + record.get("rs_bytes", 0)
+    kv_exact = (k + v + r + state == record["memory_bytes"]) or (k + v + r + state == real_memory)
+    output_exact = output_buffer(n_vocab, geometry) == record["output_buffer_bytes_init"]
+    window = workspace_bounds(layout.graph, n_vocab, geometry) if layout.graph is not None else None
+    if window is None:
+        why = "unknown: graph not derived" if layout.graph is None else "unknown: ubatch not derived"
+        return BoundsRow(record, why, kv_exact=kv_exact, output_exact=output_exact)
+    floor, slack = window
+    fixed = k + v + r + state
+    real = record["compute_bytes"] + record["output_buffer_bytes_init"] + real_memory
+    lower, upper = fixed + floor, fixed + floor + slack
+    # A catalog shape has no file: its weights are llama.cpp's own on both sides (only the rest is checked)
+    low_w, high_w = weights if weights is not None else (record["weights_bytes"], record["weights_bytes"])
+    real += record["weights_bytes"]
+    lower, upper = lower + low_w, upper + high_w
+    status = "inside" if lower <= real <= upper else "OUTSIDE"
+    return BoundsRow(record, status, real, lower, upper, (floor, floor + slack), kv_exact, output_exact)
+
+
+def file_bounds(records: Iterable[dict], models: dict[str, Path]) -> list[BoundsRow]:
+    cache = ArtifactCache()
+    rows = []
+    for record in records:
+        if unmodelled(record) or "compute_bytes" not in record:
+            continue
+        facts = cache.facts((str(models[record["model"]]),))
+        if facts.layout is None or facts.n_vocab is None:
+            rows.append(BoundsRow(record, "unknown: no layout"))
+            continue
+        weights = (
+            None if settings(record).get("mmap") else (facts.weights_bytes, facts.weights_bytes + facts.weights_slack)
+        )
+        rows.append(check_bounds(record, facts.layout, facts.architecture, facts.n_vocab, weights))
+    return rows
+
+
+def catalog_bounds(records: Iterable[dict], catalog: Catalog | None = None) -> list[BoundsRow]:
+    """Catalog shapes: the layout from the entry's published metadata (no file: weights are not checked)."""
+    by_id = {e.model_id: e for e in (catalog or Catalog()).entries}
+    rows = []
+    for record in records:
+        if unmodelled(record):
+            continue
+        entry = by_id[record["model"]]
+        try:
+            layout = derive_layout(entry.metadata, entry.architecture)
+        except EvidenceError as exc:
+            rows.append(BoundsRow(record, f"unknown: {exc}"))
+            continue
+        rows.append(check_bounds(record, layout, entry.architecture, entry.n_vocab, None))
+    return rows
+
+
+def print_bounds(sets: dict[str, list[BoundsRow]]) -> bool:
+    """Per truth file: runs inside, the worst distance of each bound from the truth; True when all hold."""
+    print(
+        "| set | runs | inside | unknown | worst lower (MiB, % of total) | worst upper (MiB, % of total)"
+        " | beyond tolerance |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    good = True
+    for name, rows in sets.items():
+        known = [r for r in rows if r.status in ("inside", "OUTSIDE")]
+        inside = sum(r.status == "inside" for r in known)
+        far = sum(not r.within_tolerance for r in known)
+        exact = all(r.kv_exact and r.output_exact for r in rows)
+        lo = max(known, key=lambda r: (r.real - r.lower) / r.real, default=None)
+        hi = max(known, key=lambda r: (r.upper - r.real) / r.real, default=None)
+        worst_lo = f"{(lo.real - lo.lower) / MiB:.1f}, {100 * (lo.real - lo.lower) / lo.real:.2f}%" if lo else "-"
+        worst_hi = f"{(hi.upper - hi.real) / MiB:.1f}, {100 * (hi.upper - hi.real) / hi.real:.2f}%" if hi else "-"
+        print(f"| {name} | {len(rows)} | {inside} | {len(rows) - len(known)} | {worst_lo} | {worst_hi} | {far} |")
+        for r in known:
+            if r.status != "inside" or not r.within_tolerance:
+                print(
+                    f"    {r.status} {run_id(r.record)}: truth {r.real / MiB:.1f} lower {r.lower / MiB:.1f}"
+                    f" upper {r.upper / MiB:.1f} MiB"
+                )
+        if not exact:
+            print("    KV/recurrent state or output buffer not exact")
+        good = good and inside == len(known) and far == 0 and exact
+    return good
+
+
 def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.2f}"
 
@@ -195,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("truth", nargs="*", type=Path, help="ground-truth JSON lines (default: tests/data/*.jsonl)")
     parser.add_argument("--summary", action="store_true", help="one line per model instead of one per run")
     parser.add_argument(
+        "--bounds",
+        action="store_true",
+        help="per set: runs inside [lower, upper] and each bound's worst distance (with the catalog dry runs)",
+    )
+    parser.add_argument(
         "--models",
         type=Path,
         action="append",
@@ -202,7 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         help="a directory of <model>.gguf, repeatable (models not found are written from tools/)",
     )
     args = parser.parse_args(argv)
-    records = [r for path in (args.truth or sorted(DATA.glob("results_*.jsonl"))) for r in load(path)]
+    paths = args.truth or sorted(DATA.glob("results_*.jsonl"))
+    if args.bounds:
+        return bounds_main(paths + ([] if args.truth else [CATALOG_TRUTH]), args.models)
+    records = [r for path in paths for r in load(path)]
     with tempfile.TemporaryDirectory(prefix="memfit-accuracy-") as tmp:
         names = {r["model"] for r in records}
         models = {n: d / f"{n}.gguf" for d in reversed(args.models) for n in names if (d / f"{n}.gguf").exists()}
@@ -215,6 +368,22 @@ def main(argv: list[str] | None = None) -> int:
     matched, unmodelled = len(counted) - len(mismatches), len(rows) - len(counted)
     print(f"\nruns: {matched} match, {len(mismatches)} mismatch, {unmodelled} not modelled")
     return 1 if mismatches else 0
+
+
+def bounds_main(paths: list[Path], model_dirs: list[Path]) -> int:
+    sets: dict[str, list[BoundsRow]] = {}
+    with tempfile.TemporaryDirectory(prefix="memfit-accuracy-") as tmp:
+        for path in paths:
+            records = load(path)
+            if path.name == CATALOG_TRUTH.name:
+                sets[path.name] = catalog_bounds(records)
+                continue
+            names = {r["model"] for r in records}
+            models = {n: d / f"{n}.gguf" for d in reversed(model_dirs) for n in names if (d / f"{n}.gguf").exists()}
+            if names - set(models):
+                models.update(write_models(names - set(models), Path(tmp)))
+            sets[path.name] = file_bounds(records, models)
+    return 0 if print_bounds(sets) else 1
 
 
 if __name__ == "__main__":

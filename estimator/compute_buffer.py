@@ -1,0 +1,124 @@
+"""llama.cpp's CPU compute buffer, from the graph it reserves: a floor and a ceiling.
+
+llama_context::sched_reserve (src/llama-context.cpp) reserves the prompt-processing graph for one worst-case
+ubatch: n_tokens = min(n_ctx, n_ubatch) rounded up to a multiple of n_seq (graph_reserve), every output row
+kept, the KV caches full (n_kv = every cell). ggml_gallocr (ggml/src/ggml-alloc.c) places every tensor of that
+graph in one buffer: inputs first, then each node in graph order, a tensor freed after its last consumer, views
+and in-place ops (rms_norm, rope, soft_max, mul, add, unary) taking no new memory; the buffer is the highest
+offset reached. So the buffer is at least the largest set of tensors alive at once (`peak`: the widest phase of
+the graph below) and at most that plus what the best-fit allocator loses to holes.
+
+The phases mirror src/llama-graph.cpp; the `*_HOLE_ROWS`, `FLOOR_ROWS`, `SLACK_ROWS`, `SLACK_FIXED` and
+`SMALL_INPUTS_SLACK` constants are NOT derived: they are the allocator gap measured on llama.cpp v0.4.0's dry and
+real runs (tests/data), in [n_embd, n_tokens] F32 rows of the residual stream or of the widest activation.
+All activations are F32; T = ubatch tokens, E = n_embd.
+"""
+
+from __future__ import annotations
+
+from memfit.estimator.context import ContextGeometry
+from memfit.estimator.kv_cache import window_cells
+from memfit.estimator.layout import GraphLayer, GraphShape
+
+F32 = 4
+MiB = 1 << 20
+ATTN_HOLE_ROWS = 1  # allocator gap (measured): the KQ scores / FA output sit 1-3 residual rows above the live set
+FFN_HOLE_ROWS = 2  # allocator gap (measured): a dense FFN's swiglu sits above attention's freed Q / out / wo
+HEAD_HOLE_ROWS = 1  # allocator gap (measured): the last block's ffn_out / residual stays below the logits
+FLOOR_ROWS = 1  # allocator gap (measured): the holes above can be one residual row fewer
+FLOOR_INPUTS = 2 * MiB  # allocator gap (measured): small inputs and alignment the floor does not count on
+SLACK_ROWS = 2  # allocator gap (measured): up to two more rows of the widest activation lost to best fit
+SLACK_FIXED = 8 * MiB  # allocator gap (measured): sinks, extra masks, norms and scales, 32/64-byte alignment
+# Above this ubatch the allocator's holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes,
+# measured): the compute buffer is not derived there.
+MAX_DERIVED_UBATCH = 512
+
+
+def ubatch_tokens(geometry: ContextGeometry) -> int:
+    t = min(geometry.n_ctx, geometry.n_ubatch)  # llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch)
+    return -(-t // geometry.n_seq) * geometry.n_seq  # graph_reserve: rounded up to a multiple of n_seqs
+
+
+def mask_bytes(graph: GraphShape, geometry: ContextGeometry, t: int) -> int:
+    """The KQ masks: graph inputs, alive until the last attention layer."""
+    elt = 2 if geometry.flash_attention else F32  # build_attn_inp_kq_mask: F16 under flash attention, else F32
+    if not any(layer.n_head for layer in graph.layers):
+        return 0
+    if not graph.cache_attention:
+        return t * t * elt  # build_attn_inp_no_cache: one [T, T] mask
+    cells = {window_cells(layer.window, geometry) for layer in graph.layers if layer.n_head}
+    return sum(n_kv * t * elt for n_kv in cells)  # one mask per cache, ne = [n_kv, T/n_stream, 1, n_stream]
+
+
+def small_inputs(t: int) -> int:
+    return t * 4 * F32 + t * F32  # inp_tokens, inp_pos, k_idxs / v_idxs (I64), out_ids
+
+
+def attention_phase(layer: GraphLayer, geometry: ContextGeometry, cache: bool, t: int) -> int:
+    h = layer.n_head
+    q = t * h * layer.head_k * F32  # build_attn: Qcur (mul_mat; rope in place)
+    kv_cur = t * layer.n_head_kv * (layer.head_k + layer.head_v) * F32  # Kcur, Vcur before set_rows into the cache
+    out = t * h * layer.head_v * F32  # build_attn_mha: flash_attn_ext / kqv result [Dv, H, T]
+    if layer.fused_qkv:
+        kv_cur += t * (h + 2 * layer.n_head_kv) * layer.head_k * F32  # build_qkv: attn_qkv output under the views
+    if geometry.flash_attention:
+        return q + kv_cur + out  # build_attn_mha, flash path: no score matrix
+    n_kv = window_cells(layer.window, geometry) if cache else t  # no cache (non-causal): keys are the ubatch
+    return q + n_kv * t * h * F32 + out  # build_attn_mha: kq = mul_mat(k, q), soft_max in place, kqv beside it
+
+
+def ffn_phase(layer: GraphLayer, n_embd: int, t: int) -> int:
+    dense = 0
+    if layer.n_ff:  # build_ffn: up, gate, swiglu (GLU is not in place) | up, activation in place, down
+        dense = 3 * t * layer.n_ff * F32 if layer.gated else t * (layer.n_ff + n_embd) * F32
+    moe = 0
+    if layer.n_expert:
+        router = 2 * t * layer.n_expert * F32  # build_moe_ffn: router logits / probs, argsort_top_k (I32, full)
+        k, ff = layer.n_expert_used, layer.n_ff_exp
+        moe = router + max(3 * t * k * ff, t * k * (ff + n_embd)) * F32  # mul_mat_id up, gate, swiglu | down [E,k,T]
+    shexp = (t * n_embd + 3 * t * layer.n_ff_shexp) * F32 if layer.n_ff_shexp else 0  # moe_out beside the shared FFN
+    return max(dense, moe, shexp)
+
+
+def recurrent_phase(layer: GraphLayer, geometry: ContextGeometry, t: int) -> int:
+    if not layer.recurrent_in:  # build_rs / ssm_scan / rwkv_wkv: in-projection + conv / scan output, scan state
+        return 0
+    return 2 * t * layer.recurrent_in * F32 + layer.recurrent_state * F32 * geometry.n_seq
+
+
+def layer_phase(graph: GraphShape, layer: GraphLayer, geometry: ContextGeometry, t: int) -> int:
+    residual = t * graph.n_embd * F32  # inpSA / ffn_inp: the residual stream
+    attn = attention_phase(layer, geometry, graph.cache_attention, t) + ATTN_HOLE_ROWS * residual if layer.n_head else 0
+    ffn = ffn_phase(layer, graph.n_embd, t) + (FFN_HOLE_ROWS * residual if layer.n_ff or layer.n_expert else 0)
+    work = max(attn, ffn, recurrent_phase(layer, geometry, t))
+    return mask_bytes(graph, geometry, t) + small_inputs(t) + residual + work
+
+
+def head_phase(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, t: int) -> int:
+    if not graph.logits:  # build_pooling: result_norm [E, T] and the pooled rows, one per sequence
+        return t * graph.n_embd * F32 + geometry.n_seq * graph.n_embd * F32
+    logits = t * (n_vocab + graph.n_embd) * F32  # build_inp_out_ids rows of result_norm, result_output = lm head
+    return logits + HEAD_HOLE_ROWS * t * graph.n_embd * F32
+
+
+def compute_peak(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> int:
+    """The widest phase of the graph: the tensors alive at once, with the allocator's usual holes below them."""
+    t = ubatch_tokens(geometry)
+    return max([head_phase(graph, n_vocab, geometry, t)] + [layer_phase(graph, b, geometry, t) for b in graph.layers])
+
+
+def widest_row(graph: GraphShape) -> int:
+    """The widest per-token activation of an attention block (the unit the allocator's holes come in)."""
+    return max([graph.n_embd] + [max(b.n_head * max(b.head_k, b.head_v), b.n_head_kv * b.head_k) for b in graph.layers])
+
+
+def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:
+    """(floor, ceiling) of the compute buffer llama.cpp reserves for this graph and workload, or None where the
+    rule is not derived (a ubatch above MAX_DERIVED_UBATCH)."""
+    if geometry.n_ubatch > MAX_DERIVED_UBATCH:
+        return None
+    t = ubatch_tokens(geometry)
+    peak = compute_peak(graph, n_vocab, geometry)
+    floor = max(0, peak - FLOOR_ROWS * t * graph.n_embd * F32 - FLOOR_INPUTS)
+    ceiling = peak + SLACK_ROWS * t * widest_row(graph) * F32 + SLACK_FIXED  # ggml_dyn_tallocr_alloc: best fit
+    return floor, ceiling
