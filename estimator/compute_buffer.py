@@ -29,6 +29,7 @@ FLOOR_ROWS = 1  # allocator gap (measured): the holes above can be one residual 
 FLOOR_INPUTS = 2 * MiB  # allocator gap (measured): small inputs and alignment the floor does not count on
 SLACK_ROWS = 2  # allocator gap (measured): up to two more rows of the widest activation lost to best fit
 SLACK_FIXED = 8 * MiB  # allocator gap (measured): sinks, extra masks, norms and scales, 32/64-byte alignment
+FFN_SLACK_ROWS = 1  # allocator gap (measured): the head's logits can land above one freed FFN activation row
 # Above this ubatch the allocator's holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes,
 # measured): the compute buffer is not derived there.
 MAX_DERIVED_UBATCH = 512
@@ -112,13 +113,29 @@ def widest_row(graph: GraphShape) -> int:
     return max([graph.n_embd] + [max(b.n_head * max(b.head_k, b.head_v), b.n_head_kv * b.head_k) for b in graph.layers])
 
 
+def widest_ffn_row(graph: GraphShape) -> int:
+    """The widest per-token activation of a feed-forward or recurrent block."""
+    return max([0] + [max(b.n_ff, b.n_expert_used * b.n_ff_exp, b.n_ff_shexp, b.recurrent_in) for b in graph.layers])
+
+
+def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
+    """Where the phases above hold against llama.cpp: ubatches up to MAX_DERIVED_UBATCH, and flash attention off
+    only without sliding or chunked layers (their two masks and score matrices leave holes not modelled here)."""
+    if (
+        geometry.n_ubatch > MAX_DERIVED_UBATCH or geometry.swa_full
+    ):  # swa_full: never forecast (llama.cpp tools' default off)
+        return False
+    return geometry.flash_attention or not any(layer.window for layer in graph.layers)
+
+
 def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:
     """(floor, ceiling) of the compute buffer llama.cpp reserves for this graph and workload, or None where the
-    rule is not derived (a ubatch above MAX_DERIVED_UBATCH)."""
-    if geometry.n_ubatch > MAX_DERIVED_UBATCH:
+    rule is not derived (see `derived_for`)."""
+    if not derived_for(graph, geometry):
         return None
     t = ubatch_tokens(geometry)
     peak = compute_peak(graph, n_vocab, geometry)
     floor = max(0, peak - FLOOR_ROWS * t * graph.n_embd * F32 - FLOOR_INPUTS)
-    ceiling = peak + SLACK_ROWS * t * widest_row(graph) * F32 + SLACK_FIXED  # ggml_dyn_tallocr_alloc: best fit
+    holes = SLACK_ROWS * t * widest_row(graph) + FFN_SLACK_ROWS * t * widest_ffn_row(graph)
+    ceiling = peak + holes * F32 + SLACK_FIXED  # ggml_dyn_tallocr_alloc: what best fit loses to holes
     return floor, ceiling
