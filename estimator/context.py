@@ -20,7 +20,7 @@ class ContextGeometry:
     n_ubatch: int
     swa_seqs: int = 1  # sequences sharing one sliding window: n_seq in a unified cache, else 1
     swa_full: bool = False  # llama.cpp's swa_full: sliding layers keep the whole context
-    flash_attention: bool = True
+    flash_attention: bool = True  # flash attention on (llama.cpp's `auto` on its CPU backend); off: V transposed
 
 
 def llama_geometry(
@@ -31,10 +31,12 @@ def llama_geometry(
     unified: bool = False,
     swa_full: bool = False,
     causal: bool = True,
+    flash_attention: bool = True,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
 
-    memfit's answers use its defaults: a non-unified cache, n_ubatch 512, no full-size SWA cache.
+    memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
+    SWA cache.
     """
     n_ctx = round_up(n_ctx_req, CELL_PADDING)
     n_ctx_seq = n_ctx if unified else round_up(n_ctx // n_seq, CELL_PADDING)
@@ -47,9 +49,26 @@ def llama_geometry(
         n_ubatch=min(n_ubatch_req, n_batch),
         swa_seqs=n_seq if unified else 1,
         swa_full=swa_full,
+        flash_attention=flash_attention,
     )
 
 
-def context_geometry(tokens_per_stream: int, streams: int, causal: bool = True) -> ContextGeometry:
-    """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, llama.cpp's other defaults."""
-    return llama_geometry(tokens_per_stream * streams, streams, causal=causal)
+def context_geometry(
+    tokens_per_stream: int,
+    streams: int,
+    causal: bool = True,
+    *,
+    n_ubatch: int = DEFAULT_N_UBATCH,
+    unified: bool = False,
+    flash_attention: bool = True,
+) -> ContextGeometry:
+    """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, the requested n_ubatch, unified cache
+    and flash attention, and llama.cpp's defaults for the rest."""
+    return llama_geometry(
+        tokens_per_stream * streams,
+        streams,
+        n_ubatch,
+        unified=unified,
+        causal=causal,
+        flash_attention=flash_attention,
+    )

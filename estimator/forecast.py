@@ -21,10 +21,19 @@ def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload)
     if not layout.attention:
         return Part.not_applicable(Component.KV_CACHE, f"no layer holds KV ({layout.note})")
     k_type, v_type = cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
-    k, v = kv_cache_bytes(layout, geometry, k_type, v_type)
+    k, v = kv_cache_bytes(layout, geometry, k_type, v_type, flash_attention=geometry.flash_attention)
+    if workload.flash_attention_on is None and (k, v) != kv_cache_bytes(
+        layout, geometry, k_type, v_type, flash_attention=not geometry.flash_attention
+    ):
+        return Part.unknown(
+            Component.KV_CACHE,
+            f"flash attention {workload.flash_attention!r} is not a llama.cpp setting memfit knows, and this"
+            " model's V cache differs with flash attention on and off",
+        )
+    layout_v = "" if geometry.flash_attention else ", V transposed (flash attention off)"
     note = (
-        f"{layout.note}; {geometry.n_stream} stream(s) x {geometry.n_ctx_seq} cells, K {k_type.name} {k}"
-        f" + V {v_type.name} {v} bytes"
+        f"{layout.note}; {geometry.n_stream} stream(s) x {geometry.n_ctx_seq} cells, ubatch {geometry.n_ubatch}"
+        f"{layout_v}, K {k_type.name} {k} + V {v_type.name} {v} bytes"
     )
     odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]
     if odd:
@@ -80,7 +89,14 @@ def forecast_parts(
         kv = Part.unknown(Component.KV_CACHE, why)
         recurrent = Part.unknown(Component.RECURRENT_STATE, why)
     else:
-        geometry = context_geometry(workload.allocated_tokens, workload.streams, causal=subject.layout.causal)
+        geometry = context_geometry(
+            workload.allocated_tokens,
+            workload.streams,
+            causal=subject.layout.causal,
+            n_ubatch=workload.ubatch_tokens,
+            unified=workload.kv_unified,
+            flash_attention=workload.flash_attention_on is not False,  # an unknown value: both are tried
+        )
         problem = (
             cache_type_problem(
                 subject.layout, cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
@@ -93,13 +109,22 @@ def forecast_parts(
             limits.append(Limit.WORKLOAD_UNSUPPORTED)
         else:
             kv = kv_cache_part(subject.layout, geometry, workload)
+            if kv.basis is Basis.UNKNOWN:  # the flash attention setting is unknown and changes it
+                limits.append(Limit.WORKLOAD_UNSUPPORTED)
         recurrent = recurrent_part(subject.layout, geometry)
     if history.observation is not None and history.observation.workspace_bytes is not None:
         workspace = measured_workspace(history.observation, kv)
+    elif workload.flash_attention_on is None:
+        workspace = Part.unknown(
+            Component.WORKSPACE,
+            f"llama.cpp's compute buffer depends on flash attention, and {workload.flash_attention!r} is not a"
+            " setting memfit knows",
+        )
+        limits.append(Limit.WORKLOAD_UNSUPPORTED)
     else:
         workspace = workspace_part(subject, geometry)
-    if workspace.basis is Basis.UNKNOWN:
-        limits.append(Limit.WORKSPACE_UNMEASURED)
+        if workspace.basis is Basis.UNKNOWN:
+            limits.append(Limit.WORKSPACE_UNMEASURED)
     if history.identity_insufficient:
         limits.append(Limit.HISTORY_IDENTITY_INSUFFICIENT)
     return [subject.weights, kv, recurrent, workspace, subject.companions], limits

@@ -21,7 +21,11 @@ class HistoryMatch:
 NO_MATCH = HistoryMatch(None)
 
 
-def workload_key(workload: Workload) -> tuple:
+def workload_key(workload: Workload) -> tuple | None:
+    """The workload as observations record it; None when its runtime settings are not llama.cpp's defaults, which
+    is all an observation can have been made with (observations do not record those settings)."""
+    if not workload.knobs_at_defaults:
+        return None
     return (
         workload.allocated_tokens,
         workload.streams,
@@ -63,6 +67,8 @@ class History:
 
     def match(self, subject: Subject, workload: Workload) -> HistoryMatch:
         work = workload_key(workload)
+        if work is None:
+            return NO_MATCH
         if weak_identity(subject.revision, subject.artifact_bytes):
             return HistoryMatch(None, (subject.model_id, *work) in self._by_model)
         row = self._exact.get((subject.model_id, subject.revision, subject.quant, subject.artifact_bytes, *work))

@@ -67,6 +67,12 @@ class Mode(StrEnum):
     CPU_OFFLOAD = "cpuOffload"
 
 
+class FlashAttention(StrEnum):
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
 class ModelSource(StrEnum):
     LOCAL = "local"
     CATALOG = "catalog"

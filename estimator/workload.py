@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memfit.estimator.vocabulary import INT64_MAX, ContextSource, Mode, Refusal
+from memfit.estimator.context import DEFAULT_N_UBATCH
+from memfit.estimator.vocabulary import INT64_MAX, ContextSource, FlashAttention, Mode, Refusal
 
 DEFAULT_ALLOCATED_TOKENS = 4096
 DEFAULT_STREAMS = 1
 DEFAULT_ELEMENT_BYTES = 2  # f16
 DEFAULT_MODE = Mode.FULL_GPU
+# llama.cpp's own defaults for the settings launchers pass it (llama_context_default_params)
+DEFAULT_FLASH_ATTENTION = FlashAttention.AUTO
+DEFAULT_UBATCH_TOKENS = DEFAULT_N_UBATCH
+DEFAULT_KV_UNIFIED = False
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,9 @@ class WorkloadRequest:
     key_element_bytes: int | None = None
     value_element_bytes: int | None = None
     mode: str | None = None
+    flash_attention: str | None = None
+    ubatch_tokens: int | None = None
+    kv_unified: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,26 @@ class Workload:
     key_element_bytes: int
     value_element_bytes: int
     mode: str
+    flash_attention: str = DEFAULT_FLASH_ATTENTION  # as requested: an unknown value is kept
+    ubatch_tokens: int = DEFAULT_UBATCH_TOKENS  # as requested, before llama.cpp's cap
+    kv_unified: bool = DEFAULT_KV_UNIFIED
+
+    @property
+    def knobs_at_defaults(self) -> bool:
+        """Whether the runtime settings are llama.cpp's defaults (what the measurement history records)."""
+        return (self.flash_attention, self.ubatch_tokens, self.kv_unified) == (
+            DEFAULT_FLASH_ATTENTION,
+            DEFAULT_UBATCH_TOKENS,
+            DEFAULT_KV_UNIFIED,
+        )
+
+    @property
+    def flash_attention_on(self) -> bool | None:
+        """Whether llama.cpp runs with flash attention: `auto` resolves to on (its CPU backend); None when the
+        value is not one memfit knows."""
+        if self.flash_attention not in {f.value for f in FlashAttention}:
+            return None
+        return self.flash_attention != FlashAttention.OFF
 
     def clamped(self) -> Workload:
         """The same workload with every number held inside int64, for echoing a refused request."""
@@ -42,6 +70,9 @@ class Workload:
             clamp(self.key_element_bytes),
             clamp(self.value_element_bytes),
             self.mode,
+            self.flash_attention,
+            clamp(self.ubatch_tokens),
+            self.kv_unified,
         )
 
 
@@ -63,6 +94,9 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         if request.value_element_bytes is None
         else request.value_element_bytes,
         mode=DEFAULT_MODE if request.mode is None else request.mode,
+        flash_attention=DEFAULT_FLASH_ATTENTION if request.flash_attention is None else request.flash_attention,
+        ubatch_tokens=DEFAULT_UBATCH_TOKENS if request.ubatch_tokens is None else request.ubatch_tokens,
+        kv_unified=DEFAULT_KV_UNIFIED if request.kv_unified is None else request.kv_unified,
     )
 
 

@@ -70,6 +70,31 @@ class WireFitVerdictRequest(WireModel):
     null for it.
 
     """
+    flash_attention: Annotated[str | None, Field(alias="flashAttention", max_length=64)] = None
+    """
+    llama.cpp's flash attention setting (`-fa`): `auto`, `on` or `off`. Default `auto`, which
+    memfit forecasts as on (what it resolves to on llama.cpp's CPU backend). With it off,
+    llama.cpp stores V transposed, every layer's V row as wide as the widest layer's. Tolerate
+    unknown values: an unknown value is echoed, and the parts that depend on it are `unknown`
+    with the limit `workloadUnsupported`: the workspace, and the KV cache of a model whose
+    layers' V widths differ.
+
+    """
+    ubatch_tokens: Annotated[int | None, Field(alias="ubatchTokens", ge=1, le=9223372036854775807)] = None
+    """
+    llama.cpp's physical batch size (`-ub`, n_ubatch). Default 512. llama.cpp caps it to its
+    logical batch, min(2048, total context). The workspace scales with it, and so does a
+    sliding-window layer's cache: min(context, window + ubatch) cells, padded to 256.
+
+    """
+    kv_unified: Annotated[bool | None, Field(alias="kvUnified")] = None
+    """
+    llama.cpp's unified KV cache (`--kv-unified`): one stream of `allocatedTokens` x `streams`
+    cells shared by every sequence, instead of one stream of `allocatedTokens` cells per
+    sequence. Sliding-window layers then keep min(context, window x streams + ubatch) cells,
+    padded to 256. Default false.
+
+    """
 
 
 class WireFitEvidenceIdentity(WireModel):
@@ -160,6 +185,18 @@ class WireFitWorkload(WireModel):
     Tokens the request actually prepares; null until an exact prepared count is available.
     Never derived from capacity.
 
+    """
+    flash_attention: Annotated[str, Field(alias="flashAttention")]
+    """
+    `auto`, `on` or `off`, as requested (default `auto`). Tolerate unknown values.
+    """
+    ubatch_tokens: Annotated[int, Field(alias="ubatchTokens", ge=1, le=9223372036854775807)]
+    """
+    The physical batch size requested (default 512), before llama.cpp's cap.
+    """
+    kv_unified: Annotated[bool, Field(alias="kvUnified")]
+    """
+    Whether the KV cache is unified (default false).
     """
 
 
@@ -418,7 +455,8 @@ class WireFitVerdictResult(WireModel):
     `workspaceUnmeasured`, `preparedCountUnavailable`, `hostTelemetryUnavailable`,
     `gpuTelemetryUnavailable`; and memfit's own `artifactUnreadable` (the file is not a GGUF
     llama.cpp could load: truncated, corrupt) and `workloadUnsupported` (llama.cpp refuses these
-    cache types for this model). Tolerate unknown values.
+    cache types for this model, or the flash attention setting is not one memfit knows). Tolerate
+    unknown values.
 
     """
 

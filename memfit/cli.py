@@ -12,6 +12,7 @@ from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
+from memfit.estimator.vocabulary import FlashAttention
 from memfit.service_builder import build_service
 
 DEFAULT_HOST = "127.0.0.1"
@@ -113,6 +114,9 @@ def fit(args: argparse.Namespace) -> int:
             key_element_bytes=args.key_bytes,
             value_element_bytes=args.value_bytes,
             mode=args.mode,
+            flash_attention=args.flash_attention,
+            ubatch_tokens=args.ubatch,
+            kv_unified=args.kv_unified,
         )
         for m in args.model
     ]
@@ -146,7 +150,17 @@ def measure(args: argparse.Namespace) -> int:
         print(f"memfit: {args.model!r} cannot be measured here", file=sys.stderr)
         return 1
     workload = resolve_workload(
-        WorkloadRequest(args.tokens, args.streams, args.key_bytes, args.value_bytes, args.mode), subject.context_limit
+        WorkloadRequest(
+            args.tokens,
+            args.streams,
+            args.key_bytes,
+            args.value_bytes,
+            args.mode,
+            args.flash_attention,
+            args.ubatch,
+            args.kv_unified,
+        ),
+        subject.context_limit,
     )
     if (
         input_refusal(workload)
@@ -160,6 +174,11 @@ def measure(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     parts = parse_llama_log(LlamaCppLoad(llama_cpp).run(artifact.paths[0], workload))
+    for name in ("weights", "kv_cache", "recurrent_state", "workspace"):
+        print(f"{name:16s} {getattr(parts, name)} bytes")
+    if not workload.knobs_at_defaults:  # observations record no runtime settings: history holds only the defaults
+        print("not recorded: the measurement history keeps only llama.cpp's default flash attention, ubatch and cache")
+        return 0
     row = observation(
         subject.model_id,
         subject.revision,
@@ -170,8 +189,6 @@ def measure(args: argparse.Namespace) -> int:
         f"llama-cpp-python {llama_cpp.__version__}",
     )
     observation_id = service.history.record(row)
-    for name in ("weights", "kv_cache", "recurrent_state", "workspace"):
-        print(f"{name:16s} {getattr(parts, name)} bytes")
     print(f"recorded as observation {observation_id} in {service.history.db.path}")
     return 0
 
@@ -218,6 +235,20 @@ def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-bytes", type=_positive, help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
     parser.add_argument("--value-bytes", type=_positive, help="bytes per V element, as --key-bytes")
     parser.add_argument("--mode", help="fullGpu (default) or cpuOffload")
+    parser.add_argument(
+        "--flash-attention",
+        choices=[f.value for f in FlashAttention],
+        help="llama.cpp's -fa: auto (default, forecast as on), on or off",
+    )
+    parser.add_argument(
+        "--ubatch", type=_positive, metavar="N", help="llama.cpp's -ub, the physical batch size (default 512)"
+    )
+    parser.add_argument(
+        "--kv-unified",
+        action="store_true",
+        default=None,
+        help="llama.cpp's --kv-unified: one KV stream shared by every sequence (default: one per sequence)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import ModuleType
 
+from memfit.estimator.context import DEFAULT_N_BATCH
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
-from memfit.estimator.vocabulary import Mode
+from memfit.estimator.vocabulary import FlashAttention, Mode
 from memfit.estimator.workload import Workload
 from memfit.readers.history_db import ObservationRow
 
@@ -30,6 +31,18 @@ def ggml_cache_type(element_bytes: int) -> int:
     if ggml_type is None:
         raise ValueError(f"{element_bytes} bytes per element is not a llama.cpp cache type")
     return int(ggml_type)
+
+
+def flash_attn_type(lib: ModuleType, setting: str) -> int:
+    """llama.cpp's flash_attn_type for the contract's `flashAttention` (the CLI offers only the known ones)."""
+    names = {
+        FlashAttention.AUTO: "LLAMA_FLASH_ATTN_TYPE_AUTO",
+        FlashAttention.ON: "LLAMA_FLASH_ATTN_TYPE_ENABLED",
+        FlashAttention.OFF: "LLAMA_FLASH_ATTN_TYPE_DISABLED",
+    }
+    if setting not in names:
+        raise ValueError(f"{setting!r} is not a llama.cpp flash attention setting")
+    return int(getattr(lib, names[FlashAttention(setting)]))
 
 
 @dataclass(frozen=True)
@@ -95,11 +108,11 @@ class LlamaCppLoad:
             params = lib.llama_context_default_params()
             params.n_ctx = workload.allocated_tokens * workload.streams
             params.n_seq_max = workload.streams
-            params.n_batch, params.n_ubatch = 2048, 512
-            params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_AUTO
+            params.n_batch, params.n_ubatch = DEFAULT_N_BATCH, workload.ubatch_tokens  # llama.cpp caps the ubatch
+            params.flash_attn_type = flash_attn_type(lib, workload.flash_attention)
             params.type_k = ggml_cache_type(workload.key_element_bytes)
             params.type_v = ggml_cache_type(workload.value_element_bytes)
-            params.kv_unified, params.swa_full = False, False
+            params.kv_unified, params.swa_full = workload.kv_unified, False
             context = lib.llama_init_from_model(model, params)
             if not context:
                 raise RuntimeError("llama.cpp could not create the context:\n" + "".join(self.log[-5:]))

@@ -25,6 +25,9 @@ def fit_request(request: wire.WireFitVerdictRequest) -> FitRequest:
             request.key_element_bytes,
             request.value_element_bytes,
             request.mode,
+            request.flash_attention,
+            request.ubatch_tokens,
+            request.kv_unified,
         ),
     )
 
@@ -36,6 +39,7 @@ def observation(body: wire.WireObservation) -> Observation:
         revision=body.revision,
         quant=body.quant,
         artifact_bytes=body.artifact_bytes,
+        # observations record no runtime settings: llama.cpp's defaults, the only ones history matches
         workload=WorkloadRequest(w.allocated_tokens, w.streams, w.key_element_bytes, w.value_element_bytes, w.mode),
         parts=ObservedParts(p.weights, p.kv_cache, p.recurrent_state, p.workspace, p.companions),
         runtime=body.runtime,
@@ -72,6 +76,9 @@ def fit_result(r: FitResult) -> wire.WireFitVerdictResult:
                 value_element_bytes=w.value_element_bytes,
                 mode=w.mode,
                 prepared_tokens=None,
+                flash_attention=w.flash_attention,
+                ubatch_tokens=w.ubatch_tokens,
+                kv_unified=w.kv_unified,
             ),
             refusal=r.refusal,
         ),

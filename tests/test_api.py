@@ -127,6 +127,9 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "valueElementBytes": 2,
         "mode": "fullGpu",
         "preparedTokens": None,
+        "flashAttention": "auto",
+        "ubatchTokens": 512,
+        "kvUnified": False,
     }
     numbered = sum(p["bytes"] for p in estimate["parts"] if p["bytes"] is not None)
     assert estimate["lowerBoundBytes"] == numbered

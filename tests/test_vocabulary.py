@@ -15,6 +15,7 @@ from memfit.estimator.vocabulary import (
     BudgetBasis,
     Component,
     ContextSource,
+    FlashAttention,
     Limit,
     Mode,
     ModelSource,
@@ -36,6 +37,7 @@ FIELDS = [
     (BudgetBasis, "WireFitBudget", "basis"),
     (ContextSource, "WireFitWorkload", "contextSource"),
     (Mode, "WireFitWorkload", "mode"),
+    (FlashAttention, "WireFitWorkload", "flashAttention"),
     (ModelSource, "WireModelEntry", "source"),
     (ObservationFlag, "WireObservationReceipt", "flags"),
     (ProblemType, "Problem", "type"),
@@ -51,3 +53,8 @@ def test_the_words_of_a_field_are_exactly_its_enum(words: type[StrEnum], schema:
 def test_weakest_basis_orders_the_bases_as_the_spec_does() -> None:
     description = SPEC["components"]["schemas"]["WireFitMemoryEstimate"]["properties"]["weakestBasis"]["description"]
     assert set(WORD.findall(description)) == {b.value for b in Basis}
+
+
+def test_the_request_names_every_flash_attention_setting() -> None:
+    description = SPEC["components"]["schemas"]["WireFitVerdictRequest"]["properties"]["flashAttention"]["description"]
+    assert {f.value for f in FlashAttention} <= set(WORD.findall(description))
