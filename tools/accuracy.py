@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memfit.estimator.artifact import weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.recurrent_state import recurrent_state_bytes
+from memfit.readers.cpu_features import CpuFamily
 from tools.gguf_writers import Model, write_model
-from tools.truth import DATA, load
+from tools.truth import DATA, MEASURED_ON, load
 
 
 def model_writers() -> dict[str, Callable[[], Model]]:
@@ -81,7 +83,9 @@ def unmodelled(record: dict) -> str | None:
     return None
 
 
-def compare(record: dict, path: Path, cache: ArtifactCache) -> Row:
+def compare(record: dict, path: Path, cache: ArtifactCache, cpu: CpuFamily = MEASURED_ON) -> Row:
+    """memfit's numbers for one run, its weights as a host of `cpu` bounds them (by default the CPU the
+    ground truth was measured on)."""
     why = unmodelled(record)
     if why:
         return Row(record, why)
@@ -89,7 +93,8 @@ def compare(record: dict, path: Path, cache: ArtifactCache) -> Row:
         facts = cache.facts((str(path),))
     except EvidenceError as exc:
         return Row(record, f"unreadable: {exc}")
-    weights = (facts.weights_bytes, facts.weights_bytes + facts.weights_slack)
+    floor, slack, _ = weights_on(facts, cpu)
+    weights = (floor, floor + slack)
     if facts.layout is None:
         return Row(record, f"not derived ({facts.layout_error})", weights=weights)
     s = settings(record)
