@@ -11,11 +11,13 @@ from gguf import Keys
 
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
+from memfit.estimator.cpu_repack import TiedCopy, tied_output_copy
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
+from memfit.readers.cpu_features import CpuFamily
 from memfit.readers.gguf_header import STRING, GGUFHeader, SkippedArray
 
 TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
@@ -23,23 +25,37 @@ TOKEN_EMBD = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"
 OUTPUT = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
 BLOCK_TENSOR = re.compile(r"^blk\.(\d{1,9})\.")
 MAX_VOCAB = 1 << 31  # llama.cpp keeps token ids in int32
-# Types ggml's CPU backend repacks for its matmul kernels. A tied output (no output.weight) whose
-# token_embd has one of them is kept twice there: once for get_rows, once repacked for the output.
-CPU_REPACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_K, QT.IQ4_NL, QT.Q8_0})
+WEIGHTS_NOTE = "tensor bytes of the GGUF file set, each padded to 32 bytes as llama.cpp allocates them"
 _QUANT_IN_NAME = re.compile(rf"(?<![A-Za-z0-9])({QUANT_NAME})(?![A-Za-z0-9])", re.I)
 
 
 @dataclass(frozen=True)
+class TiedEmbedding:
+    """A token_embd that is also the output, and that the CPU backend may keep a second copy of."""
+
+    ggml_type: int
+    shape: tuple[int, int] | None  # (ne[0], ne[1]); None when the metadata does not state it consistently
+    nbytes: int
+
+
+@dataclass(frozen=True)
 class ArtifactFacts:
+    """What the file set says, whatever the host; weights_on() gives the weights for a host's CPU family."""
+
     architecture: str
     quant: str
     context_limit: int | None
     n_vocab: int | None
-    weights_bytes: int  # sum over tensors of their padded size
-    weights_slack: int  # a second copy llama.cpp's CPU backend may keep (tied, repacked token_embd)
+    weights_bytes: int  # sum over tensors of their padded size (without the copy `tied` may add)
     weights_note: str
     layout: Layout | None
     layout_error: EvidenceError | None
+    tied: TiedEmbedding | None = None  # a tied token embedding whose second copy depends on the host's CPU
+
+    @property
+    def weights_slack(self) -> int:
+        """The second copy an unknown host's CPU backend may keep (in the ceiling only)."""
+        return weights_on(self, CpuFamily.UNKNOWN)[1]
 
 
 def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
@@ -121,6 +137,46 @@ def _vocab_size(metadata: dict, arch: str) -> int | None:
     return size if is_int(size) and 0 < size <= MAX_VOCAB else None
 
 
+def _embedding_shape(metadata: dict, arch: str, ggml_type: int, nbytes: int) -> tuple[int, int] | None:
+    """token_embd's (ne[0], ne[1]): ne[0] is `<arch>.embedding_length` (llama.cpp creates it {n_embd, n_vocab}),
+    ne[1] what its bytes then hold; None when they disagree."""
+    n_embd = metadata.get(Keys.LLM.EMBEDDING_LENGTH.format(arch=arch))
+    if not is_int(n_embd) or n_embd <= 0:
+        return None
+    block, type_size = gguf.GGML_QUANT_SIZES[QT(ggml_type)]
+    if n_embd % block:
+        return None
+    row = n_embd // block * type_size
+    return (n_embd, nbytes // row) if nbytes % row == 0 else None
+
+
+def weights_on(facts: ArtifactFacts, family: CpuFamily) -> tuple[int, int, str]:
+    """(floor bytes, slack, note) of the weights on a host of `family`: the tied embedding's second copy in the
+    floor where its CPU backend certainly keeps it, in neither bound where it certainly does not, else in the
+    ceiling only."""
+    tied = facts.tied
+    if tied is None:
+        return facts.weights_bytes, 0, facts.weights_note
+    copy = tied_output_copy(family, tied.ggml_type, tied.shape, tied.nbytes)
+    name = QT(tied.ggml_type).name
+    where = f"{name} on {family.value}"
+    if copy.outcome is TiedCopy.CERTAIN:  # the floor the smallest copy, the ceiling the largest
+        extra = padded(copy.ceiling) - padded(copy.floor)
+        note = (
+            f"; the floor holds the second copy of the tied token embedding that llama.cpp's CPU backend"
+            f" certainly keeps for the output ({where})"
+        )
+        return facts.weights_bytes + padded(copy.floor), extra, facts.weights_note + note
+    if copy.outcome is TiedCopy.NEVER:
+        note = f"; llama.cpp's CPU backend keeps no second copy of the tied token embedding ({where})"
+        return facts.weights_bytes, 0, facts.weights_note + note
+    note = (
+        f"; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU backend"
+        f" may keep for the output ({where}: depends on the build)"
+    )
+    return facts.weights_bytes, padded(copy.ceiling), facts.weights_note + note
+
+
 def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFacts:
     """Facts of one model from the summaries of its file set (the first split holds the metadata)."""
     metadata = summaries[0].metadata
@@ -134,19 +190,16 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     weights = sum(padded(n) for n in sizes.values())
     tied = TOKEN_EMBD in sizes and OUTPUT not in sizes
     rule = RULES.get(arch)
-    slack = 0
-    note = "tensor bytes of the GGUF file set, each padded to 32 bytes as llama.cpp allocates them"
+    note = WEIGHTS_NOTE
     if skipped:
         note += f"; the {len(skipped)} tensors of its NextN/MTP layers are not loaded for generation"
+    tied_embedding = None
     if tied and rule is not None and rule.tied_embedding_twice:
         weights += padded(sizes[TOKEN_EMBD])  # its loader makes the output copy before token_embd
         note += f"; {arch} loads its tied token embedding twice"
-    elif tied and types[TOKEN_EMBD] in CPU_REPACKED_TYPES:
-        slack = padded(sizes[TOKEN_EMBD])
-        note += (
-            "; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU"
-            " backend keeps when it repacks that type"
-        )
+    elif tied:
+        nbytes, ggml_type = sizes[TOKEN_EMBD], types[TOKEN_EMBD]
+        tied_embedding = TiedEmbedding(ggml_type, _embedding_shape(metadata, arch, ggml_type, nbytes), nbytes)
 
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
@@ -160,8 +213,8 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         context_limit,
         _vocab_size(metadata, arch),
         weights,
-        slack,
         note,
         layout,
         error,
+        tied_embedding,
     )

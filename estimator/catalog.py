@@ -16,12 +16,14 @@ import gguf
 
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.bounds import Part
+from memfit.estimator.cpu_repack import tied_output_copy
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.parameters import ParameterCount, count_parameters
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.quant_names import DEFAULT_QUANT
 from memfit.readers.catalog_file import load_catalog_file
+from memfit.readers.cpu_features import CpuFamily
 
 F32_BYTES = 4  # norms, biases and routers stay F32 in every quant
 TENSOR_PADDING = 32  # every tensor is padded to 32 bytes; a block has at most this many tensors
@@ -116,7 +118,7 @@ class Catalog:
 def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSpread) -> Part:
     """parameters x bits per weight of the recipe's lowest type (a floor); the highest type gives the ceiling,
     with the 1-D tensors a layer may carry, 32-byte padding, and, for a tied embedding, the second copy
-    llama.cpp's CPU backend keeps when it repacks its type."""
+    llama.cpp's CPU backend may keep (as large as any host's backend packs the ceiling type)."""
     low, high = bits_per_weight(spread.floor_type), bits_per_weight(spread.ceiling_type)
     blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
     fixed = count.f32 * F32_BYTES
@@ -128,7 +130,11 @@ def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSprea
         + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
     )
     if entry.tied_embeddings:
-        ceiling += math.ceil(entry.n_vocab * entry.metadata.get(f"{entry.architecture}.embedding_length", 0) * high / 8)
+        n_embd = entry.metadata.get(f"{entry.architecture}.embedding_length", 0)
+        embedding = math.ceil(entry.n_vocab * n_embd * high / 8)
+        qtype = gguf.GGMLQuantizationType[spread.ceiling_type]
+        packed = tied_output_copy(CpuFamily.UNKNOWN, qtype, (n_embd, entry.n_vocab), embedding).ceiling
+        ceiling += max(embedding, packed)
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
     note = (
         f"{count.total:,} parameters counted from the published layout{stated} x {low:g} to {high:g} bits"

@@ -22,6 +22,7 @@ from memfit.estimator.subject import Subject, local_subject
 from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
 from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, ModelSource, ObservationFlag, Refusal
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
+from memfit.readers.cpu_features import CpuFeatures
 from memfit.readers.history_db import ObservationRow
 from memfit.readers.host_memory import HostMemory
 from memfit.readers.nvml import GpuMemory, NvmlReader
@@ -71,6 +72,7 @@ class FitService:
         catalog: Catalog,
         history: History,
         read_committed: Callable[[], int | None],
+        cpu: CpuFeatures,
     ) -> None:
         self.index = index
         self.cache = cache
@@ -80,6 +82,7 @@ class FitService:
         self.settings = settings
         self.read_host = read_host
         self.nvml = nvml
+        self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
 
     # --- one request ------------------------------------------------------------------------------
 
@@ -92,7 +95,7 @@ class FitService:
         """A model on disk beats a catalog entry with the same id (measured beats proxy)."""
         artifact = self.index.get(model_id)
         if artifact is not None:
-            return local_subject(artifact, self.cache)
+            return local_subject(artifact, self.cache, self.cpu.family)
         return self.catalog.subject(model_id)
 
     def fit_batch(
@@ -122,7 +125,7 @@ class FitService:
         """Local artifacts in index order (roots in order, then by id), then catalog entries not on disk, by id."""
         entries = []
         for artifact in self.index.artifacts():
-            subject = local_subject(artifact, self.cache)
+            subject = local_subject(artifact, self.cache, self.cpu.family)
             entries.append(
                 ModelEntry(
                     model_id=artifact.model_id,

@@ -6,11 +6,13 @@ import hashlib
 import os
 from dataclasses import dataclass
 
+from memfit.estimator.artifact import weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import Part
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Basis, Component, Limit
+from memfit.readers.cpu_features import CpuFamily
 from memfit.readers.model_roots import LocalArtifact
 
 
@@ -60,8 +62,9 @@ def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, li
     )
 
 
-def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
-    """A subject for a GGUF file set on disk: measured weights, the layout its metadata states."""
+def local_subject(artifact: LocalArtifact, cache: ArtifactCache, cpu: CpuFamily) -> Subject:
+    """A subject for a GGUF file set on disk: measured weights (on a host of the `cpu` family: the cached facts
+    hold for any host), the layout its metadata states."""
     companions, limits, companions_key = _companions(artifact, cache)
     weights_key = ""
     try:
@@ -84,9 +87,8 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache) -> Subject:
             weights_key=weights_key,
             companions_key=companions_key,
         )
-    weights = Part(
-        Component.WEIGHTS, facts.weights_bytes, Basis.MEASURED_ARTIFACT, facts.weights_note, slack=facts.weights_slack
-    )
+    floor, slack, note = weights_on(facts, cpu)
+    weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
     return Subject(
         model_id=artifact.model_id,

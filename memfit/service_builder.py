@@ -10,6 +10,7 @@ from memfit.estimator.catalog import Catalog
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.history import History
 from memfit.estimator.registry import ModelIndex
+from memfit.readers.cpu_features import CpuFeatures, read_cpu_features
 from memfit.readers.engines import EngineScanner
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB
@@ -27,6 +28,7 @@ def build_service(
     state_dir: str | None = None,
     settings: Settings | None = None,
     read_host: Callable[[], HostMemory] = read_host_memory,
+    read_cpu: Callable[[], CpuFeatures] = read_cpu_features,
     nvml: NvmlReader | None = None,
     read_committed: Callable[[], int | None] | None = None,
     poll_seconds: float = 2.0,
@@ -34,7 +36,8 @@ def build_service(
 ) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
-    The host, NVML and process-table readers default to the real ones; `index` replaces the index of `roots`."""
+    The host, CPU, NVML and process-table readers default to the real ones (the CPU is read once, here);
+    `index` replaces the index of `roots`."""
     store = HeaderStore(os.path.join(state_dir, HEADERS_FILE)) if state_dir is not None else None
     history_db = HistoryDB(os.path.join(state_dir, HISTORY_FILE)) if state_dir is not None else None
     return FitService(
@@ -46,4 +49,5 @@ def build_service(
         catalog=Catalog(),
         history=History(history_db),
         read_committed=read_committed or EngineScanner().committed_bytes,
+        cpu=read_cpu(),
     )

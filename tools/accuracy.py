@@ -18,6 +18,7 @@ from pathlib import Path
 
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.architectures import derive_layout
+from memfit.estimator.artifact import weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import ContextGeometry, llama_geometry
@@ -26,8 +27,9 @@ from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.workspace import output_buffer, workspace_bounds
+from memfit.readers.cpu_features import CpuFamily
 from tools.gguf_writers import Model, write_model
-from tools.truth import DATA, load, run_id
+from tools.truth import DATA, MEASURED_ON, load, run_id
 
 
 def model_writers() -> dict[str, Callable[[], Model]]:
@@ -87,7 +89,9 @@ def unmodelled(record: dict) -> str | None:
     return None
 
 
-def compare(record: dict, path: Path, cache: ArtifactCache) -> Row:
+def compare(record: dict, path: Path, cache: ArtifactCache, cpu: CpuFamily = MEASURED_ON) -> Row:
+    """memfit's numbers for one run, its weights as a host of `cpu` bounds them (by default the CPU the
+    ground truth was measured on)."""
     why = unmodelled(record)
     if why:
         return Row(record, why)
@@ -95,7 +99,8 @@ def compare(record: dict, path: Path, cache: ArtifactCache) -> Row:
         facts = cache.facts((str(path),))
     except EvidenceError as exc:
         return Row(record, f"unreadable: {exc}")
-    weights = (facts.weights_bytes, facts.weights_bytes + facts.weights_slack)
+    floor, slack, _ = weights_on(facts, cpu)
+    weights = (floor, floor + slack)
     if facts.layout is None:
         return Row(record, f"not derived ({facts.layout_error})", weights=weights)
     s = settings(record)
@@ -217,9 +222,8 @@ def file_bounds(records: Iterable[dict], models: dict[str, Path]) -> list[Bounds
         if facts.layout is None or facts.n_vocab is None:
             rows.append(BoundsRow(record, "unknown: no layout"))
             continue
-        weights = (
-            None if settings(record).get("mmap") else (facts.weights_bytes, facts.weights_bytes + facts.weights_slack)
-        )
+        floor, slack, _ = weights_on(facts, MEASURED_ON)
+        weights = None if settings(record).get("mmap") else (floor, floor + slack)
         rows.append(check_bounds(record, facts.layout, facts.architecture, facts.n_vocab, weights))
     return rows
 

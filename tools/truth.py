@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from memfit.readers.cpu_features import CpuFamily
+
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "q8_0": 1}
+# The CPU backend the runs were measured with: node-llama-cpp's prebuilt x86-64 AVX2 libllama (CPU only).
+MEASURED_ON = CpuFamily.X86_AVX2
 
 
 def load(path: Path) -> list[dict]:
