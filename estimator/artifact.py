@@ -12,7 +12,7 @@ from gguf import Keys
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.cpu_repack import TiedCopy, tied_output_copy
-from memfit.estimator.errors import EvidenceError
+from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.integers import is_int, round_up
@@ -177,12 +177,24 @@ def weights_on(facts: ArtifactFacts, family: CpuFamily) -> tuple[int, int, str]:
     return facts.weights_bytes, padded(copy.ceiling), facts.weights_note + note
 
 
+def refuse_other_kinds(metadata: dict, summaries: list[HeaderSummary]) -> None:
+    """NotAModel for a GGUF llama.cpp would not run as a model: one whose general.type is not `model` (an adapter,
+    an importance matrix, a projector), or one without tensors (the vocabulary-only files of llama.cpp's
+    tokenizer tests carry a real model's hyperparameters and no weights; llama_model_load fails on them)."""
+    kind = metadata.get(Keys.General.TYPE, gguf.GGUFType.MODEL)
+    if kind != gguf.GGUFType.MODEL:
+        raise NotAModel(str(kind), f"a GGUF of {Keys.General.TYPE} {kind!r}, not a model llama.cpp runs on its own")
+    if not any(s.tensors for s in summaries):
+        raise NotAModel("vocabulary", "the file holds no tensors (a vocabulary-only GGUF): llama.cpp cannot run it")
+
+
 def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFacts:
     """Facts of one model from the summaries of its file set (the first split holds the metadata)."""
     metadata = summaries[0].metadata
     arch = metadata.get(Keys.General.ARCHITECTURE)
     if not isinstance(arch, str):
         raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{Keys.General.ARCHITECTURE} is missing")
+    refuse_other_kinds(metadata, summaries)
     sizes = {name: nbytes for s in summaries for name, nbytes, _ in s.tensors}
     types = {name: ggml_type for s in summaries for name, _, ggml_type in s.tensors}
     skipped = mtp_tensors(metadata, arch, sizes)

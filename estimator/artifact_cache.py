@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
 
 from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, summarize
-from memfit.estimator.errors import EvidenceError
+from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import GGUFError, read_header
 from memfit.readers.header_store import HeaderStore, dumps, loads
@@ -49,6 +49,7 @@ class Unreadable:
 
     limit: Limit
     message: str
+    kind: str = ""  # for a GGUF that is not a model (NotAModel): what it is
 
 
 def identity_of(st: os.stat_result) -> FileIdentity:
@@ -101,6 +102,8 @@ class ArtifactCache:
                 while len(self._entries) > self.capacity:
                     self._entries.popitem(last=False)
         if isinstance(cached, Unreadable):
+            if cached.kind:
+                raise NotAModel(cached.kind, cached.message)
             raise EvidenceError(cached.limit, cached.message)
         return cached
 
@@ -130,5 +133,7 @@ class ArtifactCache:
             return artifact_facts(summaries, os.path.basename(paths[0]))
         except GGUFError as exc:
             return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
+        except NotAModel as exc:
+            return Unreadable(exc.limit, str(exc), exc.kind)
         except EvidenceError as exc:
             return Unreadable(exc.limit, str(exc))

@@ -11,5 +11,14 @@ class EvidenceError(ValueError):
         self.limit = limit
 
 
+class NotAModel(EvidenceError):
+    """The file is a GGUF of another kind llama.cpp does not run as a model: an adapter, an importance matrix, a
+    projector, a vocabulary without weights. `kind` says which."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(Limit.ARTIFACT_UNREADABLE, message)
+        self.kind = kind
+
+
 class Cancelled(Exception):
     """The request was cancelled (its client went away, or the server is stopping): the rest is not worked out."""

@@ -122,10 +122,13 @@ class FitService:
         return self.judge([answer], self.read_environment())[0]
 
     def model_list(self) -> list[ModelEntry]:
-        """Local artifacts in index order (roots in order, then by id), then catalog entries not on disk, by id."""
+        """Local artifacts in index order (roots in order, then by id), then catalog entries not on disk, by id.
+        GGUFs that are not models (adapters, vocabulary-only files) are left out."""
         entries = []
         for artifact in self.index.artifacts():
             subject = local_subject(artifact, self.cache, self.cpu.family)
+            if not subject.is_model:
+                continue
             entries.append(
                 ModelEntry(
                     model_id=artifact.model_id,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from memfit.estimator.artifact import weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import Part
-from memfit.estimator.errors import EvidenceError
+from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.readers.cpu_features import CpuFamily
@@ -32,6 +32,11 @@ class Subject:
     weights_key: str = ""  # identity of the weights file set, for sharedKey
     companions_key: str = ""
     architecture: str = ""
+
+    @property
+    def is_model(self) -> bool:
+        """False for a GGUF of another kind (an adapter, a vocabulary): answered as unreadable, never listed."""
+        return not isinstance(self.layout_problem, NotAModel)
 
 
 def allocation_key(kind: str, identity: tuple) -> str:

@@ -14,7 +14,7 @@ from memfit import wire
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
-from tools.gguf_writers import Model, qwen3, write_model
+from tools.gguf_writers import Model, llama_gqa, qwen3, write_model
 from tools.hostile import MUTATIONS, base_header, check, examine, mutate
 
 BASE = base_header()
@@ -145,3 +145,25 @@ def test_a_header_that_keeps_too_much_is_refused_quickly(tmp_path: Path, monkeyp
     read_header(tmp_path / "normal.gguf")
     with pytest.raises(GGUFError, match="keeps over"):
         read_header(tmp_path / "junk.gguf")
+
+
+def test_files_llama_cpp_cannot_run_as_a_model_are_unreadable_and_not_listed(tmp_path: Path) -> None:
+    """A vocabulary-only GGUF (llama.cpp's tokenizer test files: a real model's hyperparameters, no tensors) and a
+    LoRA adapter (general.type = adapter) are not answered as models, and the listing leaves them out."""
+    vocab_only = llama_gqa()
+    vocab_only.tensors.clear()
+    write_model(vocab_only, tmp_path / "ggml-vocab-llama.gguf")
+    adapter = llama_gqa()
+    adapter.kv["general.type"] = "adapter"
+    write_model(adapter, tmp_path / "lora-adapter.gguf")
+    write_model(llama_gqa(), tmp_path / "model.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
+    service.index.refresh()
+    requests = [WireFitVerdictRequest(model_id=m) for m in ("ggml-vocab-llama", "lora-adapter", "model")]
+    results = {r.model_id: r for r in wire.fit_batch(service, requests).results}
+    for name, what in (("ggml-vocab-llama", "no tensors"), ("lora-adapter", "'adapter'")):
+        weights = results[name].estimate.parts[0]
+        assert weights.basis == "unknown" and what in weights.note
+        assert "artifactUnreadable" in results[name].limits and results[name].verdict == "unknown"
+    assert results["model"].estimate.parts[0].basis == "measuredArtifact"
+    assert [m.model_id for m in wire.model_list(service).models if m.source == "local"] == ["model"]
