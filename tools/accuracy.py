@@ -35,7 +35,7 @@ from tools.truth import DATA, MEASURED_ON, load, run_id
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
-    from tools.families import attention, more, recurrent
+    from tools.families import attention, more, recurrent, shapes
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -43,6 +43,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **attention.FAMILY_SET,
         **recurrent.FAMILY_SET,
         **more.FAMILY_SET,
+        **shapes.FAMILY_SET,
     }
 
 

@@ -1,0 +1,139 @@
+"""Full-size shapes chosen to stress the workspace rule, measured in llama.cpp's dry run (no_alloc=1,
+tests/data/results_shapes_dryrun.jsonl, with tools/gguf_writers.py's four scale shapes): a wide FFN with a
+small vocabulary, a large vocabulary, a 70B-width model with a tiny vocabulary, two MoE layouts (256 experts,
+64 wide experts), BERT-large, nomic-bert and a granite hybrid.
+
+Each function returns the `Model` of one measured file (published-style dimensions, fewer layers where the
+layer count does not change the workspace); `write_model` writes it with a sparse data region, so a
+several-GB shape costs no disk. The runs used llama.cpp's AMX CPU variant: their weights buffers are not a
+plain CPU's, so tools/accuracy.py checks these runs with llama.cpp's own weights on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tools.gguf_writers import (
+    QT,
+    Model,
+    attention,
+    embeddings,
+    feed_forward,
+    layer_norm,
+    mamba2_block,
+    moe_feed_forward,
+    ssm_kv,
+    transformer_kv,
+)
+
+
+def dense(
+    name: str,
+    *,
+    E: int,
+    F: int,
+    L: int,
+    H: int,
+    Hkv: int,
+    D: int,
+    V: int,
+    w: QT = QT.Q4_0,
+) -> Model:
+    """A llama: E embedding, F FFN width, L layers, H / Hkv heads of D, V tokens, untied output."""
+    m = Model("llama", vocab=V, tokenizer="llama")
+    head_dim = None if D == E // H else D
+    transformer_kv(m, ctx=131072, embd=E, layers=L, ff=F, heads=H, heads_kv=Hkv, eps=1e-5, name=name, head_dim=head_dim)
+    m.arch_kv(rope__dimension_count=D, vocab_size=V)
+    embeddings(m, E, V, w, tied=False)
+    for i in range(L):
+        attention(m, i, E, H, Hkv, D, w)
+        feed_forward(m, i, E, F, w)
+    return m
+
+
+def moe(name: str, *, E: int, Fe: int, nexp: int, k: int, L: int, H: int, Hkv: int, D: int, V: int) -> Model:
+    """A qwen3moe: `nexp` experts of width Fe, `k` used per token."""
+    w = QT.Q4_0
+    m = Model("qwen3moe", vocab=V, tokenizer="gpt2")
+    transformer_kv(
+        m, ctx=40960, embd=E, layers=L, ff=Fe * 4, heads=H, heads_kv=Hkv, head_dim=D, rope_base=1e6, name=name
+    )
+    m.arch_kv(expert_count=nexp, expert_used_count=k, expert_feed_forward_length=Fe)
+    embeddings(m, E, V, w, tied=False)
+    for i in range(L):
+        attention(m, i, E, H, Hkv, D, w, qk_norm=True)
+        moe_feed_forward(m, i, E, Fe, nexp, w)
+    return m
+
+
+def bert(name: str, *, E: int, F: int, L: int, H: int, V: int, nomic: bool, ctx: int) -> Model:
+    """BERT (learned positions, biases, GELU FFN) or nomic-bert (rope, fused QKV, gated FFN), all F16."""
+    arch = "nomic-bert" if nomic else "bert"
+    m = Model(arch, vocab=V, tokenizer="bert")
+    transformer_kv(m, ctx=ctx, embd=E, layers=L, ff=F, heads=H, heads_kv=None, eps=None, name=name)
+    m.arch_kv(attention__layer_norm_epsilon=1e-12, attention__causal=False, pooling_type=1)
+    m.tensor("token_embd.weight", [E, V], QT.F16)
+    m.tensor("token_types.weight", [E, 2], QT.F32)
+    if not nomic:
+        m.tensor("position_embd.weight", [E, ctx], QT.F16)
+    layer_norm(m, "token_embd_norm", E)
+    for i in range(L):
+        attention(m, i, E, H, H, E // H, QT.F16, norm=False, fused=nomic, bias=not nomic, out_bias=True)
+        layer_norm(m, f"blk.{i}.attn_output_norm", E)
+        feed_forward(m, i, E, F, QT.F16, norm=False, gate=nomic)
+        if not nomic:
+            m.tensor(f"blk.{i}.ffn_up.bias", [F], QT.F32)
+            m.tensor(f"blk.{i}.ffn_down.bias", [E], QT.F32)
+        layer_norm(m, f"blk.{i}.layer_output_norm", E)
+    return m
+
+
+def granitehybrid(
+    name: str,
+    *,
+    E: int,
+    F: int,
+    L: int,
+    attn_every: int,
+    H: int,
+    Hkv: int,
+    V: int,
+    d_inner: int,
+    d_state: int,
+    ssm_heads: int,
+) -> Model:
+    """Mamba-2 layers with an attention layer every `attn_every`-th, a dense FFN in every layer, tied output."""
+    w = QT.Q4_0
+    heads_kv = [Hkv if i % attn_every == attn_every - 1 else 0 for i in range(L)]
+    m = Model("granitehybrid", vocab=V)
+    transformer_kv(m, ctx=131072, embd=E, layers=L, ff=F, heads=H, heads_kv=heads_kv, eps=1e-5, name=name)
+    ssm_kv(m, d_conv=4, d_inner=d_inner, d_state=d_state, heads=ssm_heads, groups=1)
+    m.arch_kv(logit_scale=1.0, residual_scale=1.0, embedding_scale=1.0, attention__scale=1.0 / 32)
+    embeddings(m, E, V, w, tied=True)
+    for i, kv in enumerate(heads_kv):
+        if kv == 0:
+            mamba2_block(m, i, E, d_inner, d_state, 1, ssm_heads, 4, w)
+        else:
+            attention(m, i, E, H, kv, E // H, w)
+        feed_forward(m, i, E, F, w)
+    return m
+
+
+FAMILY_SET: dict[str, Callable[[], Model]] = {
+    # wide FFN (6x) with a small vocabulary: the FFN phase should dominate the logits
+    "llama-wideff-6x-v32k": lambda: dense("wideff", E=4096, F=24576, L=8, H=32, Hkv=8, D=128, V=32000),
+    # FFN 4x with a large vocabulary
+    "llama-ff4x-v128k": lambda: dense("ff4x", E=3072, F=12288, L=8, H=24, Hkv=8, D=128, V=128256),
+    # a 70B-width model with a tiny vocabulary: attention and FFN dominate
+    "llama-70b-v8k": lambda: dense("l70", E=8192, F=28672, L=4, H=64, Hkv=8, D=128, V=8192),
+    # MoE: many experts with a small vocabulary, and fewer wide experts
+    "qwen3moe-256x8-v32k": lambda: moe("moe256", E=2048, Fe=1536, nexp=256, k=8, L=8, H=32, Hkv=4, D=128, V=32000),
+    "qwen3moe-64x8-wide": lambda: moe("moe64", E=4096, Fe=4096, nexp=64, k=8, L=4, H=32, Hkv=8, D=128, V=16384),
+    # embedding models
+    "bert-large-shape": lambda: bert("bertL", E=1024, F=4096, L=24, H=16, V=30522, nomic=False, ctx=512),
+    "nomic-bert-shape": lambda: bert("nomic", E=768, F=3072, L=12, H=12, V=30522, nomic=True, ctx=8192),
+    # hybrid Mamba-2 + attention
+    "granitehybrid-shape": lambda: granitehybrid(
+        "gh", E=2560, F=8192, L=16, attn_every=4, H=32, Hkv=8, V=100352, d_inner=5120, d_state=128, ssm_heads=80
+    ),
+}
