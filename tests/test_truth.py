@@ -14,21 +14,26 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.arch_rules import RULES, Memory
+from memfit.estimator.artifact import ArtifactFacts
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from tools.accuracy import (
     CATALOG_TRUTH,
+    SHAPES_TRUTH,
     BoundsRow,
     catalog_bounds,
+    check_bounds,
     compare,
     file_bounds,
+    own_weights,
     settings,
     unmodelled,
     write_models,
 )
 from tools.truth import DATA, load, run_id
 
-RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) for r in load(path)]
+# Runs on a plain CPU backend, weights checked against memfit's (the shapes' dry runs are checked below)
+RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) if path != SHAPES_TRUTH for r in load(path)]
 # Architectures memfit knows it cannot derive: they must answer unknown, never a guess.
 NOT_DERIVED = {"deepseek4": "no layout rule", "qwen4exp-ple": "per-layer-embedding state is not modelled"}
 MODELLED = [r for r in RUNS if unmodelled(r) is None]
@@ -150,3 +155,35 @@ def test_catalog_dry_runs_within_the_bounds() -> None:
     for row in rows:
         _check(row)
     assert sum(r.status == "inside" for r in rows) > 600
+
+
+SHAPE_RUNS = load(SHAPES_TRUTH)
+
+
+@pytest.fixture(scope="module")
+def shape_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ArtifactFacts]:
+    """Each full-size shape written sparse once and its header read (its layout, architecture, vocabulary)."""
+    paths = write_models({r["model"] for r in SHAPE_RUNS}, tmp_path_factory.mktemp("shape-models"))
+    return {name: CACHE.facts((str(path),)) for name, path in paths.items()}
+
+
+@pytest.mark.parametrize("run", SHAPE_RUNS, ids=run_id)
+def test_shape_dry_runs_within_the_bounds(run: dict, shape_facts: dict[str, ArtifactFacts]) -> None:
+    """llama.cpp's dry runs of full-size shapes chosen to stress the workspace rule (AMX CPU variant: its
+    weights on both sides): KV + recurrent state and the output buffer exact, compute + output between the
+    workspace floor and ceiling wherever memfit derives it; a cache type llama.cpp refused is flagged."""
+    facts = shape_facts[run["model"]]
+    s = settings(run)
+    if unmodelled(run):
+        assert cache_type_problem(facts.layout, GGML_CACHE_TYPES[s["type_k"]], GGML_CACHE_TYPES[s["type_v"]])
+        return
+    assert own_weights(run)
+    _check(check_bounds(run, facts.layout, facts.architecture, facts.n_vocab, None))
+
+
+def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]) -> None:
+    modelled = [r for r in SHAPE_RUNS if unmodelled(r) is None]
+    facts = [shape_facts[r["model"]] for r in modelled]
+    rows = [check_bounds(r, f.layout, f.architecture, f.n_vocab, None) for r, f in zip(modelled, facts, strict=True)]
+    assert len(SHAPE_RUNS) == 168 and len(rows) == 165
+    assert sum(r.status == "inside" for r in rows) >= 126
