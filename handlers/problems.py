@@ -25,6 +25,7 @@ TITLES = {
     413: "Request body too large",
     415: "Unsupported media type",
     431: "Request headers too large",
+    503: "Unavailable",
     499: "Cancelled",
     500: "Failed",
 }
