@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -23,9 +24,10 @@ from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
 from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, ModelSource, ObservationFlag, Refusal
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
 from memfit.readers.cpu_features import CpuFeatures
-from memfit.readers.history_db import ObservationRow
+from memfit.readers.history_db import REPLACED, ObservationRow
 from memfit.readers.host_memory import HostMemory
 from memfit.readers.nvml import GpuMemory, NvmlReader
+from memfit.readers.state_health import HISTORY, HISTORY_WRITES, StateFileError, StateHealth, describe
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class FitService:
         history: History,
         read_committed: Callable[[], int | None],
         cpu: CpuFeatures,
+        state: StateHealth | None = None,
     ) -> None:
         self.index = index
         self.cache = cache
@@ -83,6 +86,26 @@ class FitService:
         self.read_host = read_host
         self.nvml = nvml
         self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
+        self.state = state if state is not None else StateHealth()  # faults of the state directory's files
+
+    def refresh_history(self) -> None:
+        """Load new observations; when the history cannot be read, answers keep what is in memory (and the derived
+        numbers), and the fault is reported (state_health)."""
+        if self.history.db is None or self.state.resting(HISTORY):
+            return
+        db = self.history.db
+        try:
+            self.history.refresh()
+            if not db.still_at_path():
+                raise sqlite3.OperationalError(REPLACED)
+        except (sqlite3.Error, OSError) as exc:
+            self.state.fault(
+                HISTORY,
+                f"the measurement history {db.path} cannot be read ({describe(exc)}); "
+                "answers use the observations already in memory and the derived numbers",
+            )
+            return
+        self.state.ok(HISTORY)
 
     # --- one request ------------------------------------------------------------------------------
 
@@ -104,7 +127,7 @@ class FitService:
         """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
-        self.history.refresh()
+        self.refresh_history()
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
@@ -115,7 +138,7 @@ class FitService:
         return self.judge(answers, environment)
 
     def fit_one(self, request: FitRequest) -> FitResult | None:
-        self.history.refresh()
+        self.refresh_history()
         answer = self.answer(request)
         if answer is None:
             return None
@@ -193,8 +216,14 @@ class FitService:
             observed_at=observed_at,
             note=note.lstrip("; "),
         )
+        try:
+            observation_id = self.history.record(row)
+        except StateFileError as exc:
+            self.state.fault(HISTORY_WRITES, f"the measurement history {exc.path} cannot be written ({exc.reason})")
+            raise
+        self.state.ok(HISTORY_WRITES)
         return ObservationReceipt(
-            observation_id=self.history.record(row), model_id=model_id, known=subject is not None, flags=tuple(flags)
+            observation_id=observation_id, model_id=model_id, known=subject is not None, flags=tuple(flags)
         )
 
     # --- one model --------------------------------------------------------------------------------

@@ -334,6 +334,17 @@ class WireHealth(WireModel):
     """
     The API revision (`info.version`) this server implements.
     """
+    degraded: bool | None = None
+    """
+    True while a file of the state directory (the header cache, the measurement history) cannot be
+    read or written: fits still answer, from memory and the derived numbers, and observations may be
+    refused (503). Absent from servers before 1.3.0.
+
+    """
+    reason: str | None = None
+    """
+    Why it is degraded, naming the file; null when it is not.
+    """
 
 
 class WireFitMemoryEstimate(WireModel):

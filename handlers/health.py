@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit.generated.models import WireHealth
@@ -9,7 +10,14 @@ from memfit.handlers.context import current, json_response
 
 
 async def health() -> Response:
-    return json_response(WireHealth(status="ok", api_revision=current().api_revision))
+    """`ok` while it answers; `degraded` and the reason while a state file (the header cache, the measurement
+    history) cannot be used and answers come from memory and the derived numbers."""
+    state = current()
+    await run_in_threadpool(state.service.refresh_history)  # a history broken since the last request shows here
+    reason = state.service.state.reason
+    return json_response(
+        WireHealth(status="ok", api_revision=state.api_revision, degraded=reason is not None, reason=reason)
+    )
 
 
 async def openapi_json() -> Response:

@@ -25,6 +25,7 @@ TITLES = {
     413: "Request body too large",
     415: "Unsupported media type",
     431: "Request headers too large",
+    503: "Unavailable",
     499: "Cancelled",
     500: "Failed",
 }
@@ -51,12 +52,14 @@ def problem_response(status: int, detail: str, headers: dict[str, str] | None = 
     return Response(problem_body(status, detail), status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-async def send_problem(send: Send, status: int, detail: str) -> None:
-    """A problem straight onto an ASGI connection, for the middleware in front of connexion."""
+async def send_problem(send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A problem straight onto an ASGI connection, for the middleware in front of connexion (`extra` headers:
+    `connection: close` makes uvicorn close the connection after it)."""
     body = problem_body(status, detail)
     headers = [(b"content-length", str(len(body)).encode()), (b"content-type", PROBLEM_JSON.encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    headers.extend(extra or [])
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

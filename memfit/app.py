@@ -25,6 +25,7 @@ from memfit.handlers.problems import problem_from_exception
 from memfit.http.auth import RequireToken
 from memfit.http.body import BodyLimit
 from memfit.http.cancellation import Cancellation
+from memfit.http.concurrency import ConcurrencyLimit
 from memfit.http.json_depth import JsonDepth
 from memfit.http.revision import ApiRevision
 from memfit.http.routing import RouteTable, Routing
@@ -82,6 +83,7 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
         app.add_error_handler(exc_class, problem_from_exception)
     state = server_state(service, token)
     # outermost first: the state and the revision header reach every request and every answer; the route and
-    # the token are known before any body is read, and only an operation that takes one has it read
-    guarded = Routing(RequireToken(BodyLimit(JsonDepth(Cancellation(app)))), RouteTable(load_spec()))
+    # the token are known before any body is read, and only an operation that takes one has it read; only a
+    # request whose body has arrived takes one of the places of the concurrency limit
+    guarded = Routing(RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(app))))), RouteTable(load_spec()))
     return WithState(ApiRevision(guarded, state.api_revision), state)

@@ -13,6 +13,7 @@ from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
 from memfit.estimator.vocabulary import FlashAttention
+from memfit.readers.state_health import StateFileError
 from memfit.service_builder import build_service
 
 DEFAULT_HOST = "127.0.0.1"
@@ -259,7 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.run is serve else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return args.run(args)
+    try:
+        return args.run(args)
+    except StateFileError as exc:  # a measurement history that cannot be opened: the file and the fix, no traceback
+        print(f"memfit: {exc.path}: {exc.reason}", file=sys.stderr)
+        if exc.fix:
+            print(f"memfit: {exc.fix}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from memfit.readers.history_db import HistoryDB
 from memfit.readers.host_memory import HostMemory, read_host_memory
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader
+from memfit.readers.state_health import StateHealth
 
 HISTORY_FILE = "history.sqlite3"  # the measurement history, in the state directory
 HEADERS_FILE = "headers.sqlite3"  # parsed header summaries, in the state directory
@@ -37,8 +38,12 @@ def build_service(
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
     The host, CPU, NVML and process-table readers default to the real ones (the CPU is read once, here);
-    `index` replaces the index of `roots`."""
-    store = HeaderStore(os.path.join(state_dir, HEADERS_FILE)) if state_dir is not None else None
+    `index` replaces the index of `roots`.
+
+    A header cache that cannot be read is moved aside and made anew (or, failing that, not used); a measurement
+    history that cannot be opened raises state_health.StateFileError, which names the file and the fix."""
+    state = StateHealth()
+    store = HeaderStore(os.path.join(state_dir, HEADERS_FILE), state) if state_dir is not None else None
     history_db = HistoryDB(os.path.join(state_dir, HISTORY_FILE)) if state_dir is not None else None
     return FitService(
         index=index if index is not None else ModelIndex(roots, poll_seconds=poll_seconds),
@@ -50,4 +55,5 @@ def build_service(
         history=History(history_db),
         read_committed=read_committed or EngineScanner().committed_bytes,
         cpu=read_cpu(),
+        state=state,
     )

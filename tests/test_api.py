@@ -202,7 +202,12 @@ def test_protected_routes_need_the_token(live: LiveServer, method: str, path: st
 def test_health_and_spec_need_no_token(live: LiveServer) -> None:
     with live.client(None) as c:
         health = c.get("/health")
-        assert health.json() == {"status": "ok", "apiRevision": health.headers["x-memfit-api-revision"]}
+        assert health.json() == {
+            "status": "ok",
+            "apiRevision": health.headers["x-memfit-api-revision"],
+            "degraded": False,
+            "reason": None,
+        }
         assert c.get("/v1/openapi.json").json()["openapi"] == "3.0.3"
         assert c.get("/v1/openapi.yaml").text.startswith("openapi: 3.0.3")
         ui = c.get("/v1/ui/")

@@ -17,12 +17,13 @@ import pytest
 from memfit import http_server
 from memfit.auth import UnsafeStateError, load_token
 from memfit.http import body as body_module
-from memfit.http import json_depth
+from memfit.http import concurrency, json_depth
 from tests.conftest import TOKEN, LiveServer
 
 
-def _connect(server: LiveServer) -> socket.socket:
-    s = socket.create_connection(("127.0.0.1", server.port))
+def _connect(server: LiveServer, source: str = "127.0.0.1") -> socket.socket:
+    """A connection from `source` (any 127.x address: each is a client address of its own to the server)."""
+    s = socket.create_connection(("127.0.0.1", server.port), source_address=(source, 0))
     s.settimeout(10)
     return s
 
@@ -62,7 +63,74 @@ def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.
             + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"
         )
         answer = _read_answer(s).decode()
+        start = time.monotonic()
+        assert s.recv(100) == b"" and time.monotonic() - start < 2  # closed right after the 408
     assert answer.startswith("HTTP/1.1 408") and "application/problem+json" in answer and "invalidRequest" in answer
+    assert "connection: close" in answer.lower()
+
+
+def _fit_status(server: LiveServer) -> tuple[int, float]:
+    start = time.monotonic()
+    with server.client() as c:
+        status = c.post("/v1/models/fit/batch", json=[{"modelId": "qwen3-f16"}]).status_code
+    return status, time.monotonic() - start
+
+
+def test_idle_sockets_do_not_lock_out_a_fit(live: LiveServer) -> None:
+    """300 connections that never send a byte (60 from each of 5 addresses, under the per-client cap): uvicorn's
+    limit_concurrency counted them and answered everyone else 503."""
+    idle = [_connect(live, f"127.0.0.{2 + i % 5}") for i in range(300)]
+    try:
+        time.sleep(0.2)  # all of them accepted
+        status, took = _fit_status(live)
+        assert status == 200 and took < 3
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_connection_that_sends_nothing_is_closed_within_two_seconds(live: LiveServer) -> None:
+    with _connect(live) as s:
+        start = time.monotonic()
+        assert s.recv(100) == b""
+        assert time.monotonic() - start < http_server.FIRST_BYTE_TIMEOUT_S + 1 <= 3
+
+
+def test_a_request_started_within_the_first_byte_deadline_is_served(live: LiveServer) -> None:
+    with _connect(live) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\n")
+        time.sleep(http_server.FIRST_BYTE_TIMEOUT_S + 0.5)  # headers have HEADER_TIMEOUT_S from the first byte
+        s.sendall(b"Host: memfit\r\nConnection: close\r\n\r\n")
+        assert _read_answer(s).startswith(b"HTTP/1.1 200")
+
+
+def test_one_client_address_holds_at_most_its_connection_cap(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http_server, "MAX_CONNECTIONS_PER_PEER", 4)
+    held = [_connect(live, "127.0.0.9") for _ in range(4)]
+    try:
+        time.sleep(0.1)
+        with _connect(live, "127.0.0.9") as extra:
+            answer = _read_answer(extra)
+            assert answer.startswith(b"HTTP/1.1 503") and b"application/problem+json" in answer
+            assert extra.recv(100) == b""  # and closed
+        assert _fit_status(live)[0] == 200  # other clients are not affected
+    finally:
+        for s in held:
+            s.close()
+    time.sleep(0.1)
+    with _connect(live, "127.0.0.9") as again:  # places are given back when connections close
+        again.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\nConnection: close\r\n\r\n")
+        assert _read_answer(again).startswith(b"HTTP/1.1 200")
+
+
+def test_past_the_concurrency_limit_work_is_a_503_problem(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(concurrency, "MAX_CONCURRENT_REQUESTS", 0)
+    with live.client() as c:
+        refused = c.post("/v1/models/fit/batch", json=[{"modelId": "qwen3-f16"}])
+        health = c.get("/health")
+    assert refused.status_code == 503 and refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["type"] == "failed" and refused.headers["retry-after"] == "1"
+    assert health.status_code == 200  # liveness is never limited
 
 
 def test_an_idle_keep_alive_connection_is_closed(live: LiveServer) -> None:

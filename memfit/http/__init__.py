@@ -5,6 +5,7 @@ revision.py     stamps the API revision header on every response
 routing.py      which operation a request is for (method and path): whether it needs the token, takes a body
 auth.py         refuses a secured operation without the bearer token (401), before any body is read
 body.py         reads the body up to its size limit and deadline (413, 408)
+concurrency.py  limits the requests worked on at once (503 past it)
 json_depth.py   refuses a body the JSON parsers behind the validator would choke on (400)
 cancellation.py cancels the request's work when the client goes away or the server stops (499)
 validation.py   connexion's request-body validation, compiled

@@ -1,8 +1,8 @@
 """Reads the request body up to its size limit and within its deadline, before anything parses it: 413 past
 the limit (declared or sent), 408 when it trickles in for longer than the deadline, 400 for an invalid
-Content-Length. Only an operation that takes a body (routing.py) has it read: for anything else the app
-behind gets an empty body and what the client sent is never buffered. Either way the app behind gets the
-whole body as one message."""
+Content-Length; each closes the connection after it (what is left of the body is never read). Only an
+operation that takes a body (routing.py) has it read: for anything else the app behind gets an empty body and
+what the client sent is never buffered. Either way the app behind gets the whole body as one message."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ class BodyLimit(HttpMiddleware):
                 body, problem = await self._read_body(scope, receive)
         except TimeoutError:
             body, problem = None, (408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s")
-        if problem is not None:
-            await send_problem(send, *problem)
+        if problem is not None:  # the rest of the body is not read: the connection closes after the answer
+            await send_problem(send, *problem, [(b"connection", b"close")])
             return
         if body is None:  # the client went away while sending
             return

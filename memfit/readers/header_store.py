@@ -7,15 +7,23 @@ read again. Values are JSON: GGUF arrays are lists, and long arrays that were on
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import sqlite3
+import stat
 import threading
+import time
 
 from memfit.readers.gguf_header import SkippedArray, SkippedString
+from memfit.readers.state_health import HEADERS, StateHealth, describe, is_damaged
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS headers (identity TEXT PRIMARY KEY, summary TEXT NOT NULL)"
 MAX_ROWS = 10_000
+BUSY_TIMEOUT_S = 1.0  # another process's lock makes a miss, not a wait
+
+log = logging.getLogger("memfit.state")
 
 
 def _encode(value: object) -> object:
@@ -46,29 +54,104 @@ def loads(text: str) -> tuple[dict, tuple, str]:
 
 
 class HeaderStore:
-    def __init__(self, path: str) -> None:
+    """The store never fails a caller: a read or write it cannot make is a miss or a no-op, reported to `health`
+    (the file is then left alone for state_health.RETRY_S). At start-up a file that is not a readable database is
+    moved aside (to `<path>.broken-<time>`) and a new one made."""
+
+    def __init__(self, path: str, health: StateHealth | None = None) -> None:
         self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        self.health = health if health is not None else StateHealth()
         self._local = threading.local()
-        self._db().execute(SCHEMA)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+            self._open_checked()
+        except (sqlite3.Error, OSError) as exc:
+            if not (is_damaged(exc) or _not_a_file(path)):
+                self._failed(exc)
+                return
+            self._move_aside()
+            try:
+                self._open_checked()
+            except (sqlite3.Error, OSError) as again:
+                self._failed(again)
+
+    def _open_checked(self) -> None:
+        db = self._db()
+        db.execute(SCHEMA)
+        db.execute("SELECT COUNT(*) FROM headers").fetchone()  # reads every leaf: a truncated file fails here
+
+    def _move_aside(self) -> None:
+        """Rename the unreadable file (and its WAL) out of the way; the next connection makes a new one."""
+        self._close()
+        aside = f"{self.path}.broken-{time.strftime('%Y%m%dT%H%M%S')}"
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(self.path + suffix, aside + suffix)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path + "-shm")
+        log.warning("the header cache %s could not be read: moved it aside to %s and made a new one", self.path, aside)
+
+    def _close(self) -> None:
+        db = getattr(self._local, "db", None)
+        self._local.db = None
+        if db is not None:
+            db.close()
+
+    def _failed(self, exc: BaseException) -> None:
+        self._close()  # the next try opens afresh
+        self.health.fault(
+            HEADERS,
+            f"the header cache {self.path} cannot be used ({describe(exc)}); headers are read from the files",
+        )
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+            except BaseException:
+                db.close()
+                raise
             self._local.db = db
         return db
 
     def get(self, identity: str) -> str | None:
-        row = self._db().execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
+        if self.health.resting(HEADERS):
+            return None
+        try:
+            row = self._db().execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
+            return None
+        self.health.ok(HEADERS)
         return row[0] if row else None
 
     def delete(self, identity: str) -> None:
-        self._db().execute("DELETE FROM headers WHERE identity = ?", (identity,))
+        if self.health.resting(HEADERS):
+            return
+        try:
+            self._db().execute("DELETE FROM headers WHERE identity = ?", (identity,))
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
 
     def put(self, identity: str, summary: str) -> None:
         """Store a summary; past MAX_ROWS the oldest go (a file that changed leaves its old identity behind)."""
-        db = self._db()
-        db.execute("INSERT OR REPLACE INTO headers (identity, summary) VALUES (?, ?)", (identity, summary))
-        db.execute("DELETE FROM headers WHERE rowid <= (SELECT MAX(rowid) FROM headers) - ?", (MAX_ROWS,))
+        if self.health.resting(HEADERS):
+            return
+        try:
+            db = self._db()
+            db.execute("INSERT OR REPLACE INTO headers (identity, summary) VALUES (?, ?)", (identity, summary))
+            db.execute("DELETE FROM headers WHERE rowid <= (SELECT MAX(rowid) FROM headers) - ?", (MAX_ROWS,))
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
+            return
+        self.health.ok(HEADERS)
+
+
+def _not_a_file(path: str) -> bool:
+    """Something other than a regular file (a directory, a socket) is where the cache belongs."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False

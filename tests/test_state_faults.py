@@ -1,0 +1,262 @@
+"""Faults of the state directory: a full disk, a damaged, deleted, replaced or locked file. Fits never depend on
+the header cache or the measurement history; a history write that cannot be made is a 503 naming the state
+directory; a history that cannot be opened stops `memfit serve` with the file and the fix, no traceback."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from memfit.cli import main
+from memfit.readers.header_store import HeaderStore
+from memfit.readers.history_db import HistoryDB
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import HEADERS_FILE, HISTORY_FILE, build_service
+from tests.conftest import LiveServer
+from tests.test_history import BATCH, OBSERVATIONS, _observation, _row
+
+MODEL = "llama-gqa-q8_0"
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def server(public_models: Path, state: Path) -> Iterator[LiveServer]:
+    """A server of its own, over a fresh state directory (nothing cached, no observation)."""
+    service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(state))
+    with LiveServer(service) as live:
+        yield live
+
+
+def _measured_response(live: LiveServer, public_models: Path, workspace: int) -> httpx.Response:
+    """Post an observation of MODEL's default workload."""
+    size = os.path.getsize(public_models / f"{MODEL}.gguf")
+    with live.client() as c:
+        return c.post(OBSERVATIONS, json=_observation(MODEL, size, quant="Q8_0", workspace=workspace))
+
+
+def _measured(live: LiveServer, public_models: Path, workspace: int) -> int:
+    return _measured_response(live, public_models, workspace).status_code
+
+
+def _workspace(live: LiveServer) -> dict:
+    with live.client() as c:
+        response = c.post(BATCH, json=[{"modelId": MODEL}])
+    assert response.status_code == 200, response.text
+    return next(p for p in response.json()["results"][0]["estimate"]["parts"] if p["component"] == "workspace")
+
+
+def _health(live: LiveServer) -> dict:
+    with live.client(None) as c:
+        response = c.get("/health")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_a_full_state_disk_fails_no_fit_or_listing_and_refuses_observations_with_a_503(
+    server: LiveServer, state: Path, public_models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every new connection gets SQLITE_FULL: the header cache may not grow by a page (real SQLite), the
+    history cannot be opened at all."""
+    connect = sqlite3.connect
+
+    def full(path: str, *args: object, **kwargs: object) -> sqlite3.Connection:
+        if HISTORY_FILE in str(path):
+            raise sqlite3.OperationalError("database or disk is full")
+        db = connect(path, *args, **kwargs)  # type: ignore[arg-type]
+        db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", full)  # before the server's threads open their connections
+    with server.client() as c:
+        batch = c.post(BATCH, json=[{"modelId": name} for name in ("qwen3-f16", "llama-gqa-f16", MODEL)])
+        listing = c.get("/v1/models")
+    assert batch.status_code == 200 and len(batch.json()["results"]) == 3  # files never read before: uncached
+    assert listing.status_code == 200
+    assert all(p["basis"] != "unknown" for p in batch.json()["results"][0]["estimate"]["parts"][:1])
+
+    size = os.path.getsize(public_models / f"{MODEL}.gguf")
+    with server.client() as c:
+        refused = c.post(OBSERVATIONS, json=_observation(MODEL, size, quant="Q8_0", workspace=1))
+    assert refused.status_code == 503 and refused.headers["retry-after"]
+    assert refused.json()["type"] == "failed" and str(state) in refused.json()["detail"]
+    assert "full" in refused.json()["detail"]
+    health = _health(server)
+    assert health["status"] == "ok" and health["degraded"] is True
+    assert HEADERS_FILE in health["reason"] and HISTORY_FILE in health["reason"]
+
+
+def test_a_history_made_unreadable_keeps_fits_answering_from_memory(
+    server: LiveServer,
+    state: Path,
+    public_models: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Damaged pages under open connections: every read of the history raises what SQLite raises for them."""
+    assert _measured(server, public_models, 18_000_000) == 201
+    assert _workspace(server)["basis"] == "measuredArtifact"
+    assert _measured(server, public_models, 19_000_000) == 201  # stored, not yet read into memory
+
+    def damaged(self: HistoryDB) -> int:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(HistoryDB, "version", damaged)
+    with caplog.at_level("WARNING", logger="memfit.state"):
+        for _ in range(3):
+            workspace = _workspace(server)
+            assert workspace["basis"] == "measuredArtifact" and workspace["bytes"] == 18_000_000  # from memory
+        health = _health(server)
+    assert health["degraded"] is True and str(state / HISTORY_FILE) in health["reason"]
+    assert "malformed" in health["reason"]
+    assert len([r for r in caplog.records if "degraded" in r.getMessage()]) == 1  # one warning, not one per fit
+
+
+@pytest.mark.parametrize("change", ["deleted", "replaced"])
+def test_an_observation_is_never_acknowledged_into_a_deleted_or_replaced_history(
+    server: LiveServer, state: Path, public_models: Path, change: str
+) -> None:
+    """The file at the path must still be the one memfit opened: otherwise a 503 (nothing acknowledged and then
+    lost), health says why, and a restart uses the file at the path."""
+    path = state / HISTORY_FILE
+    assert _measured(server, public_models, 18_000_000) == 201
+    assert _workspace(server)["bytes"] == 18_000_000  # in memory now
+    for name in (HISTORY_FILE, f"{HISTORY_FILE}-wal", f"{HISTORY_FILE}-shm"):
+        (state / name).unlink(missing_ok=True)
+    if change == "replaced":  # e.g. restored from a backup
+        other = HistoryDB(str(state / "backup.sqlite3"))
+        other.insert(_row(1))
+        other._close()
+        os.replace(state / "backup.sqlite3", path)
+    refused = _measured_response(server, public_models, 17_000_000)
+    assert refused.status_code == 503 and str(state) in refused.json()["detail"]
+    assert "restart memfit" in refused.json()["detail"]
+    health = _health(server)
+    assert health["degraded"] is True and "deleted or replaced" in health["reason"]
+    assert _workspace(server)["bytes"] == 18_000_000  # fits answer from memory
+    expected = [1] if change == "replaced" else []
+    assert [r.workspace_bytes for r in HistoryDB(str(path)).all()] == expected  # nothing written where none reads
+
+    restarted = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(state))
+    with LiveServer(restarted) as again:
+        assert _measured(again, public_models, 16_000_000) == 201
+        assert _workspace(again)["bytes"] == 16_000_000 and _health(again)["degraded"] is False
+
+
+def test_a_foreign_write_lock_is_a_quick_503_and_fits_still_answer(
+    server: LiveServer, state: Path, public_models: Path
+) -> None:
+    assert _measured(server, public_models, 18_000_000) == 201
+    locker = sqlite3.connect(state / HISTORY_FILE, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock and never lets go
+    locker.execute(
+        "INSERT INTO observations (model_id, revision, quant, allocated_tokens, streams, "
+        "key_element_bytes, value_element_bytes, mode, runtime, observed_at) "
+        "VALUES ('m', '', 'q', 1, 1, 2, 2, 'fullGpu', 'r', 't')"
+    )
+    try:
+        start = time.monotonic()
+        assert _measured(server, public_models, 1) == 503
+        assert time.monotonic() - start < 6  # not 30 s of a worker thread
+        start = time.monotonic()
+        assert _workspace(server)["bytes"] == 18_000_000
+        assert time.monotonic() - start < 3
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert _measured(server, public_models, 2) == 201
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "directory"])
+def test_an_unreadable_header_cache_is_moved_aside_and_rebuilt(state: Path, damage: str) -> None:
+    path = state / HEADERS_FILE
+    state.mkdir()
+    if damage == "garbage":
+        path.write_bytes(b"\x00garbage" * 4096)
+    elif damage == "truncated":
+        store = HeaderStore(str(path))
+        for i in range(400):
+            store.put(f"id{i}", "x" * 2000)
+        del store
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 3)
+    else:
+        path.mkdir()
+    store = HeaderStore(str(path))
+    store.put("a", "summary")
+    assert store.get("a") == "summary" and store.health.reason is None
+    assert (
+        path.is_file() and len([p for p in state.glob(f"{HEADERS_FILE}.broken-*") if not p.name.endswith("-wal")]) == 1
+    )
+
+
+def _serve(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, state: Path) -> tuple[int, str]:
+    monkeypatch.setenv("MEMFIT_STATE_DIR", str(state))
+    monkeypatch.setenv("MEMFIT_TOKEN", "t" * 32)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: pytest.fail("memfit serve started"))
+    code = main(["serve", "--no-usual-dirs"])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "directory", "read-only", "locked"])
+def test_a_history_that_cannot_be_opened_stops_serve_with_the_file_and_the_fix(
+    state: Path, damage: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = state / HISTORY_FILE
+    state.mkdir()
+    locker = None
+    if damage == "garbage":
+        path.write_bytes(b"garbage!" * 4096)
+    elif damage == "truncated":
+        db = HistoryDB(str(path))
+        for i in range(2000):
+            db.insert(_row(i))
+        sqlite3.connect(path).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+        del db
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+    elif damage == "directory":
+        path.mkdir()
+    elif damage == "read-only":  # tests run as root, whom chmod does not stop: the error sqlite gives instead
+        connect = sqlite3.connect
+
+        def read_only(where: str, *args: object, **kwargs: object) -> sqlite3.Connection:
+            if HISTORY_FILE in str(where):
+                raise sqlite3.OperationalError("attempt to write a readonly database")
+            return connect(where, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(sqlite3, "connect", read_only)
+    else:
+        db = HistoryDB(str(path))
+        db.insert(_row(1))
+        db._close()
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("PRAGMA locking_mode=EXCLUSIVE")
+        locker.execute("BEGIN EXCLUSIVE")
+        locker.execute("COMMIT")  # the exclusive lock stays held
+    start = time.monotonic()
+    try:
+        code, err = _serve(capsys, monkeypatch, state)
+    finally:
+        if locker is not None:
+            locker.close()
+    assert code == 2 and str(path) in err and "Traceback" not in err
+    assert time.monotonic() - start < 6
+    expected = {
+        "garbage": "move it aside",
+        "truncated": "move it aside",
+        "directory": "regular SQLite file",
+        "read-only": "writable",
+        "locked": "Another process",
+    }[damage]
+    assert expected in err, err
