@@ -104,7 +104,6 @@ class FitService:
         """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
-        self.history.refresh()
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
@@ -115,7 +114,6 @@ class FitService:
         return self.judge(answers, environment)
 
     def fit_one(self, request: FitRequest) -> FitResult | None:
-        self.history.refresh()
         answer = self.answer(request)
         if answer is None:
             return None

@@ -5,13 +5,18 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
+import pytest
 
-from memfit.estimator.history import KV_ROUNDING, History
-from memfit.readers.history_db import HistoryDB, ObservationRow
+from memfit.estimator.fit_service import FitService
+from memfit.estimator.fit_types import FitRequest
+from memfit.estimator.history import KV_ROUNDING
+from memfit.readers.history_db import COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB, ObservationRow
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 
 OBSERVATIONS = "/v1/models/observations"
@@ -142,27 +147,75 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert len(rows) == 1200 and len({r.artifact_bytes for r in rows}) == 1200
 
 
-def test_the_in_memory_history_reloads_only_when_a_row_is_added(tmp_path: Path) -> None:
-    """Request threads each keep a connection; whichever asks, an unchanged database is not reloaded."""
-    path = str(tmp_path / "history.sqlite3")
-    history = History(HistoryDB(path))
-    loads = []
-    real_all = history.db.all
-    history.db.all = lambda: loads.append(1) or real_all()
-    with ThreadPoolExecutor(1) as a, ThreadPoolExecutor(1) as b:  # two long-lived request threads
+def _bulk_insert(db: HistoryDB, count: int) -> None:
+    """`count` rows of other models, fast: one transaction, no caps applied (as an older memfit left them)."""
+    rows = (
+        (f"m{i % 7}", "r", "Q4_K_M", i, 4096, 1, 2, 2, "fullGpu", i, None, None, i, None, "test", "2026-11-01")
+        for i in range(count)
+    )
+    connection = db.connection()
+    connection.execute("BEGIN")
+    connection.executemany(f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)}, '')", rows)
+    connection.execute("COMMIT")
 
-        def refresh_on_both() -> None:
-            for thread in (a, b, a, b):
-                thread.submit(history.refresh).result()
 
-        refresh_on_both()
-        assert len(loads) == 1
-        b.submit(history.record, _row(1)).result()  # one request thread records an observation
-        refresh_on_both()
-        assert len(loads) == 2
-        HistoryDB(path).insert(_row(2))  # another process adds one
-        refresh_on_both()
-        assert len(loads) == 3
+def _fit_work(service: FitService, model_id: str) -> tuple[dict, int]:
+    """One fit's workspace part and the SQLite virtual machine instructions it ran on this thread's connection."""
+    steps = []
+    connection = service.history.db.connection()
+    connection.set_progress_handler(lambda: steps.append(1) and 0, 1)
+    try:
+        result = service.fit_one(FitRequest(model_id))
+    finally:
+        connection.set_progress_handler(None, 1)
+    parts = {p.component: p for p in result.parts}
+    return parts["workspace"], len(steps)
+
+
+def test_a_fit_after_an_observation_reads_a_few_rows_of_500k(tmp_path: Path, public_models: Path) -> None:
+    """An answer looks its observation up by index: the work does not grow with the history."""
+    service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(tmp_path))
+    service.index.refresh()
+    db = service.history.db
+    _bulk_insert(db, 500_000)
+    derived, _ = _fit_work(service, "llama-gqa-f16")
+    size = os.path.getsize(public_models / "llama-gqa-f16.gguf")
+    row = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
+    observed = replace(row, workspace_bytes=derived.bytes + 1000)
+    other = db.connection()  # another writer (an older memfit, another process): no caps applied
+    other.execute(
+        f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+        [getattr(observed, c) for c in COLUMNS],
+    )
+    workspace, work = _fit_work(service, "llama-gqa-f16")
+    assert (workspace.basis, workspace.bytes) == ("measuredArtifact", derived.bytes + 1000)
+    assert 0 < work < 1_000  # one indexed lookup: about 40 instructions; reading 500k rows runs 10 million
+
+    later = replace(observed, workspace_bytes=derived.bytes + 2000)
+    service.history.record(later)  # through memfit: the caps apply
+    workspace, work = _fit_work(service, "llama-gqa-f16")
+    assert (workspace.bytes, 0 < work < 1_000) == (derived.bytes + 2000, True)
+    assert db.count() == TOTAL_CAP
+    newest = db.newest(TOTAL_CAP)
+    assert newest[-1].id == newest[0].id - TOTAL_CAP + 1  # the oldest went first
+
+
+def test_each_identity_and_workload_keeps_its_newest_rows(tmp_path: Path) -> None:
+    db = HistoryDB(str(tmp_path / "history.sqlite3"))
+    ids = [db.insert(replace(_row(1), workspace_bytes=i)) for i in range(PER_WORKLOAD_CAP + 4)]
+    other = db.insert(replace(_row(1), streams=2))  # another workload of the same identity
+    kept = db.newest(100)
+    assert [r.id for r in kept] == [other, *reversed(ids[4:])]
+    assert db.latest(("m1", "r", "Q4_K_M", 1), (4096, 1, 2, 2, "fullGpu")).workspace_bytes == PER_WORKLOAD_CAP + 3
+
+
+def test_the_database_refuses_overlong_strings(tmp_path: Path) -> None:
+    db = HistoryDB(str(tmp_path / "history.sqlite3"))
+    for column, limit in MAX_CHARS.items():
+        with pytest.raises(ValueError, match=column):
+            db.insert(replace(_row(1), **{column: "x" * (limit + 1)}))
+        db.insert(replace(_row(1), **{column: "x" * limit}))
+    assert db.count() == len(MAX_CHARS)
 
 
 def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(
