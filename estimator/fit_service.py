@@ -12,11 +12,22 @@ from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.catalog import Catalog
-from memfit.estimator.errors import Cancelled
-from memfit.estimator.fit_types import FitRequest, FitResult, ModelEntry, Observation, ObservationReceipt
-from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.context import context_geometry
+from memfit.estimator.errors import Cancelled, ObservationRefused
+from memfit.estimator.fit_types import (
+    FitRequest,
+    FitResult,
+    ModelEntry,
+    Observation,
+    ObservationReceipt,
+    ObservedParts,
+    ObservedWorkload,
+    StoredObservation,
+)
+from memfit.estimator.forecast import forecast_parts, workspace_floor
 from memfit.estimator.gpu_admission import gpu_admits
-from memfit.estimator.history import History, kv_contradiction
+from memfit.estimator.history import KV_ROUNDING, History, kv_contradiction, weak_identity
+from memfit.estimator.kv_cache import is_llama_cpp_type
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, local_subject
 from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
@@ -156,7 +167,10 @@ class FitService:
         return entries
 
     def record_observation(self, observation: Observation) -> ObservationReceipt:
-        """Store what a runtime allocated; flag a KV cache that contradicts the derived one."""
+        """Store what a runtime allocated. An observation answers would use (a known model, under exactly the
+        strong identity memfit derives from) is refused when a part contradicts what memfit derives exactly: a
+        workspace below its floor, or a KV cache off the derived one by more than llama.cpp's log rounding.
+        Any other observation about a known model is stored, its contradicting KV cache flagged."""
         subject = self.subject(observation.model_id)
         p = observation.parts
         w = resolve_workload(observation.workload, subject.context_limit if subject is not None else None)
@@ -164,8 +178,12 @@ class FitService:
         flags: list[str] = []
         note = ""
         if subject is not None:
-            derived = forecast_parts(subject, w)[0][1]
-            note = kv_contradiction(p.kv_cache, derived.bytes if derived.basis is Basis.DERIVED_LAYOUT else None)
+            parts, _ = forecast_parts(subject, w)
+            kv, workspace = parts[1], parts[3]
+            derived_kv = kv.bytes if kv.basis is Basis.DERIVED_LAYOUT else None
+            note = kv_contradiction(p.kv_cache, derived_kv)
+            if self._checked(observation, subject):
+                self._refuse_contradictions(p, note, derived_kv, subject, w, workspace)
             if note:
                 flags.append(ObservationFlag.KV_CONTRADICTS_DERIVED)
         model_id = subject.model_id if subject is not None else observation.model_id
@@ -191,6 +209,68 @@ class FitService:
         return ObservationReceipt(
             observation_id=self.history.record(row), model_id=model_id, known=subject is not None, flags=tuple(flags)
         )
+
+    @staticmethod
+    def _checked(observation: Observation, subject: Subject) -> bool:
+        """Whether answers would use this observation: the identity is the subject's, and strong."""
+        identity = (observation.revision, observation.quant, observation.artifact_bytes)
+        return identity == (subject.revision, subject.quant, subject.artifact_bytes) and not weak_identity(
+            subject.revision, subject.artifact_bytes
+        )
+
+    @staticmethod
+    def _refuse_contradictions(
+        p: ObservedParts, kv_note: str, derived_kv: int | None, subject: Subject, w: Workload, workspace: Part
+    ) -> None:
+        if kv_note and is_llama_cpp_type(w.key_element_bytes) and is_llama_cpp_type(w.value_element_bytes):
+            raise ObservationRefused(
+                Component.KV_CACHE,
+                f"parts.kvCache: {p.kv_cache} bytes contradicts the {derived_kv} bytes memfit derives exactly for"
+                f" this model and workload (llama.cpp's log rounds to {KV_ROUNDING} bytes); was it loaded with"
+                " another workload?",
+            )
+        geometry = (
+            context_geometry(w.allocated_tokens, w.streams, causal=subject.layout.causal)
+            if subject.layout is not None
+            else None
+        )
+        floor = workspace_floor(subject, geometry, workspace)
+        if p.workspace is not None and floor is not None and p.workspace < floor[0]:
+            raise ObservationRefused(
+                Component.WORKSPACE,
+                f"parts.workspace: {p.workspace} bytes is below {floor[1]}, the least llama.cpp allocates for"
+                " this model and workload",
+            )
+
+    def observations(self, limit: int, model_id: str | None = None) -> list[StoredObservation]:
+        """The newest `limit` observations, newest first; only those stored under `model_id` (an alias is
+        resolved to the full id observations are stored under) when given."""
+        if model_id is not None:
+            subject = self.subject(model_id)
+            model_id = subject.model_id if subject is not None else model_id
+        return [
+            StoredObservation(
+                observation_id=r.id or 0,
+                model_id=r.model_id,
+                revision=r.revision,
+                quant=r.quant,
+                artifact_bytes=r.artifact_bytes,
+                workload=ObservedWorkload(
+                    r.allocated_tokens, r.streams, r.key_element_bytes, r.value_element_bytes, r.mode
+                ),
+                parts=ObservedParts(
+                    r.weights_bytes, r.kv_cache_bytes, r.recurrent_state_bytes, r.workspace_bytes, r.companions_bytes
+                ),
+                runtime=r.runtime,
+                observed_at=r.observed_at,
+                note=r.note,
+            )
+            for r in self.history.newest(limit, model_id)
+        ]
+
+    def delete_observation(self, observation_id: int) -> bool:
+        """Remove one observation; False when none has that id. Answers stop using it at once."""
+        return self.history.delete(observation_id)
 
     # --- one model --------------------------------------------------------------------------------
 
