@@ -22,3 +22,11 @@ class NotAModel(EvidenceError):
 
 class Cancelled(Exception):
     """The request was cancelled (its client went away, or the server is stopping): the rest is not worked out."""
+
+
+class ObservationRefused(ValueError):
+    """An observation contradicts what memfit derives exactly for the model it names; `part` is the part."""
+
+    def __init__(self, part: str, message: str) -> None:
+        super().__init__(message)
+        self.part = part

@@ -8,26 +8,40 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from fractions import Fraction
+from typing import TypeVar
 
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.catalog import Catalog
-from memfit.estimator.errors import Cancelled
-from memfit.estimator.fit_types import FitRequest, FitResult, ModelEntry, Observation, ObservationReceipt
-from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.context import context_geometry
+from memfit.estimator.errors import Cancelled, ObservationRefused
+from memfit.estimator.fit_types import (
+    FitRequest,
+    FitResult,
+    ModelEntry,
+    Observation,
+    ObservationReceipt,
+    ObservedParts,
+    ObservedWorkload,
+    StoredObservation,
+)
+from memfit.estimator.forecast import forecast_parts, workspace_floor
 from memfit.estimator.gpu_admission import gpu_admits
-from memfit.estimator.history import History, kv_contradiction
+from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
+from memfit.estimator.kv_cache import is_llama_cpp_type
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, local_subject
 from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
 from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, ModelSource, ObservationFlag, Refusal
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
 from memfit.readers.cpu_features import CpuFeatures
-from memfit.readers.history_db import REPLACED, ObservationRow
+from memfit.readers.history_db import REPLACED, HistoryDB, ObservationRow
 from memfit.readers.host_memory import HostMemory
 from memfit.readers.nvml import GpuMemory, NvmlReader
 from memfit.readers.state_health import HISTORY, HISTORY_WRITES, StateFileError, StateHealth, describe
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,24 +102,32 @@ class FitService:
         self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
         self.state = state if state is not None else StateHealth()  # faults of the state directory's files
 
-    def refresh_history(self) -> None:
-        """Load new observations; when the history cannot be read, answers keep what is in memory (and the derived
-        numbers), and the fault is reported (state_health)."""
-        if self.history.db is None or self.state.resting(HISTORY):
-            return
+    def _read_history(self, read: Callable[[HistoryDB], T], otherwise: T) -> T:
+        """A read of the measurement history; when it cannot be read, `otherwise` (answers use the derived numbers)
+        and the fault is reported (state_health) and left to rest before it is tried again."""
         db = self.history.db
+        if db is None or self.state.resting(HISTORY):
+            return otherwise
         try:
-            self.history.refresh()
             if not db.still_at_path():
                 raise sqlite3.OperationalError(REPLACED)
+            value = read(db)
         except (sqlite3.Error, OSError) as exc:
             self.state.fault(
                 HISTORY,
-                f"the measurement history {db.path} cannot be read ({describe(exc)}); "
-                "answers use the observations already in memory and the derived numbers",
+                f"the measurement history {db.path} cannot be read ({describe(exc)}); answers use the derived numbers",
             )
-            return
+            return otherwise
         self.state.ok(HISTORY)
+        return value
+
+    def history_match(self, subject: Subject, workload: Workload) -> HistoryMatch:
+        """The measurement history's observation for this answer (one indexed query), or none."""
+        return self._read_history(lambda _: self.history.match(subject, workload), NO_MATCH)
+
+    def check_history(self) -> None:
+        """Read the history once, so that a fault since the last request shows in /health."""
+        self._read_history(HistoryDB.probe, None)
 
     # --- one request ------------------------------------------------------------------------------
 
@@ -127,7 +149,6 @@ class FitService:
         """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
-        self.refresh_history()
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
@@ -138,7 +159,6 @@ class FitService:
         return self.judge(answers, environment)
 
     def fit_one(self, request: FitRequest) -> FitResult | None:
-        self.refresh_history()
         answer = self.answer(request)
         if answer is None:
             return None
@@ -184,7 +204,10 @@ class FitService:
         return entries
 
     def record_observation(self, observation: Observation) -> ObservationReceipt:
-        """Store what a runtime allocated; flag a KV cache that contradicts the derived one."""
+        """Store what a runtime allocated. An observation answers would use (a known model, under exactly the
+        strong identity memfit derives from) is refused when a part contradicts what memfit derives exactly: a
+        workspace below its floor, or a KV cache off the derived one by more than llama.cpp's log rounding.
+        Any other observation about a known model is stored, its contradicting KV cache flagged."""
         subject = self.subject(observation.model_id)
         p = observation.parts
         w = resolve_workload(observation.workload, subject.context_limit if subject is not None else None)
@@ -192,8 +215,12 @@ class FitService:
         flags: list[str] = []
         note = ""
         if subject is not None:
-            derived = forecast_parts(subject, w)[0][1]
-            note = kv_contradiction(p.kv_cache, derived.bytes if derived.basis is Basis.DERIVED_LAYOUT else None)
+            parts, _ = forecast_parts(subject, w)
+            kv, workspace = parts[1], parts[3]
+            derived_kv = kv.bytes if kv.basis is Basis.DERIVED_LAYOUT else None
+            note = kv_contradiction(p.kv_cache, derived_kv)
+            if self._checked(observation, subject):
+                self._refuse_contradictions(p, note, derived_kv, subject, w, workspace)
             if note:
                 flags.append(ObservationFlag.KV_CONTRADICTS_DERIVED)
         model_id = subject.model_id if subject is not None else observation.model_id
@@ -226,6 +253,68 @@ class FitService:
             observation_id=observation_id, model_id=model_id, known=subject is not None, flags=tuple(flags)
         )
 
+    @staticmethod
+    def _checked(observation: Observation, subject: Subject) -> bool:
+        """Whether answers would use this observation: the identity is the subject's, and strong."""
+        identity = (observation.revision, observation.quant, observation.artifact_bytes)
+        return identity == (subject.revision, subject.quant, subject.artifact_bytes) and not weak_identity(
+            subject.revision, subject.artifact_bytes
+        )
+
+    @staticmethod
+    def _refuse_contradictions(
+        p: ObservedParts, kv_note: str, derived_kv: int | None, subject: Subject, w: Workload, workspace: Part
+    ) -> None:
+        if kv_note and is_llama_cpp_type(w.key_element_bytes) and is_llama_cpp_type(w.value_element_bytes):
+            raise ObservationRefused(
+                Component.KV_CACHE,
+                f"parts.kvCache: {p.kv_cache} bytes contradicts the {derived_kv} bytes memfit derives exactly for"
+                f" this model and workload (llama.cpp's log rounds to {KV_ROUNDING} bytes); was it loaded with"
+                " another workload?",
+            )
+        geometry = (
+            context_geometry(w.allocated_tokens, w.streams, causal=subject.layout.causal)
+            if subject.layout is not None
+            else None
+        )
+        floor = workspace_floor(subject, geometry, workspace)
+        if p.workspace is not None and floor is not None and p.workspace < floor[0]:
+            raise ObservationRefused(
+                Component.WORKSPACE,
+                f"parts.workspace: {p.workspace} bytes is below {floor[1]}, the least llama.cpp allocates for"
+                " this model and workload",
+            )
+
+    def observations(self, limit: int, model_id: str | None = None) -> list[StoredObservation]:
+        """The newest `limit` observations, newest first; only those stored under `model_id` (an alias is
+        resolved to the full id observations are stored under) when given."""
+        if model_id is not None:
+            subject = self.subject(model_id)
+            model_id = subject.model_id if subject is not None else model_id
+        return [
+            StoredObservation(
+                observation_id=r.id or 0,
+                model_id=r.model_id,
+                revision=r.revision,
+                quant=r.quant,
+                artifact_bytes=r.artifact_bytes,
+                workload=ObservedWorkload(
+                    r.allocated_tokens, r.streams, r.key_element_bytes, r.value_element_bytes, r.mode
+                ),
+                parts=ObservedParts(
+                    r.weights_bytes, r.kv_cache_bytes, r.recurrent_state_bytes, r.workspace_bytes, r.companions_bytes
+                ),
+                runtime=r.runtime,
+                observed_at=r.observed_at,
+                note=r.note,
+            )
+            for r in self.history.newest(limit, model_id)
+        ]
+
+    def delete_observation(self, observation_id: int) -> bool:
+        """Remove one observation; False when none has that id. Answers stop using it at once."""
+        return self.history.delete(observation_id)
+
     # --- one model --------------------------------------------------------------------------------
 
     def answer(self, request: FitRequest) -> Answer | None:
@@ -238,7 +327,7 @@ class FitService:
         limits = list(subject.limits)
         estimate = REFUSED
         if refusal is None:
-            parts, more_limits = forecast_parts(subject, workload, self.history.match(subject, workload))
+            parts, more_limits = forecast_parts(subject, workload, self.history_match(subject, workload))
             estimate = bounds(parts)
             if estimate.overflows:
                 refusal = Refusal.NON_FINITE_INPUT

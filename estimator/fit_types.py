@@ -78,3 +78,30 @@ class ObservationReceipt:
     model_id: str
     known: bool
     flags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ObservedWorkload:
+    """The workload an observation was stored under, resolved (no defaults left to fill)."""
+
+    allocated_tokens: int
+    streams: int
+    key_element_bytes: int
+    value_element_bytes: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class StoredObservation:
+    """An observation as the history keeps it (GET /v1/models/observations)."""
+
+    observation_id: int
+    model_id: str
+    revision: str
+    quant: str
+    artifact_bytes: int | None
+    workload: ObservedWorkload
+    parts: ObservedParts
+    runtime: str
+    observed_at: str
+    note: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from memfit.estimator.bounds import Part
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
@@ -78,6 +80,17 @@ def measured_workspace(observation: ObservationRow, kv: Part) -> Part:
     return Part(Component.WORKSPACE, observation.workspace_bytes, Basis.MEASURED_ARTIFACT, note)
 
 
+def workspace_floor(subject: Subject, geometry: ContextGeometry | None, derived: Part) -> tuple[int, str] | None:
+    """The least llama.cpp allocates for the workspace, and what it is: the derived workspace floor where it is
+    derived, else the exact output buffer where the vocabulary is known; None where neither is."""
+    if derived.basis is Basis.DERIVED_LAYOUT and derived.bytes is not None:
+        return derived.bytes, f"the derived workspace floor ({derived.bytes} bytes)"
+    if geometry is not None and subject.n_vocab is not None:
+        exact = output_buffer(subject.n_vocab, geometry)
+        return exact, f"llama.cpp's output buffer ({exact} bytes)"
+    return None
+
+
 def forecast_parts(
     subject: Subject, workload: Workload, history: HistoryMatch = NO_MATCH
 ) -> tuple[list[Part], list[Limit]]:
@@ -112,9 +125,7 @@ def forecast_parts(
             if kv.basis is Basis.UNKNOWN:  # the flash attention setting is unknown and changes it
                 limits.append(Limit.WORKLOAD_UNSUPPORTED)
         recurrent = recurrent_part(subject.layout, geometry)
-    if history.observation is not None and history.observation.workspace_bytes is not None:
-        workspace = measured_workspace(history.observation, kv)
-    elif workload.flash_attention_on is None:
+    if workload.flash_attention_on is None:
         workspace = Part.unknown(
             Component.WORKSPACE,
             f"llama.cpp's compute buffer depends on flash attention, and {workload.flash_attention!r} is not a"
@@ -123,8 +134,15 @@ def forecast_parts(
         limits.append(Limit.WORKLOAD_UNSUPPORTED)
     else:
         workspace = workspace_part(subject, geometry)
-        if workspace.basis is Basis.UNKNOWN:
-            limits.append(Limit.WORKSPACE_UNMEASURED)
+    observed = history.observation.workspace_bytes if history.observation is not None else None
+    floor = workspace_floor(subject, geometry, workspace)
+    if history.observation is not None and observed is not None:
+        if floor is None or observed >= floor[0]:
+            workspace = measured_workspace(history.observation, kv)
+        else:  # recorded before observations were checked, or by another writer: the floor stands
+            workspace = replace(workspace, note=f"{workspace.note}; an observation below {floor[1]} was ignored")
+    if workspace.basis is Basis.UNKNOWN and workload.flash_attention_on is not None:
+        limits.append(Limit.WORKSPACE_UNMEASURED)
     if history.identity_insufficient:
         limits.append(Limit.HISTORY_IDENTITY_INSUFFICIENT)
     return [subject.weights, kv, recurrent, workspace, subject.companions], limits

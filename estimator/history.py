@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from memfit.estimator.subject import Subject
@@ -41,43 +40,35 @@ def weak_identity(revision: str, artifact_bytes: int | None) -> bool:
 
 
 class History:
-    """Observations indexed in memory, reloaded when the database changed (checked once per request)."""
+    """Observations looked up in the database per answer, by one indexed query: nothing is loaded into memory,
+    so a new observation costs the next answer nothing, and no answer waits for another (SQLite's WAL lets
+    readers run while a writer writes)."""
 
     def __init__(self, db: HistoryDB | None) -> None:
         self.db = db
-        self._version: int | None = None
-        self._exact: dict[tuple, ObservationRow] = {}
-        self._by_model: set[tuple] = set()
-        self._lock = threading.Lock()
-
-    def refresh(self) -> None:
-        if self.db is None:
-            return
-        with self._lock:
-            version = self.db.version()
-            if version == self._version:
-                return
-            exact, by_model = {}, set()
-            for row in self.db.all():  # in id order: a later measured workspace replaces an earlier one
-                work = (row.allocated_tokens, row.streams, row.key_element_bytes, row.value_element_bytes, row.mode)
-                if row.workspace_bytes is not None:  # the part answers use; one without it leaves it standing
-                    exact[(row.model_id, row.revision, row.quant, row.artifact_bytes, *work)] = row
-                by_model.add((row.model_id, *work))
-            self._exact, self._by_model, self._version = exact, by_model, version
 
     def match(self, subject: Subject, workload: Workload) -> HistoryMatch:
         work = workload_key(workload)
-        if work is None:
+        if work is None or self.db is None:
             return NO_MATCH
         if weak_identity(subject.revision, subject.artifact_bytes):
-            return HistoryMatch(None, (subject.model_id, *work) in self._by_model)
-        row = self._exact.get((subject.model_id, subject.revision, subject.quant, subject.artifact_bytes, *work))
+            return HistoryMatch(None, self.db.any_for_model(subject.model_id, work))
+        row = self.db.latest((subject.model_id, subject.revision, subject.quant, subject.artifact_bytes), work)
         return HistoryMatch(row) if row else NO_MATCH
 
     def record(self, row: ObservationRow) -> int:
+        return self._db().insert(row)
+
+    def newest(self, limit: int, model_id: str | None = None) -> list[ObservationRow]:
+        return [] if self.db is None else self.db.newest(limit, model_id)
+
+    def delete(self, observation_id: int) -> bool:
+        return self.db is not None and self.db.delete(observation_id)
+
+    def _db(self) -> HistoryDB:
         if self.db is None:
             raise RuntimeError("this server keeps no measurement history")
-        return self.db.insert(row)
+        return self.db
 
 
 def kv_contradiction(observed: int | None, derived: int | None) -> str:

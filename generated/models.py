@@ -322,6 +322,48 @@ class WireObservationReceipt(WireModel):
     """
 
 
+class WireStoredObservation(WireModel):
+    """
+    An observation as memfit keeps it.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    observation_id: Annotated[int, Field(alias="observationId", ge=1, le=9223372036854775807)]
+    """
+    Its id, for `DELETE /v1/models/observations/{observationId}`.
+    """
+    model_id: Annotated[str, Field(alias="modelId")]
+    """
+    The id it is stored under.
+    """
+    revision: str
+    quant: str
+    artifact_bytes: Annotated[int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)]
+    workload: WireObservedWorkload
+    parts: WireObservedParts
+    runtime: str
+    observed_at: Annotated[str, Field(alias="observedAt")]
+    """
+    When the model was loaded (or the observation received), as ISO 8601 text.
+    """
+    note: str
+    """
+    What memfit noted when it stored it (a contradicting KV cache); empty when nothing.
+    """
+
+
+class WireObservationList(WireModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    observations: Annotated[list[WireStoredObservation], Field(max_length=1000)]
+    """
+    Newest first.
+    """
+
+
 class WireHealth(WireModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -337,7 +379,7 @@ class WireHealth(WireModel):
     degraded: bool | None = None
     """
     True while a file of the state directory (the header cache, the measurement history) cannot be
-    read or written: fits still answer, from memory and the derived numbers, and observations may be
+    read or written: fits still answer, from the model files and the derived numbers, and observations may be
     refused (503). Absent from servers before 1.3.0.
 
     """

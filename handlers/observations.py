@@ -1,17 +1,22 @@
-"""POST /v1/models/observations."""
+"""POST, GET /v1/models/observations and DELETE /v1/models/observations/{observationId}."""
 
 from __future__ import annotations
 
 import os
 
+from connexion import request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit import wire
+from memfit.estimator.errors import ObservationRefused
 from memfit.generated.models import WireObservation
 from memfit.handlers.context import current, json_response, parse
 from memfit.handlers.problems import problem_response
 from memfit.readers.state_health import StateFileError
+
+DEFAULT_LIMIT = 100  # openapi.yaml's default for `limit`
+QUERY = {"limit", "modelId"}
 
 
 async def record_observation(body: dict) -> Response:
@@ -26,4 +31,22 @@ async def record_observation(body: dict) -> Response:
             f"written ({exc.reason.removeprefix('cannot write the measurement history: ')})",
             {"Retry-After": "10"},
         )
+    except ObservationRefused as exc:
+        return problem_response(400, str(exc))
     return json_response(receipt, status=201)
+
+
+async def list_observations(limit: int = DEFAULT_LIMIT, modelId: str | None = None) -> Response:  # noqa: N803
+    unknown = sorted(set(request.query_params) - QUERY)
+    if unknown:  # a misspelt filter would otherwise list every model's observations
+        return problem_response(
+            400, f"unknown query parameter {unknown[0][:64]!r}; this operation takes {sorted(QUERY)}"
+        )
+    observations = await run_in_threadpool(wire.observation_list, current().service, limit, modelId)
+    return json_response(observations)
+
+
+async def delete_observation(observationId: int) -> Response:  # noqa: N803
+    if not await run_in_threadpool(wire.delete_observation, current().service, observationId):
+        return problem_response(404, "no observation has that id")
+    return Response(status_code=204)

@@ -12,6 +12,7 @@ from starlette.types import Send
 
 from memfit.estimator.vocabulary import ProblemType
 from memfit.generated.models import Problem
+from memfit.http.routing import ALLOW_KEY
 
 log = logging.getLogger("memfit.http")
 
@@ -64,7 +65,7 @@ async def send_problem(send: Send, status: int, detail: str, extra: list[tuple[b
     await send({"type": "http.response.body", "body": body})
 
 
-def problem_from_exception(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+def problem_from_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     """connexion's error handler: every error it or a handler raises, as a problem with the contract's words."""
     if isinstance(exc, ProblemException):
         status, detail, headers = exc.status, str(exc.detail or exc.title or ""), dict(exc.headers or {})
@@ -75,6 +76,8 @@ def problem_from_exception(_request: ConnexionRequest, exc: Exception) -> Connex
         status, detail, headers = 500, "the request failed; see the server log", {}
     if status == 401:
         detail = UNAUTHORIZED
+    if status == 405 and request.scope.get(ALLOW_KEY):  # starlette names only the first route of a path
+        headers["Allow"] = request.scope[ALLOW_KEY]
     if len(detail) > MAX_DETAIL:
         detail = detail[:MAX_DETAIL] + "..."
     response = problem_response(status, detail, headers)

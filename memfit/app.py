@@ -77,7 +77,10 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
         swagger_ui_options=SwaggerUIOptions(serve_spec=False, spec_path="/v1/openapi.json", swagger_ui_path="/v1/ui"),
     )
     app.add_api(
-        SPEC_PATH, validate_responses=validate_responses, validator_map=VALIDATORS, resolver=SnakeCaseResolver()
+        SPEC_PATH,
+        validate_responses=validate_responses,
+        validator_map=VALIDATORS,
+        resolver=SnakeCaseResolver(),
     )
     for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, problem_from_exception)

@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from memfit.estimator.fit_service import FitService
-from memfit.estimator.fit_types import FitRequest, FitResult, ModelEntry, Observation, ObservationReceipt, ObservedParts
+from memfit.estimator.fit_types import (
+    FitRequest,
+    FitResult,
+    ModelEntry,
+    Observation,
+    ObservationReceipt,
+    ObservedParts,
+    StoredObservation,
+)
 from memfit.estimator.workload import WorkloadRequest
 from memfit.generated import models as wire
 
@@ -109,6 +117,34 @@ def receipt(r: ObservationReceipt) -> wire.WireObservationReceipt:
     )
 
 
+def stored_observation(o: StoredObservation) -> wire.WireStoredObservation:
+    w, p = o.workload, o.parts
+    return wire.WireStoredObservation(
+        observation_id=o.observation_id,
+        model_id=o.model_id,
+        revision=o.revision,
+        quant=o.quant,
+        artifact_bytes=o.artifact_bytes,
+        workload=wire.WireObservedWorkload(
+            allocated_tokens=w.allocated_tokens,
+            streams=w.streams,
+            key_element_bytes=w.key_element_bytes,
+            value_element_bytes=w.value_element_bytes,
+            mode=w.mode,
+        ),
+        parts=wire.WireObservedParts(
+            weights=p.weights,
+            kv_cache=p.kv_cache,
+            recurrent_state=p.recurrent_state,
+            workspace=p.workspace,
+            companions=p.companions,
+        ),
+        runtime=o.runtime,
+        observed_at=o.observed_at,
+        note=o.note,
+    )
+
+
 # --- the service, spoken in wire models ------------------------------------------------------------
 
 
@@ -130,3 +166,11 @@ def model_list(service: FitService) -> wire.WireModelList:
 
 def record_observation(service: FitService, body: wire.WireObservation) -> wire.WireObservationReceipt:
     return receipt(service.record_observation(observation(body)))
+
+
+def observation_list(service: FitService, limit: int, model_id: str | None) -> wire.WireObservationList:
+    return wire.WireObservationList(observations=[stored_observation(o) for o in service.observations(limit, model_id)])
+
+
+def delete_observation(service: FitService, observation_id: int) -> bool:
+    return service.delete_observation(observation_id)

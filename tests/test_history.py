@@ -5,13 +5,18 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
+import pytest
 
-from memfit.estimator.history import KV_ROUNDING, History
-from memfit.readers.history_db import HistoryDB, ObservationRow
+from memfit.estimator.fit_service import FitService
+from memfit.estimator.fit_types import FitRequest
+from memfit.estimator.history import KV_ROUNDING
+from memfit.readers.history_db import COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB, ObservationRow
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 
 OBSERVATIONS = "/v1/models/observations"
@@ -76,17 +81,81 @@ def test_a_weak_identity_keeps_the_derived_number(client: httpx.Client) -> None:
     assert "historyIdentityInsufficient" not in _parts(client, "Qwen/Qwen3-4B-GGUF")[1]["limits"]
 
 
-def test_a_contradicting_kv_cache_is_kept_and_flagged(client: httpx.Client, public_models: Path) -> None:
+def test_a_kv_cache_contradicting_the_derived_one_is_refused(client: httpx.Client, public_models: Path) -> None:
+    """For the identity answers would use, a contradiction is a 400 naming the part; for another, a flag."""
     size = os.path.getsize(public_models / "qwen3-f16.gguf")
-    derived = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["kvCache"]["bytes"]
+    parts = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]
+    derived, floor = parts["kvCache"]["bytes"], parts["workspace"]["bytes"]
     close = client.post(
-        OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived + KV_ROUNDING, workspace=5)
-    ).json()
-    assert close["flags"] == []
-    far = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived * 2, workspace=7)).json()
-    assert far["flags"] == ["kvContradictsDerived"] and far["observationId"] > close["observationId"]
+        OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived + KV_ROUNDING, workspace=floor + 5)
+    )
+    assert (close.status_code, close.json()["flags"]) == (201, [])
+    far = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size, 1024, kvCache=derived * 2, workspace=floor))
+    assert far.status_code == 400
+    assert far.json()["type"] == "invalidRequest" and far.json()["detail"].startswith("parts.kvCache:")
+    assert str(derived) in far.json()["detail"]
+    other_file = client.post(OBSERVATIONS, json=_observation("qwen3-f16", size + 1, 1024, kvCache=derived * 2))
+    assert (other_file.status_code, other_file.json()["flags"]) == (201, ["kvContradictsDerived"])
     workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]
-    assert workspace["bytes"] == 7 and "contradicts the derived" in workspace["note"]  # the latest observation
+    assert workspace["bytes"] == floor + 5  # the refused one is not stored
+
+
+def test_a_workspace_below_the_floor_is_refused_and_an_old_one_ignored(
+    client: httpx.Client, live: LiveServer, public_models: Path
+) -> None:
+    """The derived workspace floor (or llama.cpp's exact output buffer) is never undercut by an observation."""
+    size = os.path.getsize(public_models / "llama-gqa-f16.gguf")
+    derived = _parts(client, "llama-gqa-f16", allocatedTokens=3072)[0]["workspace"]
+    for low in (0, derived["bytes"] - 1):
+        refused = client.post(OBSERVATIONS, json=_observation("llama-gqa-f16", size, 3072, workspace=low))
+        assert refused.status_code == 400 and refused.json()["detail"].startswith("parts.workspace:")
+        assert f"the derived workspace floor ({derived['bytes']} bytes)" in refused.json()["detail"]
+    assert _parts(client, "llama-gqa-f16", allocatedTokens=3072)[0]["workspace"] == derived
+    old = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
+    live.service.history.db.insert(replace(old, allocated_tokens=3072, workspace_bytes=1))  # as before the check
+    workspace = _parts(client, "llama-gqa-f16", allocatedTokens=3072)[0]["workspace"]
+    assert (workspace["basis"], workspace["bytes"]) == ("derivedLayout", derived["bytes"])
+    assert "an observation below the derived workspace floor" in workspace["note"]
+
+
+def test_observations_are_listed_newest_first_and_deleted(client: httpx.Client, public_models: Path) -> None:
+    size = os.path.getsize(public_models / "gemma3-swa-f16.gguf")
+    floor = _parts(client, "gemma3-swa-f16", allocatedTokens=2048)[0]["workspace"]["bytes"]
+    ids = [
+        client.post(OBSERVATIONS, json=_observation("gemma3-swa-f16", size, 2048, workspace=floor + i)).json()[
+            "observationId"
+        ]
+        for i in (1, 2, 3)
+    ]
+    listed = client.get(OBSERVATIONS, params={"modelId": "gemma3-swa-f16"}).json()["observations"]
+    assert [o["observationId"] for o in listed[:3]] == ids[::-1]
+    assert listed[0]["parts"]["workspace"] == floor + 3 and listed[0]["workload"]["allocatedTokens"] == 2048
+    assert all(o["modelId"] == "gemma3-swa-f16" for o in listed)
+    assert len(client.get(OBSERVATIONS, params={"modelId": "gemma3-swa-f16", "limit": 2}).json()["observations"]) == 2
+    everything = client.get(OBSERVATIONS).json()["observations"]
+    assert [o["observationId"] for o in everything] == sorted((o["observationId"] for o in everything), reverse=True)
+    assert client.get(OBSERVATIONS, params={"limit": 0}).status_code == 400
+    assert client.get(OBSERVATIONS, params={"limit": 1001}).status_code == 400
+    assert client.get(OBSERVATIONS, params={"modelid": "gemma3-swa-f16"}).status_code == 400  # misspelt: not all
+    assert client.put(OBSERVATIONS).headers["allow"] == "POST, GET, HEAD"  # every method of the path
+
+    assert _parts(client, "gemma3-swa-f16", allocatedTokens=2048)[0]["workspace"]["bytes"] == floor + 3
+    deleted = client.delete(f"{OBSERVATIONS}/{ids[2]}")
+    assert (deleted.status_code, deleted.content) == (204, b"")
+    assert _parts(client, "gemma3-swa-f16", allocatedTokens=2048)[0]["workspace"]["bytes"] == floor + 2  # at once
+    again = client.delete(f"{OBSERVATIONS}/{ids[2]}")
+    assert (again.status_code, again.json()["type"]) == (404, "notFound")
+    assert client.delete(f"{OBSERVATIONS}/abc").status_code in (400, 404)
+    for other in ids[:2]:
+        assert client.delete(f"{OBSERVATIONS}/{other}").status_code == 204
+    workspace = _parts(client, "gemma3-swa-f16", allocatedTokens=2048)[0]["workspace"]
+    assert (workspace["basis"], workspace["bytes"]) == ("derivedLayout", floor)
+
+
+def test_listing_and_deleting_need_the_token(live: LiveServer) -> None:
+    with live.client(None) as anonymous:
+        for response in (anonymous.get(OBSERVATIONS), anonymous.delete(f"{OBSERVATIONS}/1")):
+            assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
 
 
 def test_observations_need_the_token_and_a_valid_body(live: LiveServer) -> None:
@@ -142,36 +211,85 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert len(rows) == 1200 and len({r.artifact_bytes for r in rows}) == 1200
 
 
-def test_the_in_memory_history_reloads_only_when_a_row_is_added(tmp_path: Path) -> None:
-    """Request threads each keep a connection; whichever asks, an unchanged database is not reloaded."""
-    path = str(tmp_path / "history.sqlite3")
-    history = History(HistoryDB(path))
-    loads = []
-    real_all = history.db.all
-    history.db.all = lambda: loads.append(1) or real_all()
-    with ThreadPoolExecutor(1) as a, ThreadPoolExecutor(1) as b:  # two long-lived request threads
+def _bulk_insert(db: HistoryDB, count: int) -> None:
+    """`count` rows of other models, fast: one transaction, no caps applied (as an older memfit left them)."""
+    rows = (
+        (f"m{i % 7}", "r", "Q4_K_M", i, 4096, 1, 2, 2, "fullGpu", i, None, None, i, None, "test", "2026-11-01")
+        for i in range(count)
+    )
+    connection = db.connection()
+    connection.execute("BEGIN")
+    connection.executemany(f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)}, '')", rows)
+    connection.execute("COMMIT")
 
-        def refresh_on_both() -> None:
-            for thread in (a, b, a, b):
-                thread.submit(history.refresh).result()
 
-        refresh_on_both()
-        assert len(loads) == 1
-        b.submit(history.record, _row(1)).result()  # one request thread records an observation
-        refresh_on_both()
-        assert len(loads) == 2
-        HistoryDB(path).insert(_row(2))  # another process adds one
-        refresh_on_both()
-        assert len(loads) == 3
+def _fit_work(service: FitService, model_id: str) -> tuple[dict, int]:
+    """One fit's workspace part and the SQLite virtual machine instructions it ran on this thread's connection."""
+    steps = []
+    connection = service.history.db.connection()
+    connection.set_progress_handler(lambda: steps.append(1) and 0, 1)
+    try:
+        result = service.fit_one(FitRequest(model_id))
+    finally:
+        connection.set_progress_handler(None, 1)
+    parts = {p.component: p for p in result.parts}
+    return parts["workspace"], len(steps)
+
+
+def test_a_fit_after_an_observation_reads_a_few_rows_of_500k(tmp_path: Path, public_models: Path) -> None:
+    """An answer looks its observation up by index: the work does not grow with the history."""
+    service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(tmp_path))
+    service.index.refresh()
+    db = service.history.db
+    _bulk_insert(db, 500_000)
+    derived, _ = _fit_work(service, "llama-gqa-f16")
+    size = os.path.getsize(public_models / "llama-gqa-f16.gguf")
+    row = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
+    observed = replace(row, workspace_bytes=derived.bytes + 1000)
+    other = db.connection()  # another writer (an older memfit, another process): no caps applied
+    other.execute(
+        f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+        [getattr(observed, c) for c in COLUMNS],
+    )
+    workspace, work = _fit_work(service, "llama-gqa-f16")
+    assert (workspace.basis, workspace.bytes) == ("measuredArtifact", derived.bytes + 1000)
+    assert 0 < work < 1_000  # one indexed lookup: about 40 instructions; reading 500k rows runs 10 million
+
+    later = replace(observed, workspace_bytes=derived.bytes + 2000)
+    service.history.record(later)  # through memfit: the caps apply
+    workspace, work = _fit_work(service, "llama-gqa-f16")
+    assert (workspace.bytes, 0 < work < 1_000) == (derived.bytes + 2000, True)
+    assert db.count() == TOTAL_CAP
+    newest = db.newest(TOTAL_CAP)
+    assert newest[-1].id == newest[0].id - TOTAL_CAP + 1  # the oldest went first
+
+
+def test_each_identity_and_workload_keeps_its_newest_rows(tmp_path: Path) -> None:
+    db = HistoryDB(str(tmp_path / "history.sqlite3"))
+    ids = [db.insert(replace(_row(1), workspace_bytes=i)) for i in range(PER_WORKLOAD_CAP + 4)]
+    other = db.insert(replace(_row(1), streams=2))  # another workload of the same identity
+    kept = db.newest(100)
+    assert [r.id for r in kept] == [other, *reversed(ids[4:])]
+    assert db.latest(("m1", "r", "Q4_K_M", 1), (4096, 1, 2, 2, "fullGpu")).workspace_bytes == PER_WORKLOAD_CAP + 3
+
+
+def test_the_database_refuses_overlong_strings(tmp_path: Path) -> None:
+    db = HistoryDB(str(tmp_path / "history.sqlite3"))
+    for column, limit in MAX_CHARS.items():
+        with pytest.raises(ValueError, match=column):
+            db.insert(replace(_row(1), **{column: "x" * (limit + 1)}))
+        db.insert(replace(_row(1), **{column: "x" * limit}))
+    assert db.count() == len(MAX_CHARS)
 
 
 def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(
     client: httpx.Client, public_models: Path
 ) -> None:
     size = os.path.getsize(public_models / "qwen3-f16.gguf")
+    kv = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["kvCache"]["bytes"]
     measured = _observation("qwen3-f16", size, tokens=1024, workspace=17_000_000)
     assert client.post(OBSERVATIONS, json=measured).status_code == 201
-    for parts in ({"workspace": None}, {"weights": None, "kvCache": None}, {"kvCache": 1_000_000}):
+    for parts in ({"workspace": None}, {"weights": None, "kvCache": None}, {"kvCache": kv}):
         later = {**_observation("qwen3-f16", size, tokens=1024), "parts": parts}
         assert client.post(OBSERVATIONS, json=later).status_code == 201  # stored as a record of the run
         workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 ROUTE_KEY = "memfit.route"
+ALLOW_KEY = "memfit.allow"  # the methods the contract names for the request's path, for a 405's Allow header
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 
@@ -42,10 +43,13 @@ class RouteTable:
             self._routes.append((pattern, operations))
 
     def match(self, method: str, path: str) -> Route | None:
+        return self.operations(path).get(method)
+
+    def operations(self, path: str) -> dict[str, Route]:
         for pattern, operations in self._routes:
             if pattern.fullmatch(path):
-                return operations.get(method)
-        return None
+                return operations
+        return {}
 
 
 class Routing:
@@ -55,5 +59,7 @@ class Routing:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scope[ROUTE_KEY] = self.table.match(scope["method"], scope["path"])
+            operations = self.table.operations(scope["path"])
+            scope[ROUTE_KEY] = operations.get(scope["method"])
+            scope[ALLOW_KEY] = ", ".join(operations)
         await self.app(scope, receive, send)

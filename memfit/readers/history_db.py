@@ -10,6 +10,10 @@ file at the path must still be that one (SQLite's open descriptors keep its inod
 take its number). When it was deleted or replaced, writes are refused until memfit is restarted on the file
 now at the path. (Reopening in place is unsafe: when the old file's last connection closes, SQLite checkpoints
 and deletes `<path>-wal` by name, which would then be the new file's log.)
+
+Answers look an observation up with one indexed query (nothing is loaded into
+memory), and the history is bounded: each insert deletes, in its own transaction, what is beyond the newest
+PER_WORKLOAD_CAP rows of its identity and workload and beyond the newest TOTAL_CAP rows overall.
 """
 
 from __future__ import annotations
@@ -44,7 +48,14 @@ CREATE TABLE IF NOT EXISTS observations (
     observed_at TEXT NOT NULL,
     note TEXT NOT NULL DEFAULT ''
 );
-CREATE INDEX IF NOT EXISTS observations_by_model ON observations (model_id, allocated_tokens, streams);
+DROP INDEX IF EXISTS observations_by_model;
+CREATE INDEX IF NOT EXISTS observations_by_model_id ON observations (model_id);
+CREATE INDEX IF NOT EXISTS observations_by_workload ON observations (
+    model_id, allocated_tokens, streams, key_element_bytes, value_element_bytes, mode
+);
+CREATE INDEX IF NOT EXISTS observations_by_key ON observations (
+    model_id, revision, quant, artifact_bytes, allocated_tokens, streams, key_element_bytes, value_element_bytes, mode
+);
 """
 COLUMNS = (
     "model_id",
@@ -67,6 +78,14 @@ COLUMNS = (
 )
 BUSY_TIMEOUT_S = 2
 REPLACED = "the file was deleted or replaced after memfit opened it; restart memfit to use the file at the path"
+PER_WORKLOAD_CAP = 16  # rows kept per identity and workload: answers use the newest, the rest are its record
+TOTAL_CAP = 100_000  # rows kept overall (about 30 MB): the oldest go first
+# The longest string each column takes (the contract's limits for what a request can set; the note is memfit's).
+MAX_CHARS = {"model_id": 1024, "revision": 256, "quant": 64, "mode": 64, "runtime": 256, "observed_at": 64, "note": 512}
+IDENTITY = ("model_id", "revision", "quant", "artifact_bytes")
+WORKLOAD = ("allocated_tokens", "streams", "key_element_bytes", "value_element_bytes", "mode")
+SELECT = f"SELECT {', '.join(COLUMNS)}, id FROM observations"
+KEY_WHERE = " AND ".join(f"{c} IS ?" for c in (*IDENTITY, *WORKLOAD))  # IS: artifact_bytes may be NULL
 
 
 @dataclass(frozen=True)
@@ -146,18 +165,37 @@ class HistoryDB:
         if db is not None:
             db.close()
 
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (a test counts the work done on it)."""
+        return self._connection()
+
     def insert(self, row: ObservationRow) -> int:
-        """The new row's id, once it is committed to the file at the path; StateFileError when it cannot be."""
+        """Store one row and trim what is beyond the caps, in one transaction, and return its id once it is committed
+        to the file at the path; ValueError for an overlong string, StateFileError when it cannot be stored."""
+        for column, limit in MAX_CHARS.items():
+            if len(getattr(row, column)) > limit:
+                raise ValueError(f"{column} is longer than {limit} characters")
+        values = [getattr(row, c) for c in COLUMNS]
+        key = [getattr(row, c) for c in (*IDENTITY, *WORKLOAD)]
         try:
             db = self._connection()
             if not self.still_at_path():
                 raise sqlite3.OperationalError(REPLACED)
-            values = [getattr(row, c) for c in COLUMNS]
             db.execute("BEGIN IMMEDIATE")
             try:
                 cursor = db.execute(
                     f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
                     values,
+                )
+                db.execute(
+                    f"DELETE FROM observations WHERE {KEY_WHERE} AND id < (SELECT MIN(id) FROM (SELECT id FROM"
+                    f" observations WHERE {KEY_WHERE} ORDER BY id DESC LIMIT ?))",
+                    [*key, *key, PER_WORKLOAD_CAP],
+                )
+                db.execute(
+                    "DELETE FROM observations WHERE id <= (SELECT id FROM observations ORDER BY id DESC LIMIT 1"
+                    " OFFSET ?)",
+                    [TOTAL_CAP],
                 )
                 db.execute("COMMIT")
             except BaseException:
@@ -173,12 +211,50 @@ class HistoryDB:
             raise sqlite3.DatabaseError("the observation was stored without a row id")
         return cursor.lastrowid
 
-    def version(self) -> int:
-        """The last row's id: rows are only ever added (AUTOINCREMENT), so a new one changes it."""
-        return int(self._connection().execute("SELECT COALESCE(MAX(id), 0) FROM observations").fetchone()[0])
+    def latest(self, identity: tuple, workload: tuple) -> ObservationRow | None:
+        """The newest row of this identity and workload that measured a workspace (one indexed lookup)."""
+        found = (
+            self._connection()
+            .execute(
+                f"{SELECT} INDEXED BY observations_by_key WHERE {KEY_WHERE} AND workspace_bytes IS NOT NULL"
+                " ORDER BY id DESC LIMIT 1",
+                [*identity, *workload],
+            )
+            .fetchone()
+        )
+        return ObservationRow(*found) if found else None
+
+    def any_for_model(self, model_id: str, workload: tuple) -> bool:
+        """Whether any row records this model id under this workload, whatever its identity."""
+        where = " AND ".join(f"{c} = ?" for c in ("model_id", *WORKLOAD))
+        query = f"SELECT 1 FROM observations INDEXED BY observations_by_workload WHERE {where} LIMIT 1"
+        return self._connection().execute(query, [model_id, *workload]).fetchone() is not None
+
+    def newest(self, limit: int, model_id: str | None = None) -> list[ObservationRow]:
+        """Up to `limit` rows, newest first; only this model id's when given."""
+        db = self._connection()
+        if model_id is None:
+            rows = db.execute(f"{SELECT} ORDER BY id DESC LIMIT ?", [limit]).fetchall()
+        else:
+            rows = db.execute(
+                f"{SELECT} INDEXED BY observations_by_model_id WHERE model_id = ? ORDER BY id DESC LIMIT ?",
+                [model_id, limit],
+            ).fetchall()
+        return [ObservationRow(*row) for row in rows]
+
+    def delete(self, observation_id: int) -> bool:
+        """Remove one row; False when no row has that id."""
+        return self._connection().execute("DELETE FROM observations WHERE id = ?", [observation_id]).rowcount == 1
+
+    def probe(self) -> None:
+        """One read of the file (raises when it cannot be read)."""
+        self._connection().execute("SELECT 1 FROM observations LIMIT 1").fetchone()
+
+    def count(self) -> int:
+        return int(self._connection().execute("SELECT COUNT(*) FROM observations").fetchone()[0])
 
     def all(self) -> list[ObservationRow]:
-        rows = self._connection().execute(f"SELECT {', '.join(COLUMNS)}, id FROM observations ORDER BY id").fetchall()
+        rows = self._connection().execute(f"{SELECT} ORDER BY id").fetchall()
         return [ObservationRow(*row) for row in rows]
 
 
