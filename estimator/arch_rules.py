@@ -30,6 +30,30 @@ from gguf import Keys
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, KvCache
+from memfit.estimator.tensor_list import (
+    Shape,
+    TensorList,
+    tensors_bert,
+    tensors_command_r,
+    tensors_deepseek2,
+    tensors_falcon_h1,
+    tensors_gemma,
+    tensors_gemma2,
+    tensors_gemma3,
+    tensors_gemma3n,
+    tensors_gpt_oss,
+    tensors_granitehybrid,
+    tensors_lfm2,
+    tensors_llama,
+    tensors_mamba2,
+    tensors_olmo2,
+    tensors_phi3,
+    tensors_qwen2,
+    tensors_qwen3,
+    tensors_qwen3next,
+    tensors_stablelm,
+    tensors_starcoder2,
+)
 from memfit.estimator.vocabulary import Limit
 from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray
@@ -453,6 +477,23 @@ class Recurrence:
     lightning_attention: bool = False  # minimax-01: S = head_dim^2 * n_head, no conv state
 
 
+# --- llama_model::type where llama.cpp's quantizer reads it (LLM_TYPE_70B: more bits for attn_v) -----------
+
+
+def never_70b(hp: Shape) -> bool:
+    return False
+
+
+def llama_70b(hp: Shape) -> bool:
+    # llama_model_llama::load_arch_hparams: 80 layers (no 8 experts) with grouped KV heads is LLM_TYPE_70B
+    return hp.n_expert != 8 and hp.n_layer == 80 and hp.n_head() != hp.n_head_kv()
+
+
+def eighty_layers_70b(hp: Shape) -> bool:
+    # llama_model_qwen2::load_arch_hparams: 80 layers is LLM_TYPE_70B
+    return hp.n_layer == 80
+
+
 @dataclass(frozen=True)
 class ArchRule:
     memory: Memory = Memory.KV
@@ -466,6 +507,8 @@ class ArchRule:
     tied_embedding_twice: bool = False  # the loader creates the tied output before token_embd: two copies
     parameters: Counting = GATED_FFN  # how its loader shapes the weights
     counted: bool = False  # memfit counts its parameters from a published layout (checked against published counts)
+    tensors: TensorList | None = None  # the tensors its loader requires (estimator/tensor_list.py), where mirrored
+    llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
 
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
@@ -478,7 +521,7 @@ _QWEN_NEXT = Recurrence(every_4th_attends)
 
 RULES: dict[str, ArchRule] = {
     # create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes)
-    "llama": ArchRule(graph=DECODER, counted=True),
+    "llama": ArchRule(tensors=tensors_llama, llm_type_70b=llama_70b, graph=DECODER, counted=True),
     "deci": CHECKED,
     "falcon": PLAIN,
     "grok": PLAIN,
@@ -488,30 +531,30 @@ RULES: dict[str, ArchRule] = {
     "mpt": PLAIN,
     "baichuan": PLAIN,
     "starcoder": ArchRule(parameters=LEARNED_POSITIONS),
-    "starcoder2": ArchRule(graph=DECODER, parameters=NON_GATED_FFN, counted=True),
+    "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=DECODER, parameters=NON_GATED_FFN, counted=True),
     "refact": PLAIN,
     "bloom": PLAIN,
-    "stablelm": ArchRule(counted=True),
+    "stablelm": ArchRule(tensors=tensors_stablelm, counted=True),
     "qwen": PLAIN,
-    "qwen2": ArchRule(graph=DECODER, counted=True),
+    "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
     "qwen2vl": PLAIN,
-    "qwen3": ArchRule(graph=DECODER, counted=True),
-    "qwen3moe": ArchRule(graph=DECODER, counted=True),
+    "qwen3": ArchRule(tensors=tensors_qwen3, graph=DECODER, counted=True),
+    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=DECODER, counted=True),
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
-    "phi3": ArchRule(graph=FUSED_QKV, counted=True),
+    "phi3": ArchRule(tensors=tensors_phi3, graph=FUSED_QKV, counted=True),
     "phimoe": PLAIN,
     "plamo": PLAIN,
     "codeshell": PLAIN,
     "orion": PLAIN,
-    "internlm2": ArchRule(counted=True),
-    "minicpm": ArchRule(counted=True),
+    "internlm2": ArchRule(tensors=tensors_llama, counted=True),
+    "minicpm": ArchRule(tensors=tensors_llama, counted=True),
     "minicpm3": CHECKED,
-    "gemma": ArchRule(graph=DECODER, counted=True),
+    "gemma": ArchRule(tensors=tensors_gemma, graph=DECODER, counted=True),
     "xverse": PLAIN,
-    "command-r": ArchRule(graph=DECODER, counted=True),
+    "command-r": ArchRule(tensors=tensors_command_r, graph=DECODER, counted=True),
     "dbrx": PLAIN,
     "olmo": PLAIN,
     "olmoe": PLAIN,
@@ -539,21 +582,23 @@ RULES: dict[str, ArchRule] = {
     "hunyuan-moe": PLAIN,
     "hunyuan-dense": PLAIN,
     "hunyuan_vl": PLAIN,
-    "smollm3": ArchRule(graph=DECODER, counted=True),
+    "smollm3": ArchRule(tensors=tensors_llama, graph=DECODER, counted=True),
     "seed_oss": PLAIN,
     "grovemoe": PLAIN,
     "apertus": PLAIN,
     "minimax-m2": PLAIN,
     "cogvlm": PLAIN,
     "pangu-embedded": PLAIN,
-    "mistral3": ArchRule(graph=DECODER, counted=True),
+    "mistral3": ArchRule(tensors=tensors_llama, graph=DECODER, counted=True),
     "maincoder": PLAIN,
     "talkie": PLAIN,
     "llama-embed": ArchRule(graph=EMBEDDER),
     "deepseek2-ocr": PLAIN,
     "paddleocr": PLAIN,
     # create_memory returns no memory at all for these
-    "bert": ArchRule(memory=Memory.NONE, graph=EMBEDDER, parameters=LEARNED_POSITIONS, counted=True),
+    "bert": ArchRule(
+        tensors=tensors_bert, memory=Memory.NONE, graph=EMBEDDER, parameters=LEARNED_POSITIONS, counted=True
+    ),
     "jina-bert-v2": NO_MEMORY,
     "jina-bert-v3": NO_MEMORY,
     "nomic-bert": ArchRule(
@@ -570,7 +615,7 @@ RULES: dict[str, ArchRule] = {
     "llada-moe": NO_MEMORY,
     "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(mla=mla_if_lengths, graph=DECODER, counted=True),
+    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DECODER, counted=True),
     "mistral4": ArchRule(mla=mla_if_lengths, graph=DECODER),  # llama_model_mistral4 inherits deepseek2
     "deepseek32": ArchRule(
         kv_layers=trunk_layer,
@@ -584,10 +629,20 @@ RULES: dict[str, ArchRule] = {
     ),
     "hy_v3": ArchRule(kv_layers=trunk_layer),
     # sliding windows
-    "gemma2": ArchRule(window=Window(period_pattern, period=2, default_size=4096), graph=DECODER, counted=True),
-    "gemma3": ArchRule(window=Window(period_pattern, window_key_positive, period=6), graph=DECODER, counted=True),
+    "gemma2": ArchRule(
+        tensors=tensors_gemma2, window=Window(period_pattern, period=2, default_size=4096), graph=DECODER, counted=True
+    ),
+    "gemma3": ArchRule(
+        tensors=tensors_gemma3,
+        window=Window(period_pattern, window_key_positive, period=6),
+        graph=DECODER,
+        counted=True,
+    ),
     "gemma3n": ArchRule(
-        window=Window(period_pattern, period=5), kv_from_start=twenty_layers_own_kv, tied_embedding_twice=True
+        tensors=tensors_gemma3n,
+        window=Window(period_pattern, period=5),
+        kv_from_start=twenty_layers_own_kv,
+        tied_embedding_twice=True,
     ),
     "gemma4": ArchRule(
         window=Window(array_pattern, pattern_required=True),
@@ -596,8 +651,10 @@ RULES: dict[str, ArchRule] = {
         tied_embedding_twice=True,
     ),
     "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=DECODER, counted=True),
-    "gpt-oss": ArchRule(window=Window(period_pattern, period=2), graph=DECODER, counted=True),
-    "olmo2": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=DECODER, counted=True),
+    "gpt-oss": ArchRule(tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=DECODER, counted=True),
+    "olmo2": ArchRule(
+        tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=DECODER, counted=True
+    ),
     "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=DECODER),
     "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=DECODER),
     "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=DECODER),
@@ -635,7 +692,9 @@ RULES: dict[str, ArchRule] = {
         parameters=Counting(ssm_weights=mamba1_weights),
         counted=True,
     ),
-    "mamba2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=DECODER, counted=True),
+    "mamba2": ArchRule(
+        tensors=tensors_mamba2, memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=DECODER, counted=True
+    ),
     "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
     "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
     "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
@@ -649,9 +708,15 @@ RULES: dict[str, ArchRule] = {
     ),
     "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=DECODER),
     "granitehybrid": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=DECODER, counted=True
+        tensors=tensors_granitehybrid,
+        memory=Memory.HYBRID,
+        kv_layers=not_recurrent,
+        recurrence=_NO_KV_HEADS,
+        graph=DECODER,
+        counted=True,
     ),
     "falcon-h1": ArchRule(
+        tensors=tensors_falcon_h1,
         memory=Memory.HYBRID,
         kv_layers=every_layer,
         recurrence=_ALL_RECURRENT,
@@ -672,6 +737,7 @@ RULES: dict[str, ArchRule] = {
         graph=Graph(moe_layers=experts_on_ffn_layers),
     ),
     "lfm2": ArchRule(
+        tensors=tensors_lfm2,
         memory=Memory.HYBRID,
         kv_layers=not_recurrent,
         recurrence=_NO_KV_HEADS,
@@ -681,6 +747,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=SHORT_CONV),
     "qwen3next": ArchRule(
+        tensors=tensors_qwen3next,
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,

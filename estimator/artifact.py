@@ -154,9 +154,15 @@ def weights_on(facts: ArtifactFacts, family: CpuFamily) -> tuple[int, int, str]:
     """(floor bytes, slack, note) of the weights on a host of `family`: the tied embedding's second copy in the
     floor where its CPU backend certainly keeps it, in neither bound where it certainly does not, else in the
     ceiling only."""
-    tied = facts.tied
+    return with_tied_copy(facts.weights_bytes, facts.weights_note, facts.tied, family)
+
+
+def with_tied_copy(
+    weights_bytes: int, weights_note: str, tied: TiedEmbedding | None, family: CpuFamily
+) -> tuple[int, int, str]:
+    """weights_on for weights of `weights_bytes` (a file's, or a catalog entry's as its recipe types them)."""
     if tied is None:
-        return facts.weights_bytes, 0, facts.weights_note
+        return weights_bytes, 0, weights_note
     copy = tied_output_copy(family, tied.ggml_type, tied.shape, tied.nbytes)
     name = QT(tied.ggml_type).name
     where = f"{name} on {family.value}"
@@ -166,15 +172,15 @@ def weights_on(facts: ArtifactFacts, family: CpuFamily) -> tuple[int, int, str]:
             f"; the floor holds the second copy of the tied token embedding that llama.cpp's CPU backend"
             f" certainly keeps for the output ({where})"
         )
-        return facts.weights_bytes + padded(copy.floor), extra, facts.weights_note + note
+        return weights_bytes + padded(copy.floor), extra, weights_note + note
     if copy.outcome is TiedCopy.NEVER:
         note = f"; llama.cpp's CPU backend keeps no second copy of the tied token embedding ({where})"
-        return facts.weights_bytes, 0, facts.weights_note + note
+        return weights_bytes, 0, weights_note + note
     note = (
         f"; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU backend"
         f" may keep for the output ({where}: depends on the build)"
     )
-    return facts.weights_bytes, padded(copy.ceiling), facts.weights_note + note
+    return weights_bytes, padded(copy.ceiling), weights_note + note
 
 
 def refuse_other_kinds(metadata: dict, summaries: list[HeaderSummary]) -> None:

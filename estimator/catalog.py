@@ -1,9 +1,12 @@
 """Models memfit knows from the bundled catalog: their published layouts, and what a download would need.
 
-A catalog answer rests on published facts, not a file: `weights` is a `parameterProxy` (the parameters
-counted from the published layout, times the bits per weight of the quant's lowest tensor type; its
-ceiling uses the highest type llama.cpp's quantizer may choose for that recipe), `kvCache` and
-`recurrentState` go through the same layout rules as a file, and the answer says `artifactNotOnDisk`.
+A catalog answer rests on published facts, not a file. `weights` is `derivedLayout` where the architecture's
+tensor list is mirrored (estimator/tensor_list.py) and llama.cpp's quantization recipe covers the quant
+(estimator/quant_recipe.py): every tensor in the type llama-quantize gives it, its bytes padded as llama.cpp
+allocates them; a range only where the recipe depends on an importance matrix. Elsewhere it is a
+`parameterProxy` (the parameters counted from the published layout, times the bits per weight of the quant's
+lowest tensor type; its ceiling uses the highest type the recipe may choose). `kvCache` and `recurrentState` go
+through the same layout rules as a file, and the answer says `artifactNotOnDisk`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from dataclasses import dataclass
 
 import gguf
 
+from memfit.estimator.arch_rules import LLAMA_CPP_RELEASE, RULES
 from memfit.estimator.architectures import derive_layout
+from memfit.estimator.artifact import TiedEmbedding, padded, tensor_bytes, with_tied_copy
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_repack import tied_output_copy
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.parameters import ParameterCount, count_parameters
+from memfit.estimator.quant_recipe import DEFAULT_TYPE, ModelFacts, tensor_types
 from memfit.estimator.subject import Subject
+from memfit.estimator.tensor_list import Shape, Tensor
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.quant_names import DEFAULT_QUANT
 from memfit.readers.catalog_file import load_catalog_file
@@ -143,15 +150,78 @@ def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSprea
     return Part(Component.WEIGHTS, floor, Basis.PARAMETER_PROXY, note, slack=int(ceiling) - floor)
 
 
+def entry_shape(entry: CatalogEntry) -> Shape:
+    return Shape(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings)
+
+
+def entry_tensors(entry: CatalogEntry) -> list[Tensor] | None:
+    """The tensors llama.cpp's loader requires for the entry, where its architecture's list is mirrored."""
+    rule = RULES.get(entry.architecture)
+    return rule.tensors(entry_shape(entry)) if rule is not None and rule.tensors is not None else None
+
+
+def recipe_facts(entry: CatalogEntry) -> ModelFacts:
+    """What llama.cpp's quantizer reads of the model besides its tensors (llama_hparams, llama_model::type)."""
+    hp = entry_shape(entry)
+    kv_heads = hp.n_head_kv(0)
+    return ModelFacts(
+        arch=entry.architecture,
+        n_layer=hp.n_layer,
+        n_expert=hp.n_expert,
+        n_gqa=hp.n_head(0) // kv_heads if kv_heads else 0,
+        is_70b=RULES[entry.architecture].llm_type_70b(hp),
+    )
+
+
+def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor]) -> Part:
+    """Every tensor in the type llama.cpp's quantizer gives it for `quant`, padded as llama.cpp allocates it; a
+    tensor whose type depends on an importance matrix spans both types. A tied token embedding's second copy
+    as for a file (estimator/artifact.py: in the ceiling, on a host whose CPU backend is not known)."""
+    facts = recipe_facts(entry)
+    plain, with_imatrix = (tensor_types(tensors, quant, facts, imatrix) for imatrix in (False, True))
+    floor = ceiling = 0
+    varies = []
+    for t in tensors:
+        low, high = sorted(padded(tensor_bytes(t.ne, qt)) for qt in (plain[t.name], with_imatrix[t.name]))
+        floor, ceiling = floor + low, ceiling + high
+        if plain[t.name] != with_imatrix[t.name]:
+            varies.append(t.name)
+    stated = f" (published: {entry.parameters:,} parameters)" if entry.parameters else ""
+    note = (
+        f"{len(tensors)} tensors from the published layout{stated}, each typed by llama-quantize's {quant} recipe"
+        f" (src/llama-quant.cpp of {LLAMA_CPP_RELEASE}) and padded as llama.cpp allocates it; not measured"
+    )
+    if varies:
+        note += f"; {len(varies)} tensors' types depend on whether an importance matrix was used (a range)"
+    by_name = {t.name: t for t in tensors}
+    embd = by_name.get("token_embd.weight")
+    tied = None
+    if embd is not None and "output.weight" not in by_name:  # as artifact_facts reads a file
+        qt = plain[embd.name]
+        nbytes = tensor_bytes(embd.ne, qt)
+        if RULES[entry.architecture].tied_embedding_twice:
+            floor, ceiling = floor + padded(nbytes), ceiling + padded(nbytes)
+            note += f"; {entry.architecture} loads its tied token embedding twice"
+        else:
+            tied = TiedEmbedding(int(qt), (embd.ne[0], embd.ne[1]), nbytes)
+    floor, slack, note = with_tied_copy(floor, note, tied, CpuFamily.UNKNOWN)
+    return Part(Component.WEIGHTS, floor, Basis.DERIVED_LAYOUT, note, slack=ceiling - floor + slack)
+
+
 def catalog_subject(entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread]) -> Subject:
-    """A subject for a model that is not on disk: proxy weights, the published layout."""
+    """A subject for a model that is not on disk: its recipe's weights (else proxy weights), the published
+    layout."""
     limits = [Limit.ARTIFACT_NOT_ON_DISK]
+    tensors = entry_tensors(entry)
     try:
-        weights = proxy_weights(
-            entry,
-            count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings),
-            spreads[quant],
-        )
+        if tensors is not None and quant in DEFAULT_TYPE:
+            weights = recipe_weights(entry, quant, tensors)
+        else:
+            weights = proxy_weights(
+                entry,
+                count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings),
+                spreads[quant],
+            )
     except (EvidenceError, KeyError) as exc:
         weights = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}")
         limits.append(Limit.LAYOUT_UNPUBLISHED)

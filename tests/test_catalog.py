@@ -10,10 +10,13 @@ from gguf import GGMLQuantizationType as QT
 
 from memfit import wire
 from memfit.estimator.architectures import derive_layout
+from memfit.estimator.artifact import padded, tensor_bytes
 from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.catalog import Catalog, CatalogEntry, bits_per_weight, proxy_weights
+from memfit.estimator.catalog import Catalog, CatalogEntry, entry_tensors, proxy_weights, recipe_facts
 from memfit.estimator.fit_service import FitService
 from memfit.estimator.parameters import COUNTED, count_parameters
+from memfit.estimator.quant_recipe import tensor_types
+from memfit.estimator.tensor_list import parameter_count
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
@@ -68,6 +71,10 @@ def test_entry_layout_is_derivable_and_its_parameter_count_agrees(entry) -> None
     counted = count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings).total
     if entry.parameters:  # a mistyped layout shows up as a count that differs from the published one
         assert abs(counted - entry.parameters) <= 0.02 * entry.parameters, (counted, entry.parameters)
+    tensors = entry_tensors(entry)
+    if tensors is not None and entry.parameters:  # so does a mistyped tensor list
+        listed = parameter_count(tensors)
+        assert abs(listed - entry.parameters) <= 0.02 * entry.parameters, (listed, entry.parameters)
     assert entry.quants and all(q in CATALOG.spreads for q in entry.quants)
     assert entry.source and entry.context_length
 
@@ -112,13 +119,15 @@ def test_catalog_only_answer() -> None:
     assert "artifactNotOnDisk" in result.limits
     parts = {p.component: p for p in result.estimate.parts}
     weights = parts["weights"]
-    assert weights.basis == "parameterProxy"
+    assert weights.basis == "derivedLayout"  # the recipe decides every tensor's type
     entry = ENTRIES["Qwen/Qwen3-8B-GGUF"]
-    count = count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings)
-    assert weights.bytes == int(count.quantized * bits_per_weight("Q8_0") / 8) + (count.f32 + count.vectors_min) * 4
+    tensors = entry_tensors(entry)
+    assert tensors is not None
+    types = tensor_types(tensors, "Q8_0", recipe_facts(entry))
+    assert weights.bytes == sum(padded(tensor_bytes(t.ne, types[t.name])) for t in tensors)
     assert parts["kvCache"].basis == "derivedLayout"
     assert parts["kvCache"].bytes == 36 * 8192 * 8 * 128 * 2 * 2  # 36 layers, 8 KV heads of 128, K and V in f16
-    assert parts["workspace"].basis == "derivedLayout" and result.estimate.weakest_basis == "parameterProxy"
+    assert parts["workspace"].basis == "derivedLayout" and result.estimate.weakest_basis == "derivedLayout"
     assert result.estimate.upper_bound_bytes > result.estimate.lower_bound_bytes
 
 

@@ -35,7 +35,7 @@ def test_fit_prints_a_table_for_a_local_file_and_a_catalog_id(
     local, catalog = out.split("\n\n")
     assert local.startswith("qwen3-f16: ") and "measuredArtifact" in local and "derivedLayout" in local
     assert "8192 tokens (requested)" in local and "budget" in local and "hostAvailable" in local
-    assert catalog.startswith("Qwen/Qwen3-8B-GGUF:Q8_0: ") and "parameterProxy" in catalog
+    assert catalog.startswith("Qwen/Qwen3-8B-GGUF:Q8_0: ") and "parameterProxy" not in catalog
     assert "artifactNotOnDisk" in catalog and "not on disk" in catalog
 
 

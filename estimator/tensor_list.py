@@ -1,0 +1,566 @@
+"""The tensors llama.cpp's loader requires for a model, from its published hyperparameters (catalog entries).
+
+Each `tensors_<family>` function mirrors `load_arch_tensors` in llama.cpp's src/models/<arch>.cpp (the release
+of arch_rules.LLAMA_CPP_RELEASE) and returns the tensors a conversion of the model holds: ggml order (ne[0] is
+the row length), and the type convert_hf_to_gguf.py stores them in (F16 weights; F32 where `source_type` says).
+Optional tensors (TENSOR_NOT_REQUIRED) are listed only where the published checkpoints have them (biases).
+Which function an architecture uses is its `tensors` field in the architecture table (estimator/arch_rules.py).
+Checked by loading every catalog entry's list in llama.cpp, and against published parameter counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from gguf import GGMLQuantizationType as QT
+
+# names convert_hf_to_gguf.py (conversion/base.py) stores as F32 besides 1-D tensors, norms and non-weights
+_F32_NAMES = (
+    "ffn_gate_inp.weight",
+    "ffn_gate_inp_shexp.weight",
+    "position_embd.weight",
+    "token_types.weight",
+    "ssm_conv1d.weight",
+    "shortconv.conv.weight",
+    "altup_correct_coef.weight",
+    "altup_predict_coef.weight",
+)
+
+# hyperparameters llama.cpp sizes every block with, whatever the GGUF says (llama_hparams: gemma3n)
+GEMMA3N_ALTUP, GEMMA3N_LAUREL_RANK, GEMMA3N_PER_LAYER_EMBD = 4, 64, 256
+
+
+class Tensor(NamedTuple):
+    name: str
+    ne: tuple[int, ...]
+    source: QT  # its type in the converted (unquantized) file
+
+
+def source_type(name: str, ne: tuple[int, ...]) -> QT:
+    """convert_hf_to_gguf.py's type rule (prepare_tensors): F32 for 1-D tensors, norms, routers, convolutions,
+    position / token-type embeddings and non-`.weight` tensors; F16 otherwise."""
+    if len(ne) <= 1 or name.endswith("_norm.weight") or name.endswith(_F32_NAMES) or not name.endswith(".weight"):
+        return QT.F32
+    return QT.F16
+
+
+class Shape:
+    """A model's hyperparameters with llama.cpp's defaults (llama_model_base::load_hparams)."""
+
+    def __init__(self, metadata: Mapping[str, object], arch: str, n_vocab: int, tied: bool) -> None:
+        self.metadata, self.arch, self.n_vocab, self.tied = metadata, arch, n_vocab, tied
+
+    def get(self, key: str) -> object:
+        return self.metadata.get(f"{self.arch}.{key}")
+
+    def value(self, key: str, default: int = 0, il: int = 0) -> int:
+        value = self.get(key)
+        if value is None:
+            return default
+        if isinstance(value, (tuple, list)):
+            value = value[il]
+        assert isinstance(value, int)
+        return value
+
+    @property
+    def n_layer(self) -> int:
+        return self.value("block_count")
+
+    @property
+    def n_embd(self) -> int:
+        return self.value("embedding_length")
+
+    def n_head(self, il: int = 0) -> int:
+        return self.value("attention.head_count", 0, il)
+
+    def n_head_kv(self, il: int = 0) -> int:
+        return (
+            self.n_head(il)
+            if self.get("attention.head_count_kv") is None
+            else self.value("attention.head_count_kv", 0, il)
+        )
+
+    def n_ff(self, il: int = 0) -> int:
+        return self.value("feed_forward_length", 0, il)
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head() if self.n_head() else 0
+
+    @property
+    def head_k(self) -> int:
+        return self.value("attention.key_length", self.head_dim)
+
+    @property
+    def head_v(self) -> int:
+        return self.value("attention.value_length", self.head_dim)
+
+    @property
+    def n_rot(self) -> int:
+        return self.value("rope.dimension_count", self.head_k)
+
+    @property
+    def n_expert(self) -> int:
+        return self.value("expert_count")
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.tensors: list[Tensor] = []
+
+    def add(self, name: str, *ne: int) -> None:
+        self.tensors.append(Tensor(name, ne, source_type(name, ne)))
+
+    def blk(self, il: int, name: str, *ne: int) -> None:
+        self.add(f"blk.{il}.{name}", *ne)
+
+    def embeddings(self, hp: Shape, norm: str = "output_norm") -> None:
+        """token_embd, the final norm, and output.weight unless the model ties it to token_embd."""
+        self.add("token_embd.weight", hp.n_embd, hp.n_vocab)
+        self.add(f"{norm}.weight", hp.n_embd)
+        if not hp.tied:
+            self.add("output.weight", hp.n_embd, hp.n_vocab)
+
+    def qkv(self, il: int, n_embd: int, q: int, k: int, v: int, bias: bool = False) -> None:
+        # llama_model_base::create_tensor_qkv: separate Q, K, V (optional biases)
+        for part, width in (("q", q), ("k", k), ("v", v)):
+            self.blk(il, f"attn_{part}.weight", n_embd, width)
+            if bias:
+                self.blk(il, f"attn_{part}.bias", width)
+
+    def gqa(self, hp: Shape, il: int, bias: bool = False) -> None:
+        """Q, K, V and the output projection of grouped-query attention with key_length-wide heads."""
+        hk, heads, kv = hp.head_k, hp.n_head(il), hp.n_head_kv(il)
+        self.qkv(il, hp.n_embd, hk * heads, hk * kv, hp.head_v * kv, bias)
+        self.blk(il, "attn_output.weight", hk * heads, hp.n_embd)
+
+    def swiglu(self, il: int, n_embd: int, n_ff: int) -> None:
+        self.blk(il, "ffn_gate.weight", n_embd, n_ff)
+        self.blk(il, "ffn_down.weight", n_ff, n_embd)
+        self.blk(il, "ffn_up.weight", n_embd, n_ff)
+
+    def experts(self, il: int, n_embd: int, n_ff_exp: int, n_expert: int) -> None:
+        self.blk(il, "ffn_gate_inp.weight", n_embd, n_expert)
+        self.blk(il, "ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
+        self.blk(il, "ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+        self.blk(il, "ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
+
+    def shared_expert(self, il: int, n_embd: int, n_ff_sh: int) -> None:
+        self.blk(il, "ffn_gate_shexp.weight", n_embd, n_ff_sh)
+        self.blk(il, "ffn_down_shexp.weight", n_ff_sh, n_embd)
+        self.blk(il, "ffn_up_shexp.weight", n_embd, n_ff_sh)
+
+    def mamba2(self, hp: Shape, il: int, norm: bool = True) -> None:
+        # the Mamba-2 mixer of mamba2.cpp / granite-hybrid.cpp / falcon-h1.cpp: ssm_in projects z, xBC and dt
+        d_inner, d_state, groups = hp.value("ssm.inner_size"), hp.value("ssm.state_size"), hp.value("ssm.group_count")
+        heads, conv_dim = hp.value("ssm.time_step_rank"), d_inner + 2 * groups * d_state
+        self.blk(il, "ssm_in.weight", hp.n_embd, d_inner + conv_dim + heads)
+        self.blk(il, "ssm_conv1d.weight", hp.value("ssm.conv_kernel"), conv_dim)
+        self.blk(il, "ssm_conv1d.bias", conv_dim)
+        self.blk(il, "ssm_dt.bias", heads)
+        self.blk(il, "ssm_a", 1, heads)
+        self.blk(il, "ssm_d", 1, heads)
+        if norm:
+            self.blk(il, "ssm_norm.weight", d_inner // groups, groups)
+        self.blk(il, "ssm_out.weight", d_inner, hp.n_embd)
+
+
+TensorList = Callable[[Shape], list[Tensor]]
+
+# --- dense decoders -------------------------------------------------------------------------------------------
+
+
+def tensors_llama(hp: Shape) -> list[Tensor]:
+    # src/models/llama.cpp (mistral3, minicpm, smollm3, internlm2: the same blocks); experts when expert_count > 0
+    b = _Builder()
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", hp.n_embd)
+        b.gqa(hp, il)
+        b.blk(il, "ffn_norm.weight", hp.n_embd)
+        if hp.n_expert:
+            b.experts(il, hp.n_embd, hp.n_ff(il), hp.n_expert)
+        else:
+            b.swiglu(il, hp.n_embd, hp.n_ff(il))
+    return b.tensors
+
+
+def tensors_qwen2(hp: Shape) -> list[Tensor]:
+    # src/models/qwen2.cpp: llama blocks with Q/K/V biases
+    b = _Builder()
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", hp.n_embd)
+        b.gqa(hp, il, bias=True)
+        b.blk(il, "ffn_norm.weight", hp.n_embd)
+        b.swiglu(il, hp.n_embd, hp.n_ff(il))
+    return b.tensors
+
+
+def tensors_qwen3(hp: Shape) -> list[Tensor]:
+    # src/models/qwen3.cpp and qwen3moe.cpp: per-head Q/K norms; experts when expert_count > 0
+    b = _Builder()
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", hp.n_embd)
+        b.gqa(hp, il)
+        b.blk(il, "attn_k_norm.weight", hp.head_k)
+        b.blk(il, "attn_q_norm.weight", hp.head_k)
+        b.blk(il, "ffn_norm.weight", hp.n_embd)
+        if hp.n_expert:
+            b.experts(il, hp.n_embd, hp.value("expert_feed_forward_length"), hp.n_expert)
+        else:
+            b.swiglu(il, hp.n_embd, hp.n_ff(il))
+    return b.tensors
+
+
+def tensors_olmo2(hp: Shape) -> list[Tensor]:
+    # src/models/olmo2.cpp: no pre-norms, full-width Q/K norms, post-attention and post-FFN norms
+    b = _Builder()
+    e = hp.n_embd
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.gqa(hp, il)
+        b.blk(il, "attn_q_norm.weight", e)
+        b.blk(il, "attn_k_norm.weight", hp.n_head_kv(il) * hp.head_k)
+        b.blk(il, "post_attention_norm.weight", e)
+        b.swiglu(il, e, hp.n_ff(il))
+        b.blk(il, "post_ffw_norm.weight", e)
+    return b.tensors
+
+
+def tensors_phi3(hp: Shape) -> list[Tensor]:
+    # src/models/phi3.cpp: fused attn_qkv; ffn_up twice n_ff wide (gate and up), no ffn_gate
+    b = _Builder()
+    e = hp.n_embd
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", e)
+        b.blk(il, "attn_qkv.weight", e, e + 2 * hp.head_dim * hp.n_head_kv(il))
+        b.blk(il, "attn_output.weight", e, e)
+        b.blk(il, "ffn_norm.weight", e)
+        b.blk(il, "ffn_down.weight", hp.n_ff(il), e)
+        b.blk(il, "ffn_up.weight", e, 2 * hp.n_ff(il))
+    return b.tensors
+
+
+def tensors_command_r(hp: Shape) -> list[Tensor]:
+    # src/models/command-r.cpp: one norm per (parallel) block; Q/K norms only from 64 layers on
+    b = _Builder()
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", hp.n_embd)
+        if hp.n_layer >= 64:
+            b.blk(il, "attn_q_norm.weight", hp.head_dim, hp.n_head(il))
+            b.blk(il, "attn_k_norm.weight", hp.head_dim, hp.n_head_kv(il))
+        b.gqa(hp, il)
+        b.swiglu(il, hp.n_embd, hp.n_ff(il))
+    return b.tensors
+
+
+def _layer_norm(b: _Builder, name: str, n: int) -> None:
+    b.add(f"{name}.weight", n)
+    b.add(f"{name}.bias", n)
+
+
+def tensors_starcoder2(hp: Shape) -> list[Tensor]:
+    # src/models/starcoder2.cpp: LayerNorms with biases, biased Q/K/V/O, a GELU MLP (up, down and biases)
+    b = _Builder()
+    e, ff = hp.n_embd, hp.n_ff()
+    b.embeddings(hp)
+    b.add("output_norm.bias", e)
+    for il in range(hp.n_layer):
+        _layer_norm(b, f"blk.{il}.attn_norm", e)
+        b.gqa(hp, il, bias=True)
+        b.blk(il, "attn_output.bias", e)
+        _layer_norm(b, f"blk.{il}.ffn_norm", e)
+        b.blk(il, "ffn_down.weight", ff, e)
+        b.blk(il, "ffn_up.weight", e, ff)
+        b.blk(il, "ffn_down.bias", e)
+        b.blk(il, "ffn_up.bias", ff)
+    return b.tensors
+
+
+def tensors_stablelm(hp: Shape) -> list[Tensor]:
+    # src/models/stablelm.cpp: LayerNorms with biases, Q/K/V biases, SwiGLU
+    b = _Builder()
+    e = hp.n_embd
+    b.embeddings(hp)
+    b.add("output_norm.bias", e)
+    for il in range(hp.n_layer):
+        _layer_norm(b, f"blk.{il}.attn_norm", e)
+        b.gqa(hp, il, bias=True)
+        _layer_norm(b, f"blk.{il}.ffn_norm", e)
+        b.swiglu(il, e, hp.n_ff(il))
+    return b.tensors
+
+
+def _gemma(hp: Shape, post_norms: bool, qk_norms: bool) -> list[Tensor]:
+    b = _Builder()
+    e = hp.n_embd
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", e)
+        b.gqa(hp, il)
+        if post_norms:
+            b.blk(il, "post_attention_norm.weight", e)
+        if qk_norms:
+            b.blk(il, "attn_k_norm.weight", hp.head_k)
+            b.blk(il, "attn_q_norm.weight", hp.head_k)
+        b.blk(il, "ffn_norm.weight", e)
+        b.swiglu(il, e, hp.n_ff(il))
+        if post_norms:
+            b.blk(il, "post_ffw_norm.weight", e)
+    return b.tensors
+
+
+def tensors_gemma(hp: Shape) -> list[Tensor]:
+    # src/models/gemma.cpp: tied output, pre-norms only
+    return _gemma(hp, post_norms=False, qk_norms=False)
+
+
+def tensors_gemma2(hp: Shape) -> list[Tensor]:
+    # src/models/gemma2.cpp: post-attention and post-FFN norms
+    return _gemma(hp, post_norms=True, qk_norms=False)
+
+
+def tensors_gemma3(hp: Shape) -> list[Tensor]:
+    # src/models/gemma3.cpp: gemma2 blocks with per-head Q/K norms
+    return _gemma(hp, post_norms=True, qk_norms=True)
+
+
+def tensors_gemma3n(hp: Shape) -> list[Tensor]:
+    # src/models/gemma3n.cpp: gemma3 blocks plus AltUp, LAuReL and per-layer inputs (sizes fixed in llama_hparams)
+    n_altup, e_alt = GEMMA3N_ALTUP, GEMMA3N_PER_LAYER_EMBD
+    b = _Builder()
+    e = hp.n_embd
+    b.embeddings(hp)
+    b.add("altup_proj.weight", e, e, n_altup - 1)
+    b.add("altup_unembd_proj.weight", e, e, n_altup - 1)
+    b.add("per_layer_token_embd.weight", e_alt * hp.n_layer, hp.n_vocab)
+    b.add("per_layer_model_proj.weight", e, e_alt * hp.n_layer)
+    b.add("per_layer_proj_norm.weight", e_alt)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", e)
+        b.gqa(hp, il)
+        b.blk(il, "attn_q_norm.weight", hp.head_k)
+        b.blk(il, "attn_k_norm.weight", hp.head_k)
+        b.blk(il, "post_attention_norm.weight", e)
+        b.blk(il, "ffn_norm.weight", e)
+        b.swiglu(il, e, hp.n_ff(0))  # every layer's FFN is sized with n_ff() (layer 0)
+        b.blk(il, "post_ffw_norm.weight", e)
+        b.blk(il, "inp_gate.weight", e, e_alt)
+        b.blk(il, "proj.weight", e_alt, e)
+        b.blk(il, "post_norm.weight", e)
+        b.blk(il, "altup_correct_coef.weight", n_altup, n_altup)
+        b.blk(il, "altup_correct_scale.weight", e)
+        b.blk(il, "altup_predict_coef.weight", n_altup, n_altup * n_altup)
+        b.blk(il, "altup_router.weight", e, n_altup)
+        b.blk(il, "altup_router_norm.weight", e)
+        b.blk(il, "laurel_l.weight", e, GEMMA3N_LAUREL_RANK)
+        b.blk(il, "laurel_r.weight", GEMMA3N_LAUREL_RANK, e)
+        b.blk(il, "laurel_post_norm.weight", e)
+    return b.tensors
+
+
+def tensors_bert(hp: Shape) -> list[Tensor]:
+    # src/models/bert.cpp: learned positions (n_ctx_train rows), 2 token types, biased Q/K/V/O, post-LayerNorms,
+    # a GELU MLP with biases; no output matrix
+    b = _Builder()
+    e, ff = hp.n_embd, hp.n_ff()
+    b.add("token_embd.weight", e, hp.n_vocab)
+    b.add("token_types.weight", e, 2)
+    b.add("position_embd.weight", e, hp.value("context_length"))
+    _layer_norm(b, "token_embd_norm", e)
+    for il in range(hp.n_layer):
+        b.qkv(il, e, e, e, e, bias=True)
+        b.blk(il, "attn_output.weight", e, e)
+        b.blk(il, "attn_output.bias", e)
+        _layer_norm(b, f"blk.{il}.attn_output_norm", e)
+        b.blk(il, "ffn_up.weight", e, ff)
+        b.blk(il, "ffn_up.bias", ff)
+        b.blk(il, "ffn_down.weight", ff, e)
+        b.blk(il, "ffn_down.bias", e)
+        _layer_norm(b, f"blk.{il}.layer_output_norm", e)
+    return b.tensors
+
+
+# --- experts and latent attention ---------------------------------------------------------------------------
+
+
+def tensors_gpt_oss(hp: Shape) -> list[Tensor]:
+    # src/models/openai-moe.cpp: biased attention with sinks, post-attention norm, biased experts
+    b = _Builder()
+    e, rot, n_expert, ff_exp = hp.n_embd, hp.n_rot, hp.n_expert, hp.value("expert_feed_forward_length")
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        heads, kv = hp.n_head(il), hp.n_head_kv(il)
+        b.blk(il, "attn_norm.weight", e)
+        b.blk(il, "post_attention_norm.weight", e)
+        b.qkv(il, e, heads * rot, kv * rot, kv * rot, bias=True)
+        b.blk(il, "attn_output.weight", heads * rot, e)
+        b.blk(il, "attn_sinks.weight", heads)
+        b.experts(il, e, ff_exp, n_expert)
+        b.blk(il, "attn_output.bias", e)
+        b.blk(il, "ffn_gate_inp.bias", n_expert)
+        b.blk(il, "ffn_gate_exps.bias", ff_exp, n_expert)
+        b.blk(il, "ffn_down_exps.bias", e, n_expert)
+        b.blk(il, "ffn_up_exps.bias", ff_exp, n_expert)
+    return b.tensors
+
+
+def _deepseek2_is_lite(hp: Shape) -> bool:
+    # llama_model_deepseek2::load_arch_hparams: is_lite (no low-rank Q; q_lora_rank is not read)
+    return hp.n_layer in (27, 26) or (hp.n_layer == 48 and hp.n_vocab == 128256)
+
+
+def tensors_deepseek2(hp: Shape) -> list[Tensor]:
+    # src/models/deepseek2.cpp: MLA (attn_k_b / attn_v_b when key_length_mla is present, else attn_kv_b), low-rank
+    # Q except on lite models, leading dense blocks, routed and shared experts, exp_probs_b on grouped routers
+    b = _Builder()
+    e = hp.n_embd
+    q_lora = 0 if _deepseek2_is_lite(hp) else hp.value("attention.q_lora_rank")
+    kv_lora, rope = hp.value("attention.kv_lora_rank"), hp.n_rot
+    k_mla, v_mla = hp.value("attention.key_length_mla", hp.head_k), hp.value("attention.value_length_mla", hp.head_v)
+    split_kv_b, nope = hp.get("attention.key_length_mla") is not None, k_mla - rope
+    n_dense, ff_exp = hp.value("leading_dense_block_count"), hp.value("expert_feed_forward_length")
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        heads = hp.n_head(il)
+        b.blk(il, "attn_norm.weight", e)
+        if q_lora:
+            b.blk(il, "attn_q_a_norm.weight", q_lora)
+        b.blk(il, "attn_kv_a_norm.weight", kv_lora)
+        if q_lora:
+            b.blk(il, "attn_q_a.weight", e, q_lora)
+            b.blk(il, "attn_q_b.weight", q_lora, heads * k_mla)
+        else:
+            b.blk(il, "attn_q.weight", e, heads * k_mla)
+        b.blk(il, "attn_kv_a_mqa.weight", e, kv_lora + rope)
+        if split_kv_b:
+            b.blk(il, "attn_k_b.weight", nope, kv_lora, heads)
+            b.blk(il, "attn_v_b.weight", kv_lora, v_mla, heads)
+        else:
+            b.blk(il, "attn_kv_b.weight", kv_lora, heads * (nope + v_mla))
+        b.blk(il, "attn_output.weight", heads * v_mla, e)
+        b.blk(il, "ffn_norm.weight", e)
+        if il < n_dense:
+            b.swiglu(il, e, hp.n_ff(il))
+            continue
+        b.experts(il, e, ff_exp, hp.n_expert)
+        if hp.value("expert_group_count") > 1:
+            b.blk(il, "exp_probs_b.bias", hp.n_expert)
+        b.shared_expert(il, e, ff_exp * hp.value("expert_shared_count"))
+    return b.tensors
+
+
+# --- recurrent and hybrid -----------------------------------------------------------------------------------
+
+
+def tensors_lfm2(hp: Shape) -> list[Tensor]:
+    # src/models/lfm2.cpp: short-conv layers where head_count_kv is 0, GQA with Q/K norms elsewhere; the final
+    # norm is named token_embd_norm
+    b = _Builder()
+    e = hp.n_embd
+    b.embeddings(hp, norm="token_embd_norm")
+    for il in range(hp.n_layer):
+        b.blk(il, "ffn_norm.weight", e)
+        b.swiglu(il, e, hp.n_ff(il))
+        b.blk(il, "attn_norm.weight", e)
+        if hp.n_head_kv(il):
+            b.blk(il, "attn_q_norm.weight", hp.head_dim)
+            b.blk(il, "attn_k_norm.weight", hp.head_dim)
+            b.gqa(hp, il)
+        else:
+            b.blk(il, "shortconv.conv.weight", hp.value("shortconv.l_cache"), e)
+            b.blk(il, "shortconv.in_proj.weight", e, 3 * e)
+            b.blk(il, "shortconv.out_proj.weight", e, e)
+    return b.tensors
+
+
+def tensors_mamba2(hp: Shape) -> list[Tensor]:
+    # src/models/mamba2.cpp: every layer a Mamba-2 mixer with a grouped RMS norm, no FFN
+    b = _Builder()
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", hp.n_embd)
+        b.mamba2(hp, il)
+    return b.tensors
+
+
+def tensors_granitehybrid(hp: Shape) -> list[Tensor]:
+    # src/models/granite-hybrid.cpp: Mamba-2 where head_count_kv is 0, attention elsewhere; then a SwiGLU FFN, or
+    # routed experts and a shared expert when expert_count > 0
+    b = _Builder()
+    e = hp.n_embd
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", e)
+        if hp.n_head_kv(il) == 0:
+            b.mamba2(hp, il)
+        else:
+            b.qkv(il, e, hp.head_dim * hp.n_head(il), hp.head_dim * hp.n_head_kv(il), hp.head_dim * hp.n_head_kv(il))
+            b.blk(il, "attn_output.weight", hp.head_dim * hp.n_head(il), e)
+        b.blk(il, "ffn_norm.weight", e)
+        if not hp.n_expert:
+            b.swiglu(il, e, hp.n_ff(il))
+            continue
+        b.experts(il, e, hp.n_ff(il), hp.n_expert)
+        if shared := hp.value("expert_shared_feed_forward_length"):
+            b.shared_expert(il, e, shared)
+    return b.tensors
+
+
+def tensors_falcon_h1(hp: Shape) -> list[Tensor]:
+    # src/models/falcon-h1.cpp: a Mamba-2 mixer (no grouped norm) beside GQA in every layer, then a SwiGLU FFN;
+    # the FFN norm's name has no `.weight` suffix (tn(LLM_TENSOR_FFN_NORM, i))
+    b = _Builder()
+    e, hk = hp.n_embd, hp.head_k
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.mamba2(hp, il, norm=False)
+        b.qkv(il, e, hk * hp.n_head(0), hk * hp.n_head_kv(0), hp.head_v * hp.n_head_kv(0))
+        b.blk(il, "attn_output.weight", hk * hp.n_head(0), e)
+        b.blk(il, "attn_norm.weight", e)
+        b.blk(il, "ffn_norm", e)
+        b.swiglu(il, e, hp.n_ff(0))
+    return b.tensors
+
+
+def tensors_qwen3next(hp: Shape) -> list[Tensor]:
+    # src/models/qwen3next.cpp: gated DeltaNet layers with a gated-attention layer every full_attention_interval
+    # (Q doubled for the gate); every layer routed experts and a gated shared expert
+    b = _Builder()
+    e, hk = hp.n_embd, hp.head_k
+    interval = hp.value("full_attention_interval", 4)
+    d_state, n_k, n_v = hp.value("ssm.state_size"), hp.value("ssm.group_count"), hp.value("ssm.time_step_rank")
+    key_dim, value_dim = d_state * n_k, d_state * n_v
+    shared = hp.value("expert_shared_feed_forward_length") or hp.n_ff()
+    b.embeddings(hp)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", e)
+        b.blk(il, "post_attention_norm.weight", e)
+        if (il + 1) % interval == 0:
+            b.qkv(il, e, hk * hp.n_head(il) * 2, hk * hp.n_head_kv(il), hp.head_v * hp.n_head_kv(il))
+            b.blk(il, "attn_output.weight", hk * hp.n_head(il), e)
+            b.blk(il, "attn_q_norm.weight", hk)
+            b.blk(il, "attn_k_norm.weight", hk)
+        else:
+            b.blk(il, "attn_qkv.weight", e, 2 * key_dim + value_dim)
+            b.blk(il, "attn_gate.weight", e, value_dim)
+            b.blk(il, "ssm_conv1d.weight", hp.value("ssm.conv_kernel"), 2 * key_dim + value_dim)
+            b.blk(il, "ssm_dt.bias", n_v)
+            b.blk(il, "ssm_a", n_v)
+            b.blk(il, "ssm_ba.weight", e, 2 * n_v)
+            b.blk(il, "ssm_norm.weight", d_state)
+            b.blk(il, "ssm_out.weight", value_dim, e)
+        b.experts(il, e, hp.value("expert_feed_forward_length"), hp.n_expert)
+        b.blk(il, "ffn_gate_inp_shexp.weight", e)
+        b.shared_expert(il, e, shared)
+    return b.tensors
+
+
+def parameter_count(tensors: list[Tensor]) -> int:
+    return sum(math.prod(t.ne) for t in tensors)
