@@ -19,7 +19,7 @@ import gguf
 
 from memfit.estimator.arch_rules import LLAMA_CPP_RELEASE, RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import TiedEmbedding, padded, tensor_bytes, with_tied_copy
+from memfit.estimator.artifact import OUTPUT, TOKEN_EMBD, TiedEmbedding, padded, tensor_bytes, with_tied_copy
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_repack import tied_output_copy
 from memfit.estimator.errors import EvidenceError
@@ -93,7 +93,7 @@ class Catalog:
             for m in document["models"]
         )
         self._by_repo = {e.model_id: e for e in self.entries}
-        self._subjects: dict[tuple[str, str], Subject] = {}  # built once: an entry never changes
+        self._subjects: dict[tuple[str, str, CpuFamily], Subject] = {}  # built once: an entry never changes
 
     def find(self, model_id: str) -> tuple[CatalogEntry, str] | None:
         """`org/repo` (its default quant) or `org/repo:QUANT` (case-insensitive) of a catalog entry."""
@@ -106,14 +106,15 @@ class Catalog:
         quant = quant.upper() or entry.default_quant
         return (entry, quant) if quant in entry.quants else None
 
-    def subject(self, model_id: str) -> Subject | None:
-        """The subject for a catalog id, or None when the catalog has no such model and quant."""
+    def subject(self, model_id: str, family: CpuFamily = CpuFamily.UNKNOWN) -> Subject | None:
+        """The subject for a catalog id on a host of `family`, or None when the catalog has no such model and
+        quant."""
         found = self.find(model_id)
         if found is None:
             return None
-        key = (found[0].model_id, found[1])
+        key = (found[0].model_id, found[1], family)
         if key not in self._subjects:
-            self._subjects[key] = catalog_subject(*found, self.spreads)
+            self._subjects[key] = catalog_subject(*found, self.spreads, family)
         return self._subjects[key]
 
     def ids(self) -> Iterator[tuple[CatalogEntry, str]]:
@@ -173,7 +174,7 @@ def recipe_facts(entry: CatalogEntry) -> ModelFacts:
     )
 
 
-def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor]) -> Part:
+def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], family: CpuFamily) -> Part:
     """Every tensor in the type llama.cpp's quantizer gives it for `quant`, padded as llama.cpp allocates it; a
     tensor whose type depends on an importance matrix spans both types. A tied token embedding's second copy
     as for a file (estimator/artifact.py: in the ceiling, on a host whose CPU backend is not known)."""
@@ -194,9 +195,9 @@ def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor]) -> Pa
     if varies:
         note += f"; {len(varies)} tensors' types depend on whether an importance matrix was used (a range)"
     by_name = {t.name: t for t in tensors}
-    embd = by_name.get("token_embd.weight")
+    embd = by_name.get(TOKEN_EMBD)
     tied = None
-    if embd is not None and "output.weight" not in by_name:  # as artifact_facts reads a file
+    if embd is not None and OUTPUT not in by_name:  # as artifact_facts reads a file
         qt = plain[embd.name]
         nbytes = tensor_bytes(embd.ne, qt)
         if RULES[entry.architecture].tied_embedding_twice:
@@ -204,18 +205,20 @@ def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor]) -> Pa
             note += f"; {entry.architecture} loads its tied token embedding twice"
         else:
             tied = TiedEmbedding(int(qt), (embd.ne[0], embd.ne[1]), nbytes)
-    floor, slack, note = with_tied_copy(floor, note, tied, CpuFamily.UNKNOWN)
+    floor, slack, note = with_tied_copy(floor, note, tied, family)
     return Part(Component.WEIGHTS, floor, Basis.DERIVED_LAYOUT, note, slack=ceiling - floor + slack)
 
 
-def catalog_subject(entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread]) -> Subject:
+def catalog_subject(
+    entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread], family: CpuFamily = CpuFamily.UNKNOWN
+) -> Subject:
     """A subject for a model that is not on disk: its recipe's weights (else proxy weights), the published
     layout."""
     limits = [Limit.ARTIFACT_NOT_ON_DISK]
     tensors = entry_tensors(entry)
     try:
         if tensors is not None and quant in DEFAULT_TYPE:
-            weights = recipe_weights(entry, quant, tensors)
+            weights = recipe_weights(entry, quant, tensors, family)
         else:
             weights = proxy_weights(
                 entry,

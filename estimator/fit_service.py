@@ -141,7 +141,7 @@ class FitService:
         artifact = self.index.get(model_id)
         if artifact is not None:
             return local_subject(artifact, self.cache, self.cpu.family)
-        return self.catalog.subject(model_id)
+        return self.catalog.subject(model_id, self.cpu.family)
 
     def fit_batch(
         self, requests: Sequence[FitRequest], cancelled: Callable[[], bool] = lambda: False
