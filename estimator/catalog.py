@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gguf
 
@@ -62,6 +62,7 @@ class CatalogEntry:
     tied_embeddings: bool
     quants: tuple[str, ...]
     source: str
+    quants_note: str = ""  # what is known of the files the repository publishes, where it differs from `quants`
 
     @property
     def default_quant(self) -> str:
@@ -89,6 +90,7 @@ class Catalog:
                 tied_embeddings=m["tied_embeddings"],
                 quants=tuple(m["quants"]),
                 source=m["source"],
+                quants_note=m.get("quants_note", ""),
             )
             for m in document["models"]
         )
@@ -228,6 +230,8 @@ def catalog_subject(
     except (EvidenceError, KeyError) as exc:
         weights = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}")
         limits.append(Limit.LAYOUT_UNPUBLISHED)
+    if entry.quants_note:
+        weights = replace(weights, note=f"{weights.note}; {entry.quants_note}")
     try:
         layout, problem = derive_layout(entry.metadata, entry.architecture), None
     except EvidenceError as exc:

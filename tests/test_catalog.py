@@ -18,6 +18,7 @@ from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.estimator.quant_recipe import tensor_types
 from memfit.estimator.tensor_list import parameter_count
 from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.catalog_file import load_catalog_file
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.accuracy import model_writers
@@ -180,3 +181,15 @@ def test_a_catalog_range_holds_the_file_of_the_same_shape(writer, qtype: QT, tmp
     proxy = proxy_weights(entry, count_parameters(metadata, model.arch, model.vocab, tied), CATALOG.spreads[qtype.name])
     assert proxy.bytes <= facts.weights_bytes
     assert facts.weights_bytes + facts.weights_slack <= proxy.bytes + proxy.slack
+
+
+def test_what_is_known_of_a_repositorys_files_is_said_and_the_rest_is_marked_unverified() -> None:
+    phi4, gemma3, mamba2 = (
+        ENTRIES[i] for i in ("microsoft/phi-4-gguf", "ggml-org/gemma-3-4b-it-GGUF", "state-spaces/mamba2-2.7b")
+    )
+    assert phi4.quants == ("Q4_K_M", "F16") and set(gemma3.quants) == {"Q4_K_M", "Q8_0"}
+    document = load_catalog_file()
+    assert all("quants" in m["unverified"] for m in document["models"])
+    note = _answer(build_service(), "state-spaces/mamba2-2.7b").estimate.parts[0].note
+    assert "not a GGUF repository" in note and mamba2.quants_note in note
+    assert wire.fit_batch(build_service(), [WireFitVerdictRequest(model_id="microsoft/phi-4-gguf:Q6_K")]).results == []
