@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -378,3 +379,22 @@ def test_a_fifo_as_token_file_is_refused_without_blocking(tmp_path: Path) -> Non
     os.mkfifo(state / "token", 0o600)
     with pytest.raises(UnsafeStateError, match="not a regular file"):
         load_token(str(state), environ={})
+
+
+def test_a_chunked_body_is_read_within_the_same_limit(live: LiveServer) -> None:
+    body = json.dumps([{"modelId": "qwen3-f16"}]).encode()
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 7]), body[i : i + 7]) for i in range(0, len(body), 7))
+    head = (
+        b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer "
+        + TOKEN.encode()
+        + b"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    with _connect(live) as s:
+        s.sendall(head + chunked + b"0\r\n\r\n")
+        answer = _read_answer(s)
+    assert answer.startswith(b"HTTP/1.1 200") and b'"modelId":"qwen3-f16"' in answer
+    too_large = b"".join(b"%x\r\n%s\r\n" % (1 << 16, b" " * (1 << 16)) for _ in range(17))  # 1 MiB + 64 KiB
+    with _connect(live) as s:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the server may stop reading at the limit
+            s.sendall(head + too_large + b"0\r\n\r\n")
+        assert _read_answer(s).startswith(b"HTTP/1.1 413")

@@ -2,7 +2,8 @@
 the limit (declared or sent), 408 when it trickles in for longer than the deadline, 400 for an invalid
 Content-Length; each closes the connection after it (what is left of the body is never read). Only an
 operation that takes a body (routing.py) has it read: for anything else the app behind gets an empty body and
-what the client sent is never buffered. Either way the app behind gets the whole body as one message."""
+what the client sent is never buffered. Either way the app behind gets the whole body as one message, with its
+Content-Length (a chunked body is accepted within the same limit)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ def replay(first: Message, receive: Receive) -> Receive:
     return replaying
 
 
+def with_length(scope: Scope, length: int) -> Scope:
+    """The scope of a body now read whole: a chunked one is described by its Content-Length, as the validators
+    behind expect (they take a request without one for a request without a body)."""
+    headers = [(k, v) for k, v in scope.get("headers", []) if k not in (b"content-length", b"transfer-encoding")]
+    return {**scope, "headers": [*headers, (b"content-length", str(length).encode())]}
+
+
 class BodyLimit(HttpMiddleware):
     def __init__(self, app: ASGIApp, max_body: int = MAX_BODY_BYTES) -> None:
         super().__init__(app)
@@ -56,7 +64,7 @@ class BodyLimit(HttpMiddleware):
             return
         if body is None:  # the client went away while sending
             return
-        await self.app(scope, replay(whole_body(body), receive), send)
+        await self.app(with_length(scope, len(body)), replay(whole_body(body), receive), send)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes | None, tuple[int, str] | None]:
         """(the body, or None when the client went away; a (status, detail) problem when it is refused)."""
