@@ -183,6 +183,7 @@ class FitService:
                     artifact_bytes=subject.artifact_bytes,
                     context_limit=subject.context_limit,
                     has_projector=artifact.projector is not None,
+                    unreadable=subject.unreadable or None,
                 )
             )
         for entry, quant in self.catalog.ids():

@@ -47,6 +47,7 @@ class ModelEntry:
     artifact_bytes: int | None
     context_limit: int | None
     has_projector: bool
+    unreadable: str | None = None  # why a local artifact could not be read
 
 
 @dataclass(frozen=True)

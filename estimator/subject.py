@@ -32,6 +32,7 @@ class Subject:
     weights_key: str = ""  # identity of the weights file set, for sharedKey
     companions_key: str = ""
     architecture: str = ""
+    unreadable: str = ""  # why the artifact could not be read, when it could not
 
     @property
     def is_model(self) -> bool:
@@ -91,6 +92,7 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, cpu: CpuFamily)
             limits=(exc.limit, *limits),
             weights_key=weights_key,
             companions_key=companions_key,
+            unreadable=str(exc),
         )
     floor, slack, note = weights_on(facts, cpu)
     weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)

@@ -269,6 +269,10 @@ class WireModelEntry(WireModel):
     """
     Whether a multimodal projector is loaded with it.
     """
+    unreadable: str | None = None
+    """
+    Why the artifact could not be read (a file that is not a GGUF llama.cpp could load, a truncated one); absent or null when it was read. An unreadable artifact is still listed, its `architecture` empty.
+    """
 
 
 class WireObservedWorkload(WireModel):

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
+import errno
+import fnmatch
 import logging
+import os
+import socket
 import sys
 import warnings
+from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import Path
 
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
@@ -18,6 +26,46 @@ from memfit.service_builder import build_service
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
+MAX_MODELS = 32  # the contract's batch limit
+
+# exit codes a script can use; the highest one that applies wins
+EXIT_GOOD, EXIT_USAGE, EXIT_TIGHT, EXIT_OVERSIZE, EXIT_UNKNOWN, EXIT_NOT_FOUND = 0, 2, 3, 4, 5, 6
+EXIT_FOR_VERDICT = {"good": EXIT_GOOD, "tight": EXIT_TIGHT, "oversize": EXIT_OVERSIZE, "unknown": EXIT_UNKNOWN}
+EPILOG = """exit codes (memfit fit; the highest that applies wins):
+  0  every model is good
+  2  usage error (a bad flag, more than 32 models, a --models path that is a file, a busy port)
+  3  some model is tight (fits, within the margin)
+  4  some model is oversize (even the floor exceeds the budget)
+  5  some verdict is unknown (the ceiling is unknown, or the floor fits and the ceiling does not)
+  6  some id is not found (nearest known ids on stderr)
+"""
+
+
+class UsageError(Exception):
+    """A mistake in the command line that argparse cannot see: said on stderr, exit 2, no traceback."""
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535, got {value}")
+    return value
+
+
+def _check_model_dirs(paths: Sequence[str] | None) -> None:
+    """A --models path that is a file is an error; one that does not exist (yet) is a warning."""
+    for path in paths or ():
+        p = Path(path).expanduser()
+        if p.exists() and not p.is_dir():
+            raise UsageError(f"--models {path} is a file, not a directory: name the directory that holds the models")
+        if not p.exists():
+            print(
+                f"memfit: warning: --models {path} does not exist: nothing is found there until it does",
+                file=sys.stderr,
+            )
 
 
 def _margin(text: str) -> Fraction:
@@ -31,6 +79,7 @@ def _margin(text: str) -> Fraction:
 
 
 def _service(args: argparse.Namespace) -> FitService:
+    _check_model_dirs(args.models)
     return build_service(
         model_roots(args.models, usual=not args.no_usual_dirs),
         state_dir=default_state_dir(),
@@ -85,8 +134,39 @@ def serve(args: argparse.Namespace) -> int:
     print(
         f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}", flush=True
     )
-    uvicorn.Server(server_config(app, args.host, args.port)).run()
+    try:
+        sock = _listen(args.host, args.port)
+    except OSError as exc:
+        reason = "the address is already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        print(f"memfit: cannot listen on {args.host}:{args.port}: {reason}; choose another --port", file=sys.stderr)
+        return 2
+    try:
+        uvicorn.Server(server_config(app, args.host, args.port)).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shut down cleanly and re-raises the Ctrl-C it caught
+        pass
+    finally:
+        sock.close()
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket uvicorn would bind, bound here so that a busy port is a clear message."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _matches(pattern: str, model_id: str) -> bool:
+    """A glob (with *, ? or [) or a substring, either case-insensitive."""
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(model_id.lower(), pattern.lower())
+    return pattern.lower() in model_id.lower()
 
 
 def models(args: argparse.Namespace) -> int:
@@ -96,15 +176,41 @@ def models(args: argparse.Namespace) -> int:
     service = _service(args)
     service.index.refresh()
     listing = wire.model_list(service)
-    print(listing.model_dump_json(indent=2) if args.json else render_models(listing))
+    if args.filter:
+        listing = listing.model_copy(
+            update={"models": [m for m in listing.models if _matches(args.filter, m.model_id)]}
+        )
+        if not listing.models:
+            print(f"memfit: no model id matches {args.filter!r}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+    print(listing.model_dump_json(indent=2) if args.json else render_models(listing, detail=args.detail))
     return 0
+
+
+def suggestions(missing: str, known: Sequence[str]) -> str:
+    """The nearest known ids (case-insensitive), and for a known repository with another quant, its quants."""
+    by_lower: dict[str, str] = {}
+    for k in known:
+        by_lower.setdefault(k.lower(), k)
+    repo, _, quant = missing.partition(":")
+    hints = []
+    quants = sorted({k.partition(":")[2] for k in known if ":" in k and k.partition(":")[0].lower() == repo.lower()})
+    if quant and quants and quant.upper() not in quants:
+        name = next(k.partition(":")[0] for k in known if k.partition(":")[0].lower() == repo.lower())
+        hints.append(f"{name} has {', '.join(quants)}")
+    nearest = [by_lower[k] for k in difflib.get_close_matches(missing.lower(), list(by_lower), n=3, cutoff=0.6)]
+    if nearest:
+        hints.append(f"did you mean {', '.join(nearest)}?")
+    return "; ".join(hints) or "memfit models lists the ids it knows"
 
 
 def fit(args: argparse.Namespace) -> int:
     from memfit import wire
     from memfit.generated.models import WireFitVerdictRequest
-    from memfit.render import render_result
+    from memfit.render import render_fit, use_colour
 
+    if len(args.model) > MAX_MODELS:
+        raise UsageError(f"at most {MAX_MODELS} models, got {len(args.model)}")
     service = _service(args)
     service.index.refresh()
     requests = [
@@ -121,12 +227,19 @@ def fit(args: argparse.Namespace) -> int:
         )
         for m in args.model
     ]
-    batch = wire.fit_batch(service, requests)
+    batch = wire.fit_batch(service, requests)  # unknown ids are left out, as the contract says
     found = {r.model_id for r in batch.results}
-    for missing in (m for m in args.model if m not in found):
-        print(f"memfit: no model on this machine or in the catalog has the id {missing!r}", file=sys.stderr)
-    print(batch.model_dump_json(indent=2) if args.json else "\n\n".join(render_result(r) for r in batch.results))
-    return 0 if len(found) == len(set(args.model)) else 1
+    missing = [m for m in dict.fromkeys(args.model) if m not in found]
+    if missing:
+        known = [m.model_id for m in wire.model_list(service).models]
+        for m in missing:
+            print(f"memfit: not found: {m!r}: {suggestions(m, known)}", file=sys.stderr)
+    if args.json:
+        print(batch.model_dump_json(indent=2))
+    elif batch.results:
+        print(render_fit(batch.results, args.margin, colour=use_colour(sys.stdout), detail=args.detail))
+    codes = [EXIT_FOR_VERDICT.get(r.verdict, EXIT_UNKNOWN) for r in batch.results]
+    return max([*codes, EXIT_NOT_FOUND if missing else EXIT_GOOD])
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -202,23 +315,39 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memfit", description="Will this local LLM fit in this machine's memory?")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="memfit",
+        description="Will this local LLM fit in this machine's memory?",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", metavar="{serve,models,fit,measure}")
     p = commands.add_parser("serve", help="run the HTTP server")
-    p.add_argument("--host", default=DEFAULT_HOST)
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"the address to listen on (default {DEFAULT_HOST})")
+    p.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=f"the port to listen on, 1-65535 (default {DEFAULT_PORT})"
+    )
     _add_service_flags(p)
     p.set_defaults(run=serve)
 
     p = commands.add_parser("models", help="list the models memfit knows (what GET /v1/models lists)")
+    p.add_argument("filter", nargs="?", help="only ids containing this text, or matching this glob (case-insensitive)")
+    p.add_argument("--detail", action="store_true", help="also each model's revision and directory")
     _add_service_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     p.set_defaults(run=models)
 
-    p = commands.add_parser("fit", help="will these models fit? (what POST /v1/models/fit/batch answers)")
+    p = commands.add_parser(
+        "fit",
+        help="will these models fit? (what POST /v1/models/fit/batch answers)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("model", nargs="+", help="model ids, e.g. Qwen/Qwen3-8B-GGUF:Q4_K_M (at most 32)")
     _add_workload_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
+    p.add_argument("--detail", action="store_true", help="each part of each answer, with its evidence and notes")
     _add_service_flags(p)
     p.set_defaults(run=fit)
 
@@ -252,16 +381,40 @@ def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"memfit {version('memfit')}"
+    except PackageNotFoundError:
+        return "memfit (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     # connexion imports starlette's test client, which warns about httpx: nothing a user of memfit can act on
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(
         level=logging.INFO if args.run is serve else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return args.run(args)
+        code: int = args.run(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # `memfit ... | head`: the reader has gone; nothing more to say
+        with contextlib.suppress(OSError, ValueError):  # so the exit's own flush of stdout stays quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except UsageError as exc:
+        print(f"memfit {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except StateFileError as exc:  # a measurement history that cannot be opened: the file and the fix, no traceback
         print(f"memfit: {exc.path}: {exc.reason}", file=sys.stderr)
         if exc.fix:

@@ -1,9 +1,34 @@
-"""The API's answers as tables for people at a terminal (`memfit models`, `memfit fit`)."""
+"""The API's answers as tables for people at a terminal (`memfit models`, `memfit fit`).
+
+Every table fits the terminal's width (100 columns when the output is not a terminal): long cells are
+shortened with an ellipsis and notes are wrapped. Colour only on a terminal, never with NO_COLOR set.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import textwrap
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import TextIO
+
 from memfit.estimator.vocabulary import Refusal
 from memfit.generated import models as wire
+
+DEFAULT_WIDTH = 100
+ELLIPSIS = "…"
+COLOURS = {"good": "32", "tight": "33", "oversize": "31", "unknown": "35"}
+
+
+def terminal_width() -> int:
+    """The terminal's columns; 100 when the output is not a terminal (COLUMNS wins, as shutil reads it)."""
+    return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def use_colour(stream: TextIO) -> bool:
+    return "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
 
 
 def size(n: int | None) -> str:
@@ -16,53 +41,201 @@ def size(n: int | None) -> str:
     return f"{n} B"
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+_BYTE_COUNT = re.compile(r"\b(\d+)\b(?=(?: \+ [A-Za-z0-9_ ]+?)? bytes\b)")
+_UNIT_BYTES = re.compile(r"\b(GiB|MiB|KiB|B) bytes\b")
 
 
-def render_models(listing: wire.WireModelList) -> str:
-    rows = [
-        [
+def human_note(note: str) -> str:
+    """A part's note with its raw byte counts in human units ('K f16 301989888 + V f16 ... bytes')."""
+    return _UNIT_BYTES.sub(r"\1", _BYTE_COUNT.sub(lambda m: size(int(m.group(1))), note))
+
+
+def shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
+
+
+def table(
+    rows: Sequence[Sequence[str]],
+    header: Sequence[str],
+    width: int | None = None,
+    shrink: Sequence[int] = (),
+    wrap: int | None = None,
+) -> str:
+    """Columns two spaces apart. Within `width`: the `shrink` columns (in that order) are shortened down to
+    8 characters, then the `wrap` column (the last) is wrapped onto further lines."""
+    cells = [[str(c) for c in r] for r in [header, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    if width is not None:
+        for i in [*shrink, *([wrap] if wrap is not None else [])]:
+            excess = sum(widths) + 2 * (len(widths) - 1) - width
+            if excess > 0:
+                widths[i] = min(widths[i], max(8 if i != wrap else 20, widths[i] - excess))
+
+    def lines(r: list[str]) -> list[str]:
+        columns = [
+            textwrap.wrap(c, widths[i]) or [""] if i == wrap else [shorten(c, widths[i])] for i, c in enumerate(r)
+        ]
+        depth = max(len(c) for c in columns)
+        return [
+            "  ".join((c[k] if k < len(c) else "").ljust(widths[i]) for i, c in enumerate(columns)).rstrip()
+            for k in range(depth)
+        ]
+
+    out = lines(cells[0]) + ["  ".join("-" * w for w in widths)]
+    for r in cells[1:]:
+        out += lines(r)
+    return "\n".join(out)
+
+
+def render_models(listing: wire.WireModelList, width: int | None = None, detail: bool = False) -> str:
+    """One row per model; the projector column only when some model has one, revision and root with `detail`."""
+    width = width or terminal_width()
+    header = ["MODEL", "SOURCE", "ARCH", "QUANT", "SIZE", "CONTEXT"]
+    projector = any(m.has_projector for m in listing.models)
+    header += ["MMPROJ"] if projector else []
+    header += ["REVISION", "ROOT"] if detail else []
+    rows = []
+    for m in listing.models:
+        row = [
             m.model_id,
             m.source,
-            m.architecture or "?",
+            m.architecture or ("UNREADABLE" if m.unreadable else "?"),
             m.quant or "-",
             size(m.artifact_bytes),
             str(m.context_limit or "?"),
-            "yes" if m.has_projector else "",
-            m.revision[:12],
-            m.root,
         ]
-        for m in listing.models
+        row += ["yes" if m.has_projector else ""] if projector else []
+        row += [m.revision[:12], m.root] if detail else []
+        rows.append(row)
+    out = table(rows, header, width, shrink=(len(header) - 1, 0) if detail else (0,))
+    unreadable = [m for m in listing.models if m.unreadable]
+    if unreadable:
+        out += "\n\n" + "\n".join(
+            textwrap.fill(f"{m.model_id} is unreadable: {m.unreadable}", width, subsequent_indent="  ")
+            for m in unreadable
+        )
+    return out
+
+
+def _verdict_word(verdict: str, colour: bool) -> str:
+    word = verdict.upper()
+    return f"\033[{COLOURS[verdict]}m{word}\033[0m" if colour and verdict in COLOURS else word
+
+
+def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
+    """What the verdict means and what decided it, in one sentence."""
+    e, budget = result.estimate, result.budget.bytes
+    floor, ceiling = e.lower_bound_bytes, e.upper_bound_bytes
+    verdict = result.verdict.upper()
+    percent = f"{float(margin) * 100:g}%"
+    if e.refusal != Refusal.NONE:
+        return f"{verdict}: no estimate, the request was refused ({e.refusal})"
+    if budget is None:
+        return f"{verdict}: the memory budget could not be read"
+    if result.verdict == "oversize":
+        return f"{verdict}: even the floor {size(floor)} exceeds the budget {size(budget)} by {size(floor - budget)}"
+    if result.verdict == "good":
+        return (
+            f"{verdict}: the ceiling {size(ceiling)} plus the {percent} margin fits the budget {size(budget)}"
+            f" ({size(budget - (ceiling or 0))} to spare)"
+        )
+    if result.verdict == "tight":
+        return (
+            f"{verdict}: fits, but within the {percent} margin: the ceiling {size(ceiling)}"
+            f" leaves {size(budget - (ceiling or 0))} of the budget {size(budget)}"
+        )
+    if ceiling is None:
+        unknown = [p for p in e.parts if p.bytes is None or p.basis == "unknown"]
+        which = "; ".join(f"{p.component} ({human_note(p.note)})" if p.note else p.component for p in unknown)
+        return (
+            f"{verdict}: the floor {size(floor)} fits the budget {size(budget)} but the ceiling is unknown:"
+            f" a part is unknown: {which or ', '.join(e.missing) or '?'}"
+        )
+    return f"{verdict}: the floor {size(floor)} fits the budget {size(budget)} but the ceiling {size(ceiling)} does not"
+
+
+def render_fit(
+    results: Sequence[wire.WireFitVerdictResult],
+    margin: Fraction,
+    width: int | None = None,
+    colour: bool = False,
+    detail: bool = False,
+) -> str:
+    """One summary row per model (floor..ceiling, verdict), each followed by its explanation; the budget once;
+    with `detail`, each model's parts with their notes."""
+    width = width or terminal_width()
+    gpu = {True: "yes", False: "no", None: "?"}
+    rows = [
+        [
+            r.model_id,
+            f"{r.estimate.workload.allocated_tokens} x {r.estimate.workload.streams}",
+            f"{size(r.estimate.lower_bound_bytes)}..{size(r.estimate.upper_bound_bytes)}",
+            gpu[r.gpu_admits],
+            r.verdict.upper(),
+        ]
+        for r in results
     ]
-    return table(rows, ["MODEL", "SOURCE", "ARCH", "QUANT", "SIZE", "CONTEXT", "PROJECTOR", "REVISION", "ROOT"])
+    rendered = table(rows, ["MODEL", "TOKENS x STREAMS", "FLOOR..CEILING", "GPU", "VERDICT"], width, shrink=(0,))
+    header, rule, *lines = rendered.splitlines()
+    out = [header, rule]
+    for r, line in zip(results, lines, strict=True):
+        if colour:
+            word = r.verdict.upper()
+            line = line[: len(line) - len(word)] + _verdict_word(r.verdict, True)
+        out.append(line)
+        out.append(textwrap.fill(explain(r, margin), width, initial_indent="  ", subsequent_indent="    "))
+    if results:
+        b = results[0].budget
+        out.append(
+            textwrap.fill(
+                f"budget {size(b.bytes)} ({b.basis}; running engines hold {size(b.committed_bytes)})"
+                + ("" if detail else "; --detail shows each part"),
+                width,
+            )
+        )
+    if detail:
+        out += ["", *("\n\n".join(render_result(r, width) for r in results).splitlines())]
+    return "\n".join(out)
 
 
-def render_result(result: wire.WireFitVerdictResult) -> str:
+def render_result(result: wire.WireFitVerdictResult, width: int | None = None) -> str:
+    """One model's answer in full: identity, workload, the parts with their notes, bounds, budget, limits."""
+    width = width or terminal_width()
     e, w, b = result.estimate, result.estimate.workload, result.budget
     identity = result.identity
+
+    def fill(text: str) -> str:
+        return textwrap.fill(text, width, initial_indent="  ", subsequent_indent="            ")
+
     lines = [
         f"{result.model_id}: {result.verdict.upper()}",
-        f"  identity  {identity.model_id}  quant {identity.quant or '-'}  revision {identity.revision or '-'}"
-        f"  artifact {size(identity.artifact_bytes) if identity.artifact_bytes is not None else 'not on disk'}",
-        f"  workload  {w.allocated_tokens} tokens ({w.context_source}) x {w.streams} stream(s), "
-        f"K {w.key_element_bytes} B / V {w.value_element_bytes} B per element, mode {w.mode}",
+        fill(
+            f"identity  {identity.model_id}  quant {identity.quant or '-'}  revision {identity.revision or '-'}"
+            f"  artifact {size(identity.artifact_bytes) if identity.artifact_bytes is not None else 'not on disk'}"
+        ),
+        fill(
+            f"workload  {w.allocated_tokens} tokens ({w.context_source}) x {w.streams} stream(s), "
+            f"K {w.key_element_bytes} B / V {w.value_element_bytes} B per element, mode {w.mode}"
+        ),
     ]
     if e.refusal != Refusal.NONE:
         lines.append(f"  refused   {e.refusal}")
     else:
-        rows = [[p.component, size(p.bytes), p.basis, p.shared_key or "", p.note] for p in e.parts]
-        lines += ["  " + row for row in table(rows, ["PART", "BYTES", "BASIS", "SHARED", "NOTE"]).splitlines()]
+        rows = [[p.component, size(p.bytes), p.basis, p.shared_key or "", human_note(p.note)] for p in e.parts]
+        parts = table(rows, ["PART", "SIZE", "BASIS", "SHARED", "NOTE"], width - 2, shrink=(3,), wrap=4)
+        lines += ["  " + row for row in parts.splitlines()]
         lines.append(
-            f"  total     {size(e.lower_bound_bytes)} .. {size(e.upper_bound_bytes)}"
-            f"  (weakest basis {e.weakest_basis}{', missing ' + ', '.join(e.missing) if e.missing else ''})"
+            fill(
+                f"total     {size(e.lower_bound_bytes)} .. {size(e.upper_bound_bytes)}"
+                f"  (weakest basis {e.weakest_basis}{', missing ' + ', '.join(e.missing) if e.missing else ''})"
+            )
         )
     gpu = {True: "admits", False: "does not admit", None: "no answer"}[result.gpu_admits]
     lines.append(
-        f"  budget    {size(b.bytes)} ({b.basis}), committed to running engines {size(b.committed_bytes)}; GPU {gpu}"
+        fill(
+            f"budget    {size(b.bytes)} ({b.basis}), committed to running engines {size(b.committed_bytes)}; GPU {gpu}"
+        )
     )
     if result.limits:
-        lines.append(f"  limits    {', '.join(result.limits)}")
+        lines.append(fill(f"limits    {', '.join(result.limits)}"))
     return "\n".join(lines)

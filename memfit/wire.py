@@ -108,6 +108,7 @@ def model_entry(e: ModelEntry) -> wire.WireModelEntry:
         artifact_bytes=e.artifact_bytes,
         context_limit=e.context_limit,
         has_projector=e.has_projector,
+        unreadable=e.unreadable,
     )
 
 

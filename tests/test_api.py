@@ -44,6 +44,19 @@ def test_oversized_or_empty_batch_is_400(client: httpx.Client, body: list) -> No
     _problem(client.post(BATCH, json=body), 400, "invalidRequest")
 
 
+def test_an_oversized_batch_says_the_rule_first(client: httpx.Client) -> None:
+    body = _problem(client.post(BATCH, json=[{"modelId": "qwen3-f16"}] * 33), 400, "invalidRequest")
+    assert body["detail"].startswith("at most 32 requests, got 33")
+    body = _problem(client.post(BATCH, json=[]), 400, "invalidRequest")
+    assert body["detail"].startswith("at least 1 requests, got 0")
+
+
+def test_an_unreadable_file_is_flagged_in_the_listing(client: httpx.Client) -> None:
+    models = {m["modelId"]: m for m in client.get("/v1/models").json()["models"]}
+    assert models["broken/garbage"]["architecture"] == "" and models["broken/garbage"]["unreadable"]
+    assert models["qwen3-f16"]["unreadable"] is None
+
+
 def test_unknown_ids_are_left_out(client: httpx.Client) -> None:
     body = [
         {"modelId": "qwen3-f16"},

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from memfit.cli import main
-from memfit.generated.models import WireFitVerdictBatch, WireModelList
+from memfit.generated.models import WireFitVerdictBatch, WireFitVerdictResult, WireModelList
+from memfit.render import explain, use_colour
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -32,11 +43,11 @@ def test_fit_prints_a_table_for_a_local_file_and_a_catalog_id(
         "--no-usual-dirs",
     )
     assert code == 0
-    local, catalog = out.split("\n\n")
-    assert local.startswith("qwen3-f16: ") and "measuredArtifact" in local and "derivedLayout" in local
-    assert "8192 tokens (requested)" in local and "budget" in local and "hostAvailable" in local
-    assert catalog.startswith("Qwen/Qwen3-8B-GGUF:Q8_0: ") and "parameterProxy" not in catalog
-    assert "artifactNotOnDisk" in catalog and "not on disk" in catalog
+    header, rule, local, local_why, catalog, catalog_why, budget = out.splitlines()
+    assert header.split() == ["MODEL", "TOKENS", "x", "STREAMS", "FLOOR..CEILING", "GPU", "VERDICT"]
+    assert local.split()[:4] == ["qwen3-f16", "8192", "x", "1"] and local.endswith("GOOD")
+    assert local_why.startswith("  GOOD: the ceiling") and catalog.startswith("Qwen/Qwen3-8B-GGUF:Q8_0 ")
+    assert "GiB.." in catalog and budget.startswith("budget ") and "hostAvailable" in budget
 
 
 def test_fit_json_is_the_api_answer(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,22 +73,207 @@ def test_fit_says_which_ids_it_does_not_know(public_models: Path, capsys: pytest
     code, out, err = _run(
         capsys, "fit", "qwen3-f16", "no/such-model", "--models", str(public_models), "--no-usual-dirs"
     )
-    assert code == 1 and "no/such-model" in err and out.startswith("qwen3-f16: ")
+    assert code == 6 and "not found: 'no/such-model'" in err and out.splitlines()[2].startswith("qwen3-f16 ")
 
 
 def test_fit_shows_a_refusal(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(
         capsys, "fit", "llama-gqa-f16", "--tokens", "100000", "--models", str(public_models), "--no-usual-dirs"
     )
-    assert code == 0 and "refused   contextExceedsModelLimit" in out and "UNKNOWN" in out
+    assert code == 5 and "refused (contextExceedsModelLimit)" in out and "UNKNOWN" in out
 
 
 def test_models_lists_local_then_catalog(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "models", "--models", str(public_models), "--no-usual-dirs")
-    lines = out.splitlines()
+    lines = out.split("\n\n")[0].splitlines()  # the table, then a line per unreadable file
     assert code == 0 and lines[0].split()[:3] == ["MODEL", "SOURCE", "ARCH"]
     sources = [line.split()[1] for line in lines[2:]]
     assert sources[0] == "local" and sources[-1] == "catalog" and sources == sorted(sources, key="local".__ne__)
     code, out, _ = _run(capsys, "models", "--json", "--models", str(public_models), "--no-usual-dirs")
     listing = WireModelList.model_validate(json.loads(out))
     assert any(m.model_id == "qwen3-f16" and m.source == "local" for m in listing.models)
+
+
+def _args(public_models: Path, *argv: str) -> list[str]:
+    return [*argv, "--models", str(public_models), "--no-usual-dirs"]
+
+
+def test_fit_detail_shows_each_part_in_human_units(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, *_args(public_models, "fit", "qwen3-f16", "Qwen/Qwen3-8B-GGUF:Q8_0", "--detail"))
+    assert code == 0 and "PART" in out and "measuredArtifact" in out and "derivedLayout" in out
+    assert not re.search(r"\d{4,} bytes", out) and "--detail shows" not in out
+
+
+@pytest.mark.parametrize("detail", [False, True], ids=["summary", "detail"])
+@pytest.mark.parametrize(
+    "ids",
+    [["qwen3-f16"], ["qwen3-f16", "llama-gqa-f16", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Q8_0"]],
+    ids=["one", "several"],
+)
+def test_fit_fits_100_columns(
+    public_models: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, ids: list, detail: bool
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = _run(capsys, *_args(public_models, "fit", *ids, *(["--detail"] if detail else [])))
+    assert code != 2 and out.count("VERDICT") == 1
+    assert max(len(line) for line in out.splitlines()) <= 100, out
+    assert "\033[" not in out  # not a terminal: no colour
+
+
+def test_models_fits_100_columns(
+    public_models: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    for detail in ([], ["--detail"]):
+        code, out, _ = _run(capsys, *_args(public_models, "models", *detail))
+        assert code == 0 and max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(Tty()) and not use_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(Tty())
+
+
+def test_fit_names_unknown_ids_with_the_nearest_known(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    typo, lower, quant = "Qwen/Qwen3-8B-GUF:Q4_K_M", "qwen/qwen3-8b-gguf:q4_k_m", "Qwen/Qwen3-8B-GGUF:Q3_K_XL"
+    code, out, err = _run(capsys, *_args(public_models, "fit", "qwen3-f16", typo, lower, quant))
+    assert code == 6 and out.startswith("MODEL") and "qwen3-f16" in out
+    lines = err.splitlines()
+    assert len(lines) == 3 and all(line.startswith("memfit: not found: ") for line in lines)
+    assert typo in lines[0] and "did you mean Qwen/Qwen3-8B-GGUF:Q4_K_M" in lines[0]
+    assert "did you mean Qwen/Qwen3-8B-GGUF:Q4_K_M" in lines[1]
+    assert "Qwen/Qwen3-8B-GGUF has Q4_K_M, Q5_K_M, Q6_K, Q8_0" in lines[2]
+
+
+def test_fit_refuses_more_than_32_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "fit", *["qwen3-f16"] * 33, "--no-usual-dirs")
+    assert code == 2 and out == "" and "at most 32 models, got 33" in err
+
+
+def _result(public_models: Path, capsys: pytest.CaptureFixture[str], model: str) -> WireFitVerdictResult:
+    _, out, _ = _run(capsys, *_args(public_models, "fit", model, "--json"))
+    return WireFitVerdictBatch.model_validate_json(out).results[0]
+
+
+def test_each_verdict_says_what_decided_it(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = _result(public_models, capsys, "qwen3-f16")
+    floor, ceiling = r.estimate.lower_bound_bytes, r.estimate.upper_bound_bytes
+    assert ceiling is not None
+
+    def said(verdict: str, budget: int, **estimate: object) -> str:
+        changed = r.model_copy(
+            update={
+                "verdict": verdict,
+                "budget": r.budget.model_copy(update={"bytes": budget}),
+                "estimate": r.estimate.model_copy(update=estimate),
+            }
+        )
+        return explain(changed, Fraction(1, 10))
+
+    assert said("good", ceiling * 2).startswith("GOOD: the ceiling") and "10% margin" in said("good", ceiling * 2)
+    assert said("tight", ceiling).startswith("TIGHT: fits, but within the 10% margin")
+    oversize = said("oversize", floor - (1 << 20))
+    assert oversize.startswith("OVERSIZE: even the floor") and oversize.endswith("by 1.00 MiB")
+    assert "the ceiling" in said("unknown", ceiling - 1) and "does not" in said("unknown", ceiling - 1)
+    parts = [
+        p.model_copy(update={"bytes": None, "basis": "unknown"}) if p.component == "workspace" else p
+        for p in r.estimate.parts
+    ]
+    unknown = said("unknown", ceiling * 2, upper_bound_bytes=None, parts=parts)
+    assert "the ceiling is unknown" in unknown and "workspace" in unknown
+
+
+def test_models_takes_a_filter(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, *_args(public_models, "models", "QWEN3-8b"))
+    ids = [line.split()[0] for line in out.splitlines()[2:]]
+    assert code == 0 and ids and all("qwen3-8b" in i.lower() for i in ids)
+    code, out, _ = _run(capsys, *_args(public_models, "models", "*8B*:q8_0"))
+    ids = [line.split()[0] for line in out.splitlines()[2:]]
+    assert code == 0 and ids and all(i.endswith(":Q8_0") and "8b" in i.lower() for i in ids)
+    code, _, err = _run(capsys, *_args(public_models, "models", "no-such-thing"))
+    assert code == 6 and "no model id matches" in err
+
+
+def test_models_flags_an_unreadable_file(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, *_args(public_models, "models", "broken/"))
+    assert code == 0 and "UNREADABLE" in out and "broken/garbage is unreadable: " in out
+    _, out, _ = _run(capsys, *_args(public_models, "models", "--json"))
+    entries = {m.model_id: m for m in WireModelList.model_validate_json(out).models}
+    assert entries["broken/garbage"].unreadable and entries["qwen3-f16"].unreadable is None
+
+
+def test_models_path_that_is_a_file_or_missing(
+    public_models: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(capsys, "models", "--models", str(public_models / "qwen3-f16.gguf"), "--no-usual-dirs")
+    assert code == 2 and "is a file, not a directory" in err
+    code, _, err = _run(capsys, "models", "--models", str(tmp_path / "nowhere"), "--no-usual-dirs")
+    assert code == 0 and "does not exist" in err
+
+
+def test_bare_memfit_prints_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys)
+    assert code == 2 and "usage: memfit" in err and "exit codes" in err
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0 and capsys.readouterr().out.startswith("memfit ")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "the address to listen on" in out and "1-65535" in out
+
+
+def test_a_port_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["serve", "--port", "99999"])
+    assert exit.value.code == 2 and "a port is 1-65535, got 99999" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = _run(capsys, "serve", "--port", str(port), "--no-usual-dirs")
+    assert code == 2 and f"cannot listen on 127.0.0.1:{port}: the address is already in use" in err
+
+
+def _memfit(*argv: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memfit.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def test_a_closed_pipe_exits_quietly(public_models: Path) -> None:
+    proc = _memfit(*_args(public_models, "models", "--detail"))
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # `| head` that has read enough
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1 and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_ctrl_c_on_serve_stops_it_cleanly() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _memfit("serve", "--port", str(port), "--no-usual-dirs")
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith("memfit serving")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until it answers
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=30) == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err

@@ -66,7 +66,22 @@ class RequestBodyValidator(JSONRequestBodyValidator):
     def _validate(self, body: t.Any) -> dict | None:
         if body is not None and COMPILED(self._schema).is_valid(body):
             return None
-        return super()._validate(body)  # connexion's own check: the same problem for an invalid body
+        try:
+            return super()._validate(body)  # connexion's own check: the same problem for an invalid body
+        except BadRequestProblem as problem:
+            rule = self._rule(body)
+            if rule:  # the rule first: connexion's message quotes the body and is cut before "is too long"
+                problem.detail = f"{rule}: {problem.detail}"
+            raise
+
+    def _rule(self, body: t.Any) -> str | None:
+        """The broken size rule of the first error, said plainly ('at most 32 requests, got 33')."""
+        error = next(iter(self._validator.iter_errors(body)), None) if body is not None else None
+        if error is None or error.validator not in ("maxItems", "minItems") or not isinstance(error.instance, list):
+            return None
+        noun = "requests" if not error.absolute_path else "items at " + "/".join(map(str, error.absolute_path))
+        bound = "at most" if error.validator == "maxItems" else "at least"
+        return f"{bound} {error.validator_value} {noun}, got {len(error.instance)}"
 
 
 VALIDATORS = {**VALIDATOR_MAP, "body": MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": RequestBodyValidator})}
