@@ -28,6 +28,7 @@ from memfit.http.cancellation import Cancellation
 from memfit.http.concurrency import ConcurrencyLimit
 from memfit.http.json_depth import JsonDepth
 from memfit.http.revision import ApiRevision
+from memfit.http.root import RootRedirect
 from memfit.http.routing import RouteTable, Routing
 from memfit.http.state import WithState
 from memfit.http.validation import VALIDATORS
@@ -40,14 +41,30 @@ def load_spec() -> dict:
         return yaml.safe_load(f)
 
 
+# What the server serves says `servers: [{url: /}]`: the contract's `http://localhost:9998` documents the default
+# address, but a page loaded from 127.0.0.1 or another port must call its own origin (the Swagger UI's "Try it out"
+# would otherwise be a cross-origin call, or send the token to whatever listens on 9998).
+SERVED_SERVERS = [{"url": "/"}]
+_SERVERS_BLOCK = re.compile(r"^servers:\n(?:[ \t]+.*\n|\n)*", re.MULTILINE)
+
+
+def served_spec_yaml(raw: str) -> str:
+    """The contract's text with its top-level `servers` block made relative; every other byte unchanged."""
+    served, found = _SERVERS_BLOCK.subn("servers:\n  - url: /\n", raw, count=1)
+    if not found or yaml.safe_load(served).get("servers") != SERVED_SERVERS:
+        raise ValueError("openapi.yaml's top-level `servers` block is not where served_spec_yaml expects it")
+    return served
+
+
 def server_state(service: FitService, token: str) -> ServerState:
-    spec = load_spec()
+    served = served_spec_yaml(SPEC_PATH.read_text(encoding="utf-8"))
+    spec = yaml.safe_load(served)
     return ServerState(
         service=service,
         token=token,
         api_revision=str(spec["info"]["version"]),
         spec_json=json.dumps(spec).encode(),
-        spec_yaml=SPEC_PATH.read_bytes(),
+        spec_yaml=served.encode(),
     )
 
 
@@ -85,8 +102,9 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
     for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, problem_from_exception)
     state = server_state(service, token)
-    # outermost first: the state and the revision header reach every request and every answer; the route and
+    # outermost first: the state and the revision header reach every request and every answer; `/` redirects to
+    # the Swagger UI page; the route and
     # the token are known before any body is read, and only an operation that takes one has it read; only a
     # request whose body has arrived takes one of the places of the concurrency limit
     guarded = Routing(RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(app))))), RouteTable(load_spec()))
-    return WithState(ApiRevision(guarded, state.api_revision), state)
+    return WithState(ApiRevision(RootRedirect(guarded), state.api_revision), state)

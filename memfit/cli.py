@@ -247,7 +247,11 @@ def measure(args: argparse.Namespace) -> int:
     try:
         import llama_cpp
     except ImportError:
-        print("memfit measure needs llama-cpp-python: pip install 'memfit[measure]'", file=sys.stderr)
+        print(
+            "memfit measure needs llama-cpp-python, the memfit[measure] extra: in memfit's checkout,"
+            " .venv/bin/pip install -e '.[measure]'",
+            file=sys.stderr,
+        )
         return 2
     from memfit.estimator.kv_cache import is_llama_cpp_type
     from memfit.estimator.workload import WorkloadRequest, input_refusal, resolve_workload

@@ -12,6 +12,7 @@ import sys
 from http import HTTPStatus
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import TOKEN, LiveServer
@@ -123,3 +124,19 @@ def test_errors_through_the_generated_client(memfit_client, live: LiveServer) ->
 
     up = health.sync(client=anonymous)
     assert up.status == "ok" and up.api_revision
+
+
+def test_a_499_is_a_problem_not_a_value_error(memfit_client) -> None:
+    """The contract's 499 (`cancelled`): http.HTTPStatus has no 499, so the generator's `HTTPStatus(...)` would
+    raise ValueError; clients/python/openapi-python-client.yaml's post hook keeps the int."""
+    fit_batch = _api("memfit_client.api.models.fit_batch")
+    models = _api("memfit_client.models")
+    problem = {"type": "cancelled", "title": "Cancelled", "status": 499, "detail": "the server is stopping"}
+    transport = httpx.MockTransport(lambda request: httpx.Response(499, json=problem))
+    client = memfit_client.AuthenticatedClient(
+        base_url="http://memfit", token=TOKEN, httpx_args={"transport": transport}
+    )
+    answer = fit_batch.sync_detailed(client=client, body=[models.WireFitVerdictRequest(model_id="qwen3-f16")])
+    assert answer.status_code == 499
+    assert isinstance(answer.parsed, models.Problem) and answer.parsed.type_ == "cancelled"
+    assert fit_batch.sync_detailed(client=client, body=[]).status_code != HTTPStatus.OK

@@ -1,0 +1,220 @@
+"""The README's examples are tests: every ```bash and ```python block of README.md runs as written, against a
+live `memfit serve` (a real subprocess on a free port), and fails when one no longer works.
+
+The world they run in is a fresh machine's, faked: HOME is a temporary folder whose Hugging Face cache
+(`~/.cache/huggingface/hub`) holds a sparse GGUF under the one local id the README uses
+(`unsloth/Qwen3-4B-Instruct-2507-GGUF:Q4_K_M`); every other id the README names must be a catalog entry.
+MEMFIT_STATE_DIR is the default state directory under that HOME and MEMFIT_TOKEN is set, as is TOKEN (what the
+"Asking it" block defines, as a reader's shell would still have it for the later blocks).
+
+What the test changes before running a block: the README's address `http://127.0.0.1:9998` becomes the
+test server's (the same string, another port), and `memfit fit`'s verdict exit codes (3 tight, 4 oversize,
+5 unknown: answers that depend on this machine's free memory) count as success. Bash blocks run with
+`bash -euo pipefail` in the repository root
+(they use `.venv/bin/memfit`); Python blocks run with the client the README's bash block generates, generated here
+by the venv's openapi-python-client with the same arguments. A block fails when it exits non-zero or prints a
+problem document (curl -s exits 0 on a 401) or an empty `results`, or when a `modelId` it asks about is not in
+its answer (an unknown id is left out of a batch, not an error).
+
+A block whose first line is `# not run by tests: <why>` is skipped with that reason, and only the blocks listed
+in SKIPPED may be: what needs what CI lacks (PyPI, npm's registry, llama-cpp-python's 13-minute build), runs
+until stopped, or rewrites the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tools.gguf_writers import qwen3, write_model
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+README_ADDRESS = "http://127.0.0.1:9998"
+TOKEN = "readme-token-5c2a"
+LOCAL_REPO = "unsloth/Qwen3-4B-Instruct-2507-GGUF"
+LOCAL_FILE = "Qwen3-4B-Instruct-2507-Q4_K_M.gguf"
+COMMIT = "c0ffee" + "0" * 34
+MARKER = "# not run by tests:"
+
+# the first command of each block the README marks as not run, and why
+SKIPPED = {
+    "./scripts/serve": "runs until stopped; scripts/test is the suite that runs this test",
+    ".venv/bin/pip install -e '.[measure]'": "builds llama-cpp-python from source (about 13 minutes)",
+    "scripts/accuracy --summary": "its second command names the reader's own files",
+    "pip install openapi-python-client==0.29.1": "needs PyPI; the test generates the client with the venv's copy",
+    "npx openapi-typescript@7.13.0 openapi.yaml -o memfit.d.ts": "needs npm and its registry",
+    "./scripts/regenerate": "rewrites generated/ in the checkout",
+}
+PROBLEM = re.compile(r'"type":\s*"(invalidRequest|unauthorized|notFound|cancelled|failed)"')
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    line: int
+    code: str
+
+    @property
+    def first_command(self) -> str:
+        lines = [ln for ln in self.code.splitlines() if ln.strip() and not ln.startswith("#")]
+        return lines[0].split("  #")[0].strip() if lines else ""
+
+    @property
+    def skip_reason(self) -> str | None:
+        first = self.code.splitlines()[0] if self.code else ""
+        return first[len(MARKER) :].strip() if first.startswith(MARKER) else None
+
+
+def readme_blocks() -> list[Block]:
+    text = README.read_text(encoding="utf-8")
+    return [
+        Block(m["lang"], text.count("\n", 0, m.start()) + 1, m["code"])
+        for m in re.finditer(r"^```(?P<lang>bash|python)\n(?P<code>.*?)^```", text, re.MULTILINE | re.DOTALL)
+    ]
+
+
+BLOCKS = readme_blocks()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class World:
+    home: Path
+    url: str
+    env: dict[str, str]
+    client_dir: Path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    home = tmp_path_factory.mktemp("home")
+    repo = home / ".cache" / "huggingface" / "hub" / f"models--{LOCAL_REPO.replace('/', '--')}"
+    blob = repo / "blobs" / "0123abcd"
+    blob.parent.mkdir(parents=True)
+    write_model(qwen3(), blob)
+    link = repo / "snapshots" / COMMIT / LOCAL_FILE
+    link.parent.mkdir(parents=True)
+    link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFIT_", "HF_", "XDG_", "LLAMA_"))}
+    env.update(
+        HOME=str(home),
+        MEMFIT_STATE_DIR=str(home / ".local" / "share" / "memfit"),
+        MEMFIT_TOKEN=TOKEN,
+        TOKEN=TOKEN,
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    client_dir = tmp_path_factory.mktemp("python-client")
+    generated = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("openapi-python-client")),
+            "generate",
+            "--path",
+            str(ROOT / "openapi.yaml"),
+            "--meta",
+            "none",
+            "--output-path",
+            str(client_dir / "memfit_client"),
+            "--config",
+            str(ROOT / "clients" / "python" / "openapi-python-client.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (home / "serve.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memfit.cli", "serve", "--port", str(port)],
+        cwd=home,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # up, and its background index has seen the hub cache
+            try:
+                listed = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=2)
+                if any(m["modelId"] == f"{LOCAL_REPO}:Q4_K_M" for m in listed.json()["models"]):
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, (home / "serve.log").read_text()
+            assert time.monotonic() < deadline, "memfit serve did not start or index the fake hub cache"
+            time.sleep(0.2)
+        yield World(home, url, env, client_dir)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+# `memfit fit` exits 3, 4 or 5 for a tight, oversize or unknown verdict: answers (which depend on this machine's
+# free memory), not failures of the example.
+VERDICT_OK = 'verdict_ok() { "$@" || { rc=$?; [ "$rc" -ge 3 ] && [ "$rc" -le 5 ]; }; }\n'
+
+
+def _run(block: Block, world: World, **env: str) -> subprocess.CompletedProcess[str]:
+    code = block.code.replace(README_ADDRESS, world.url)
+    if block.lang == "bash":
+        code = VERDICT_OK + code.replace(".venv/bin/memfit fit ", "verdict_ok .venv/bin/memfit fit ")
+        command = ["bash", "-euo", "pipefail", "-c", code]
+        cwd, extra = ROOT, {}
+    else:
+        command = [sys.executable, "-c", code]
+        cwd, extra = world.client_dir, {"PYTHONPATH": str(world.client_dir)}
+    return subprocess.run(
+        command, cwd=cwd, env={**world.env, **extra, **env}, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_readme_has_examples_and_skips_only_the_listed_ones() -> None:
+    assert {b.lang for b in BLOCKS} == {"bash", "python"}
+    for block in BLOCKS:
+        if block.skip_reason is not None:
+            assert block.first_command in SKIPPED, f"README.md:{block.line} is skipped but not listed in SKIPPED"
+            assert block.skip_reason, f"README.md:{block.line}: say why it is not run"
+    assert sum(b.skip_reason is None for b in BLOCKS) >= 4
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"README.md:{b.line}-{b.lang}" for b in BLOCKS])
+def test_readme_example_works_as_written(block: Block, world: World) -> None:
+    if block.skip_reason is not None:
+        pytest.skip(f"README.md:{block.line}: {block.skip_reason}")
+    done = _run(block, world)
+    output = done.stdout + done.stderr
+    where = f"README.md:{block.line} ({block.lang}) exited {done.returncode}:\n{output}"
+    assert done.returncode == 0, where
+    assert not PROBLEM.search(output), where
+    assert not re.search(r'"results":\s*\[\]', output), where
+    for model_id in re.findall(r'"modelId": "([^"]+)"|model_id="([^"]+)"', block.code):  # each id is answered
+        assert "".join(model_id) in done.stdout, f"{''.join(model_id)} is not in the answer of {where}"
+
+
+def test_the_python_example_reports_a_wrong_token_without_a_traceback(world: World) -> None:
+    (block,) = [b for b in BLOCKS if b.lang == "python" and "AuthenticatedClient" in b.code]
+    done = _run(block, world, MEMFIT_TOKEN="not-the-token")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "401 unauthorized" in done.stderr
