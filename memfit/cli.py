@@ -48,7 +48,7 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-usual-dirs",
         action="store_true",
-        help="do not look in the Hugging Face hub cache, llama.cpp's cache or LM Studio's folder",
+        help="do not look in the Hugging Face hub cache, llama.cpp's cache, LM Studio's folder or Ollama's store",
     )
     parser.add_argument(
         "--margin",
