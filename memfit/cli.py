@@ -78,7 +78,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"memfit: {exc}", file=sys.stderr)
         return 2
     service = _service(args)
-    app = create_app(service, token.value)
+    app = create_app(service, token.value, metrics_public=args.metrics_public)
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
     print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/)", flush=True)
     print(f"bearer token: {where}", flush=True)
@@ -207,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("serve", help="run the HTTP server")
     p.add_argument("--host", default=DEFAULT_HOST)
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve GET /metrics without the bearer token (for a scraper that cannot send one)",
+    )
     _add_service_flags(p)
     p.set_defaults(run=serve)
 
