@@ -32,7 +32,7 @@ def render_models(listing: wire.WireModelList) -> str:
             size(m.artifact_bytes),
             str(m.context_limit or "?"),
             "yes" if m.has_projector else "",
-            m.revision[:12],
+            m.revision.removeprefix("sha256:")[:12],  # an Ollama manifest digest shows as Ollama shows its ID
             m.root,
         ]
         for m in listing.models
