@@ -12,11 +12,11 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
 
-from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, summarize
+from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, padded, summarize
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import GGUFError, read_header
@@ -66,13 +66,17 @@ def _head_digest(f: BinaryIO) -> str:
 
 
 class ArtifactCache:
-    """A bounded LRU of ArtifactFacts keyed by the identities of a file set."""
+    """A bounded LRU of ArtifactFacts keyed by the identities of a file set (and of the tensor bytes of single
+    files of any kind, such as LoRA adapters). `hits` and `misses` count the lookups answered from memory and
+    those that read the file (or the store), for /metrics."""
 
     def __init__(self, capacity: int = 4096, store: HeaderStore | None = None) -> None:
         self.capacity = capacity
         self.store = store
-        self._entries: OrderedDict[tuple[FileIdentity, ...], ArtifactFacts | Unreadable] = OrderedDict()
+        self._entries: OrderedDict[tuple, ArtifactFacts | Unreadable | int] = OrderedDict()
         self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
 
     def clear(self) -> None:
         """Forget every fact held in memory (the store, if any, keeps its summaries)."""
@@ -88,13 +92,29 @@ class ArtifactCache:
     def facts(self, paths: Sequence[str], identity: tuple[FileIdentity, ...] | None = None) -> ArtifactFacts:
         """The facts of the file set at `paths`; EvidenceError (artifactUnreadable) when it cannot be read."""
         key = identity or self.identity(paths)
+        cached = self._cached(key, lambda: self._read(paths, key))
+        assert not isinstance(cached, int)
+        return cached
+
+    def tensor_bytes(self, path: str, identity: FileIdentity | None = None) -> int:
+        """The tensor bytes of one GGUF of any kind, each padded as llama.cpp allocates it (a LoRA adapter's,
+        loaded beside a model's weights); EvidenceError (artifactUnreadable) when it cannot be read."""
+        identity = identity or self.identity((path,))[0]
+        cached = self._cached(("tensors", identity), lambda: self._read_tensor_bytes(path, identity))
+        assert isinstance(cached, int)
+        return cached
+
+    def _cached(self, key: tuple, read: Callable[[], ArtifactFacts | Unreadable | int]) -> ArtifactFacts | int:
         with self._lock:
             cached = self._entries.get(key)
             if cached is not None:
                 self._entries.move_to_end(key)
+                self.hits += 1
+            else:
+                self.misses += 1
         if cached is None:
             try:
-                cached = self._read(paths, key)
+                cached = read()
             except OSError as exc:  # not cached: a permission or I/O failure may pass
                 raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot read the artifact: {exc.strerror}") from exc
             with self._lock:
@@ -126,6 +146,14 @@ class ArtifactCache:
         if store is not None:
             store.put(stored_key, dumps(summary.metadata, summary.tensors, head))
         return summary
+
+    def _read_tensor_bytes(self, path: str, identity: FileIdentity) -> int | Unreadable:
+        try:
+            return sum(padded(nbytes) for _, nbytes, _ in self._summary(path, identity).tensors)
+        except GGUFError as exc:
+            return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
+        except EvidenceError as exc:
+            return Unreadable(exc.limit, str(exc))
 
     def _read(self, paths: Sequence[str], key: tuple[FileIdentity, ...]) -> ArtifactFacts | Unreadable:
         try:

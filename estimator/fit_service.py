@@ -125,6 +125,10 @@ class FitService:
         """The measurement history's observation for this answer (one indexed query), or none."""
         return self._read_history(lambda _: self.history.match(subject, workload), NO_MATCH)
 
+    def history_rows(self) -> int | None:
+        """How many observations the measurement history holds; None without one, or when it cannot be read."""
+        return self._read_history(HistoryDB.count, None)
+
     def check_history(self) -> None:
         """Read the history once, so that a fault since the last request shows in /health."""
         self._read_history(HistoryDB.probe, None)

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Sequence
 
 from memfit.quant_names import DEFAULT_QUANT
-from memfit.readers.model_roots import LocalArtifact, Root, scan
+from memfit.readers.model_roots import LocalArtifact, Root, RootKind, scan
 
 log = logging.getLogger("memfit.index")
 
@@ -34,7 +34,7 @@ def _key(model_id: str) -> str:
 
 def index_by_id(artifacts: Sequence[LocalArtifact]) -> dict[str, LocalArtifact]:
     """Ids to artifacts; an earlier root wins a shared id, and a repo named without a tag means its
-    Q4_K_M, or its only artifact."""
+    Q4_K_M, or its only artifact (an Ollama model's `latest` first, as Ollama reads a name without a tag)."""
     by_id: dict[str, LocalArtifact] = {}
     by_repo: dict[str, list[LocalArtifact]] = {}
     for artifact in artifacts:
@@ -43,7 +43,8 @@ def index_by_id(artifacts: Sequence[LocalArtifact]) -> dict[str, LocalArtifact]:
         if sep:
             by_repo.setdefault(repo, []).append(artifact)
     for repo, tagged in by_repo.items():
-        default = by_id.get(f"{repo}:{DEFAULT_QUANT}")
+        default = by_id.get(f"{repo}:LATEST") if tagged[0].kind is RootKind.OLLAMA else None
+        default = default or by_id.get(f"{repo}:{DEFAULT_QUANT}")
         if default is None and len({a.model_id for a in tagged}) == 1:
             default = tagged[0]
         if default is not None:

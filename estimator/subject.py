@@ -68,6 +68,17 @@ def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, li
     )
 
 
+def _adapters(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[int, str, tuple]:
+    """The LoRA adapters' tensor bytes (loaded with the weights), the note saying so, and their identities;
+    EvidenceError when one cannot be read."""
+    if not artifact.adapters:
+        return 0, "", ()
+    identity = cache.identity(artifact.adapters)
+    nbytes = sum(cache.tensor_bytes(path, i) for path, i in zip(artifact.adapters, identity, strict=True))
+    count = len(artifact.adapters)
+    return nbytes, f"; with the {nbytes} tensor bytes of {count} LoRA adapter{'s' * (count > 1)} it loads", identity
+
+
 def local_subject(artifact: LocalArtifact, cache: ArtifactCache, cpu: CpuFamily) -> Subject:
     """A subject for a GGUF file set on disk: measured weights (on a host of the `cpu` family: the cached facts
     hold for any host), the layout its metadata states."""
@@ -95,8 +106,17 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, cpu: CpuFamily)
             unreadable=str(exc),
         )
     floor, slack, note = weights_on(facts, cpu)
-    weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
+    try:
+        adapter_bytes, adapter_note, adapter_identity = _adapters(artifact, cache)
+    except EvidenceError as exc:  # the model is known; what its adapter adds is not
+        weights = Part.unknown(Component.WEIGHTS, f"{note}; a LoRA adapter it loads: {exc}")
+        layout_limits.append(exc.limit)
+    else:
+        weights = Part(
+            Component.WEIGHTS, floor + adapter_bytes, Basis.MEASURED_ARTIFACT, note + adapter_note, slack=slack
+        )
+        weights_key = allocation_key("weights", identity + adapter_identity)
     return Subject(
         model_id=artifact.model_id,
         revision=artifact.revision,

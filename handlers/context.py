@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from memfit.estimator.fit_service import FitService
+from memfit.metrics import Metrics
 
 M = TypeVar("M", bound=BaseModel)
 STATE_KEY = "memfit.state"
@@ -25,6 +26,7 @@ class ServerState:
     api_revision: str
     spec_json: bytes
     spec_yaml: bytes
+    metrics: Metrics
 
 
 def current() -> ServerState:

@@ -14,6 +14,7 @@ from memfit.handlers.problems import problem_response
 
 async def fit_batch(body: list[dict]) -> Response:
     requests = [parse(WireFitVerdictRequest, item) for item in body]
+    current().metrics.batch_sizes.observe(len(requests))
     try:
         batch = await run_in_threadpool(wire.fit_batch, current().service, requests, cancellation())
     except Cancelled as exc:

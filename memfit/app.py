@@ -27,11 +27,13 @@ from memfit.http.body import BodyLimit
 from memfit.http.cancellation import Cancellation
 from memfit.http.concurrency import ConcurrencyLimit
 from memfit.http.json_depth import JsonDepth
+from memfit.http.metrics import RequestMetrics
 from memfit.http.revision import ApiRevision
 from memfit.http.root import RootRedirect
 from memfit.http.routing import RouteTable, Routing
 from memfit.http.state import WithState
 from memfit.http.validation import VALIDATORS
+from memfit.metrics import Metrics
 
 SPEC_PATH = Path(str(resources.files("memfit.generated").joinpath("openapi.yaml")))  # scripts/regenerate copies it
 
@@ -65,6 +67,7 @@ def server_state(service: FitService, token: str) -> ServerState:
         api_revision=str(spec["info"]["version"]),
         spec_json=json.dumps(spec).encode(),
         spec_yaml=served.encode(),
+        metrics=Metrics(service),
     )
 
 
@@ -77,8 +80,11 @@ class SnakeCaseResolver(Resolver):
         return f"{controller}.{re.sub(r'(?<!^)(?=[A-Z])', '_', operation.operation_id).lower()}"
 
 
-def create_app(service: FitService, token: str, *, validate_responses: bool = False) -> ASGIApp:
-    """The whole server as one ASGI app. `validate_responses` checks every answer against the spec (tests)."""
+def create_app(
+    service: FitService, token: str, *, validate_responses: bool = False, metrics_public: bool = False
+) -> ASGIApp:
+    """The whole server as one ASGI app. `validate_responses` checks every answer against the spec (tests);
+    `metrics_public` serves GET /metrics without the token (`memfit serve --metrics-public`)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: object) -> AsyncIterator[None]:
@@ -103,8 +109,11 @@ def create_app(service: FitService, token: str, *, validate_responses: bool = Fa
         app.add_error_handler(exc_class, problem_from_exception)
     state = server_state(service, token)
     # outermost first: the state and the revision header reach every request and every answer; `/` redirects to
-    # the Swagger UI page; the route and
-    # the token are known before any body is read, and only an operation that takes one has it read; only a
-    # request whose body has arrived takes one of the places of the concurrency limit
-    guarded = Routing(RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(app))))), RouteTable(load_spec()))
+    # the Swagger UI page; the route is known before anything else and every request is counted under it, whatever
+    # answers it; the token is checked before any body is read, and only an operation that takes one has it read;
+    # only a request whose body has arrived takes one of the places of the concurrency limit
+    table = RouteTable(load_spec(), public=frozenset({"getMetrics"}) if metrics_public else frozenset())
+    guarded = Routing(
+        RequestMetrics(RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(app))))), state.metrics), table
+    )
     return WithState(ApiRevision(RootRedirect(guarded), state.api_revision), state)

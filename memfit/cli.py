@@ -97,7 +97,7 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-usual-dirs",
         action="store_true",
-        help="do not look in the Hugging Face hub cache, llama.cpp's cache or LM Studio's folder",
+        help="do not look in the Hugging Face hub cache, llama.cpp's cache, LM Studio's folder or Ollama's store",
     )
     parser.add_argument(
         "--margin",
@@ -127,7 +127,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"memfit: {exc}", file=sys.stderr)
         return 2
     service = _service(args)
-    app = create_app(service, token.value)
+    app = create_app(service, token.value, metrics_public=args.metrics_public)
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
     print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/)", flush=True)
     print(f"bearer token: {where}", flush=True)
@@ -331,6 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=DEFAULT_HOST, help=f"the address to listen on (default {DEFAULT_HOST})")
     p.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help=f"the port to listen on, 1-65535 (default {DEFAULT_PORT})"
+    )
+    p.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve GET /metrics without the bearer token (for a scraper that cannot send one)",
     )
     _add_service_flags(p)
     p.set_defaults(run=serve)

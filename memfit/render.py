@@ -105,7 +105,9 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
             str(m.context_limit or "?"),
         ]
         row += ["yes" if m.has_projector else ""] if projector else []
-        row += [m.revision[:12], m.root] if detail else []
+        row += (
+            [m.revision.removeprefix("sha256:")[:12], m.root] if detail else []
+        )  # an Ollama digest as Ollama shows it
         rows.append(row)
     out = table(rows, header, width, shrink=(len(header) - 1, 0) if detail else (0,))
     unreadable = [m for m in listing.models if m.unreadable]

@@ -39,9 +39,9 @@ def public_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class LiveServer:
     """A real uvicorn server on 127.0.0.1 in a background thread, answering with response validation on."""
 
-    def __init__(self, service: FitService, token: str = TOKEN) -> None:
+    def __init__(self, service: FitService, token: str = TOKEN, *, metrics_public: bool = False) -> None:
         self.service = service
-        self.app = create_app(service, token, validate_responses=True)
+        self.app = create_app(service, token, validate_responses=True, metrics_public=metrics_public)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]

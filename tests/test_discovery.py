@@ -13,6 +13,7 @@ import pytest
 from memfit import wire
 from memfit.estimator.registry import ModelIndex
 from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers import model_roots
 from memfit.readers.model_roots import Root, RootKind, quant_tag, usual_roots
 from memfit.service_builder import build_service
 from tools.gguf_writers import Model, embeddings, llama_gqa, qwen3, write_model
@@ -184,7 +185,8 @@ def test_quant_tags(name: str, tag: str) -> None:
     assert quant_tag(name) == tag
 
 
-def test_usual_roots_follow_the_environment(tmp_path: Path) -> None:
+def test_usual_roots_follow_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_roots, "OLLAMA_SYSTEM_MODELS", str(tmp_path / "no-ollama-service"))
     for d in ("hf/hub", "llama", "home/.lmstudio/models"):
         (tmp_path / d).mkdir(parents=True)
     roots = usual_roots(

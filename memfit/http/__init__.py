@@ -2,7 +2,9 @@
 
 state.py        puts the server state in the ASGI scope
 revision.py     stamps the API revision header on every response
-routing.py      which operation a request is for (method and path): whether it needs the token, takes a body
+routing.py      which operation a request is for (method and path): its path template, whether it needs the
+                token, takes a body
+metrics.py      counts every request and its latency by route template, method and status (memfit/metrics.py)
 auth.py         refuses a secured operation without the bearer token (401), before any body is read
 body.py         reads the body up to its size limit and deadline (413, 408)
 concurrency.py  limits the requests worked on at once (503 past it)

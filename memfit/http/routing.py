@@ -1,7 +1,8 @@
 """Which operation of the contract a request is for, known from its method and path alone, before any body is
-read: whether it needs the bearer token (openapi.yaml's `security`) and whether it takes a body
-(`requestBody`). The answer goes in the scope at ROUTE_KEY; None for anything the contract does not name
-(connexion answers those: 404, 405, the Swagger UI's pages), which never reads a body."""
+read: its path template, whether it needs the bearer token (openapi.yaml's `security`; an operation the server
+makes public, such as /metrics under `--metrics-public`, does not) and whether it takes a body (`requestBody`).
+The answer goes in the scope at ROUTE_KEY; None for anything the contract does not name (connexion answers
+those: 404, 405, the Swagger UI's pages), which never reads a body."""
 
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 class Route:
     secured: bool  # the bearer token is required
     takes_body: bool
+    template: str = ""  # the contract's path, `/v1/models/observations/{observationId}`
 
 
 class RouteTable:
-    def __init__(self, spec: dict) -> None:
+    def __init__(self, spec: dict, public: frozenset[str] = frozenset()) -> None:
+        """`public`: the operationIds served without the token although the contract allows it (its security
+        lists an empty requirement); every other operation follows its `security`."""
         default_security = spec.get("security", [])
         self._routes: list[tuple[re.Pattern[str], dict[str, Route]]] = []
         for path, item in spec.get("paths", {}).items():
@@ -33,7 +37,10 @@ class RouteTable:
             )
             operations = {
                 method.upper(): Route(
-                    secured=bool(op.get("security", default_security)), takes_body="requestBody" in op
+                    secured=bool(op.get("security", default_security))
+                    and not (op.get("operationId") in public and {} in op.get("security", default_security)),
+                    takes_body="requestBody" in op,
+                    template=path,
                 )
                 for method, op in item.items()
                 if method in METHODS

@@ -1,17 +1,21 @@
 """Finding GGUF artifacts under model roots, and naming them as the ecosystem does, without leaving the roots.
 
-Four kinds of root:
+Five kinds of root:
 - a plain directory (`--models`, MEMFIT_MODELS): a model's id is its path relative to the root, without `.gguf`;
 - a Hugging Face hub cache (`models--org--repo/snapshots/<commit>/...gguf`, symlinks into `blobs/`), which is
   also what llama.cpp's `-hf` downloads into: `org/repo:QUANT`, revision = the snapshot commit;
 - llama.cpp's older flat download cache (`org_repo_file.gguf` beside `manifest=org=repo=tag.json`): `org/repo:QUANT`;
-- LM Studio's models folder (`publisher/repo/file.gguf`): `publisher/repo:QUANT`.
+- LM Studio's models folder (`publisher/repo/file.gguf`): `publisher/repo:QUANT`;
+- Ollama's store (`manifests/<registry>/<namespace>/<model>/<tag>` naming `blobs/sha256-<hex>` by media type):
+  ids as Ollama names them (`llama3.1:8b`, `namespace/model:tag`, `hf.co/org/repo:QUANT`), revision = the
+  manifest's own digest, its projector and LoRA adapters with it.
 A split model (`name-00001-of-00003.gguf`) is one artifact of all its parts. Symlinks are followed only when
 their target lies inside the same root.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -33,6 +37,13 @@ PROJECTOR = re.compile(r"^mmproj.*\.gguf$", re.I)
 QUANT_TAG = re.compile(rf"(?:^|[-._])((?:UD-)?(?:{QUANT_NAME}))$", re.I)
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 MAX_FILES_PER_ROOT = 100_000  # a root with more is not a model folder: stop walking it
+OLLAMA_MODEL = "application/vnd.ollama.image.model"
+OLLAMA_PROJECTOR = "application/vnd.ollama.image.projector"
+OLLAMA_ADAPTER = "application/vnd.ollama.image.adapter"
+OLLAMA_REGISTRY = "registry.ollama.ai"  # its `library` namespace is left out of ids, as Ollama does
+OLLAMA_SYSTEM_MODELS = "/usr/share/ollama/.ollama/models"  # where Ollama's Linux service keeps its store
+DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+MAX_MANIFEST_BYTES = 1 << 20  # Ollama's manifests are a few hundred bytes
 
 
 class RootKind(StrEnum):
@@ -40,6 +51,7 @@ class RootKind(StrEnum):
     HF_CACHE = "huggingface"
     LLAMA_CACHE = "llama.cpp"
     LM_STUDIO = "lmstudio"
+    OLLAMA = "ollama"
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,7 @@ class LocalArtifact:
     revision: str = ""
     projector: str | None = None  # mmproj file loaded with the model
     kind: RootKind = RootKind.PLAIN
+    adapters: tuple[str, ...] = ()  # LoRA adapters loaded with the model (Ollama's adapter layers)
 
 
 def inside(root: str, path: str) -> bool:
@@ -254,11 +267,101 @@ def scan_lm_studio(root: str) -> list[LocalArtifact]:
     return _artifacts(root, root, name_of, RootKind.LM_STUDIO)
 
 
+def ollama_id(registry: str, namespace: str, model: str, tag: str) -> str:
+    """The name Ollama gives a manifest: `model:tag` in the default registry's library, `namespace/model:tag`
+    in its other namespaces, `registry/namespace/model:tag` elsewhere (`hf.co/org/repo:Q4_K_M`)."""
+    if registry == OLLAMA_REGISTRY:
+        return f"{model}:{tag}" if namespace == "library" else f"{namespace}/{model}:{tag}"
+    return f"{registry}/{namespace}/{model}:{tag}"
+
+
+def _manifest_files(root: str, manifests: str) -> list[str]:
+    """The files exactly four levels under `manifests` (registry, namespace, model, tag) inside the root."""
+    found: list[str] = []
+    if not os.path.isdir(manifests) or not inside(root, manifests):
+        return found
+    for current, dirs, files in os.walk(manifests, followlinks=False):
+        depth = len(Path(os.path.relpath(current, manifests)).parts) if current != manifests else 0
+        dirs[:] = sorted(d for d in dirs if _printable(d)) if depth < 3 else []
+        if depth != 3:
+            continue
+        for name in sorted(files):
+            path = os.path.join(current, name)
+            if _printable(name) and inside(root, path) and os.path.isfile(path):
+                found.append(path)
+            if len(found) >= MAX_FILES_PER_ROOT:
+                return found
+    return found
+
+
+def _ollama_blob(root: str, blobs: str, digest: object) -> str:
+    """The blob a layer's digest names, only inside the store's blobs/ directory; ValueError otherwise."""
+    match = DIGEST.match(digest) if isinstance(digest, str) else None
+    if match is None:
+        raise ValueError(f"a layer's digest {str(digest)[:80]!r} is not sha256:<64 hex digits>")
+    path = os.path.join(blobs, f"sha256-{match[1]}")
+    if not (inside(root, blobs) and inside(blobs, path)):
+        raise ValueError(f"blob {match[1][:12]} resolves outside the store's blobs directory")
+    if not os.path.isfile(path):
+        raise ValueError(f"blob {match[1][:12]} is missing")
+    return path
+
+
+def _ollama_artifact(root: str, path: str, parts: list[str]) -> LocalArtifact | None:
+    """The model a manifest names; None for one without a model layer (a cloud model); ValueError or OSError
+    when it is broken."""
+    data = read_start(path, MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ValueError(f"the manifest is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
+    manifest = json.loads(data.decode("utf-8"))
+    layers = manifest.get("layers") if isinstance(manifest, dict) else None
+    if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
+        raise ValueError("the manifest has no list of layers")
+    blobs = os.path.join(root, "blobs")
+    by_type: dict[str, list[str]] = {}
+    for layer in layers:
+        media = layer.get("mediaType")
+        if media in (OLLAMA_MODEL, OLLAMA_PROJECTOR, OLLAMA_ADAPTER):
+            by_type.setdefault(media, []).append(_ollama_blob(root, blobs, layer.get("digest")))
+    models = by_type.get(OLLAMA_MODEL, [])
+    if not models:
+        return None
+    if len(models) > 1:
+        raise ValueError(f"{len(models)} model layers; llama.cpp loads one")
+    projectors = by_type.get(OLLAMA_PROJECTOR, [])
+    return LocalArtifact(
+        ollama_id(*parts),
+        root,
+        (models[0],),
+        revision=f"sha256:{hashlib.sha256(data).hexdigest()}",
+        projector=projectors[0] if projectors else None,
+        kind=RootKind.OLLAMA,
+        adapters=tuple(by_type.get(OLLAMA_ADAPTER, [])),
+    )
+
+
+def scan_ollama(root: str) -> list[LocalArtifact]:
+    """Ollama's store: one artifact per manifest with a model layer; a broken manifest skips that model only."""
+    manifests = os.path.join(root, "manifests")
+    found: list[LocalArtifact] = []
+    for path in _manifest_files(root, manifests):
+        parts = list(Path(os.path.relpath(path, manifests)).parts)
+        try:
+            artifact = _ollama_artifact(root, path, parts)
+        except (OSError, ValueError, RecursionError) as exc:  # unreadable, not JSON, nested past any manifest
+            log.warning("skipped the Ollama manifest %s: %s", "/".join(parts), exc)
+            continue
+        if artifact is not None:
+            found.append(artifact)
+    return found
+
+
 SCANNERS = {
     RootKind.PLAIN: scan_plain,
     RootKind.HF_CACHE: scan_hf_cache,
     RootKind.LLAMA_CACHE: scan_llama_cache,
     RootKind.LM_STUDIO: scan_lm_studio,
+    RootKind.OLLAMA: scan_ollama,
 }
 
 
@@ -291,5 +394,11 @@ def usual_roots(environ: Mapping[str, str] | None = None) -> list[Root]:
         Root(str(llama), RootKind.LLAMA_CACHE),
         Root(str(home / ".lmstudio" / "models"), RootKind.LM_STUDIO),
         Root(str(cache / "lm-studio" / "models"), RootKind.LM_STUDIO),
+        Root(env.get("OLLAMA_MODELS") or str(home / ".ollama" / "models"), RootKind.OLLAMA),
+        Root(OLLAMA_SYSTEM_MODELS, RootKind.OLLAMA),
     ]
-    return [r for r in candidates if os.path.isdir(r.path)]
+    roots: list[Root] = []
+    for root in candidates:  # OLLAMA_MODELS may be the system store itself
+        if os.path.isdir(root.path) and all(os.path.realpath(r.path) != os.path.realpath(root.path) for r in roots):
+            roots.append(root)
+    return roots
