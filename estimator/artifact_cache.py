@@ -67,16 +67,29 @@ def _head_digest(f: BinaryIO) -> str:
 
 class ArtifactCache:
     """A bounded LRU of ArtifactFacts keyed by the identities of a file set (and of the tensor bytes of single
-    files of any kind, such as LoRA adapters). `hits` and `misses` count the lookups answered from memory and
-    those that read the file (or the store), for /metrics."""
+    files of any kind, such as LoRA adapters).
+
+    Its capacity grows with what it serves (`reserve`, called when the index changes), so a listing of every
+    indexed model never evicts its own entries. A file set is read once however many threads ask for it at once
+    (single flight per identity: the others wait for the one read). `version` moves whenever new facts are
+    cached; `reads` counts the reads (work done, for tests and benchmarks); `hits` and `misses` count the lookups
+    answered from memory and those that were not, for /metrics."""
 
     def __init__(self, capacity: int = 4096, store: HeaderStore | None = None) -> None:
         self.capacity = capacity
         self.store = store
-        self._entries: OrderedDict[tuple, ArtifactFacts | Unreadable | int] = OrderedDict()
-        self._lock = threading.Lock()
+        self.version = 0
+        self.reads = 0
         self.hits = 0
         self.misses = 0
+        self._entries: OrderedDict[tuple, ArtifactFacts | Unreadable | int] = OrderedDict()
+        self._inflight: dict[tuple, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, file_sets: int) -> None:
+        """Hold at least twice `file_sets` entries (the served ones and as many replaced since): never fewer."""
+        with self._lock:
+            self.capacity = max(self.capacity, 2 * file_sets)
 
     def clear(self) -> None:
         """Forget every fact held in memory (the store, if any, keeps its summaries)."""
@@ -105,22 +118,41 @@ class ArtifactCache:
         return cached
 
     def _cached(self, key: tuple, read: Callable[[], ArtifactFacts | Unreadable | int]) -> ArtifactFacts | int:
-        with self._lock:
-            cached = self._entries.get(key)
-            if cached is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-            else:
-                self.misses += 1
+        reading: threading.Event | None = None
+        counted = False
+        while True:
+            with self._lock:
+                cached = self._entries.get(key)
+                if cached is not None:
+                    self._entries.move_to_end(key)
+                    self.hits += 0 if counted else 1
+                    break
+                if not counted:
+                    self.misses += 1
+                    counted = True
+                reading = self._inflight.get(key)
+                if reading is None:
+                    reading = self._inflight[key] = threading.Event()
+                    self.reads += 1
+                    break
+            reading.wait()  # another thread reads this file: its result is cached when it is done
+            reading = None
         if cached is None:
             try:
                 cached = read()
             except OSError as exc:  # not cached: a permission or I/O failure may pass
                 raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot read the artifact: {exc.strerror}") from exc
-            with self._lock:
-                self._entries[key] = cached
-                while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
+            else:
+                with self._lock:
+                    self._entries[key] = cached
+                    self.version += 1
+                    while len(self._entries) > self.capacity:
+                        self._entries.popitem(last=False)
+            finally:
+                with self._lock:
+                    self._inflight.pop(key, None)
+                if reading is not None:
+                    reading.set()
         if isinstance(cached, Unreadable):
             if cached.kind:
                 raise NotAModel(cached.kind, cached.message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import context_geometry
-from memfit.estimator.errors import Cancelled, ObservationRefused
+from memfit.estimator.errors import Cancelled, EvidenceError, ObservationRefused
 from memfit.estimator.fit_types import (
     FitRequest,
     FitResult,
@@ -38,6 +39,7 @@ from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, re
 from memfit.readers.cpu_features import CpuFeatures
 from memfit.readers.history_db import REPLACED, HistoryDB, ObservationRow
 from memfit.readers.host_memory import HostMemory
+from memfit.readers.model_roots import LocalArtifact
 from memfit.readers.nvml import GpuMemory, NvmlReader
 from memfit.readers.state_health import HISTORY, HISTORY_WRITES, StateFileError, StateHealth, describe
 
@@ -101,6 +103,26 @@ class FitService:
         self.nvml = nvml
         self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
         self.state = state if state is not None else StateHealth()  # faults of the state directory's files
+        self._listing: tuple[tuple[int, int], tuple[ModelEntry, ...]] | None = None
+        self._listing_lock = threading.Lock()
+        self.listings_built = 0  # work counted: how often the listing was derived
+        index.warm = self.warm
+
+    def warm(self, artifacts: Sequence[LocalArtifact]) -> None:
+        """Read the facts of every artifact and projector not yet cached (called by the index's thread after a
+        change), then build the listing, so that requests find both ready."""
+        self._reserve(artifacts)
+        for artifact in artifacts:
+            for paths in (artifact.paths, (artifact.projector,) if artifact.projector else ()):
+                if paths:
+                    try:
+                        self.cache.facts(paths)
+                    except EvidenceError:  # answered (and cached) as unreadable; a request says why
+                        pass
+        self.model_list()
+
+    def _reserve(self, artifacts: Sequence[LocalArtifact]) -> None:
+        self.cache.reserve(len(artifacts) + len({a.projector for a in artifacts if a.projector}))
 
     def _read_history(self, read: Callable[[HistoryDB], T], otherwise: T) -> T:
         """A read of the measurement history; when it cannot be read, `otherwise` (answers use the derived numbers)
@@ -168,11 +190,31 @@ class FitService:
             return None
         return self.judge([answer], self.read_environment())[0]
 
-    def model_list(self) -> list[ModelEntry]:
+    def model_list(self) -> tuple[ModelEntry, ...]:
         """Local artifacts in index order (roots in order, then by id), then catalog entries not on disk, by id.
-        GGUFs that are not models (adapters, vocabulary-only files) are left out."""
+        GGUFs that are not models (adapters, vocabulary-only files) are left out.
+
+        A maintained view: derived again only when the index moved (a rescan, a file changed in place) or new
+        facts were cached; otherwise the same tuple is returned, at no cost per model."""
+        key = (self.index.generation, self.cache.version)
+        listing = self._listing
+        if listing is not None and listing[0] == key:
+            return listing[1]
+        with self._listing_lock:
+            listing = self._listing
+            key = (self.index.generation, self.cache.version)
+            if listing is not None and listing[0] == key:
+                return listing[1]
+            entries = self._derive_list()
+            self.listings_built += 1
+            self._listing = (key, entries)  # the key taken before deriving: facts read meanwhile move it again
+            return entries
+
+    def _derive_list(self) -> tuple[ModelEntry, ...]:
+        artifacts = self.index.artifacts()
+        self._reserve(artifacts)
         entries = []
-        for artifact in self.index.artifacts():
+        for artifact in artifacts:
             subject = local_subject(artifact, self.cache, self.cpu.family)
             if not subject.is_model:
                 continue
@@ -206,7 +248,7 @@ class FitService:
                         has_projector=False,
                     )
                 )
-        return entries
+        return tuple(entries)
 
     def record_observation(self, observation: Observation) -> ObservationReceipt:
         """Store what a runtime allocated. An observation answers would use (a known model, under exactly the

@@ -6,8 +6,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit import wire
-from memfit.handlers.context import current, json_response
+from memfit.handlers.context import current
 
 
 async def list_models() -> Response:
-    return json_response(await run_in_threadpool(wire.model_list, current().service))  # may read headers: off the loop
+    body = await run_in_threadpool(wire.model_list_json, current().service)  # may read headers: off the loop
+    return Response(body, media_type="application/json")

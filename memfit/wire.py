@@ -161,8 +161,29 @@ def fit_one(service: FitService, request: wire.WireFitVerdictRequest) -> wire.Wi
     return None if result is None else fit_result(result)
 
 
+# The last listing converted: (the service's entries, their wire model, its JSON). The service returns the same
+# tuple while nothing changed, so a warm listing is neither converted nor dumped again.
+_listing: tuple[object, wire.WireModelList, bytes] | None = None
+
+
+def _converted(service: FitService) -> tuple[wire.WireModelList, bytes]:
+    global _listing
+    entries = service.model_list()
+    cached = _listing
+    if cached is not None and cached[0] is entries:
+        return cached[1], cached[2]
+    listing = wire.WireModelList(models=[model_entry(e) for e in entries])
+    _listing = (entries, listing, listing.model_dump_json(by_alias=True).encode())
+    return _listing[1], _listing[2]
+
+
 def model_list(service: FitService) -> wire.WireModelList:
-    return wire.WireModelList(models=[model_entry(e) for e in service.model_list()])
+    return _converted(service)[0].model_copy(deep=False)
+
+
+def model_list_json(service: FitService) -> bytes:
+    """GET /v1/models' body, dumped once per change of the listing."""
+    return _converted(service)[1]
 
 
 def record_observation(service: FitService, body: wire.WireObservation) -> wire.WireObservationReceipt:

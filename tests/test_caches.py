@@ -151,3 +151,89 @@ def test_a_stored_summary_that_does_not_match_its_file_is_dropped(tmp_path: Path
     store.put(key, dumps({"general.architecture": "llama"}, (), "not the digest of this file"))
     assert ArtifactCache(store=store).facts([str(path)]).architecture == "qwen3"
     assert loads(store.get(key) or "")[0]["general.architecture"] == "qwen3"
+
+
+def test_concurrent_requests_read_a_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "big.gguf"
+    write_model(gemma3_4b(), path)
+    reads = []
+    real_read = artifact_cache.read_header
+
+    def slow_read(f):
+        reads.append(1)
+        time.sleep(0.05)  # long enough for every thread to ask while the first read is in flight
+        return real_read(f)
+
+    monkeypatch.setattr(artifact_cache, "read_header", slow_read)
+    cache = ArtifactCache()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.facts([str(path)]))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 8 and len({id(r) for r in results}) == 1
+    assert len(reads) == 1 and cache.reads == 1
+
+
+def test_the_facts_cache_grows_with_the_index(tmp_path: Path) -> None:
+    for i in range(30):
+        write_model(qwen3(), tmp_path / f"m{i}.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
+    service.cache.capacity = 8  # far below the models served
+    service.index.refresh()
+    service.model_list()
+    assert service.cache.capacity >= 30 and service.cache.reads == 30
+    service.cache.version += 1  # force the listing to be derived again: every fact is still cached
+    service.model_list()
+    assert service.cache.reads == 30
+
+
+def test_the_listing_is_derived_only_when_something_changed(tmp_path: Path) -> None:
+    write_model(qwen3(), tmp_path / "a.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
+    service.index.refresh()
+    wire.model_list_json(service)  # read the header (new facts: the next listing is derived once more)
+    first = wire.model_list_json(service)
+    for _ in range(50):
+        assert wire.model_list_json(service) is first
+    assert service.listings_built == 2
+    write_model(llama_gqa(), tmp_path / "b.gguf")
+    assert service.index.refresh()
+    assert b'"b"' in wire.model_list_json(service) and service.listings_built >= 2
+    built = service.listings_built
+    time.sleep(0.01)
+    write_model(llama_gqa(), tmp_path / "a.gguf")  # replaced in place: no directory changes
+    assert service.index.refresh(check_files=True)
+    listed = {m.model_id: m for m in wire.model_list(service).models}
+    assert listed["a"].architecture == "llama" and service.listings_built > built
+
+
+def test_the_index_thread_reads_new_files_before_any_request(tmp_path: Path) -> None:
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=0.05)
+    service.index.start()
+    try:
+        write_model(qwen3(), tmp_path / "new.gguf")
+        deadline = time.monotonic() + 5
+        while service.cache.reads == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        assert service.cache.reads == 1
+        listed = [m.model_id for m in wire.model_list(service).models if m.source == "local"]
+        assert listed == ["new"] and service.cache.reads == 1  # the request read nothing
+    finally:
+        service.index.stop()
+
+
+def test_the_header_store_is_bounded_in_bytes_least_recently_used_first(tmp_path: Path) -> None:
+    store = HeaderStore(str(tmp_path / "state" / "headers.sqlite3"), max_bytes=10_000)
+    for i in range(10):
+        store.put(f"id{i}", "x" * 900)
+    assert store.stored_bytes() == 9000
+    assert store.get("id0") is not None  # used: now the most recent
+    store.put("id10", "y" * 2000)  # past the budget: the least recently used go, down to 90% of it
+    assert store.stored_bytes() <= 9_000
+    assert store.get("id0") is not None and store.get("id10") is not None
+    assert store.get("id1") is None and store.get("id2") is None
+    store.put("huge", "z" * 20_000)  # larger than the whole budget: not stored
+    assert store.get("huge") is None

@@ -25,6 +25,9 @@ class SlowIndex(ModelIndex):
         super().__init__([Root(str(root), RootKind.PLAIN)])
         self.lookups = 0
 
+    def _warm(self) -> None:
+        """No background listing: every lookup counted is the batch's."""
+
     def get(self, model_id: str):
         self.lookups += 1
         time.sleep(0.1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
 
@@ -150,3 +151,31 @@ def test_big_endian_header(tmp_path: Path) -> None:
     header = read_header(path)
     assert header.metadata["llama.block_count"] == 3
     assert header.tensors[0].shape == (32, 2)
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_vectorised_string_skip_walks_exactly_what_a_plain_loop_walks(
+    order: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lengths of 0-300 bytes, text with runs of zero bytes in it (false candidates), windows ending mid-array."""
+    import random
+
+    from memfit.readers import gguf_header as gh
+
+    rng = random.Random(seed)
+    strings = []
+    for _ in range(20_000):
+        n = rng.choice([0, 1, 3, 7, 8, 15, 255, 256, 300]) if rng.random() < 0.1 else rng.randrange(1, 12)
+        text = bytes(rng.choice([0, 0, 65, 66]) if rng.random() < 0.2 else rng.randrange(32, 127) for _ in range(n))
+        strings.append(struct.pack(order + "Q", n) + text)
+    data = b"".join(strings) + b"tail"
+    monkeypatch.setattr(gh, "SKIP_WINDOW", 4099)  # many windows, each ending mid-string
+    monkeypatch.setattr(gh._Source, "CHUNK", 4099)
+    cur = gh._Cursor(gh._Source(file=io.BytesIO(data), size=len(data)), order)
+    cur.skip_strings(len(strings))
+    assert cur.pos == len(data) - 4
+    truncated = data[: len(data) - 5]
+    short = gh._Cursor(gh._Source(file=io.BytesIO(truncated), size=len(truncated)), order)  # the last runs past
+    with pytest.raises(gh.GGUFError, match="past the end"):
+        short.skip_strings(len(strings))

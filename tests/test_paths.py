@@ -63,8 +63,8 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_hostile_ids_are_never_opened(layout: tuple[Path, Path]) -> None:
     models, outside = layout
     OPENED.clear()
+    AUDITING["on"] = True  # from the start: the index thread reads new files' headers in the background
     with LiveServer(build_service([Root(str(models), RootKind.PLAIN)])) as server, server.client() as c:
-        AUDITING["on"] = True
         try:
             batch = c.post(
                 "/v1/models/fit/batch", json=[{"modelId": i} for i in HOSTILE_IDS[:31]] + [{"modelId": "good"}]

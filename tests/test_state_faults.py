@@ -32,8 +32,10 @@ def state(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(public_models: Path, state: Path) -> Iterator[LiveServer]:
-    """A server of its own, over a fresh state directory (nothing cached, no observation)."""
+    """A server of its own, over a fresh state directory (nothing cached, no observation). Its index does not
+    read new files' headers in the background: the requests do, through the faults these tests make."""
     service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(state))
+    service.index.warm = None
     with LiveServer(service) as live:
         yield live
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import gguf
+import numpy as np
 
 from memfit.integers import is_int, round_up
 from memfit.readers.regular_files import open_regular
@@ -94,6 +95,56 @@ class GGUFHeader:
     alignment: int
     data_offset: int
     file_size: int
+
+
+SKIP_WINDOW = 1 << 22  # the window a long string array is walked in
+VECTOR_MIN = 64  # strings left before the vectorised walk is worth its set-up
+
+
+def _walk_short_strings(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
+    """Walk up to `count` strings from file offset `pos` in `buf` (which holds the file from `base`), vectorised:
+    (strings walked, the offset after them). Exact: it walks only strings whose length fits in the low byte of
+    their u64 length (every token of a real vocabulary) and whose length lies in the window, each one checked
+    to start where the previous one ends; it stops (returning what it walked) at the first string it cannot
+    take, which the caller then steps over one at a time. Candidates are the offsets whose seven high length
+    bytes are zero; a candidate inside another string (zero bytes in text) is never taken, since every string
+    taken starts exactly where its predecessor ends."""
+    a = np.frombuffer(buf, dtype=np.uint8)
+    r0 = pos - base
+    n = len(a) - 8 - r0 + 1  # offsets r0 .. len(a) - 8 have a whole length in the window
+    if n <= 0:
+        return 0, pos
+    zero = a[r0:] == 0
+    if big_endian:  # bytes 0..6 zero, the length in byte 7
+        mask = zero[0:n].copy()
+        for k in range(1, 7):
+            mask &= zero[k : k + n]
+        low = 7
+    else:  # the length in byte 0, bytes 1..7 zero
+        mask = zero[1 : 1 + n].copy()
+        for k in range(2, 8):
+            mask &= zero[k : k + n]
+        low = 0
+    starts = np.flatnonzero(mask)  # relative to r0
+    if not len(starts) or starts[0] != 0:
+        return 0, pos
+    after = starts + 8 + a[r0 + low + starts].astype(np.int64)  # where each candidate's string ends
+    i, walked, block = 0, 0, 64
+    while walked < count:
+        k = min(count - walked, len(starts) - i, block)
+        linked = after[i : i + k - 1] == starts[i + 1 : i + k]
+        good = k if bool(linked.all()) else int(np.argmin(linked)) + 1
+        walked += good
+        nxt = int(after[i + good - 1])
+        i += good
+        block = min(block * 2, 1 << 16) if good == k else 64
+        if walked == count or nxt > n - 1:
+            return walked, pos + nxt
+        if i >= len(starts) or starts[i] != nxt:
+            i = int(np.searchsorted(starts, nxt))
+            if i >= len(starts) or starts[i] != nxt:
+                return walked, pos + nxt  # the next string is not a candidate: the caller steps over it
+    return walked, pos
 
 
 class _Source:
@@ -184,15 +235,22 @@ class _Cursor:
         if self.strings_walked > MAX_STRINGS_PER_FILE:
             raise GGUFError(f"{self.strings_walked} strings in arrays are not a model's")
         u64, src, end, pos = self._u64, self.src, self.end, self.pos
-        buf, base = src.buf, src.base
-        limit = base + len(buf)
-        for _ in range(count):
-            if pos + 8 > limit:
+        while count:
+            if pos + 8 > src.base + len(src.buf):
                 if pos + 8 > end:
                     raise GGUFError("string array runs past the end of the file")
-                buf, i = src.window(pos, 8)
-                base, limit = pos - i, pos - i + len(buf)
+                src.window(pos, min(max(8, SKIP_WINDOW), end - pos))
+            buf, base = src.buf, src.base
+            if count >= VECTOR_MIN:
+                done, pos = _walk_short_strings(buf, base, pos, count, self.order == ">")
+                count -= done
+                if done:
+                    continue
+            # One string the vectorised walk does not take (a length of 256 or more, or near the window's end).
             pos += 8 + u64(buf, pos - base)[0]
+            count -= 1
+            if pos > end:
+                raise GGUFError("string array runs past the end of the file")
         if pos > end:
             raise GGUFError("string array runs past the end of the file")
         self.pos = pos

@@ -19,8 +19,14 @@ import time
 from memfit.readers.gguf_header import SkippedArray, SkippedString
 from memfit.readers.state_health import HEADERS, StateHealth, describe, is_damaged
 
-SCHEMA = "CREATE TABLE IF NOT EXISTS headers (identity TEXT PRIMARY KEY, summary TEXT NOT NULL)"
-MAX_ROWS = 10_000
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS headers (identity TEXT PRIMARY KEY, summary TEXT NOT NULL,"
+    " bytes INTEGER NOT NULL DEFAULT 0, used INTEGER NOT NULL DEFAULT 0)"
+)
+# The store's budget: the summaries' bytes, not their count (a 262k-vocabulary model's summary is ~100x a tiny
+# one's). Past it, the least recently used summaries go until it holds EVICT_TO of it.
+MAX_BYTES = 256 << 20
+EVICT_TO = 0.9
 BUSY_TIMEOUT_S = 1.0  # another process's lock makes a miss, not a wait
 
 log = logging.getLogger("memfit.state")
@@ -58,8 +64,10 @@ class HeaderStore:
     (the file is then left alone for state_health.RETRY_S). At start-up a file that is not a readable database is
     moved aside (to `<path>.broken-<time>`) and a new one made."""
 
-    def __init__(self, path: str, health: StateHealth | None = None) -> None:
+    def __init__(self, path: str, health: StateHealth | None = None, max_bytes: int = MAX_BYTES) -> None:
         self.path = path
+        self.max_bytes = max_bytes
+        self._total: int | None = None  # this process's running count of the stored bytes; exact after eviction
         self.health = health if health is not None else StateHealth()
         self._local = threading.local()
         try:
@@ -78,7 +86,14 @@ class HeaderStore:
     def _open_checked(self) -> None:
         db = self._db()
         db.execute(SCHEMA)
-        db.execute("SELECT COUNT(*) FROM headers").fetchone()  # reads every leaf: a truncated file fails here
+        columns = {row[1] for row in db.execute("PRAGMA table_info(headers)")}
+        if "used" not in columns:  # a store an earlier memfit wrote: rows counted, not sized
+            db.execute("ALTER TABLE headers ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
+            db.execute("ALTER TABLE headers ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+            db.execute("UPDATE headers SET bytes = length(summary)")
+        db.execute("CREATE INDEX IF NOT EXISTS headers_used ON headers (used)")
+        # Reads every leaf of the table (the index on `used` lacks `bytes`): a truncated file fails here.
+        self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
 
     def _move_aside(self) -> None:
         """Rename the unreadable file (and its WAL) out of the way; the next connection makes a new one."""
@@ -120,7 +135,10 @@ class HeaderStore:
         if self.health.resting(HEADERS):
             return None
         try:
-            row = self._db().execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
+            db = self._db()
+            row = db.execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
+            if row:
+                db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return None
@@ -136,17 +154,38 @@ class HeaderStore:
             self._failed(exc)
 
     def put(self, identity: str, summary: str) -> None:
-        """Store a summary; past MAX_ROWS the oldest go (a file that changed leaves its old identity behind)."""
-        if self.health.resting(HEADERS):
+        """Store a summary; past `max_bytes` the least recently used go (a file that changed leaves its old
+        identity behind). A summary larger than the whole budget is not stored."""
+        if self.health.resting(HEADERS) or len(summary) > self.max_bytes:
             return
         try:
             db = self._db()
-            db.execute("INSERT OR REPLACE INTO headers (identity, summary) VALUES (?, ?)", (identity, summary))
-            db.execute("DELETE FROM headers WHERE rowid <= (SELECT MAX(rowid) FROM headers) - ?", (MAX_ROWS,))
+            if self._total is None:
+                self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+            db.execute(
+                "INSERT OR REPLACE INTO headers (identity, summary, bytes, used) VALUES (?, ?, ?, ?)",
+                (identity, summary, len(summary), time.time_ns()),
+            )
+            self._total += len(summary)
+            if self._total > self.max_bytes:
+                self._evict(db)
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return
         self.health.ok(HEADERS)
+
+    def _evict(self, db: sqlite3.Connection) -> None:
+        """Drop the least recently used summaries until the rest hold EVICT_TO of the budget."""
+        keep = int(self.max_bytes * EVICT_TO)
+        db.execute(
+            "DELETE FROM headers WHERE identity IN (SELECT identity FROM (SELECT identity,"
+            " SUM(bytes) OVER (ORDER BY used DESC, rowid DESC) AS kept FROM headers) WHERE kept > ?)",
+            (keep,),
+        )
+        self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+
+    def stored_bytes(self) -> int:
+        return self._db().execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
 
 
 def _not_a_file(path: str) -> bool:

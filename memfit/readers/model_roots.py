@@ -149,13 +149,19 @@ def _artifacts(
     files = gguf_files(root, directory)
     projectors = [p for p in files if PROJECTOR.match(os.path.basename(p))]
     models = [p for p in files if not PROJECTOR.match(os.path.basename(p))]
+    by_folder: dict[str, list[str]] = {}  # projectors by folder: each model's lookup is one dict access
+    for p in projectors:
+        by_folder.setdefault(os.path.dirname(p), []).append(p)
+    chosen: dict[tuple[str, str], str | None] = {}  # (folder, quant) -> projector: chosen once per pair
     found = []
     for stem, paths in group_splits(models):
-        beside = [p for p in projectors if os.path.dirname(p) == os.path.dirname(paths[0])]
-        if kind is not RootKind.PLAIN and not beside:
-            beside = projectors  # a repo's projector may sit in another folder of the same snapshot
-        projector = choose_projector(beside, quant_tag(os.path.basename(paths[0])))
-        found.append(LocalArtifact(name_of(stem, paths), root, paths, revision, projector, kind))
+        folder, quant = os.path.dirname(paths[0]), quant_tag(os.path.basename(paths[0]))
+        if (folder, quant) not in chosen:
+            beside = by_folder.get(folder, [])
+            if kind is not RootKind.PLAIN and not beside:
+                beside = projectors  # a repo's projector may sit in another folder of the same snapshot
+            chosen[folder, quant] = choose_projector(beside, quant)
+        found.append(LocalArtifact(name_of(stem, paths), root, paths, revision, chosen[folder, quant], kind))
     return found
 
 
