@@ -3,8 +3,10 @@
 For N = 100, 1,000 and 10,000 sparse GGUFs (tools/gguf_writers.py; each file's header bytes written, its data
 region a hole) under one plain root, over a fresh state directory:
 - first list: index start (scan, then the index thread reads every header) until the listing is ready;
+  the index watches the root (watchfiles: inotify / FSEvents), as `memfit serve` does;
 - warm list: GET /v1/models' body (median of 50; in process, no HTTP);
-- idle CPU: the process's CPU time over 10 s with nothing changing (the index thread running);
+- idle CPU: the process's CPU time over 10 s with nothing changing, once the index watches (its thread waiting
+  on notifications), and the passes over the directories it made meanwhile (0: idle costs no work);
 - add-to-visible: a new file written until the index serves it;
 - restart: a new service over the same state directory (headers from the store) until its listing is ready.
 And a 262k-vocabulary header's cold read + estimate beside reading its header bytes and walking them once
@@ -31,7 +33,7 @@ from memfit.service_builder import build_service
 from tools.gguf_writers import gemma3_4b, qwen3, write_model
 
 SIZES = (100, 1_000, 10_000)
-TARGETS = {"warm_10k_ms": 50.0, "flat_ratio": 2.0, "idle_cpu_s": 0.1, "visible_s": 1.0, "cold_ratio": 5.0}
+TARGETS = {"warm_10k_ms": 50.0, "flat_ratio": 2.0, "idle_cpu_core": 0.005, "visible_s": 1.0, "cold_ratio": 5.0}
 
 
 def _populate(root: Path, n: int, template: Path) -> None:
@@ -72,7 +74,7 @@ def scale_row(n: int, work: Path, template: Path, idle_s: float) -> dict[str, fl
     row: dict[str, float] = {"n": n}
 
     start = time.perf_counter()
-    service = build_service(roots, state_dir=str(state), poll_seconds=0.25)
+    service = build_service(roots, state_dir=str(state))
     service.index.start()
     _ready(service, n)
     row["first_s"] = time.perf_counter() - start
@@ -84,9 +86,15 @@ def scale_row(n: int, work: Path, template: Path, idle_s: float) -> dict[str, fl
         warm.append(time.perf_counter() - t)
     row["warm_ms"] = statistics.median(warm) * 1e3
     row["warm_us_per_model"] = row["warm_ms"] * 1e3 / n
-    cpu = time.process_time()
+    index = service.index  # settled: the watch begun and its first pass over the directories done
+    if not index.wait_for(lambda: index.mode == "watch" and index.walks >= 2, timeout=600):
+        raise RuntimeError(f"the index never began watching (mode {index.mode})")
+    time.sleep(1)
+    walks, cpu = service.index.walks, time.process_time()
     time.sleep(idle_s)
     row["idle_cpu_s"] = time.process_time() - cpu
+    row["idle_cpu_core"] = row["idle_cpu_s"] / idle_s
+    row["idle_walks"] = service.index.walks - walks
     new = root / "org0" / "added-Q8_0.gguf"
     with open(new, "wb") as f:
         f.write(template.read_bytes()[: read_header(str(template)).data_offset])
@@ -94,7 +102,7 @@ def scale_row(n: int, work: Path, template: Path, idle_s: float) -> dict[str, fl
     service.index.stop()
 
     start = time.perf_counter()
-    again = build_service(roots, state_dir=str(state), poll_seconds=0.25)
+    again = build_service(roots, state_dir=str(state))
     again.index.start()
     _ready(again, n + 1)
     row["restart_s"] = time.perf_counter() - start
@@ -125,10 +133,13 @@ def cold_vs_limit(work: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = argv or []
     idle_s = 10.0
     sizes = SIZES
-    if argv and "--quick" in argv:
+    if "--quick" in argv:
         idle_s, sizes = 2.0, (100, 1_000)
+    if "--sizes" in argv:  # e.g. --sizes 100,10000
+        sizes = tuple(int(n) for n in argv[argv.index("--sizes") + 1].split(","))
     with tempfile.TemporaryDirectory(prefix="memfit-scale-") as tmp:
         work = Path(tmp)
         template = work / "template.gguf"
@@ -141,14 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n#### Model listing at scale (sparse GGUFs, {header_kib} KiB header each)\n")
     print(
         "| models | first list (s) | first per model (ms) | warm list (ms) | warm per model (us) | idle CPU over "
-        f"{idle_s:.0f} s (s) | add-to-visible (s) | restart (s) |"
+        f"{idle_s:.0f} s (s) | idle CPU (% of a core) | idle directory passes | add-to-visible (s) | restart (s) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['n']:,} | {r['first_s']:.2f} | {r['first_ms_per_model']:.2f} | {r['warm_ms']:.3f} |"
             f" {r['warm_us_per_model']:.4f} |"
-            f" {r['idle_cpu_s']:.3f} | {r['visible_s']:.3f} | {r['restart_s']:.2f} |"
+            f" {r['idle_cpu_s']:.3f} | {r['idle_cpu_core'] * 100:.3f} | {r['idle_walks']:.0f} |"
+            f" {r['visible_s']:.3f} | {r['restart_s']:.2f} |"
         )
     print("\n#### Cold header read + estimate beside the physical limit (262k vocabulary)\n")
     print("| header | memfit cold (ms) | read header bytes + one numpy pass (ms) | ratio |")
@@ -161,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         missed.append("warm 10k listing")
     if max(r["visible_s"] for r in rows) > TARGETS["visible_s"]:
         missed.append("add-to-visible")
-    if max(r["idle_cpu_s"] for r in rows) > TARGETS["idle_cpu_s"]:
+    if max(r["idle_cpu_core"] for r in rows) > TARGETS["idle_cpu_core"]:
         missed.append("idle CPU")
     if cold["ratio"] > TARGETS["cold_ratio"]:
         missed.append("cold read ratio")

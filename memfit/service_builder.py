@@ -9,7 +9,7 @@ from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.history import History
-from memfit.estimator.registry import ModelIndex
+from memfit.estimator.registry import FALLBACK_POLL_SECONDS, ModelIndex
 from memfit.readers.cpu_features import CpuFeatures, read_cpu_features
 from memfit.readers.engines import EngineScanner
 from memfit.readers.header_store import HeaderStore
@@ -32,7 +32,7 @@ def build_service(
     read_cpu: Callable[[], CpuFeatures] = read_cpu_features,
     nvml: NvmlReader | None = None,
     read_committed: Callable[[], int | None] | None = None,
-    poll_seconds: float = 2.0,
+    poll_seconds: float = FALLBACK_POLL_SECONDS,
     index: ModelIndex | None = None,
 ) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and

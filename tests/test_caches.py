@@ -210,13 +210,16 @@ def test_the_listing_is_derived_only_when_something_changed(tmp_path: Path) -> N
 
 
 def test_the_index_thread_reads_new_files_before_any_request(tmp_path: Path) -> None:
-    service = build_service([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=0.05)
+    root, staging = tmp_path / "models", tmp_path / "staging"
+    root.mkdir()
+    staging.mkdir()
+    service = build_service([Root(str(root), RootKind.PLAIN)])
     service.index.start()
     try:
-        write_model(qwen3(), tmp_path / "new.gguf")
-        deadline = time.monotonic() + 5
-        while service.cache.reads == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        write_model(qwen3(), staging / "new.gguf")
+        os.rename(staging / "new.gguf", root / "new.gguf")  # whole, as a downloader moves it in (a file seen
+        # while it is being written is read again once it changes: its identity moves)
+        assert service.index.wait_for(lambda: service.cache.reads >= 1, timeout=30)
         time.sleep(0.2)
         assert service.cache.reads == 1
         listed = [m.model_id for m in wire.model_list(service).models if m.source == "local"]

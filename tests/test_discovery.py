@@ -216,7 +216,7 @@ def test_a_thousand_files_are_scanned_off_the_request_path(tmp_path: Path, monke
         scanned = len(scans)
         for i in range(2000):  # lookups never scan
             index.get(f"d{i % 20}/model-{i % 1000}")
-        time.sleep(0.3)  # the poller runs, sees nothing changed, does not rescan
+        time.sleep(0.3)  # the index thread sees nothing changed, does not rescan
         assert len(scans) == scanned
         (tmp_path / "d7" / "new.gguf").write_bytes(b"GGUF")
         deadline = time.monotonic() + 5
@@ -348,3 +348,95 @@ def test_fifos_never_hang_the_index_or_a_fit(tmp_path: Path) -> None:
     assert "acme/Fifo-GGUF:Q8_0" in results  # the newest snapshot stands in for an unreadable refs/main
     if "swapped" in results:  # listed or not, a FIFO in place of a model is unreadable, never read
         assert "artifactUnreadable" in results["swapped"].limits
+
+
+def test_a_file_added_under_a_watched_root_is_indexed_without_a_refresh(tmp_path: Path) -> None:
+    index = ModelIndex([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=3600)  # no poll could find it
+    index.start()
+    try:
+        assert index.wait_for(lambda: index.mode == "watch" and index.walks >= 2, timeout=30)  # the watch began
+        walks = index.walks
+        time.sleep(0.3)
+        assert index.walks == walks  # idle: no pass over the directories
+        (tmp_path / "sub").mkdir()
+        write_model(qwen3(), tmp_path / "sub" / "added.gguf")
+        assert index.wait_for(lambda: index.get("sub/added") is not None, timeout=30)
+        generation = index.generation
+        write_model(llama_gqa(), tmp_path / "sub" / "added.gguf")  # rewritten in place: the file's identity moves
+        assert index.wait_for(lambda: index.generation > generation, timeout=30)
+    finally:
+        index.stop()
+
+
+def test_a_root_created_after_start_is_indexed(tmp_path: Path) -> None:
+    root = tmp_path / "later" / "models"
+    index = ModelIndex(
+        [Root(str(tmp_path / "there"), RootKind.PLAIN), Root(str(root), RootKind.PLAIN)], poll_seconds=3600
+    )
+    (tmp_path / "there").mkdir()
+    index.start()
+    try:
+        root.mkdir(parents=True)
+        write_model(qwen3(), root / "arrived.gguf")
+        assert index.wait_for(lambda: index.get("arrived") is not None, timeout=30)
+        write_model(qwen3(), root / "then.gguf")  # the new root is watched now
+        write_model(qwen3(), tmp_path / "there" / "still.gguf")  # and the first one still is
+        assert index.wait_for(lambda: index.get("then") is not None and index.get("still") is not None, timeout=30)
+        assert index.mode == "watch"
+    finally:
+        index.stop()
+
+
+def test_the_index_polls_when_the_watcher_cannot_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import watchfiles._rust_notify
+
+    def refuse(*args: object) -> None:
+        raise OSError("OS file watch limit reached")
+
+    monkeypatch.setattr(watchfiles._rust_notify, "RustNotify", refuse)
+    index = ModelIndex([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=0.05)
+    index.start()
+    try:
+        write_model(qwen3(), tmp_path / "polled.gguf")
+        assert index.wait_for(lambda: index.get("polled") is not None, timeout=30)
+        assert index.mode == "poll"
+    finally:
+        index.stop()
+
+
+def test_roots_on_network_file_systems_are_told_apart() -> None:
+    from memfit.estimator.registry import network_filesystem
+
+    mounts = (
+        "/dev/sda1 / ext4 rw 0 0\n"
+        "server:/export /mnt/nas nfs4 rw 0 0\n"
+        "//host/share /mnt/smb\\040share cifs rw 0 0\n"
+        "user@host:/ /home/me/remote fuse.sshfs rw 0 0\n"
+        "tmpfs /mnt/nas/cache tmpfs rw 0 0\n"
+    )
+    assert network_filesystem("/mnt/nas/models", mounts) == "nfs4"
+    assert network_filesystem("/mnt/smb share/models", mounts) == "cifs"
+    assert network_filesystem("/home/me/remote", mounts) == "fuse.sshfs"
+    assert network_filesystem("/mnt/nas/cache/models", mounts) is None  # a local mount inside the network one
+    assert network_filesystem("/mnt/nasty", mounts) is None
+    assert network_filesystem("/home/me/models", mounts) is None
+
+
+def test_a_root_on_a_network_file_system_is_polled_beside_the_watched_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memfit.estimator import registry
+
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    local.mkdir()
+    remote.mkdir()
+    monkeypatch.setattr(registry, "network_filesystem", lambda path, mounts=None: "nfs4" if "remote" in path else None)
+    index = ModelIndex([Root(str(local), RootKind.PLAIN), Root(str(remote), RootKind.PLAIN)], poll_seconds=0.05)
+    index.start()
+    try:
+        write_model(qwen3(), remote / "far.gguf")
+        write_model(qwen3(), local / "near.gguf")
+        assert index.wait_for(lambda: index.get("far") is not None and index.get("near") is not None, timeout=30)
+        assert index.mode == "watch"
+    finally:
+        index.stop()
