@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from gguf import Keys
-
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, KvCache
@@ -55,6 +53,7 @@ from memfit.estimator.tensor_list import (
     tensors_starcoder2,
 )
 from memfit.estimator.vocabulary import Limit
+from memfit.gguf_constants import Keys
 from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray
 

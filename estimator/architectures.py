@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gguf import Keys
-
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, RecurrentLayer
 from memfit.estimator.vocabulary import Limit
+from memfit.gguf_constants import Keys
 
 ATTN = Keys.Attention
 

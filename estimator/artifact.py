@@ -5,16 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import gguf
-from gguf import GGMLQuantizationType as QT
-from gguf import Keys
-
+from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.cpu_repack import TiedCopy, tied_output_copy
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import INT64_MAX, Limit
+from memfit.gguf_constants import GGMLQuantizationType as QT
+from memfit.gguf_constants import Keys
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
 from memfit.readers.cpu_features import CpuFamily

@@ -15,8 +15,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-import gguf
-
+from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import LLAMA_CPP_RELEASE, RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.artifact import OUTPUT, TOKEN_EMBD, TiedEmbedding, padded, tensor_bytes, with_tied_copy

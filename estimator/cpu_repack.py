@@ -17,9 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-import gguf
-from gguf import GGMLQuantizationType as QT
-
+from memfit import gguf_constants as gguf
+from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.readers.cpu_features import CpuFamily
 
 

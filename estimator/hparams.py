@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import overload
 
-from gguf import Keys
-
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import Limit
+from memfit.gguf_constants import Keys
 from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray, Value
 

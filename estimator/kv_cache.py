@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gguf import GGML_QUANT_SIZES
-from gguf import GGMLQuantizationType as QT
-
 from memfit.estimator.context import CELL_PADDING, ContextGeometry
 from memfit.estimator.layout import AttentionLayer, Layout
+from memfit.gguf_constants import GGML_QUANT_SIZES
+from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.integers import ceil_div, round_up
 
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gguf import Keys
-
 from memfit.estimator.arch_rules import COUNTED, RULES
 from memfit.estimator.architectures import layers_of
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams
 from memfit.estimator.vocabulary import Limit
+from memfit.gguf_constants import Keys
 
 ATTN, SSM = Keys.Attention, Keys.SSM
 

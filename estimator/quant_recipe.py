@@ -17,10 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import gguf
-from gguf import GGMLQuantizationType as QT
-
+from memfit import gguf_constants as gguf
 from memfit.estimator.tensor_list import Tensor
+from memfit.gguf_constants import GGMLQuantizationType as QT
 
 # llama_ftype_get_default_type, for the file types mirrored here (MXFP4 is llama-quantize's MXFP4_MOE)
 DEFAULT_TYPE: dict[str, QT] = {

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from gguf import GGMLQuantizationType as QT
+from memfit.gguf_constants import GGMLQuantizationType as QT
 
 # names convert_hf_to_gguf.py (conversion/base.py) stores as F32 besides 1-D tensors, norms and non-weights
 _F32_NAMES = (

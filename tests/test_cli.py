@@ -277,3 +277,29 @@ def test_ctrl_c_on_serve_stops_it_cleanly() -> None:
     proc.send_signal(signal.SIGINT)
     err = proc.stderr.read()
     assert proc.wait(timeout=30) == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+SERVER_STACK = ("connexion", "uvicorn", "starlette", "prometheus_client")
+
+
+def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
+    """`memfit fit <id>` starts fast: the server's libraries, and numpy with the whole gguf package, stay out."""
+    probe = (
+        "import json, sys\n"
+        "from memfit.cli import main\n"
+        "code = main(['fit', 'Qwen/Qwen3-8B-GGUF:Q4_K_M', '--no-usual-dirs'])\n"
+        "print(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules})]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    code, modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code == 0
+    assert [m for m in SERVER_STACK if m in modules] == []
+    assert "numpy" not in modules and "gguf" in modules  # gguf.constants alone (memfit.gguf_constants)
+
+
+def test_gguf_constants_are_gguf_s_own_once_gguf_is_imported() -> None:
+    import gguf
+
+    from memfit import gguf_constants
+
+    assert gguf_constants.GGMLQuantizationType is gguf.GGMLQuantizationType and gguf_constants.Keys is gguf.Keys

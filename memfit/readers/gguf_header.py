@@ -14,9 +14,7 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO
 
-import gguf
-import numpy as np
-
+from memfit import gguf_constants as gguf
 from memfit.integers import is_int, round_up
 from memfit.readers.regular_files import open_regular
 
@@ -109,6 +107,8 @@ def _walk_short_strings(buf: bytes, base: int, pos: int, count: int, big_endian:
     take, which the caller then steps over one at a time. Candidates are the offsets whose seven high length
     bytes are zero; a candidate inside another string (zero bytes in text) is never taken, since every string
     taken starts exactly where its predecessor ends."""
+    import numpy as np  # here, not at the top: a catalog fit (`memfit fit` of an id) never walks a vocabulary
+
     a = np.frombuffer(buf, dtype=np.uint8)
     r0 = pos - base
     n = len(a) - 8 - r0 + 1  # offsets r0 .. len(a) - 8 have a whole length in the window
