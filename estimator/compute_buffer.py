@@ -87,12 +87,17 @@ def recurrent_phase(layer: GraphLayer, geometry: ContextGeometry, t: int) -> int
     return 2 * t * layer.recurrent_in * F32 + layer.recurrent_state * F32 * geometry.n_seq
 
 
-def layer_phase(graph: GraphShape, layer: GraphLayer, geometry: ContextGeometry, t: int) -> int:
+def layer_phase(
+    graph: GraphShape, layer: GraphLayer, geometry: ContextGeometry, t: int, mask: int | None = None
+) -> int:
+    """One block's widest phase beside the masks, the small inputs and the residual stream (`mask`: the masks'
+    bytes when the caller has them, the same for every block)."""
     residual = t * graph.n_embd * F32  # inpSA / ffn_inp: the residual stream
     attn = attention_phase(layer, geometry, graph.cache_attention, t) + ATTN_HOLE_ROWS * residual if layer.n_head else 0
     ffn = ffn_phase(layer, graph.n_embd, t) + (FFN_HOLE_ROWS * residual if layer.n_ff or layer.n_expert else 0)
     work = max(attn, ffn, recurrent_phase(layer, geometry, t))
-    return mask_bytes(graph, geometry, t) + small_inputs(t) + residual + work
+    masks = mask_bytes(graph, geometry, t) if mask is None else mask
+    return masks + small_inputs(t) + residual + work
 
 
 def head_phase(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, t: int) -> int:
@@ -105,7 +110,9 @@ def head_phase(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, t: in
 def compute_peak(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> int:
     """The widest phase of the graph: the tensors alive at once, with the allocator's usual holes below them."""
     t = ubatch_tokens(geometry)
-    return max([head_phase(graph, n_vocab, geometry, t)] + [layer_phase(graph, b, geometry, t) for b in graph.layers])
+    mask = mask_bytes(graph, geometry, t)  # graph inputs: the same beside every block
+    blocks = dict.fromkeys(graph.layers)  # identical blocks have identical phases: each distinct one once
+    return max([head_phase(graph, n_vocab, geometry, t)] + [layer_phase(graph, b, geometry, t, mask) for b in blocks])
 
 
 def widest_row(graph: GraphShape) -> int:
