@@ -277,3 +277,28 @@ def test_ctrl_c_on_serve_stops_it_cleanly() -> None:
     proc.send_signal(signal.SIGINT)
     err = proc.stderr.read()
     assert proc.wait(timeout=30) == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+def test_plan_prints_each_quant_with_its_maxima_and_marks_the_best(
+    public_models: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # wide enough for the whole ids
+    code, out, err = _run(
+        capsys, "plan", "Qwen/Qwen3-8B-GGUF", "qwen3-f16", "no/such", "--tokens", "8192",
+        "--models", str(public_models), "--no-usual-dirs",
+    )  # fmt: skip
+    assert code == 6 and "not found: 'no/such'" in err
+    header, rule, *rows = out.splitlines()
+    assert header.split()[:2] == ["MODEL", "TOKENS"] and "MAX GOOD" in header and "MAX POSSIBLE" in header
+    quants = [r for r in rows if "Qwen/Qwen3-8B-GGUF:" in r]
+    assert [r.strip("* ").split()[0] for r in quants] == [
+        f"Qwen/Qwen3-8B-GGUF:{q}" for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M")
+    ]
+    assert sum(r.startswith("*") for r in rows) <= 1 and any(r.strip().startswith("qwen3-f16 ") for r in rows)
+    code, out, _ = _run(
+        capsys, "plan", "Qwen/Qwen3-8B-GGUF", "--json", "--models", str(public_models), "--no-usual-dirs"
+    )
+    (result,) = json.loads(out)["results"]
+    assert [q["quant"] for q in result["quants"]] == ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M"]
+    best = next((q["quant"] for q in result["quants"] if (q["maxAllocatedTokens"]["good"] or 0) >= 4096), None)
+    assert result["bestQuant"] == best
