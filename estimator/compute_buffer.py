@@ -43,11 +43,11 @@ def ubatch_tokens(geometry: ContextGeometry) -> int:
 def mask_bytes(graph: GraphShape, geometry: ContextGeometry, t: int) -> int:
     """The KQ masks: graph inputs, alive until the last attention layer."""
     elt = 2 if geometry.flash_attention else F32  # build_attn_inp_kq_mask: F16 under flash attention, else F32
-    if not any(layer.n_head for layer in graph.layers):
+    if not any(layer.n_head for layer in graph.distinct_layers):
         return 0
     if not graph.cache_attention:
         return t * t * elt  # build_attn_inp_no_cache: one [T, T] mask
-    cells = {window_cells(layer.window, geometry) for layer in graph.layers if layer.n_head}
+    cells = {window_cells(layer.window, geometry) for layer in graph.distinct_layers if layer.n_head}
     return sum(n_kv * t * elt for n_kv in cells)  # one mask per cache, ne = [n_kv, T/n_stream, 1, n_stream]
 
 
@@ -111,18 +111,23 @@ def compute_peak(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> 
     """The widest phase of the graph: the tensors alive at once, with the allocator's usual holes below them."""
     t = ubatch_tokens(geometry)
     mask = mask_bytes(graph, geometry, t)  # graph inputs: the same beside every block
-    blocks = dict.fromkeys(graph.layers)  # identical blocks have identical phases: each distinct one once
+    blocks = graph.distinct_layers  # identical blocks have identical phases: each distinct one once
     return max([head_phase(graph, n_vocab, geometry, t)] + [layer_phase(graph, b, geometry, t, mask) for b in blocks])
 
 
 def widest_row(graph: GraphShape) -> int:
     """The widest per-token activation of an attention block (the unit the allocator's holes come in)."""
-    return max([graph.n_embd] + [max(b.n_head * max(b.head_k, b.head_v), b.n_head_kv * b.head_k) for b in graph.layers])
+    return max(
+        [graph.n_embd]
+        + [max(b.n_head * max(b.head_k, b.head_v), b.n_head_kv * b.head_k) for b in graph.distinct_layers]
+    )
 
 
 def widest_ffn_row(graph: GraphShape) -> int:
     """The widest per-token activation of a feed-forward or recurrent block."""
-    return max([0] + [max(b.n_ff, b.n_expert_used * b.n_ff_exp, b.n_ff_shexp, b.recurrent_in) for b in graph.layers])
+    return max(
+        [0] + [max(b.n_ff, b.n_expert_used * b.n_ff_exp, b.n_ff_shexp, b.recurrent_in) for b in graph.distinct_layers]
+    )
 
 
 def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
@@ -132,7 +137,7 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
         geometry.n_ubatch > MAX_DERIVED_UBATCH or geometry.swa_full
     ):  # swa_full: never forecast (llama.cpp tools' default off)
         return False
-    return geometry.flash_attention or not any(layer.window for layer in graph.layers)
+    return geometry.flash_attention or not any(layer.window for layer in graph.distinct_layers)
 
 
 def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:

@@ -23,7 +23,7 @@ from fractions import Fraction
 from memfit.estimator.bounds import Bounds, bounds
 from memfit.estimator.context import CELL_PADDING, context_geometry
 from memfit.estimator.forecast import forecast_parts
-from memfit.estimator.kv_cache import cache_type, cache_type_problem, kv_cache_bytes
+from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
@@ -105,6 +105,16 @@ class Estimator:
             if cache_type_problem(layout, k_type, v_type)
             else "derived"
         )
+        # the KV cache as (window, bytes per cell) groups: kv_cache_bytes summed without a loop over every layer
+        flash = workload.flash_attention_on is not False
+        groups: dict[int | None, int] = {}
+        for cache in layout.caches if self.kv_mode == "derived" else ():
+            for layer in cache.layers:
+                per_cell = k_type.row_bytes(layer.k_width)
+                if layer.has_v:
+                    per_cell += v_type.row_bytes(layer.v_width if flash else cache.v_width_max)
+                groups[layer.window] = groups.get(layer.window, 0) + per_cell
+        self.kv_groups = tuple(groups.items())
         fixed = [subject.weights, subject.companions]
         geometry = context_geometry(1, max(1, workload.streams), causal=layout.causal)
         r, s = recurrent_state_bytes(layout.recurrent, geometry)
@@ -130,8 +140,7 @@ class Estimator:
         )
         kv: int | None = 0
         if self.kv_mode == "derived":
-            k, v = kv_cache_bytes(layout, geometry, self.k_type, self.v_type, flash_attention=geometry.flash_attention)
-            kv = k + v
+            kv = geometry.n_stream * sum(window_cells(window, geometry) * b for window, b in self.kv_groups)
         elif self.kv_mode == "unknown":
             kv = None
         ws = None
