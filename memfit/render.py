@@ -260,16 +260,14 @@ def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = Non
             rows.append(
                 [
                     f"{'*' if best else ' '} {q.model_id}",
-                    f"{e.workload.allocated_tokens} x {e.workload.streams}",
+                    f"{e.workload.allocated_tokens}x{e.workload.streams}",
                     f"{size(e.lower_bound_bytes)}..{size(e.upper_bound_bytes)}",
-                    _tokens(m.good),
-                    _tokens(m.tight),
-                    _tokens(m.possible),
+                    "/".join(_tokens(n) for n in (m.good, m.tight, m.possible)),
                     q.fit.verdict.upper(),
                 ]
             )
             verdicts.append(q.fit.verdict)
-    header = ["  MODEL", "TOKENS x STREAMS", "FLOOR..CEILING", "MAX GOOD", "MAX TIGHT", "MAX POSSIBLE", "VERDICT"]
+    header = ["  MODEL", "TOKENSxS", "FLOOR..CEILING", "MAX GOOD/TIGHT/POSSIBLE", "VERDICT"]
     rendered = table(rows, header, width, shrink=(0,))
     lines = rendered.splitlines()
     if colour:
@@ -282,9 +280,9 @@ def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = Non
         b = first.fit.budget
         out.append(
             textwrap.fill(
-                f"budget {size(b.bytes)} ({b.basis}; running engines hold {size(b.committed_bytes)}); MAX: the largest"
-                " tokens per stream whose verdict is good, whose ceiling fits, whose floor fits (- none); * the best"
-                " quant: the most precise that is good at the asked context (default 4096)",
+                f"budget {size(b.bytes)} ({b.basis}; running engines hold {size(b.committed_bytes)}); MAX: the most"
+                " tokens per stream at which the verdict is good / the ceiling fits / the floor fits (- none);"
+                " * the best quant: the most precise one that is good at the asked context (default 4096)",
                 width,
             )
         )

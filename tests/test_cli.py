@@ -289,12 +289,13 @@ def test_plan_prints_each_quant_with_its_maxima_and_marks_the_best(
     )  # fmt: skip
     assert code == 6 and "not found: 'no/such'" in err
     header, rule, *rows = out.splitlines()
-    assert header.split()[:2] == ["MODEL", "TOKENS"] and "MAX GOOD" in header and "MAX POSSIBLE" in header
+    assert header.split() == ["MODEL", "TOKENSxS", "FLOOR..CEILING", "MAX", "GOOD/TIGHT/POSSIBLE", "VERDICT"]
     quants = [r for r in rows if "Qwen/Qwen3-8B-GGUF:" in r]
     assert [r.strip("* ").split()[0] for r in quants] == [
         f"Qwen/Qwen3-8B-GGUF:{q}" for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M")
     ]
     assert sum(r.startswith("*") for r in rows) <= 1 and any(r.strip().startswith("qwen3-f16 ") for r in rows)
+    assert all(re.fullmatch(r"(\d+|-)/(\d+|-)/(\d+|-)", r.split()[-2]) for r in quants)
     code, out, _ = _run(
         capsys, "plan", "Qwen/Qwen3-8B-GGUF", "--json", "--models", str(public_models), "--no-usual-dirs"
     )
