@@ -107,6 +107,12 @@ class Catalog:
         quant = quant.upper() or entry.default_quant
         return (entry, quant) if quant in entry.quants else None
 
+    def quants(self, repo: str) -> tuple[str, ...]:
+        """The quants the catalog lists for repository `repo` (exactly as the catalog spells it); none when it has
+        no such repository."""
+        entry = self._by_repo.get(repo)
+        return entry.quants if entry is not None else ()
+
     def subject(self, model_id: str, family: CpuFamily = CpuFamily.UNKNOWN) -> Subject | None:
         """The subject for a catalog id on a host of `family`, or None when the catalog has no such model and
         quant."""

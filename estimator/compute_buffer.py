@@ -43,11 +43,11 @@ def ubatch_tokens(geometry: ContextGeometry) -> int:
 def mask_bytes(graph: GraphShape, geometry: ContextGeometry, t: int) -> int:
     """The KQ masks: graph inputs, alive until the last attention layer."""
     elt = 2 if geometry.flash_attention else F32  # build_attn_inp_kq_mask: F16 under flash attention, else F32
-    if not any(layer.n_head for layer in graph.layers):
+    if not any(layer.n_head for layer in graph.distinct_layers):
         return 0
     if not graph.cache_attention:
         return t * t * elt  # build_attn_inp_no_cache: one [T, T] mask
-    cells = {window_cells(layer.window, geometry) for layer in graph.layers if layer.n_head}
+    cells = {window_cells(layer.window, geometry) for layer in graph.distinct_layers if layer.n_head}
     return sum(n_kv * t * elt for n_kv in cells)  # one mask per cache, ne = [n_kv, T/n_stream, 1, n_stream]
 
 
@@ -87,12 +87,17 @@ def recurrent_phase(layer: GraphLayer, geometry: ContextGeometry, t: int) -> int
     return 2 * t * layer.recurrent_in * F32 + layer.recurrent_state * F32 * geometry.n_seq
 
 
-def layer_phase(graph: GraphShape, layer: GraphLayer, geometry: ContextGeometry, t: int) -> int:
+def layer_phase(
+    graph: GraphShape, layer: GraphLayer, geometry: ContextGeometry, t: int, mask: int | None = None
+) -> int:
+    """One block's widest phase beside the masks, the small inputs and the residual stream (`mask`: the masks'
+    bytes when the caller has them, the same for every block)."""
     residual = t * graph.n_embd * F32  # inpSA / ffn_inp: the residual stream
     attn = attention_phase(layer, geometry, graph.cache_attention, t) + ATTN_HOLE_ROWS * residual if layer.n_head else 0
     ffn = ffn_phase(layer, graph.n_embd, t) + (FFN_HOLE_ROWS * residual if layer.n_ff or layer.n_expert else 0)
     work = max(attn, ffn, recurrent_phase(layer, geometry, t))
-    return mask_bytes(graph, geometry, t) + small_inputs(t) + residual + work
+    masks = mask_bytes(graph, geometry, t) if mask is None else mask
+    return masks + small_inputs(t) + residual + work
 
 
 def head_phase(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, t: int) -> int:
@@ -105,17 +110,24 @@ def head_phase(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, t: in
 def compute_peak(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> int:
     """The widest phase of the graph: the tensors alive at once, with the allocator's usual holes below them."""
     t = ubatch_tokens(geometry)
-    return max([head_phase(graph, n_vocab, geometry, t)] + [layer_phase(graph, b, geometry, t) for b in graph.layers])
+    mask = mask_bytes(graph, geometry, t)  # graph inputs: the same beside every block
+    blocks = graph.distinct_layers  # identical blocks have identical phases: each distinct one once
+    return max([head_phase(graph, n_vocab, geometry, t)] + [layer_phase(graph, b, geometry, t, mask) for b in blocks])
 
 
 def widest_row(graph: GraphShape) -> int:
     """The widest per-token activation of an attention block (the unit the allocator's holes come in)."""
-    return max([graph.n_embd] + [max(b.n_head * max(b.head_k, b.head_v), b.n_head_kv * b.head_k) for b in graph.layers])
+    return max(
+        [graph.n_embd]
+        + [max(b.n_head * max(b.head_k, b.head_v), b.n_head_kv * b.head_k) for b in graph.distinct_layers]
+    )
 
 
 def widest_ffn_row(graph: GraphShape) -> int:
     """The widest per-token activation of a feed-forward or recurrent block."""
-    return max([0] + [max(b.n_ff, b.n_expert_used * b.n_ff_exp, b.n_ff_shexp, b.recurrent_in) for b in graph.layers])
+    return max(
+        [0] + [max(b.n_ff, b.n_expert_used * b.n_ff_exp, b.n_ff_shexp, b.recurrent_in) for b in graph.distinct_layers]
+    )
 
 
 def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
@@ -125,7 +137,7 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
         geometry.n_ubatch > MAX_DERIVED_UBATCH or geometry.swa_full
     ):  # swa_full: never forecast (llama.cpp tools' default off)
         return False
-    return geometry.flash_attention or not any(layer.window for layer in graph.layers)
+    return geometry.flash_attention or not any(layer.window for layer in graph.distinct_layers)
 
 
 def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:

@@ -25,16 +25,28 @@ from memfit.estimator.fit_types import (
     ObservationReceipt,
     ObservedParts,
     ObservedWorkload,
+    PlanResult,
+    QuantPlan,
     StoredObservation,
 )
 from memfit.estimator.forecast import forecast_parts, workspace_floor
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
+from memfit.estimator.plan import Estimator, Maxima, Probes, is_quant_tag, maxima, precision_key
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, local_subject
 from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
-from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, Limit, ModelSource, ObservationFlag, Refusal
+from memfit.estimator.vocabulary import (
+    Basis,
+    BudgetBasis,
+    Component,
+    Limit,
+    ModelSource,
+    ObservationFlag,
+    Refusal,
+    Verdict,
+)
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
 from memfit.readers.cpu_features import CpuFeatures
 from memfit.readers.history_db import REPLACED, HistoryDB, ObservationRow
@@ -368,6 +380,10 @@ class FitService:
         subject = self.subject(request.model_id)
         if subject is None:
             return None
+        return self.answer_for(request, subject)
+
+    def answer_for(self, request: FitRequest, subject: Subject) -> Answer:
+        """The answer about `subject`, the model `request.model_id` names."""
         workload = resolve_workload(request.workload, subject.context_limit)
         refusal = input_refusal(workload)
         parts: list[Part] = []
@@ -385,6 +401,78 @@ class FitService:
         if refusal is not None:
             return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
         return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits)
+
+    # --- plans: the largest context each verdict holds at ----------------------------------------------
+
+    def plan_subjects(self, model_id: str) -> tuple[list[Subject], bool]:
+        """The models a plan request names, highest precision first, and whether it named a repository: a
+        repository id without a tag means every quant the catalog lists for it and every quant-tagged artifact of
+        it on this machine (a file beats the catalog entry with the same id)."""
+        if ":" not in model_id:
+            tags = dict.fromkeys(self.catalog.quants(model_id))
+            for artifact in self.index.artifacts():
+                repo, sep, tag = artifact.model_id.rpartition(":")
+                if sep and repo == model_id and is_quant_tag(tag):
+                    tags.setdefault(tag.upper())
+            subjects = [s for tag in tags if (s := self.subject(f"{model_id}:{tag}")) is not None]
+            if subjects:
+                return sorted(subjects, key=lambda s: precision_key(s.model_id.rpartition(":")[2])), True
+        subject = self.subject(model_id)
+        return ([subject] if subject is not None else []), False
+
+    def plan_batch(
+        self, requests: Sequence[FitRequest], cancelled: Callable[[], bool] = lambda: False
+    ) -> list[PlanResult]:
+        """Per request, in request order (a request naming no known model is left out): for every quant it names,
+        the largest allocatedTokens whose verdict is good, whose ceiling fits and whose floor fits, searched over
+        the derived estimate (estimator/plan.py), and the full answer at the requested context, else at the
+        good maximum, else at the default; all against ONE environment reading."""
+        environment = self.read_environment()
+        probes = Probes()
+        planned: list[tuple[FitRequest, bool, list[tuple[Subject, Maxima, int]]]] = []
+        answers: list[Answer] = []
+        for request in requests:
+            if cancelled():
+                raise Cancelled(f"cancelled after {len(planned)} of {len(requests)} plans")
+            subjects, repository = self.plan_subjects(request.model_id)
+            rows = []
+            for subject in subjects:
+                workload = resolve_workload(request.workload, subject.context_limit)
+                found = maxima(
+                    Estimator(subject, workload, probes),
+                    environment.budget.bytes,
+                    self.settings.margin,
+                    subject.context_limit,
+                )
+                tokens = request.workload.allocated_tokens
+                at = replace(request.workload, allocated_tokens=found.good if tokens is None else tokens)
+                answers.append(self.answer_for(FitRequest(subject.model_id, at), subject))
+                asked = workload.allocated_tokens  # the requested context, else the documented default (capped)
+                rows.append((subject, found, asked))
+            if rows:
+                planned.append((request, repository, rows))
+        judged = iter(self.judge(answers, environment))
+        results = []
+        for request, repository, rows in planned:
+            quants = tuple(
+                QuantPlan(
+                    s.model_id, s.quant or s.model_id.rpartition(":")[2], m.good, m.tight, m.possible, next(judged)
+                )
+                for s, m, _ in rows
+            )
+            best = None
+            if repository:
+                requested = request.workload.allocated_tokens is not None
+                best = next(
+                    (
+                        q.quant
+                        for q, (_, m, asked) in zip(quants, rows, strict=True)
+                        if (q.fit.verdict is Verdict.GOOD if requested else m.good is not None and m.good >= asked)
+                    ),
+                    None,
+                )
+            results.append(PlanResult(request.model_id, quants, best))
+        return results
 
     # --- judged against one environment ---------------------------------------------------------
 

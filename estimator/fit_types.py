@@ -106,3 +106,24 @@ class StoredObservation:
     runtime: str
     observed_at: str
     note: str
+
+
+@dataclass(frozen=True)
+class QuantPlan:
+    """One quant of a plan: the largest allocatedTokens each verdict holds at, and the fit at the asked context."""
+
+    model_id: str  # the full id of this quant
+    quant: str
+    max_good: int | None
+    max_tight: int | None
+    max_possible: int | None
+    fit: FitResult
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """One plan request's answer: every quant considered, highest precision first."""
+
+    model_id: str  # as the request named it
+    quants: tuple[QuantPlan, ...]
+    best_quant: str | None  # a repository's highest-precision quant whose verdict is good; None otherwise

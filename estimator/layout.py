@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class GraphShape:
     layers: tuple[GraphLayer, ...]
     logits: bool = True  # False: an embedding graph, no LM head (build_pooling's output instead)
     cache_attention: bool = True  # False: build_attn_inp_no_cache, keys are the ubatch itself
+
+    @cached_property
+    def distinct_layers(self) -> tuple[GraphLayer, ...]:
+        """The blocks, each distinct one once (identical blocks have identical phases), in order of appearance."""
+        return tuple(dict.fromkeys(self.layers))
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,32 @@ class WireFitVerdictRequest(WireModel):
     """
 
 
+class WireFitPlanMaxima(WireModel):
+    """
+    The largest `allocatedTokens` (per stream, with the request's other workload fields) at which a
+    verdict holds, each capped at the model's context limit; null when none does (also when the budget is
+    unknown, or the workload is refused whatever the context). `fit` is the full answer at the requested
+    `allocatedTokens`, else at `good`, else at the documented default 4096.
+
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    good: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The largest whose verdict is good (the ceiling plus the margin fits the budget).
+    """
+    tight: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The largest whose ceiling fits the budget.
+    """
+    possible: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The largest whose floor fits the budget.
+    """
+
+
 class WireFitEvidenceIdentity(WireModel):
     """
     What the answer is about, precisely enough that a later answer about a different artifact is recognisable.
@@ -527,3 +553,64 @@ class WireFitVerdictBatch(WireModel):
         populate_by_name=True,
     )
     results: Annotated[list[WireFitVerdictResult], Field(max_length=32)]
+
+
+class WireFitPlanQuant(WireModel):
+    """
+    One quant of a plan.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    model_id: Annotated[str, Field(alias="modelId")]
+    """
+    The full id of this quant (`org/repo:QUANT`, or the file's id).
+    """
+    quant: str
+    """
+    llama.cpp's name of the quantisation.
+    """
+    max_allocated_tokens: Annotated[WireFitPlanMaxima, Field(alias="maxAllocatedTokens")]
+    fit: WireFitVerdictResult
+
+
+class WireFitPlanResult(WireModel):
+    """
+    One request's plan.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    model_id: Annotated[str, Field(alias="modelId")]
+    """
+    As the request named it.
+    """
+    quants: list[WireFitPlanQuant]
+    """
+    Every quant considered (one for a request that names one model), highest precision first: by the
+    bits per weight of the quant's default tensor type in llama-quantize's recipe, ties broken by the
+    suffix (_L > _M > _S > none), then by name. The order: F32 > BF16 > F16 > Q8_0 > Q6_K > Q5_1 >
+    Q5_K_M > Q5_K_S > Q5_0 > Q4_1 > Q4_K_M > Q4_K_S > IQ4_NL > Q4_0 > IQ4_XS > MXFP4 > MXFP4_MOE >
+    Q3_K_L > Q3_K_M > Q3_K_S > Q2_K; quants without a recipe last, by name.
+
+    """
+    best_quant: Annotated[str | None, Field(alias="bestQuant")]
+    """
+    For a repository: the highest-precision quant whose verdict is good at the requested
+    `allocatedTokens` (else at the documented default 4096, capped to the model's limit). Null when
+    none is, and for a request that names one model.
+
+    """
+
+
+class WireFitPlanBatch(WireModel):
+    """
+    The plans of a bounded batch, in request order.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    results: Annotated[list[WireFitPlanResult], Field(max_length=32)]

@@ -1,4 +1,4 @@
-"""POST /v1/models/fit/batch and POST /v1/models/fit."""
+"""POST /v1/models/fit/batch, POST /v1/models/fit/plan and POST /v1/models/fit."""
 
 from __future__ import annotations
 
@@ -20,6 +20,15 @@ async def fit_batch(body: list[dict]) -> Response:
     except Cancelled as exc:
         return problem_response(499, str(exc))
     return json_response(batch)
+
+
+async def fit_plan(body: list[dict]) -> Response:
+    requests = [parse(WireFitVerdictRequest, item) for item in body]
+    try:
+        plans = await run_in_threadpool(wire.fit_plan, current().service, requests, cancellation())
+    except Cancelled as exc:
+        return problem_response(499, str(exc))
+    return json_response(plans)
 
 
 async def fit_one(body: dict) -> Response:

@@ -206,14 +206,27 @@ def suggestions(missing: str, known: Sequence[str]) -> str:
 
 def fit(args: argparse.Namespace) -> int:
     from memfit import wire
-    from memfit.generated.models import WireFitVerdictRequest
     from memfit.render import render_fit, use_colour
+
+    requests = _fit_requests(args)
+    service = _service(args)
+    service.index.refresh()
+    batch = wire.fit_batch(service, requests)  # unknown ids are left out, as the contract says
+    missing = _say_missing(service, args.model, {r.model_id for r in batch.results})
+    if args.json:
+        print(batch.model_dump_json(indent=2))
+    elif batch.results:
+        print(render_fit(batch.results, args.margin, colour=use_colour(sys.stdout), detail=args.detail))
+    codes = [EXIT_FOR_VERDICT.get(r.verdict, EXIT_UNKNOWN) for r in batch.results]
+    return max([*codes, EXIT_NOT_FOUND if missing else EXIT_GOOD])
+
+
+def _fit_requests(args: argparse.Namespace) -> list:
+    from memfit.generated.models import WireFitVerdictRequest
 
     if len(args.model) > MAX_MODELS:
         raise UsageError(f"at most {MAX_MODELS} models, got {len(args.model)}")
-    service = _service(args)
-    service.index.refresh()
-    requests = [
+    return [
         WireFitVerdictRequest(
             model_id=m,
             allocated_tokens=args.tokens,
@@ -227,18 +240,34 @@ def fit(args: argparse.Namespace) -> int:
         )
         for m in args.model
     ]
-    batch = wire.fit_batch(service, requests)  # unknown ids are left out, as the contract says
-    found = {r.model_id for r in batch.results}
-    missing = [m for m in dict.fromkeys(args.model) if m not in found]
+
+
+def _say_missing(service: FitService, asked: Sequence[str], found: set[str]) -> bool:
+    """Name every id not found on stderr, with the nearest known ids; whether any was missing."""
+    from memfit import wire
+
+    missing = [m for m in dict.fromkeys(asked) if m not in found]
     if missing:
         known = [m.model_id for m in wire.model_list(service).models]
         for m in missing:
             print(f"memfit: not found: {m!r}: {suggestions(m, known)}", file=sys.stderr)
+    return bool(missing)
+
+
+def plan(args: argparse.Namespace) -> int:
+    from memfit import wire
+    from memfit.render import render_plan, use_colour
+
+    requests = _fit_requests(args)
+    service = _service(args)
+    service.index.refresh()
+    plans = wire.fit_plan(service, requests)  # unknown ids are left out, as the contract says
+    missing = _say_missing(service, args.model, {p.model_id for p in plans.results})
     if args.json:
-        print(batch.model_dump_json(indent=2))
-    elif batch.results:
-        print(render_fit(batch.results, args.margin, colour=use_colour(sys.stdout), detail=args.detail))
-    codes = [EXIT_FOR_VERDICT.get(r.verdict, EXIT_UNKNOWN) for r in batch.results]
+        print(plans.model_dump_json(indent=2))
+    elif plans.results:
+        print(render_plan(plans.results, colour=use_colour(sys.stdout)))
+    codes = [EXIT_FOR_VERDICT.get(q.fit.verdict, EXIT_UNKNOWN) for p in plans.results for q in p.quants]
     return max([*codes, EXIT_NOT_FOUND if missing else EXIT_GOOD])
 
 
@@ -326,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version())
-    commands = parser.add_subparsers(dest="command", metavar="{serve,models,fit,measure}")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,models,fit,plan,measure}")
     p = commands.add_parser("serve", help="run the HTTP server")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"the address to listen on (default {DEFAULT_HOST})")
     p.add_argument(
@@ -359,6 +388,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detail", action="store_true", help="each part of each answer, with its evidence and notes")
     _add_service_flags(p)
     p.set_defaults(run=fit)
+
+    p = commands.add_parser(
+        "plan",
+        help="the largest context each verdict holds at, and the best quant (what POST /v1/models/fit/plan answers)",
+        epilog=EPILOG.replace("memfit fit;", "memfit plan, at the asked context;"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "model",
+        nargs="+",
+        help="model ids (at most 32); a repository without a quant, e.g. Qwen/Qwen3-8B-GGUF, means every quant",
+    )
+    _add_workload_flags(p)
+    p.add_argument("--json", action="store_true", help="the raw API answer")
+    _add_service_flags(p)
+    p.set_defaults(run=plan)
 
     p = commands.add_parser("measure", help="load a model in llama.cpp (memfit[measure]) and record what it used")
     p.add_argument("model", help="a model id of a GGUF file on this machine")

@@ -1,4 +1,4 @@
-"""The API's answers as tables for people at a terminal (`memfit models`, `memfit fit`).
+"""The API's answers as tables for people at a terminal (`memfit models`, `memfit fit`, `memfit plan`).
 
 Every table fits the terminal's width (100 columns when the output is not a terminal): long cells are
 shortened with an ellipsis and notes are wrapped. Colour only on a terminal, never with NO_COLOR set.
@@ -241,3 +241,49 @@ def render_result(result: wire.WireFitVerdictResult, width: int | None = None) -
     if result.limits:
         lines.append(fill(f"limits    {', '.join(result.limits)}"))
     return "\n".join(lines)
+
+
+def _tokens(n: int | None) -> str:
+    return "-" if n is None else str(n)
+
+
+def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = None, colour: bool = False) -> str:
+    """One row per model and quant: floor..ceiling and the verdict at the asked context, the largest context whose
+    verdict is good, whose ceiling fits and whose floor fits; a repository's best quant marked with `*`."""
+    width = width or terminal_width()
+    rows, verdicts = [], []
+    for plan in plans:
+        for q in plan.quants:
+            e = q.fit.estimate
+            best = plan.best_quant is not None and q.quant == plan.best_quant
+            m = q.max_allocated_tokens
+            rows.append(
+                [
+                    f"{'*' if best else ' '} {q.model_id}",
+                    f"{e.workload.allocated_tokens}x{e.workload.streams}",
+                    f"{size(e.lower_bound_bytes)}..{size(e.upper_bound_bytes)}",
+                    "/".join(_tokens(n) for n in (m.good, m.tight, m.possible)),
+                    q.fit.verdict.upper(),
+                ]
+            )
+            verdicts.append(q.fit.verdict)
+    header = ["  MODEL", "TOKENSxS", "FLOOR..CEILING", "MAX GOOD/TIGHT/POSSIBLE", "VERDICT"]
+    rendered = table(rows, header, width, shrink=(0,))
+    lines = rendered.splitlines()
+    if colour:
+        for k, verdict in enumerate(verdicts, 2):
+            word = verdict.upper()
+            lines[k] = lines[k][: len(lines[k]) - len(word)] + _verdict_word(verdict, True)
+    out = lines
+    first = next((q for p in plans for q in p.quants), None)
+    if first is not None:
+        b = first.fit.budget
+        out.append(
+            textwrap.fill(
+                f"budget {size(b.bytes)} ({b.basis}; running engines hold {size(b.committed_bytes)}); MAX: the most"
+                " tokens per stream at which the verdict is good / the ceiling fits / the floor fits (- none);"
+                " * the best quant: the most precise one that is good at the asked context (default 4096)",
+                width,
+            )
+        )
+    return "\n".join(out)

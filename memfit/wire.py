@@ -16,6 +16,8 @@ from memfit.estimator.fit_types import (
     Observation,
     ObservationReceipt,
     ObservedParts,
+    PlanResult,
+    QuantPlan,
     StoredObservation,
 )
 from memfit.estimator.workload import WorkloadRequest
@@ -97,6 +99,21 @@ def fit_result(r: FitResult) -> wire.WireFitVerdictResult:
     )
 
 
+def plan_quant(q: QuantPlan) -> wire.WireFitPlanQuant:
+    return wire.WireFitPlanQuant(
+        model_id=q.model_id,
+        quant=q.quant,
+        max_allocated_tokens=wire.WireFitPlanMaxima(good=q.max_good, tight=q.max_tight, possible=q.max_possible),
+        fit=fit_result(q.fit),
+    )
+
+
+def plan_result(p: PlanResult) -> wire.WireFitPlanResult:
+    return wire.WireFitPlanResult(
+        model_id=p.model_id, quants=[plan_quant(q) for q in p.quants], best_quant=p.best_quant
+    )
+
+
 def model_entry(e: ModelEntry) -> wire.WireModelEntry:
     return wire.WireModelEntry(
         model_id=e.model_id,
@@ -154,6 +171,13 @@ def fit_batch(
 ) -> wire.WireFitVerdictBatch:
     results = service.fit_batch([fit_request(r) for r in requests], cancelled)
     return wire.WireFitVerdictBatch(results=[fit_result(r) for r in results])
+
+
+def fit_plan(
+    service: FitService, requests: Sequence[wire.WireFitVerdictRequest], cancelled: Callable[[], bool] = lambda: False
+) -> wire.WireFitPlanBatch:
+    results = service.plan_batch([fit_request(r) for r in requests], cancelled)
+    return wire.WireFitPlanBatch(results=[plan_result(p) for p in results])
 
 
 def fit_one(service: FitService, request: wire.WireFitVerdictRequest) -> wire.WireFitVerdictResult | None:

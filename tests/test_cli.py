@@ -292,7 +292,7 @@ def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     code, modules = json.loads(done.stdout.strip().splitlines()[-1])
-    assert code == 0
+    assert code in (0, 3, 4, 5)  # a verdict (it depends on this machine's free memory)
     assert [m for m in SERVER_STACK if m in modules] == []
     assert "numpy" not in modules and "gguf" in modules  # gguf.constants alone (memfit.gguf_constants)
 
@@ -303,3 +303,29 @@ def test_gguf_constants_are_gguf_s_own_once_gguf_is_imported() -> None:
     from memfit import gguf_constants
 
     assert gguf_constants.GGMLQuantizationType is gguf.GGMLQuantizationType and gguf_constants.Keys is gguf.Keys
+
+
+def test_plan_prints_each_quant_with_its_maxima_and_marks_the_best(
+    public_models: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # wide enough for the whole ids
+    code, out, err = _run(
+        capsys, "plan", "Qwen/Qwen3-8B-GGUF", "qwen3-f16", "no/such", "--tokens", "8192",
+        "--models", str(public_models), "--no-usual-dirs",
+    )  # fmt: skip
+    assert code == 6 and "not found: 'no/such'" in err
+    header, rule, *rows = out.splitlines()
+    assert header.split() == ["MODEL", "TOKENSxS", "FLOOR..CEILING", "MAX", "GOOD/TIGHT/POSSIBLE", "VERDICT"]
+    quants = [r for r in rows if "Qwen/Qwen3-8B-GGUF:" in r]
+    assert [r.strip("* ").split()[0] for r in quants] == [
+        f"Qwen/Qwen3-8B-GGUF:{q}" for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M")
+    ]
+    assert sum(r.startswith("*") for r in rows) <= 1 and any(r.strip().startswith("qwen3-f16 ") for r in rows)
+    assert all(re.fullmatch(r"(\d+|-)/(\d+|-)/(\d+|-)", r.split()[-2]) for r in quants)
+    code, out, _ = _run(
+        capsys, "plan", "Qwen/Qwen3-8B-GGUF", "--json", "--models", str(public_models), "--no-usual-dirs"
+    )
+    (result,) = json.loads(out)["results"]
+    assert [q["quant"] for q in result["quants"]] == ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M"]
+    best = next((q["quant"] for q in result["quants"] if (q["maxAllocatedTokens"]["good"] or 0) >= 4096), None)
+    assert result["bestQuant"] == best

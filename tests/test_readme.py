@@ -8,8 +8,8 @@ MEMFIT_STATE_DIR is the default state directory under that HOME and MEMFIT_TOKEN
 "Asking it" block defines, as a reader's shell would still have it for the later blocks).
 
 What the test changes before running a block: the README's address `http://127.0.0.1:9998` becomes the
-test server's (the same string, another port), and `memfit fit`'s verdict exit codes (3 tight, 4 oversize,
-5 unknown: answers that depend on this machine's free memory) count as success. Bash blocks run with
+test server's (the same string, another port), and `memfit fit`'s and `memfit plan`'s verdict exit codes (3 tight,
+4 oversize, 5 unknown: answers that depend on this machine's free memory) count as success. Bash blocks run with
 `bash -euo pipefail` in the repository root
 (they use `.venv/bin/memfit`); Python blocks run with the client the README's bash block generates, generated here
 by the venv's openapi-python-client with the same arguments. A block fails when it exits non-zero or prints a
@@ -171,15 +171,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         log.close()
 
 
-# `memfit fit` exits 3, 4 or 5 for a tight, oversize or unknown verdict: answers (which depend on this machine's
-# free memory), not failures of the example.
+# `memfit fit` and `memfit plan` exit 3, 4 or 5 for a tight, oversize or unknown verdict: answers (which depend on
+# this machine's free memory), not failures of the example.
 VERDICT_OK = 'verdict_ok() { "$@" || { rc=$?; [ "$rc" -ge 3 ] && [ "$rc" -le 5 ]; }; }\n'
 
 
 def _run(block: Block, world: World, **env: str) -> subprocess.CompletedProcess[str]:
     code = block.code.replace(README_ADDRESS, world.url)
     if block.lang == "bash":
-        code = VERDICT_OK + code.replace(".venv/bin/memfit fit ", "verdict_ok .venv/bin/memfit fit ")
+        for command in (".venv/bin/memfit fit ", ".venv/bin/memfit plan "):
+            code = code.replace(command, f"verdict_ok {command}")
+        code = VERDICT_OK + code
         command = ["bash", "-euo", "pipefail", "-c", code]
         cwd, extra = ROOT, {}
     else:

@@ -1,0 +1,255 @@
+"""The plan: for one model and workload, the largest allocatedTokens each verdict holds at, found by searching the
+estimator itself (POST /v1/models/fit/plan).
+
+KV is not linear in the context (sliding windows, 256-cell padding, recurrent state that does not grow), so the
+maxima are never divided out of one estimate. The bounds are monotone non-decreasing in allocatedTokens
+(tests/test_plan.py checks every family at every step), so each maximum is a binary search over llama.cpp's cell
+steps (estimator/context.py): a non-unified cache is `pad(T, 256)` cells per stream, a unified one
+`pad(T x streams, 256)`, so the estimate is constant between two step ends and the largest fitting T is a step
+end, or the model's context limit. Below `ubatch` tokens the ubatch itself grows with T (llama.cpp caps it to the
+context), so one probe past the step end found says whether the estimate moved inside the step; if it did, the
+step is searched token by token. Every probe is an exact estimate: only the context-dependent parts (KV cache,
+workspace) are computed per probe, the same functions forecast_parts uses, and shared between the quants of one
+plan (their layout is the same).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from memfit.estimator.bounds import Bounds, bounds
+from memfit.estimator.context import CELL_PADDING, context_geometry
+from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
+from memfit.estimator.quant_recipe import DEFAULT_TYPE
+from memfit.estimator.recurrent_state import recurrent_state_bytes
+from memfit.estimator.subject import Subject
+from memfit.estimator.vocabulary import Basis, ContextSource
+from memfit.estimator.workload import Workload, input_refusal
+from memfit.estimator.workspace import workspace_bounds
+from memfit.quant_names import QUANT_NAME
+
+SEARCH_CAP = 1 << 20  # a model without a known context limit is searched up to 1,048,576 tokens
+QUANT_TAG = re.compile(QUANT_NAME, re.IGNORECASE)
+SUFFIX_RANK = {"L": 3, "M": 2, "S": 1, "XS": 0}  # within one default type: _L above _M above _S (more tensors widened)
+
+
+@dataclass(frozen=True)
+class Maxima:
+    """The largest allocatedTokens whose verdict is good, whose ceiling fits, whose floor fits; None where none
+    does. Each is capped at the model's context limit."""
+
+    good: int | None
+    tight: int | None
+    possible: int | None
+
+
+NO_MAXIMA = Maxima(None, None, None)
+
+
+def precision_key(quant: str) -> tuple:
+    """Sort key, highest precision first: the bits per weight of the quant's default tensor type (llama-quantize's
+    recipe), then _L > _M > _S, then the name; quants memfit has no recipe for come last."""
+    from memfit.estimator.catalog import bits_per_weight  # the catalog imports this module's callers
+
+    name = quant.upper()
+    qtype = DEFAULT_TYPE.get(name)
+    if qtype is None:
+        return (1, 0.0, 0, name)
+    suffix = name.rsplit("_", 1)[-1] if name.count("_") >= 2 else ""
+    return (0, -bits_per_weight(qtype.name), -SUFFIX_RANK.get(suffix, 0), name)
+
+
+def is_quant_tag(tag: str) -> bool:
+    return QUANT_TAG.fullmatch(tag) is not None
+
+
+class Probes:
+    """The context-dependent parts of estimates (KV cache, workspace), per layout and allocatedTokens; shared by
+    the quants of one plan request."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple, dict[int, tuple[int | None, int | None, int]]] = {}
+        self.computed = 0  # work counted: context-dependent estimates actually computed
+
+    def table(self, subject: Subject, workload: Workload) -> dict[int, tuple[int | None, int | None, int]]:
+        key = (
+            subject.layout,
+            subject.n_vocab,
+            replace(workload, allocated_tokens=0, context_source=ContextSource.REQUESTED),
+        )
+        return self._memo.setdefault(key, {})
+
+
+class Estimator:
+    """Exact bounds of one subject under one workload at any allocatedTokens: what `bounds(forecast_parts(...))`
+    gives without a measurement history."""
+
+    def __init__(self, subject: Subject, workload: Workload, probes: Probes) -> None:
+        self.subject, self.workload, self.probes = subject, workload, probes
+        layout = subject.layout
+        # the lean path: a known layout and a known flash attention setting; otherwise forecast_parts itself
+        self.lean = layout is not None and workload.flash_attention_on is not None
+        self.memo = probes.table(subject, workload)
+        if not self.lean or layout is None:
+            return
+        k_type, v_type = cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
+        self.k_type, self.v_type = k_type, v_type
+        self.kv_mode = (
+            "none"
+            if not layout.has_kv_cache or not layout.attention
+            else "unknown"
+            if cache_type_problem(layout, k_type, v_type)
+            else "derived"
+        )
+        # the KV cache as (window, bytes per cell) groups: kv_cache_bytes summed without a loop over every layer
+        flash = workload.flash_attention_on is not False
+        groups: dict[int | None, int] = {}
+        for cache in layout.caches if self.kv_mode == "derived" else ():
+            for layer in cache.layers:
+                per_cell = k_type.row_bytes(layer.k_width)
+                if layer.has_v:
+                    per_cell += v_type.row_bytes(layer.v_width if flash else cache.v_width_max)
+                groups[layer.window] = groups.get(layer.window, 0) + per_cell
+        self.kv_groups = tuple(groups.items())
+        fixed = [subject.weights, subject.companions]
+        geometry = context_geometry(1, max(1, workload.streams), causal=layout.causal)
+        r, s = recurrent_state_bytes(layout.recurrent, geometry)
+        self.fixed_lower = sum(p.bytes for p in fixed if p.bytes is not None) + r + s
+        self.fixed_slack = sum(p.slack for p in fixed)
+        self.fixed_unknown = any(p.basis is Basis.UNKNOWN for p in fixed) or self.kv_mode == "unknown"
+
+    def _varying(self, tokens: int) -> tuple[int | None, int | None, int]:
+        """(KV bytes or None when unknown, workspace floor or None, workspace slack) at `tokens`."""
+        found = self.memo.get(tokens)
+        if found is not None:
+            return found
+        self.probes.computed += 1
+        layout, w = self.subject.layout, self.workload
+        assert layout is not None
+        geometry = context_geometry(
+            tokens,
+            w.streams,
+            causal=layout.causal,
+            n_ubatch=w.ubatch_tokens,
+            unified=w.kv_unified,
+            flash_attention=w.flash_attention_on is not False,
+        )
+        kv: int | None = 0
+        if self.kv_mode == "derived":
+            kv = geometry.n_stream * sum(window_cells(window, geometry) * b for window, b in self.kv_groups)
+        elif self.kv_mode == "unknown":
+            kv = None
+        ws = None
+        if layout.graph is not None and self.subject.n_vocab is not None:
+            ws = workspace_bounds(layout.graph, self.subject.n_vocab, geometry)
+        found = (kv, ws[0] if ws else None, ws[1] if ws else 0)
+        self.memo[tokens] = found
+        return found
+
+    def bounds(self, tokens: int) -> tuple[int, int | None]:
+        """(floor, ceiling or None) at `tokens` allocatedTokens per stream."""
+        if not self.lean:
+            parts, _ = forecast_parts(self.subject, replace(self.workload, allocated_tokens=tokens))
+            b: Bounds = bounds(parts)
+            return b.lower, b.upper
+        kv, ws_floor, ws_slack = self._varying(tokens)
+        lower = self.fixed_lower + (kv or 0) + (ws_floor or 0)
+        if self.fixed_unknown or kv is None or ws_floor is None:
+            return lower, None
+        return lower, lower + self.fixed_slack + ws_slack
+
+
+class StepEnds:
+    """The allocatedTokens at which the estimate can change, as the right ends of llama.cpp's cell steps (the
+    estimate is constant on (previous end, end], apart from the ubatch below `ubatch` tokens), up to `limit`,
+    which ends the last step. A sequence computed on demand: a unified cache of many streams has many steps."""
+
+    def __init__(self, limit: int, streams: int, unified: bool) -> None:
+        self.limit = limit
+        self.per_end = streams if unified else 1  # T x per_end cells, padded to 256
+        self.first = -(-self.per_end // CELL_PADDING)  # the first step whose end is at least 1 token
+        last = (limit * self.per_end) // CELL_PADDING
+        self.count = max(0, last - self.first + 1)
+        self.capped = self.count == 0 or self._end(self.count - 1) != limit  # the limit ends one more step
+
+    def _end(self, i: int) -> int:
+        return (self.first + i) * CELL_PADDING // self.per_end
+
+    def __len__(self) -> int:
+        return self.count + self.capped
+
+    def __getitem__(self, i: int) -> int:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.limit if i == self.count else self._end(i)
+
+
+def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: int | None) -> Maxima:
+    """The three maxima by binary search over the step ends, each refined inside its step where the estimate
+    moves there. None when the budget is unknown or the workload is refused whatever the context."""
+    w = estimator.workload
+    if budget is None or input_refusal(replace(w, allocated_tokens=1)) is not None:
+        return NO_MAXIMA
+    if limit is not None and limit <= 0:
+        return NO_MAXIMA
+    ends = StepEnds(limit if limit is not None else SEARCH_CAP, w.streams, w.kv_unified)
+    cache: dict[int, tuple[int, int | None]] = {}
+
+    def at(tokens: int) -> tuple[int, int | None]:
+        if tokens not in cache:
+            cache[tokens] = estimator.bounds(tokens)
+        return cache[tokens]
+
+    def possible(b: tuple[int, int | None]) -> bool:
+        return b[0] <= budget
+
+    def tight(b: tuple[int, int | None]) -> bool:
+        return b[1] is not None and b[1] <= budget
+
+    def good(b: tuple[int, int | None]) -> bool:
+        return b[1] is not None and b[1] * (1 + margin) <= budget
+
+    found: dict[str, int | None] = {}
+    known: dict[int, tuple[int, int | None]] = {}  # step index -> bounds, shared by the three searches
+    hi = len(ends)
+    for name, fits in (("possible", possible), ("tight", tight), ("good", good)):  # each within the one before
+        lo = max((i for i, b in known.items() if i < hi and fits(b)), default=-1)
+        hi = min((i for i, b in known.items() if lo < i < hi and not fits(b)), default=hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            known[mid] = at(ends[mid])
+            if fits(known[mid]):
+                lo = mid
+            else:
+                hi = mid
+        found[name] = _refine(_at_tokens(fits, at), ends, lo)
+        hi = lo + 1
+    return Maxima(found["good"], found["tight"], found["possible"])
+
+
+def _at_tokens(
+    fits: Callable[[tuple[int, int | None]], bool], at: Callable[[int], tuple[int, int | None]]
+) -> Callable[[int], bool]:
+    return lambda tokens: fits(at(tokens))
+
+
+def _refine(fits: Callable[[int], bool], ends: StepEnds, i: int) -> int | None:
+    """The largest fitting T in (ends[i], ends[i + 1]) when the estimate moves inside that step, else ends[i]."""
+    low = ends[i] if i >= 0 else 0
+    if i + 1 >= len(ends):
+        return low or None  # capped at the limit
+    high = ends[i + 1]  # does not fit
+    if high - low <= 1 or not fits(low + 1):
+        return low or None
+    lo, hi = low + 1, high
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

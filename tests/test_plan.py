@@ -1,0 +1,256 @@
+"""POST /v1/models/fit/plan: the largest context each verdict holds at, searched over the estimator itself.
+
+The search is only as good as its premise, so the premise is tested first: the floor and the ceiling are
+monotone non-decreasing in allocatedTokens for a model of every family. Then the three maxima are compared with
+brute force over every token up to a small context limit, and the fit answered at `good` is good while one token
+more is not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from memfit.estimator.bounds import bounds
+from memfit.estimator.fit_service import FitService
+from memfit.estimator.fit_types import FitRequest
+from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.plan import Estimator, Probes, StepEnds, maxima, precision_key
+from memfit.estimator.quant_recipe import DEFAULT_TYPE
+from memfit.estimator.subject import Subject
+from memfit.estimator.vocabulary import Verdict
+from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
+from memfit.readers.host_memory import HostMemory, read_host_memory
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
+from tests.conftest import LiveServer
+from tools.families.attention import bert_embd, deepseek2_mla, llama_hd96
+from tools.gguf_writers import Model, gemma3_swa, granitehybrid, llama_gqa, mamba2, qwen3moe, write_model
+
+PLAN = "/v1/models/fit/plan"
+MARGIN = Fraction(1, 10)
+FAMILIES: dict[str, Callable[[], Model]] = {
+    "dense": llama_hd96,
+    "gqa": llama_gqa,
+    "sliding-window": gemma3_swa,
+    "mla": deepseek2_mla,
+    "moe": qwen3moe,
+    "hybrid": granitehybrid,
+    "recurrent": mamba2,
+    "embedding": bert_embd,
+}
+WORKLOADS = {
+    "defaults": WorkloadRequest(),
+    "3 streams, q8_0 K": WorkloadRequest(streams=3, key_element_bytes=1),
+    "unified, 3 streams": WorkloadRequest(streams=3, kv_unified=True),
+    "flash attention off": WorkloadRequest(flash_attention="off"),
+    "ubatch 256": WorkloadRequest(ubatch_tokens=256, streams=2),
+}
+
+
+@pytest.fixture(scope="module")
+def family_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("plan-families")
+    for name, build in FAMILIES.items():
+        write_model(build(), directory / f"{name}.gguf")
+    return directory
+
+
+def _service(directory: Path, budget: int | None = None) -> FitService:
+    read = read_host_memory if budget is None else (lambda: HostMemory(available=budget, total=budget))
+    service = build_service([Root(str(directory), RootKind.PLAIN)], read_host=read)
+    service.index.refresh()
+    return service
+
+
+@pytest.fixture(scope="module")
+def subjects(family_dir: Path) -> dict[str, Subject]:
+    service = _service(family_dir)
+    found = {name: service.subject(name) for name in FAMILIES}
+    assert all(s is not None and s.layout is not None for s in found.values())
+    return {name: s for name, s in found.items() if s is not None}
+
+
+def reference(subject: Subject, workload: Workload, tokens: int) -> tuple[int, int | None]:
+    """The bounds a fit answer gives (forecast_parts, no measurement history): the truth the search must match."""
+    b = bounds(forecast_parts(subject, replace(workload, allocated_tokens=tokens))[0])
+    return b.lower, b.upper
+
+
+def _workload(subject: Subject, request: WorkloadRequest) -> Workload:
+    return resolve_workload(request, subject.context_limit)
+
+
+@pytest.mark.parametrize("workload", WORKLOADS.values(), ids=WORKLOADS.keys())
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bounds_are_monotone_in_allocated_tokens(subjects: dict[str, Subject], family: str, workload) -> None:
+    """Floor and ceiling never fall as allocatedTokens grows: at every 256-cell step up to 32,768 tokens and at
+    every token below 1,024 (where the ubatch still grows with the context); and the search's lean estimate is
+    exactly the fit answer's."""
+    subject = subjects[family]
+    w = _workload(subject, workload)
+    lean = Estimator(subject, w, Probes())
+    points = sorted({*range(1, 1024), *range(256, 32768 + 1, 256)})
+    previous: tuple[int, int | None] = (0, 0)
+    for tokens in points:
+        floor, ceiling = reference(subject, w, tokens)
+        assert lean.bounds(tokens) == (floor, ceiling), (family, tokens)
+        assert floor >= previous[0], (family, tokens)
+        if previous[1] is None:  # an unknown ceiling stays unknown
+            assert ceiling is None, (family, tokens)
+        elif ceiling is not None:
+            assert ceiling >= previous[1], (family, tokens)
+        previous = (floor, ceiling)
+
+
+def _brute(values: list[tuple[int, int | None]], budget: int) -> tuple[int | None, int | None, int | None]:
+    """(good, tight, possible) by looking at every token count (values[t - 1] is at t tokens)."""
+
+    def largest(fits: Callable[[int, int | None], bool]) -> int | None:
+        return max((t for t, (lo, up) in enumerate(values, 1) if fits(lo, up)), default=None)
+
+    return (
+        largest(lambda lo, up: up is not None and up * (1 + MARGIN) <= budget),
+        largest(lambda lo, up: up is not None and up <= budget),
+        largest(lambda lo, up: lo <= budget),
+    )
+
+
+BRUTE_LIMIT = 1800  # not a multiple of 256: the last step, (1792, 1800], ends at the limit
+BRUTE_WORKLOADS = {k: WORKLOADS[k] for k in ("defaults", "unified, 3 streams", "ubatch 256")}
+
+
+@pytest.mark.parametrize("workload", BRUTE_WORKLOADS.values(), ids=BRUTE_WORKLOADS.keys())
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_search_matches_brute_force(subjects: dict[str, Subject], family: str, workload) -> None:
+    subject = replace(subjects[family], context_limit=BRUTE_LIMIT)
+    w = _workload(subject, workload)
+    values = [reference(subject, w, t) for t in range(1, BRUTE_LIMIT + 1)]
+    budgets = {0, values[0][0] - 1, values[-1][0] + 10**12}
+    for t in (1, 200, 256, 300, 511, 512, 700, 1024, 1500, 1792, 1800):
+        lo, up = values[t - 1]
+        budgets |= {lo, lo + 1, lo - 1}
+        if up is not None:
+            budgets |= {up, up - 1, int(up * (1 + MARGIN)), int(up * (1 + MARGIN)) + 1}
+    probes = Probes()
+    for budget in sorted(budgets):
+        found = maxima(Estimator(subject, w, probes), budget, MARGIN, BRUTE_LIMIT)
+        assert (found.good, found.tight, found.possible) == _brute(values, budget), (family, budget)
+
+
+def test_the_search_needs_few_estimates(subjects: dict[str, Subject]) -> None:
+    """O(log limit): a 131,072-token limit takes a few dozen context-dependent estimates for all three maxima."""
+    subject = replace(subjects["gqa"], context_limit=131072)
+    w = _workload(subject, WorkloadRequest())
+    budget = reference(subject, w, 50_000)[1]
+    assert budget is not None
+    probes = Probes()
+    found = maxima(Estimator(subject, w, probes), budget, MARGIN, subject.context_limit)
+    assert found.tight is not None and 49_000 < found.tight < 51_000
+    assert probes.computed <= 3 * (9 + 2)
+
+
+def test_step_ends() -> None:
+    assert list(StepEnds(1000, 4, unified=False)) == [256, 512, 768, 1000]
+    assert list(StepEnds(512, 1, unified=False)) == [256, 512]
+    assert list(StepEnds(200, 1, unified=False)) == [200]
+    assert list(StepEnds(300, 3, unified=True)) == [85, 170, 256, 300]
+
+
+def test_the_fit_at_good_is_good_and_one_token_more_is_not(family_dir: Path, subjects: dict[str, Subject]) -> None:
+    for family, subject in subjects.items():
+        w = _workload(subject, WorkloadRequest())
+        floor, upper = reference(subject, w, 3000)
+        service = _service(family_dir, int(upper * (1 + MARGIN)) if upper is not None else floor)
+        (plan,) = service.plan_batch([FitRequest(family)])
+        (quant,) = plan.quants
+        assert plan.best_quant is None  # one model named, not a repository
+        limit = subject.context_limit
+        assert limit is not None and quant.max_possible is not None
+        if upper is None:  # a part is unknown (MLA's workspace): only the floor can fit
+            assert quant.max_good is None and quant.max_tight is None
+            assert quant.fit.workload.allocated_tokens == min(4096, limit)  # the documented default
+            continue
+        good = quant.max_good
+        assert good is not None and quant.fit.verdict is Verdict.GOOD, family
+        assert quant.fit.workload.allocated_tokens == good
+        assert good <= (quant.max_tight or 0) <= quant.max_possible
+        if good < limit:
+            above = service.fit_one(FitRequest(family, WorkloadRequest(allocated_tokens=good + 1)))
+            assert above is not None and above.verdict is not Verdict.GOOD, family
+        else:
+            assert good == limit
+
+
+def test_a_repository_means_every_quant_highest_precision_first() -> None:
+    service = build_service(read_host=lambda: HostMemory(available=9 << 30, total=9 << 30))
+    (plan,) = service.plan_batch([FitRequest("Qwen/Qwen3-8B-GGUF")])
+    assert [q.model_id for q in plan.quants] == [
+        f"Qwen/Qwen3-8B-GGUF:{q}" for q in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M")
+    ]
+    # no context asked: the fit is at `good`, and the best quant is the first good at the default 4096
+    for q in plan.quants:
+        assert q.fit.workload.allocated_tokens == (q.max_good or 4096)
+    best = next(q.quant for q in plan.quants if q.max_good is not None and q.max_good >= 4096)
+    assert plan.best_quant == best == "Q6_K"
+    (asked,) = service.plan_batch([FitRequest("Qwen/Qwen3-8B-GGUF", WorkloadRequest(allocated_tokens=32768))])
+    assert all(q.fit.workload.allocated_tokens == 32768 for q in asked.quants)
+    assert asked.best_quant == next((q.quant for q in asked.quants if q.fit.verdict is Verdict.GOOD), None)
+
+
+def test_the_spec_states_the_precision_order() -> None:
+    spec = yaml.safe_load((Path(__file__).resolve().parent.parent / "openapi.yaml").read_text())
+    description = " ".join(
+        spec["components"]["schemas"]["WireFitPlanResult"]["properties"]["quants"]["description"].split()
+    )
+    order = " > ".join(sorted(DEFAULT_TYPE, key=precision_key))
+    assert order in description
+
+
+# --- over HTTP --------------------------------------------------------------------------------------------------
+
+
+def test_plan_answers_in_request_order_leaving_unknown_ids_out(client: httpx.Client) -> None:
+    body = [{"modelId": "qwen3-f16"}, {"modelId": "no/such:Q4_K_M"}, {"modelId": "llama-gqa-f16", "streams": 2}]
+    response = client.post(PLAN, json=body)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [r["modelId"] for r in results] == ["qwen3-f16", "llama-gqa-f16"]
+    for r in results:
+        (quant,) = r["quants"]
+        assert r["bestQuant"] is None
+        assert set(quant["maxAllocatedTokens"]) == {"good", "tight", "possible"}
+        assert quant["fit"]["modelId"] == r["modelId"]
+    assert results[1]["quants"][0]["fit"]["estimate"]["workload"]["streams"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "rule"),
+    [([{"modelId": "qwen3-f16"}] * 33, "at most 32 requests, got 33"), ([], "at least 1 requests, got 0")],
+    ids=["33", "empty"],
+)
+def test_a_plan_of_33_or_none_is_400(client: httpx.Client, body: list, rule: str) -> None:
+    response = client.post(PLAN, json=body)
+    assert response.status_code == 400
+    assert response.json()["type"] == "invalidRequest" and response.json()["detail"].startswith(rule)
+
+
+def test_a_plan_reads_the_budget_once(public_models: Path) -> None:
+    calls = []
+
+    def counting() -> HostMemory:
+        calls.append(1)
+        return read_host_memory()
+
+    service = build_service([Root(str(public_models), RootKind.PLAIN)], read_host=counting)
+    with LiveServer(service) as server, server.client() as c:
+        body = [{"modelId": "Qwen/Qwen3-8B-GGUF"}, {"modelId": "qwen3-f16"}, {"modelId": "llama-gqa-f16"}]
+        results = c.post(PLAN, json=body).json()["results"]
+    assert len(calls) == 1
+    budgets = {q["fit"]["budget"]["bytes"] for r in results for q in r["quants"]}
+    assert len(budgets) == 1 and len(results) == 3 and len(results[0]["quants"]) == 4
