@@ -447,9 +447,14 @@ class Graph:
     logits: bool = True  # False: an embedding graph (build_pooling, no LM head)
     cache_attention: bool = True  # False: build_attn_inp_no_cache (non-causal attention over the ubatch)
     ffn_in_recurrence: bool = False  # RWKV 6/7: the FFN is the channel mix, inside `recurrent_in`
+    hidden_output: bool = False  # res->t_h_nextn: the last hidden state is an output, rows selected after the trunk
+    node_for_node: bool = False  # the rebuilt graph is llama.cpp's, node for node (checked against its graph)
 
 
 DECODER = Graph()
+SAME_DECODER = Graph(node_for_node=True)
+NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state for next-token prediction
+SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
 EMBEDDER = Graph(logits=False, cache_attention=False)
 MAMBA1 = Graph(recurrent_in=mamba_in)
@@ -520,7 +525,7 @@ _QWEN_NEXT = Recurrence(every_4th_attends)
 
 RULES: dict[str, ArchRule] = {
     # create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes)
-    "llama": ArchRule(tensors=tensors_llama, llm_type_70b=llama_70b, graph=DECODER, counted=True),
+    "llama": ArchRule(tensors=tensors_llama, llm_type_70b=llama_70b, graph=SAME_DECODER, counted=True),
     "deci": CHECKED,
     "falcon": PLAIN,
     "grok": PLAIN,
@@ -535,11 +540,11 @@ RULES: dict[str, ArchRule] = {
     "bloom": PLAIN,
     "stablelm": ArchRule(tensors=tensors_stablelm, counted=True),
     "qwen": PLAIN,
-    "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=DECODER, counted=True),
+    "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
     "qwen2vl": PLAIN,
-    "qwen3": ArchRule(tensors=tensors_qwen3, graph=DECODER, counted=True),
-    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=DECODER, counted=True),
+    "qwen3": ArchRule(tensors=tensors_qwen3, graph=SAME_DECODER, counted=True),
+    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=SAME_DECODER, counted=True),
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
@@ -551,7 +556,7 @@ RULES: dict[str, ArchRule] = {
     "internlm2": ArchRule(tensors=tensors_llama, counted=True),
     "minicpm": ArchRule(tensors=tensors_llama, counted=True),
     "minicpm3": CHECKED,
-    "gemma": ArchRule(tensors=tensors_gemma, graph=DECODER, counted=True),
+    "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
     "xverse": PLAIN,
     "command-r": ArchRule(tensors=tensors_command_r, graph=DECODER, counted=True),
     "dbrx": PLAIN,
@@ -562,13 +567,13 @@ RULES: dict[str, ArchRule] = {
     "deepseek": PLAIN,
     "chatglm": PLAIN,
     "glm4": ArchRule(counted=True),
-    "glm4moe": CHECKED,
+    "glm4moe": ArchRule(graph=SAME_NEXTN_DECODER),
     "bitnet": PLAIN,
     "jais": PLAIN,
     "jais2": PLAIN,
     "nemotron": PLAIN,
     "exaone": PLAIN,
-    "granite": ArchRule(graph=DECODER, counted=True),
+    "granite": ArchRule(graph=SAME_DECODER, counted=True),
     "granitemoe": ArchRule(counted=True),
     "chameleon": PLAIN,
     "plm": PLAIN,
@@ -588,7 +593,7 @@ RULES: dict[str, ArchRule] = {
     "minimax-m2": PLAIN,
     "cogvlm": PLAIN,
     "pangu-embedded": PLAIN,
-    "mistral3": ArchRule(tensors=tensors_llama, graph=DECODER, counted=True),
+    "mistral3": ArchRule(tensors=tensors_llama, graph=SAME_DECODER, counted=True),
     "maincoder": PLAIN,
     "talkie": PLAIN,
     "llama-embed": ArchRule(graph=EMBEDDER),
@@ -629,12 +634,15 @@ RULES: dict[str, ArchRule] = {
     "hy_v3": ArchRule(kv_layers=trunk_layer),
     # sliding windows
     "gemma2": ArchRule(
-        tensors=tensors_gemma2, window=Window(period_pattern, period=2, default_size=4096), graph=DECODER, counted=True
+        tensors=tensors_gemma2,
+        window=Window(period_pattern, period=2, default_size=4096),
+        graph=SAME_DECODER,
+        counted=True,
     ),
     "gemma3": ArchRule(
         tensors=tensors_gemma3,
         window=Window(period_pattern, window_key_positive, period=6),
-        graph=DECODER,
+        graph=SAME_DECODER,
         counted=True,
     ),
     "gemma3n": ArchRule(
@@ -650,39 +658,45 @@ RULES: dict[str, ArchRule] = {
         tied_embedding_twice=True,
     ),
     "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=DECODER, counted=True),
-    "gpt-oss": ArchRule(tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=DECODER, counted=True),
+    "gpt-oss": ArchRule(
+        tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=SAME_NEXTN_DECODER, counted=True
+    ),
     "olmo2": ArchRule(
         tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=DECODER, counted=True
     ),
     "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=DECODER),
     "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=DECODER),
-    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=DECODER),
+    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
-        graph=DECODER,
+        graph=SAME_DECODER,
     ),
     "exaone4": ArchRule(
         window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
         graph=DECODER,
         counted=True,
     ),
-    "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=DECODER),
+    "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=SAME_DECODER),
     "llama4": ArchRule(
         window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192),
         graph=Graph(moe_layers=experts_interleaved),
     ),
     "mellum": ArchRule(
         window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
-        graph=DECODER,
+        graph=SAME_DECODER,
     ),
-    "muse-glimmer": ArchRule(window=Window(period_or_array_pattern, period=4, pattern_required=True), graph=DECODER),
+    "muse-glimmer": ArchRule(
+        window=Window(period_or_array_pattern, period=4, pattern_required=True), graph=SAME_DECODER
+    ),
     "cohere2moe": ArchRule(
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
         graph=DECODER,
     ),
-    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=DECODER),
-    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=DECODER),
-    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=DECODER),
+    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=NEXTN_DECODER),
+    "step35": ArchRule(
+        kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=NEXTN_DECODER
+    ),
+    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=SAME_DECODER),
     # recurrent
     "mamba": ArchRule(
         memory=Memory.RECURRENT,

@@ -178,7 +178,12 @@ def graph_shape(
             )
         )
     return GraphShape(
-        n_embd=layers.n_embd, layers=tuple(blocks), logits=graph.logits, cache_attention=graph.cache_attention
+        n_embd=layers.n_embd,
+        layers=tuple(blocks),
+        logits=graph.logits,
+        cache_attention=graph.cache_attention,
+        hidden_output=graph.hidden_output,
+        node_for_node=graph.node_for_node,
     )
 
 

@@ -16,7 +16,9 @@ All activations are F32; T = ubatch tokens, E = n_embd.
 
 from __future__ import annotations
 
+from memfit.estimator.compute_graph import build_graph, buildable, ubatch_tokens
 from memfit.estimator.context import ContextGeometry
+from memfit.estimator.graph_alloc import reserved_bytes
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import GraphLayer, GraphShape
 
@@ -30,14 +32,18 @@ FLOOR_INPUTS = 2 * MiB  # allocator gap (measured): small inputs and alignment t
 SLACK_ROWS = 2  # allocator gap (measured): up to two more rows of the widest activation lost to best fit
 SLACK_FIXED = 8 * MiB  # allocator gap (measured): sinks, extra masks, norms and scales, 32/64-byte alignment
 FFN_SLACK_ROWS = 1  # allocator gap (measured): the head's logits can land above one freed FFN activation row
-# Above this ubatch the allocator's holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes,
-# measured): the compute buffer is not derived there.
+# The rebuilt graph is llama.cpp's node for node for the architectures whose graph was checked against llama.cpp's
+# own (0 bytes apart on the checked runs, within one [n_embd, n_tokens] F32 row over every measured run); for the
+# others it leaves out a builder's own extras (LayerNorm, parallel blocks, layers without rope, routers), measured
+# within two rows of llama.cpp.
+REPLAY_SLACK_ROWS = 2  # either side of the replayed buffer, where the graph is not checked node for node
+REPLAY_SLACK_ROWS_CHECKED = 1  # either side, where it is
+REPLAY_SLACK_FIXED = 1 * MiB  # either side, always: small inputs' alignment
+# Above this ubatch the phases' holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes, measured);
+# the rebuilt graph's buffer is exact there too (every measured n_ubatch 2048 run inside its bounds), but ggml-alloc's
+# best fit makes it fall and rise as the context grows with a ubatch this large, and the plan's search needs bounds
+# that only grow: not derived above it, for now.
 MAX_DERIVED_UBATCH = 512
-
-
-def ubatch_tokens(geometry: ContextGeometry) -> int:
-    t = min(geometry.n_ctx, geometry.n_ubatch)  # llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch)
-    return -(-t // geometry.n_seq) * geometry.n_seq  # graph_reserve: rounded up to a multiple of n_seqs
 
 
 def mask_bytes(graph: GraphShape, geometry: ContextGeometry, t: int) -> int:
@@ -142,7 +148,15 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
 
 def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:
     """(floor, ceiling) of the compute buffer llama.cpp reserves for this graph and workload, or None where the
-    rule is not derived (see `derived_for`)."""
+    rule is not derived: the buffer ggml-alloc sizes for the rebuilt graph (estimator/compute_graph.py) where it is
+    rebuilt, else the widest phase below (see `derived_for`)."""
+    if geometry.swa_full or geometry.n_ubatch > MAX_DERIVED_UBATCH:  # see MAX_DERIVED_UBATCH
+        return None
+    if buildable(graph):
+        reserved = reserved_bytes(build_graph(graph, geometry, n_vocab))
+        rows = REPLAY_SLACK_ROWS_CHECKED if graph.node_for_node else REPLAY_SLACK_ROWS
+        margin = rows * ubatch_tokens(geometry) * graph.n_embd * F32 + REPLAY_SLACK_FIXED
+        return max(0, reserved - margin), reserved + margin
     if not derived_for(graph, geometry):
         return None
     t = ubatch_tokens(geometry)

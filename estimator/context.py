@@ -21,6 +21,8 @@ class ContextGeometry:
     swa_seqs: int = 1  # sequences sharing one sliding window: n_seq in a unified cache, else 1
     swa_full: bool = False  # llama.cpp's swa_full: sliding layers keep the whole context
     flash_attention: bool = True  # flash attention on (llama.cpp's `auto` on its CPU backend); off: V transposed
+    quantized_k: bool = False  # a block-quantized K cache type (q8_0): llama.cpp rotates K and Q (attn_rot_k)
+    quantized_v: bool = False  # a block-quantized V cache type: llama.cpp rotates V (attn_rot_v)
 
 
 def llama_geometry(
@@ -32,6 +34,8 @@ def llama_geometry(
     swa_full: bool = False,
     causal: bool = True,
     flash_attention: bool = True,
+    quantized_k: bool = False,
+    quantized_v: bool = False,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
 
@@ -50,6 +54,8 @@ def llama_geometry(
         swa_seqs=n_seq if unified else 1,
         swa_full=swa_full,
         flash_attention=flash_attention,
+        quantized_k=quantized_k,
+        quantized_v=quantized_v,
     )
 
 
@@ -61,6 +67,8 @@ def context_geometry(
     n_ubatch: int = DEFAULT_N_UBATCH,
     unified: bool = False,
     flash_attention: bool = True,
+    quantized_k: bool = False,
+    quantized_v: bool = False,
 ) -> ContextGeometry:
     """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, the requested n_ubatch, unified cache
     and flash attention, and llama.cpp's defaults for the rest."""
@@ -71,4 +79,6 @@ def context_geometry(
         unified=unified,
         causal=causal,
         flash_attention=flash_attention,
+        quantized_k=quantized_k,
+        quantized_v=quantized_v,
     )

@@ -109,6 +109,8 @@ def forecast_parts(
             n_ubatch=workload.ubatch_tokens,
             unified=workload.kv_unified,
             flash_attention=workload.flash_attention_on is not False,  # an unknown value: both are tried
+            quantized_k=cache_type(workload.key_element_bytes).quantized,
+            quantized_v=cache_type(workload.value_element_bytes).quantized,
         )
         problem = (
             cache_type_problem(

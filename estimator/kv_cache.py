@@ -18,6 +18,11 @@ class CacheType:
     block_bytes: int
     ggml_type: QT | None = None  # None for a size that names no llama.cpp type
 
+    @property
+    def quantized(self) -> bool:
+        """ggml_is_quantized: elements stored in blocks (q8_0, q4_0, ...)."""
+        return self.block > 1
+
     def row_bytes(self, width: int) -> int:
         """ggml_row_size: whole blocks of the type (llama.cpp refuses widths that are not whole blocks)."""
         return ceil_div(width, self.block) * self.block_bytes

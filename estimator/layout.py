@@ -61,6 +61,8 @@ class GraphShape:
     layers: tuple[GraphLayer, ...]
     logits: bool = True  # False: an embedding graph, no LM head (build_pooling's output instead)
     cache_attention: bool = True  # False: build_attn_inp_no_cache, keys are the ubatch itself
+    hidden_output: bool = False  # the last hidden state is a graph output, output rows selected after the trunk
+    node_for_node: bool = False  # estimator/compute_graph.py rebuilds llama.cpp's graph exactly (checked)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -137,6 +137,8 @@ class Estimator:
             n_ubatch=w.ubatch_tokens,
             unified=w.kv_unified,
             flash_attention=w.flash_attention_on is not False,
+            quantized_k=cache_type(w.key_element_bytes).quantized,
+            quantized_v=cache_type(w.value_element_bytes).quantized,
         )
         kv: int | None = 0
         if self.kv_mode == "derived":

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from memfit.estimator.bounds import bounds
+from memfit.estimator.compute_buffer import REPLAY_SLACK_FIXED
 from memfit.estimator.fit_service import FitService
 from memfit.estimator.fit_types import FitRequest
 from memfit.estimator.forecast import forecast_parts
@@ -89,9 +90,10 @@ def _workload(subject: Subject, request: WorkloadRequest) -> Workload:
 @pytest.mark.parametrize("workload", WORKLOADS.values(), ids=WORKLOADS.keys())
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bounds_are_monotone_in_allocated_tokens(subjects: dict[str, Subject], family: str, workload) -> None:
-    """Floor and ceiling never fall as allocatedTokens grows: at every 256-cell step up to 32,768 tokens and at
-    every token below 1,024 (where the ubatch still grows with the context); and the search's lean estimate is
-    exactly the fit answer's."""
+    """Floor and ceiling never fall as allocatedTokens grows, but for ggml-alloc's best fit, whose buffer can
+    shrink a little when a mask grows (within REPLAY_SLACK_FIXED, the margin both bounds keep): at every 256-cell
+    step up to 32,768 tokens and at every token below 1,024 (where the ubatch still grows with the context); and
+    the search's lean estimate is exactly the fit answer's."""
     subject = subjects[family]
     w = _workload(subject, workload)
     lean = Estimator(subject, w, Probes())
@@ -100,11 +102,11 @@ def test_bounds_are_monotone_in_allocated_tokens(subjects: dict[str, Subject], f
     for tokens in points:
         floor, ceiling = reference(subject, w, tokens)
         assert lean.bounds(tokens) == (floor, ceiling), (family, tokens)
-        assert floor >= previous[0], (family, tokens)
+        assert floor >= previous[0] - REPLAY_SLACK_FIXED, (family, tokens)
         if previous[1] is None:  # an unknown ceiling stays unknown
             assert ceiling is None, (family, tokens)
         elif ceiling is not None:
-            assert ceiling >= previous[1], (family, tokens)
+            assert ceiling >= previous[1] - REPLAY_SLACK_FIXED, (family, tokens)
         previous = (floor, ceiling)
 
 

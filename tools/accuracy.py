@@ -163,6 +163,8 @@ def run_geometry(record: dict, arch: str) -> ContextGeometry:
         unified=bool(s.get("unified")),
         swa_full=bool(s.get("swa_full")),
         causal=RULES[arch].memory is not Memory.NONE if arch in RULES else True,
+        quantized_k=GGML_CACHE_TYPES[s["type_k"]].quantized,
+        quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
     )
     return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
 

@@ -1,0 +1,242 @@
+"""The graph llama.cpp reserves its compute buffer for, rebuilt from a model's layout (src/llama-graph.cpp).
+
+llama_context::sched_reserve builds the prompt-processing graph for one worst-case ubatch (n_tokens = min(n_ctx,
+n_ubatch) rounded up to a multiple of n_seq, one output per token, every KV cell visible) and ggml-alloc sizes the
+buffer for it (estimator/graph_alloc.py). This module builds that graph for the transformer decoders whose blocks
+are attention (full or sliding-window, grouped-query, flash attention on or off) followed by a dense or a routed
+FFN, as llama.cpp's builders lay them out. Weights and in-place ops on a tensor's only consumer (biases, norms'
+weights, rope, q/k norms, scales, soft caps) take no memory of their own and are left out where they do not change
+what is alive; every tensor that takes memory is here, in llama.cpp's order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memfit.estimator.context import ContextGeometry
+from memfit.estimator.ggml_graph import (
+    F16,
+    F32,
+    I32,
+    I64,
+    Graph,
+    Tensor,
+    cont,
+    get_rows,
+    glu,
+    mul_mat,
+    mul_mat_t,
+    new_tensor,
+    op,
+    permute,
+    reshape,
+    same_shape,
+    set_rows,
+    view,
+)
+from memfit.estimator.kv_cache import window_cells
+from memfit.estimator.layout import GraphLayer, GraphShape
+
+HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
+
+
+def buildable(graph: GraphShape) -> bool:
+    """Whether this module builds the graph: a causal decoder with an LM head, attention and FFN blocks only."""
+    return (
+        graph.logits
+        and graph.cache_attention
+        and all(not b.recurrent_in and not b.fused_qkv and b.n_head for b in graph.layers)
+    )
+
+
+def ubatch_tokens(geometry: ContextGeometry) -> int:
+    t = min(geometry.n_ctx, geometry.n_ubatch)  # llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch)
+    return -(-t // geometry.n_seq) * geometry.n_seq  # graph_reserve: rounded up to a multiple of n_seqs
+
+
+def rotation_size(head: int) -> int:
+    """llama_kv_cache::build_input_k_rot: the largest power of two from 64 that divides the head size."""
+    n = HADAMARD_MIN
+    while head % (2 * n) == 0:
+        n *= 2
+    return n
+
+
+@dataclass(frozen=True)
+class CacheInputs:
+    k_idxs: Tensor
+    v_idxs: Tensor
+    mask: Tensor
+    k_rot: Tensor | None
+    v_rot: Tensor | None
+
+
+class DecoderGraph:
+    """llm_graph_context's pieces, in the order a llama-style builder (src/models/llama.cpp) calls them."""
+
+    def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int):
+        self.shape, self.geometry, self.n_vocab = shape, geometry, n_vocab
+        self.t = ubatch_tokens(geometry)
+        self.gf = Graph()
+        self.inputs: dict[bool, CacheInputs] = {}
+
+    def build(self) -> Graph:
+        gf, t, e = self.gf, self.t, self.shape.n_embd
+        tokens = new_tensor(I32, t, input=True)  # build_inp_embd
+        inp_l = gf.expand(get_rows(None, tokens, e))
+        gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
+        self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
+        out_ids = new_tensor(I32, t, input=True)  # build_inp_out_ids: every token an output in the reserve
+        last = len(self.shape.layers) - 1
+        for il, block in enumerate(self.shape.layers):
+            inp_sa = inp_l
+            cur = self.attention(block, self.norm(inp_l))
+            if il == last and not self.shape.hidden_output:  # the last layer keeps only the output rows
+                cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
+            ffn_inp = same_shape(cur, "ADD", inp_sa)
+            inp_l = same_shape(self.ffn(block, self.norm(ffn_inp)), "ADD", ffn_inp)
+        if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
+            inp_l.output = True
+            inp_l = get_rows(inp_l, out_ids, e)
+        result_norm = self.norm(inp_l)
+        logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
+        result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
+        gf.expand(logits)
+        return gf
+
+    def cache_inputs(self, block: GraphLayer) -> CacheInputs:
+        """The inputs of the block's cache (llama_kv_cache_iswa: the full and the sliding cache have their own):
+        k_idxs, v_idxs (build_input_k_idxs / v_idxs: one per element when V is transposed), the KQ mask
+        (build_attn_inp_kq_mask: F16 under flash attention, else F32) and, for a quantized cache type whose layers
+        share one head size, a multiple of 64, the Hadamard rotations (attn_rot_k / attn_rot_v)."""
+        full = block.window is None
+        if full not in self.inputs:
+            g, t = self.geometry, self.t
+            group = [b for b in self.shape.layers if b.n_head and (b.window is None) == full]
+            heads_k, heads_v = {b.head_k for b in group}, {b.head_v for b in group}
+            k_rot = v_rot = None
+            if g.quantized_k and len(heads_k) == 1 and min(heads_k) % HADAMARD_MIN == 0:
+                n = rotation_size(min(heads_k))
+                k_rot = new_tensor(F32, n, n, input=True)
+            if g.quantized_v and len(heads_v) == 1 and min(heads_v) % HADAMARD_MIN == 0:
+                v_rot = new_tensor(F32, HADAMARD_MIN, HADAMARD_MIN, input=True)
+            v_rows = t if g.flash_attention else t * self.v_width_max()
+            n_kv = window_cells(block.window, g)
+            mask = new_tensor(F16 if g.flash_attention else F32, n_kv, t // g.n_stream, 1, g.n_stream, input=True)
+            self.inputs[full] = CacheInputs(
+                new_tensor(I64, t, input=True), new_tensor(I64, v_rows, input=True), mask, k_rot, v_rot
+            )
+        return self.inputs[full]
+
+    def v_width_max(self) -> int:
+        return max(b.n_head_kv * b.head_v for b in self.shape.layers)
+
+    @staticmethod
+    def norm(x: Tensor) -> Tensor:
+        """build_norm: rms_norm, then the weight (in place)."""
+        return same_shape(same_shape(x, "RMS_NORM"), "MUL")
+
+    def cache(self, block: GraphLayer) -> tuple[Tensor, Tensor]:
+        """The layer's K and V cache tensors (their own buffer): [width, cells, streams]."""
+        g = self.geometry
+        cells = window_cells(block.window, g)
+        k = new_tensor(F16, block.n_head_kv * block.head_k, cells, g.n_stream, external=True)
+        v = new_tensor(F16, block.n_head_kv * block.head_v, cells, g.n_stream, external=True)
+        return k, v
+
+    def hadamard(self, x: Tensor, rot: Tensor) -> Tensor:
+        """llama_mul_mat_hadamard: rows of the rotation's size times the rotation, reshaped back."""
+        n = rot.ne[0]
+        elements = x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3]
+        rows = reshape(x, n, elements // n) if x.contiguous else cont(x, n, elements // n)
+        return reshape(mul_mat_t(rot, rows), *x.ne)
+
+    def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
+        gf, t, g = self.gf, self.t, self.geometry
+        q = same_shape(reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t), "ROPE", self.pos)
+        k = same_shape(reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t), "ROPE", self.pos)
+        v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
+        inputs = self.cache_inputs(b)
+        k_rot, v_rot = inputs.k_rot, inputs.v_rot
+        if k_rot is not None:
+            q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
+        if v_rot is not None:
+            v = self.hadamard(v, v_rot)
+        for x in (q, v, k):
+            gf.expand(x)
+        cache_k, cache_v = self.cache(b)
+        gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
+        width_v = b.n_head_kv * b.head_v
+        if g.flash_attention:
+            gf.expand(set_rows(cache_v, view(v, (width_v, t), (v.nb[2],)), inputs.v_idxs))
+        else:  # llama_kv_cache::cpy_v, transposed V: one row per element
+            gf.expand(
+                set_rows(
+                    reshape(cache_v, 1, cache_v.ne[0] * cache_v.ne[1] * cache_v.ne[2]),
+                    reshape(v, 1, width_v * t),
+                    inputs.v_idxs,
+                )
+            )
+        cur = self.mha(b, q, inputs.mask)
+        if v_rot is not None:
+            cur = self.hadamard(cur, v_rot)
+        return mul_mat(None, cur, self.shape.n_embd)  # wo
+
+    def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:
+        """build_attn_mha over the whole cache (n_kv = every cell of this layer's cache)."""
+        g, t = self.geometry, self.t
+        ns = g.n_stream
+        n_kv = window_cells(b.window, g)
+        q = permute(view(q, (b.head_k, b.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
+        if g.flash_attention:
+            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, mask)
+            return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
+        k = new_tensor(F16, b.head_k, n_kv, b.n_head_kv, ns)  # the cache's K, permuted (a view: no memory)
+        k.external = True
+        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # kq [n_kv, T, H], soft_max in place
+        v = new_tensor(F16, n_kv, b.head_v, b.n_head_kv, ns, external=True)  # the transposed V cache, permuted
+        kqv = mul_mat_t(v, kq)  # [Dv, T, H]
+        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+    def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
+        out = cur  # a block without an FFN passes its input on
+        if b.n_ff:
+            out = self.dense(cur, b.n_ff, b.gated)
+        if b.n_expert:
+            out = self.moe(b, cur)
+            if b.n_ff_shexp:
+                out = same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True))
+        return out
+
+    @staticmethod
+    def dense(cur: Tensor, n_ff: int, gated: bool) -> Tensor:
+        """build_ffn: gate and up, then GLU (a new tensor) | up, then the activation in place; then down."""
+        if gated:
+            act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff))
+        else:
+            act = same_shape(mul_mat(None, cur, n_ff), "GELU")
+        return mul_mat(None, act, cur.ne[0])
+
+    def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum."""
+        t, e, k = self.t, self.shape.n_embd, b.n_expert_used
+        probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
+        ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
+        topk = view(ranked, (k, t), (ranked.nb[1],))
+        weights = get_rows(reshape(probs, 1, b.n_expert, t), topk, 1)  # ffn_moe_weights [1, k, T]
+        rows = reshape(cur, e, 1, t)
+        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+        up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+        down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
+        weighted = same_shape(down, "MUL", weights)
+        experts = [view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1]) for i in range(k)]
+        out = op("ADD", F32, (e, t), experts[0], experts[1]) if k > 1 else cont(experts[0])
+        for x in experts[2:]:
+            out = same_shape(out, "ADD", x)
+        return out
+
+
+def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return DecoderGraph(shape, geometry, n_vocab).build()

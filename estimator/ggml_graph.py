@@ -1,0 +1,170 @@
+"""The part of ggml a compute graph's memory depends on: tensor shapes, views, and the order of a graph's nodes.
+
+Only what ggml-alloc reads is kept: each tensor's type, shape and strides (ggml_are_same_layout, ggml_nbytes), its
+op (ggml_op_can_inplace), its sources, whether it views another tensor, and its flags. Weights are left out (they
+live in the model's buffers: ggml-alloc never places them, and they are never reused in place), KV cache tensors
+are `external` (their own buffer). Shapes follow ggml.c's op constructors; `Graph.expand` is
+ggml_build_forward_expand (ggml_visit_parents_graph: sources first, left to right, each tensor once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+F32, F16, I32, I64 = "f32", "f16", "i32", "i64"
+ELEMENT_BYTES = {F32: 4, F16: 2, I32: 4, I64: 8}
+
+
+@dataclass(eq=False)
+class Tensor:
+    type: str
+    ne: tuple[int, int, int, int]
+    nb: tuple[int, int, int, int]
+    op: str = "NONE"
+    srcs: tuple[Tensor, ...] = ()
+    view_src: Tensor | None = None  # the tensor whose memory this one views (always the base, as in ggml)
+    view_offs: int = 0
+    input: bool = False  # GGML_TENSOR_FLAG_INPUT: allocated before the graph runs
+    output: bool = False  # GGML_TENSOR_FLAG_OUTPUT: never freed, never reused in place
+    external: bool = False  # has its own buffer (the KV cache)
+    name: str = ""
+
+    @property
+    def nbytes(self) -> int:
+        """ggml_nbytes for the element types compute tensors have."""
+        if any(n == 0 for n in self.ne):
+            return 0
+        return ELEMENT_BYTES[self.type] + sum((n - 1) * b for n, b in zip(self.ne, self.nb, strict=True))
+
+    @property
+    def contiguous(self) -> bool:
+        return self.nb == strides(self.type, self.ne)
+
+
+def strides(type_: str, ne: Sequence[int]) -> tuple[int, int, int, int]:
+    nb = [ELEMENT_BYTES[type_]]
+    for n in ne[:3]:
+        nb.append(nb[-1] * n)
+    return nb[0], nb[1], nb[2], nb[3]
+
+
+def shape4(ne: Sequence[int]) -> tuple[int, int, int, int]:
+    padded = [*ne, 1, 1, 1, 1][:4]
+    return padded[0], padded[1], padded[2], padded[3]
+
+
+def new_tensor(type_: str, *ne: int, input: bool = False, external: bool = False, name: str = "") -> Tensor:
+    """ggml_new_tensor: a leaf (an input when `input`, a buffer of its own when `external`)."""
+    shape = shape4(ne)
+    return Tensor(type_, shape, strides(type_, shape), input=input, external=external, name=name)
+
+
+def op(name: str, type_: str, ne: Sequence[int], *srcs: Tensor | None) -> Tensor:
+    """A new, contiguous result tensor of an op over `srcs` (None sources are dropped: weights, biases)."""
+    shape = shape4(ne)
+    return Tensor(type_, shape, strides(type_, shape), op=name, srcs=tuple(s for s in srcs if s is not None))
+
+
+def _view(src: Tensor, opname: str, ne: Sequence[int], nb: Sequence[int], offset: int = 0) -> Tensor:
+    base = src.view_src or src
+    return Tensor(
+        src.type,
+        shape4(ne),
+        (nb[0], nb[1], nb[2], nb[3]),
+        op=opname,
+        srcs=(src,),
+        view_src=base,
+        view_offs=src.view_offs + offset,
+    )
+
+
+def reshape(src: Tensor, *ne: int) -> Tensor:
+    """ggml_reshape_Nd: a contiguous view with a new shape."""
+    shape = shape4(ne)
+    return _view(src, "RESHAPE", shape, strides(src.type, shape))
+
+
+def view(src: Tensor, ne: Sequence[int], nb: Sequence[int] | None = None, offset: int = 0) -> Tensor:
+    """ggml_view_Nd: `nb` the strides of dims 1.. (None: contiguous)."""
+    shape = shape4(ne)
+    full = strides(src.type, shape) if nb is None else (ELEMENT_BYTES[src.type], *[*nb, 0, 0, 0][:3])
+    if nb is not None and len(nb) < 3:  # strides past the given ones follow ggml_view_impl: ne * nb of the last
+        rest = list(full)
+        for i in range(len(nb) + 1, 4):
+            rest[i] = rest[i - 1] * shape[i - 1]
+        full = (rest[0], rest[1], rest[2], rest[3])
+    return _view(src, "VIEW", shape, full, offset)
+
+
+def permute(src: Tensor, a0: int, a1: int, a2: int, a3: int) -> Tensor:
+    """ggml_permute: axis i of src becomes axis a_i."""
+    ne, nb = [0] * 4, [0] * 4
+    for i, axis in enumerate((a0, a1, a2, a3)):
+        ne[axis], nb[axis] = src.ne[i], src.nb[i]
+    return _view(src, "PERMUTE", ne, nb)
+
+
+def transpose(src: Tensor) -> Tensor:
+    return permute(src, 1, 0, 2, 3)
+
+
+def same_shape(src: Tensor, opname: str, *others: Tensor | None) -> Tensor:
+    """Element-wise ops (add, mul, scale, norms, rope, soft_max, unary): the result has src's shape, F32."""
+    return op(opname, F32, src.ne, src, *others)
+
+
+def mul_mat(a: Tensor | None, b: Tensor, rows: int) -> Tensor:
+    """ggml_mul_mat(a, b) with `a` a weight of `rows` output rows: [rows, b.ne1, b.ne2, b.ne3]."""
+    return op("MUL_MAT", F32, (rows, b.ne[1], b.ne[2], b.ne[3]), a, b)
+
+
+def mul_mat_t(a: Tensor, b: Tensor) -> Tensor:
+    """ggml_mul_mat of two activations: [a.ne1, b.ne1, b.ne2, b.ne3]."""
+    return op("MUL_MAT", F32, (a.ne[1], b.ne[1], b.ne[2], b.ne[3]), a, b)
+
+
+def cont(src: Tensor, *ne: int) -> Tensor:
+    """ggml_cont / ggml_cont_Nd: a contiguous copy, optionally reshaped."""
+    return op("CONT", src.type, ne or src.ne, src)
+
+
+def get_rows(src: Tensor | None, rows: Tensor, width: int) -> Tensor:
+    """ggml_get_rows from a [width, ...] table (a weight when src is None): F32 [width, rows.ne0, ...]."""
+    return op("GET_ROWS", F32, (width, rows.ne[0], rows.ne[1], rows.ne[2]), src, rows)
+
+
+def set_rows(dst: Tensor, src: Tensor, idxs: Tensor) -> Tensor:
+    """ggml_set_rows: writes into dst, returns a view of it."""
+    result = _view(dst, "SET_ROWS", dst.ne, dst.nb)
+    result.srcs = (src, idxs, dst)
+    return result
+
+
+def glu(a: Tensor, b: Tensor, name: str = "SWIGLU") -> Tensor:
+    """ggml_swiglu_split / ggml_geglu_split: a new tensor (GLU ops are not in place)."""
+    return op(name, F32, a.ne, a, b)
+
+
+@dataclass
+class Graph:
+    """ggml_cgraph: leafs and nodes in the order ggml_build_forward_expand visits them."""
+
+    leafs: list[Tensor] = field(default_factory=list)
+    nodes: list[Tensor] = field(default_factory=list)
+    _seen: set[int] = field(default_factory=set)
+
+    def expand(self, tensor: Tensor) -> Tensor:
+        """ggml_visit_parents_graph without recursion: sources left to right, then the tensor."""
+        stack: list[tuple[Tensor, bool]] = [(tensor, False)]
+        while stack:
+            t, done = stack.pop()
+            if done:
+                (self.leafs if t.op == "NONE" else self.nodes).append(t)
+                continue
+            if id(t) in self._seen:
+                continue
+            self._seen.add(id(t))
+            stack.append((t, True))
+            stack.extend((s, False) for s in reversed(t.srcs))
+        return tensor
