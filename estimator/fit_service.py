@@ -49,10 +49,10 @@ from memfit.estimator.vocabulary import (
 )
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
 from memfit.readers.cpu_features import CpuFeatures
+from memfit.readers.gpu_memory import GpuMemory, GpuReader
 from memfit.readers.history_db import REPLACED, HistoryDB, ObservationRow
 from memfit.readers.host_memory import HostMemory
 from memfit.readers.model_roots import LocalArtifact
-from memfit.readers.nvml import GpuMemory, NvmlReader
 from memfit.readers.state_health import HISTORY, HISTORY_WRITES, StateFileError, StateHealth, describe
 
 T = TypeVar("T")
@@ -98,7 +98,7 @@ class FitService:
         cache: ArtifactCache,
         settings: Settings,
         read_host: Callable[[], HostMemory],
-        nvml: NvmlReader,
+        gpus: GpuReader,
         catalog: Catalog,
         history: History,
         read_committed: Callable[[], int | None],
@@ -112,7 +112,7 @@ class FitService:
         self.read_committed = read_committed
         self.settings = settings
         self.read_host = read_host
-        self.nvml = nvml
+        self.gpu_reader = gpus  # NVML's or Metal's (service_builder chooses)
         self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
         self.state = state if state is not None else StateHealth()  # faults of the state directory's files
         self._listing: tuple[tuple[int, int], tuple[ModelEntry, ...]] | None = None
@@ -171,7 +171,8 @@ class FitService:
 
     def read_environment(self) -> Environment:
         return Environment(
-            budget=budget_from(self.read_host(), self.settings.budget, self.read_committed()), gpus=self.nvml.read()
+            budget=budget_from(self.read_host(), self.settings.budget, self.read_committed()),
+            gpus=self.gpu_reader.read(),
         )
 
     def subject(self, model_id: str) -> Subject | None:

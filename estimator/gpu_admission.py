@@ -1,7 +1,10 @@
 """Whether the visible GPUs could take the estimate's floor now (advice only; nothing is reserved).
 
 llama.cpp splits a model's layers across every visible GPU (its default `--split-mode layer`), so
-the free memory of the visible GPUs is pooled.
+the free memory of the visible GPUs is pooled. A Metal device (a Mac) is one GPU whose free memory is what
+llama.cpp's Metal backend plans against: its recommended working set less what is allocated on it. On unified
+memory that working set is a share of the host's memory, so the host budget (the verdict) and the working set
+(gpuAdmits) are two limits on one pool: a model must pass both to run on the GPU.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from collections.abc import Sequence
 
 from memfit.estimator.bounds import Part
 from memfit.estimator.vocabulary import Component, Mode
-from memfit.readers.nvml import GpuMemory
+from memfit.readers.gpu_memory import GpuMemory
 
 # What each mode keeps on the GPU: everything, or (weights in host memory) the KV cache and workspace.
 ON_GPU = {

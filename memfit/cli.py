@@ -12,9 +12,10 @@ import os
 import socket
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import TypeVar
 
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
@@ -22,7 +23,10 @@ from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
 from memfit.estimator.vocabulary import FlashAttention
 from memfit.readers.state_health import StateFileError
+from memfit.remote import Refused, RemoteServer, Unauthorized, Unreachable
+from memfit.server_record import RecordError, ServerRecord, process_alive, read_record
 from memfit.service_builder import build_service
+from memfit.token_file import UnsafeStateError, read_token
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
@@ -33,7 +37,8 @@ EXIT_GOOD, EXIT_USAGE, EXIT_TIGHT, EXIT_OVERSIZE, EXIT_UNKNOWN, EXIT_NOT_FOUND =
 EXIT_FOR_VERDICT = {"good": EXIT_GOOD, "tight": EXIT_TIGHT, "oversize": EXIT_OVERSIZE, "unknown": EXIT_UNKNOWN}
 EPILOG = """exit codes (memfit fit; the highest that applies wins):
   0  every model is good
-  2  usage error (a bad flag, more than 32 models, a --models path that is a file, a busy port)
+  2  usage error (a bad flag, more than 32 models, a --models path that is a file, a busy port,
+     a request the running server refused)
   3  some model is tight (fits, within the margin)
   4  some model is oversize (even the floor exceeds the budget)
   5  some verdict is unknown (the ceiling is unknown, or the floor fits and the ceiling does not)
@@ -78,13 +83,87 @@ def _margin(text: str) -> Fraction:
     return value
 
 
-def _service(args: argparse.Namespace) -> FitService:
-    _check_model_dirs(args.models)
-    return build_service(
-        model_roots(args.models, usual=not args.no_usual_dirs),
-        state_dir=default_state_dir(),
-        settings=Settings(margin=args.margin, budget=BudgetSetting(args.budget)),
-    )
+T = TypeVar("T")
+
+
+def _say(text: str) -> None:
+    print(f"memfit: {text}", file=sys.stderr)
+
+
+def _settings(args: argparse.Namespace, record: ServerRecord | None = None) -> Settings:
+    """The flags', else the running server's (its record's), else the defaults."""
+    margin = args.margin if args.margin is not None else record.margin if record else DEFAULT_MARGIN
+    budget = BudgetSetting(args.budget) if args.budget is not None else record.budget if record else None
+    return Settings(margin=margin, budget=budget or BudgetSetting.AVAILABLE)
+
+
+def _service(args: argparse.Namespace, record: ServerRecord | None = None) -> FitService:
+    """The estimator in this process: over the recorded server's model directories and settings when `record` is
+    given, else the flags' and the environment's."""
+    if record is not None:
+        roots = list(record.roots)
+    else:
+        _check_model_dirs(args.models)
+        roots = model_roots(args.models, usual=not args.no_usual_dirs)
+    return build_service(roots, state_dir=default_state_dir(), settings=_settings(args, record))
+
+
+def _configures_estimator(args: argparse.Namespace) -> bool:
+    """Flags that say how to answer, which a running server cannot be asked to change: answered here."""
+    return bool(args.models) or args.no_usual_dirs or args.margin is not None or args.budget is not None
+
+
+def _recorded_server(args: argparse.Namespace) -> ServerRecord | None:
+    """The record of the `memfit serve` using this state directory, unless the flags say how to answer (then it
+    is not consulted); None when there is none, or when it cannot be used (said on stderr in one line)."""
+    if getattr(args, "local", False) or _configures_estimator(args):
+        return None
+    try:
+        return read_record(default_state_dir())
+    except RecordError as exc:
+        _say(f"{exc}; answering here, from the flags and environment")
+        return None
+
+
+def _running_server(args: argparse.Namespace) -> tuple[RemoteServer | None, ServerRecord | None]:
+    """The server to ask and its record. (None, record) when its process is gone or its token cannot be read:
+    the answer is then worked out here over its model directories and settings (said on stderr in one line)."""
+    record = _recorded_server(args)
+    if record is None:
+        return None, None
+    if not process_alive(record.pid):
+        _say(
+            f"the server in {record.path} (pid {record.pid}, {record.url}) is not running;"
+            " answering here with its model directories and settings"
+        )
+        return None, record
+    try:
+        token = read_token(default_state_dir())
+    except UnsafeStateError as exc:
+        _say(f"{exc}; answering here with the server's model directories and settings")
+        return None, record
+    return RemoteServer(record.url, token.value if token else None), record
+
+
+def _ask(server: RemoteServer | None, record: ServerRecord | None, question: Callable[[RemoteServer], T]) -> T | None:
+    """The running server's answer; None (said on stderr in one line) when it cannot give one. Refused (a request
+    it refused) propagates: the CLI says it and exits 2."""
+    if server is None or record is None:
+        return None
+    try:
+        return question(server)
+    except Unauthorized as exc:
+        token_file = os.path.join(default_state_dir(), "token")
+        if record.token_from_env:
+            hint = "it was started with MEMFIT_TOKEN: give this command the same MEMFIT_TOKEN"
+        elif os.environ.get("MEMFIT_TOKEN"):
+            hint = f"it uses the token in {token_file}: unset MEMFIT_TOKEN here"
+        else:
+            hint = f"{token_file} changed since it started: restart it"
+        _say(f"{exc}; {hint}; answering here with its model directories and settings")
+    except Unreachable as exc:
+        _say(f"{exc}; answering here with its model directories and settings")
+    return None
 
 
 def _add_service_flags(parser: argparse.ArgumentParser) -> None:
@@ -102,14 +181,26 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--margin",
         type=_margin,
-        default=DEFAULT_MARGIN,
         help=f"presentation margin for the verdict (default {float(DEFAULT_MARGIN):.2f})",
     )
     parser.add_argument(
         "--budget",
         choices=[b.value for b in BudgetSetting],
-        default=BudgetSetting.AVAILABLE.value,
         help="judge against available (default) or total host memory",
+    )
+
+
+ASKS_THE_SERVER = (
+    "When a `memfit serve` of this state directory runs (its server.json), it is asked and its answer\n"
+    "shown; --models, --no-usual-dirs, --margin, --budget or --local answer in this process instead."
+)
+
+
+def _add_local_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="answer in this process, from the flags and environment, even when a memfit serve is running",
     )
 
 
@@ -117,8 +208,9 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memfit.app import create_app
-    from memfit.auth import UnsafeStateError, load_token
     from memfit.http_server import server_config
+    from memfit.server_record import client_url, record_path, remove_record, write_record
+    from memfit.token_file import load_token
 
     state_dir = default_state_dir()
     try:
@@ -127,6 +219,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"memfit: {exc}", file=sys.stderr)
         return 2
     service = _service(args)
+    settings = _settings(args)
     app = create_app(service, token.value, metrics_public=args.metrics_public)
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
     print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/)", flush=True)
@@ -140,12 +233,29 @@ def serve(args: argparse.Namespace) -> int:
         reason = "the address is already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         print(f"memfit: cannot listen on {args.host}:{args.port}: {reason}; choose another --port", file=sys.stderr)
         return 2
-    try:
+    record = ServerRecord(
+        url=client_url(args.host, sock.getsockname()[1]),
+        pid=os.getpid(),
+        roots=tuple(service.index.roots),
+        margin=settings.margin,
+        budget=settings.budget,
+        token_from_env=token.path is None,
+    )
+    try:  # from here a Ctrl-C is a clean shutdown: connections queue on the socket already
+        try:
+            print(f"server record: {write_record(state_dir, record)} (memfit fit, plan and models ask this server)")
+        except OSError as exc:
+            print(
+                f"memfit: warning: cannot write {record_path(state_dir)} ({exc}): the CLI will not find this server",
+                file=sys.stderr,
+            )
+        sys.stdout.flush()
         uvicorn.Server(server_config(app, args.host, args.port)).run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn shut down cleanly and re-raises the Ctrl-C it caught
+    except KeyboardInterrupt:  # before uvicorn runs, or after it shut down cleanly and re-raised the Ctrl-C
         pass
     finally:
         sock.close()
+        remove_record(state_dir, record.pid)
     return 0
 
 
@@ -156,6 +266,7 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen()  # connections queue from now on, before uvicorn starts (it listens again with its backlog)
     except OSError:
         sock.close()
         raise
@@ -173,9 +284,7 @@ def models(args: argparse.Namespace) -> int:
     from memfit import wire
     from memfit.render import render_models
 
-    service = _service(args)
-    service.index.refresh()
-    listing = wire.model_list(service)
+    listing, _, _ = _answer(args, RemoteServer.model_list, wire.model_list)
     if args.filter:
         listing = listing.model_copy(
             update={"models": [m for m in listing.models if _matches(args.filter, m.model_id)]}
@@ -209,46 +318,83 @@ def fit(args: argparse.Namespace) -> int:
     from memfit.render import render_fit, use_colour
 
     requests = _fit_requests(args)
-    service = _service(args)
-    service.index.refresh()
-    batch = wire.fit_batch(service, requests)  # unknown ids are left out, as the contract says
-    missing = _say_missing(service, args.model, {r.model_id for r in batch.results})
+    # unknown ids are left out, as the contract says
+    batch, known, record = _answer(args, lambda s: s.fit_batch(requests), lambda f: wire.fit_batch(f, requests))
+    missing = _say_missing(known, args.model, {r.model_id for r in batch.results})
     if args.json:
         print(batch.model_dump_json(indent=2))
     elif batch.results:
-        print(render_fit(batch.results, args.margin, colour=use_colour(sys.stdout), detail=args.detail))
+        margin = _settings(args, record).margin
+        print(render_fit(batch.results, margin, colour=use_colour(sys.stdout), detail=args.detail))
     codes = [EXIT_FOR_VERDICT.get(r.verdict, EXIT_UNKNOWN) for r in batch.results]
     return max([*codes, EXIT_NOT_FOUND if missing else EXIT_GOOD])
 
 
+FLAG_OF_FIELD = {
+    "allocated_tokens": "--tokens",
+    "streams": "--streams",
+    "key_element_bytes": "--key-bytes",
+    "value_element_bytes": "--value-bytes",
+    "ubatch_tokens": "--ubatch",
+}
+
+
 def _fit_requests(args: argparse.Namespace) -> list:
+    from pydantic import ValidationError
+
     from memfit.generated.models import WireFitVerdictRequest
 
     if len(args.model) > MAX_MODELS:
         raise UsageError(f"at most {MAX_MODELS} models, got {len(args.model)}")
-    return [
-        WireFitVerdictRequest(
-            model_id=m,
-            allocated_tokens=args.tokens,
-            streams=args.streams,
-            key_element_bytes=args.key_bytes,
-            value_element_bytes=args.value_bytes,
-            mode=args.mode,
-            flash_attention=args.flash_attention,
-            ubatch_tokens=args.ubatch,
-            kv_unified=args.kv_unified,
-        )
-        for m in args.model
-    ]
+    try:
+        return [
+            WireFitVerdictRequest(
+                model_id=m,
+                allocated_tokens=args.tokens,
+                streams=args.streams,
+                key_element_bytes=args.key_bytes,
+                value_element_bytes=args.value_bytes,
+                mode=args.mode,
+                flash_attention=args.flash_attention,
+                ubatch_tokens=args.ubatch,
+                kv_unified=args.kv_unified,
+            )
+            for m in args.model
+        ]
+    except ValidationError as exc:  # a number outside int64: the flag and the rule, no traceback
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        raise UsageError(f"{FLAG_OF_FIELD.get(field, field)}: {first['msg'].lower()}") from None
 
 
-def _say_missing(service: FitService, asked: Sequence[str], found: set[str]) -> bool:
-    """Name every id not found on stderr, with the nearest known ids; whether any was missing."""
+def _answer(
+    args: argparse.Namespace, ask: Callable[[RemoteServer], T], work_out: Callable[[FitService], T]
+) -> tuple[T, Callable[[], list[str]], ServerRecord | None]:
+    """The running server's answer, else one worked out here; how to list the ids its side knows (for the
+    nearest-id hints); the server's record, when there is one."""
     from memfit import wire
 
+    server, record = _running_server(args)
+    answer = _ask(server, record, ask)
+    if answer is not None and server is not None:
+        return answer, lambda: _remote_ids(server), record
+    service = _service(args, record)
+    service.index.refresh()
+    return work_out(service), lambda: [m.model_id for m in wire.model_list(service).models], record
+
+
+def _remote_ids(server: RemoteServer) -> list[str]:
+    try:
+        return [m.model_id for m in server.model_list().models]
+    except (Unreachable, Refused):
+        return []
+
+
+def _say_missing(known_ids: Callable[[], list[str]], asked: Sequence[str], found: set[str]) -> bool:
+    """Name every id not found on stderr, with the nearest known ids; whether any was missing."""
     missing = [m for m in dict.fromkeys(asked) if m not in found]
     if missing:
-        known = [m.model_id for m in wire.model_list(service).models]
+        known = known_ids()
         for m in missing:
             print(f"memfit: not found: {m!r}: {suggestions(m, known)}", file=sys.stderr)
     return bool(missing)
@@ -259,10 +405,9 @@ def plan(args: argparse.Namespace) -> int:
     from memfit.render import render_plan, use_colour
 
     requests = _fit_requests(args)
-    service = _service(args)
-    service.index.refresh()
-    plans = wire.fit_plan(service, requests)  # unknown ids are left out, as the contract says
-    missing = _say_missing(service, args.model, {p.model_id for p in plans.results})
+    # unknown ids are left out, as the contract says
+    plans, known, _ = _answer(args, lambda s: s.fit_plan(requests), lambda f: wire.fit_plan(f, requests))
+    missing = _say_missing(known, args.model, {p.model_id for p in plans.results})
     if args.json:
         print(plans.model_dump_json(indent=2))
     elif plans.results:
@@ -286,7 +431,7 @@ def measure(args: argparse.Namespace) -> int:
     from memfit.estimator.workload import WorkloadRequest, input_refusal, resolve_workload
     from memfit.measure import LlamaCppLoad, observation, parse_llama_log
 
-    service = _service(args)
+    service = _service(args, _recorded_server(args))  # a running server's model directories, unless flags say
     service.index.refresh()
     artifact = service.index.get(args.model)
     if artifact is None:
@@ -369,16 +514,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_service_flags(p)
     p.set_defaults(run=serve)
 
-    p = commands.add_parser("models", help="list the models memfit knows (what GET /v1/models lists)")
+    p = commands.add_parser(
+        "models", help="list the models memfit knows (what GET /v1/models lists)", description=ASKS_THE_SERVER
+    )
     p.add_argument("filter", nargs="?", help="only ids containing this text, or matching this glob (case-insensitive)")
     p.add_argument("--detail", action="store_true", help="also each model's revision and directory")
     _add_service_flags(p)
+    _add_local_flag(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     p.set_defaults(run=models)
 
     p = commands.add_parser(
         "fit",
         help="will these models fit? (what POST /v1/models/fit/batch answers)",
+        description=ASKS_THE_SERVER,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -387,11 +536,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the raw API answer")
     p.add_argument("--detail", action="store_true", help="each part of each answer, with its evidence and notes")
     _add_service_flags(p)
+    _add_local_flag(p)
     p.set_defaults(run=fit)
 
     p = commands.add_parser(
         "plan",
         help="the largest context each verdict holds at, and the best quant (what POST /v1/models/fit/plan answers)",
+        description=ASKS_THE_SERVER,
         epilog=EPILOG.replace("memfit fit;", "memfit plan, at the asked context;"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -403,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workload_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     _add_service_flags(p)
+    _add_local_flag(p)
     p.set_defaults(run=plan)
 
     p = commands.add_parser("measure", help="load a model in llama.cpp (memfit[measure]) and record what it used")
@@ -466,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except UsageError as exc:
+    except (UsageError, Refused) as exc:
         print(f"memfit {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except StateFileError as exc:  # a measurement history that cannot be opened: the file and the fix, no traceback

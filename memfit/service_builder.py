@@ -12,9 +12,11 @@ from memfit.estimator.history import History
 from memfit.estimator.registry import FALLBACK_POLL_SECONDS, ModelIndex
 from memfit.readers.cpu_features import CpuFeatures, read_cpu_features
 from memfit.readers.engines import EngineScanner
+from memfit.readers.gpu_memory import FirstGpuReading, GpuReader
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB
 from memfit.readers.host_memory import HostMemory, read_host_memory
+from memfit.readers.metal import MetalReader
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader
 from memfit.readers.state_health import StateHealth
@@ -30,14 +32,16 @@ def build_service(
     settings: Settings | None = None,
     read_host: Callable[[], HostMemory] = read_host_memory,
     read_cpu: Callable[[], CpuFeatures] = read_cpu_features,
-    nvml: NvmlReader | None = None,
+    nvml: GpuReader | None = None,
+    metal: GpuReader | None = None,
     read_committed: Callable[[], int | None] | None = None,
     poll_seconds: float = FALLBACK_POLL_SECONDS,
     index: ModelIndex | None = None,
 ) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
-    The host, CPU, NVML and process-table readers default to the real ones (the CPU is read once, here);
+    The host, CPU, GPU (NVML, then Metal) and process-table readers default to the real ones (the CPU is read
+    once, here); the GPUs are those of the first GPU reader that answers;
     `index` replaces the index of `roots`.
 
     A header cache that cannot be read is moved aside and made anew (or, failing that, not used); a measurement
@@ -50,7 +54,9 @@ def build_service(
         cache=ArtifactCache(store=store),
         settings=settings or Settings(),
         read_host=read_host,
-        nvml=nvml if nvml is not None else NvmlReader(),
+        gpus=FirstGpuReading(
+            [nvml if nvml is not None else NvmlReader(), metal if metal is not None else MetalReader()]
+        ),
         catalog=Catalog(),
         history=History(history_db),
         read_committed=read_committed or EngineScanner().committed_bytes,

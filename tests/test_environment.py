@@ -1,4 +1,5 @@
-"""The environment a request is judged against: committed memory from the process table, GPUs from NVML."""
+"""The environment a request is judged against: committed memory from the process table, GPUs from NVML or
+Metal (each through a stand-in module)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import engines
+from memfit.readers.metal import MetalReader, read_wired_limit_mb
 from memfit.readers.model_roots import Root, RootKind
 from memfit.readers.nvml import GpuMemory, NvmlReader, visible
 from memfit.service_builder import build_service
@@ -195,3 +197,127 @@ def test_nvml_reading_reaches_the_answer(public_models: Path) -> None:
     failing = build_service(index=service.index, nvml=NvmlReader(fake_nvml(TWO_GPUS, fail="nvmlInit"), environ={}))
     result = wire.fit_batch(failing, requests[:1]).results[0]
     assert result.gpu_admits is None and "gpuTelemetryUnavailable" in result.limits
+
+
+# --- Metal (a Mac): a stand-in for PyObjC's Metal module -------------------------------------------
+
+
+class FakeObjcError(Exception):
+    """What PyObjC raises (objc.error) when a call into Objective-C fails."""
+
+
+def fake_metal(device: tuple[str, int, int, bool] | None, fail: str | None = None) -> SimpleNamespace:
+    """PyObjC's `Metal` as memfit uses it: MTLCreateSystemDefaultDevice() returns an MTLDevice whose properties
+    are methods (name, recommendedMaxWorkingSetSize, currentAllocatedSize, hasUnifiedMemory), or None."""
+
+    def call(name: str, value: object):
+        def f(*args: object) -> object:
+            if name == fail:
+                raise FakeObjcError(name)
+            return value
+
+        return f
+
+    mtl_device = None
+    if device is not None:
+        name, working_set, allocated, unified = device
+        mtl_device = SimpleNamespace(
+            name=call("name", name),
+            recommendedMaxWorkingSetSize=call("recommendedMaxWorkingSetSize", working_set),
+            currentAllocatedSize=call("currentAllocatedSize", allocated),
+            hasUnifiedMemory=call("hasUnifiedMemory", unified),
+        )
+    return SimpleNamespace(MTLCreateSystemDefaultDevice=call("MTLCreateSystemDefaultDevice", mtl_device))
+
+
+M3_MAX = ("Apple M3 Max", 48 * GIB, 0, True)  # a 64 GiB Mac: Metal recommends 75% of it
+
+
+def test_metal_reads_the_working_set_llama_cpp_plans_against() -> None:
+    reader = MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: 0)
+    assert reader.read() == [GpuMemory(0, "metal:Apple M3 Max", 48 * GIB, 48 * GIB, unified=True)]
+    held = MetalReader(fake_metal(("Apple M3 Max", 48 * GIB, 5 * GIB, True)), wired_limit_mb=lambda: 0)
+    assert held.read() == [GpuMemory(0, "metal:Apple M3 Max", 43 * GIB, 48 * GIB, unified=True)]  # free = total - held
+
+
+def test_a_raised_wired_limit_is_the_working_set_and_is_reread() -> None:
+    limit = {"mb": 56 * 1024}  # sudo sysctl iogpu.wired_limit_mb=57344
+    calls: list[int] = []
+    now = {"t": 0.0}
+
+    def sysctl() -> int:
+        calls.append(limit["mb"])
+        return limit["mb"]
+
+    reader = MetalReader(fake_metal(M3_MAX), wired_limit_mb=sysctl, clock=lambda: now["t"])
+    assert [(g.free, g.total) for g in reader.read() or []] == [(56 * GIB, 56 * GIB)]
+    limit["mb"] = 0  # back to the default, which takes effect at the next reading of the sysctl
+    now["t"] = 5.0
+    assert reader.read()[0].total == 56 * GIB and len(calls) == 1  # read at most every 10 s
+    now["t"] = 10.0
+    assert reader.read()[0].total == 48 * GIB and len(calls) == 2
+    assert MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: None).read()[0].total == 48 * GIB  # no sysctl
+
+
+def test_metal_without_a_device_admits_nothing() -> None:
+    gpus = MetalReader(fake_metal(None), wired_limit_mb=lambda: 0).read()
+    assert gpus == [] and gpu_admits("fullGpu", _parts(1, 1, 1), gpus) is False
+
+
+@pytest.mark.parametrize(
+    "fail",
+    [
+        "MTLCreateSystemDefaultDevice",
+        "name",
+        "recommendedMaxWorkingSetSize",
+        "currentAllocatedSize",
+        "hasUnifiedMemory",
+    ],
+)
+def test_any_metal_failure_means_no_gpu_answer(fail: str) -> None:
+    assert MetalReader(fake_metal(M3_MAX, fail=fail), wired_limit_mb=lambda: 0).read() is None
+
+
+def test_metal_is_not_imported_off_a_mac(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off macOS the real reader never imports Metal (nor runs sysctl); on macOS without pyobjc-framework-Metal
+    (an import failure) it answers None, as NVML's absence does."""
+    assert MetalReader().read() is None and read_wired_limit_mb() is None and "Metal" not in sys.modules
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setitem(sys.modules, "Metal", None)  # `import Metal` raises ImportError
+    assert MetalReader(wired_limit_mb=lambda: 0).read() is None
+
+
+@pytest.mark.parametrize(
+    "mode, parts, admits",
+    [
+        ("fullGpu", _parts(40 * GIB, 6 * GIB, 2 * GIB), True),  # 48 GiB: exactly the working set
+        ("fullGpu", _parts(40 * GIB, 6 * GIB, 2 * GIB + 1), False),
+        ("cpuOffload", _parts(100 * GIB, 40 * GIB, 8 * GIB), True),  # only KV and workspace on the GPU
+    ],
+)
+def test_admission_on_unified_memory_is_the_working_set(mode: str, parts: list[Part], admits: bool) -> None:
+    gpus = MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: 0).read()
+    assert gpu_admits(mode, parts, gpus) is admits
+
+
+def test_metal_reading_reaches_the_answer(public_models: Path) -> None:
+    """On a Mac (no NVIDIA driver: NVML fails), gpuAdmits comes from Metal; with neither, it is null."""
+    no_nvml = NvmlReader(fake_nvml(TWO_GPUS, fail="nvmlInit"), environ={})
+    service = build_service(
+        [Root(str(public_models), RootKind.PLAIN)],
+        nvml=no_nvml,
+        metal=MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: 0),
+    )
+    service.index.refresh()
+    result = wire.fit_batch(service, [WireFitVerdictRequest(model_id="qwen3-f16")]).results[0]
+    assert result.gpu_admits is True and "gpuTelemetryUnavailable" not in result.limits
+    tiny = build_service(
+        index=service.index,
+        nvml=no_nvml,
+        metal=MetalReader(fake_metal(("Apple M1", 1 << 20, 0, True)), wired_limit_mb=lambda: 0),
+    )
+    assert wire.fit_batch(tiny, [WireFitVerdictRequest(model_id="qwen3-f16")]).results[0].gpu_admits is False
+    for metal in (MetalReader(fake_metal(M3_MAX, fail="MTLCreateSystemDefaultDevice")), MetalReader()):
+        neither = build_service(index=service.index, nvml=no_nvml, metal=metal)
+        result = wire.fit_batch(neither, [WireFitVerdictRequest(model_id="qwen3-f16")]).results[0]
+        assert result.gpu_admits is None and "gpuTelemetryUnavailable" in result.limits

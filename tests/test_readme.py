@@ -14,7 +14,8 @@ test server's (the same string, another port), and `memfit fit`'s and `memfit pl
 (they use `.venv/bin/memfit`); Python blocks run with the client the README's bash block generates, generated here
 by the venv's openapi-python-client with the same arguments. A block fails when it exits non-zero or prints a
 problem document (curl -s exits 0 on a 401) or an empty `results`, or when a `modelId` it asks about is not in
-its answer (an unknown id is left out of a batch, not an error).
+its answer (an unknown id is left out of a batch, not an error), or when a `memfit` command could not ask the running
+server (it records itself in the state directory the examples share) and said it answered in its own process.
 
 A block whose first line is `# not run by tests: <why>` is skipped with that reason, and only the blocks listed
 in SKIPPED may be: what needs what CI lacks (PyPI, npm's registry, llama-cpp-python's 13-minute build), runs
@@ -210,6 +211,7 @@ def test_readme_example_works_as_written(block: Block, world: World) -> None:
     where = f"README.md:{block.line} ({block.lang}) exited {done.returncode}:\n{output}"
     assert done.returncode == 0, where
     assert not PROBLEM.search(output), where
+    assert "answering here" not in done.stderr, where  # the CLI examples ask the running server (its server.json)
     assert not re.search(r'"results":\s*\[\]', output), where
     for model_id in re.findall(r'"modelId": "([^"]+)"|model_id="([^"]+)"', block.code):  # each id is answered
         assert "".join(model_id) in done.stdout, f"{''.join(model_id)} is not in the answer of {where}"

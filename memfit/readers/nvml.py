@@ -6,16 +6,11 @@ Tests pass a stand-in module with the same functions; everything else uses `pynv
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from types import ModuleType
 
+from memfit.readers.gpu_memory import GpuMemory
 
-@dataclass(frozen=True)
-class GpuMemory:
-    index: int
-    uuid: str
-    free: int
-    total: int
+__all__ = ["GpuMemory", "NvmlReader", "visible"]
 
 
 def _load_pynvml() -> ModuleType | None:

@@ -1,0 +1,37 @@
+"""One reading of GPU memory, whichever library feeds it: NVML on NVIDIA GPUs (memfit.readers.nvml), Metal on a
+Mac (memfit.readers.metal). gpu_admission pools the readings' free memory; it never asks where they came from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    index: int
+    uuid: str  # NVML's GPU UUID; `metal:<device name>` for a Metal device
+    free: int  # what llama.cpp's backend reports free for the device
+    total: int
+    unified: bool = False  # the host's memory (Apple silicon): the same pool the host budget is read from
+
+
+class GpuReader(Protocol):
+    def read(self) -> list[GpuMemory] | None:
+        """The GPUs a llama.cpp started now would use, and their memory; None when it cannot be known."""
+        ...
+
+
+class FirstGpuReading:
+    """The first reader that answers (a list, empty or not): NVML where its driver is, else Metal, else None."""
+
+    def __init__(self, readers: Sequence[GpuReader]) -> None:
+        self.readers = tuple(readers)
+
+    def read(self) -> list[GpuMemory] | None:
+        for reader in self.readers:
+            gpus = reader.read()
+            if gpus is not None:
+                return gpus
+        return None
