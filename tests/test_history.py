@@ -287,10 +287,10 @@ def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(
 ) -> None:
     size = os.path.getsize(public_models / "qwen3-f16.gguf")
     kv = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["kvCache"]["bytes"]
-    measured = _observation("qwen3-f16", size, tokens=1024, workspace=17_000_000)
+    measured = _observation("qwen3-f16", size, tokens=1024, workspace=25_000_000)
     assert client.post(OBSERVATIONS, json=measured).status_code == 201
     for parts in ({"workspace": None}, {"weights": None, "kvCache": None}, {"kvCache": kv}):
         later = {**_observation("qwen3-f16", size, tokens=1024), "parts": parts}
         assert client.post(OBSERVATIONS, json=later).status_code == 201  # stored as a record of the run
         workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]
-        assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 17_000_000)
+        assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 25_000_000)

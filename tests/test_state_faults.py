@@ -151,8 +151,8 @@ def test_an_observation_is_never_acknowledged_into_a_deleted_or_replaced_history
 
     restarted = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(state))
     with LiveServer(restarted) as again:
-        assert _measured(again, public_models, 16_000_000) == 201
-        assert _workspace(again)["bytes"] == 16_000_000 and _health(again)["degraded"] is False
+        assert _measured(again, public_models, 19_000_000) == 201
+        assert _workspace(again)["bytes"] == 19_000_000 and _health(again)["degraded"] is False
 
 
 def test_a_foreign_write_lock_is_a_quick_503_and_fits_still_answer(
