@@ -16,6 +16,7 @@ from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import Keys
 
 ATTN = Keys.Attention
+DEEPSEEK_LITE_LAYERS = (26, 27)  # llama.cpp's is_lite (also 48 layers with a 128,256 vocabulary, not read here)
 
 
 def layers_of(rule: ArchRule, hp: HParams) -> Layers:
@@ -138,8 +139,12 @@ def graph_shape(
     """The blocks of the graph llama.cpp reserves (src/models/<arch>.cpp), over the trunk (NextN/MTP layers are
     not in it), or None when the architecture's graph is not derived."""
     graph, hp = rule.graph, layers.hp
-    if graph is None or rule.mla(hp):  # MLA's absorbed attention holds [kv_lora_rank, n_head, T] tensors: not derived
+    if graph is None:
         return None
+    mla = rule.mla(hp)
+    kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla else 0  # llama_model_deepseek2: the absorbed attention
+    lite = hp.n_layer in DEEPSEEK_LITE_LAYERS  # llama_model_deepseek2::load_arch_hparams: no q_lora_rank read
+    q_lora = hp.optional_int(ATTN.Q_LORA_RANK, 0) if mla and not lite else 0
     n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
     ff_exp = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0)
     shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
@@ -157,6 +162,8 @@ def graph_shape(
             and (not recurrent or rule.parameters.attention_beside_ssm)
         )
         head_k, head_v = layers.head_dims(il, sliding[il])
+        if mla:  # the heads before absorption (key_length_mla, value_length_mla); the cache holds latent + rope
+            head_k, head_v = hp.require_int(ATTN.KEY_LENGTH_MLA), hp.require_int(ATTN.VALUE_LENGTH_MLA)
         moe = n_expert > 0 and graph.moe_layers(layers, il)
         dense_ff = 0 if moe or (recurrent and graph.ffn_in_recurrence) else layers.ff[il]
         blocks.append(
@@ -175,6 +182,9 @@ def graph_shape(
                 recurrent_in=recurrent_in if recurrent else 0,
                 recurrent_state=state_elements if recurrent else 0,
                 fused_qkv=graph.fused_qkv and attends,
+                kv_lora=kv_lora if attends else 0,
+                q_lora=q_lora if attends else 0,
+                n_rot=layers.head_k - kv_lora if mla and attends else 0,
             )
         )
     return GraphShape(

@@ -16,6 +16,8 @@ All activations are F32; T = ubatch tokens, E = n_embd.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from memfit.estimator.compute_graph import build_graph, buildable, ubatch_tokens
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.graph_alloc import reserved_bytes
@@ -39,10 +41,12 @@ FFN_SLACK_ROWS = 1  # allocator gap (measured): the head's logits can land above
 REPLAY_SLACK_ROWS = 2  # either side of the replayed buffer, where the graph is not checked node for node
 REPLAY_SLACK_ROWS_CHECKED = 1  # either side, where it is
 REPLAY_SLACK_FIXED = 1 * MiB  # either side, always: small inputs' alignment
-# Above this ubatch the phases' holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes, measured);
-# the rebuilt graph's buffer is exact there too (every measured n_ubatch 2048 run inside its bounds), but ggml-alloc's
-# best fit makes it fall and rise as the context grows with a ubatch this large, and the plan's search needs bounds
-# that only grow: not derived above it, for now.
+# ggml-alloc's best fit can place a larger graph in a smaller buffer: as the context grows, llama.cpp's buffer
+# (and the replay) falls back now and then, by at most 132 KiB on the measured runs and the plan's families.
+# Both bounds keep REPLAY_SLACK_FIXED from the replay, so a bound falls back by at most this:
+BOUND_FALLBACK = REPLAY_SLACK_FIXED
+# Above this ubatch the phases' holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes,
+# measured): the phase rule is not used there.
 MAX_DERIVED_UBATCH = 512
 
 
@@ -146,14 +150,20 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
     return geometry.flash_attention or not any(layer.window for layer in graph.distinct_layers)
 
 
+@lru_cache(maxsize=1024)
+def replayed_bytes(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> int:
+    """ggml-alloc's buffer for the rebuilt graph (the same for every quant of a model: kept for the next ask)."""
+    return reserved_bytes(build_graph(graph, geometry, n_vocab))
+
+
 def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:
     """(floor, ceiling) of the compute buffer llama.cpp reserves for this graph and workload, or None where the
     rule is not derived: the buffer ggml-alloc sizes for the rebuilt graph (estimator/compute_graph.py) where it is
     rebuilt, else the widest phase below (see `derived_for`)."""
-    if geometry.swa_full or geometry.n_ubatch > MAX_DERIVED_UBATCH:  # see MAX_DERIVED_UBATCH
+    if geometry.swa_full:  # never forecast (llama.cpp tools' default off)
         return None
     if buildable(graph):
-        reserved = reserved_bytes(build_graph(graph, geometry, n_vocab))
+        reserved = replayed_bytes(graph, n_vocab, geometry)
         rows = REPLAY_SLACK_ROWS_CHECKED if graph.node_for_node else REPLAY_SLACK_ROWS
         margin = rows * ubatch_tokens(geometry) * graph.n_embd * F32 + REPLAY_SLACK_FIXED
         return max(0, reserved - margin), reserved + margin

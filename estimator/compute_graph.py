@@ -114,11 +114,12 @@ class DecoderGraph:
             g, t = self.geometry, self.t
             group = [b for b in self.shape.layers if b.n_head and (b.window is None) == full]
             heads_k, heads_v = {b.head_k for b in group}, {b.head_v for b in group}
+            mla = any(b.kv_lora for b in group)  # llm_graph_input_attn_k (a K-only cache): no rotation inputs
             k_rot = v_rot = None
-            if g.quantized_k and len(heads_k) == 1 and min(heads_k) % HADAMARD_MIN == 0:
+            if g.quantized_k and not mla and len(heads_k) == 1 and min(heads_k) % HADAMARD_MIN == 0:
                 n = rotation_size(min(heads_k))
                 k_rot = new_tensor(F32, n, n, input=True)
-            if g.quantized_v and len(heads_v) == 1 and min(heads_v) % HADAMARD_MIN == 0:
+            if g.quantized_v and not mla and len(heads_v) == 1 and min(heads_v) % HADAMARD_MIN == 0:
                 v_rot = new_tensor(F32, HADAMARD_MIN, HADAMARD_MIN, input=True)
             v_rows = t if g.flash_attention else t * self.v_width_max()
             n_kv = window_cells(block.window, g)
@@ -153,6 +154,8 @@ class DecoderGraph:
 
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
+        if b.kv_lora:
+            return self.mla_attention(b, cur)
         gf, t, g = self.gf, self.t, self.geometry
         q = same_shape(reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t), "ROPE", self.pos)
         k = same_shape(reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t), "ROPE", self.pos)
@@ -181,6 +184,44 @@ class DecoderGraph:
         cur = self.mha(b, q, inputs.mask)
         if v_rot is not None:
             cur = self.hadamard(cur, v_rot)
+        return mul_mat(None, cur, self.shape.n_embd)  # wo
+
+    def mla_attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """llama_model_deepseek2's absorbed multi-head latent attention: the query's no-rope part times wk_b into
+        the latent, concatenated with its roped part; the key is the normed latent and the roped key part (one
+        head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
+        gf, t, g = self.gf, self.t, self.geometry
+        latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
+        cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
+        q = reshape(mul_mat(None, cur_q, heads * b.head_k), b.head_k, heads, t)  # wq / wq_b
+        q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
+        absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
+        q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * 4), "ROPE", self.pos)
+        q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
+        kv = mul_mat(None, cur, latent + rope)  # wkv_a_mqa: kv_cmpr_pe
+        v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
+        k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * 4), "ROPE", self.pos)
+        k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
+        inputs = self.cache_inputs(b)
+        for x in (q, v, k):
+            gf.expand(x)
+        cache_k = new_tensor(F16, latent + rope, window_cells(b.window, g), g.n_stream, external=True)
+        gf.expand(set_rows(cache_k, view(k, (latent + rope, t), (k.nb[2],)), inputs.k_idxs))
+        ns = g.n_stream
+        q = permute(view(q, (latent + rope, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
+        n_kv = window_cells(b.window, g)
+        if g.flash_attention:  # build_attn_mha with v_mla: the result [latent, H, T] times wv_b, made contiguous
+            out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, inputs.mask)
+            decompressed = mul_mat(None, permute(out, 0, 2, 1, 3), b.head_v)  # fattn_mla [Dv, T, H]
+            cur = reshape(cont(permute(decompressed, 0, 2, 1, 3)), b.head_v * heads, t)
+        else:  # kq, soft_max in place, V (the latent) transposed into a copy, kqv, kqv_mla
+            kq = same_shape(
+                mul_mat_t(new_tensor(F16, latent + rope, n_kv, 1, ns, external=True), q), "SOFT_MAX", inputs.mask
+            )
+            v_cont = op("CONT", F16, (n_kv, latent, 1, ns), new_tensor(F16, latent, n_kv, 1, ns, external=True))
+            kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
+            cur = cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t)
+        gf.expand(cur)
         return mul_mat(None, cur, self.shape.n_embd)  # wo
 
     def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:

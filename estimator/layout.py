@@ -51,6 +51,9 @@ class GraphLayer:
     recurrent_in: int = 0  # the recurrent in-projection's width (0: not recurrent)
     recurrent_state: int = 0  # F32 elements of state per sequence (R + S)
     fused_qkv: bool = False  # one attn_qkv matmul whose output stays alive under the Q/K/V views
+    kv_lora: int = 0  # MLA: the latent's width (kv_lora_rank; 0: not MLA); head_k, head_v are the MLA heads
+    q_lora: int = 0  # MLA: the query's low-rank width (0: one wq)
+    n_rot: int = 0  # MLA: the rope part of each key head
 
 
 @dataclass(frozen=True)

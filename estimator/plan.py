@@ -16,11 +16,13 @@ plan (their layout is the same).
 from __future__ import annotations
 
 import re
+from math import ceil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from memfit.estimator.bounds import Bounds, bounds
+from memfit.estimator.compute_buffer import BOUND_FALLBACK
 from memfit.estimator.context import CELL_PADDING, context_geometry
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
@@ -206,52 +208,66 @@ def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: in
             cache[tokens] = estimator.bounds(tokens)
         return cache[tokens]
 
-    def possible(b: tuple[int, int | None]) -> bool:
-        return b[0] <= budget
+    def with_margin(tokens: int) -> int | None:
+        ceiling = at(tokens)[1]
+        return None if ceiling is None else ceil(ceiling * (1 + margin))
 
-    def tight(b: tuple[int, int | None]) -> bool:
-        return b[1] is not None and b[1] <= budget
-
-    def good(b: tuple[int, int | None]) -> bool:
-        return b[1] is not None and b[1] * (1 + margin) <= budget
-
+    checks = {  # each within the one before: good implies tight implies possible
+        "possible": Checks(lambda tokens: at(tokens)[0], budget, BOUND_FALLBACK),
+        "tight": Checks(lambda tokens: at(tokens)[1], budget, BOUND_FALLBACK),
+        "good": Checks(with_margin, budget, ceil(BOUND_FALLBACK * (1 + margin))),
+    }
     found: dict[str, int | None] = {}
-    known: dict[int, tuple[int, int | None]] = {}  # step index -> bounds, shared by the three searches
     hi = len(ends)
-    for name, fits in (("possible", possible), ("tight", tight), ("good", good)):  # each within the one before
-        lo = max((i for i, b in known.items() if i < hi and fits(b)), default=-1)
-        hi = min((i for i, b in known.items() if lo < i < hi and not fits(b)), default=hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            known[mid] = at(ends[mid])
-            if fits(known[mid]):
-                lo = mid
-            else:
-                hi = mid
-        found[name] = _refine(_at_tokens(fits, at), ends, lo)
+    for name, check in checks.items():
+        lo = _last_fitting(lambda i: check.fits(ends[i]), lambda i: check.out_of_reach(ends[i]), -1, hi, len(ends))
+        found[name] = _refine(check, ends, lo)
         hi = lo + 1
     return Maxima(found["good"], found["tight"], found["possible"])
 
 
-def _at_tokens(
-    fits: Callable[[tuple[int, int | None]], bool], at: Callable[[int], tuple[int, int | None]]
-) -> Callable[[int], bool]:
-    return lambda tokens: fits(at(tokens))
+@dataclass(frozen=True)
+class Checks:
+    """One bound of the estimate (floor, ceiling, ceiling with the margin) against the budget."""
+
+    bound: Callable[[int], int | None]
+    budget: int
+    fallback: int  # how far the bound can fall back as the context grows
+
+    def fits(self, tokens: int) -> bool:
+        b = self.bound(tokens)
+        return b is not None and b <= self.budget
+
+    def out_of_reach(self, tokens: int) -> bool:
+        """Whether no larger context fits either: the bound is unknown (it stays unknown further up) or above the
+        budget by more than it can fall back."""
+        b = self.bound(tokens)
+        return b is None or b - self.fallback > self.budget
 
 
-def _refine(fits: Callable[[int], bool], ends: StepEnds, i: int) -> int | None:
-    """The largest fitting T in (ends[i], ends[i + 1]) when the estimate moves inside that step, else ends[i]."""
-    low = ends[i] if i >= 0 else 0
-    if i + 1 >= len(ends):
-        return low or None  # capped at the limit
-    high = ends[i + 1]  # does not fit
-    if high - low <= 1 or not fits(low + 1):
-        return low or None
-    lo, hi = low + 1, high
+def _last_fitting(fits: Callable[[int], bool], out_of_reach: Callable[[int], bool], lo: int, hi: int, stop: int) -> int:
+    """The last index below `stop` that fits, `lo` fitting (or the start) and `hi` not (or `stop`): a binary
+    search between them, then on past the boundary while an index is not out of reach."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
             lo = mid
         else:
             hi = mid
+    i = hi
+    while i < stop and not out_of_reach(i):
+        if fits(i):
+            lo = i
+        i += 1
     return lo
+
+
+def _refine(check: Checks, ends: StepEnds, i: int) -> int | None:
+    """The largest fitting T in (ends[i], ends[i + 1]) when the estimate moves inside that step, else ends[i]."""
+    low = ends[i] if i >= 0 else 0
+    if i + 1 >= len(ends):
+        return low or None  # capped at the limit
+    high = ends[i + 1]  # does not fit
+    if high - low <= 1 or (not check.fits(low + 1) and check.out_of_reach(low + 1)):
+        return low or None  # constant over the step, or nothing in it can fit
+    return _last_fitting(check.fits, check.out_of_reach, low, high, high) or None
