@@ -22,7 +22,7 @@ measured against llama.cpp (tests/data/results_*.jsonl) or shares its code path 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
@@ -449,6 +449,7 @@ class Graph:
     ffn_in_recurrence: bool = False  # RWKV 6/7: the FFN is the channel mix, inside `recurrent_in`
     hidden_output: bool = False  # res->t_h_nextn: the last hidden state is an output, rows selected after the trunk
     node_for_node: bool = False  # the rebuilt graph is llama.cpp's, node for node (checked against its graph)
+    bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
 
 
 DECODER = Graph()
@@ -457,6 +458,7 @@ NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
 EMBEDDER = Graph(logits=False, cache_attention=False)
+BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
 MAMBA1 = Graph(recurrent_in=mamba_in)
 GDN = Graph(recurrent_in=gated_delta_net_in)
 KDA = Graph(recurrent_in=kda_in)
@@ -600,14 +602,10 @@ RULES: dict[str, ArchRule] = {
     "deepseek2-ocr": PLAIN,
     "paddleocr": PLAIN,
     # create_memory returns no memory at all for these
-    "bert": ArchRule(
-        tensors=tensors_bert, memory=Memory.NONE, graph=EMBEDDER, parameters=LEARNED_POSITIONS, counted=True
-    ),
+    "bert": ArchRule(tensors=tensors_bert, memory=Memory.NONE, graph=BERT, parameters=LEARNED_POSITIONS, counted=True),
     "jina-bert-v2": NO_MEMORY,
     "jina-bert-v3": NO_MEMORY,
-    "nomic-bert": ArchRule(
-        memory=Memory.NONE, graph=Graph(fused_qkv=True, logits=False, cache_attention=False), counted=True
-    ),
+    "nomic-bert": ArchRule(memory=Memory.NONE, graph=replace(BERT, fused_qkv=True), counted=True),
     "nomic-bert-moe": NO_MEMORY,
     "neo-bert": NO_MEMORY,
     "eurobert": NO_MEMORY,

@@ -194,6 +194,8 @@ def graph_shape(
         cache_attention=graph.cache_attention,
         hidden_output=graph.hidden_output,
         node_for_node=graph.node_for_node,
+        bert_block=graph.bert_block,
+        learned_positions=rule.parameters.position_embeddings,
     )
 
 

@@ -41,10 +41,7 @@ FFN_SLACK_ROWS = 1  # allocator gap (measured): the head's logits can land above
 REPLAY_SLACK_ROWS = 2  # either side of the replayed buffer, where the graph is not checked node for node
 REPLAY_SLACK_ROWS_CHECKED = 1  # either side, where it is
 REPLAY_SLACK_FIXED = 1 * MiB  # either side, always: small inputs' alignment
-# ggml-alloc's best fit can place a larger graph in a smaller buffer: as the context grows, llama.cpp's buffer
-# (and the replay) falls back now and then, by at most 132 KiB on the measured runs and the plan's families.
-# Both bounds keep REPLAY_SLACK_FIXED from the replay, so a bound falls back by at most this:
-BOUND_FALLBACK = REPLAY_SLACK_FIXED
+
 # Above this ubatch the phases' holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes,
 # measured): the phase rule is not used there.
 MAX_DERIVED_UBATCH = 512
@@ -175,3 +172,11 @@ def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -
     holes = SLACK_ROWS * t * widest_row(graph) + FFN_SLACK_ROWS * t * widest_ffn_row(graph)
     ceiling = peak + holes * F32 + SLACK_FIXED  # ggml_dyn_tallocr_alloc: what best fit loses to holes
     return floor, ceiling
+
+
+def bound_fallback(graph: GraphShape | None, n_ubatch: int) -> int:
+    """How far a bound can fall as the context grows: ggml-alloc's best fit can place a larger graph in a smaller
+    buffer, so llama.cpp's buffer (and the replay) falls back now and then, by up to one [n_embd, n_ubatch] F32 row
+    (measured on the plan's families, up to 1.3 MiB at a 2,048-token ubatch; 132 KiB at 512), and never by more
+    than 1 MiB on graphs whose rows are smaller."""
+    return max(REPLAY_SLACK_FIXED, n_ubatch * (graph.n_embd if graph is not None else 0) * F32)

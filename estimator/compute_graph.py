@@ -32,6 +32,7 @@ from memfit.estimator.ggml_graph import (
     reshape,
     same_shape,
     set_rows,
+    transpose,
     view,
 )
 from memfit.estimator.kv_cache import window_cells
@@ -41,7 +42,10 @@ HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64
 
 
 def buildable(graph: GraphShape) -> bool:
-    """Whether this module builds the graph: a causal decoder with an LM head, attention and FFN blocks only."""
+    """Whether this module builds the graph: a causal decoder with an LM head, attention and FFN blocks only, or
+    a BERT encoder."""
+    if graph.bert_block:
+        return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     return (
         graph.logits
         and graph.cache_attention
@@ -279,5 +283,77 @@ class DecoderGraph:
         return out
 
 
+class EncoderGraph:
+    """src/models/bert.cpp: token (and position) embeddings, LayerNorm; per block non-causal attention over the
+    ubatch (build_attn_inp_no_cache: one [T, T] mask; K and V cast to F16 for flash attention), the output
+    projection, a residual add and LayerNorm, the FFN, a residual add and LayerNorm. Biases, norms' weights and
+    GELU work in place; LayerNorm (ggml_norm) does not."""
+
+    def __init__(self, shape: GraphShape, geometry: ContextGeometry):
+        self.shape, self.geometry = shape, geometry
+        self.t = ubatch_tokens(geometry)
+        self.gf = Graph()
+
+    @staticmethod
+    def norm(x: Tensor) -> Tensor:
+        """build_norm with LLM_NORM: ggml_norm (a new tensor), the weight and the bias in place."""
+        return same_shape(same_shape(op("NORM", F32, x.ne, x), "MUL"), "ADD")
+
+    def build(self) -> Graph:
+        gf, t, e, g = self.gf, self.t, self.shape.n_embd, self.geometry
+        tokens = new_tensor(I32, t, input=True)
+        embd = gf.expand(get_rows(None, tokens, e))
+        gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd, allocated, never read
+        self.pos = new_tensor(I32, t, input=True)
+        if self.shape.learned_positions:  # position rows, plus the token type row added to the token rows
+            embd = same_shape(get_rows(None, self.pos, e), "ADD", same_shape(embd, "ADD"))
+        else:
+            embd = same_shape(embd, "ADD")  # the token type row
+        self.mask = new_tensor(F16 if g.flash_attention else F32, t, t, input=True)
+        out_ids = new_tensor(I32, t, input=True)
+        cur = self.norm(embd)
+        last = len(self.shape.layers) - 1
+        for il, b in enumerate(self.shape.layers):
+            inp_l = cur
+            cur = mul_mat(None, self.attention(b, cur), e)  # wo (its bias in place)
+            if il == last:
+                cur, inp_l = get_rows(cur, out_ids, e), get_rows(inp_l, out_ids, e)
+            ffn_inp = self.norm(same_shape(cur, "ADD", inp_l))
+            cur = self.norm(same_shape(DecoderGraph.dense(ffn_inp, b.n_ff, b.gated), "ADD", ffn_inp))
+        cur.output = True  # result_embd
+        gf.expand(cur)
+        return gf
+
+    def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        t, g = self.t, self.geometry
+        rope = not self.shape.learned_positions
+        if b.fused_qkv:  # wqkv, Q K V as views of it
+            qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
+            nb = (b.head_k * 4, qkv.nb[1])
+            q = view(qkv, (b.head_k, b.n_head, t), nb)
+            k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * 4)
+            v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * 4)
+        else:
+            q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
+            k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+            v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
+        if rope:
+            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        for x in (q, k, v):
+            self.gf.expand(x)
+        q = permute(q, 0, 2, 1, 3)
+        k, v = permute(k, 0, 2, 1, 3), permute(v, 0, 2, 1, 3)
+        if g.flash_attention:  # build_attn_mha: F32 K and V cast to F16
+            k16, v16 = op("CPY", F16, k.ne, k), op("CPY", F16, v.ne, v)
+            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t, 1), q, k16, v16, self.mask)
+            return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
+        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", self.mask)  # [T, T, H]
+        v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
+        kqv = mul_mat_t(v_cont, kq)
+        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    if shape.bert_block:
+        return EncoderGraph(shape, geometry).build()
     return DecoderGraph(shape, geometry, n_vocab).build()

@@ -66,6 +66,8 @@ class GraphShape:
     cache_attention: bool = True  # False: build_attn_inp_no_cache, keys are the ubatch itself
     hidden_output: bool = False  # the last hidden state is a graph output, output rows selected after the trunk
     node_for_node: bool = False  # estimator/compute_graph.py rebuilds llama.cpp's graph exactly (checked)
+    bert_block: bool = False  # BERT's blocks: LayerNorm after each residual add (src/models/bert.cpp)
+    learned_positions: bool = False  # a position embedding table read by position (BERT), not rope
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from memfit.estimator.bounds import Bounds, bounds
-from memfit.estimator.compute_buffer import BOUND_FALLBACK
+from memfit.estimator.compute_buffer import bound_fallback
 from memfit.estimator.context import CELL_PADDING, context_geometry
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
@@ -212,10 +212,12 @@ def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: in
         ceiling = at(tokens)[1]
         return None if ceiling is None else ceil(ceiling * (1 + margin))
 
+    layout = estimator.subject.layout
+    fallback = bound_fallback(layout.graph if layout is not None else None, w.ubatch_tokens)
     checks = {  # each within the one before: good implies tight implies possible
-        "possible": Checks(lambda tokens: at(tokens)[0], budget, BOUND_FALLBACK),
-        "tight": Checks(lambda tokens: at(tokens)[1], budget, BOUND_FALLBACK),
-        "good": Checks(with_margin, budget, ceil(BOUND_FALLBACK * (1 + margin))),
+        "possible": Checks(lambda tokens: at(tokens)[0], budget, fallback),
+        "tight": Checks(lambda tokens: at(tokens)[1], budget, fallback),
+        "good": Checks(with_margin, budget, ceil(fallback * (1 + margin))),
     }
     found: dict[str, int | None] = {}
     hi = len(ends)
