@@ -16,10 +16,10 @@ plan (their layout is the same).
 from __future__ import annotations
 
 import re
-from math import ceil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from math import ceil
 
 from memfit.estimator.bounds import Bounds, bounds
 from memfit.estimator.compute_buffer import bound_fallback
@@ -222,7 +222,7 @@ def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: in
     found: dict[str, int | None] = {}
     hi = len(ends)
     for name, check in checks.items():
-        lo = _last_fitting(lambda i: check.fits(ends[i]), lambda i: check.out_of_reach(ends[i]), -1, hi, len(ends))
+        lo = _last_fitting(check, ends.__getitem__, -1, hi, len(ends))
         found[name] = _refine(check, ends, lo)
         hi = lo + 1
     return Maxima(found["good"], found["tight"], found["possible"])
@@ -247,18 +247,18 @@ class Checks:
         return b is None or b - self.fallback > self.budget
 
 
-def _last_fitting(fits: Callable[[int], bool], out_of_reach: Callable[[int], bool], lo: int, hi: int, stop: int) -> int:
-    """The last index below `stop` that fits, `lo` fitting (or the start) and `hi` not (or `stop`): a binary
-    search between them, then on past the boundary while an index is not out of reach."""
+def _last_fitting(check: Checks, tokens_at: Callable[[int], int], lo: int, hi: int, stop: int) -> int:
+    """The last index below `stop` whose tokens fit, `lo` fitting (or the start) and `hi` not (or `stop`): a
+    binary search between them, then on past the boundary while an index is not out of reach."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if fits(mid):
+        if check.fits(tokens_at(mid)):
             lo = mid
         else:
             hi = mid
     i = hi
-    while i < stop and not out_of_reach(i):
-        if fits(i):
+    while i < stop and not check.out_of_reach(tokens_at(i)):
+        if check.fits(tokens_at(i)):
             lo = i
         i += 1
     return lo
@@ -272,4 +272,4 @@ def _refine(check: Checks, ends: StepEnds, i: int) -> int | None:
     high = ends[i + 1]  # does not fit
     if high - low <= 1 or (not check.fits(low + 1) and check.out_of_reach(low + 1)):
         return low or None  # constant over the step, or nothing in it can fit
-    return _last_fitting(check.fits, check.out_of_reach, low, high, high) or None
+    return _last_fitting(check, lambda tokens: tokens, low, high, high) or None
