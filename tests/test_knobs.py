@@ -30,8 +30,8 @@ RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) for r in load(path)]
 
 # (model, n_ctx, n_seq, fa, unified, n_ubatch): measured runs where the setting changes llama.cpp's KV cache
 # (every layer's V as wide as the widest with flash attention off; sliding windows of window * n_seq + ubatch
-# cells in a unified cache, window + ubatch otherwise). No run of the ground truth used n_ubatch 2048: the
-# smaller ubatch (128) is what was measured.
+# cells in a unified cache, window + ubatch otherwise), ubatch 128 and 2048 (tests/data/results_tiny_real.jsonl)
+# included.
 MEASURED = [
     ("deci-arr", 2048, 4, "off", 0, 512),
     ("gemma4-shared", 8192, 1, "off", 0, 512),
@@ -45,6 +45,7 @@ MEASURED = [
     ("gptoss-swa-moe", 4096, 1, "auto", 0, 128),
     ("gemma3n-shared", 4096, 1, "off", 0, 128),
     ("deci-arr", 4096, 1, "off", 0, 128),
+    ("gptoss-swa-moe-rw", 4096, 1, "auto", 0, 2048),
 ]
 
 

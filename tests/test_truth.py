@@ -187,3 +187,31 @@ def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]
     rows = [check_bounds(r, f.layout, f.architecture, f.n_vocab, None) for r, f in zip(modelled, facts, strict=True)]
     assert len(SHAPE_RUNS) == 168 and len(rows) == 165
     assert sum(r.status == "inside" for r in rows) >= 126
+
+
+TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]
+
+
+def test_tiny_random_weight_models_allocated_and_decoded_in_every_family(tmp_path: Path) -> None:
+    """tests/data/results_tiny_real.jsonl: a random-weight model per family whose graph differs, each run a real
+    allocation followed by a decode; its writer gives the sparse family model's header with finite random data."""
+    import gguf
+    import numpy as np
+
+    from tools.families import tiny_real
+    from tools.gguf_writers import write_model
+
+    assert {r["family"] for r in TINY_REAL} == set(tiny_real.FAMILIES)
+    assert {r["model"] for r in TINY_REAL} == set(tiny_real.FAMILY_SET)
+    assert len(TINY_REAL) == len(tiny_real.FAMILY_SET) * len(tiny_real.SETTINGS)
+    for run in TINY_REAL:
+        assert "error" not in run and run["no_alloc"] == 0 and run["compute_bytes"] > 0
+        assert (run["decode_rc"], run["decode_tokens"]) == (0, tiny_real.DECODE)
+    random, sparse = tmp_path / "rw.gguf", tmp_path / "sparse.gguf"
+    write_model(tiny_real.FAMILY_SET["bert-embd-rw"](), random)
+    write_model(tiny_real._BASE["bert-embd"](), sparse)
+    reader = gguf.GGUFReader(random)
+    assert random.read_bytes()[: reader.data_offset] == sparse.read_bytes()[: reader.data_offset]
+    for tensor in reader.tensors:
+        data = np.asarray(tensor.data)
+        assert np.isfinite(data).all() and data.any(), tensor.name

@@ -35,7 +35,7 @@ from tools.truth import DATA, MEASURED_ON, load, run_id
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
-    from tools.families import attention, more, recurrent, shapes
+    from tools.families import attention, more, recurrent, shapes, tiny_real
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -44,6 +44,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.FAMILY_SET,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
+        **tiny_real.FAMILY_SET,
     }
 
 

@@ -33,6 +33,7 @@ class Model:
     vocab: int = 0
     tokenizer: str = "llama"  # "llama" (sentencepiece-like), "gpt2" (byte-level BPE) or "bert" (WordPiece)
     merges: int = 0  # a gpt2 tokenizer's merges beyond the letter pairs (real vocabularies have ~150-280k)
+    seed: int | None = None  # random weights from this seed (write_model's `_fill_random`); None: a sparse hole
 
     def tensor(self, name: str, ne: list[int] | tuple[int, ...], qtype: QT) -> None:
         if len(ne) == 1:
@@ -141,7 +142,38 @@ def write_model(model: Model, path: str | os.PathLike[str]) -> int:
     w.close()
     data_offset = round_up(os.path.getsize(path), ALIGNMENT)
     os.truncate(path, data_offset + data_bytes)
+    if model.seed is not None:
+        _fill_random(model, path, data_offset)
     return data_offset + data_bytes
+
+
+def _random_data(rng: np.random.Generator, name: str, ne: tuple[int, ...], qtype: QT) -> bytes:
+    """One tensor's bytes: norm weights 1, everything else N(0, 0.02) (finite activations for a real decode),
+    as the ground-truth harness's make_models.py writes them."""
+    shape = tuple(reversed(ne))
+    if "norm" in name:
+        values = np.ones(shape, dtype=np.float32)
+    else:
+        values = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+    if qtype == QT.F32:
+        return values.tobytes()
+    if qtype == QT.F16:
+        return values.astype(np.float16).tobytes()
+    return gguf.quants.quantize(values, qtype).tobytes()
+
+
+def _fill_random(model: Model, path: str | os.PathLike[str], data_offset: int) -> None:
+    """Write seeded random data into the data region of a file write_model laid out (same tensor order, each
+    tensor at a multiple of ALIGNMENT): the header is byte for byte the sparse file's."""
+    rng = np.random.default_rng(model.seed)
+    offset = data_offset
+    with open(path, "r+b") as f:
+        for name, ne, qtype in model.tensors:
+            data = _random_data(rng, name, ne, qtype)
+            assert len(data) == tensor_nbytes(ne, qtype), name
+            f.seek(offset)
+            f.write(data)
+            offset += round_up(len(data), ALIGNMENT)
 
 
 # --- building blocks ------------------------------------------------------------------------------
