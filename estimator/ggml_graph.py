@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 F32, F16, I32, I64 = "f32", "f16", "i32", "i64"
 ELEMENT_BYTES = {F32: 4, F16: 2, I32: 4, I64: 8}
@@ -30,7 +31,7 @@ class Tensor:
     external: bool = False  # has its own buffer (the KV cache)
     name: str = ""
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
         """ggml_nbytes for the element types compute tensors have."""
         if any(n == 0 for n in self.ne):

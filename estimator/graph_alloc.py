@@ -85,12 +85,12 @@ def _same_layout(a: Tensor, b: Tensor) -> bool:
 def reserved_bytes(graph: Graph) -> int:
     """The compute buffer ggml_gallocr_reserve sizes for this graph."""
     heap = FreeList()
-    state: dict[int, _State] = {}
+    state: dict[Tensor, _State] = {}  # by identity (Tensor compares by identity)
 
     def of(t: Tensor) -> _State:
-        s = state.get(id(t))
+        s = state.get(t)
         if s is None:
-            s = state[id(t)] = _State()
+            s = state[t] = _State()
         return s
 
     def allocate(t: Tensor) -> None:
