@@ -450,6 +450,8 @@ class Graph:
     hidden_output: bool = False  # res->t_h_nextn: the last hidden state is an output, rows selected after the trunk
     node_for_node: bool = False  # the rebuilt graph is llama.cpp's, node for node (checked against its graph)
     bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
+    mixer: str = "mamba2"  # its recurrent blocks (if any): "mamba2" (build_mamba2_layer), "short_conv" (lfm2.cpp),
+    # others not rebuilt ("mamba", "gated_delta_net", "kda", "rwkv")
 
 
 DECODER = Graph()
@@ -459,12 +461,13 @@ SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
 EMBEDDER = Graph(logits=False, cache_attention=False)
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
-MAMBA1 = Graph(recurrent_in=mamba_in)
-GDN = Graph(recurrent_in=gated_delta_net_in)
-KDA = Graph(recurrent_in=kda_in)
-SHORT_CONV = Graph(recurrent_in=short_conv_in)
-RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True)
-RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in)
+MAMBA1 = Graph(recurrent_in=mamba_in, mixer="mamba")
+GDN = Graph(recurrent_in=gated_delta_net_in, mixer="gated_delta_net")
+KDA = Graph(recurrent_in=kda_in, mixer="kda")
+SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer="short_conv")
+SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
+RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer="rwkv")
+RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer="rwkv")
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -704,7 +707,7 @@ RULES: dict[str, ArchRule] = {
         counted=True,
     ),
     "mamba2": ArchRule(
-        tensors=tensors_mamba2, memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=DECODER, counted=True
+        tensors=tensors_mamba2, memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=SAME_DECODER, counted=True
     ),
     "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
     "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
@@ -717,13 +720,15 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(no_kv_heads, reads_group_count=False),
         graph=MAMBA1,
     ),
-    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=DECODER),
+    "plamo2": ArchRule(  # plamo2.cpp builds its own Mamba mixer
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=Graph(mixer="plamo2")
+    ),
     "granitehybrid": ArchRule(
         tensors=tensors_granitehybrid,
         memory=Memory.HYBRID,
         kv_layers=not_recurrent,
         recurrence=_NO_KV_HEADS,
-        graph=DECODER,
+        graph=SAME_DECODER,
         counted=True,
     ),
     "falcon-h1": ArchRule(
@@ -753,7 +758,7 @@ RULES: dict[str, ArchRule] = {
         kv_layers=not_recurrent,
         recurrence=_NO_KV_HEADS,
         window=Window(attention_layers_slide, window_key_positive),
-        graph=SHORT_CONV,
+        graph=SAME_SHORT_CONV,
         counted=True,
     ),
     "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=SHORT_CONV),

@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, RecurrentLayer
+from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, RecurrentLayer, Ssm
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import Keys
 
 ATTN = Keys.Attention
+SSM = Keys.SSM
 DEEPSEEK_LITE_LAYERS = (26, 27)  # llama.cpp's is_lite (also 48 layers with a 128,256 vocabulary, not read here)
 
 
@@ -151,6 +152,13 @@ def graph_shape(
         hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
     )
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
+    ssm = Ssm(  # build_mamba2_layer's sizes
+        hp.optional_int(SSM.INNER_SIZE, 0),
+        hp.optional_int(SSM.STATE_SIZE, 0),
+        hp.optional_int(SSM.GROUP_COUNT, 0),
+        hp.optional_int(SSM.TIME_STEP_RANK, 0),
+        hp.optional_int(SSM.CONV_KERNEL, 0),
+    )
     state_elements = state.r_elements + state.s_elements if state else 0
     blocks = []
     for il in range(layers.n_trunk):
@@ -185,6 +193,7 @@ def graph_shape(
                 kv_lora=kv_lora if attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
+                ssm=ssm if recurrent and graph.mixer == "mamba2" else None,
             )
         )
     return GraphShape(
@@ -195,6 +204,7 @@ def graph_shape(
         hidden_output=graph.hidden_output,
         node_for_node=graph.node_for_node,
         bert_block=graph.bert_block,
+        mixer=graph.mixer if rule.recurrence else "",
         learned_positions=rule.parameters.position_embeddings,
     )
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from memfit.estimator.compute_graph import build_graph, buildable, ubatch_tokens
-from memfit.estimator.context import ContextGeometry
-from memfit.estimator.graph_alloc import reserved_bytes
+from memfit.estimator.context import DEFAULT_N_BATCH, ContextGeometry
+from memfit.estimator.graph_alloc import Replay, replay
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import GraphLayer, GraphShape
 
@@ -39,8 +39,8 @@ FFN_SLACK_ROWS = 1  # allocator gap (measured): the head's logits can land above
 # others it leaves out a builder's own extras (LayerNorm, parallel blocks, layers without rope, routers), measured
 # within two rows of llama.cpp.
 REPLAY_SLACK_ROWS = 2  # either side of the replayed buffer, where the graph is not checked node for node
-REPLAY_SLACK_ROWS_CHECKED = 1  # either side, where it is
-REPLAY_SLACK_FIXED = 1 * MiB  # either side, always: small inputs' alignment
+REPLAY_SLACK_FIXED = 1 * MiB  # either side there too: small inputs' alignment
+REPLAY_SLACK_CHECKED = 2 * MiB  # either side, where it is: within 1.01 MiB on every measured run of those
 
 # Above this ubatch the phases' holes grow past the rows above (3+ rows at n_ubatch 2048 on real shapes,
 # measured): the phase rule is not used there.
@@ -148,9 +148,16 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def replayed_bytes(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> int:
+def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> Replay:
     """ggml-alloc's buffer for the rebuilt graph (the same for every quant of a model: kept for the next ask)."""
-    return reserved_bytes(build_graph(graph, geometry, n_vocab))
+    return replay(build_graph(graph, geometry, n_vocab))
+
+
+def replay_margin(graph: GraphShape, tokens: int) -> int:
+    """How far either bound sits from the replayed buffer of a `tokens`-token ubatch."""
+    if graph.node_for_node:
+        return REPLAY_SLACK_CHECKED
+    return REPLAY_SLACK_ROWS * tokens * graph.n_embd * F32 + REPLAY_SLACK_FIXED
 
 
 def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:
@@ -160,9 +167,8 @@ def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -
     if geometry.swa_full:  # never forecast (llama.cpp tools' default off)
         return None
     if buildable(graph):
-        reserved = replayed_bytes(graph, n_vocab, geometry)
-        rows = REPLAY_SLACK_ROWS_CHECKED if graph.node_for_node else REPLAY_SLACK_ROWS
-        margin = rows * ubatch_tokens(geometry) * graph.n_embd * F32 + REPLAY_SLACK_FIXED
+        reserved = replayed(graph, n_vocab, geometry).size
+        margin = replay_margin(graph, ubatch_tokens(geometry))
         return max(0, reserved - margin), reserved + margin
     if not derived_for(graph, geometry):
         return None
@@ -174,9 +180,14 @@ def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -
     return floor, ceiling
 
 
-def bound_fallback(graph: GraphShape | None, n_ubatch: int) -> int:
-    """How far a bound can fall as the context grows: ggml-alloc's best fit can place a larger graph in a smaller
-    buffer, so llama.cpp's buffer (and the replay) falls back now and then, by up to one [n_embd, n_ubatch] F32 row
-    (measured on the plan's families, up to 1.3 MiB at a 2,048-token ubatch; 132 KiB at 512), and never by more
-    than 1 MiB on graphs whose rows are smaller."""
-    return max(REPLAY_SLACK_FIXED, n_ubatch * (graph.n_embd if graph is not None else 0) * F32)
+def compute_fallback(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, n_ubatch: int) -> int:
+    """How far the compute buffer's bounds can fall below this workload's as the context grows (the same ubatch
+    request `n_ubatch`): ggml-alloc's best fit can place a larger graph in a smaller buffer, but never below the
+    bytes alive at once, which only grow with the context; and the margin grows with the ubatch's tokens (at most
+    to the requested ubatch). 0 for the phase rule, whose bounds only grow."""
+    if geometry.swa_full or not buildable(graph):
+        return 0
+    found = replayed(graph, n_vocab, geometry)
+    t = ubatch_tokens(geometry)
+    widest = -(-min(n_ubatch, DEFAULT_N_BATCH) // geometry.n_seq) * geometry.n_seq
+    return found.size - found.live + replay_margin(graph, max(t, widest)) - replay_margin(graph, t)

@@ -11,6 +11,7 @@ what is alive; every tensor that takes memory is here, in llama.cpp's order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memfit.estimator.context import ContextGeometry
@@ -22,6 +23,7 @@ from memfit.estimator.ggml_graph import (
     Graph,
     Tensor,
     cont,
+    copy_into,
     get_rows,
     glu,
     mul_mat,
@@ -36,7 +38,7 @@ from memfit.estimator.ggml_graph import (
     view,
 )
 from memfit.estimator.kv_cache import window_cells
-from memfit.estimator.layout import GraphLayer, GraphShape
+from memfit.estimator.layout import GraphLayer, GraphShape, Ssm
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
 
@@ -49,7 +51,22 @@ def buildable(graph: GraphShape) -> bool:
     return (
         graph.logits
         and graph.cache_attention
-        and all(not b.recurrent_in and not b.fused_qkv and b.n_head for b in graph.layers)
+        and all(
+            not b.fused_qkv
+            and (b.n_head > 0) != (b.recurrent_in > 0)
+            and (not b.recurrent_in or graph.mixer == "short_conv" or graph.mixer == "mamba2" and _whole(b.ssm))
+            for b in graph.layers
+        )
+    )
+
+
+def _whole(ssm: Ssm | None) -> bool:
+    """Sizes llama_model_mamba2 accepts: all set, d_inner a multiple of the heads and of the groups."""
+    return (
+        ssm is not None
+        and min(ssm.d_inner, ssm.d_state, ssm.n_group, ssm.n_head, ssm.d_conv) > 0
+        and ssm.d_inner % ssm.n_head == 0
+        and ssm.d_inner % ssm.n_group == 0
     )
 
 
@@ -83,6 +100,7 @@ class DecoderGraph:
         self.t = ubatch_tokens(geometry)
         self.gf = Graph()
         self.inputs: dict[bool, CacheInputs] = {}
+        self.s_copy: Tensor | None = None
 
     def build(self) -> Graph:
         gf, t, e = self.gf, self.t, self.shape.n_embd
@@ -92,13 +110,18 @@ class DecoderGraph:
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
         out_ids = new_tensor(I32, t, input=True)  # build_inp_out_ids: every token an output in the reserve
         last = len(self.shape.layers) - 1
+        first = self.shape.mixer == "short_conv"  # lfm2.cpp adds the block's output to the residual, not back
         for il, block in enumerate(self.shape.layers):
             inp_sa = inp_l
-            cur = self.attention(block, self.norm(inp_l))
+            cur = self.mixer(block, self.norm(inp_l))
             if il == last and not self.shape.hidden_output:  # the last layer keeps only the output rows
                 cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
-            ffn_inp = same_shape(cur, "ADD", inp_sa)
-            inp_l = same_shape(self.ffn(block, self.norm(ffn_inp)), "ADD", ffn_inp)
+            ffn_inp = same_shape(inp_sa, "ADD", cur) if first else same_shape(cur, "ADD", inp_sa)
+            if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
+                inp_l = ffn_inp
+                continue
+            out = self.ffn(block, self.norm(ffn_inp))
+            inp_l = same_shape(ffn_inp, "ADD", out) if first else same_shape(out, "ADD", ffn_inp)
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
@@ -189,6 +212,85 @@ class DecoderGraph:
         if v_rot is not None:
             cur = self.hadamard(cur, v_rot)
         return mul_mat(None, cur, self.shape.n_embd)  # wo
+
+    def state_rows(self, width: int) -> Tensor:
+        """build_rs with get_rows: the sequences' rows of a recurrent state."""
+        cache = new_tensor(F32, width, self.geometry.n_seq, external=True)
+        return self.recurrent_rows(width, lambda ids: get_rows(cache, ids, width))
+
+    def recurrent_rows(self, width: int, rows_of: Callable[[Tensor], Tensor]) -> Tensor:
+        """build_rs: `rows_of` the sequences' state ids (output_states); the cells kept unchanged are copied
+        within the cache, one state is cleared in place: no memory of the graph's own."""
+        n = self.geometry.n_seq
+        if self.s_copy is None:
+            self.s_copy = new_tensor(I32, n, input=True)  # build_rs_inp: one state per sequence in the reserve
+        rows = self.gf.expand(rows_of(view(self.s_copy, (n,))))
+        cache = new_tensor(F32, width, n, external=True)
+        extra = get_rows(cache, view(self.s_copy, (0,), offset=n * 4), width)  # states_extra: none here
+        self.gf.expand(copy_into(extra, new_tensor(F32, width, 0, external=True)))
+        return rows
+
+    def mixer(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        if not b.recurrent_in:
+            return self.attention(b, cur)
+        return self.mamba2(b, cur) if b.ssm is not None else self.short_conv(b, cur)
+
+    def mamba2(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_mamba2_layer: in-projection to z, xBC, dt; xBC after the conv state, ssm_conv, silu (in place);
+        ssm_scan over x, dt, B, C into y and the new states; y + x*D, swiglu(z, y), the grouped norm,
+        out-projection. The conv state's last columns and the scan's states go back into the cache (copies)."""
+        assert b.ssm is not None
+        t, n, ssm = self.t, self.geometry.n_seq, b.ssm
+        tokens, head_dim = t // n, ssm.d_inner // ssm.n_head
+        d_xbc = ssm.d_inner + 2 * ssm.n_group * ssm.d_state
+        conv = reshape(self.state_rows((ssm.d_conv - 1) * d_xbc), ssm.d_conv - 1, d_xbc, n)  # build_rs
+        zxbcdt = reshape(mul_mat(None, cur, b.recurrent_in), b.recurrent_in, tokens, n)  # ssm_in
+        nb = (zxbcdt.nb[1], zxbcdt.nb[2])
+        z = view(zxbcdt, (head_dim, ssm.n_head, tokens, n), (head_dim * 4, *nb))
+        xbc = view(zxbcdt, (d_xbc, tokens, n), nb, ssm.d_inner * 4)
+        dt = view(zxbcdt, (ssm.n_head, tokens, n), nb, (2 * ssm.d_inner + 2 * ssm.n_group * ssm.d_state) * 4)
+        conv_x = op("CONCAT", F32, (ssm.d_conv - 1 + tokens, d_xbc, n), conv, transpose(xbc))
+        last = view(conv_x, (ssm.d_conv - 1, d_xbc, n), (conv_x.nb[1], conv_x.nb[2]), tokens * 4)
+        self.gf.expand(copy_into(last, new_tensor(F32, (ssm.d_conv - 1) * d_xbc, n, external=True)))
+        xbc = same_shape(same_shape(op("SSM_CONV", F32, (d_xbc, tokens, n), conv_x), "ADD"), "SILU")
+        xnb = (xbc.nb[1], xbc.nb[2])
+        x = view(xbc, (head_dim, ssm.n_head, tokens, n), (head_dim * 4, *xnb))
+        b_ = view(xbc, (ssm.d_state, ssm.n_group, tokens, n), (ssm.d_state * 4, *xnb), ssm.d_inner * 4)
+        c_ = view(
+            xbc,
+            (ssm.d_state, ssm.n_group, tokens, n),
+            (ssm.d_state * 4, *xnb),
+            (ssm.d_inner + ssm.n_group * ssm.d_state) * 4,
+        )
+        dt = same_shape(cont(dt), "ADD")  # dt + dt_bias
+        states = ssm.d_state * ssm.d_inner
+        scan = self.recurrent_rows(
+            states, lambda ids: op("SSM_SCAN", F32, (head_dim * ssm.n_head * t + states * n,), x, dt, b_, c_, ids)
+        )
+        kept = view(scan, (states, n), (states * 4,), head_dim * ssm.n_head * t * 4)
+        self.gf.expand(copy_into(kept, new_tensor(F32, states, n, external=True)))
+        row = head_dim * 4  # x->nb[1]
+        y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
+        y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
+        y = glu(cont(z), y)
+        y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
+        return mul_mat(None, reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
+
+    def short_conv(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """lfm2.cpp's build_shortconv_block: in_proj to b, c, x; b*x after the state's columns; ssm_conv; c*conv
+        (in place); out_proj. The last columns go back to the state (a copy into the cache)."""
+        t, e, n = self.t, self.shape.n_embd, self.geometry.n_seq
+        tokens = t // n
+        bcx = mul_mat(None, reshape(cur, e, tokens, n), 3 * e)
+        b_, c_, x_ = (view(bcx, (e, tokens, n), (bcx.nb[1], bcx.nb[2]), i * e * 4) for i in range(3))
+        bx = transpose(op("MUL", F32, (e, tokens, n), b_, x_))
+        d_conv = b.recurrent_state // e  # n_embd_r: (l_cache - 1) x n_embd
+        conv = reshape(self.state_rows(d_conv * e), d_conv, e, n)
+        bx = op("CONCAT", F32, (d_conv + tokens, e, n), conv, bx)
+        snapshot = view(bx, (d_conv, e, n), (bx.nb[1], bx.nb[2]), tokens * 4)
+        self.gf.expand(copy_into(snapshot, new_tensor(F32, d_conv * e, n, external=True)))
+        y = same_shape(c_, "MUL", op("SSM_CONV", F32, (e, tokens, n), bx))  # in place of the conv
+        return reshape(mul_mat(None, y, e), e, t)  # out_proj
 
     def mla_attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """llama_model_deepseek2's absorbed multi-head latent attention: the query's no-rope part times wk_b into

@@ -142,6 +142,13 @@ def set_rows(dst: Tensor, src: Tensor, idxs: Tensor) -> Tensor:
     return result
 
 
+def copy_into(src: Tensor, dst: Tensor) -> Tensor:
+    """ggml_cpy into a tensor of its own buffer: returns a view of dst."""
+    result = _view(dst, "CPY", dst.ne, dst.nb)
+    result.srcs = (src, dst)
+    return result
+
+
 def glu(a: Tensor, b: Tensor, name: str = "SWIGLU") -> Tensor:
     """ggml_swiglu_split / ggml_geglu_split: a new tensor (GLU ops are not in place)."""
     return op(name, F32, a.ne, a, b)

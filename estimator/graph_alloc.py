@@ -82,10 +82,22 @@ def _same_layout(a: Tensor, b: Tensor) -> bool:
     return a.type == b.type and a.ne == b.ne and a.nb == b.nb
 
 
+@dataclass(frozen=True)
+class Replay:
+    size: int  # the buffer ggml_gallocr_reserve sizes: the highest offset reached
+    live: int  # the most bytes alive at once: what any placement needs (size - live is lost to holes)
+
+
 def reserved_bytes(graph: Graph) -> int:
     """The compute buffer ggml_gallocr_reserve sizes for this graph."""
+    return replay(graph).size
+
+
+def replay(graph: Graph) -> Replay:
+    """ggml_gallocr_alloc_graph_impl over the graph, with the live bytes counted beside the buffer."""
     heap = FreeList()
     state: dict[Tensor, _State] = {}  # by identity (Tensor compares by identity)
+    live = [0, 0]  # bytes alive now, the most alive at once
 
     def of(t: Tensor) -> _State:
         s = state.get(t)
@@ -115,11 +127,14 @@ def reserved_bytes(graph: Graph) -> int:
                     _free_extra(heap, s.offset, parent.view_src.nbytes, t.nbytes)
                     return
         s.offset = heap.alloc(t.nbytes)
+        live[0] += round_up(t.nbytes, ALIGNMENT)
+        live[1] = max(live[1], live[0])
 
     def release(t: Tensor) -> None:
         if not t.output:
             heap.free(of(t).offset, t.nbytes)
             of(t).allocated = False
+            live[0] -= round_up(t.nbytes, ALIGNMENT)
 
     for leaf in graph.leafs:
         allocate(leaf)
@@ -148,7 +163,7 @@ def reserved_bytes(graph: Graph) -> int:
                     release(src.view_src)
             elif p.allocated:
                 release(src)
-    return heap.size
+    return Replay(heap.size, live[1])
 
 
 def _free_extra(heap: FreeList, offset: int, parent_bytes: int, node_bytes: int) -> None:

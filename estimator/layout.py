@@ -34,6 +34,17 @@ class KvCache:
 
 
 @dataclass(frozen=True)
+class Ssm:
+    """A Mamba-2 mixer's sizes (llama_hparams ssm_*)."""
+
+    d_inner: int
+    d_state: int
+    n_group: int
+    n_head: int  # ssm_dt_rank
+    d_conv: int
+
+
+@dataclass(frozen=True)
 class GraphLayer:
     """One trunk block of llama.cpp's compute graph, as its widths (per token unless stated)."""
 
@@ -54,6 +65,7 @@ class GraphLayer:
     kv_lora: int = 0  # MLA: the latent's width (kv_lora_rank; 0: not MLA); head_k, head_v are the MLA heads
     q_lora: int = 0  # MLA: the query's low-rank width (0: one wq)
     n_rot: int = 0  # MLA: the rope part of each key head
+    ssm: Ssm | None = None  # a Mamba-2 block's sizes
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,7 @@ class GraphShape:
     node_for_node: bool = False  # estimator/compute_graph.py rebuilds llama.cpp's graph exactly (checked)
     bert_block: bool = False  # BERT's blocks: LayerNorm after each residual add (src/models/bert.cpp)
     learned_positions: bool = False  # a position embedding table read by position (BERT), not rope
+    mixer: str = ""  # the recurrent blocks' kind (arch_rules.Graph.mixer); "short_conv" adds the residual first
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -22,7 +22,7 @@ from fractions import Fraction
 from math import ceil
 
 from memfit.estimator.bounds import Bounds, bounds
-from memfit.estimator.compute_buffer import bound_fallback
+from memfit.estimator.compute_buffer import compute_fallback
 from memfit.estimator.context import CELL_PADDING, context_geometry
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
@@ -74,10 +74,10 @@ class Probes:
     the quants of one plan request."""
 
     def __init__(self) -> None:
-        self._memo: dict[tuple, dict[int, tuple[int | None, int | None, int]]] = {}
+        self._memo: dict[tuple, dict[int, tuple[int | None, int | None, int, int]]] = {}
         self.computed = 0  # work counted: context-dependent estimates actually computed
 
-    def table(self, subject: Subject, workload: Workload) -> dict[int, tuple[int | None, int | None, int]]:
+    def table(self, subject: Subject, workload: Workload) -> dict[int, tuple[int | None, int | None, int, int]]:
         key = (
             subject.layout,
             subject.n_vocab,
@@ -124,8 +124,9 @@ class Estimator:
         self.fixed_slack = sum(p.slack for p in fixed)
         self.fixed_unknown = any(p.basis is Basis.UNKNOWN for p in fixed) or self.kv_mode == "unknown"
 
-    def _varying(self, tokens: int) -> tuple[int | None, int | None, int]:
-        """(KV bytes or None when unknown, workspace floor or None, workspace slack) at `tokens`."""
+    def _varying(self, tokens: int) -> tuple[int | None, int | None, int, int]:
+        """(KV bytes or None when unknown, workspace floor or None, workspace slack, how far the workspace's
+        bounds can fall further up) at `tokens`."""
         found = self.memo.get(tokens)
         if found is not None:
             return found
@@ -147,12 +148,18 @@ class Estimator:
             kv = geometry.n_stream * sum(window_cells(window, geometry) * b for window, b in self.kv_groups)
         elif self.kv_mode == "unknown":
             kv = None
-        ws = None
+        ws, fallback = None, 0
         if layout.graph is not None and self.subject.n_vocab is not None:
             ws = workspace_bounds(layout.graph, self.subject.n_vocab, geometry)
-        found = (kv, ws[0] if ws else None, ws[1] if ws else 0)
+            fallback = compute_fallback(layout.graph, self.subject.n_vocab, geometry, w.ubatch_tokens)
+        found = (kv, ws[0] if ws else None, ws[1] if ws else 0, fallback)
         self.memo[tokens] = found
         return found
+
+    def fallback(self, tokens: int) -> int:
+        """How far the bounds at `tokens` can fall at a larger context (only the workspace's replay can; nothing
+        else falls)."""
+        return self._varying(tokens)[3] if self.lean else 0
 
     def bounds(self, tokens: int) -> tuple[int, int | None]:
         """(floor, ceiling or None) at `tokens` allocatedTokens per stream."""
@@ -160,7 +167,7 @@ class Estimator:
             parts, _ = forecast_parts(self.subject, replace(self.workload, allocated_tokens=tokens))
             b: Bounds = bounds(parts)
             return b.lower, b.upper
-        kv, ws_floor, ws_slack = self._varying(tokens)
+        kv, ws_floor, ws_slack, _ = self._varying(tokens)
         lower = self.fixed_lower + (kv or 0) + (ws_floor or 0)
         if self.fixed_unknown or kv is None or ws_floor is None:
             return lower, None
@@ -212,20 +219,30 @@ def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: in
         ceiling = at(tokens)[1]
         return None if ceiling is None else ceil(ceiling * (1 + margin))
 
-    layout = estimator.subject.layout
-    fallback = bound_fallback(layout.graph if layout is not None else None, w.ubatch_tokens)
     checks = {  # each within the one before: good implies tight implies possible
-        "possible": Checks(lambda tokens: at(tokens)[0], budget, fallback),
-        "tight": Checks(lambda tokens: at(tokens)[1], budget, fallback),
-        "good": Checks(with_margin, budget, ceil(fallback * (1 + margin))),
+        "possible": Checks(lambda tokens: at(tokens)[0], budget, estimator.fallback),
+        "tight": Checks(lambda tokens: at(tokens)[1], budget, estimator.fallback),
+        "good": Checks(with_margin, budget, lambda tokens: ceil(estimator.fallback(tokens) * (1 + margin))),
     }
-    found: dict[str, int | None] = {}
-    hi = len(ends)
-    for name, check in checks.items():
-        lo = _last_fitting(check, ends.__getitem__, -1, hi, len(ends))
-        found[name] = _refine(check, ends, lo)
-        hi = lo + 1
+    found = {name: _largest(check, ends) for name, check in checks.items()}
     return Maxima(found["good"], found["tight"], found["possible"])
+
+
+def _largest(check: Checks, ends: StepEnds) -> int | None:
+    """The largest allocatedTokens that fits: the last fitting step end (binary search, then on while in reach),
+    refined inside the step after it; and inside every later step whose end is still within reach, where a
+    smaller ubatch (the context below n_ubatch) can make a context fit that the step's end does not."""
+    lo, reach = _last_fitting(check, ends.__getitem__, -1, len(ends), len(ends))
+    best = _refine(check, ends, lo)
+    for j in range(lo + 2, min(reach, len(ends) - 1) + 1):
+        inside, _ = _last_fitting(check, _same, ends[j - 1], ends[j], ends[j])
+        if inside > ends[j - 1]:
+            best = max(best or 0, inside)
+    return best
+
+
+def _same(tokens: int) -> int:
+    return tokens
 
 
 @dataclass(frozen=True)
@@ -234,7 +251,7 @@ class Checks:
 
     bound: Callable[[int], int | None]
     budget: int
-    fallback: int  # how far the bound can fall back as the context grows
+    fallback: Callable[[int], int]  # how far the bound at a context can fall at a larger one
 
     def fits(self, tokens: int) -> bool:
         b = self.bound(tokens)
@@ -244,12 +261,13 @@ class Checks:
         """Whether no larger context fits either: the bound is unknown (it stays unknown further up) or above the
         budget by more than it can fall back."""
         b = self.bound(tokens)
-        return b is None or b - self.fallback > self.budget
+        return b is None or b - self.fallback(tokens) > self.budget
 
 
-def _last_fitting(check: Checks, tokens_at: Callable[[int], int], lo: int, hi: int, stop: int) -> int:
-    """The last index below `stop` whose tokens fit, `lo` fitting (or the start) and `hi` not (or `stop`): a
-    binary search between them, then on past the boundary while an index is not out of reach."""
+def _last_fitting(check: Checks, tokens_at: Callable[[int], int], lo: int, hi: int, stop: int) -> tuple[int, int]:
+    """(the last index below `stop` whose tokens fit, or `lo`; the first index out of reach, or `stop`), `lo` a
+    start taken to fit and `hi` not (or `stop`): a binary search between them, then on past the boundary while an
+    index is not out of reach."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if check.fits(tokens_at(mid)):
@@ -261,7 +279,7 @@ def _last_fitting(check: Checks, tokens_at: Callable[[int], int], lo: int, hi: i
         if check.fits(tokens_at(i)):
             lo = i
         i += 1
-    return lo
+    return lo, i
 
 
 def _refine(check: Checks, ends: StepEnds, i: int) -> int | None:
@@ -272,4 +290,4 @@ def _refine(check: Checks, ends: StepEnds, i: int) -> int | None:
     high = ends[i + 1]  # does not fit
     if high - low <= 1 or (not check.fits(low + 1) and check.out_of_reach(low + 1)):
         return low or None  # constant over the step, or nothing in it can fit
-    return _last_fitting(check, lambda tokens: tokens, low, high, high) or None
+    return _last_fitting(check, _same, low, high, high)[0] or None

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from memfit.estimator.bounds import bounds
-from memfit.estimator.compute_buffer import MAX_DERIVED_UBATCH, bound_fallback
+from memfit.estimator.compute_buffer import MAX_DERIVED_UBATCH
 from memfit.estimator.compute_graph import buildable
 from memfit.estimator.fit_service import FitService
 from memfit.estimator.fit_types import FitRequest
@@ -92,29 +92,31 @@ def _workload(subject: Subject, request: WorkloadRequest) -> Workload:
 @pytest.mark.parametrize("workload", WORKLOADS.values(), ids=WORKLOADS.keys())
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bounds_are_monotone_in_allocated_tokens(subjects: dict[str, Subject], family: str, workload) -> None:
-    """Floor and ceiling never fall as allocatedTokens grows by more than bound_fallback below the highest they
-    reached at a smaller context (ggml-alloc's best fit can place a larger graph in a smaller buffer; the plan's
-    search relies on no more than that): at every 256-cell step up to 32,768 tokens and at every token below
-    1,024 (where the ubatch still grows with the context); and the search's lean estimate is exactly the fit
-    answer's. An unknown ceiling stays unknown."""
+    """Floor and ceiling never fall as allocatedTokens grows below what the search allows for (ggml-alloc's best
+    fit can place a larger graph in a smaller buffer, never below the bytes alive at once: Estimator.fallback), at
+    every 256-cell step up to 32,768 tokens and at every token below 1,024 (where the ubatch still grows with the
+    context); and the search's lean estimate is exactly the fit answer's. An unknown ceiling stays unknown."""
     subject = subjects[family]
     w = _workload(subject, workload)
     graph = subject.layout.graph if subject.layout is not None else None
     if w.ubatch_tokens > MAX_DERIVED_UBATCH and (graph is None or not buildable(graph)):
         pytest.skip("the phase rule leaves the workspace unknown past 512 tokens: the floor loses it there")
     lean = Estimator(subject, w, Probes())
-    fallback = bound_fallback(subject.layout.graph if subject.layout is not None else None, w.ubatch_tokens)
     points = sorted({*range(1, 1024), *range(256, 32768 + 1, 256)})
-    highest: tuple[int, int | None] = (0, 0)
+    reach: tuple[int, int | None] = (0, 0)  # the most any smaller context's bounds can fall to
     for tokens in points:
         floor, ceiling = reference(subject, w, tokens)
         assert lean.bounds(tokens) == (floor, ceiling), (family, tokens)
-        assert floor >= highest[0] - fallback, (family, tokens)
-        if highest[1] is None:
+        assert floor >= reach[0], (family, tokens)
+        if reach[1] is None:
             assert ceiling is None, (family, tokens)
         elif ceiling is not None:
-            assert ceiling >= highest[1] - fallback, (family, tokens)
-        highest = (max(highest[0], floor), None if ceiling is None or highest[1] is None else max(highest[1], ceiling))
+            assert ceiling >= reach[1], (family, tokens)
+        fall = lean.fallback(tokens)
+        reach = (
+            max(reach[0], floor - fall),
+            None if ceiling is None or reach[1] is None else max(reach[1], ceiling - fall),
+        )
 
 
 def _brute(values: list[tuple[int, int | None]], budget: int) -> tuple[int | None, int | None, int | None]:
@@ -160,7 +162,7 @@ def test_the_search_matches_brute_force(subjects: dict[str, Subject], family: st
 def test_the_search_needs_few_estimates(family_dir: Path) -> None:
     """O(log limit): a 131,072-token limit takes a few dozen context-dependent estimates for all three maxima, on
     a real model's shape (a tiny model's KV grows so little per step that the search walks on past each boundary
-    for the allocator's fall-back, bound_fallback, over dozens of steps)."""
+    for the allocator's fall-back over dozens of steps)."""
     subject = _service(family_dir).subject("Qwen/Qwen3-8B-GGUF:Q4_K_M")
     assert subject is not None
     subject = replace(subject, context_limit=131072)
