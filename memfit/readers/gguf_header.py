@@ -299,7 +299,7 @@ class _Cursor:
         it lies there whole, else value by value; the checks are the same either way."""
         u64, u32, order, src, end = self._u64, self._u32, self.order, self.src, self.end
         tail = [struct.Struct(f"{order}{n}QIQ").unpack_from for n in range(MAX_DIMS + 1)]  # dims, type, offset
-        infos = []
+        infos: list[TensorInfo] = []
         append = infos.append
         for _ in range(count):
             pos, buf, base = self.pos, src.buf, src.base
