@@ -9,12 +9,12 @@ import errno
 import fnmatch
 import logging
 import os
-import socket
 import sys
 import warnings
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
@@ -23,6 +23,9 @@ from memfit.estimator.verdict import DEFAULT_MARGIN
 from memfit.estimator.vocabulary import FlashAttention
 from memfit.readers.state_health import StateFileError
 from memfit.service_builder import build_service
+
+if TYPE_CHECKING:
+    import socket
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
@@ -151,6 +154,8 @@ def serve(args: argparse.Namespace) -> int:
 
 def _listen(host: str, port: int) -> socket.socket:
     """The listening socket uvicorn would bind, bound here so that a busy port is a clear message."""
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -169,13 +174,23 @@ def _matches(pattern: str, model_id: str) -> bool:
     return pattern.lower() in model_id.lower()
 
 
+def _answers(args: argparse.Namespace) -> object:
+    """What memfit.wire builds answers with: the generated pydantic models for --json, else plain objects of the
+    same shapes (a table needs no pydantic, a tenth of a second of start-up)."""
+    if args.json:
+        return None
+    from memfit import plain
+
+    return plain
+
+
 def models(args: argparse.Namespace) -> int:
     from memfit import wire
     from memfit.render import render_models
 
     service = _service(args)
     service.index.refresh()
-    listing = wire.model_list(service)
+    listing = wire.model_list(service, _answers(args))
     if args.filter:
         listing = listing.model_copy(
             update={"models": [m for m in listing.models if _matches(args.filter, m.model_id)]}
@@ -211,7 +226,7 @@ def fit(args: argparse.Namespace) -> int:
     requests = _fit_requests(args)
     service = _service(args)
     service.index.refresh()
-    batch = wire.fit_batch(service, requests)  # unknown ids are left out, as the contract says
+    batch = wire.fit_batch(service, requests, models=_answers(args))  # unknown ids are left out, as the contract says
     missing = _say_missing(service, args.model, {r.model_id for r in batch.results})
     if args.json:
         print(batch.model_dump_json(indent=2))
@@ -222,12 +237,13 @@ def fit(args: argparse.Namespace) -> int:
 
 
 def _fit_requests(args: argparse.Namespace) -> list:
-    from memfit.generated.models import WireFitVerdictRequest
+    """The requests, as memfit.wire reads them (the flags' types have checked what the contract would)."""
+    from memfit import plain
 
     if len(args.model) > MAX_MODELS:
         raise UsageError(f"at most {MAX_MODELS} models, got {len(args.model)}")
     return [
-        WireFitVerdictRequest(
+        plain.WireFitVerdictRequest(
             model_id=m,
             allocated_tokens=args.tokens,
             streams=args.streams,
@@ -244,11 +260,9 @@ def _fit_requests(args: argparse.Namespace) -> list:
 
 def _say_missing(service: FitService, asked: Sequence[str], found: set[str]) -> bool:
     """Name every id not found on stderr, with the nearest known ids; whether any was missing."""
-    from memfit import wire
-
     missing = [m for m in dict.fromkeys(asked) if m not in found]
     if missing:
-        known = [m.model_id for m in wire.model_list(service).models]
+        known = [m.model_id for m in service.model_list()]
         for m in missing:
             print(f"memfit: not found: {m!r}: {suggestions(m, known)}", file=sys.stderr)
     return bool(missing)
@@ -261,7 +275,7 @@ def plan(args: argparse.Namespace) -> int:
     requests = _fit_requests(args)
     service = _service(args)
     service.index.refresh()
-    plans = wire.fit_plan(service, requests)  # unknown ids are left out, as the contract says
+    plans = wire.fit_plan(service, requests, models=_answers(args))  # unknown ids are left out, as the contract says
     missing = _say_missing(service, args.model, {p.model_id for p in plans.results})
     if args.json:
         print(plans.model_dump_json(indent=2))
@@ -340,11 +354,32 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
+INT64 = (-(1 << 63), (1 << 63) - 1)  # the contract's integers
+
+
+def _int64(text: str) -> int:
     value = int(text)
+    if not INT64[0] <= value <= INT64[1]:
+        raise argparse.ArgumentTypeError("outside the 64-bit integers the API takes")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _int64(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
     return value
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked for (importlib.metadata is a hundredth of a second of every start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(_version())
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="{serve,models,fit,plan,measure}")
     p = commands.add_parser("serve", help="run the HTTP server")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"the address to listen on (default {DEFAULT_HOST})")
@@ -414,8 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tokens", type=int, help="KV capacity per stream (default 4096, capped to the model's limit)")
-    parser.add_argument("--streams", type=int, help="concurrent sequences (default 1)")
+    parser.add_argument(
+        "--tokens", type=_int64, help="KV capacity per stream (default 4096, capped to the model's limit)"
+    )
+    parser.add_argument("--streams", type=_int64, help="concurrent sequences (default 1)")
     parser.add_argument("--key-bytes", type=_positive, help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
     parser.add_argument("--value-bytes", type=_positive, help="bytes per V element, as --key-bytes")
     parser.add_argument("--mode", help="fullGpu (default) or cpuOffload")

@@ -14,6 +14,7 @@ import sys
 import time
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -283,7 +284,8 @@ SERVER_STACK = ("connexion", "uvicorn", "starlette", "prometheus_client")
 
 
 def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
-    """`memfit fit <id>` starts fast: the server's libraries, and numpy with the whole gguf package, stay out."""
+    """`memfit fit <id>` starts fast: the server's libraries, pydantic (the table is built with memfit.plain), and
+    numpy with the whole gguf package, stay out."""
     probe = (
         "import json, sys\n"
         "from memfit.cli import main\n"
@@ -294,6 +296,7 @@ def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
     code, modules = json.loads(done.stdout.strip().splitlines()[-1])
     assert code in (0, 3, 4, 5)  # a verdict (it depends on this machine's free memory)
     assert [m for m in SERVER_STACK if m in modules] == []
+    assert "pydantic" not in modules and "importlib.metadata" not in modules
     assert "numpy" not in modules and "gguf" in modules  # gguf.constants alone (memfit.gguf_constants)
 
 
@@ -329,3 +332,51 @@ def test_plan_prints_each_quant_with_its_maxima_and_marks_the_best(
     assert [q["quant"] for q in result["quants"]] == ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M"]
     best = next((q["quant"] for q in result["quants"] if (q["maxAllocatedTokens"]["good"] or 0) >= 4096), None)
     assert result["bestQuant"] == best
+
+
+def _fields(value: object) -> object:
+    """A wire answer as plain data, whichever models built it (pydantic's, or memfit.plain's)."""
+    from memfit.plain import Plain
+
+    if isinstance(value, Plain):
+        return {k: _fields(v) for k, v in vars(value).items()}
+    if hasattr(value, "model_dump"):
+        return value.model_dump(by_alias=False)
+    if isinstance(value, (list, tuple)):
+        return [_fields(v) for v in value]
+    return value
+
+
+def test_the_tables_show_the_same_answers_the_api_gives(public_models: Path) -> None:
+    """memfit.plain's objects, which the tables are printed from, hold every field of the generated models with the
+    same values: fit (local, catalog, refused), plan, and the model listing."""
+    from memfit import plain, wire
+    from memfit.config import model_roots
+    from memfit.generated.models import WireFitVerdictRequest
+    from memfit.readers.host_memory import HostMemory
+    from memfit.readers.nvml import NvmlReader
+    from memfit.service_builder import build_service
+
+    service = build_service(  # a fixed budget: each build reads the environment afresh
+        model_roots([str(public_models)], usual=False),
+        read_host=lambda: HostMemory(available=12 << 30, total=16 << 30),
+        read_committed=lambda: 0,
+        nvml=NvmlReader(SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 0, NVMLError=OSError)),
+    )
+    service.index.refresh()
+    asked = [
+        {"model_id": "qwen3-f16", "allocated_tokens": 8192},
+        {"model_id": "llama-gqa-f16", "streams": 2, "key_element_bytes": 1, "flash_attention": "off"},
+        {"model_id": "Qwen/Qwen3-8B-GGUF:Q8_0", "ubatch_tokens": 1024, "kv_unified": True},
+        {"model_id": "qwen3-f16", "allocated_tokens": -1},
+    ]
+    requests = [WireFitVerdictRequest(**a) for a in asked]
+    plain_requests = [
+        plain.WireFitVerdictRequest(**WireFitVerdictRequest(**a).model_dump(by_alias=False)) for a in asked
+    ]
+    with_pydantic = wire.fit_batch(service, requests)
+    assert len(with_pydantic.results) == 4
+    assert _fields(wire.fit_batch(service, plain_requests, models=plain)) == with_pydantic.model_dump(by_alias=False)
+    plans = wire.fit_plan(service, requests[:3])
+    assert _fields(wire.fit_plan(service, plain_requests[:3], models=plain)) == plans.model_dump(by_alias=False)
+    assert _fields(wire.model_list(service, plain)) == wire.model_list(service).model_dump(by_alias=False)
