@@ -10,7 +10,6 @@ import fnmatch
 import logging
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -117,22 +116,21 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from memfit.serving import WorkerSettings, quiet_warnings, run_one, run_workers
 
-    from memfit.app import create_app
+    quiet_warnings()
     from memfit.auth import UnsafeStateError, load_token
-    from memfit.http_server import server_config
 
     state_dir = default_state_dir()
     try:
-        token = load_token(state_dir)
+        token = load_token(state_dir)  # made here, once, before any worker starts
     except UnsafeStateError as exc:
         print(f"memfit: {exc}", file=sys.stderr)
         return 2
-    service = _service(args)
-    app = create_app(service, token.value, metrics_public=args.metrics_public)
+    service = _service(args)  # with --workers, each worker builds its own; this one makes the state directory
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
-    print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/)", flush=True)
+    workers = f", {args.workers} worker processes" if args.workers > 1 else ""
+    print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/{workers})", flush=True)
     print(f"bearer token: {where}", flush=True)
     print(
         f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}", flush=True
@@ -144,7 +142,16 @@ def serve(args: argparse.Namespace) -> int:
         print(f"memfit: cannot listen on {args.host}:{args.port}: {reason}; choose another --port", file=sys.stderr)
         return 2
     try:
-        uvicorn.Server(server_config(app, args.host, args.port)).run(sockets=[sock])
+        if args.workers > 1:
+            settings = WorkerSettings(
+                service.index.roots, state_dir, service.settings, token.value, args.metrics_public
+            )
+            del service
+            run_workers(settings, args.host, args.port, args.workers, sock)
+        else:
+            from memfit.app import create_app
+
+            run_one(create_app(service, token.value, metrics_public=args.metrics_public), args.host, args.port, sock)
     except KeyboardInterrupt:  # uvicorn shut down cleanly and re-raises the Ctrl-C it caught
         pass
     finally:
@@ -401,6 +408,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve GET /metrics without the bearer token (for a scraper that cannot send one)",
     )
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="worker processes answering on the one port (default 1); they share the state directory's"
+        " header cache and measurement history; each has its own index and /metrics",
+    )
     _add_service_flags(p)
     p.set_defaults(run=serve)
 
@@ -482,8 +497,6 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # connexion imports starlette's test client, which warns about httpx: nothing a user of memfit can act on
-    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -380,3 +380,73 @@ def test_the_tables_show_the_same_answers_the_api_gives(public_models: Path) -> 
     plans = wire.fit_plan(service, requests[:3])
     assert _fields(wire.fit_plan(service, plain_requests[:3], models=plain)) == plans.model_dump(by_alias=False)
     assert _fields(wire.model_list(service, plain)) == wire.model_list(service).model_dump(by_alias=False)
+
+
+def test_serve_with_two_workers_answers_from_both_and_shares_the_history(public_models: Path, tmp_path: Path) -> None:
+    """`memfit serve --workers 2`: one token file made by the parent, batches answered, both worker processes
+    answering on the one port, an observation recorded through one seen through every connection (the history is
+    the state directory's, not a worker's), and Ctrl-C stopping the parent and its workers."""
+    import httpx
+    import psutil
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = tmp_path / "state"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "MEMFIT_STATE_DIR": str(state)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfit.cli", "serve", "--workers", "2", "--port", str(port)]
+        + ["--models", str(public_models), "--no-usual-dirs"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert "2 worker processes" in proc.stdout.readline()
+        token = (state / "token").read_text().strip()
+        url = f"http://127.0.0.1:{port}"
+        headers = {"Authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until both workers have started
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    if len(psutil.Process(proc.pid).children()) >= 2:
+                        break
+            time.sleep(0.2)
+        body = [{"modelId": "qwen3-f16", "allocatedTokens": 1024 * (1 + i % 4)} for i in range(32)]
+        observation = {
+            "modelId": "qwen3-f16",
+            "revision": "",
+            "quant": "F16",
+            "artifactBytes": None,
+            "workload": {
+                "allocatedTokens": 4096,
+                "streams": 1,
+                "keyElementBytes": 2,
+                "valueElementBytes": 2,
+                "mode": "fullGpu",
+            },
+            "parts": {"workspace": 300_000_000},
+            "runtime": "llama.cpp test build",
+        }
+        recorded = httpx.post(f"{url}/v1/models/observations", json=observation, headers=headers)
+        assert recorded.status_code == 201, recorded.text
+        pids, seen = set(), []
+        while time.monotonic() < deadline and (len(pids) < 2 or len(seen) < 8):
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:  # a new connection each time
+                batch = client.post("/v1/models/fit/batch", json=body)
+                assert batch.status_code == 200 and len(batch.json()["results"]) == 32
+                seen.append(len(client.get("/v1/models/observations").json()["observations"]))
+                metrics = client.get("/metrics").text
+            pids.add(next(line.split()[1] for line in metrics.splitlines() if line.startswith("memfit_process_id ")))
+        assert len(pids) == 2 and set(seen) == {1}
+        workers = [p for p in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(p.cmdline())]
+        assert len(workers) == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    assert code == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert psutil.wait_procs(workers, timeout=10)[1] == []  # the workers have exited too
