@@ -4,9 +4,10 @@
 bench.py, 32-model batches from 8 concurrent keep-alive connections for SECONDS. The clients are lean (asyncio
 streams: one prepared request, each answer read by its content-length and not parsed; httpx spends more CPU per
 batch than the server does, on the same cores) and split over two processes. The two servers take turns, ROUNDS
-times; medians. Beside each: the CPU the server's processes used (in cores: what they could get) and how busy the
-whole machine was (its other work too). No target: what one process and two give on this machine, whose 2 cores
-the clients and other work share: two workers gain only what a core left free gives them.
+times; medians. Beside each: the CPU the server's processes used (in cores: what they could get), the batches per
+second of that CPU (whether workers cost each other anything), and how busy the whole machine was (its other work
+too). No target: what one process and two give on this machine, whose 2 cores the clients and other work share:
+two workers gain only what a core left free gives them.
 """
 
 from __future__ import annotations
@@ -162,12 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n#### `memfit serve --workers N`: {CLIENTS} connections, 32-model batches (median of {args.rounds} turns)\n"
     )
-    print(f"| workers | batches/s | each turn | server CPU (cores) | machine busy (cores of {psutil.cpu_count()}) |")
-    print("|---|---|---|---|---|")
+    per_core = {n: statistics.median(t[0] / t[1] for t in turns[n]) for n in (1, 2)}
+    print(
+        f"| workers | batches/s | each turn | server CPU (cores) | batches per server core-second |"
+        f" machine busy (cores of {psutil.cpu_count()}) |"
+    )
+    print("|---|---|---|---|---|---|")
     for n in (1, 2):
         each = ", ".join(f"{t[0]:.0f}" for t in turns[n])
-        print(f"| {n} | {med[n][0]:.0f} | {each} | {med[n][1]:.2f} | {med[n][2]:.2f} |")
-    print(f"| 2 / 1 | {med[2][0] / med[1][0]:.2f}x | | {med[2][1] / med[1][1]:.2f}x | |")
+        print(f"| {n} | {med[n][0]:.0f} | {each} | {med[n][1]:.2f} | {per_core[n]:.0f} | {med[n][2]:.2f} |")
+    ratios = (med[2][0] / med[1][0], med[2][1] / med[1][1], per_core[2] / per_core[1])
+    print(f"| 2 / 1 | {ratios[0]:.2f}x | | {ratios[1]:.2f}x | {ratios[2]:.2f}x | |")
     return 0
 
 
