@@ -23,7 +23,7 @@ import logging
 import socket
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -45,8 +45,8 @@ class WorkerSettings:
     roots: tuple[Root, ...]
     state_dir: str
     settings: Settings
-    token: str
-    metrics_public: bool
+    token: str = field(repr=False)  # never in a log line
+    metrics_public: bool = False
 
 
 def quiet_warnings() -> None:
