@@ -236,13 +236,13 @@ def latencies(url: str, body: list[dict], count: int) -> list[float]:
     return times
 
 
-async def _throughput(url: str, body: list[dict], clients: int, seconds: float) -> float:
+async def _throughput(url: str, body: list[dict], clients: int, seconds: float, token: str = TOKEN) -> float:
     done = 0
     deadline = time.monotonic() + seconds
 
     async def worker() -> None:
         nonlocal done
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as c:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             while time.monotonic() < deadline:
                 response = await c.post("/v1/models/fit/batch", json=body)
                 assert response.status_code == 200
@@ -253,8 +253,8 @@ async def _throughput(url: str, body: list[dict], clients: int, seconds: float) 
     return done / (time.monotonic() - start)
 
 
-def throughput(url: str, body: list[dict], clients: int, seconds: float) -> float:
-    return asyncio.run(_throughput(url, body, clients, seconds))
+def throughput(url: str, body: list[dict], clients: int, seconds: float, token: str = TOKEN) -> float:
+    return asyncio.run(_throughput(url, body, clients, seconds, token))
 
 
 async def _send(url: str, body: list[dict], count: int, clients: int = 8) -> None:

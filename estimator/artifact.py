@@ -57,12 +57,16 @@ class ArtifactFacts:
         return weights_on(self, CpuFamily.UNKNOWN)[1]
 
 
+# (block elements, block bytes) by ggml type number: looked up per tensor, without making the enum member
+_QUANT_SIZES: dict[int, tuple[int, int]] = {int(t): size for t, size in gguf.GGML_QUANT_SIZES.items()}
+
+
 def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
     """ggml_nbytes: rows of ne[0] elements in blocks of the type's block size."""
-    try:
-        block, type_size = gguf.GGML_QUANT_SIZES[QT(ggml_type)]
-    except ValueError as exc:
-        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"unknown tensor type {ggml_type}") from exc
+    sizes = _QUANT_SIZES.get(ggml_type)
+    if sizes is None:
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"unknown tensor type {ggml_type}")
+    block, type_size = sizes
     if shape[0] % block:
         raise EvidenceError(
             Limit.ARTIFACT_UNREADABLE, f"row of {shape[0]} elements is not whole {block}-element blocks"

@@ -9,13 +9,11 @@ import errno
 import fnmatch
 import logging
 import os
-import socket
 import sys
-import warnings
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
@@ -27,6 +25,9 @@ from memfit.remote import Refused, RemoteServer, Unauthorized, Unreachable
 from memfit.server_record import RecordError, ServerRecord, process_alive, read_record
 from memfit.service_builder import build_service
 from memfit.token_file import UnsafeStateError, read_token
+
+if TYPE_CHECKING:
+    import socket
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
@@ -205,24 +206,23 @@ def _add_local_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from memfit.serving import WorkerSettings, quiet_warnings, run_one, run_workers
 
-    from memfit.app import create_app
-    from memfit.http_server import server_config
+    quiet_warnings()
     from memfit.server_record import client_url, record_path, remove_record, write_record
     from memfit.token_file import load_token
 
     state_dir = default_state_dir()
     try:
-        token = load_token(state_dir)
+        token = load_token(state_dir)  # made here, once, before any worker starts
     except UnsafeStateError as exc:
         print(f"memfit: {exc}", file=sys.stderr)
         return 2
-    service = _service(args)
+    service = _service(args)  # with --workers, each worker builds its own; this one makes the state directory
     settings = _settings(args)
-    app = create_app(service, token.value, metrics_public=args.metrics_public)
     where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
-    print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/)", flush=True)
+    workers = f", {args.workers} worker processes" if args.workers > 1 else ""
+    print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/{workers})", flush=True)
     print(f"bearer token: {where}", flush=True)
     print(
         f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}", flush=True
@@ -250,7 +250,16 @@ def serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         sys.stdout.flush()
-        uvicorn.Server(server_config(app, args.host, args.port)).run(sockets=[sock])
+        if args.workers > 1:
+            worker_settings = WorkerSettings(
+                service.index.roots, state_dir, service.settings, token.value, args.metrics_public
+            )
+            del service
+            run_workers(worker_settings, args.host, args.port, args.workers, sock)
+        else:
+            from memfit.app import create_app
+
+            run_one(create_app(service, token.value, metrics_public=args.metrics_public), args.host, args.port, sock)
     except KeyboardInterrupt:  # before uvicorn runs, or after it shut down cleanly and re-raised the Ctrl-C
         pass
     finally:
@@ -261,6 +270,8 @@ def serve(args: argparse.Namespace) -> int:
 
 def _listen(host: str, port: int) -> socket.socket:
     """The listening socket uvicorn would bind, bound here so that a busy port is a clear message."""
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -280,11 +291,21 @@ def _matches(pattern: str, model_id: str) -> bool:
     return pattern.lower() in model_id.lower()
 
 
+def _answers(args: argparse.Namespace) -> object:
+    """What memfit.wire builds answers with: the generated pydantic models for --json, else plain objects of the
+    same shapes (a table needs no pydantic, a tenth of a second of start-up)."""
+    if args.json:
+        return None
+    from memfit import plain
+
+    return plain
+
+
 def models(args: argparse.Namespace) -> int:
     from memfit import wire
     from memfit.render import render_models
 
-    listing, _, _ = _answer(args, RemoteServer.model_list, wire.model_list)
+    listing, _, _ = _answer(args, RemoteServer.model_list, lambda f: wire.model_list(f, _answers(args)))
     if args.filter:
         listing = listing.model_copy(
             update={"models": [m for m in listing.models if _matches(args.filter, m.model_id)]}
@@ -319,7 +340,9 @@ def fit(args: argparse.Namespace) -> int:
 
     requests = _fit_requests(args)
     # unknown ids are left out, as the contract says
-    batch, known, record = _answer(args, lambda s: s.fit_batch(requests), lambda f: wire.fit_batch(f, requests))
+    batch, known, record = _answer(
+        args, lambda s: s.fit_batch(requests), lambda f: wire.fit_batch(f, requests, models=_answers(args))
+    )
     missing = _say_missing(known, args.model, {r.model_id for r in batch.results})
     if args.json:
         print(batch.model_dump_json(indent=2))
@@ -330,41 +353,26 @@ def fit(args: argparse.Namespace) -> int:
     return max([*codes, EXIT_NOT_FOUND if missing else EXIT_GOOD])
 
 
-FLAG_OF_FIELD = {
-    "allocated_tokens": "--tokens",
-    "streams": "--streams",
-    "key_element_bytes": "--key-bytes",
-    "value_element_bytes": "--value-bytes",
-    "ubatch_tokens": "--ubatch",
-}
-
-
 def _fit_requests(args: argparse.Namespace) -> list:
-    from pydantic import ValidationError
-
-    from memfit.generated.models import WireFitVerdictRequest
+    """The requests, as memfit.wire reads them (the flags' types have checked what the contract would)."""
+    from memfit import plain
 
     if len(args.model) > MAX_MODELS:
         raise UsageError(f"at most {MAX_MODELS} models, got {len(args.model)}")
-    try:
-        return [
-            WireFitVerdictRequest(
-                model_id=m,
-                allocated_tokens=args.tokens,
-                streams=args.streams,
-                key_element_bytes=args.key_bytes,
-                value_element_bytes=args.value_bytes,
-                mode=args.mode,
-                flash_attention=args.flash_attention,
-                ubatch_tokens=args.ubatch,
-                kv_unified=args.kv_unified,
-            )
-            for m in args.model
-        ]
-    except ValidationError as exc:  # a number outside int64: the flag and the rule, no traceback
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else ""
-        raise UsageError(f"{FLAG_OF_FIELD.get(field, field)}: {first['msg'].lower()}") from None
+    return [
+        plain.WireFitVerdictRequest(
+            model_id=m,
+            allocated_tokens=args.tokens,
+            streams=args.streams,
+            key_element_bytes=args.key_bytes,
+            value_element_bytes=args.value_bytes,
+            mode=args.mode,
+            flash_attention=args.flash_attention,
+            ubatch_tokens=args.ubatch,
+            kv_unified=args.kv_unified,
+        )
+        for m in args.model
+    ]
 
 
 def _answer(
@@ -372,15 +380,13 @@ def _answer(
 ) -> tuple[T, Callable[[], list[str]], ServerRecord | None]:
     """The running server's answer, else one worked out here; how to list the ids its side knows (for the
     nearest-id hints); the server's record, when there is one."""
-    from memfit import wire
-
     server, record = _running_server(args)
     answer = _ask(server, record, ask)
     if answer is not None and server is not None:
         return answer, lambda: _remote_ids(server), record
     service = _service(args, record)
     service.index.refresh()
-    return work_out(service), lambda: [m.model_id for m in wire.model_list(service).models], record
+    return work_out(service), lambda: [m.model_id for m in service.model_list()], record
 
 
 def _remote_ids(server: RemoteServer) -> list[str]:
@@ -406,7 +412,9 @@ def plan(args: argparse.Namespace) -> int:
 
     requests = _fit_requests(args)
     # unknown ids are left out, as the contract says
-    plans, known, _ = _answer(args, lambda s: s.fit_plan(requests), lambda f: wire.fit_plan(f, requests))
+    plans, known, _ = _answer(
+        args, lambda s: s.fit_plan(requests), lambda f: wire.fit_plan(f, requests, models=_answers(args))
+    )
     missing = _say_missing(known, args.model, {p.model_id for p in plans.results})
     if args.json:
         print(plans.model_dump_json(indent=2))
@@ -485,11 +493,32 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
+INT64 = (-(1 << 63), (1 << 63) - 1)  # the contract's integers
+
+
+def _int64(text: str) -> int:
     value = int(text)
+    if not INT64[0] <= value <= INT64[1]:
+        raise argparse.ArgumentTypeError("outside the 64-bit integers the API takes")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _int64(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
     return value
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked for (importlib.metadata is a hundredth of a second of every start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(_version())
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -499,12 +528,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="{serve,models,fit,plan,measure}")
     p = commands.add_parser("serve", help="run the HTTP server")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"the address to listen on (default {DEFAULT_HOST})")
     p.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help=f"the port to listen on, 1-65535 (default {DEFAULT_PORT})"
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="worker processes answering on the one port (default 1); they share the state directory's"
+        " header cache and measurement history; each has its own index and /metrics",
     )
     p.add_argument(
         "--metrics-public",
@@ -566,8 +603,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tokens", type=int, help="KV capacity per stream (default 4096, capped to the model's limit)")
-    parser.add_argument("--streams", type=int, help="concurrent sequences (default 1)")
+    parser.add_argument(
+        "--tokens", type=_int64, help="KV capacity per stream (default 4096, capped to the model's limit)"
+    )
+    parser.add_argument("--streams", type=_int64, help="concurrent sequences (default 1)")
     parser.add_argument("--key-bytes", type=_positive, help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
     parser.add_argument("--value-bytes", type=_positive, help="bytes per V element, as --key-bytes")
     parser.add_argument("--mode", help="fullGpu (default) or cpuOffload")
@@ -597,8 +636,6 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # connexion imports starlette's test client, which warns about httpx: nothing a user of memfit can act on
-    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

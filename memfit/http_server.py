@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-from memfit.handlers.problems import PROBLEM_JSON, problem_body
 
 HEADER_TIMEOUT_S = 10.0
 FIRST_BYTE_TIMEOUT_S = 1.5  # a connection that has sent nothing by then is closed
@@ -66,6 +65,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._arm(FIRST_BYTE_TIMEOUT_S, "closed a connection that sent nothing for %.1f s")
 
     def _refuse_peer(self, peer: str) -> None:
+        from memfit.handlers.problems import PROBLEM_JSON, problem_body  # here: a worker imports this module first
+
         log.warning("503: %s already holds %d connections", peer, MAX_CONNECTIONS_PER_PEER)
         body = problem_body(503, f"this client already holds {MAX_CONNECTIONS_PER_PEER} connections")
         self.transport.write(
@@ -110,6 +111,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._awaiting_headers, self._header_bytes = True, 0  # a pipelined request may follow
 
     def _headers_too_large(self) -> None:
+        from memfit.handlers.problems import PROBLEM_JSON, problem_body
+
         log.warning("431: request headers over %d bytes", MAX_HEADER_BYTES)
         body = problem_body(431, f"the request line and headers are larger than {MAX_HEADER_BYTES >> 10} KiB")
         self.transport.write(
@@ -157,11 +160,13 @@ class DeadlineProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def server_config(app: ASGIApp, host: str, port: int, **overrides: Any) -> uvicorn.Config:
-    """The one uvicorn configuration memfit serves with (tests serve with it too)."""
+def server_config(app: ASGIApp | Callable[[], ASGIApp], host: str, port: int, **overrides: Any) -> uvicorn.Config:
+    """The one uvicorn configuration memfit serves with (tests serve with it too); `app` is the app, or with
+    `factory=True` what makes it in each worker."""
     settings: dict[str, Any] = dict(
         host=host,
         port=port,
+        workers=1,  # not WEB_CONCURRENCY's: `memfit serve --workers` says how many
         http=DeadlineProtocol,
         log_level="info",
         timeout_keep_alive=KEEP_ALIVE_S,

@@ -2,10 +2,12 @@
 process-wide default registry would mix them). Requests and latencies by route (the contract's path template,
 never the raw path), method and status, recorded by memfit/http/metrics.py; batch sizes, recorded by the fit
 handler; and, read when scraped, the header cache's hits and misses, the index's artifacts per root and the
-measurement history's rows."""
+measurement history's rows. All of it is the answering process's own (with `memfit serve --workers N`, one
+worker's: memfit_process_id names it)."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter as Tally
 from collections.abc import Iterator
 
@@ -27,6 +29,11 @@ class ServiceCollector(Collector):
         self.service = service
 
     def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "memfit_process_id",
+            "the process that answered this scrape: with `memfit serve --workers N`, each worker counts its own",
+            value=os.getpid(),
+        )
         cache = self.service.cache
         yield CounterMetricFamily(
             "memfit_header_cache_hits", "GGUF header facts answered from memory", value=cache.hits

@@ -11,16 +11,17 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:  # imported when a server is asked: a CLI start that answers here needs no pydantic
+    from pydantic import BaseModel
 
-from memfit.generated import models as wire
+    from memfit.generated import models as wire
 
 TIMEOUT_SECONDS = 60.0  # a 32-model plan takes well under a second; a server that takes this long is stuck
 MAX_ANSWER_BYTES = 64 << 20  # a 32-model answer is a few hundred KiB; a listing of 10,000 models a few MiB
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 
 class Unreachable(Exception):
@@ -50,14 +51,20 @@ class RemoteServer:
         self.token = token
         self.timeout = timeout
 
-    def fit_batch(self, requests: Sequence[wire.WireFitVerdictRequest]) -> wire.WireFitVerdictBatch:
-        return self._call("POST", "/v1/models/fit/batch", wire.WireFitVerdictBatch, _body(requests))
+    def fit_batch(self, requests: Sequence[Any]) -> wire.WireFitVerdictBatch:
+        from memfit.generated import models
 
-    def fit_plan(self, requests: Sequence[wire.WireFitVerdictRequest]) -> wire.WireFitPlanBatch:
-        return self._call("POST", "/v1/models/fit/plan", wire.WireFitPlanBatch, _body(requests))
+        return self._call("POST", "/v1/models/fit/batch", models.WireFitVerdictBatch, _body(requests))
+
+    def fit_plan(self, requests: Sequence[Any]) -> wire.WireFitPlanBatch:
+        from memfit.generated import models
+
+        return self._call("POST", "/v1/models/fit/plan", models.WireFitPlanBatch, _body(requests))
 
     def model_list(self) -> wire.WireModelList:
-        return self._call("GET", "/v1/models", wire.WireModelList)
+        from memfit.generated import models
+
+        return self._call("GET", "/v1/models", models.WireModelList)
 
     def _call(self, method: str, path: str, answer: type[M], body: bytes | None = None) -> M:
         headers = {"Accept": "application/json"}
@@ -82,14 +89,20 @@ class RemoteServer:
             raise Unreachable(f"{where} cannot be reached ({exc.__class__.__name__}: {exc})") from None
         if len(data) > MAX_ANSWER_BYTES:
             raise Unreachable(f"{where} answered more than {MAX_ANSWER_BYTES >> 20} MiB")
+        from pydantic import ValidationError
+
         try:
             return answer.model_validate_json(data)
         except ValidationError:
             raise Unreachable(f"{where} answered something that is not memfit's {path} answer") from None
 
 
-def _body(requests: Sequence[wire.WireFitVerdictRequest]) -> bytes:
-    return json.dumps([r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in requests]).encode()
+def _body(requests: Sequence[Any]) -> bytes:
+    """The requests (the generated models, or memfit.plain's of the same fields) as the contract's JSON."""
+    from memfit.generated import models
+
+    wired = [models.WireFitVerdictRequest(**vars(r)) for r in requests]
+    return json.dumps([r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in wired]).encode()
 
 
 def _problem(exc: urllib.error.HTTPError, where: str) -> Exception:

@@ -12,10 +12,12 @@ import shutil
 import textwrap
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from memfit.estimator.vocabulary import Refusal
-from memfit.generated import models as wire
+
+if TYPE_CHECKING:  # the answers are these, or memfit.plain's objects of the same shapes
+    from memfit.generated import models as wire
 
 DEFAULT_WIDTH = 100
 ELLIPSIS = "…"

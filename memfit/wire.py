@@ -1,12 +1,14 @@
 """The one adapter between the generated wire models and the estimator's domain types.
 
 The handlers and the CLI both speak to the fit service through these functions, so an HTTP answer and a
-terminal answer are the same document.
+terminal answer are the same document. The answers are built with the generated pydantic models, or with
+memfit.plain's objects of the same shapes given as `models` (the CLI's tables: no pydantic at start-up).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memfit.estimator.fit_service import FitService
 from memfit.estimator.fit_types import (
@@ -21,7 +23,17 @@ from memfit.estimator.fit_types import (
     StoredObservation,
 )
 from memfit.estimator.workload import WorkloadRequest
-from memfit.generated import models as wire
+
+if TYPE_CHECKING:
+    from memfit.generated import models as wire
+
+
+def generated() -> Any:
+    """The generated pydantic models (imported on first use: pydantic builds them at import)."""
+    from memfit.generated import models
+
+    return models
+
 
 # --- wire -> domain -------------------------------------------------------------------------------
 
@@ -60,16 +72,16 @@ def observation(body: wire.WireObservation) -> Observation:
 # --- domain -> wire -------------------------------------------------------------------------------
 
 
-def fit_result(r: FitResult) -> wire.WireFitVerdictResult:
-    w, s = r.workload, r.subject
-    return wire.WireFitVerdictResult(
+def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
+    m, w, s = models or generated(), r.workload, r.subject
+    return m.WireFitVerdictResult(
         model_id=r.model_id,
-        identity=wire.WireFitEvidenceIdentity(
+        identity=m.WireFitEvidenceIdentity(
             model_id=s.model_id, revision=s.revision, quant=s.quant, artifact_bytes=s.artifact_bytes
         ),
-        estimate=wire.WireFitMemoryEstimate(
+        estimate=m.WireFitMemoryEstimate(
             parts=[
-                wire.WireFitMemoryPart(
+                m.WireFitMemoryPart(
                     component=p.component, bytes=p.bytes, basis=p.basis, shared_key=p.shared_key, note=p.note
                 )
                 for p in r.parts
@@ -78,7 +90,7 @@ def fit_result(r: FitResult) -> wire.WireFitVerdictResult:
             upper_bound_bytes=r.bounds.upper,
             weakest_basis=r.bounds.weakest,
             missing=list(r.bounds.missing),
-            workload=wire.WireFitWorkload(
+            workload=m.WireFitWorkload(
                 allocated_tokens=w.allocated_tokens,
                 context_source=w.context_source,
                 streams=w.streams,
@@ -93,29 +105,31 @@ def fit_result(r: FitResult) -> wire.WireFitVerdictResult:
             refusal=r.refusal,
         ),
         verdict=r.verdict,
-        budget=wire.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes, committed_bytes=r.budget.committed_bytes),
+        budget=m.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes, committed_bytes=r.budget.committed_bytes),
         gpu_admits=r.gpu_admits,
         limits=list(r.limits),
     )
 
 
-def plan_quant(q: QuantPlan) -> wire.WireFitPlanQuant:
-    return wire.WireFitPlanQuant(
+def plan_quant(q: QuantPlan, models: Any = None) -> wire.WireFitPlanQuant:
+    m = models or generated()
+    return m.WireFitPlanQuant(
         model_id=q.model_id,
         quant=q.quant,
-        max_allocated_tokens=wire.WireFitPlanMaxima(good=q.max_good, tight=q.max_tight, possible=q.max_possible),
-        fit=fit_result(q.fit),
+        max_allocated_tokens=m.WireFitPlanMaxima(good=q.max_good, tight=q.max_tight, possible=q.max_possible),
+        fit=fit_result(q.fit, m),
     )
 
 
-def plan_result(p: PlanResult) -> wire.WireFitPlanResult:
-    return wire.WireFitPlanResult(
-        model_id=p.model_id, quants=[plan_quant(q) for q in p.quants], best_quant=p.best_quant
+def plan_result(p: PlanResult, models: Any = None) -> wire.WireFitPlanResult:
+    m = models or generated()
+    return m.WireFitPlanResult(
+        model_id=p.model_id, quants=[plan_quant(q, m) for q in p.quants], best_quant=p.best_quant
     )
 
 
-def model_entry(e: ModelEntry) -> wire.WireModelEntry:
-    return wire.WireModelEntry(
+def model_entry(e: ModelEntry, models: Any = None) -> wire.WireModelEntry:
+    return (models or generated()).WireModelEntry(
         model_id=e.model_id,
         source=e.source,
         root=e.root,
@@ -130,27 +144,27 @@ def model_entry(e: ModelEntry) -> wire.WireModelEntry:
 
 
 def receipt(r: ObservationReceipt) -> wire.WireObservationReceipt:
-    return wire.WireObservationReceipt(
+    return generated().WireObservationReceipt(
         observation_id=r.observation_id, model_id=r.model_id, known=r.known, flags=list(r.flags)
     )
 
 
 def stored_observation(o: StoredObservation) -> wire.WireStoredObservation:
-    w, p = o.workload, o.parts
-    return wire.WireStoredObservation(
+    m, w, p = generated(), o.workload, o.parts
+    return m.WireStoredObservation(
         observation_id=o.observation_id,
         model_id=o.model_id,
         revision=o.revision,
         quant=o.quant,
         artifact_bytes=o.artifact_bytes,
-        workload=wire.WireObservedWorkload(
+        workload=m.WireObservedWorkload(
             allocated_tokens=w.allocated_tokens,
             streams=w.streams,
             key_element_bytes=w.key_element_bytes,
             value_element_bytes=w.value_element_bytes,
             mode=w.mode,
         ),
-        parts=wire.WireObservedParts(
+        parts=m.WireObservedParts(
             weights=p.weights,
             kv_cache=p.kv_cache,
             recurrent_state=p.recurrent_state,
@@ -167,17 +181,25 @@ def stored_observation(o: StoredObservation) -> wire.WireStoredObservation:
 
 
 def fit_batch(
-    service: FitService, requests: Sequence[wire.WireFitVerdictRequest], cancelled: Callable[[], bool] = lambda: False
+    service: FitService,
+    requests: Sequence[wire.WireFitVerdictRequest],
+    cancelled: Callable[[], bool] = lambda: False,
+    models: Any = None,
 ) -> wire.WireFitVerdictBatch:
+    m = models or generated()
     results = service.fit_batch([fit_request(r) for r in requests], cancelled)
-    return wire.WireFitVerdictBatch(results=[fit_result(r) for r in results])
+    return m.WireFitVerdictBatch(results=[fit_result(r, m) for r in results])
 
 
 def fit_plan(
-    service: FitService, requests: Sequence[wire.WireFitVerdictRequest], cancelled: Callable[[], bool] = lambda: False
+    service: FitService,
+    requests: Sequence[wire.WireFitVerdictRequest],
+    cancelled: Callable[[], bool] = lambda: False,
+    models: Any = None,
 ) -> wire.WireFitPlanBatch:
+    m = models or generated()
     results = service.plan_batch([fit_request(r) for r in requests], cancelled)
-    return wire.WireFitPlanBatch(results=[plan_result(p) for p in results])
+    return m.WireFitPlanBatch(results=[plan_result(p, m) for p in results])
 
 
 def fit_one(service: FitService, request: wire.WireFitVerdictRequest) -> wire.WireFitVerdictResult | None:
@@ -196,12 +218,14 @@ def _converted(service: FitService) -> tuple[wire.WireModelList, bytes]:
     cached = _listing
     if cached is not None and cached[0] is entries:
         return cached[1], cached[2]
-    listing = wire.WireModelList(models=[model_entry(e) for e in entries])
+    listing = generated().WireModelList(models=[model_entry(e) for e in entries])
     _listing = (entries, listing, listing.model_dump_json(by_alias=True).encode())
     return _listing[1], _listing[2]
 
 
-def model_list(service: FitService) -> wire.WireModelList:
+def model_list(service: FitService, models: Any = None) -> wire.WireModelList:
+    if models is not None:  # memfit.plain's: built afresh
+        return models.WireModelList(models=[model_entry(e, models) for e in service.model_list()])
     return _converted(service)[0].model_copy(deep=False)
 
 
@@ -215,7 +239,9 @@ def record_observation(service: FitService, body: wire.WireObservation) -> wire.
 
 
 def observation_list(service: FitService, limit: int, model_id: str | None) -> wire.WireObservationList:
-    return wire.WireObservationList(observations=[stored_observation(o) for o in service.observations(limit, model_id)])
+    return generated().WireObservationList(
+        observations=[stored_observation(o) for o in service.observations(limit, model_id)]
+    )
 
 
 def delete_observation(service: FitService, observation_id: int) -> bool:

@@ -240,3 +240,15 @@ def test_the_header_store_is_bounded_in_bytes_least_recently_used_first(tmp_path
     assert store.get("id1") is None and store.get("id2") is None
     store.put("huge", "z" * 20_000)  # larger than the whole budget: not stored
     assert store.get("huge") is None
+
+
+def test_stores_of_several_processes_on_one_file_keep_its_budget_together(tmp_path: Path) -> None:
+    """`memfit serve --workers N`: each worker's store counts its own writes and reads the others' from the file
+    often enough that together they overshoot the budget by a sixteenth each at most (they stood at N times it)."""
+    path = str(tmp_path / "state" / "headers.sqlite3")
+    stores = [HeaderStore(path, max_bytes=100_000) for _ in range(3)]  # one connection each: as three processes
+    peak = 0
+    for i in range(600):
+        stores[i % 3].put(f"id{i}", "x" * 1000)
+        peak = max(peak, stores[0].stored_bytes())
+    assert peak <= 100_000 * (1 + 3 / 16) + 1000

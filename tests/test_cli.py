@@ -14,6 +14,7 @@ import sys
 import time
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -283,7 +284,8 @@ SERVER_STACK = ("connexion", "uvicorn", "starlette", "prometheus_client")
 
 
 def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
-    """`memfit fit <id>` starts fast: the server's libraries, and numpy with the whole gguf package, stay out."""
+    """`memfit fit <id>` starts fast: the server's libraries, pydantic (the table is built with memfit.plain), and
+    numpy with the whole gguf package, stay out."""
     probe = (
         "import json, sys\n"
         "from memfit.cli import main\n"
@@ -294,6 +296,7 @@ def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
     code, modules = json.loads(done.stdout.strip().splitlines()[-1])
     assert code in (0, 3, 4, 5)  # a verdict (it depends on this machine's free memory)
     assert [m for m in SERVER_STACK if m in modules] == []
+    assert "pydantic" not in modules and "importlib.metadata" not in modules
     assert "numpy" not in modules and "gguf" in modules  # gguf.constants alone (memfit.gguf_constants)
 
 
@@ -329,3 +332,121 @@ def test_plan_prints_each_quant_with_its_maxima_and_marks_the_best(
     assert [q["quant"] for q in result["quants"]] == ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M"]
     best = next((q["quant"] for q in result["quants"] if (q["maxAllocatedTokens"]["good"] or 0) >= 4096), None)
     assert result["bestQuant"] == best
+
+
+def _fields(value: object) -> object:
+    """A wire answer as plain data, whichever models built it (pydantic's, or memfit.plain's)."""
+    from memfit.plain import Plain
+
+    if isinstance(value, Plain):
+        return {k: _fields(v) for k, v in vars(value).items()}
+    if hasattr(value, "model_dump"):
+        return value.model_dump(by_alias=False)
+    if isinstance(value, (list, tuple)):
+        return [_fields(v) for v in value]
+    return value
+
+
+def test_the_tables_show_the_same_answers_the_api_gives(public_models: Path) -> None:
+    """memfit.plain's objects, which the tables are printed from, hold every field of the generated models with the
+    same values: fit (local, catalog, refused), plan, and the model listing."""
+    from memfit import plain, wire
+    from memfit.config import model_roots
+    from memfit.generated.models import WireFitVerdictRequest
+    from memfit.readers.host_memory import HostMemory
+    from memfit.readers.nvml import NvmlReader
+    from memfit.service_builder import build_service
+
+    service = build_service(  # a fixed budget: each build reads the environment afresh
+        model_roots([str(public_models)], usual=False),
+        read_host=lambda: HostMemory(available=12 << 30, total=16 << 30),
+        read_committed=lambda: 0,
+        nvml=NvmlReader(SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 0, NVMLError=OSError)),
+    )
+    service.index.refresh()
+    asked = [
+        {"model_id": "qwen3-f16", "allocated_tokens": 8192},
+        {"model_id": "llama-gqa-f16", "streams": 2, "key_element_bytes": 1, "flash_attention": "off"},
+        {"model_id": "Qwen/Qwen3-8B-GGUF:Q8_0", "ubatch_tokens": 1024, "kv_unified": True},
+        {"model_id": "qwen3-f16", "allocated_tokens": -1},
+    ]
+    requests = [WireFitVerdictRequest(**a) for a in asked]
+    plain_requests = [
+        plain.WireFitVerdictRequest(**WireFitVerdictRequest(**a).model_dump(by_alias=False)) for a in asked
+    ]
+    with_pydantic = wire.fit_batch(service, requests)
+    assert len(with_pydantic.results) == 4
+    assert _fields(wire.fit_batch(service, plain_requests, models=plain)) == with_pydantic.model_dump(by_alias=False)
+    plans = wire.fit_plan(service, requests[:3])
+    assert _fields(wire.fit_plan(service, plain_requests[:3], models=plain)) == plans.model_dump(by_alias=False)
+    assert _fields(wire.model_list(service, plain)) == wire.model_list(service).model_dump(by_alias=False)
+
+
+def test_serve_with_two_workers_answers_from_both_and_shares_the_history(public_models: Path, tmp_path: Path) -> None:
+    """`memfit serve --workers 2`: one token file made by the parent, batches answered, both worker processes
+    answering on the one port, an observation recorded through one seen through every connection (the history is
+    the state directory's, not a worker's), and Ctrl-C stopping the parent and its workers."""
+    import httpx
+    import psutil
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = tmp_path / "state"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "MEMFIT_STATE_DIR": str(state)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfit.cli", "serve", "--workers", "2", "--port", str(port)]
+        + ["--models", str(public_models), "--no-usual-dirs"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert "2 worker processes" in proc.stdout.readline()
+        token = (state / "token").read_text().strip()
+        url = f"http://127.0.0.1:{port}"
+        headers = {"Authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until both workers have started
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    if len(psutil.Process(proc.pid).children()) >= 2:
+                        break
+            time.sleep(0.2)
+        body = [{"modelId": "qwen3-f16", "allocatedTokens": 1024 * (1 + i % 4)} for i in range(32)]
+        observation = {
+            "modelId": "qwen3-f16",
+            "revision": "",
+            "quant": "F16",
+            "artifactBytes": None,
+            "workload": {
+                "allocatedTokens": 4096,
+                "streams": 1,
+                "keyElementBytes": 2,
+                "valueElementBytes": 2,
+                "mode": "fullGpu",
+            },
+            "parts": {"workspace": 300_000_000},
+            "runtime": "llama.cpp test build",
+        }
+        recorded = httpx.post(f"{url}/v1/models/observations", json=observation, headers=headers)
+        assert recorded.status_code == 201, recorded.text
+        pids, seen = set(), []
+        while time.monotonic() < deadline and (len(pids) < 2 or len(seen) < 8):
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:  # a new connection each time
+                batch = client.post("/v1/models/fit/batch", json=body)
+                assert batch.status_code == 200 and len(batch.json()["results"]) == 32
+                seen.append(len(client.get("/v1/models/observations").json()["observations"]))
+                metrics = client.get("/metrics").text
+            pids.add(next(line.split()[1] for line in metrics.splitlines() if line.startswith("memfit_process_id ")))
+        assert len(pids) == 2 and set(seen) == {1}
+        workers = [p for p in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(p.cmdline())]
+        assert len(workers) == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    assert code == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert psutil.wait_procs(workers, timeout=10)[1] == []  # the workers have exited too

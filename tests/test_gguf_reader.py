@@ -153,25 +153,35 @@ def test_big_endian_header(tmp_path: Path) -> None:
     assert header.tensors[0].shape == (32, 2)
 
 
-@pytest.mark.parametrize("order", ["<", ">"])
-@pytest.mark.parametrize("seed", range(6))
-def test_the_vectorised_string_skip_walks_exactly_what_a_plain_loop_walks(
-    order: str, seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Lengths of 0-300 bytes, text with runs of zero bytes in it (false candidates), windows ending mid-array."""
+def _random_strings(order: str, seed: int, count: int = 20_000) -> list[bytes]:
+    """Lengths of 0-300 bytes, text with runs of zero bytes in it (false candidates for the vectorised walk)."""
     import random
-
-    from memfit.readers import gguf_header as gh
 
     rng = random.Random(seed)
     strings = []
-    for _ in range(20_000):
+    for _ in range(count):
         n = rng.choice([0, 1, 3, 7, 8, 15, 255, 256, 300]) if rng.random() < 0.1 else rng.randrange(1, 12)
         text = bytes(rng.choice([0, 0, 65, 66]) if rng.random() < 0.2 else rng.randrange(32, 127) for _ in range(n))
         strings.append(struct.pack(order + "Q", n) + text)
+    return strings
+
+
+@pytest.mark.parametrize("vectorised", [True, False], ids=["numpy", "struct-only"])
+@pytest.mark.parametrize("order", ["<", ">"])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_string_skip_walks_exactly_what_a_plain_loop_walks(
+    order: str, seed: int, vectorised: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through windows ending mid-array, with the numpy walk and with the plain struct walk alone."""
+    from memfit.readers import gguf_header as gh
+
+    strings = _random_strings(order, seed)
     data = b"".join(strings) + b"tail"
     monkeypatch.setattr(gh, "SKIP_WINDOW", 4099)  # many windows, each ending mid-string
     monkeypatch.setattr(gh._Source, "CHUNK", 4099)
+    if not vectorised:
+        monkeypatch.setattr(gh, "VECTOR_MIN", len(strings) + 1)
+        monkeypatch.setattr(gh, "_walk_strings_vectorised", None)  # never called
     cur = gh._Cursor(gh._Source(file=io.BytesIO(data), size=len(data)), order)
     cur.skip_strings(len(strings))
     assert cur.pos == len(data) - 4
@@ -179,3 +189,47 @@ def test_the_vectorised_string_skip_walks_exactly_what_a_plain_loop_walks(
     short = gh._Cursor(gh._Source(file=io.BytesIO(truncated), size=len(truncated)), order)  # the last runs past
     with pytest.raises(gh.GGUFError, match="past the end"):
         short.skip_strings(len(strings))
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_vectorised_walk_takes_a_prefix_of_the_plain_walk_from_any_offset(order: str, seed: int) -> None:
+    """From every alignment of the 4-byte grid, in a buffer that starts before the array: the strings the numpy walk
+    takes are the plain walk's first ones, at least one, and all of them when the buffer holds them."""
+    from memfit.readers import gguf_header as gh
+
+    strings = _random_strings(order, seed, 3_000)
+    for lead in range(5):
+        data = b"\0" * lead + b"".join(strings) + b"tail"
+        for base in sorted({0, lead // 2, lead}):  # the buffer from its file offset `base`
+            for count in (64, 1_000, len(strings)):
+                done, pos = gh._walk_strings_vectorised(data[base:], base, lead, count, order == ">")
+                assert 1 <= done <= count
+                assert (done, pos) == gh._walk_strings_one_by_one(data[base:], base, lead, done, order == ">")
+        done, pos = gh._walk_strings_vectorised(data, 0, lead, len(strings), order == ">")
+        assert (done, pos) == (len(strings), len(data) - 4)
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [(1, 256), (0, 3), (300,), (9,)],
+    ids=["short-and-long", "empty-and-short", "all-long", "zero-text"],
+)
+def test_a_hostile_string_array_costs_time_linear_in_its_size(lengths: tuple[int, ...]) -> None:
+    """Strings the vectorised walk cannot take, or candidates that keep breaking (text of zero bytes), alternate
+    with ones it can: the walk steps over them with struct instead of starting over (an earlier walk took 28 s
+    for 20,000 strings alternating 1 and 256 bytes)."""
+    import time
+
+    from memfit.readers import gguf_header as gh
+
+    count = 100_000
+    data = b"".join(
+        struct.pack("<Q", n) + (b"\0" if n == 9 else b"a") * n
+        for n in (lengths[i % len(lengths)] for i in range(count))
+    )
+    cur = gh._Cursor(gh._Source(file=io.BytesIO(data), size=len(data)), "<")
+    start = time.process_time()
+    cur.skip_strings(count)
+    assert cur.pos == len(data)
+    assert time.process_time() - start < 5.0  # about 0.1 s here

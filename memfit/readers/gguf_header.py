@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from memfit import gguf_constants as gguf
 from memfit.integers import is_int, round_up
@@ -77,8 +77,7 @@ class SkippedString:
 Value = int | float | bool | str | tuple | SkippedArray | SkippedString
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(NamedTuple):
     name: str
     shape: tuple[int, ...]  # ne[0], ne[1], ... as ggml orders them
     ggml_type: int
@@ -95,63 +94,108 @@ class GGUFHeader:
     file_size: int
 
 
-SKIP_WINDOW = 1 << 22  # the window a long string array is walked in
+SKIP_WINDOW = 1 << 23  # the most of a long string array read at once
+STRING_BYTES_GUESS = 16  # bytes per string (its length and text) of an array not yet walked: a vocabulary's
 VECTOR_MIN = 64  # strings left before the vectorised walk is worth its set-up
+SPAN_PER_STRING = 32  # bytes of the window the vectorised walk looks at per string left (more when it runs short)
+SHORT_RUN = 16  # linked candidates: a run shorter than this that breaks makes the walk step on one at a time
 
 
-def _walk_short_strings(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
-    """Walk up to `count` strings from file offset `pos` in `buf` (which holds the file from `base`), vectorised:
-    (strings walked, the offset after them). Exact: it walks only strings whose length fits in the low byte of
-    their u64 length (every token of a real vocabulary) and whose length lies in the window, each one checked
-    to start where the previous one ends; it stops (returning what it walked) at the first string it cannot
-    take, which the caller then steps over one at a time. Candidates are the offsets whose seven high length
-    bytes are zero; a candidate inside another string (zero bytes in text) is never taken, since every string
-    taken starts exactly where its predecessor ends."""
+def _walk_strings(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
+    """Walk up to `count` strings (a u64 length, then that many bytes) from file offset `pos` in `buf`, which holds
+    the file from offset `base`: (strings walked, the offset after them). It walks every string whose length lies
+    wholly in `buf` (at least one when the first one's does; a string's text may run past `buf`) and stops at the
+    first whose length does not; it never reads past `buf`, and a length that runs past the file is the caller's
+    to refuse. Vectorised (numpy) for many strings, one at a time (struct) for a few."""
+    if count < VECTOR_MIN:
+        return _walk_strings_one_by_one(buf, base, pos, count, big_endian)
+    return _walk_strings_vectorised(buf, base, pos, count, big_endian)
+
+
+def _walk_strings_one_by_one(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
+    """The plain walk: one struct read per string."""
+    u64 = (_U64_BE if big_endian else _U64_LE).unpack_from
+    last = base + len(buf) - 8  # the last offset whose length lies wholly in buf
+    walked = 0
+    while walked < count and pos <= last:
+        pos += 8 + u64(buf, pos - base)[0]
+        walked += 1
+    return walked, pos
+
+
+_U64_LE, _U64_BE = struct.Struct("<Q"), struct.Struct(">Q")
+
+
+def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
+    """The walk in numpy, exact. Candidates are the offsets whose u64 length is below 256 (seven zero bytes beside
+    the low one: every token of a real vocabulary). Seven zero bytes always hold one whole zero word of the 4-byte
+    grid from `pos`, so each zero word, with the zero high bytes of the word before it (the block of seven starts
+    there) and enough zero low bytes in the word after it, is a candidate; its length's low byte sits in one of
+    those neighbours, right beside the zero bytes. Each candidate's string ends at its offset + 8 + that byte, and
+    a run of candidates each starting where the previous one ends is walked at once. A candidate inside another
+    string's text (zero bytes in text) is never taken, since every string taken starts exactly where its
+    predecessor ends; a string that is not a candidate (a length of 256 or more, a longer run of zeros) is stepped
+    over with struct and the walk goes on from the next candidate."""
     import numpy as np  # here, not at the top: a catalog fit (`memfit fit` of an id) never walks a vocabulary
 
-    a = np.frombuffer(buf, dtype=np.uint8)
     r0 = pos - base
-    n = len(a) - 8 - r0 + 1  # offsets r0 .. len(a) - 8 have a whole length in the window
-    if n <= 0:
-        return 0, pos
-    zero = a[r0:] == 0
-    if big_endian:  # bytes 0..6 zero, the length in byte 7
-        mask = zero[0:n].copy()
-        for k in range(1, 7):
-            mask &= zero[k : k + n]
-        low = 7
-    else:  # the length in byte 0, bytes 1..7 zero
-        mask = zero[1 : 1 + n].copy()
-        for k in range(2, 8):
-            mask &= zero[k : k + n]
-        low = 0
-    starts = np.flatnonzero(mask)  # relative to r0
-    if not len(starts) or starts[0] != 0:
-        return 0, pos
-    after = starts + 8 + a[r0 + low + starts].astype(np.int64)  # where each candidate's string ends
-    i, walked, block = 0, 0, 64
-    while walked < count:
-        k = min(count - walked, len(starts) - i, block)
-        linked = after[i : i + k - 1] == starts[i + 1 : i + k]
-        good = k if bool(linked.all()) else int(np.argmin(linked)) + 1
-        walked += good
-        nxt = int(after[i + good - 1])
-        i += good
-        block = min(block * 2, 1 << 16) if good == k else 64
-        if walked == count or nxt > n - 1:
-            return walked, pos + nxt
-        if i >= len(starts) or starts[i] != nxt:
-            i = int(np.searchsorted(starts, nxt))
-            if i >= len(starts) or starts[i] != nxt:
-                return walked, pos + nxt  # the next string is not a candidate: the caller steps over it
-    return walked, pos
+    span = min(len(buf) - r0, SPAN_PER_STRING * count + 4096)  # bytes from pos the candidates are taken from
+    m = span // 4
+    u64 = (_U64_BE if big_endian else _U64_LE).unpack_from
+    if m < 3:
+        return _walk_strings_one_by_one(buf, base, pos, count, big_endian)
+    words = np.frombuffer(buf, dtype="<u4", count=m, offset=r0)  # word k: bytes 4k .. 4k + 3 from pos
+    j = np.flatnonzero(words[1:-1] == 0)  # word j + 1 is zero; j indexes its neighbours: words[j], words[2:][j]
+    before, next_word = words[j], words[2:][j]
+    # e: 3 - the zero high bytes of the word before (a little-endian u32's high bytes come last). A length's block
+    # of seven zero bytes starts 3 - e bytes before the zero word, so the word after must begin with e zero bytes
+    # (its low 8e bits: numpy shifts a u32 by 32 to 0); the length's low byte is the byte beside the block
+    # (little-endian: the word before's byte e, with only zero bytes above it; big-endian: the word after's byte e).
+    e = (before >= 1 << 24).view(np.uint8) + (before >= 1 << 16).view(np.uint8) + (before >= 1 << 8).view(np.uint8)
+    shift = e << 3
+    ok = next_word << (np.uint8(32) - shift) == 0
+    starts = j.astype(np.int32) * 4 + e  # offsets from pos (little-endian; big-endian one more)
+    low = (next_word >> shift) & np.uint32(0xFF) if big_endian else before >> shift
+    ends = starts + low.view(np.int32)  # low < 256: the same value as an int32
+    ends += 9 if big_endian else 8  # where each candidate's string ends, from pos
+    if big_endian:
+        starts += 1
+    if not bool(ok.all()):
+        starts, ends = starts[ok], ends[ok]
+    last = span - 8  # the last offset (from pos) whose length lies wholly in the span
+    n = len(starts)
+    cur, walked, i, run, burst = 0, 0, 0, 64, 64
+    while walked < count and cur <= last:
+        if i < n and int(starts[i]) == cur:  # a run of linked candidates from here
+            k = min(count - walked, n - i, run)
+            linked = ends[i : i + k - 1] == starts[i + 1 : i + k]
+            good = k if bool(linked.all()) else int(np.argmin(linked)) + 1
+            walked += good
+            cur = int(ends[i + good - 1])
+            i += good
+            if good == k:
+                run, burst = min(run * 2, 1 << 16), 64
+                continue
+            run = 64
+            steps = 0 if good >= SHORT_RUN else burst  # runs that keep breaking: walk a while without them
+        else:
+            steps = burst  # not a candidate: step over strings one at a time, more of them each time it comes again
+        if steps:
+            burst = min(burst * 2, 1 << 16)
+            while steps and walked < count and cur <= last:
+                cur += 8 + u64(buf, r0 + cur)[0]
+                walked += 1
+                steps -= 1
+        if cur <= last:
+            i = int(starts.searchsorted(np.int32(cur)))
+    return walked, pos + cur
 
 
 class _Source:
     """The file's bytes, read on demand in windows: a header of any size without holding the whole file, and
     no mmap, so a file truncated while it is read is an error here rather than a SIGBUS."""
 
-    CHUNK = 1 << 20
+    CHUNK = 1 << 16  # the least read at once
 
     def __init__(self, data: bytes | None = None, file: BinaryIO | None = None, size: int = 0) -> None:
         self.file = file
@@ -234,26 +278,67 @@ class _Cursor:
         self.strings_walked += count
         if self.strings_walked > MAX_STRINGS_PER_FILE:
             raise GGUFError(f"{self.strings_walked} strings in arrays are not a model's")
-        u64, src, end, pos = self._u64, self.src, self.end, self.pos
+        src, end, pos, big_endian = self.src, self.end, self.pos, self.order == ">"
+        first, total = pos, count
         while count:
             if pos + 8 > src.base + len(src.buf):
                 if pos + 8 > end:
                     raise GGUFError("string array runs past the end of the file")
-                src.window(pos, min(max(8, SKIP_WINDOW), end - pos))
-            buf, base = src.buf, src.base
-            if count >= VECTOR_MIN:
-                done, pos = _walk_short_strings(buf, base, pos, count, self.order == ">")
-                count -= done
-                if done:
-                    continue
-            # One string the vectorised walk does not take (a length of 256 or more, or near the window's end).
-            pos += 8 + u64(buf, pos - base)[0]
-            count -= 1
+                # a window for the strings left, as long as those walked so far suggest (a little more)
+                walked = total - count
+                guess = (pos - first) * count // walked if walked else STRING_BYTES_GUESS * count
+                src.window(pos, min(max(8, guess + guess // 8 + 4096), SKIP_WINDOW, end - pos))
+            done, pos = _walk_strings(src.buf, src.base, pos, count, big_endian)
+            count -= done
             if pos > end:
                 raise GGUFError("string array runs past the end of the file")
-        if pos > end:
-            raise GGUFError("string array runs past the end of the file")
         self.pos = pos
+
+    def tensor_infos(self, count: int) -> tuple[TensorInfo, ...]:
+        """`count` tensor infos (name, n_dims, the dims, type, offset). Each is read straight from the window when
+        it lies there whole, else value by value; the checks are the same either way."""
+        u64, u32, order, src, end = self._u64, self._u32, self.order, self.src, self.end
+        tail = [struct.Struct(f"{order}{n}QIQ").unpack_from for n in range(MAX_DIMS + 1)]  # dims, type, offset
+        infos: list[TensorInfo] = []
+        append = infos.append
+        for _ in range(count):
+            pos, buf, base = self.pos, src.buf, src.base
+            i = pos - base
+            # the whole record, when the window holds it: name length, name, n_dims, dims, type, offset
+            if 0 <= i and i + 8 <= len(buf) and pos + 8 <= end:
+                n = u64(buf, i)[0]
+                at = i + 8 + n  # n_dims
+                if n <= MAX_KEY_BYTES and at + 4 <= len(buf):
+                    n_dims = u32(buf, at)[0]
+                    stop = at + 16 + 8 * n_dims
+                    if 1 <= n_dims <= MAX_DIMS and stop <= len(buf) and base + stop <= end:
+                        self.keep(TENSOR_INFO_BYTES + n + ITEM_BYTES)
+                        try:
+                            name = buf[i + 8 : i + 8 + n].decode("utf-8")
+                        except UnicodeDecodeError as exc:
+                            raise GGUFError(f"string at byte {pos + 8} is not UTF-8") from exc
+                        *shape, ggml_type, offset = tail[n_dims](buf, at + 4)
+                        if 0 in shape:
+                            raise GGUFError(f"tensor {name!r} has a zero dimension")
+                        append(TensorInfo(name, tuple(shape), ggml_type, offset))
+                        self.pos = base + stop
+                        continue
+            append(self._tensor_info())
+        return tuple(infos)
+
+    def _tensor_info(self) -> TensorInfo:
+        """One tensor info, value by value (across windows, or to say what is wrong with it)."""
+        self.keep(TENSOR_INFO_BYTES)
+        name = self.key()
+        n_dims = self.u32()
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise GGUFError(f"tensor {name!r} has {n_dims} dimensions")
+        shape = tuple(self.u64() for _ in range(n_dims))
+        if 0 in shape:
+            raise GGUFError(f"tensor {name!r} has a zero dimension")
+        ggml_type = self.u32()
+        offset = self.u64()
+        return TensorInfo(name, shape, ggml_type, offset)
 
     def scalar(self, vtype: int) -> int | float | bool:
         fmt = _SCALAR_FORMATS[vtype]
@@ -334,25 +419,13 @@ def _parse(source: _Source) -> GGUFHeader:
             raise GGUFError(f"duplicate metadata key {key!r}")
         metadata[key] = value
 
-    tensors = []
-    for _ in range(n_tensors):
-        cur.keep(TENSOR_INFO_BYTES)
-        name = cur.key()
-        n_dims = cur.u32()
-        if not 1 <= n_dims <= MAX_DIMS:
-            raise GGUFError(f"tensor {name!r} has {n_dims} dimensions")
-        shape = tuple(cur.u64() for _ in range(n_dims))
-        if 0 in shape:
-            raise GGUFError(f"tensor {name!r} has a zero dimension")
-        ggml_type = cur.u32()
-        offset = cur.u64()
-        tensors.append(TensorInfo(name, shape, ggml_type, offset))
+    tensors = cur.tensor_infos(n_tensors)
 
     alignment = metadata.get(gguf.Keys.General.ALIGNMENT, gguf.GGUF_DEFAULT_ALIGNMENT)
     if not is_int(alignment) or alignment <= 0 or alignment & (alignment - 1):
         raise GGUFError(f"{gguf.Keys.General.ALIGNMENT} {alignment!r} is not a power of two")
     data_offset = round_up(cur.pos, alignment)
-    return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, source.size)
+    return GGUFHeader(version, metadata, tensors, alignment, data_offset, source.size)
 
 
 def read_header(source: str | os.PathLike[str] | BinaryIO) -> GGUFHeader:

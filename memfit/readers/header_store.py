@@ -27,6 +27,10 @@ SCHEMA = (
 # one's). Past it, the least recently used summaries go until it holds EVICT_TO of it.
 MAX_BYTES = 256 << 20
 EVICT_TO = 0.9
+# Other processes on the same file (`memfit serve --workers N`, a `memfit fit` beside a server) add rows this one's
+# running count does not see: it reads the exact total again once its own writes since the last reading pass this
+# part of the budget, so that together they overshoot the budget by at most this part each.
+RECOUNT_EVERY = 1 / 16
 BUSY_TIMEOUT_S = 1.0  # another process's lock makes a miss, not a wait
 
 log = logging.getLogger("memfit.state")
@@ -67,7 +71,8 @@ class HeaderStore:
     def __init__(self, path: str, health: StateHealth | None = None, max_bytes: int = MAX_BYTES) -> None:
         self.path = path
         self.max_bytes = max_bytes
-        self._total: int | None = None  # this process's running count of the stored bytes; exact after eviction
+        self._total: int | None = None  # the stored bytes: exact when read, then this process's writes added
+        self._unread = 0  # bytes this process wrote since it last read the exact total
         self.health = health if health is not None else StateHealth()
         self._local = threading.local()
         try:
@@ -160,13 +165,14 @@ class HeaderStore:
             return
         try:
             db = self._db()
-            if self._total is None:
-                self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+            if self._total is None or self._unread > self.max_bytes * RECOUNT_EVERY:
+                self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
             db.execute(
                 "INSERT OR REPLACE INTO headers (identity, summary, bytes, used) VALUES (?, ?, ?, ?)",
                 (identity, summary, len(summary), time.time_ns()),
             )
             self._total += len(summary)
+            self._unread += len(summary)
             if self._total > self.max_bytes:
                 self._evict(db)
         except (sqlite3.Error, OSError) as exc:
@@ -182,7 +188,7 @@ class HeaderStore:
             " SUM(bytes) OVER (ORDER BY used DESC, rowid DESC) AS kept FROM headers) WHERE kept > ?)",
             (keep,),
         )
-        self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+        self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
 
     def stored_bytes(self) -> int:
         return self._db().execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]

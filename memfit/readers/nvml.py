@@ -6,6 +6,7 @@ Tests pass a stand-in module with the same functions; everything else uses `pynv
 from __future__ import annotations
 
 import os
+import sys
 from types import ModuleType
 
 from memfit.readers.gpu_memory import GpuMemory
@@ -13,7 +14,26 @@ from memfit.readers.gpu_memory import GpuMemory
 __all__ = ["GpuMemory", "NvmlReader", "visible"]
 
 
+def _nvml_library_present() -> bool:
+    """Whether NVML's library can be loaded, as pynvml loads it on Linux (a dlopen of libnvidia-ml.so.1): where it
+    cannot, pynvml (a hundredth of a second to import) would only fail. NVML has no macOS build; elsewhere pynvml
+    looks for itself."""
+    if sys.platform == "darwin":
+        return False
+    if not sys.platform.startswith("linux"):
+        return True
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def _load_pynvml() -> ModuleType | None:
+    if not _nvml_library_present():
+        return None
     try:
         import pynvml
     except ImportError:
