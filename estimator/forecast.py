@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memfit.estimator.bounds import Part
+from memfit.estimator.compute_graph import buildable
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
@@ -64,10 +65,15 @@ def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
             " not model), this model or this ubatch",
         )
     floor, slack = bounds
+    how = (
+        "rebuilt node by node and its allocation replayed as ggml-alloc places it"
+        if buildable(graph)
+        else "bounded by its widest phase and the allocator's measured holes"
+    )
     note = (
         f"llama.cpp's output buffer ({output_buffer(subject.n_vocab, geometry)} bytes) and a compute buffer from the"
-        f" graph it reserves for a {geometry.n_ubatch}-token ubatch; the upper bound adds up to {slack} bytes the"
-        f" allocator may lose to holes (flash attention {'on' if geometry.flash_attention else 'off'})"
+        f" graph it reserves for a {geometry.n_ubatch}-token ubatch, {how}; the bounds are {slack} bytes apart"
+        f" (flash attention {'on' if geometry.flash_attention else 'off'})"
     )
     return Part(Component.WORKSPACE, floor, Basis.DERIVED_LAYOUT, note, slack=slack)
 
