@@ -67,7 +67,7 @@ def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
     floor, slack = bounds
     how = (
         "rebuilt node by node and its allocation replayed as ggml-alloc places it"
-        if buildable(graph)
+        if graph is not None and buildable(graph)
         else "bounded by its widest phase and the allocator's measured holes"
     )
     note = (
