@@ -27,7 +27,7 @@ from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, KvCache
+from memfit.estimator.layout import AttentionLayer, KvCache, Mixer
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -450,8 +450,7 @@ class Graph:
     hidden_output: bool = False  # res->t_h_nextn: the last hidden state is an output, rows selected after the trunk
     node_for_node: bool = False  # the rebuilt graph is llama.cpp's, node for node (checked against its graph)
     bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
-    mixer: str = "mamba2"  # its recurrent blocks (if any): "mamba2" (build_mamba2_layer), "short_conv" (lfm2.cpp),
-    # others not rebuilt ("mamba", "gated_delta_net", "kda", "rwkv")
+    mixer: Mixer = Mixer.MAMBA2  # its recurrent blocks' kind, if it has any
 
 
 DECODER = Graph()
@@ -461,13 +460,13 @@ SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
 EMBEDDER = Graph(logits=False, cache_attention=False)
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
-MAMBA1 = Graph(recurrent_in=mamba_in, mixer="mamba")
-GDN = Graph(recurrent_in=gated_delta_net_in, mixer="gated_delta_net")
-KDA = Graph(recurrent_in=kda_in, mixer="kda")
-SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer="short_conv")
+MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA)
+GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
+KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
+SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
-RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer="rwkv")
-RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer="rwkv")
+RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV)
+RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV)
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -721,7 +720,7 @@ RULES: dict[str, ArchRule] = {
         graph=MAMBA1,
     ),
     "plamo2": ArchRule(  # plamo2.cpp builds its own Mamba mixer
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=Graph(mixer="plamo2")
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=Graph(mixer=Mixer.PLAMO2)
     ),
     "granitehybrid": ArchRule(
         tensors=tensors_granitehybrid,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, RecurrentLayer, Ssm
+from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, Mixer, RecurrentLayer, Ssm
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import Keys
 
@@ -193,7 +193,7 @@ def graph_shape(
                 kv_lora=kv_lora if attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
-                ssm=ssm if recurrent and graph.mixer == "mamba2" else None,
+                ssm=ssm if recurrent and graph.mixer is Mixer.MAMBA2 else None,
             )
         )
     return GraphShape(
@@ -204,7 +204,7 @@ def graph_shape(
         hidden_output=graph.hidden_output,
         node_for_node=graph.node_for_node,
         bert_block=graph.bert_block,
-        mixer=graph.mixer if rule.recurrence else "",
+        mixer=graph.mixer if rule.recurrence else Mixer.NONE,
         learned_positions=rule.parameters.position_embeddings,
     )
 

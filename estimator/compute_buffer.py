@@ -5,12 +5,15 @@ ubatch: n_tokens = min(n_ctx, n_ubatch) rounded up to a multiple of n_seq (graph
 kept, the KV caches full (n_kv = every cell). ggml_gallocr (ggml/src/ggml-alloc.c) places every tensor of that
 graph in one buffer: inputs first, then each node in graph order, a tensor freed after its last consumer, views
 and in-place ops (rms_norm, rope, soft_max, mul, add, unary) taking no new memory; the buffer is the highest
-offset reached. So the buffer is at least the largest set of tensors alive at once (`peak`: the widest phase of
-the graph below) and at most that plus what the best-fit allocator loses to holes.
+offset reached.
 
-The phases mirror src/llama-graph.cpp; the `*_HOLE_ROWS`, `FLOOR_ROWS`, `SLACK_ROWS`, `SLACK_FIXED` and
-`SMALL_INPUTS_SLACK` constants are NOT derived: they are the allocator gap measured on llama.cpp v0.4.0's dry and
-real runs (tests/data), in [n_embd, n_tokens] F32 rows of the residual stream or of the widest activation.
+Where estimator/compute_graph.py rebuilds the graph, the buffer is that allocation replayed
+(estimator/graph_alloc.py), and the bounds sit REPLAY_SLACK_* from it. Elsewhere the phase rule below bounds it:
+the buffer is at least the largest set of tensors alive at once (`peak`: the widest phase of the graph) and at
+most that plus what the best-fit allocator loses to holes. The phases mirror src/llama-graph.cpp; their
+`*_HOLE_ROWS`, `FLOOR_ROWS`, `FLOOR_INPUTS`, `SLACK_ROWS`, `SLACK_FIXED` and `FFN_SLACK_ROWS` constants are NOT
+derived: they are the allocator gap measured on llama.cpp v0.4.0's dry and real runs (tests/data), in
+[n_embd, n_tokens] F32 rows of the residual stream or of the widest activation.
 All activations are F32; T = ubatch tokens, E = n_embd.
 """
 
@@ -23,6 +26,7 @@ from memfit.estimator.context import DEFAULT_N_BATCH, ContextGeometry
 from memfit.estimator.graph_alloc import Replay, replay
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import GraphLayer, GraphShape
+from memfit.integers import round_up
 
 F32 = 4
 MiB = 1 << 20
@@ -35,9 +39,8 @@ SLACK_ROWS = 2  # allocator gap (measured): up to two more rows of the widest ac
 SLACK_FIXED = 8 * MiB  # allocator gap (measured): sinks, extra masks, norms and scales, 32/64-byte alignment
 FFN_SLACK_ROWS = 1  # allocator gap (measured): the head's logits can land above one freed FFN activation row
 # The rebuilt graph is llama.cpp's node for node for the architectures whose graph was checked against llama.cpp's
-# own (0 bytes apart on the checked runs, within one [n_embd, n_tokens] F32 row over every measured run); for the
-# others it leaves out a builder's own extras (LayerNorm, parallel blocks, layers without rope, routers), measured
-# within two rows of llama.cpp.
+# own (`node_for_node`: to the byte on 96% of their measured runs, within 1.01 MiB on all); for the others it leaves
+# out a builder's own extras (LayerNorm, parallel blocks, layers without rope, routers), measured within two rows.
 REPLAY_SLACK_ROWS = 2  # either side of the replayed buffer, where the graph is not checked node for node
 REPLAY_SLACK_FIXED = 1 * MiB  # either side there too: small inputs' alignment
 REPLAY_SLACK_CHECKED = 2 * MiB  # either side, where it is: within 1.01 MiB on every measured run of those
@@ -189,5 +192,5 @@ def compute_fallback(graph: GraphShape, n_vocab: int, geometry: ContextGeometry,
         return 0
     found = replayed(graph, n_vocab, geometry)
     t = ubatch_tokens(geometry)
-    widest = -(-min(n_ubatch, DEFAULT_N_BATCH) // geometry.n_seq) * geometry.n_seq
+    widest = round_up(min(n_ubatch, DEFAULT_N_BATCH), geometry.n_seq)
     return found.size - found.live + replay_margin(graph, max(t, widest)) - replay_margin(graph, t)

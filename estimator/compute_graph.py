@@ -2,9 +2,10 @@
 
 llama_context::sched_reserve builds the prompt-processing graph for one worst-case ubatch (n_tokens = min(n_ctx,
 n_ubatch) rounded up to a multiple of n_seq, one output per token, every KV cell visible) and ggml-alloc sizes the
-buffer for it (estimator/graph_alloc.py). This module builds that graph for the transformer decoders whose blocks
-are attention (full or sliding-window, grouped-query, flash attention on or off) followed by a dense or a routed
-FFN, as llama.cpp's builders lay them out. Weights and in-place ops on a tensor's only consumer (biases, norms'
+buffer for it (estimator/graph_alloc.py). This module builds that graph, as llama.cpp's builders lay it out, for
+decoders whose blocks are attention (full or sliding-window, grouped-query or MLA, flash attention on or off), a
+Mamba-2 or a short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph), and for BERT encoders
+(EncoderGraph). Weights and in-place ops on a tensor's only consumer (biases, norms'
 weights, rope, q/k norms, scales, soft caps) take no memory of their own and are left out where they do not change
 what is alive; every tensor that takes memory is here, in llama.cpp's order.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
+    ELEMENT_BYTES,
     F16,
     F32,
     I32,
@@ -38,14 +40,16 @@ from memfit.estimator.ggml_graph import (
     view,
 )
 from memfit.estimator.kv_cache import window_cells
-from memfit.estimator.layout import GraphLayer, GraphShape, Ssm
+from memfit.estimator.layout import GraphLayer, GraphShape, Mixer, Ssm
+from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
+FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and strides count in these
 
 
 def buildable(graph: GraphShape) -> bool:
-    """Whether this module builds the graph: a causal decoder with an LM head, attention and FFN blocks only, or
-    a BERT encoder."""
+    """Whether this module builds the graph: a BERT encoder, or a causal decoder with an LM head whose blocks each
+    attend or run a rebuilt mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both."""
     if graph.bert_block:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     return (
@@ -54,7 +58,7 @@ def buildable(graph: GraphShape) -> bool:
         and all(
             not b.fused_qkv
             and (b.n_head > 0) != (b.recurrent_in > 0)
-            and (not b.recurrent_in or graph.mixer == "short_conv" or graph.mixer == "mamba2" and _whole(b.ssm))
+            and (not b.recurrent_in or graph.mixer is Mixer.SHORT_CONV or graph.mixer is Mixer.MAMBA2 and _whole(b.ssm))
             for b in graph.layers
         )
     )
@@ -72,7 +76,7 @@ def _whole(ssm: Ssm | None) -> bool:
 
 def ubatch_tokens(geometry: ContextGeometry) -> int:
     t = min(geometry.n_ctx, geometry.n_ubatch)  # llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch)
-    return -(-t // geometry.n_seq) * geometry.n_seq  # graph_reserve: rounded up to a multiple of n_seqs
+    return round_up(t, geometry.n_seq)  # graph_reserve: rounded up to a multiple of n_seqs
 
 
 def rotation_size(head: int) -> int:
@@ -110,7 +114,7 @@ class DecoderGraph:
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
         out_ids = new_tensor(I32, t, input=True)  # build_inp_out_ids: every token an output in the reserve
         last = len(self.shape.layers) - 1
-        first = self.shape.mixer == "short_conv"  # lfm2.cpp adds the block's output to the residual, not back
+        first = self.shape.mixer is Mixer.SHORT_CONV  # lfm2.cpp adds the block's output to the residual, not back
         for il, block in enumerate(self.shape.layers):
             inp_sa = inp_l
             cur = self.mixer(block, self.norm(inp_l))
@@ -226,7 +230,9 @@ class DecoderGraph:
             self.s_copy = new_tensor(I32, n, input=True)  # build_rs_inp: one state per sequence in the reserve
         rows = self.gf.expand(rows_of(view(self.s_copy, (n,))))
         cache = new_tensor(F32, width, n, external=True)
-        extra = get_rows(cache, view(self.s_copy, (0,), offset=n * 4), width)  # states_extra: none here
+        extra = get_rows(
+            cache, view(self.s_copy, (0,), offset=n * ELEMENT_BYTES[I32]), width
+        )  # states_extra: none here
         self.gf.expand(copy_into(extra, new_tensor(F32, width, 0, external=True)))
         return rows
 
@@ -246,30 +252,30 @@ class DecoderGraph:
         conv = reshape(self.state_rows((ssm.d_conv - 1) * d_xbc), ssm.d_conv - 1, d_xbc, n)  # build_rs
         zxbcdt = reshape(mul_mat(None, cur, b.recurrent_in), b.recurrent_in, tokens, n)  # ssm_in
         nb = (zxbcdt.nb[1], zxbcdt.nb[2])
-        z = view(zxbcdt, (head_dim, ssm.n_head, tokens, n), (head_dim * 4, *nb))
-        xbc = view(zxbcdt, (d_xbc, tokens, n), nb, ssm.d_inner * 4)
-        dt = view(zxbcdt, (ssm.n_head, tokens, n), nb, (2 * ssm.d_inner + 2 * ssm.n_group * ssm.d_state) * 4)
+        z = view(zxbcdt, (head_dim, ssm.n_head, tokens, n), (head_dim * FLOAT, *nb))
+        xbc = view(zxbcdt, (d_xbc, tokens, n), nb, ssm.d_inner * FLOAT)
+        dt = view(zxbcdt, (ssm.n_head, tokens, n), nb, (2 * ssm.d_inner + 2 * ssm.n_group * ssm.d_state) * FLOAT)
         conv_x = op("CONCAT", F32, (ssm.d_conv - 1 + tokens, d_xbc, n), conv, transpose(xbc))
-        last = view(conv_x, (ssm.d_conv - 1, d_xbc, n), (conv_x.nb[1], conv_x.nb[2]), tokens * 4)
+        last = view(conv_x, (ssm.d_conv - 1, d_xbc, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
         self.gf.expand(copy_into(last, new_tensor(F32, (ssm.d_conv - 1) * d_xbc, n, external=True)))
         xbc = same_shape(same_shape(op("SSM_CONV", F32, (d_xbc, tokens, n), conv_x), "ADD"), "SILU")
         xnb = (xbc.nb[1], xbc.nb[2])
-        x = view(xbc, (head_dim, ssm.n_head, tokens, n), (head_dim * 4, *xnb))
-        b_ = view(xbc, (ssm.d_state, ssm.n_group, tokens, n), (ssm.d_state * 4, *xnb), ssm.d_inner * 4)
+        x = view(xbc, (head_dim, ssm.n_head, tokens, n), (head_dim * FLOAT, *xnb))
+        b_ = view(xbc, (ssm.d_state, ssm.n_group, tokens, n), (ssm.d_state * FLOAT, *xnb), ssm.d_inner * FLOAT)
         c_ = view(
             xbc,
             (ssm.d_state, ssm.n_group, tokens, n),
-            (ssm.d_state * 4, *xnb),
-            (ssm.d_inner + ssm.n_group * ssm.d_state) * 4,
+            (ssm.d_state * FLOAT, *xnb),
+            (ssm.d_inner + ssm.n_group * ssm.d_state) * FLOAT,
         )
         dt = same_shape(cont(dt), "ADD")  # dt + dt_bias
         states = ssm.d_state * ssm.d_inner
         scan = self.recurrent_rows(
             states, lambda ids: op("SSM_SCAN", F32, (head_dim * ssm.n_head * t + states * n,), x, dt, b_, c_, ids)
         )
-        kept = view(scan, (states, n), (states * 4,), head_dim * ssm.n_head * t * 4)
+        kept = view(scan, (states, n), (states * FLOAT,), head_dim * ssm.n_head * t * FLOAT)
         self.gf.expand(copy_into(kept, new_tensor(F32, states, n, external=True)))
-        row = head_dim * 4  # x->nb[1]
+        row = head_dim * FLOAT  # x->nb[1]
         y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
         y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
         y = glu(cont(z), y)
@@ -282,12 +288,12 @@ class DecoderGraph:
         t, e, n = self.t, self.shape.n_embd, self.geometry.n_seq
         tokens = t // n
         bcx = mul_mat(None, reshape(cur, e, tokens, n), 3 * e)
-        b_, c_, x_ = (view(bcx, (e, tokens, n), (bcx.nb[1], bcx.nb[2]), i * e * 4) for i in range(3))
+        b_, c_, x_ = (view(bcx, (e, tokens, n), (bcx.nb[1], bcx.nb[2]), i * e * FLOAT) for i in range(3))
         bx = transpose(op("MUL", F32, (e, tokens, n), b_, x_))
         d_conv = b.recurrent_state // e  # n_embd_r: (l_cache - 1) x n_embd
         conv = reshape(self.state_rows(d_conv * e), d_conv, e, n)
         bx = op("CONCAT", F32, (d_conv + tokens, e, n), conv, bx)
-        snapshot = view(bx, (d_conv, e, n), (bx.nb[1], bx.nb[2]), tokens * 4)
+        snapshot = view(bx, (d_conv, e, n), (bx.nb[1], bx.nb[2]), tokens * FLOAT)
         self.gf.expand(copy_into(snapshot, new_tensor(F32, d_conv * e, n, external=True)))
         y = same_shape(c_, "MUL", op("SSM_CONV", F32, (e, tokens, n), bx))  # in place of the conv
         return reshape(mul_mat(None, y, e), e, t)  # out_proj
@@ -302,11 +308,11 @@ class DecoderGraph:
         q = reshape(mul_mat(None, cur_q, heads * b.head_k), b.head_k, heads, t)  # wq / wq_b
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
         absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
-        q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * 4), "ROPE", self.pos)
+        q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
         q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
         kv = mul_mat(None, cur, latent + rope)  # wkv_a_mqa: kv_cmpr_pe
         v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
-        k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * 4), "ROPE", self.pos)
+        k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT), "ROPE", self.pos)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
         inputs = self.cache_inputs(b)
         for x in (q, v, k):
@@ -339,8 +345,7 @@ class DecoderGraph:
         if g.flash_attention:
             out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, mask)
             return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
-        k = new_tensor(F16, b.head_k, n_kv, b.n_head_kv, ns)  # the cache's K, permuted (a view: no memory)
-        k.external = True
+        k = new_tensor(F16, b.head_k, n_kv, b.n_head_kv, ns, external=True)  # the cache's K, permuted
         kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # kq [n_kv, T, H], soft_max in place
         v = new_tensor(F16, n_kv, b.head_v, b.n_head_kv, ns, external=True)  # the transposed V cache, permuted
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
@@ -348,14 +353,10 @@ class DecoderGraph:
 
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
-        out = cur  # a block without an FFN passes its input on
-        if b.n_ff:
-            out = self.dense(cur, b.n_ff, b.gated)
-        if b.n_expert:
-            out = self.moe(b, cur)
-            if b.n_ff_shexp:
-                out = same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True))
-        return out
+        if not b.n_expert:
+            return self.dense(cur, b.n_ff, b.gated)
+        out = self.moe(b, cur)
+        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True)) if b.n_ff_shexp else out
 
     @staticmethod
     def dense(cur: Tensor, n_ff: int, gated: bool) -> Tensor:
@@ -431,10 +432,10 @@ class EncoderGraph:
         rope = not self.shape.learned_positions
         if b.fused_qkv:  # wqkv, Q K V as views of it
             qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
-            nb = (b.head_k * 4, qkv.nb[1])
+            nb = (b.head_k * FLOAT, qkv.nb[1])
             q = view(qkv, (b.head_k, b.n_head, t), nb)
-            k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * 4)
-            v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * 4)
+            k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
+            v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
         else:
             q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
             k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)

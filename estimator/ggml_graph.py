@@ -29,7 +29,6 @@ class Tensor:
     input: bool = False  # GGML_TENSOR_FLAG_INPUT: allocated before the graph runs
     output: bool = False  # GGML_TENSOR_FLAG_OUTPUT: never freed, never reused in place
     external: bool = False  # has its own buffer (the KV cache)
-    name: str = ""
 
     @cached_property
     def nbytes(self) -> int:
@@ -55,10 +54,10 @@ def shape4(ne: Sequence[int]) -> tuple[int, int, int, int]:
     return padded[0], padded[1], padded[2], padded[3]
 
 
-def new_tensor(type_: str, *ne: int, input: bool = False, external: bool = False, name: str = "") -> Tensor:
+def new_tensor(type_: str, *ne: int, input: bool = False, external: bool = False) -> Tensor:
     """ggml_new_tensor: a leaf (an input when `input`, a buffer of its own when `external`)."""
     shape = shape4(ne)
-    return Tensor(type_, shape, strides(type_, shape), input=input, external=external, name=name)
+    return Tensor(type_, shape, strides(type_, shape), input=input, external=external)
 
 
 def op(name: str, type_: str, ne: Sequence[int], *srcs: Tensor | None) -> Tensor:
@@ -86,15 +85,13 @@ def reshape(src: Tensor, *ne: int) -> Tensor:
     return _view(src, "RESHAPE", shape, strides(src.type, shape))
 
 
-def view(src: Tensor, ne: Sequence[int], nb: Sequence[int] | None = None, offset: int = 0) -> Tensor:
-    """ggml_view_Nd: `nb` the strides of dims 1.. (None: contiguous)."""
+def view(src: Tensor, ne: Sequence[int], nb: Sequence[int] = (), offset: int = 0) -> Tensor:
+    """ggml_view_Nd: `nb` the strides of dims 1.. as given; the rest, as ggml_view_impl makes them, ne x nb of the
+    dimension before (none given: contiguous)."""
     shape = shape4(ne)
-    full = strides(src.type, shape) if nb is None else (ELEMENT_BYTES[src.type], *[*nb, 0, 0, 0][:3])
-    if nb is not None and len(nb) < 3:  # strides past the given ones follow ggml_view_impl: ne * nb of the last
-        rest = list(full)
-        for i in range(len(nb) + 1, 4):
-            rest[i] = rest[i - 1] * shape[i - 1]
-        full = (rest[0], rest[1], rest[2], rest[3])
+    full = [ELEMENT_BYTES[src.type], *nb]
+    while len(full) < 4:
+        full.append(full[-1] * shape[len(full) - 1])
     return _view(src, "VIEW", shape, full, offset)
 
 
@@ -149,9 +146,9 @@ def copy_into(src: Tensor, dst: Tensor) -> Tensor:
     return result
 
 
-def glu(a: Tensor, b: Tensor, name: str = "SWIGLU") -> Tensor:
+def glu(a: Tensor, b: Tensor) -> Tensor:
     """ggml_swiglu_split / ggml_geglu_split: a new tensor (GLU ops are not in place)."""
-    return op(name, F32, a.ne, a, b)
+    return op("SWIGLU", F32, a.ne, a, b)
 
 
 @dataclass

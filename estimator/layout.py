@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
 
 
@@ -31,6 +32,19 @@ class KvCache:
 
     layers: tuple[AttentionLayer, ...]
     v_width_max: int = 0
+
+
+class Mixer(Enum):
+    """The kind of a model's recurrent blocks: the builder function llama.cpp makes them with."""
+
+    NONE = ""  # no recurrent blocks
+    MAMBA2 = "mamba2"  # llm_build_mamba_base::build_mamba2_layer (rebuilt)
+    SHORT_CONV = "short_conv"  # lfm2.cpp's build_shortconv_block (rebuilt; the block adds to the residual first)
+    MAMBA = "mamba"  # build_mamba_layer
+    GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35
+    KDA = "kda"  # kimi-linear's delta attention
+    RWKV = "rwkv"  # the RWKV time and channel mixes
+    PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,7 @@ class GraphShape:
     node_for_node: bool = False  # estimator/compute_graph.py rebuilds llama.cpp's graph exactly (checked)
     bert_block: bool = False  # BERT's blocks: LayerNorm after each residual add (src/models/bert.cpp)
     learned_positions: bool = False  # a position embedding table read by position (BERT), not rope
-    mixer: str = ""  # the recurrent blocks' kind (arch_rules.Graph.mixer); "short_conv" adds the residual first
+    mixer: Mixer = Mixer.NONE  # the recurrent blocks' kind
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

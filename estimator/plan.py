@@ -200,8 +200,9 @@ class StepEnds:
 
 
 def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: int | None) -> Maxima:
-    """The three maxima by binary search over the step ends, each refined inside its step where the estimate
-    moves there. None when the budget is unknown or the workload is refused whatever the context."""
+    """The three maxima, each by binary search over the step ends and on past the boundary while a bound could
+    still fall back under the budget (Estimator.fallback), refined inside the steps within reach (_largest). None
+    when the budget is unknown or the workload is refused whatever the context."""
     w = estimator.workload
     if budget is None or input_refusal(replace(w, allocated_tokens=1)) is not None:
         return NO_MAXIMA
@@ -219,7 +220,7 @@ def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: in
         ceiling = at(tokens)[1]
         return None if ceiling is None else ceil(ceiling * (1 + margin))
 
-    checks = {  # each within the one before: good implies tight implies possible
+    checks = {
         "possible": Checks(lambda tokens: at(tokens)[0], budget, estimator.fallback),
         "tight": Checks(lambda tokens: at(tokens)[1], budget, estimator.fallback),
         "good": Checks(with_margin, budget, lambda tokens: ceil(estimator.fallback(tokens) * (1 + margin))),
