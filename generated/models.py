@@ -410,12 +410,14 @@ class WireHealth(WireModel):
     """
     True while a file of the state directory (the header cache, the measurement history) cannot be
     read or written: fits still answer, from the model files and the derived numbers, and observations may be
-    refused (503). Absent from servers before 1.3.0.
+    refused (503); or while a model root cannot be listed (too many open files, an I/O error, the root
+    gone): the models last found there stay listed, and it is listed again every second. Absent from servers
+    before 1.3.0.
 
     """
     reason: str | None = None
     """
-    Why it is degraded, naming the file; null when it is not.
+    Why it is degraded, naming the file or the model root; null when it is not.
     """
 
 
