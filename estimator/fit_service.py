@@ -226,17 +226,15 @@ class FitService:
             return entries
 
     def _derive_list(self) -> tuple[ModelEntry, ...]:
-        """The listing; a local artifact's entry is taken from the last listing while its files are the same
-        (one stat per file), so a change costs what it changed (an unreadable one is always read again)."""
+        """The listing; a local artifact's entry is taken from the last listing while the index saw its files
+        unchanged, so a change costs what it changed (an unreadable one is always read again)."""
         artifacts = self.index.artifacts()
         self._reserve(artifacts)
         entries = []
         known, self._local_entries = self._local_entries, {}
         for artifact in artifacts:
-            try:
-                key: tuple | None = (artifact, self.cache.identity(artifact.paths))
-            except EvidenceError:
-                key = None
+            seen = self.index.file_identities(artifact)
+            key = None if seen is None else (artifact, seen)
             local = known.get(key) if key is not None else None
             if local is None:
                 subject = local_subject(artifact, self.cache, self.cpu.family)

@@ -328,6 +328,11 @@ class ModelIndex:
     def artifacts(self) -> tuple[LocalArtifact, ...]:
         return self._ordered
 
+    def file_identities(self, artifact: LocalArtifact) -> tuple | None:
+        """The identities of `artifact`'s files (and projector's) when the index last looked at them; None for
+        an artifact it does not serve."""
+        return self._identities.get(artifact)
+
     def start(self) -> None:
         """Index now, then keep the index fresh (and the facts of new files read) from a background thread."""
         self.refresh(check_files=True)
