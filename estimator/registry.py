@@ -228,6 +228,7 @@ class ModelIndex:
             dropped: set[LocalArtifact] = set()
             for root, regions in touched.items():
                 if regions is None or regions:
+                    self.scans += regions is None
                     before, now = self._rescan(root, None if regions is None else _merged(regions))
                     seen = set(before)
                     changed |= seen != set(now)  # the same artifacts found again in another order: no change

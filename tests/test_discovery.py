@@ -539,3 +539,33 @@ def test_a_change_under_a_large_root_rescans_and_reads_only_what_changed(
         assert scanned and all(Path(r.folder).is_relative_to(root / "org7") for r in scanned)  # its folder alone
     finally:
         index.stop()
+
+
+@pytest.mark.parametrize("kind", [RootKind.HF_CACHE, RootKind.LLAMA_CACHE, RootKind.LM_STUDIO])
+def test_a_model_added_under_a_watched_root_of_each_kind_is_found_by_its_region(tmp_path: Path, kind: RootKind) -> None:
+    root = tmp_path / "root"
+    _blob(root, "acme/First-GGUF", qwen3(), "First-Q4_K_M.gguf")
+    (root / "pub" / "First-GGUF").mkdir(parents=True)
+    write_model(qwen3(), root / "pub" / "First-GGUF" / "First-Q8_0.gguf")
+    index = ModelIndex([Root(str(root), kind)], poll_seconds=3600)
+    index.start()
+    try:
+        assert index.wait_for(lambda: index.mode == "watch" and index.walks >= 2, timeout=30)
+        scans, listed = index.scans, len(index.artifacts())
+        if kind is RootKind.LM_STUDIO:
+            (root / "pub" / "Second-GGUF").mkdir()
+            write_model(qwen3(), root / "pub" / "Second-GGUF" / "Second-Q8_0.gguf")
+            expected = "pub/Second-GGUF:Q8_0"
+        elif kind is RootKind.LLAMA_CACHE:
+            write_model(qwen3(), root / "bart_Old-GGUF_Old-Q5_K_M.gguf")  # the flat files older versions wrote
+            (root / "manifest=bart=Old-GGUF=Q5_K_M.json").write_text(
+                json.dumps({"ggufFile": {"rfilename": "Old-Q5_K_M.gguf"}})
+            )
+            expected = "bart/Old-GGUF:Q5_K_M"
+        else:
+            _blob(root, "acme/Second-GGUF", qwen3(), "Second-Q4_K_M.gguf")
+            expected = "acme/Second-GGUF:Q4_K_M"
+        assert index.wait_for(lambda: index.get(expected) is not None, timeout=30)
+        assert len(index.artifacts()) == listed + 1 and index.scans == scans  # found by its region alone
+    finally:
+        index.stop()
