@@ -21,7 +21,9 @@ import httpx
 import psutil
 import pytest
 
-from memfit.service_builder import HISTORY_FILE
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import HISTORY_FILE, build_service
+from tests.conftest import LiveServer
 from tests.supervised_app import FAIL_FILE
 from tests.test_history import BATCH, OBSERVATIONS, _observation
 from tools.gguf_writers import qwen3, write_model
@@ -73,12 +75,27 @@ def _answers(url: str) -> bool:
     return False
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    """`memfit serve --workers 2` over one small model and a fresh state directory, both workers started."""
+def _models(tmp_path: Path) -> Path:
+    """A model directory holding one small model, MODEL."""
     models = tmp_path / "models"
     models.mkdir()
     write_model(qwen3(), models / f"{MODEL}.gguf")
+    return models
+
+
+def _workspace_basis(client: httpx.Client) -> str:
+    """The basis of MODEL's workspace in a fit of its default workload (measuredArtifact once one is observed)."""
+    batch = client.post(BATCH, json=[{"modelId": MODEL}])
+    assert batch.status_code == 200, batch.text
+    return str(
+        next(p["basis"] for p in batch.json()["results"][0]["estimate"]["parts"] if p["component"] == "workspace")
+    )
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """`memfit serve --workers 2` over one small model and a fresh state directory, both workers started."""
+    models = _models(tmp_path)
     state = tmp_path / "state"
     port = _free_port()
     log = tmp_path / "serve.log"
@@ -130,6 +147,25 @@ def _port_refuses(port: int) -> bool:
     return False
 
 
+def test_a_service_that_must_serve_is_degraded_by_a_history_it_cannot_open(tmp_path: Path) -> None:
+    """What a worker builds (history_required=False) over a history that is not a database: fits from the derived
+    numbers, /health degraded with the file and the fix, observations refused with a 503 (retryable)."""
+    models = _models(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / HISTORY_FILE).write_bytes(b"garbage!" * 4096)
+    service = build_service([Root(str(models), RootKind.PLAIN)], state_dir=str(state), history_required=False)
+    size = os.path.getsize(models / f"{MODEL}.gguf")
+    with LiveServer(service) as live, live.client() as client:
+        health = client.get("/health").json()
+        assert health["degraded"] is True, health
+        assert str(state / HISTORY_FILE) in health["reason"] and "move it aside" in health["reason"], health
+        assert _workspace_basis(client) == "derivedLayout"
+        refused = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=300_000_000))
+        assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
+        assert str(state) in refused.json()["detail"] and "not a database" in refused.json()["detail"]
+
+
 def test_no_worker_outlives_a_supervisor_killed_with_sigkill(served: Served) -> None:
     """SIGKILL leaves the supervisor no chance to stop its workers: each worker sees it gone (the kernel's
     parent-death signal on Linux, its own watch elsewhere) and stops, so nothing keeps the port."""
@@ -153,7 +189,8 @@ def test_a_worker_restarting_over_a_damaged_history_serves_degraded_and_the_othe
     size = os.path.getsize(served.model)
     with httpx.Client(base_url=served.url, headers=served.headers, timeout=10) as client:
         recorded = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=300_000_000))
-    assert recorded.status_code == 201, recorded.text
+        assert recorded.status_code == 201, recorded.text
+        assert _workspace_basis(client) == "measuredArtifact"  # the worker on this connection reads the history
     with contextlib.closing(sqlite3.connect(served.history)) as db:  # the rows into the file, out of the WAL
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     served.history.write_bytes(b"garbage!" * 4096)  # in place: the same file, no longer a database
@@ -183,12 +220,7 @@ def test_a_worker_restarting_over_a_damaged_history_serves_degraded_and_the_othe
             health = client.get("/health").json()
             assert health["status"] == "ok" and health["degraded"] is True, health
             assert str(served.history) in health["reason"] and "move it aside" in health["reason"], health
-            workspace = next(
-                p
-                for p in client.post(BATCH, json=[{"modelId": MODEL}]).json()["results"][0]["estimate"]["parts"]
-                if p["component"] == "workspace"
-            )
-            assert workspace["basis"] == "derivedLayout"  # not the recorded observation: the history is unread
+            assert _workspace_basis(client) == "derivedLayout"  # not the recorded observation: the history is unread
             refused = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=300_000_000))
             assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
         return True
