@@ -124,16 +124,20 @@ def served(tmp_path: Path) -> Iterator[Served]:
         _until(both_answered, "both workers answer")
         yield served
     finally:
-        _kill(proc)
+        _stop(proc)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a process the test started, and its children, if they still run."""
-    procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children()] if proc.poll() is None else []
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process the test started, and its children, if it still runs."""
+    _kill([psutil.Process(proc.pid), *psutil.Process(proc.pid).children()] if proc.poll() is None else [])
+    proc.wait(timeout=WAIT_S)
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    """SIGKILL those of these processes that still run (psutil checks that a pid was not reused)."""
     for p in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-    proc.wait(timeout=WAIT_S)
     psutil.wait_procs(procs, timeout=WAIT_S)
 
 
@@ -173,10 +177,13 @@ def test_no_worker_outlives_a_supervisor_killed_with_sigkill(served: Served) -> 
     assert len([p for p in children if "resource_tracker" not in " ".join(p.cmdline())]) == 2
     served.proc.send_signal(signal.SIGKILL)
     served.proc.wait(timeout=WAIT_S)
-    gone, alive = psutil.wait_procs(children, timeout=WAIT_S)
-    assert alive == [], f"still running after the supervisor was killed: {alive}"
-    assert len(gone) == len(children)
-    _until(lambda: _port_refuses(served.port), f"port {served.port} is free")
+    try:
+        gone, alive = psutil.wait_procs(children, timeout=WAIT_S)
+        assert alive == [], f"still running after the supervisor was killed: {alive}"
+        assert len(gone) == len(children)
+        _until(lambda: _port_refuses(served.port), f"port {served.port} is free")
+    finally:
+        _kill(children)  # the orphans, should the test fail
 
 
 def test_a_worker_restarting_over_a_damaged_history_serves_degraded_and_the_others_keep_serving(
@@ -287,7 +294,7 @@ def test_a_worker_that_fails_every_start_is_retried_later_and_later_while_the_ot
         assert proc.wait(timeout=WAIT_S) == 0
         assert psutil.wait_procs([survivor], timeout=WAIT_S)[1] == []
     finally:
-        _kill(proc)
+        _stop(proc)
 
 
 PARENT = """
@@ -318,7 +325,5 @@ def test_where_the_kernel_does_not_stop_a_worker_its_own_watch_does(tmp_path: Pa
         parent.wait(timeout=WAIT_S)
         assert psutil.wait_procs([worker], timeout=WAIT_S)[1] == [], "the worker outlived its parent"
     finally:
-        _kill(parent)
-        if worker is not None:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                worker.kill()
+        _stop(parent)
+        _kill([worker] if worker is not None else [])
