@@ -265,3 +265,22 @@ def _identity(path: str) -> tuple[int, int]:
 
 def _uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
+
+
+class UnopenedHistoryDB(HistoryDB):
+    """A measurement history that could not be opened, in a process that serves without it (a `--workers` worker:
+    its supervisor opened the file, so it was damaged since). Every use raises why it could not be opened, so this
+    process is degraded as a server is when its history breaks under it: answers use the derived numbers, /health
+    says why and the fix, observations are refused with a 503, until memfit is restarted on a usable file."""
+
+    def __init__(self, error: StateFileError) -> None:  # not HistoryDB's: that is the open that failed
+        self.path = error.path
+        self.error = error
+        self._local = threading.local()
+        self._identity = None
+
+    def _connection(self) -> sqlite3.Connection:
+        raise sqlite3.OperationalError(". ".join(part for part in (self.error.reason, self.error.fix) if part))
+
+    def still_at_path(self) -> bool:
+        return True  # no file was opened, so none was replaced: each use says why none was (_connection)
