@@ -41,7 +41,7 @@ EXIT_FOR_VERDICT = {"good": EXIT_GOOD, "tight": EXIT_TIGHT, "oversize": EXIT_OVE
 EPILOG = """exit codes (memfit fit; the highest that applies wins):
   0  every model is good
   2  usage error (a bad flag, more than 32 models, a --models path that is a file, a busy port,
-     a request the running server refused)
+     a token no client could send, a request the running server refused)
   3  some model is tight (fits, within the margin)
   4  some model is oversize (even the floor exceeds the budget)
   5  some verdict is unknown (the ceiling is unknown, or the floor fits and the ceiling does not)
