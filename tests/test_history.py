@@ -217,17 +217,20 @@ def _bulk_insert(db: HistoryDB, count: int) -> None:
         (f"m{i % 7}", "r", "Q4_K_M", i, 4096, 1, 2, 2, "fullGpu", i, None, None, i, None, "test", "2026-11-01")
         for i in range(count)
     )
-    connection = db.connection()
-    connection.execute("BEGIN")
-    connection.executemany(f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)}, '')", rows)
-    connection.execute("COMMIT")
+    with db.connection() as connection:
+        connection.execute("BEGIN")
+        connection.executemany(
+            f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)}, '')", rows
+        )
+        connection.execute("COMMIT")
 
 
 def _fit_work(service: FitService, model_id: str) -> tuple[dict, int]:
-    """One fit's workspace part and the SQLite virtual machine instructions it ran on this thread's connection."""
+    """One fit's workspace part and the SQLite virtual machine instructions it ran (on the pool's connection
+    given back last, which the fit's one read takes)."""
     steps = []
-    connection = service.history.db.connection()
-    connection.set_progress_handler(lambda: steps.append(1) and 0, 1)
+    with service.history.db.connection() as connection:
+        connection.set_progress_handler(lambda: steps.append(1) and 0, 1)
     try:
         result = service.fit_one(FitRequest(model_id))
     finally:
@@ -246,11 +249,11 @@ def test_a_fit_after_an_observation_reads_a_few_rows_of_500k(tmp_path: Path, pub
     size = os.path.getsize(public_models / "llama-gqa-f16.gguf")
     row = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
     observed = replace(row, workspace_bytes=derived.bytes + 1000)
-    other = db.connection()  # another writer (an older memfit, another process): no caps applied
-    other.execute(
-        f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-        [getattr(observed, c) for c in COLUMNS],
-    )
+    with db.connection() as other:  # another writer (an older memfit, another process): no caps applied
+        other.execute(
+            f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+            [getattr(observed, c) for c in COLUMNS],
+        )
     workspace, work = _fit_work(service, "llama-gqa-f16")
     assert (workspace.basis, workspace.bytes) == ("measuredArtifact", derived.bytes + 1000)
     assert 0 < work < 1_000  # one indexed lookup: about 40 instructions; reading 500k rows runs 10 million

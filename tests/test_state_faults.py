@@ -79,7 +79,9 @@ def test_a_full_state_disk_fails_no_fit_or_listing_and_refuses_observations_with
         db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
         return db
 
-    monkeypatch.setattr(sqlite3, "connect", full)  # before the server's threads open their connections
+    monkeypatch.setattr(sqlite3, "connect", full)
+    server.service.history.db.close()  # the connections opened at start: from now on each use opens a new one
+    server.service.cache.store.close()
     with server.client() as c:
         batch = c.post(BATCH, json=[{"modelId": name} for name in ("qwen3-f16", "llama-gqa-f16", MODEL)])
         listing = c.get("/v1/models")
@@ -138,7 +140,7 @@ def test_an_observation_is_never_acknowledged_into_a_deleted_or_replaced_history
     if change == "replaced":  # e.g. restored from a backup
         other = HistoryDB(str(state / "backup.sqlite3"))
         other.insert(_row(1))
-        other._close()
+        other.close()
         os.replace(state / "backup.sqlite3", path)
     refused = _measured_response(server, public_models, 17_000_000)
     assert refused.status_code == 503 and str(state) in refused.json()["detail"]
@@ -241,7 +243,7 @@ def test_a_history_that_cannot_be_opened_stops_serve_with_the_file_and_the_fix(
     else:
         db = HistoryDB(str(path))
         db.insert(_row(1))
-        db._close()
+        db.close()
         locker = sqlite3.connect(path, isolation_level=None)
         locker.execute("PRAGMA locking_mode=EXCLUSIVE")
         locker.execute("BEGIN EXCLUSIVE")
