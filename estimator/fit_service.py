@@ -30,7 +30,7 @@ from memfit.estimator.fit_types import (
     QuantPlan,
     StoredObservation,
 )
-from memfit.estimator.forecast import forecast_parts, workspace_floor
+from memfit.estimator.forecast import forecast_parts, workspace_ceiling, workspace_floor
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
@@ -296,7 +296,8 @@ class FitService:
     def record_observation(self, observation: Observation) -> ObservationReceipt:
         """Store what a runtime allocated. An observation answers would use (a known model, under exactly the
         strong identity memfit derives from) is refused when a part contradicts what memfit derives exactly: a
-        workspace below its floor, or a KV cache off the derived one by more than llama.cpp's log rounding.
+        workspace below its floor or above its derived ceiling, or a KV cache off the derived one by more than
+        llama.cpp's log rounding.
         Any other observation about a known model is stored, its contradicting KV cache flagged."""
         subject = self.subject(observation.model_id)
         p = observation.parts
@@ -362,12 +363,18 @@ class FitService:
             if subject.layout is not None
             else None
         )
-        floor = workspace_floor(subject, geometry, workspace)
+        floor, ceiling = workspace_floor(subject, geometry, workspace), workspace_ceiling(workspace)
         if p.workspace is not None and floor is not None and p.workspace < floor[0]:
             raise ObservationRefused(
                 Component.WORKSPACE,
                 f"parts.workspace: {p.workspace} bytes is below {floor[1]}, the least llama.cpp allocates for"
                 " this model and workload",
+            )
+        if p.workspace is not None and ceiling is not None and p.workspace > ceiling:
+            raise ObservationRefused(
+                Component.WORKSPACE,
+                f"parts.workspace: {p.workspace} bytes is above the derived workspace ceiling ({ceiling} bytes), the"
+                " most llama.cpp allocates for this model and workload",
             )
 
     def observations(self, limit: int, model_id: str | None = None) -> list[StoredObservation]:

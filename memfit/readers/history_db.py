@@ -173,9 +173,9 @@ class HistoryDB:
         """A connection to the file opened at start-up, for an operation a request asked for; StateFileError
         ("cannot <verb> the measurement history: <why>") when the file cannot be used, deleted or replaced."""
         try:
+            if not self.still_at_path():
+                raise sqlite3.OperationalError(REPLACED)
             with self._pool.use() as db:
-                if not self.still_at_path():
-                    raise sqlite3.OperationalError(REPLACED)
                 yield db
         except (sqlite3.Error, OSError) as exc:
             raise StateFileError(self.path, f"cannot {verb} the measurement history: {describe(exc)}") from exc
