@@ -158,7 +158,8 @@ def forecast_parts(
             workspace = replace(workspace, note=f"{workspace.note}; an observation below {floor[1]} was ignored")
         elif ceiling is not None and observed > ceiling:
             workspace = replace(
-                workspace, note=f"{workspace.note}; an observation above the derived ceiling ({ceiling} bytes) was ignored"
+                workspace,
+                note=f"{workspace.note}; an observation above the derived ceiling ({ceiling} bytes) was ignored",
             )
         else:
             workspace = measured_workspace(history.observation, kv)

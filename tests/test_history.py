@@ -155,7 +155,10 @@ def test_a_workspace_memfit_does_not_derive_has_no_ceiling(tmp_path: Path) -> No
     """internlm2's compute graph is not derived: only llama.cpp's output buffer bounds an observation (from
     below), and any workspace above it is taken as measured."""
     model = llama_gqa()
-    kv = {(f"internlm2.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v for key, v in model.kv.items()}
+    kv = {
+        (f"internlm2.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v
+        for key, v in model.kv.items()
+    }
     write_model(replace(model, arch="internlm2", kv=kv), tmp_path / "internlm2-f16.gguf")
     service = build_service([Root(str(tmp_path), RootKind.PLAIN)], state_dir=str(tmp_path / "state"))
     size = os.path.getsize(tmp_path / "internlm2-f16.gguf")

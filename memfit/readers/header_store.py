@@ -168,7 +168,8 @@ class HeaderStore:
         try:
             with self._pool.use() as db:
                 if self._total is None or self._unread > self.max_bytes * RECOUNT_EVERY:
-                    self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
+                    self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+                    self._unread = 0
                 db.execute(
                     "INSERT OR REPLACE INTO headers (identity, summary, bytes, used) VALUES (?, ?, ?, ?)",
                     (identity, summary, len(summary), time.time_ns()),
