@@ -2,8 +2,10 @@
 their owner, their connections are pooled, and a probe for GET /health tells at once whether a file can be used.
 
 A pooled connection serves any thread, one caller at a time, and at most IDLE wait between uses: a connection
-per thread would stay open (two descriptors: the file and its WAL) after its thread exited, until the garbage
-collector found it, and a server's worker threads come and go.
+per thread stays open (two descriptors: the file and its WAL) after its thread exits, until the garbage collector
+finds it, and a server's worker threads come and go. (SQLite keeps the descriptor of a connection closed while
+others of the process have the file open, and reuses it for the next one: the descriptors stay bounded by the
+most connections open at once.)
 """
 
 from __future__ import annotations
