@@ -290,11 +290,11 @@ class UnopenedHistoryDB(HistoryDB):
     def __init__(self, error: StateFileError) -> None:  # not HistoryDB's: that is the open that failed
         self.path = error.path
         self.error = error
-        self._local = threading.local()
         self._identity = None
+        self._pool = ConnectionPool(self._connect)
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         raise sqlite3.OperationalError(". ".join(part for part in (self.error.reason, self.error.fix) if part))
 
     def still_at_path(self) -> bool:
-        return True  # no file was opened, so none was replaced: each use says why none was (_connection)
+        return True  # no file was opened, so none was replaced: each use says why none was (_connect)
