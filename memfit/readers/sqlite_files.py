@@ -64,7 +64,7 @@ class ConnectionPool:
         db.close()
 
     def close(self) -> None:
-        """Close the idle connections (one in use closes when it is given back after this)."""
+        """Close the idle connections (the pool stays usable: the next use opens a new one)."""
         with self._lock:
             idle, self._idle = self._idle, []
         for db in idle:
