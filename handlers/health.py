@@ -11,9 +11,10 @@ from memfit.handlers.context import current, json_response
 
 async def health() -> Response:
     """`ok` while it answers; `degraded` and the reason while a state file (the header cache, the measurement
-    history) cannot be used and answers come from memory and the derived numbers."""
+    history) cannot be used and answers come from memory and the derived numbers. The files are probed first: a
+    fault since the last request shows, and one that has passed ends."""
     state = current()
-    await run_in_threadpool(state.service.check_history)  # a history broken since the last request shows here
+    await run_in_threadpool(state.service.check_state)
     reason = state.service.state.reason
     return json_response(
         WireHealth(status="ok", api_revision=state.api_revision, degraded=reason is not None, reason=reason)

@@ -107,7 +107,7 @@ def worker_app(settings: WorkerSettings, supervisor: int) -> ASGIApp:
         service = build_service(
             settings.roots, state_dir=settings.state_dir, settings=settings.settings, history_required=False
         )
-        service.check_history()
+        service.check_state()
         return create_app(service, settings.token, metrics_public=settings.metrics_public)
     except Exception:
         log.exception("a worker could not start")

@@ -103,7 +103,8 @@ def test_a_rename_racing_the_read_never_poisons_the_header_store(tmp_path: Path)
         swapper.join()
     for path in (a, b):  # and once more at rest, so that the check below has rows whatever the race did
         ArtifactCache(store=store).facts([str(path)])
-    rows = store._db().execute("SELECT identity, summary FROM headers").fetchall()
+    with store.connection() as db:
+        rows = db.execute("SELECT identity, summary FROM headers").fetchall()
     assert rows
     for identity, summary in rows:
         inode = int(identity.split("/")[1])
@@ -122,7 +123,8 @@ def test_a_file_renamed_between_its_identity_and_its_read_is_not_cached_as_anoth
     os.rename(spare, b)
     with pytest.raises(EvidenceError, match="changed while it was read"):
         cache.facts([str(a)], identity)
-    assert store._db().execute("SELECT COUNT(*) FROM headers").fetchone()[0] == 0
+    with store.connection() as db:
+        assert db.execute("SELECT COUNT(*) FROM headers").fetchone()[0] == 0
     assert cache.facts([str(b)]).architecture == "llama"  # the file that was a.gguf, under its own identity
     assert cache.facts([str(a)]).architecture == "qwen3"
 

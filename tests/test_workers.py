@@ -29,6 +29,7 @@ from tests.test_history import BATCH, OBSERVATIONS, _observation
 from tools.gguf_writers import qwen3, write_model
 
 MODEL = "qwen3-f16"
+MEASURED = 22_000_000  # a workspace within its derived bounds (an observation outside them is refused)
 WAIT_S = 60  # the bound on every poll: the shared test machine may be slow to start Python processes
 
 
@@ -165,7 +166,7 @@ def test_a_service_that_must_serve_is_degraded_by_a_history_it_cannot_open(tmp_p
         assert health["degraded"] is True, health
         assert str(state / HISTORY_FILE) in health["reason"] and "move it aside" in health["reason"], health
         assert _workspace_basis(client) == "derivedLayout"
-        refused = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=300_000_000))
+        refused = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=MEASURED))
         assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
         assert str(state) in refused.json()["detail"] and "not a database" in refused.json()["detail"]
 
@@ -195,7 +196,7 @@ def test_a_worker_restarting_over_a_damaged_history_serves_degraded_and_the_othe
     worker answers every request."""
     size = os.path.getsize(served.model)
     with httpx.Client(base_url=served.url, headers=served.headers, timeout=10) as client:
-        recorded = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=300_000_000))
+        recorded = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=MEASURED))
         assert recorded.status_code == 201, recorded.text
         assert _workspace_basis(client) == "measuredArtifact"  # the worker on this connection reads the history
     with contextlib.closing(sqlite3.connect(served.history)) as db:  # the rows into the file, out of the WAL
@@ -228,7 +229,7 @@ def test_a_worker_restarting_over_a_damaged_history_serves_degraded_and_the_othe
             assert health["status"] == "ok" and health["degraded"] is True, health
             assert str(served.history) in health["reason"] and "move it aside" in health["reason"], health
             assert _workspace_basis(client) == "derivedLayout"  # not the recorded observation: the history is unread
-            refused = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=300_000_000))
+            refused = client.post(OBSERVATIONS, json=_observation(MODEL, size, workspace=MEASURED))
             assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
         return True
 
