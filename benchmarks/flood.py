@@ -9,10 +9,12 @@ server is opened again. Meanwhile this process probes from 127.0.0.1, each probe
 makes: `GET /health` every 20 ms and an authenticated `POST /v1/models/fit/batch` every 200 ms. The same probes
 run first for --baseline seconds without the flood.
 
-Printed: per phase and probe, the count, failures (an error, a timeout or a status other than 200) and p50/p99/max
-latency; the attackers' connections (opened, refused with a 503, closed by the server before any answer); the
-server's soft file limit, its peak of open descriptors and the `Too many open files` lines in its log. Exits 1
-if any `/health` probe failed or took over HEALTH_LIMIT_MS. Loopback only; it stops itself.
+Printed: per phase and probe, the count, failures (an error, a timeout while connecting or waiting for the answer,
+a status other than 200) and p50/p99/max latency; the attackers' connections (opened, refused with a 503, closed
+by the server before any answer) and the answers they got; the server's file limits, the cores it used during the
+flood (on a shared machine, what it could get), its peak of open descriptors and the `Too many open files` lines
+in its log. Exits 1 if any `/health` probe failed or took over HEALTH_LIMIT_MS. Loopback only; it stops itself.
+FLOOD_KEEP_LOG=PATH keeps the server's log there.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+import psutil
 
 from tools.gguf_writers import PUBLIC_SET
 from tools.gguf_writers import main as write_public_set
@@ -138,16 +142,18 @@ def _raise_own_limit(needed: int) -> None:
 async def _probe(port: int, request: bytes, samples: list[float | str]) -> None:
     """One request on a new connection from 127.0.0.1: its latency in ms, or why it failed."""
     start = time.perf_counter()
+    stage = "connecting"
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
             reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.1", 0))
+            stage = "waiting for the answer"
             try:
                 writer.write(request)
                 status = await _answer(reader)
             finally:
                 writer.close()
     except TimeoutError:
-        samples.append("timeout")
+        samples.append(f"timeout {stage}")
     except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
         samples.append(type(exc).__name__)
     else:
@@ -239,6 +245,10 @@ class Server:
                 return " ".join(line.split()[3:5]) + " (soft, hard)"
         return "?"
 
+    def cpu_seconds(self) -> float:
+        times = psutil.Process(self.process.pid).cpu_times()
+        return times.user + times.system
+
     def sample_fds(self) -> None:
         with contextlib.suppress(OSError):
             self.peak_fds = max(self.peak_fds, len(os.listdir(f"/proc/{self.process.pid}/fd")))
@@ -277,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hard", action="store_true", help="lower the server's hard file limit to --nofile too")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="memfit-flood-") as tmp:
-        keep = os.environ.get("FLOOD_KEEP_LOG")
+        keep = os.environ.get("FLOOD_KEEP_LOG")  # the server's log, to read after
         server = Server(Path(tmp), args.nofile, args.hard)
         try:
             print(f"server pid {server.process.pid} on 127.0.0.1:{server.port}, file limit {server.soft_limit()}")
@@ -290,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             attacker.start()
             time.sleep(1.0)  # the flood under way before the probes
+            cpu, start = server.cpu_seconds(), time.monotonic()
             flooded = asyncio.run(_flood_phase(server, args.seconds))
+            cores = (server.cpu_seconds() - cpu) / (time.monotonic() - start)
             counts = results.get(timeout=60)
             attacker.join(timeout=30)
             alive = server.process.poll() is None
@@ -304,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|---|")
         print("\n".join(rows_before + rows_after))
         print(f"\nattackers ({args.connections} connections, {args.churn} in a loop): {dict(sorted(counts.items()))}")
-        print(f"server: peak {server.peak_fds} open descriptors, {server.emfile_lines()} 'Too many open files' lines")
+        print(
+            f"server: {cores:.2f} cores busy during the flood, peak {server.peak_fds} open descriptors,"
+            f" {server.emfile_lines()} 'Too many open files' lines"
+        )
         print(f"server still running after the flood: {alive}")
     ok = healthy_before and healthy_after and alive
     print(f"/health {'answered within' if ok else 'failed or took over'} {HEALTH_LIMIT_MS:.0f} ms throughout")
