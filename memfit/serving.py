@@ -28,6 +28,7 @@ import ctypes
 import functools
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -164,12 +165,26 @@ def restart_delay(deaths: int) -> float:
     return min(MAX_RESTART_DELAY_S, RESTART_DELAY_S * 2 ** (deaths - 1))
 
 
+def raise_file_limit() -> None:
+    """The soft limit on open files raised to the hard one, before the server is configured (its connection cap
+    follows the soft limit) and its workers spawned (they inherit it): connections and files share it, and the
+    usual soft 1,024 left room for about 1,000 sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:  # macOS refuses an unlimited hard limit (past OPEN_MAX)
+            log.warning("the file limit stays at %d: %s", soft, exc)
+
+
 def run_workers(settings: WorkerSettings, host: str, port: int, workers: int, sock: socket.socket) -> None:
     """Serve on `sock` with `workers` processes until SIGINT or SIGTERM (the supervisor stops every worker)."""
+    raise_file_limit()
     app = functools.partial(worker_app, settings, os.getpid())
     config = server_config(app, host, port, factory=True, workers=workers)
     Supervisor(config, sockets=[sock]).run()
 
 
 def run_one(app: ASGIApp, host: str, port: int, sock: socket.socket) -> None:
+    raise_file_limit()
     uvicorn.Server(server_config(app, host, port)).run(sockets=[sock])
