@@ -3,12 +3,15 @@ and the server never runs out of file descriptors for them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import resource
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +231,39 @@ def test_connections_past_the_file_limit_leave_health_answering(tmp_path: Path, 
         server.terminate()
         server.wait(timeout=30)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_health_answers_while_the_shared_worker_threads_are_all_taken(live: LiveServer) -> None:
+    """Every thread of the shared pool held (as 40 slow fits hold them): /health still answers, from its own
+    threads. It once queued behind them, and a supervisor polling it saw a server that did not answer."""
+    import anyio.to_thread
+
+    loop = live.server.servers[0].get_loop()
+    release = threading.Event()
+
+    async def hold_every_thread() -> None:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        async with anyio.create_task_group() as group:
+            for _ in range(int(limiter.total_tokens)):
+                group.start_soon(anyio.to_thread.run_sync, release.wait)
+
+    held = asyncio.run_coroutine_threadsafe(hold_every_thread(), loop)
+    try:
+        with live.client(token=None) as client:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # until every thread is taken
+                limiter_free = asyncio.run_coroutine_threadsafe(_free_threads(), loop).result(10)
+                if limiter_free == 0:
+                    break
+                time.sleep(0.05)
+            assert limiter_free == 0
+            assert client.get("/health", timeout=20).status_code == 200
+    finally:
+        release.set()
+        held.result(30)
+
+
+async def _free_threads() -> float:
+    import anyio.to_thread
+
+    return anyio.to_thread.current_default_thread_limiter().available_tokens
