@@ -39,15 +39,15 @@ def main(argv: list[str]) -> int:
         service = build_service([Root(directory, RootKind.PLAIN)], state_dir=directory)
         service.index.refresh()
         db = service.history.db
-        connection = db.connection()
         insert = f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
         rows = (
             (f"m{i % 7}", "r", "Q4_K_M", i, 4096, 1, 2, 2, "fullGpu", i, None, None, i, None, "bench", "2026-11-01", "")
             for i in range(count)
         )
-        connection.execute("BEGIN")
-        timed(f"write {count} rows of other models", lambda: connection.executemany(insert, rows))
-        connection.execute("COMMIT")
+        with db.connection() as connection:
+            connection.execute("BEGIN")
+            timed(f"write {count} rows of other models", lambda: connection.executemany(insert, rows))
+            connection.execute("COMMIT")
         fit = timed("fit, no observation of its model", lambda: service.fit_one(FitRequest(MODEL)))
         workspace = next(p for p in fit.parts if p.component == "workspace").bytes
         subject = service.subject(MODEL)
@@ -55,10 +55,11 @@ def main(argv: list[str]) -> int:
             MODEL, subject.revision, subject.quant, subject.artifact_bytes, 4096, 1, 2, 2, "fullGpu",
             None, None, None, workspace + 1000, None, "bench", "2026-11-01T00:00:00+00:00",
         )  # fmt: skip
-        timed(
-            "an observation by another writer (no caps)",
-            lambda: connection.execute(insert, [getattr(row, c) for c in COLUMNS]),
-        )
+        with db.connection() as connection:
+            timed(
+                "an observation by another writer (no caps)",
+                lambda: connection.execute(insert, [getattr(row, c) for c in COLUMNS]),
+            )
         timed(f"fit after an observation at {db.count()} rows", lambda: service.fit_one(FitRequest(MODEL)))
         timed("an observation recorded by memfit (trims to the caps)", lambda: service.history.record(row))
         timed(f"fit after an observation at {db.count()} rows", lambda: service.fit_one(FitRequest(MODEL)))

@@ -10,20 +10,23 @@ from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.cpu_repack import TiedCopy, tied_output_copy
 from memfit.estimator.errors import EvidenceError, NotAModel
+from memfit.estimator.hparams import HParams, refuse_mistyped_keys
 from memfit.estimator.layout import Layout
+from memfit.estimator.tensor_list import Shape
 from memfit.estimator.vocabulary import INT64_MAX, Limit
 from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
 from memfit.readers.cpu_features import CpuFamily
-from memfit.readers.gguf_header import STRING, GGUFHeader, SkippedArray
+from memfit.readers.gguf_header import MAX_DIMS, STRING, GGUFHeader, SkippedArray
 
 TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
 TOKEN_EMBD = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"
 OUTPUT = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
 BLOCK_TENSOR = re.compile(r"^blk\.(\d{1,9})\.")
 MAX_VOCAB = 1 << 31  # llama.cpp keeps token ids in int32
+MODEL = gguf.GGUFType.MODEL
 WEIGHTS_NOTE = "tensor bytes of the GGUF file set, each padded to 32 bytes as llama.cpp allocates them"
 _QUANT_IN_NAME = re.compile(rf"(?<![A-Za-z0-9])({QUANT_NAME})(?![A-Za-z0-9])", re.I)
 
@@ -100,17 +103,66 @@ class HeaderSummary:
     tensors: tuple[tuple[str, int, int], ...]  # (name, bytes, ggml type)
 
 
+# The tensors whose shapes the hyperparameters plainly imply: the embedding, the output, attention's projections.
+_SHAPE_CHECKED = re.compile(r"^(?:token_embd|output|blk\.\d{1,9}\.attn_(?:q|k|v|output))\.weight$")
+
+
+def _ne(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape as ggml holds it: MAX_DIMS dimensions, the missing ones 1."""
+    return shape + (1,) * (MAX_DIMS - len(shape))
+
+
+def refuse_contradicted_shapes(metadata: dict, shapes: dict[str, tuple[int, ...]]) -> None:
+    """EvidenceError (artifactUnreadable) for a tensor whose shape its model's hyperparameters contradict (an
+    embedding width, a head count): llama_model_loader::create_tensor refuses it ("tensor ... has wrong shape").
+    Checked where the architecture table mirrors its loader's tensors (tensor_list), for the tensors in
+    _SHAPE_CHECKED; any other architecture or tensor is not refused on its shape."""
+    arch = metadata.get(Keys.General.ARCHITECTURE)
+    rule = RULES.get(arch) if isinstance(arch, str) else None
+    if not isinstance(arch, str) or rule is None or rule.tensors is None:
+        return
+    n_vocab = _token_count(metadata) or _ne(shapes.get(TOKEN_EMBD, ()))[1]  # llama.cpp: vocab.n_tokens()
+    try:
+        HParams(metadata, arch)  # a block_count llama.cpp accepts, before a list of that many layers is built
+        expected = rule.tensors(Shape(metadata, arch, n_vocab, tied=OUTPUT not in shapes))
+    except (EvidenceError, ArithmeticError, LookupError):
+        return  # hyperparameters its tensor list cannot be built from: derive_layout reports them
+    for t in expected:
+        got = shapes.get(t.name)
+        if got is not None and _SHAPE_CHECKED.match(t.name) and _ne(got) != _ne(t.ne):
+            raise EvidenceError(
+                Limit.ARTIFACT_UNREADABLE,
+                f"tensor {t.name!r} has shape {list(got)}, but the model's hyperparameters make it {list(t.ne)}:"
+                " llama.cpp refuses it",
+            )
+
+
 def summarize(header: GGUFHeader) -> HeaderSummary:
-    """The summary of a header whose tensors all lie inside the file (a truncated download is not a model)."""
+    """The summary of a header llama.cpp would load: its tensors laid out one after another (gguf_init_from_file)
+    and all inside the file (a truncated download is not a model); for a model's first file, also its keys of the
+    types llama.cpp reads and tensors of the shapes its hyperparameters imply."""
     tensors = []
+    expected_offset = 0
     for t in header.tensors:
         nbytes = tensor_bytes(t.shape, t.ggml_type)
-        if t.offset % header.alignment or header.data_offset + t.offset + nbytes > header.file_size:
+        if t.offset != expected_offset:  # gguf_init_from_file: "tensor has offset ..., expected ..."
+            raise EvidenceError(
+                Limit.ARTIFACT_UNREADABLE,
+                f"tensor {t.name!r} has offset {t.offset}, expected {expected_offset}: its data does not follow the"
+                " tensor before it",
+            )
+        if header.data_offset + t.offset + nbytes > header.file_size:
             raise EvidenceError(
                 Limit.ARTIFACT_UNREADABLE, f"tensor {t.name!r} lies outside the file's data (truncated or corrupt)"
             )
+        expected_offset += round_up(nbytes, header.alignment)
         tensors.append((t.name, nbytes, t.ggml_type))
-    return HeaderSummary(header.metadata, tuple(tensors))
+    metadata = header.metadata
+    # a model's first file: later splits carry no hyperparameters, adapters and projectors are loaded without them
+    if Keys.General.ARCHITECTURE in metadata and metadata.get(Keys.General.TYPE, MODEL) == MODEL:
+        refuse_mistyped_keys(metadata, header.key_types)
+        refuse_contradicted_shapes(metadata, {t.name: t.shape for t in header.tensors})
+    return HeaderSummary(metadata, tuple(tensors))
 
 
 def quant_name(metadata: dict, file_name: str) -> str:
@@ -127,16 +179,23 @@ def quant_name(metadata: dict, file_name: str) -> str:
     return match.group(1).upper() if match else ""
 
 
-def _vocab_size(metadata: dict, arch: str) -> int | None:
-    """The tokenizer's token count (its list must be strings, as llama.cpp's vocab loader requires), else
-    `<arch>.vocab_size`; None when neither is a count llama.cpp could load."""
+def _token_count(metadata: dict) -> int | None:
+    """The tokenizer's token count, when its list is strings (as llama.cpp's vocab loader requires)."""
     tokens = metadata.get(Keys.Tokenizer.LIST)
     if isinstance(tokens, SkippedArray):
-        size = tokens.count if tokens.item_type == STRING else None
-    elif isinstance(tokens, tuple):
-        size = len(tokens) if all(isinstance(t, str) for t in tokens) else None
+        return tokens.count if tokens.item_type == STRING else None
+    if isinstance(tokens, tuple):
+        return len(tokens) if all(isinstance(t, str) for t in tokens) else None
+    return None
+
+
+def _vocab_size(metadata: dict, arch: str) -> int | None:
+    """The tokenizer's token count, else `<arch>.vocab_size` when there is no token list; None when neither is a
+    count llama.cpp could load."""
+    if Keys.Tokenizer.LIST in metadata:
+        size = _token_count(metadata)
     else:
-        size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch)) if tokens is None else None
+        size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch))
     return size if is_int(size) and 0 < size <= MAX_VOCAB else None
 
 
@@ -190,8 +249,8 @@ def refuse_other_kinds(metadata: dict, summaries: list[HeaderSummary]) -> None:
     """NotAModel for a GGUF llama.cpp would not run as a model: one whose general.type is not `model` (an adapter,
     an importance matrix, a projector), or one without tensors (the vocabulary-only files of llama.cpp's
     tokenizer tests carry a real model's hyperparameters and no weights; llama_model_load fails on them)."""
-    kind = metadata.get(Keys.General.TYPE, gguf.GGUFType.MODEL)
-    if kind != gguf.GGUFType.MODEL:
+    kind = metadata.get(Keys.General.TYPE, MODEL)
+    if kind != MODEL:
         raise NotAModel(str(kind), f"a GGUF of {Keys.General.TYPE} {kind!r}, not a model llama.cpp runs on its own")
     if not any(s.tensors for s in summaries):
         raise NotAModel("vocabulary", "the file holds no tensors (a vocabulary-only GGUF): llama.cpp cannot run it")

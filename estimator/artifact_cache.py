@@ -37,6 +37,8 @@ class FileIdentity(NamedTuple):
 
 
 HEAD_BYTES = 4096  # a stored summary is checked against the digest of its file's first bytes before it is used
+# The checks a stored summary passed (summarize's): a row stored by a release that checked less is read again.
+SUMMARY_CHECKS = "checks-2"
 
 
 class FileChanged(OSError):
@@ -63,7 +65,7 @@ def file_identity(path: str) -> FileIdentity:
 
 def _head_digest(f: BinaryIO) -> str:
     f.seek(0)
-    return hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
+    return f"{SUMMARY_CHECKS}:{hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()}"
 
 
 class ArtifactCache:

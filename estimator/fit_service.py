@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections import Counter
@@ -29,7 +30,7 @@ from memfit.estimator.fit_types import (
     QuantPlan,
     StoredObservation,
 )
-from memfit.estimator.forecast import forecast_parts, workspace_floor
+from memfit.estimator.forecast import forecast_parts, workspace_ceiling, workspace_floor
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
@@ -53,7 +54,14 @@ from memfit.readers.gpu_memory import GpuMemory, GpuReader
 from memfit.readers.history_db import REPLACED, HistoryDB, ObservationRow
 from memfit.readers.host_memory import HostMemory
 from memfit.readers.model_roots import LocalArtifact
-from memfit.readers.state_health import HISTORY, HISTORY_WRITES, StateFileError, StateHealth, describe
+from memfit.readers.state_health import (
+    HEADERS,
+    HISTORY,
+    HISTORY_WRITES,
+    StateFileError,
+    StateHealth,
+    describe,
+)
 
 T = TypeVar("T")
 
@@ -138,11 +146,12 @@ class FitService:
     def _reserve(self, artifacts: Sequence[LocalArtifact]) -> None:
         self.cache.reserve(len(artifacts) + len({a.projector for a in artifacts if a.projector}))
 
-    def _read_history(self, read: Callable[[HistoryDB], T], otherwise: T) -> T:
+    def _read_history(self, read: Callable[[HistoryDB], T], otherwise: T, probing: bool = False) -> T:
         """A read of the measurement history; when it cannot be read, `otherwise` (answers use the derived numbers)
-        and the fault is reported (state_health) and left to rest before it is tried again."""
+        and the fault is reported (state_health) and left to rest before it is tried again (by a probe of GET
+        /health, `probing`, sooner after a lock)."""
         db = self.history.db
-        if db is None or self.state.resting(HISTORY):
+        if db is None or (self.state.resting(HISTORY) and not (probing and self.state.due(HISTORY))):
             return otherwise
         try:
             if not db.still_at_path():
@@ -152,6 +161,7 @@ class FitService:
             self.state.fault(
                 HISTORY,
                 f"the measurement history {db.path} cannot be read ({describe(exc)}); answers use the derived numbers",
+                exc,
             )
             return otherwise
         self.state.ok(HISTORY)
@@ -165,9 +175,29 @@ class FitService:
         """How many observations the measurement history holds; None without one, or when it cannot be read."""
         return self._read_history(HistoryDB.count, None)
 
-    def check_history(self) -> None:
-        """Read the history once, so that a fault since the last request shows in /health."""
-        self._read_history(HistoryDB.probe, None)
+    def check_state(self) -> None:
+        """For GET /health: read the history once, so that a fault since the last request shows, and try each
+        state file a lock made fail again once the fault is state_health.PROBE_S old, so that `degraded` ends soon
+        after the lock is let go, although no request may have used the file since. No probe waits for a lock."""
+        self._read_history(HistoryDB.probe, None, probing=True)
+        db, store = self.history.db, self.cache.store
+        if db is not None and self.state.due(HISTORY_WRITES):
+            with contextlib.suppress(StateFileError):  # reported as a fault by _history_request
+                self._history_request(HISTORY_WRITES, db.probe_write)
+        if store is not None and self.state.due(HEADERS):
+            store.probe()
+
+    def _history_request(self, name: str, use: Callable[[], T]) -> T:
+        """An operation a request asked of the history: a StateFileError is reported as the fault `name`
+        (HISTORY for a read, HISTORY_WRITES for a write) and raised again (a 503); a success ends that fault."""
+        try:
+            value = use()
+        except StateFileError as exc:
+            done = "read" if name == HISTORY else "written"
+            self.state.fault(name, f"the measurement history {exc.path} cannot be {done} ({exc.reason})", exc.__cause__)
+            raise
+        self.state.ok(name)
+        return value
 
     # --- one request ------------------------------------------------------------------------------
 
@@ -276,7 +306,8 @@ class FitService:
     def record_observation(self, observation: Observation) -> ObservationReceipt:
         """Store what a runtime allocated. An observation answers would use (a known model, under exactly the
         strong identity memfit derives from) is refused when a part contradicts what memfit derives exactly: a
-        workspace below its floor, or a KV cache off the derived one by more than llama.cpp's log rounding.
+        workspace below its floor or above its derived ceiling, or a KV cache off the derived one by more than
+        llama.cpp's log rounding.
         Any other observation about a known model is stored, its contradicting KV cache flagged."""
         subject = self.subject(observation.model_id)
         p = observation.parts
@@ -313,12 +344,7 @@ class FitService:
             observed_at=observed_at,
             note=note.lstrip("; "),
         )
-        try:
-            observation_id = self.history.record(row)
-        except StateFileError as exc:
-            self.state.fault(HISTORY_WRITES, f"the measurement history {exc.path} cannot be written ({exc.reason})")
-            raise
-        self.state.ok(HISTORY_WRITES)
+        observation_id = self._history_request(HISTORY_WRITES, lambda: self.history.record(row))
         return ObservationReceipt(
             observation_id=observation_id, model_id=model_id, known=subject is not None, flags=tuple(flags)
         )
@@ -347,12 +373,18 @@ class FitService:
             if subject.layout is not None
             else None
         )
-        floor = workspace_floor(subject, geometry, workspace)
+        floor, ceiling = workspace_floor(subject, geometry, workspace), workspace_ceiling(workspace)
         if p.workspace is not None and floor is not None and p.workspace < floor[0]:
             raise ObservationRefused(
                 Component.WORKSPACE,
                 f"parts.workspace: {p.workspace} bytes is below {floor[1]}, the least llama.cpp allocates for"
                 " this model and workload",
+            )
+        if p.workspace is not None and ceiling is not None and p.workspace > ceiling:
+            raise ObservationRefused(
+                Component.WORKSPACE,
+                f"parts.workspace: {p.workspace} bytes is above the derived workspace ceiling ({ceiling} bytes), the"
+                " most llama.cpp allocates for this model and workload",
             )
 
     def observations(self, limit: int, model_id: str | None = None) -> list[StoredObservation]:
@@ -378,12 +410,12 @@ class FitService:
                 observed_at=r.observed_at,
                 note=r.note,
             )
-            for r in self.history.newest(limit, model_id)
+            for r in self._history_request(HISTORY, lambda: self.history.newest(limit, model_id))
         ]
 
     def delete_observation(self, observation_id: int) -> bool:
         """Remove one observation; False when none has that id. Answers stop using it at once."""
-        return self.history.delete(observation_id)
+        return self._history_request(HISTORY_WRITES, lambda: self.history.delete(observation_id))
 
     # --- one model --------------------------------------------------------------------------------
 

@@ -97,6 +97,14 @@ def workspace_floor(subject: Subject, geometry: ContextGeometry | None, derived:
     return None
 
 
+def workspace_ceiling(derived: Part) -> int | None:
+    """The most llama.cpp allocates for the workspace where it is derived (the floor and the slack above it); None
+    where it is not (then nothing bounds an observation from above)."""
+    if derived.basis is Basis.DERIVED_LAYOUT and derived.bytes is not None:
+        return derived.bytes + derived.slack
+    return None
+
+
 def forecast_parts(
     subject: Subject, workload: Workload, history: HistoryMatch = NO_MATCH
 ) -> tuple[list[Part], list[Limit]]:
@@ -143,12 +151,18 @@ def forecast_parts(
     else:
         workspace = workspace_part(subject, geometry)
     observed = history.observation.workspace_bytes if history.observation is not None else None
-    floor = workspace_floor(subject, geometry, workspace)
+    floor, ceiling = workspace_floor(subject, geometry, workspace), workspace_ceiling(workspace)
     if history.observation is not None and observed is not None:
-        if floor is None or observed >= floor[0]:
-            workspace = measured_workspace(history.observation, kv)
-        else:  # recorded before observations were checked, or by another writer: the floor stands
+        # one recorded before observations were checked, or by another writer, may be out of bounds: they stand
+        if floor is not None and observed < floor[0]:
             workspace = replace(workspace, note=f"{workspace.note}; an observation below {floor[1]} was ignored")
+        elif ceiling is not None and observed > ceiling:
+            workspace = replace(
+                workspace,
+                note=f"{workspace.note}; an observation above the derived ceiling ({ceiling} bytes) was ignored",
+            )
+        else:
+            workspace = measured_workspace(history.observation, kv)
     if workspace.basis is Basis.UNKNOWN and workload.flash_attention_on is not None:
         limits.append(Limit.WORKSPACE_UNMEASURED)
     if history.identity_insufficient:

@@ -7,9 +7,10 @@ from typing import overload
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.vocabulary import Limit
+from memfit.gguf_constants import GGUFValueType as VT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int
-from memfit.readers.gguf_header import SkippedArray, Value
+from memfit.readers.gguf_header import KeyType, SkippedArray, Value
 
 
 def key_name(template: str) -> str:
@@ -19,6 +20,76 @@ def key_name(template: str) -> str:
 
 ATTN = Keys.Attention
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: llama.cpp refuses a block_count above it
+
+
+# The keys llama.cpp reads from every model's first file, with the type its getter takes
+# (llama_model_loader::get_key: GGUFMeta::GKV::get_kv throws on any other type, integer widths included).
+GENERAL_KEY_TYPES = {
+    Keys.General.ARCHITECTURE: VT.STRING,
+    Keys.General.NAME: VT.STRING,
+    Keys.General.FILE_TYPE: VT.UINT32,
+    Keys.Split.LLM_KV_SPLIT_COUNT: VT.UINT16,
+}
+# `<arch>.*` keys llama_model_base::load_hparams reads for every architecture
+ARCH_KEY_TYPES = {
+    Keys.LLM.CONTEXT_LENGTH: VT.UINT32,
+    Keys.LLM.EMBEDDING_LENGTH: VT.UINT32,
+    Keys.LLM.BLOCK_COUNT: VT.UINT32,
+    Keys.LLM.EXPERT_COUNT: VT.UINT32,
+    Keys.LLM.EXPERT_USED_COUNT: VT.UINT32,
+    Keys.LLM.EXPERT_GROUP_COUNT: VT.UINT32,
+    Keys.LLM.EXPERT_GROUP_USED_COUNT: VT.UINT32,
+    Keys.LLM.VOCAB_SIZE: VT.UINT32,
+    Keys.Rope.SCALING_FINETUNED: VT.BOOL,
+    Keys.Rope.SCALING_ORIG_CTX_LEN: VT.UINT32,
+    Keys.Rope.FREQ_BASE: VT.FLOAT32,
+    Keys.Rope.SCALING_TYPE: VT.STRING,
+    Keys.Rope.SCALING_FACTOR: VT.FLOAT32,
+    Keys.Rope.SCALING_ATTN_FACTOR: VT.FLOAT32,
+}
+# read only when head_count (of layer 0) is above 0
+HEAD_KEY_TYPES = {ATTN.KEY_LENGTH: VT.UINT32, ATTN.VALUE_LENGTH: VT.UINT32, Keys.Rope.DIMENSION_COUNT: VT.UINT32}
+# get_key_or_arr: a uint32, or an array whose items get_arr copies into uint32s
+PER_LAYER_KEYS = (Keys.LLM.FEED_FORWARD_LENGTH, ATTN.HEAD_COUNT, ATTN.HEAD_COUNT_KV)
+PER_LAYER_ITEM_TYPES = (VT.UINT32, VT.INT32, VT.BOOL)
+
+
+def _type_name(t: KeyType) -> str:
+    """UINT32, or ARRAY of INT32 (the reader refuses a type gguf does not define)."""
+    return VT(t.type).name if t.item is None else f"{VT(t.type).name} of {VT(t.item).name}"
+
+
+def refuse_mistyped_keys(metadata: Mapping[str, Value], key_types: Mapping[str, KeyType]) -> None:
+    """EvidenceError (artifactUnreadable) for a key llama.cpp reads from a model's first file with another type
+    than its getter takes: llama.cpp refuses to load the model ("key ... has wrong type ...")."""
+
+    def refuse(key: str, expected: str) -> None:
+        raise EvidenceError(
+            Limit.ARTIFACT_UNREADABLE,
+            f"key {key} has type {_type_name(key_types[key])}, but llama.cpp reads it as {expected}",
+        )
+
+    expected = dict(GENERAL_KEY_TYPES)
+    arch = metadata.get(Keys.General.ARCHITECTURE)
+    if isinstance(arch, str):
+        expected |= {t.format(arch=arch): vt for t, vt in ARCH_KEY_TYPES.items()}
+        heads = metadata.get(ATTN.HEAD_COUNT.format(arch=arch))
+        first = heads[0] if isinstance(heads, tuple) and heads else heads
+        if is_int(first) and first > 0:
+            expected |= {t.format(arch=arch): vt for t, vt in HEAD_KEY_TYPES.items()}
+        for template in PER_LAYER_KEYS:
+            key = template.format(arch=arch)
+            kt = key_types.get(key)
+            if (
+                kt is not None
+                and kt.type != VT.UINT32
+                and not (kt.type == VT.ARRAY and kt.item in PER_LAYER_ITEM_TYPES)
+            ):
+                refuse(key, "UINT32, or an ARRAY of UINT32, INT32 or BOOL")
+    for key, vt in expected.items():
+        kt = key_types.get(key)
+        if kt is not None and kt.type != vt:
+            refuse(key, vt.name)
 
 
 class HParams:

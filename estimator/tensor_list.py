@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import GGMLQuantizationType as QT
 
 # names convert_hf_to_gguf.py (conversion/base.py) stores as F32 besides 1-D tensors, norms and non-weights
@@ -61,7 +63,8 @@ class Shape:
             return default
         if isinstance(value, (tuple, list)):
             value = value[il]
-        assert isinstance(value, int)
+        if not isinstance(value, int):  # a file's key of another kind
+            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.arch}.{key} is not an integer")
         return value
 
     @property

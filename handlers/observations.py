@@ -17,6 +17,19 @@ from memfit.readers.state_health import StateFileError
 
 DEFAULT_LIMIT = 100  # openapi.yaml's default for `limit`
 QUERY = {"limit", "modelId"}
+RETRY_AFTER = "10"  # seconds: a lock another process holds is usually let go by then
+
+
+def _unavailable(exc: StateFileError, outcome: str, done: str) -> Response:
+    """A 503 for a measurement history that cannot be `done` (read, written) now: nothing was changed, and the
+    request may be sent again later."""
+    where = os.path.dirname(os.path.abspath(exc.path))
+    why = exc.reason.partition(": ")[2] or exc.reason
+    return problem_response(
+        503,
+        f"{outcome}: the measurement history in the state directory {where} cannot be {done} ({why})",
+        {"Retry-After": RETRY_AFTER},
+    )
 
 
 async def record_observation(body: dict) -> Response:
@@ -24,13 +37,7 @@ async def record_observation(body: dict) -> Response:
     try:
         receipt = await run_in_threadpool(wire.record_observation, current().service, observation)
     except StateFileError as exc:  # never acknowledged: the runtime may send it again later
-        where = os.path.dirname(os.path.abspath(exc.path))
-        return problem_response(
-            503,
-            f"the observation was not stored: the measurement history in the state directory {where} cannot be "
-            f"written ({exc.reason.removeprefix('cannot write the measurement history: ')})",
-            {"Retry-After": "10"},
-        )
+        return _unavailable(exc, "the observation was not stored", "written")
     except ObservationRefused as exc:
         return problem_response(400, str(exc))
     return json_response(receipt, status=201)
@@ -42,11 +49,18 @@ async def list_observations(limit: int = DEFAULT_LIMIT, modelId: str | None = No
         return problem_response(
             400, f"unknown query parameter {unknown[0][:64]!r}; this operation takes {sorted(QUERY)}"
         )
-    observations = await run_in_threadpool(wire.observation_list, current().service, limit, modelId)
+    try:
+        observations = await run_in_threadpool(wire.observation_list, current().service, limit, modelId)
+    except StateFileError as exc:
+        return _unavailable(exc, "the observations cannot be listed now", "read")
     return json_response(observations)
 
 
 async def delete_observation(observationId: int) -> Response:  # noqa: N803
-    if not await run_in_threadpool(wire.delete_observation, current().service, observationId):
+    try:
+        deleted = await run_in_threadpool(wire.delete_observation, current().service, observationId)
+    except StateFileError as exc:
+        return _unavailable(exc, "the observation was not removed", "written")
+    if not deleted:
         return problem_response(404, "no observation has that id")
     return Response(status_code=204)

@@ -26,8 +26,11 @@ from memfit.http.auth import RequireToken
 from memfit.http.body import BodyLimit
 from memfit.http.cancellation import Cancellation
 from memfit.http.concurrency import ConcurrencyLimit
+from memfit.http.host import HostCheck
 from memfit.http.json_depth import JsonDepth
+from memfit.http.log_redaction import query_parameters, redact_access_log
 from memfit.http.metrics import RequestMetrics
+from memfit.http.proof import ServerProof
 from memfit.http.revision import ApiRevision
 from memfit.http.root import RootRedirect
 from memfit.http.routing import RouteTable, Routing
@@ -108,12 +111,15 @@ def create_app(
     for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, problem_from_exception)
     state = server_state(service, token)
-    # outermost first: the state and the revision header reach every request and every answer; `/` redirects to
+    spec = load_spec()
+    redact_access_log(query_parameters(spec))
+    # outermost first: the state and the revision header reach every request and every answer; a request whose Host
+    # does not name this server is refused; /health proves the server holds the token when challenged; `/` redirects to
     # the Swagger UI page; the route is known before anything else and every request is counted under it, whatever
     # answers it; the token is checked before any body is read, and only an operation that takes one has it read;
     # only a request whose body has arrived takes one of the places of the concurrency limit
-    table = RouteTable(load_spec(), public=frozenset({"getMetrics"}) if metrics_public else frozenset())
+    table = RouteTable(spec, public=frozenset({"getMetrics"}) if metrics_public else frozenset())
     guarded = Routing(
         RequestMetrics(RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(app))))), state.metrics), table
     )
-    return WithState(ApiRevision(RootRedirect(guarded), state.api_revision), state)
+    return WithState(ApiRevision(HostCheck(ServerProof(RootRedirect(guarded))), state.api_revision), state)

@@ -9,6 +9,7 @@ import errno
 import fnmatch
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -21,10 +22,11 @@ from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
 from memfit.estimator.vocabulary import FlashAttention
 from memfit.readers.state_health import StateFileError
-from memfit.remote import Refused, RemoteServer, Unauthorized, Unreachable
+from memfit.remote import Refused, RemoteServer, Unauthorized, Unproven, Unreachable
 from memfit.server_record import RecordError, ServerRecord, process_alive, read_record
 from memfit.service_builder import build_service
-from memfit.token_file import UnsafeStateError, read_token
+from memfit.terminal import printable, printable_json
+from memfit.token_file import UnsafeStateError, UnusableTokenError, read_token
 
 if TYPE_CHECKING:
     import socket
@@ -39,7 +41,7 @@ EXIT_FOR_VERDICT = {"good": EXIT_GOOD, "tight": EXIT_TIGHT, "oversize": EXIT_OVE
 EPILOG = """exit codes (memfit fit; the highest that applies wins):
   0  every model is good
   2  usage error (a bad flag, more than 32 models, a --models path that is a file, a busy port,
-     a request the running server refused)
+     a token no client could send, a request the running server refused)
   3  some model is tight (fits, within the margin)
   4  some model is oversize (even the floor exceeds the budget)
   5  some verdict is unknown (the ceiling is unknown, or the floor fits and the ceiling does not)
@@ -140,7 +142,7 @@ def _running_server(args: argparse.Namespace) -> tuple[RemoteServer | None, Serv
         return None, record
     try:
         token = read_token(default_state_dir())
-    except UnsafeStateError as exc:
+    except (UnsafeStateError, UnusableTokenError) as exc:
         _say(f"{exc}; answering here with the server's model directories and settings")
         return None, record
     return RemoteServer(record.url, token.value if token else None), record
@@ -161,6 +163,8 @@ def _ask(server: RemoteServer | None, record: ServerRecord | None, question: Cal
             hint = f"it uses the token in {token_file}: unset MEMFIT_TOKEN here"
         else:
             hint = f"{token_file} changed since it started: restart it"
+        if isinstance(exc, Unproven):
+            hint = f"if it is memfit, {hint}"
         _say(f"{exc}; {hint}; answering here with its model directories and settings")
     except Unreachable as exc:
         _say(f"{exc}; answering here with its model directories and settings")
@@ -215,7 +219,7 @@ def serve(args: argparse.Namespace) -> int:
     state_dir = default_state_dir()
     try:
         token = load_token(state_dir)  # made here, once, before any worker starts
-    except UnsafeStateError as exc:
+    except (UnsafeStateError, UnusableTokenError) as exc:
         print(f"memfit: {exc}", file=sys.stderr)
         return 2
     service = _service(args)  # with --workers, each worker builds its own; this one makes the state directory
@@ -234,14 +238,15 @@ def serve(args: argparse.Namespace) -> int:
         print(f"memfit: cannot listen on {args.host}:{args.port}: {reason}; choose another --port", file=sys.stderr)
         return 2
     record = ServerRecord(
-        url=client_url(args.host, sock.getsockname()[1]),
+        url=client_url(*sock.getsockname()[:2]),  # the address bound (--host localhost: 127.0.0.1), never a name
         pid=os.getpid(),
         roots=tuple(service.index.roots),
         margin=settings.margin,
         budget=settings.budget,
         token_from_env=token.path is None,
     )
-    try:  # from here a Ctrl-C is a clean shutdown: connections queue on the socket already
+    stopping = {sig: signal.signal(sig, handler) for sig, handler in _STOP_HANDLERS.items()}
+    try:  # from here a Ctrl-C, SIGTERM or SIGHUP is a clean shutdown: connections queue on the socket already
         try:
             print(f"server record: {write_record(state_dir, record)} (memfit fit, plan and models ask this server)")
         except OSError as exc:
@@ -260,12 +265,30 @@ def serve(args: argparse.Namespace) -> int:
             from memfit.app import create_app
 
             run_one(create_app(service, token.value, metrics_public=args.metrics_public), args.host, args.port, sock)
-    except KeyboardInterrupt:  # before uvicorn runs, or after it shut down cleanly and re-raised the Ctrl-C
+    except KeyboardInterrupt:  # before uvicorn runs, or after it shut down cleanly and re-raised the signal
         pass
     finally:
         sock.close()
         remove_record(state_dir, record.pid)
+        for sig, handler in stopping.items():
+            signal.signal(sig, handler)
     return 0
+
+
+def _stop(_signum: int, _frame: object) -> None:
+    """SIGTERM (`kill`, `systemctl stop`) stops `memfit serve` as a Ctrl-C does, its record removed. While uvicorn
+    runs it handles SIGTERM itself (a graceful shutdown) and raises it again once done, which lands here."""
+    raise KeyboardInterrupt
+
+
+def _hang_up(_signum: int, _frame: object) -> None:
+    """SIGHUP (the terminal closed): a SIGTERM, so that a running uvicorn shuts down gracefully too."""
+    signal.raise_signal(signal.SIGTERM)
+
+
+_STOP_HANDLERS: dict[int, Callable[[int, object], None]] = {signal.SIGTERM: _stop}
+if hasattr(signal, "SIGHUP"):  # not on Windows
+    _STOP_HANDLERS[signal.SIGHUP] = _hang_up
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -313,7 +336,9 @@ def models(args: argparse.Namespace) -> int:
         if not listing.models:
             print(f"memfit: no model id matches {args.filter!r}", file=sys.stderr)
             return EXIT_NOT_FOUND
-    print(listing.model_dump_json(indent=2) if args.json else render_models(listing, detail=args.detail))
+    print(
+        printable_json(listing.model_dump_json(indent=2)) if args.json else render_models(listing, detail=args.detail)
+    )
     return 0
 
 
@@ -345,7 +370,7 @@ def fit(args: argparse.Namespace) -> int:
     )
     missing = _say_missing(known, args.model, {r.model_id for r in batch.results})
     if args.json:
-        print(batch.model_dump_json(indent=2))
+        print(printable_json(batch.model_dump_json(indent=2)))
     elif batch.results:
         margin = _settings(args, record).margin
         print(render_fit(batch.results, margin, colour=use_colour(sys.stdout), detail=args.detail))
@@ -402,7 +427,7 @@ def _say_missing(known_ids: Callable[[], list[str]], asked: Sequence[str], found
     if missing:
         known = known_ids()
         for m in missing:
-            print(f"memfit: not found: {m!r}: {suggestions(m, known)}", file=sys.stderr)
+            print(f"memfit: not found: {m!r}: {printable(suggestions(m, known))}", file=sys.stderr)
     return bool(missing)
 
 
@@ -417,7 +442,7 @@ def plan(args: argparse.Namespace) -> int:
     )
     missing = _say_missing(known, args.model, {p.model_id for p in plans.results})
     if args.json:
-        print(plans.model_dump_json(indent=2))
+        print(printable_json(plans.model_dump_json(indent=2)))
     elif plans.results:
         print(render_plan(plans.results, colour=use_colour(sys.stdout)))
     codes = [EXIT_FOR_VERDICT.get(q.fit.verdict, EXIT_UNKNOWN) for p in plans.results for q in p.quants]

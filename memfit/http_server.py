@@ -5,20 +5,28 @@ protocol below closes a connection that has sent nothing within FIRST_BYTE_TIMEO
 whose headers are not complete within HEADER_TIMEOUT_S of its first byte or of its previous response. (A body
 that trickles in is cut off by the app's guard, with a 408, and the connection closed.)
 
-Sockets are not what is scarce: uvicorn's limit_concurrency counts connections, so 256 idle ones answered 503
-to everyone else. It is off; the app limits the requests it works on at once (memfit.http.concurrency), and
-one client address may hold at most MAX_CONNECTIONS_PER_PEER connections (past it, a 503 and the connection
-closed before anything is read).
+Connections are capped per process, below the file limit (connection_budget: `memfit serve` first raises its
+soft limit to the hard one), and counted across every client address: any local process may connect from any
+127.x address, so a cap per address locked out 127.0.0.1 (every local client) and was sidestepped with the
+others. At the cap a new connection closes the one that has been idle longest, so that idle or slow sockets never
+lock anyone out: idle is a connection with no request in progress (silent since it opened, between keep-alive
+requests, or still sending a request's line and headers) or whose client has stopped reading its answer. Only
+when none is idle is the newcomer answered 503 and closed. uvicorn's limit_concurrency is off (it counts
+connections and answers 503 to everyone past it); the app limits the requests it works on (memfit.http.concurrency).
 
 httptools sets no limit on the size of request headers (uvicorn's h11_max_incomplete_event_size is for h11
 only): the protocol below feeds its parser at most MAX_HEADER_BYTES of a request's line and headers, and
-answers a 431 problem and closes the connection when they do not end within them.
+answers a 431 problem and closes the connection when they do not end within them. WebSocket upgrades are off:
+memfit serves none, and an upgraded connection would leave this protocol without telling it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import resource
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,19 +37,61 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 HEADER_TIMEOUT_S = 10.0
 FIRST_BYTE_TIMEOUT_S = 1.5  # a connection that has sent nothing by then is closed
 KEEP_ALIVE_S = 5
-MAX_CONNECTIONS_PER_PEER = 64  # concurrent connections from one client address
 MAX_HEADER_BYTES = 64 * 1024  # the request line and headers together; past it a 431
 GRACEFUL_SHUTDOWN_S = 5
+MAX_CONNECTIONS = 4096  # per process, however high the file limit
+MAX_BACKLOG = 2048  # connections the kernel queues before they are accepted (uvicorn's default)
+# descriptors kept from connections for everything else: model files being read, the SQLite files of every worker
+# thread (a database, its WAL and shared memory, for the header cache and the history), inotify, the event loop's
+FILE_HEADROOM = 512
+RETRY_AFTER_S = 1
+EVICTION_LOG_EVERY_S = 10.0
 
 log = logging.getLogger("memfit.http")
 
 
-def _peers(server_state: Any) -> dict[str, int]:
-    """Open connections per client address, kept beside uvicorn's own per-server state."""
-    peers = getattr(server_state, "memfit_peers", None)
-    if peers is None:
-        peers = server_state.memfit_peers = {}
-    return peers
+def connection_budget(soft_limit: int) -> tuple[int, int]:
+    """(the connections one process holds at most, its listen backlog) under a soft file limit. FILE_HEADROOM
+    descriptors are kept for files; twice the backlog for connections accepted in one go before any is counted,
+    and as many closed to make room and not yet released; the connections get the rest, at most MAX_CONNECTIONS."""
+    if soft_limit == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS, MAX_BACKLOG
+    budget = soft_limit - FILE_HEADROOM
+    backlog = max(1, min(MAX_BACKLOG, budget // 4))
+    return max(1, min(MAX_CONNECTIONS, budget - 2 * backlog)), backlog
+
+
+class Connections:
+    """The connections one server holds (uvicorn's per-server state keeps it), and those of them that are idle,
+    in the order they became so: the first is closed when a new one arrives at the cap."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.count = 0
+        self.idle: dict[DeadlineProtocol, None] = {}  # insertion-ordered: the longest idle first
+        self._closed = 0  # idle ones closed for newcomers since the last log line
+        self._log_after = 0.0
+
+    def make_room(self) -> bool:
+        """Whether a new connection may be held: under the cap, or once the longest idle one is closed."""
+        if self.count < self.cap:
+            return True
+        if not self.idle:
+            return False
+        oldest = next(iter(self.idle))
+        oldest.evict()
+        self._closed += 1
+        if (now := time.monotonic()) >= self._log_after:
+            log.warning("at the cap of %d connections: closed %d idle ones for new ones", self.cap, self._closed)
+            self._closed, self._log_after = 0, now + EVICTION_LOG_EVERY_S
+        return True
+
+
+def _connections(server_state: Any, cap: int) -> Connections:
+    connections = getattr(server_state, "memfit_connections", None)
+    if connections is None:
+        connections = server_state.memfit_connections = Connections(cap)
+    return connections
 
 
 class DeadlineProtocol(HttpToolsProtocol):
@@ -50,31 +100,56 @@ class DeadlineProtocol(HttpToolsProtocol):
     _header_bytes = 0
     _messages = 0  # requests whose headers have ended on this connection
     _silent = True  # nothing received yet
-    _peer: str | None = None  # counted in _peers while open
+    _in_progress = 0  # requests whose headers have ended and whose answer is not complete
+    _stalled = False  # the client does not read what is written to it
+    _connections: Connections | None = None  # counted there while open
+
+    def __init__(self, *args: Any, max_connections: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_connections = max_connections
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        peer = self.client[0] if self.client else None
-        if peer is not None:
-            peers = _peers(self.server_state)
-            if peers.get(peer, 0) >= MAX_CONNECTIONS_PER_PEER:
-                self._refuse_peer(peer)
-                return
-            peers[peer] = peers.get(peer, 0) + 1
-            self._peer = peer
+        connections = _connections(self.server_state, self.max_connections)
+        if not connections.make_room():
+            self._refuse(connections.cap)
+            return
+        connections.count += 1
+        self._connections = connections
+        self._track()
         self._arm(FIRST_BYTE_TIMEOUT_S, "closed a connection that sent nothing for %.1f s")
 
-    def _refuse_peer(self, peer: str) -> None:
+    def _track(self) -> None:
+        """Keep this connection among the idle ones, where it is idle (from when it became so), or out of them."""
+        if self._connections is None:
+            return
+        if self._in_progress == 0 or self._stalled:
+            self._connections.idle.setdefault(self)
+        else:
+            self._connections.idle.pop(self, None)
+
+    def evict(self) -> None:
+        """Closed at once (what it has not read is dropped) to make room for a new connection."""
+        self._forget()
+        self.transport.abort()
+
+    def _forget(self) -> None:
+        if self._connections is not None:
+            self._connections.count -= 1
+            self._connections.idle.pop(self, None)
+            self._connections = None
+
+    def _refuse(self, cap: int) -> None:
         from memfit.handlers.problems import PROBLEM_JSON, problem_body  # here: a worker imports this module first
 
-        log.warning("503: %s already holds %d connections", peer, MAX_CONNECTIONS_PER_PEER)
-        body = problem_body(503, f"this client already holds {MAX_CONNECTIONS_PER_PEER} connections")
+        log.warning("503: %d connections open, none of them idle", cap)
+        body = problem_body(503, f"the server holds {cap} connections, all busy; retry in {RETRY_AFTER_S} s")
         self.transport.write(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: "
             + PROBLEM_JSON.encode()
             + b"\r\ncontent-length: "
             + str(len(body)).encode()
-            + b"\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+            + f"\r\nretry-after: {RETRY_AFTER_S}\r\nconnection: close\r\n\r\n".encode()
             + body
         )
         self.transport.close()
@@ -104,6 +179,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._disarm()
         self._awaiting_headers = False
         self._messages += 1
+        self._in_progress += 1
+        self._track()
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -126,19 +203,24 @@ class DeadlineProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def on_response_complete(self) -> None:
+        self._in_progress -= 1
+        self._track()  # idle from now, unless a pipelined request waits
         super().on_response_complete()
         self._arm()
 
+    def pause_writing(self) -> None:
+        self._stalled = True
+        self._track()
+        super().pause_writing()
+
+    def resume_writing(self) -> None:
+        self._stalled = False
+        self._track()
+        super().resume_writing()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        if self._peer is not None:
-            peers = _peers(self.server_state)
-            left = peers.get(self._peer, 1) - 1
-            if left > 0:
-                peers[self._peer] = left
-            else:
-                peers.pop(self._peer, None)
-            self._peer = None
+        self._forget()
         super().connection_lost(exc)
 
     def _arm(
@@ -160,14 +242,25 @@ class DeadlineProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def server_config(app: ASGIApp | Callable[[], ASGIApp], host: str, port: int, **overrides: Any) -> uvicorn.Config:
+def server_config(
+    app: ASGIApp | Callable[[], ASGIApp],
+    host: str,
+    port: int,
+    *,
+    max_connections: int | None = None,
+    **overrides: Any,
+) -> uvicorn.Config:
     """The one uvicorn configuration memfit serves with (tests serve with it too); `app` is the app, or with
-    `factory=True` what makes it in each worker."""
+    `factory=True` what makes it in each worker. The connection cap and the backlog follow this process's soft
+    file limit (the workers inherit it); `max_connections` sets the cap instead."""
+    cap, backlog = connection_budget(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     settings: dict[str, Any] = dict(
         host=host,
         port=port,
         workers=1,  # not WEB_CONCURRENCY's: `memfit serve --workers` says how many
-        http=DeadlineProtocol,
+        http=functools.partial(DeadlineProtocol, max_connections=cap if max_connections is None else max_connections),
+        ws="none",
+        backlog=backlog,
         log_level="info",
         timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,

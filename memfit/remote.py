@@ -1,17 +1,23 @@
-"""Asking a running memfit server, for the CLI: the contract's routes over HTTP with urllib (no server stack, no
-HTTP library), bodies read into the generated wire models, so that a terminal answer renders the server's own.
+"""Asking a running memfit server, for the CLI: the contract's routes over one HTTP connection with http.client
+(no server stack, no HTTP library), bodies read into the generated wire models, so that a terminal answer renders
+the server's own.
 
-Never through a proxy (the server is on this machine and the request carries the bearer token), never following
-a redirect (it would carry the token elsewhere).
+The token is sent only to a process that has proved it holds it (memfit.server_proof): the first request on the
+connection is `GET /health` with a fresh challenge, and only when its answer carries the right proof for the
+address the connection reached is the real request, with the token, sent on the same connection. Never through a
+proxy, never following a redirect (it would carry the token elsewhere).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+from memfit.server_proof import CHALLENGE_HEADER, PROOF_HEADER, new_nonce, proves
+from memfit.terminal import printable
 
 if TYPE_CHECKING:  # imported when a server is asked: a CLI start that answers here needs no pydantic
     from pydantic import BaseModel
@@ -20,6 +26,8 @@ if TYPE_CHECKING:  # imported when a server is asked: a CLI start that answers h
 
 TIMEOUT_SECONDS = 60.0  # a 32-model plan takes well under a second; a server that takes this long is stuck
 MAX_ANSWER_BYTES = 64 << 20  # a 32-model answer is a few hundred KiB; a listing of 10,000 models a few MiB
+MAX_PROBLEM_BYTES = 1 << 16
+HEALTH_PATH = "/health"
 
 M = TypeVar("M", bound="BaseModel")
 
@@ -33,16 +41,13 @@ class Unauthorized(Unreachable):
     """The server refused the token (401)."""
 
 
+class Unproven(Unauthorized):
+    """What listens did not prove it holds this token (not memfit, or a server with another token): the token
+    was not sent."""
+
+
 class Refused(Exception):
     """The server refused the request itself (a 4xx problem other than 401): its detail, as the server wrote it."""
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None  # the 3xx is raised as an HTTPError
-
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
 
 class RemoteServer:
@@ -67,26 +72,30 @@ class RemoteServer:
         return self._call("GET", "/v1/models", models.WireModelList)
 
     def _call(self, method: str, path: str, answer: type[M], body: bytes | None = None) -> M:
-        headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(self.url + path, data=body, headers=headers, method=method)
         where = f"the server at {self.url}"
+        parts = urlsplit(self.url)
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)
+        connection.auto_open = False  # never a second connection (to whoever listens by then) on the same object
         try:
-            with _OPENER.open(request, timeout=self.timeout) as response:
-                data = response.read(MAX_ANSWER_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            raise _problem(exc, where) from None
+            connection.connect()
+            self._check_proof(connection, where)
+            headers = {"Accept": "application/json", "Authorization": f"Bearer {self.token}"}
+            if body is not None:
+                headers["Content-Type"] = "application/json"
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            status, data = response.status, response.read(MAX_ANSWER_BYTES + 1)
         except TimeoutError:
             raise Unreachable(f"{where} did not answer within {self.timeout:g} s") from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            text = getattr(reason, "strerror", None) or str(reason)
-            raise Unreachable(f"{where} cannot be reached ({text})") from None
-        except (OSError, ValueError) as exc:  # a connection reset, a malformed status line
-            raise Unreachable(f"{where} cannot be reached ({exc.__class__.__name__}: {exc})") from None
+        except http.client.NotConnected:
+            raise Unreachable(f"{where} closed the connection after its proof") from None
+        except (OSError, http.client.HTTPException) as exc:  # refused, reset, a malformed status line
+            text = getattr(exc, "strerror", None) or f"{exc.__class__.__name__}: {exc}"
+            raise Unreachable(f"{where} cannot be reached ({printable(text)})") from None
+        finally:
+            connection.close()
+        if not 200 <= status < 300:
+            raise _problem(status, data[:MAX_PROBLEM_BYTES], where)
         if len(data) > MAX_ANSWER_BYTES:
             raise Unreachable(f"{where} answered more than {MAX_ANSWER_BYTES >> 20} MiB")
         from pydantic import ValidationError
@@ -95,6 +104,22 @@ class RemoteServer:
             return answer.model_validate_json(data)
         except ValidationError:
             raise Unreachable(f"{where} answered something that is not memfit's {path} answer") from None
+
+    def _check_proof(self, connection: http.client.HTTPConnection, where: str) -> None:
+        """Unproven unless the peer of `connection` answers a fresh challenge with the proof for this token."""
+        if not self.token:
+            raise Unproven(f"{where} cannot be checked: there is no token here to check it with")
+        assert connection.sock is not None  # connected
+        host, port = connection.sock.getpeername()[:2]
+        nonce = new_nonce()
+        connection.request("GET", HEALTH_PATH, headers={CHALLENGE_HEADER: nonce, "Accept": "application/json"})
+        response = connection.getresponse()
+        response.read(MAX_PROBLEM_BYTES)  # the whole of a health answer: the connection carries the next request
+        if not proves(response.getheader(PROOF_HEADER), self.token, nonce, host, port):
+            raise Unproven(
+                f"what listens at {self.url} did not prove it is this state directory's server (no valid"
+                f" {PROOF_HEADER}): the token was not sent, nor its answer used"
+            )
 
 
 def _body(requests: Sequence[Any]) -> bytes:
@@ -105,16 +130,18 @@ def _body(requests: Sequence[Any]) -> bytes:
     return json.dumps([r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in wired]).encode()
 
 
-def _problem(exc: urllib.error.HTTPError, where: str) -> Exception:
-    """The exception for an error status: its problem document's words when it has one."""
+def _problem(status: int, data: bytes, where: str) -> Exception:
+    """The exception for an error status: its problem document's words when it has one (made printable)."""
     try:
-        doc = json.loads(exc.read(1 << 16) or b"{}")
-    except (ValueError, OSError):
+        doc = json.loads(data or b"{}")
+    except ValueError:
         doc = {}
-    detail = doc.get("detail") if isinstance(doc, dict) else None
-    said = f"{exc.code} {doc.get('type', '')}".strip() if isinstance(doc, dict) else str(exc.code)
-    if exc.code == 401:
+    doc = doc if isinstance(doc, dict) else {}
+    detail = printable(doc["detail"]) if isinstance(doc.get("detail"), str) else None
+    kind = doc.get("type")
+    said = f"{status} {printable(kind) if isinstance(kind, str) else ''}".strip()
+    if status == 401:
         return Unauthorized(f"{where} refused the token ({said})")
-    if 400 <= exc.code < 500 and exc.code not in (404, 405, 408, 499) and isinstance(detail, str):
+    if 400 <= status < 500 and status not in (404, 405, 408, 499) and detail is not None:
         return Refused(f"{where} refused the request: {detail}")
-    return Unreachable(f"{where} answered {said}" + (f": {detail}" if isinstance(detail, str) else ""))
+    return Unreachable(f"{where} answered {said}" + (f": {detail}" if detail is not None else ""))

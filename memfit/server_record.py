@@ -3,10 +3,11 @@ answers with, so that `memfit fit`, `memfit plan` and `memfit models` ask it ins
 their own.
 
 `memfit serve` writes it (0600, atomically: a temporary file renamed over the old one) once its socket listens,
-and removes it when it stops cleanly (only while it still names its own process). A record whose process is gone
-is stale: the CLI then answers in its own process with the recorded model directories and settings. It is read
-as the token file is: a regular file of this user's, never through a symlink, not writable by its group or
-others, since it says where the CLI sends the bearer token. Light on purpose: no server stack.
+and removes it however it stops (a Ctrl-C, SIGTERM, SIGHUP, a failed start; only while it still names its own
+process). A record whose process is gone is stale: the CLI then answers in its own process with the recorded
+model directories and settings; one whose process lives is asked only once it proves it holds the token
+(memfit.remote). It is read as the token file is: a regular file of this user's, never through a symlink, not
+writable by its group or others, since it says where the CLI sends the bearer token. Light on purpose: no server stack.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class RecordError(Exception):
 
 @dataclass(frozen=True)
 class ServerRecord:
-    url: str  # where a client on this machine reaches it: http://host:port, the port actually bound
+    url: str  # where a client on this machine reaches it: http://address:port, the numeric address and port bound
     pid: int
     roots: tuple[Root, ...]  # the model directories it indexes, in order (the usual places resolved at start)
     margin: Fraction
@@ -51,7 +52,7 @@ def record_path(state_dir: str) -> str:
 
 
 def client_url(host: str, port: int) -> str:
-    """The address a client on this machine connects to: a wildcard listen address means the loopback one."""
+    """The address a client on this machine connects to, given the one bound: a wildcard means the loopback one."""
     host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -154,14 +155,14 @@ def _string(value: Any) -> str:
 
 
 def process_alive(pid: int) -> bool:
-    """Whether process `pid` exists (signal 0 checks without sending anything). Windows has no signal 0 (os.kill
-    would end the process): there the connection alone says whether the server still runs."""
+    """Whether process `pid` exists as one of this user's (signal 0 checks without sending anything): another
+    user's process (EPERM) is never this state directory's server, whose record only its user can write. A live
+    pid proves nothing more (pids are reused): the server's proof (memfit.server_proof) is what the CLI trusts.
+    Windows has no signal 0 (os.kill would end the process): there the connection alone says."""
     if sys.platform == "win32":
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except OSError:  # ESRCH: gone; EPERM: another user's
         return False
-    except OSError:  # EPERM: it exists, as another user's
-        return True
     return True

@@ -14,12 +14,12 @@ from memfit.readers.cpu_features import CpuFeatures, read_cpu_features
 from memfit.readers.engines import EngineScanner
 from memfit.readers.gpu_memory import FirstGpuReading, GpuReader
 from memfit.readers.header_store import HeaderStore
-from memfit.readers.history_db import HistoryDB
+from memfit.readers.history_db import HistoryDB, UnopenedHistoryDB
 from memfit.readers.host_memory import HostMemory, read_host_memory
 from memfit.readers.metal import MetalReader
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader
-from memfit.readers.state_health import StateHealth
+from memfit.readers.state_health import StateFileError, StateHealth
 
 HISTORY_FILE = "history.sqlite3"  # the measurement history, in the state directory
 HEADERS_FILE = "headers.sqlite3"  # parsed header summaries, in the state directory
@@ -37,6 +37,7 @@ def build_service(
     read_committed: Callable[[], int | None] | None = None,
     poll_seconds: float = FALLBACK_POLL_SECONDS,
     index: ModelIndex | None = None,
+    history_required: bool = True,
 ) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
@@ -45,10 +46,12 @@ def build_service(
     `index` replaces the index of `roots`.
 
     A header cache that cannot be read is moved aside and made anew (or, failing that, not used); a measurement
-    history that cannot be opened raises state_health.StateFileError, which names the file and the fix."""
+    history that cannot be opened raises state_health.StateFileError, which names the file and the fix, unless
+    `history_required` is False (a `--workers` worker, which must serve): then the service is degraded without it
+    (history_db.UnopenedHistoryDB)."""
     state = StateHealth()
     store = HeaderStore(os.path.join(state_dir, HEADERS_FILE), state) if state_dir is not None else None
-    history_db = HistoryDB(os.path.join(state_dir, HISTORY_FILE)) if state_dir is not None else None
+    history_db = _history_db(os.path.join(state_dir, HISTORY_FILE), history_required) if state_dir is not None else None
     return FitService(
         index=index if index is not None else ModelIndex(roots, poll_seconds=poll_seconds),
         cache=ArtifactCache(store=store),
@@ -63,3 +66,12 @@ def build_service(
         cpu=read_cpu(),
         state=state,
     )
+
+
+def _history_db(path: str, required: bool) -> HistoryDB:
+    try:
+        return HistoryDB(path)
+    except StateFileError as exc:
+        if required:
+            raise
+        return UnopenedHistoryDB(exc)

@@ -1,12 +1,12 @@
 """How `memfit serve` runs: in one process, or as `--workers N` processes answering on one listening socket.
 
-With N workers, uvicorn's supervisor (its `--workers` mode) keeps N spawned worker processes alive on the socket the
-parent bound. The parent first makes everything the workers share, once, so that no two of them race to make it:
-the bearer token (read, or created in the state directory) and the state directory's SQLite files (made,
-migrated, a damaged header cache moved aside; `memfit serve` builds its fit service in the parent for that, and
-says what it found, as with one process). Each worker then builds its own fit service from the same settings,
-handed to it with uvicorn's configuration through the pipe that starts it (the token is never in a worker's
-environment or command line), and serves.
+With N workers, a supervisor (uvicorn's `--workers` mode, with memfit's restarts: Supervisor) keeps N spawned
+worker processes alive on the socket the parent bound. The parent first makes everything the workers share, once,
+so that no two of them race to make it: the bearer token (read, or created in the state directory) and the state
+directory's SQLite files (made, migrated, a damaged header cache moved aside; `memfit serve` builds its fit service
+in the parent for that, and says what it found, as with one process). Each worker then builds its own fit service
+from the same settings, handed to it with uvicorn's configuration through the pipe that starts it (the token is
+never in a worker's environment or command line), and serves.
 
 What the workers share lives in SQLite, in WAL mode with busy timeouts (memfit/readers/header_store.py,
 history_db.py): the header summaries (a header one worker read is another's cache hit, never read twice across a
@@ -14,14 +14,26 @@ restart) and the measurement history (an observation recorded through one worker
 answer). Each worker has its own index of the model roots (its own watch on them), its own in-memory caches, and
 its own counters: GET /metrics and /health answer for the worker that took the request (memfit_process_id says
 which).
+
+The supervisor stops only on SIGINT or SIGTERM (then it stops every worker). A worker that dies, however it dies,
+is started again while the others serve, after a delay that doubles with each death in a row of its slot; a worker
+that cannot open the measurement history (damaged since the parent opened it) serves degraded, as one process does
+when the history breaks under it. No worker outlives the supervisor (end_with_supervisor), so a supervisor killed
+with SIGKILL leaves nothing holding the port.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
+import os
+import resource
+import signal
 import socket
 import sys
+import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -29,6 +41,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import Process
 
 from memfit.estimator.fit_service import Settings
 from memfit.http_server import server_config
@@ -36,6 +49,11 @@ from memfit.readers.model_roots import Root
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 log = logging.getLogger("memfit.serve")
+RESTART_DELAY_S = 1.0  # before a dead worker's first replacement; doubled for each death in a row of its slot
+MAX_RESTART_DELAY_S = 30.0
+STEADY_S = 60.0  # a worker that ran this long before it died starts its slot's count of deaths anew
+PARENT_WATCH_S = 0.5  # how often a worker checks that its supervisor is still its parent
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -56,27 +74,117 @@ def quiet_warnings() -> None:
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
 
 
-def worker_app(settings: WorkerSettings) -> ASGIApp:
-    """A worker's app (uvicorn calls it in the worker, as an app factory). A worker that cannot build it exits with
-    uvicorn's start-up failure, which stops the supervisor instead of starting the worker again and again."""
+def end_with_supervisor(supervisor: int) -> None:
+    """Make this worker stop (SIGTERM: uvicorn's graceful shutdown, at most GRACEFUL_SHUTDOWN_S) when its
+    supervisor, the process `supervisor`, ends however it ends (SIGKILL included), so that no worker outlives it
+    holding the port. On Linux the kernel sends it (prctl's PR_SET_PDEATHSIG; it fires when the thread that started
+    this process ends: uvicorn starts every worker from the supervisor's main thread, so that is when the process
+    ends). Everywhere, a daemon thread also watches for this process to have another parent (its supervisor gone:
+    another process adopted it), which also covers a supervisor that ended before prctl was called."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # should it fail, the watch is still there
+
+    def watch() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(PARENT_WATCH_S)
+        log.warning("the supervisor [%d] has gone: this worker stops", supervisor)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="memfit-supervisor-watch", daemon=True).start()
+
+
+def worker_app(settings: WorkerSettings, supervisor: int) -> ASGIApp:
+    """A worker's app (uvicorn calls it in the worker, as an app factory), the worker made to end with its
+    supervisor. A measurement history that cannot be opened leaves the worker degraded, not stopped (said in the
+    log now, and on /health); a worker that cannot build its app at all exits, and the supervisor starts another
+    later."""
+    end_with_supervisor(supervisor)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     quiet_warnings()
     try:
         from memfit.app import create_app
         from memfit.service_builder import build_service
 
-        service = build_service(settings.roots, state_dir=settings.state_dir, settings=settings.settings)
+        service = build_service(
+            settings.roots, state_dir=settings.state_dir, settings=settings.settings, history_required=False
+        )
+        service.check_state()
         return create_app(service, settings.token, metrics_public=settings.metrics_public)
     except Exception:
         log.exception("a worker could not start")
         sys.exit(STARTUP_FAILURE)
 
 
+@dataclass
+class Slot:
+    """What the supervisor knows of one worker."""
+
+    started: float  # when it was started (monotonic)
+    deaths: int = 0  # its slot's deaths in a row before it was started
+    replace_at: float | None = None  # once it has died: when its replacement starts
+
+
+class Supervisor(Multiprocess):
+    """uvicorn's supervisor, but a worker that dies (one that failed to start included, which stops uvicorn's) is
+    replaced after restart_delay while the others serve: the supervisor stops only on SIGINT or SIGTERM."""
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+        super().__init__(config, sockets)
+        self.began = time.monotonic()
+        self.slots: dict[Process, Slot] = {}  # by worker; those uvicorn starts itself (at first, on SIGTTIN) lack one
+
+    def keep_subprocess_alive(self) -> None:
+        if self.should_exit.is_set():
+            return
+        self.slots = {p: slot for p, slot in self.slots.items() if p in self.processes}  # SIGHUP, SIGTTOU replace
+        for idx, process in enumerate(self.processes):
+            slot = self.slots.setdefault(process, Slot(self.began))
+            if slot.replace_at is None:
+                if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                    continue
+                process.kill()  # hung, or already gone
+                process.join()
+                if self.should_exit.is_set():
+                    return
+                now = time.monotonic()
+                slot.deaths = slot.deaths + 1 if now - slot.started < STEADY_S else 1
+                delay = restart_delay(slot.deaths)
+                slot.replace_at = now + delay
+                log.warning(
+                    "worker [%s] exited (code %s); another starts in %.0f s", process.pid, process.exitcode, delay
+                )
+            elif time.monotonic() >= slot.replace_at:
+                replacement = Process(self.config, self.sockets)
+                replacement.start()
+                self.processes[idx] = replacement
+                self.slots[replacement] = Slot(time.monotonic(), slot.deaths)
+
+
+def restart_delay(deaths: int) -> float:
+    """How long a slot waits for a worker after its `deaths`-th death in a row: doubling, up to a bound."""
+    return min(MAX_RESTART_DELAY_S, RESTART_DELAY_S * 2 ** (deaths - 1))
+
+
+def raise_file_limit() -> None:
+    """The soft limit on open files raised to the hard one, before the server is configured (its connection cap
+    follows the soft limit) and its workers spawned (they inherit it): connections and files share it, and the
+    usual soft 1,024 left room for about 1,000 sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:  # macOS refuses an unlimited hard limit (past OPEN_MAX)
+            log.warning("the file limit stays at %d: %s", soft, exc)
+
+
 def run_workers(settings: WorkerSettings, host: str, port: int, workers: int, sock: socket.socket) -> None:
     """Serve on `sock` with `workers` processes until SIGINT or SIGTERM (the supervisor stops every worker)."""
-    config = server_config(functools.partial(worker_app, settings), host, port, factory=True, workers=workers)
-    Multiprocess(config, sockets=[sock]).run()
+    raise_file_limit()
+    app = functools.partial(worker_app, settings, os.getpid())
+    config = server_config(app, host, port, factory=True, workers=workers)
+    Supervisor(config, sockets=[sock]).run()
 
 
 def run_one(app: ASGIApp, host: str, port: int, sock: socket.socket) -> None:
+    raise_file_limit()
     uvicorn.Server(server_config(app, host, port)).run(sockets=[sock])

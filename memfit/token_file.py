@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import tempfile
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 from memfit.readers.regular_files import NotARegularFile, open_regular
 
 TOKEN_FILE = "token"
+TOKEN_ENV = "MEMFIT_TOKEN"
+MAX_TOKEN_CHARS = 1024  # a generated token is 43; a longer one would crowd the request headers
+USABLE = re.compile(r"[\x21-\x7e]+")  # what `Authorization: Bearer <token>` carries: visible ASCII, no spaces
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,32 @@ def write_token_file(path: str, value: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+class UnusableTokenError(ValueError):
+    """A token no client could present (empty, with spaces or characters outside visible ASCII, too long): the
+    message says where it came from and what to do."""
+
+
+def check_usable(token: Token) -> Token:
+    """The token, unless it cannot be sent as `Authorization: Bearer <token>`: then UnusableTokenError."""
+    value = token.value
+    if USABLE.fullmatch(value) and len(value) <= MAX_TOKEN_CHARS:
+        return token
+    if not value.strip():
+        problem = "is empty"
+    elif len(value) > MAX_TOKEN_CHARS:
+        problem = f"is over {MAX_TOKEN_CHARS} characters"
+    else:
+        problem = "has spaces, control characters or characters outside ASCII"
+    where, fix = (
+        (f"in {token.path}", f"remove {token.path} to have memfit make a new one")
+        if token.path
+        else (TOKEN_ENV, f"unset {TOKEN_ENV} to use the state directory's token file")
+    )
+    raise UnusableTokenError(
+        f"the token {where} {problem}, so no client could send it: use letters, digits and punctuation, or {fix}"
+    )
 
 
 class UnsafeStateError(OSError):
@@ -77,27 +107,28 @@ def check_state_dir(state_dir: str) -> None:
 
 def read_token(state_dir: str, environ: dict[str, str] | None = None) -> Token | None:
     """What a client presents: MEMFIT_TOKEN when set, else the token file's; None when there is neither. Never
-    creates one. UnsafeStateError as for load_token."""
+    creates one. UnsafeStateError and UnusableTokenError as for load_token."""
     env = os.environ if environ is None else environ
-    if env.get("MEMFIT_TOKEN"):
-        return Token(env["MEMFIT_TOKEN"], None)
+    if env.get(TOKEN_ENV):
+        return check_usable(Token(env[TOKEN_ENV], None))
     check_state_dir(state_dir)
     path = os.path.join(state_dir, TOKEN_FILE)
     value = _read_token_file(path)
-    return Token(value, path) if value else None
+    return check_usable(Token(value, path)) if value else None
 
 
 def load_token(state_dir: str, environ: dict[str, str] | None = None) -> Token:
-    """MEMFIT_TOKEN when set; else the token file, created with a fresh random token when absent or empty.
-    UnsafeStateError when the state directory or the token file is not this user's alone."""
+    """MEMFIT_TOKEN when set (set and empty is refused: nothing could present it); else the token file, created
+    with a fresh random token when absent or empty. UnsafeStateError when the state directory or the token file is
+    not this user's alone; UnusableTokenError when the token could not be sent in a request."""
     env = os.environ if environ is None else environ
-    if env.get("MEMFIT_TOKEN"):
-        return Token(env["MEMFIT_TOKEN"], None)
+    if TOKEN_ENV in env:
+        return check_usable(Token(env[TOKEN_ENV], None))
     path = os.path.join(state_dir, TOKEN_FILE)
     check_state_dir(state_dir)  # made below, private, when absent
     value = _read_token_file(path)
     if value:
-        return Token(value, path)
+        return check_usable(Token(value, path))
     value = secrets.token_urlsafe(32)
     write_token_file(path, value)
     return Token(value, path)

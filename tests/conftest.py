@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -39,14 +40,15 @@ def public_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class LiveServer:
     """A real uvicorn server on 127.0.0.1 in a background thread, answering with response validation on."""
 
-    def __init__(self, service: FitService, token: str = TOKEN, *, metrics_public: bool = False) -> None:
+    def __init__(self, service: FitService, token: str = TOKEN, *, metrics_public: bool = False, **config: Any) -> None:
+        """`config`: server_config's settings for this server (a lower connection cap, longer timeouts)."""
         self.service = service
         self.app = create_app(service, token, validate_responses=True, metrics_public=metrics_public)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(server_config(self.app, "127.0.0.1", self.port, log_level="warning"))
+        self.server = uvicorn.Server(server_config(self.app, "127.0.0.1", self.port, log_level="warning", **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:

@@ -103,7 +103,8 @@ def test_a_rename_racing_the_read_never_poisons_the_header_store(tmp_path: Path)
         swapper.join()
     for path in (a, b):  # and once more at rest, so that the check below has rows whatever the race did
         ArtifactCache(store=store).facts([str(path)])
-    rows = store._db().execute("SELECT identity, summary FROM headers").fetchall()
+    with store.connection() as db:
+        rows = db.execute("SELECT identity, summary FROM headers").fetchall()
     assert rows
     for identity, summary in rows:
         inode = int(identity.split("/")[1])
@@ -122,7 +123,8 @@ def test_a_file_renamed_between_its_identity_and_its_read_is_not_cached_as_anoth
     os.rename(spare, b)
     with pytest.raises(EvidenceError, match="changed while it was read"):
         cache.facts([str(a)], identity)
-    assert store._db().execute("SELECT COUNT(*) FROM headers").fetchone()[0] == 0
+    with store.connection() as db:
+        assert db.execute("SELECT COUNT(*) FROM headers").fetchone()[0] == 0
     assert cache.facts([str(b)]).architecture == "llama"  # the file that was a.gguf, under its own identity
     assert cache.facts([str(a)]).architecture == "qwen3"
 
@@ -151,6 +153,26 @@ def test_a_stored_summary_that_does_not_match_its_file_is_dropped(tmp_path: Path
     store.put(key, dumps({"general.architecture": "llama"}, (), "not the digest of this file"))
     assert ArtifactCache(store=store).facts([str(path)]).architecture == "qwen3"
     assert loads(store.get(key) or "")[0]["general.architecture"] == "qwen3"
+
+
+def test_a_summary_stored_by_a_release_that_checked_less_is_read_again(tmp_path: Path) -> None:
+    """A file llama.cpp refuses, stored by a release without the header checks (its row keyed by the bare digest of
+    the first bytes, as then): the row is not trusted, the file is read and refused."""
+    import hashlib
+
+    from memfit.estimator.artifact import tensor_bytes
+    from memfit.readers.gguf_header import read_header
+    from tools.hostile import LLAMA_CPP_REFUSES
+
+    path = tmp_path / "model.gguf"
+    LLAMA_CPP_REFUSES["contradicted-width"](path)
+    header = read_header(path)
+    tensors = tuple((t.name, tensor_bytes(t.shape, t.ggml_type), t.ggml_type) for t in header.tensors)
+    digest = hashlib.sha256(path.read_bytes()[: artifact_cache.HEAD_BYTES]).hexdigest()
+    store = HeaderStore(str(tmp_path / "state" / "headers.sqlite3"))
+    store.put("/".join(map(str, artifact_cache.file_identity(str(path)))), dumps(header.metadata, tensors, digest))
+    with pytest.raises(EvidenceError, match="hyperparameters make it"):
+        ArtifactCache(store=store).facts([str(path)])
 
 
 def test_concurrent_requests_read_a_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ from memfit.estimator.budget import BudgetSetting
 from memfit.generated.models import WireFitPlanBatch, WireFitVerdictBatch, WireModelList
 from memfit.readers.host_memory import HostMemory
 from memfit.readers.model_roots import Root, RootKind
+from memfit.server_proof import CHALLENGE_HEADER, PROOF_HEADER, proof
 from memfit.server_record import (
     RECORD_FILE,
     ServerRecord,
@@ -40,6 +41,7 @@ from tests.conftest import TOKEN, LiveServer
 from tools.gguf_writers import qwen3, write_model
 
 CATALOG_ID = "Qwen/Qwen3-8B-GGUF:Q4_K_M"
+PROVEN_TOKEN = "secret-token"
 SERVER_STACK = ("connexion", "uvicorn", "starlette", "prometheus_client")
 
 
@@ -210,7 +212,8 @@ def test_a_refused_token_says_what_to_do_and_answers_here(
     (world / "token").chmod(0o600)
     code, out, err = _run(capsys, "fit", "mine")
     assert code in (0, 3, 4, 5) and out.splitlines()[2].startswith("mine ")
-    assert "refused the token (401 unauthorized)" in err and "give this command the same MEMFIT_TOKEN" in err
+    assert "did not prove it is this state directory's server" in err and "the token was not sent" in err
+    assert "if it is memfit, it was started with MEMFIT_TOKEN: give this command the same MEMFIT_TOKEN" in err
     assert err.count("\n") == 1
     write_record(str(world), replace(_record(fixed_server.url, only_the_server_knows), token_from_env=False))
     _, _, err = _run(capsys, "fit", "mine")  # it read a token file that has changed since
@@ -221,12 +224,22 @@ def test_a_refused_token_says_what_to_do_and_answers_here(
 
 
 class _FakeServer(http.server.BaseHTTPRequestHandler):
-    """Answers every request with what the test sets: (status, content type, body, extra headers)."""
+    """Answers a challenged /health with the proof for PROVEN_TOKEN (a server holding the token), and every other
+    request with what the test sets: (status, content type, body, extra headers)."""
 
+    protocol_version = "HTTP/1.1"  # the proof and the request share one connection
     answer: tuple[int, str, bytes, dict[str, str]] = (200, "text/plain", b"", {})
     seen: list[tuple[str, str | None]] = []
 
     def _reply(self) -> None:
+        nonce = self.headers.get(CHALLENGE_HEADER)
+        if self.path == "/health" and nonce:
+            answer = proof(PROVEN_TOKEN, nonce, *self.connection.getsockname()[:2])
+            self.send_response(200)
+            self.send_header(PROOF_HEADER, answer)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         type(self).seen.append((self.path, self.headers.get("Authorization")))
         status, content_type, body, headers = type(self).answer
         self.send_response(status)
@@ -264,7 +277,7 @@ def test_answers_that_are_not_memfit_s_fall_back_and_a_refusal_is_a_usage_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, handler = fake_server
-    monkeypatch.setenv("MEMFIT_TOKEN", "secret-token")
+    monkeypatch.setenv("MEMFIT_TOKEN", PROVEN_TOKEN)
     write_record(str(world), _record(url, only_the_server_knows))
     problem = {"type": "invalidRequest", "title": "Bad Request", "status": 400, "detail": "at most 32 requests"}
     handler.answer = (400, "application/problem+json", json.dumps(problem).encode(), {})
@@ -283,7 +296,7 @@ def test_answers_that_are_not_memfit_s_fall_back_and_a_refusal_is_a_usage_error(
         code, out, err = _run(capsys, "fit", "mine")
         assert code in (0, 3, 4, 5) and out.splitlines()[2].startswith("mine "), said
         assert said in err and err.count("\n") == 1 and "Traceback" not in err
-    assert {auth for _, auth in handler.seen} == {"Bearer secret-token"}
+    assert {auth for _, auth in handler.seen} == {f"Bearer {PROVEN_TOKEN}"}
     assert {path for path, _ in handler.seen} == {"/v1/models/fit/batch"}
 
 
@@ -337,7 +350,8 @@ def test_memfit_serve_records_itself_the_cli_asks_it_and_ctrl_c_removes_the_reco
         assert doc["url"] == f"http://127.0.0.1:{port}" and doc["pid"] == server.pid
         assert stat.S_IMODE(record.stat().st_mode) == 0o600 and doc["tokenFromEnvironment"] is False
         token = (state / "token").read_text().strip()
-        while "mine" not in httpx.get(f"{doc['url']}/v1/models", headers={"Authorization": f"Bearer {token}"}).text:
+        auth = {"Authorization": f"Bearer {token}"}  # the first answer waits for the start (seconds on a busy machine)
+        while "mine" not in httpx.get(f"{doc['url']}/v1/models", headers=auth, timeout=60).text:
             assert time.monotonic() < deadline, "memfit serve did not index its directory"
             time.sleep(0.1)
 

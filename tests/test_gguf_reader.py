@@ -10,8 +10,12 @@ import gguf
 import numpy as np
 import pytest
 
+from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import GGUFError, SkippedArray, parse_header, read_header
 from tools.gguf_writers import granitehybrid, llama_gqa, qwen3, write_model
+from tools.hostile import LLAMA_CPP_REFUSES
 
 
 def _reference_value(field: gguf.ReaderField):
@@ -132,6 +136,10 @@ def test_truncated_header_is_refused(cut: int) -> None:
         (_header([], [_tensor(b"t", [])]), "zero dimensions"),
         (_header([], [_tensor(b"t", [32, 0])]), "a dimension of zero"),
         (_header([_kv_u32(b"general.alignment", 24)]), "alignment not a power of two"),
+        (_header([_s(b"general.alignment") + struct.pack("<IQ", 10, 32)]), "alignment not a uint32"),
+        (_header([_s(b"") + struct.pack("<II", 4, 1)]), "an empty key"),
+        (_header([], [_tensor(b"t", [32]), _tensor(b"t", [32], offset=128)]), "duplicate tensor name"),
+        (_header([], [_tensor(b"t" * 64, [32])]), "a tensor name of GGML_MAX_NAME bytes"),
     ],
 )
 def test_hostile_header_is_refused(data: bytes, why: str) -> None:
@@ -233,3 +241,45 @@ def test_a_hostile_string_array_costs_time_linear_in_its_size(lengths: tuple[int
     cur.skip_strings(count)
     assert cur.pos == len(data)
     assert time.process_time() - start < 5.0  # about 0.1 s here
+
+
+# --- headers gguf_init and llama_model_loader refuse ----------------------------------------------
+
+
+WHY_REFUSED = {
+    "zero-kv-heads": "'blk.0.attn_k.weight' has shape [256, 64], but the model's hyperparameters make it [256, 0]",
+    "context-as-string": "llama.context_length has type STRING",
+    "context-as-float32": "llama.context_length has type FLOAT32",
+    "context-as-int32": "llama.context_length has type INT32",
+    "heads-as-float-array": "llama.attention.head_count has type ARRAY of FLOAT32",
+    "shared-offset": "'output_norm.weight' has offset 0, expected",
+    "contradicted-width": "'token_embd.weight' has shape [256, 8192], but the model's hyperparameters make it [320,",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LLAMA_CPP_REFUSES))
+def test_headers_llama_cpp_refuses_are_unreadable(tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.gguf"
+    LLAMA_CPP_REFUSES[name](path)
+    read_header(path)  # a well-formed GGUF: what llama.cpp refuses is what it says
+    with pytest.raises(EvidenceError) as caught:
+        ArtifactCache().facts([str(path)])
+    assert caught.value.limit == Limit.ARTIFACT_UNREADABLE
+    assert WHY_REFUSED[name] in str(caught.value)
+
+
+def test_the_unchanged_model_and_what_llama_cpp_accepts_are_read(tmp_path: Path) -> None:
+    """What llama.cpp loads is not refused: per-layer counts as INT32 or UINT32 arrays (get_arr copies either),
+    head_count_kv 0 on the recurrent layers of a hybrid, a 63-byte tensor name."""
+    int32_kv = llama_gqa()
+    int32_kv.kv["llama.attention.head_count_kv"] = [2] * 4  # an INT32 array
+    uint32_ff = llama_gqa()
+    uint32_ff.kv["llama.feed_forward_length"] = np.array([768] * 4, dtype=np.uint32)
+    long_name = llama_gqa()
+    long_name.tensors.append(("x" * 63, (32,), gguf.GGMLQuantizationType.F32))
+    cases = {"plain": llama_gqa(), "int32-kv": int32_kv, "uint32-ff": uint32_ff, "hybrid": granitehybrid()}
+    cases["long-name"] = long_name
+    for name, model in cases.items():
+        write_model(model, tmp_path / f"{name}.gguf")
+        facts = ArtifactCache().facts([str(tmp_path / f"{name}.gguf")])
+        assert facts.layout is not None, name

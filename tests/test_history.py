@@ -14,10 +14,12 @@ import pytest
 from memfit.estimator.fit_service import FitService
 from memfit.estimator.fit_types import FitRequest
 from memfit.estimator.history import KV_ROUNDING
+from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB, ObservationRow
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
+from tools.gguf_writers import llama_gqa, write_model
 
 OBSERVATIONS = "/v1/models/observations"
 BATCH = "/v1/models/fit/batch"
@@ -116,6 +118,109 @@ def test_a_workspace_below_the_floor_is_refused_and_an_old_one_ignored(
     workspace = _parts(client, "llama-gqa-f16", allocatedTokens=3072)[0]["workspace"]
     assert (workspace["basis"], workspace["bytes"]) == ("derivedLayout", derived["bytes"])
     assert "an observation below the derived workspace floor" in workspace["note"]
+
+
+def test_a_workspace_above_the_derived_ceiling_is_refused_and_an_old_one_ignored(
+    client: httpx.Client, live: LiveServer, public_models: Path
+) -> None:
+    """No observation makes a model oversize "for certain" with a workspace llama.cpp never allocates: the
+    derived ceiling bounds it from above as the floor does from below. (This file's other parts are exact, so the
+    spread of the answer's bounds is the workspace's slack.)"""
+    size = os.path.getsize(public_models / "llama-gqa-f16.gguf")
+    parts, result = _parts(client, "llama-gqa-f16", allocatedTokens=1536)
+    derived, estimate = parts["workspace"], result["estimate"]
+    ceiling = derived["bytes"] + estimate["upperBoundBytes"] - estimate["lowerBoundBytes"]
+    assert derived["basis"] == "derivedLayout" and ceiling > derived["bytes"]
+    for high in (ceiling + 1, 10**18):
+        refused = client.post(OBSERVATIONS, json=_observation("llama-gqa-f16", size, 1536, workspace=high))
+        assert refused.status_code == 400 and refused.json()["detail"].startswith("parts.workspace:")
+        assert f"the derived workspace ceiling ({ceiling} bytes)" in refused.json()["detail"]
+    assert _parts(client, "llama-gqa-f16", allocatedTokens=1536)[0]["workspace"] == derived  # none was stored
+
+    old = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
+    live.service.history.db.insert(replace(old, allocated_tokens=1536, workspace_bytes=10**18))  # as before the check
+    parts, result = _parts(client, "llama-gqa-f16", allocatedTokens=1536)
+    assert (parts["workspace"]["basis"], parts["workspace"]["bytes"]) == ("derivedLayout", derived["bytes"])
+    assert f"an observation above the derived ceiling ({ceiling} bytes) was ignored" in parts["workspace"]["note"]
+    assert result["estimate"]["lowerBoundBytes"] == estimate["lowerBoundBytes"]
+
+    at_ceiling = client.post(OBSERVATIONS, json=_observation("llama-gqa-f16", size, 1536, workspace=ceiling))
+    assert at_ceiling.status_code == 201
+    workspace = _parts(client, "llama-gqa-f16", allocatedTokens=1536)[0]["workspace"]
+    assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", ceiling)
+    assert client.delete(f"{OBSERVATIONS}/{at_ceiling.json()['observationId']}").status_code == 204
+
+
+def test_a_workspace_memfit_does_not_derive_has_no_ceiling(tmp_path: Path) -> None:
+    """internlm2's compute graph is not derived: only llama.cpp's output buffer bounds an observation (from
+    below), and any workspace above it is taken as measured."""
+    model = llama_gqa()
+    kv = {
+        (f"internlm2.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v
+        for key, v in model.kv.items()
+    }
+    write_model(replace(model, arch="internlm2", kv=kv), tmp_path / "internlm2-f16.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)], state_dir=str(tmp_path / "state"))
+    size = os.path.getsize(tmp_path / "internlm2-f16.gguf")
+    with LiveServer(service) as live, live.client() as c:
+        assert _parts(c, "internlm2-f16")[0]["workspace"]["basis"] == "unknown"
+        stored = c.post(OBSERVATIONS, json=_observation("internlm2-f16", size, workspace=10**15))
+        assert stored.status_code == 201, stored.text
+        workspace = _parts(c, "internlm2-f16")[0]["workspace"]
+    assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 10**15)
+
+
+def test_an_observation_id_past_int64_is_a_400(client: httpx.Client) -> None:
+    """The contract's id is an int64: a longer one is refused as invalid, one past Python's integer conversion
+    limit (4,300 digits) included, never a 500."""
+    for digits in (20, 4300, 4301, 5000):
+        response = client.delete(f"{OBSERVATIONS}/{'9' * digits}")
+        assert (response.status_code, response.json()["type"]) == (400, "invalidRequest"), digits
+
+
+THREADS = 20
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_threads_that_read_the_state_files_and_exit_leave_no_connection_open(tmp_path: Path) -> None:
+    """A server's worker threads come and go: the connections to the history and the header cache are pooled, so
+    none stays open (with its WAL: two descriptors each) after the thread that used it exited, and threads at
+    once hold no more than one round of them needs."""
+    db = HistoryDB(str(tmp_path / "history.sqlite3"))
+    store = HeaderStore(str(tmp_path / "headers.sqlite3"))
+    db.insert(_row(1))
+    store.put("a", "summary")
+    answers = []
+
+    def read(together: threading.Barrier | None = None) -> None:
+        if together is not None:
+            together.wait()
+        answers.append((len(db.newest(1)), store.get("a")))
+
+    before = _open_descriptors()
+    for _ in range(3 * THREADS):  # one after another: each finds the connections the last one gave back
+        thread = threading.Thread(target=read)
+        thread.start()
+        thread.join()
+    assert _open_descriptors() - before <= 2  # not two per thread and file: leeway for a descriptor not ours
+
+    peaks = []
+    for _ in range(3):  # all at once: each needs connections of its own, and most are closed when given back
+        together = threading.Barrier(THREADS)
+        threads = [threading.Thread(target=read, args=(together,)) for _ in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        peaks.append(_open_descriptors())
+    assert max(peaks) - before <= 2 * 2 * THREADS  # what one round at once needs, however many rounds ran
+    assert answers == [(1, "summary")] * (6 * THREADS)
+    db.close()
+    store.close()
+    assert _open_descriptors() <= before
 
 
 def test_observations_are_listed_newest_first_and_deleted(client: httpx.Client, public_models: Path) -> None:
@@ -217,17 +322,20 @@ def _bulk_insert(db: HistoryDB, count: int) -> None:
         (f"m{i % 7}", "r", "Q4_K_M", i, 4096, 1, 2, 2, "fullGpu", i, None, None, i, None, "test", "2026-11-01")
         for i in range(count)
     )
-    connection = db.connection()
-    connection.execute("BEGIN")
-    connection.executemany(f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)}, '')", rows)
-    connection.execute("COMMIT")
+    with db.connection() as connection:
+        connection.execute("BEGIN")
+        connection.executemany(
+            f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 16)}, '')", rows
+        )
+        connection.execute("COMMIT")
 
 
 def _fit_work(service: FitService, model_id: str) -> tuple[dict, int]:
-    """One fit's workspace part and the SQLite virtual machine instructions it ran on this thread's connection."""
+    """One fit's workspace part and the SQLite virtual machine instructions it ran (on the pool's connection
+    given back last, which the fit's one read takes)."""
     steps = []
-    connection = service.history.db.connection()
-    connection.set_progress_handler(lambda: steps.append(1) and 0, 1)
+    with service.history.db.connection() as connection:
+        connection.set_progress_handler(lambda: steps.append(1) and 0, 1)
     try:
         result = service.fit_one(FitRequest(model_id))
     finally:
@@ -246,11 +354,11 @@ def test_a_fit_after_an_observation_reads_a_few_rows_of_500k(tmp_path: Path, pub
     size = os.path.getsize(public_models / "llama-gqa-f16.gguf")
     row = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
     observed = replace(row, workspace_bytes=derived.bytes + 1000)
-    other = db.connection()  # another writer (an older memfit, another process): no caps applied
-    other.execute(
-        f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-        [getattr(observed, c) for c in COLUMNS],
-    )
+    with db.connection() as other:  # another writer (an older memfit, another process): no caps applied
+        other.execute(
+            f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+            [getattr(observed, c) for c in COLUMNS],
+        )
     workspace, work = _fit_work(service, "llama-gqa-f16")
     assert (workspace.basis, workspace.bytes) == ("measuredArtifact", derived.bytes + 1000)
     assert 0 < work < 1_000  # one indexed lookup: about 40 instructions; reading 500k rows runs 10 million
@@ -287,10 +395,10 @@ def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(
 ) -> None:
     size = os.path.getsize(public_models / "qwen3-f16.gguf")
     kv = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["kvCache"]["bytes"]
-    measured = _observation("qwen3-f16", size, tokens=1024, workspace=25_000_000)
+    measured = _observation("qwen3-f16", size, tokens=1024, workspace=22_000_000)  # within the derived bounds
     assert client.post(OBSERVATIONS, json=measured).status_code == 201
     for parts in ({"workspace": None}, {"weights": None, "kvCache": None}, {"kvCache": kv}):
         later = {**_observation("qwen3-f16", size, tokens=1024), "parts": parts}
         assert client.post(OBSERVATIONS, json=later).status_code == 201  # stored as a record of the run
         workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]
-        assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 25_000_000)
+        assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 22_000_000)

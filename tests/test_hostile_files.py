@@ -14,10 +14,12 @@ from memfit import wire
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
+from tests.conftest import LiveServer
 from tools.gguf_writers import Model, llama_gqa, qwen3, write_model
-from tools.hostile import MUTATIONS, base_header, check, examine, mutate
+from tools.hostile import LLAMA_CPP_REFUSES, MUTATIONS, base_header, check, examine, mutate
 
 BASE = base_header()
+BATCH = "/v1/models/fit/batch"
 
 
 def test_the_base_header_is_a_readable_model(tmp_path: Path) -> None:
@@ -33,7 +35,7 @@ def test_every_mutation_kind_is_refused_or_read_safely(mutation: str, tmp_path: 
     ]
     for outcome in refused:
         check(outcome)
-    if mutation not in ("random_bytes", "non_utf8_key", "misaligned_offset", "wrong_type"):
+    if mutation not in ("random_bytes", "non_utf8_key", "wrong_type"):
         assert all(o.refused for o in refused), mutation  # each of these breaks the header outright
 
 
@@ -61,6 +63,30 @@ def test_hostile_files_leave_the_rest_of_the_batch_alone(tmp_path: Path) -> None
         weights = result.estimate.parts[0]
         if weights.basis == "unknown":  # refused: unknown parts and a limit, never a number from a broken file
             assert "artifactUnreadable" in result.limits and result.estimate.upper_bound_bytes is None
+
+
+def test_headers_llama_cpp_refuses_degrade_only_their_answer_in_a_served_batch(tmp_path: Path) -> None:
+    """Each file llama.cpp refuses (a zero head_count_kv, a key of the wrong type, two tensors at one offset, an
+    embedding width its tensors contradict) is answered artifactUnreadable; the batch's other models as alone."""
+    models = tmp_path / "models"
+    models.mkdir()
+    write_model(qwen3(), models / "good.gguf")
+    write_model(llama_gqa(), models / "other.gguf")
+    for name, write in LLAMA_CPP_REFUSES.items():
+        write(models / f"{name}.gguf")
+    ids = ["good", *LLAMA_CPP_REFUSES, "other"]
+    service = build_service([Root(str(models), RootKind.PLAIN)], state_dir=str(tmp_path / "state"))
+    with LiveServer(service) as server, server.client() as c:
+        alone = [c.post(BATCH, json=[{"modelId": m}]).json()["results"][0] for m in ("good", "other")]
+        results = c.post(BATCH, json=[{"modelId": m} for m in ids]).json()["results"]
+    assert [r["modelId"] for r in results] == ids
+    for result, expected in zip((results[0], results[-1]), alone, strict=True):
+        assert result["estimate"] == expected["estimate"] and result["limits"] == expected["limits"]
+        assert "artifactUnreadable" not in result["limits"]
+    for result in results[1:-1]:
+        weights = result["estimate"]["parts"][0]
+        assert "artifactUnreadable" in result["limits"], result["modelId"]
+        assert weights["basis"] == "unknown" and weights["bytes"] is None and result["verdict"] == "unknown"
 
 
 def test_a_cached_refusal_is_raised_afresh_each_time(tmp_path: Path) -> None:

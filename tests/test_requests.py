@@ -32,7 +32,7 @@ def _connect(server: LiveServer, source: str = "127.0.0.1") -> socket.socket:
 def test_headers_that_trickle_in_are_cut_off(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http_server, "HEADER_TIMEOUT_S", 0.5)
     with _connect(live) as s:
-        s.sendall(b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\n")  # never finished
+        s.sendall(b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: localhost\r\n")  # never finished
         start = time.monotonic()
         assert s.recv(100) == b""  # the server closed the connection
         assert time.monotonic() - start < 5
@@ -59,7 +59,7 @@ def test_a_body_that_trickles_in_is_a_408(live: LiveServer, monkeypatch: pytest.
     monkeypatch.setattr(body_module, "BODY_TIMEOUT_S", 0.5)
     with _connect(live) as s:
         s.sendall(
-            b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer "
+            b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "
             + TOKEN.encode()
             + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"
         )
@@ -78,8 +78,8 @@ def _fit_status(server: LiveServer) -> tuple[int, float]:
 
 
 def test_idle_sockets_do_not_lock_out_a_fit(live: LiveServer) -> None:
-    """300 connections that never send a byte (60 from each of 5 addresses, under the per-client cap): uvicorn's
-    limit_concurrency counted them and answered everyone else 503."""
+    """300 connections that never send a byte, from 5 addresses: uvicorn's limit_concurrency counted them and
+    answered everyone else 503."""
     idle = [_connect(live, f"127.0.0.{2 + i % 5}") for i in range(300)]
     try:
         time.sleep(0.2)  # all of them accepted
@@ -101,27 +101,8 @@ def test_a_request_started_within_the_first_byte_deadline_is_served(live: LiveSe
     with _connect(live) as s:
         s.sendall(b"GET /health HTTP/1.1\r\n")
         time.sleep(http_server.FIRST_BYTE_TIMEOUT_S + 0.5)  # headers have HEADER_TIMEOUT_S from the first byte
-        s.sendall(b"Host: memfit\r\nConnection: close\r\n\r\n")
+        s.sendall(b"Host: localhost\r\nConnection: close\r\n\r\n")
         assert _read_answer(s).startswith(b"HTTP/1.1 200")
-
-
-def test_one_client_address_holds_at_most_its_connection_cap(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http_server, "MAX_CONNECTIONS_PER_PEER", 4)
-    held = [_connect(live, "127.0.0.9") for _ in range(4)]
-    try:
-        time.sleep(0.1)
-        with _connect(live, "127.0.0.9") as extra:
-            answer = _read_answer(extra)
-            assert answer.startswith(b"HTTP/1.1 503") and b"application/problem+json" in answer
-            assert extra.recv(100) == b""  # and closed
-        assert _fit_status(live)[0] == 200  # other clients are not affected
-    finally:
-        for s in held:
-            s.close()
-    time.sleep(0.1)
-    with _connect(live, "127.0.0.9") as again:  # places are given back when connections close
-        again.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\nConnection: close\r\n\r\n")
-        assert _read_answer(again).startswith(b"HTTP/1.1 200")
 
 
 def test_past_the_concurrency_limit_work_is_a_503_problem(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,7 +117,7 @@ def test_past_the_concurrency_limit_work_is_a_503_problem(live: LiveServer, monk
 
 def test_an_idle_keep_alive_connection_is_closed(live: LiveServer) -> None:
     with _connect(live) as s:
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\n\r\n")
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
         assert b"200 OK" in s.recv(4096)
         s.settimeout(http_server.KEEP_ALIVE_S + 5)
         assert s.recv(100) == b""  # closed after the keep-alive timeout
@@ -310,7 +291,7 @@ def test_runs_of_digits_just_under_the_limit_are_scanned_once() -> None:
 @pytest.mark.parametrize("header_bytes", [100 * 1024, 8 << 20])
 def test_request_headers_past_the_limit_are_a_431(live: LiveServer, header_bytes: int) -> None:
     with _connect(live) as s:
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: memfit\r\n")
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         answer = b""
         try:
             for _ in range(header_bytes // 8192):
@@ -329,9 +310,9 @@ def test_headers_within_the_limit_are_served(live: LiveServer) -> None:
     with _connect(live) as s:
         filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"a" * 1000) for i in range(60))  # ~60 KiB
         s.sendall(
-            b"GET /health HTTP/1.1\r\nHost: memfit\r\n"
+            b"GET /health HTTP/1.1\r\nHost: localhost\r\n"
             + filler
-            + b"\r\nGET /health HTTP/1.1\r\nHost: m\r\n"
+            + b"\r\nGET /health HTTP/1.1\r\nHost: localhost\r\n"
             + filler
             + b"Connection: close\r\n\r\n"
         )
@@ -385,7 +366,7 @@ def test_a_chunked_body_is_read_within_the_same_limit(live: LiveServer) -> None:
     body = json.dumps([{"modelId": "qwen3-f16"}]).encode()
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 7]), body[i : i + 7]) for i in range(0, len(body), 7))
     head = (
-        b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: memfit\r\nAuthorization: Bearer "
+        b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "
         + TOKEN.encode()
         + b"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,7 +80,9 @@ def test_a_full_state_disk_fails_no_fit_or_listing_and_refuses_observations_with
         db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
         return db
 
-    monkeypatch.setattr(sqlite3, "connect", full)  # before the server's threads open their connections
+    monkeypatch.setattr(sqlite3, "connect", full)
+    server.service.history.db.close()  # the connections opened at start: from now on each use opens a new one
+    server.service.cache.store.close()
     with server.client() as c:
         batch = c.post(BATCH, json=[{"modelId": name} for name in ("qwen3-f16", "llama-gqa-f16", MODEL)])
         listing = c.get("/v1/models")
@@ -138,7 +141,7 @@ def test_an_observation_is_never_acknowledged_into_a_deleted_or_replaced_history
     if change == "replaced":  # e.g. restored from a backup
         other = HistoryDB(str(state / "backup.sqlite3"))
         other.insert(_row(1))
-        other._close()
+        other.close()
         os.replace(state / "backup.sqlite3", path)
     refused = _measured_response(server, public_models, 17_000_000)
     assert refused.status_code == 503 and str(state) in refused.json()["detail"]
@@ -177,6 +180,104 @@ def test_a_foreign_write_lock_is_a_quick_503_and_fits_still_answer(
         locker.execute("ROLLBACK")
         locker.close()
     assert _measured(server, public_models, 17_800_000) == 201
+
+
+def test_listing_or_deleting_observations_while_the_history_cannot_be_used_is_a_503(
+    server: LiveServer, state: Path, public_models: Path
+) -> None:
+    """Another process's write lock stops a delete (not a listing: readers never wait for a writer), and a
+    deleted history stops both: a 503 with Retry-After naming the state directory, never a 500."""
+    stored = _measured_response(server, public_models, 18_000_000).json()["observationId"]
+    locker = sqlite3.connect(state / HISTORY_FILE, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    try:
+        with server.client() as c:
+            deleted = c.delete(f"{OBSERVATIONS}/{stored}")
+            listed = c.get(OBSERVATIONS)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert deleted.status_code == 503 and deleted.headers["retry-after"]
+    assert deleted.json()["type"] == "failed" and str(state) in deleted.json()["detail"]
+    assert "locked" in deleted.json()["detail"]
+    assert listed.status_code == 200 and [o["observationId"] for o in listed.json()["observations"]] == [stored]
+
+    for name in (HISTORY_FILE, f"{HISTORY_FILE}-wal", f"{HISTORY_FILE}-shm"):
+        (state / name).unlink(missing_ok=True)
+    with server.client() as c:
+        for response in (c.get(OBSERVATIONS), c.delete(f"{OBSERVATIONS}/{stored}")):
+            assert response.status_code == 503 and response.headers["retry-after"]
+            assert "restart memfit" in response.json()["detail"]
+    assert _workspace(server)["basis"] == "derivedLayout"  # fits answer, from the derived numbers
+
+
+def _health_once_ok(live: LiveServer) -> dict:
+    """GET /health until it says ok again, for at most a generous minute (it should take about a second)."""
+    deadline = time.monotonic() + 60
+    health = _health(live)
+    while health["degraded"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        health = _health(live)
+    return health
+
+
+def test_health_is_ok_again_soon_after_a_foreign_lock_is_let_go(
+    server: LiveServer, state: Path, public_models: Path
+) -> None:
+    """Locks another process holds on both files make an observation a 503 and the header cache miss (fits
+    answer from the files) and /health `degraded`; once they are let go, /health probes the files and says ok
+    again, although no request has used them since."""
+    lockers = [sqlite3.connect(state / name, isolation_level=None) for name in (HISTORY_FILE, HEADERS_FILE)]
+    for locker in lockers:
+        locker.execute("BEGIN IMMEDIATE")
+    try:
+        assert _measured(server, public_models, 18_000_000) == 503
+        assert _workspace(server)["basis"] == "derivedLayout"  # its header read from the file, not stored
+        locked = _health(server)
+    finally:
+        for locker in lockers:
+            locker.execute("ROLLBACK")
+            locker.close()
+    assert locked["status"] == "ok" and locked["degraded"] is True
+    assert HISTORY_FILE in locked["reason"] and HEADERS_FILE in locked["reason"] and "locked" in locked["reason"]
+    health = _health_once_ok(server)
+    assert (health["degraded"], health["reason"]) == (False, None)
+    assert _measured(server, public_models, 18_000_000) == 201
+
+
+def test_the_state_files_are_private_to_their_owner(tmp_path: Path, public_models: Path) -> None:
+    """The history and the header cache, and their WAL and shared-memory files, are 0600 under the usual umask
+    (022), in a state directory memfit makes 0700; files an earlier memfit left 0644 are made 0600."""
+    state = tmp_path / "state"
+    umask = os.umask(0o022)
+    try:
+        service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(state))
+        with LiveServer(service) as live:
+            assert _measured(live, public_models, 18_000_000) == 201
+            _workspace(live)
+            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in state.iterdir()}
+        files = {name + suffix for name in (HISTORY_FILE, HEADERS_FILE) for suffix in ("", "-wal", "-shm")}
+        assert modes == dict.fromkeys(files, 0o600)
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        service.history.db.close()
+        service.cache.store.close()
+        older = tmp_path / "older"
+        older.mkdir()
+        for name in (HISTORY_FILE, HEADERS_FILE):  # as SQLite makes them, left open so the side files stay
+            sqlite3.connect(older / name).execute("PRAGMA journal_mode=WAL").close()
+        kept_open = [sqlite3.connect(older / name) for name in (HISTORY_FILE, HEADERS_FILE)]
+        for db in kept_open:
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        before = {p.name: stat.S_IMODE(p.stat().st_mode) for p in older.iterdir()}
+        reopened = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(older))
+        after = {p.name: stat.S_IMODE(p.stat().st_mode) for p in older.iterdir()}
+        reopened.history.db.close()
+        reopened.cache.store.close()
+        for db in kept_open:
+            db.close()
+    finally:
+        os.umask(umask)
+    assert before == dict.fromkeys(files, 0o644) and after == dict.fromkeys(files, 0o600)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "directory"])
@@ -241,7 +342,7 @@ def test_a_history_that_cannot_be_opened_stops_serve_with_the_file_and_the_fix(
     else:
         db = HistoryDB(str(path))
         db.insert(_row(1))
-        db._close()
+        db.close()
         locker = sqlite3.connect(path, isolation_level=None)
         locker.execute("PRAGMA locking_mode=EXCLUSIVE")
         locker.execute("BEGIN EXCLUSIVE")

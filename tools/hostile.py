@@ -3,8 +3,8 @@ bends it. Used by tests/test_hostile_files.py (a bounded sample in CI) and `scri
 
 Every field of the base header is recorded with its offset and kind, so a mutation can aim at exactly the
 thing it breaks: a count or a length set near 2^64, a string running past the end, a wrong value type, an
-array of arrays, a non-UTF-8 or duplicate key, a tensor offset past the end or off its alignment, a zero
-dimension, or a truncation inside any kind of field.
+array of arrays, a non-UTF-8 or duplicate key, a tensor offset past the end, off its alignment or shared with
+the tensor before it, a zero dimension, or a truncation inside any kind of field.
 """
 
 from __future__ import annotations
@@ -15,12 +15,16 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.errors import EvidenceError
 from memfit.integers import round_up
+from tools.gguf_writers import Model, llama_gqa, write_model
 
 ALIGN = 32
 UINT32, FLOAT32, STRING, ARRAY, UINT64 = 4, 6, 8, 9, 10
@@ -131,6 +135,7 @@ MUTATIONS = (
     "duplicate_key",
     "offset_past_end",
     "misaligned_offset",
+    "shared_offset",
     "zero_dimension",
     "too_many_dims",
     "random_bytes",
@@ -173,6 +178,10 @@ def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
     elif mutation == "misaligned_offset":
         f = field_of("tensor_offset")
         _set(data, f, int.from_bytes(data[f.offset : f.offset + 8], "little") + 1 + value % (ALIGN - 1))
+    elif mutation == "shared_offset":  # a tensor's data where the one before it starts
+        offsets = base.of("tensor_offset")
+        i = 1 + pick % (len(offsets) - 1)
+        data[offsets[i].offset : offsets[i].offset + 8] = data[offsets[i - 1].offset : offsets[i - 1].offset + 8]
     elif mutation == "zero_dimension":
         _set(data, field_of("tensor_dim"), 0)
     elif mutation == "too_many_dims":
@@ -181,6 +190,41 @@ def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
         f = base.fields[pick % len(base.fields)]
         data[f.offset : f.offset + f.size] = bytes((value >> (8 * (i % 8))) & 0xFF for i in range(f.size))
     return bytes(data)
+
+
+def _llama_with(key: str, value: object) -> Model:
+    model = llama_gqa()
+    model.kv[key] = value
+    return model
+
+
+def _write_with_shared_offset(path: Path) -> None:
+    """llama_gqa with its second tensor's data offset set to the first's: two tensors at one offset."""
+    model = llama_gqa()
+    write_model(model, path)
+    data = bytearray(path.read_bytes())
+    name, ne, _ = model.tensors[1]
+    raw = name.encode()
+    # its info: name length, name, n_dims, the dims, type, then the offset
+    at = data.index(struct.pack("<Q", len(raw)) + raw) + 8 + len(raw) + 4 + 8 * len(ne) + 4
+    data[at : at + 8] = struct.pack("<Q", 0)  # where the first tensor's data starts
+    path.write_bytes(bytes(data))
+
+
+# Real GGUF files llama.cpp refuses to load, each llama_gqa with one thing changed: a writer of each, by name.
+LLAMA_CPP_REFUSES: dict[str, Callable[[Path], object]] = {
+    # attn_k / attn_v are then [n_embd, 0] to llama.cpp, and the file's are not (create_tensor: wrong shape)
+    "zero-kv-heads": lambda p: write_model(_llama_with("llama.attention.head_count_kv", 0), p),
+    # llama_model_loader::get_key: "key ... has wrong type ... but expected type u32"
+    "context-as-string": lambda p: write_model(_llama_with("llama.context_length", "8192"), p),
+    "context-as-float32": lambda p: write_model(_llama_with("llama.context_length", 8192.0), p),
+    "context-as-int32": lambda p: write_model(_llama_with("llama.context_length", np.int32(8192)), p),
+    "heads-as-float-array": lambda p: write_model(_llama_with("llama.attention.head_count", [8.0] * 4), p),
+    # gguf_init_from_file: "tensor ... has offset ..., expected ..."
+    "shared-offset": _write_with_shared_offset,
+    # token_embd, attention and output are 256 wide; the metadata says 320 (create_tensor: wrong shape)
+    "contradicted-width": lambda p: write_model(_llama_with("llama.embedding_length", 320), p),
+}
 
 
 @dataclass(frozen=True)

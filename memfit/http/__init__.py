@@ -2,6 +2,8 @@
 
 state.py        puts the server state in the ASGI scope
 revision.py     stamps the API revision header on every response
+host.py         refuses a request whose Host does not name this server (421)
+proof.py        answers a challenged /health with the proof that this server holds the token
 routing.py      which operation a request is for (method and path): its path template, whether it needs the
                 token, takes a body
 metrics.py      counts every request and its latency by route template, method and status (memfit/metrics.py)
@@ -11,4 +13,5 @@ concurrency.py  limits the requests worked on at once (503 past it)
 json_depth.py   refuses a body the JSON parsers behind the validator would choke on (400)
 cancellation.py cancels the request's work when the client goes away or the server stops (499)
 validation.py   connexion's request-body validation, compiled
+log_redaction.py keeps query values other than the contract's out of the access log
 """

@@ -1,5 +1,6 @@
-"""Refuses, with a 400, a body the parsers behind the validator would break on: nesting past MAX_JSON_DEPTH
-(recursive parsers overflow on thousands of levels) or an integer longer than Python converts. Runs behind
+"""Refuses, with a 400, a request the parsers behind the validator would break on: a body nesting past
+MAX_JSON_DEPTH (recursive parsers overflow on thousands of levels), or an integer longer than Python converts in
+the body or the path (connexion converts an integer path parameter before anything validates it). Runs behind
 body.py, which hands over the whole body as one message.
 
 The depth is counted without parsing: the brackets outside strings, in one pass over the body. Only a body
@@ -27,10 +28,14 @@ _DIGITS_AS_ZERO = bytes(ord("0") if chr(i).isdigit() and i < 128 else ord(" ") f
 _NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
 _BRACES_AS_BRACKETS = bytes.maketrans(b"{}", b"[]")
 _RUNS = re.compile(rb"\[+|\]+")
+_DIGIT_RUNS = re.compile("[0-9]+")
 
 
 class JsonDepth(HttpMiddleware):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if any(len(run) > MAX_DIGITS for run in _DIGIT_RUNS.findall(scope["path"])):
+            await send_problem(send, 400, f"a number in the request path has more than {MAX_DIGITS} digits")
+            return
         message = await receive()
         body = message.get("body", b"")
         if body:

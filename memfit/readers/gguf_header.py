@@ -21,6 +21,7 @@ from memfit.readers.regular_files import open_regular
 GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_NAME = 64  # GGML_MAX_NAME: gguf_init refuses a tensor name of this many bytes or more
 # Numeric arrays up to this length are kept (per-layer hyperparameters); longer ones only counted.
 KEPT_ARRAY_LENGTH = 4096
 # Far beyond any real model (tokenizers hold < 300k strings, models < 100k tensors and < 1k keys), and low
@@ -29,7 +30,7 @@ MAX_STRINGS_IN_ARRAY = 1 << 22
 MAX_STRINGS_PER_FILE = 1 << 22
 MAX_TENSORS = 1 << 20
 MAX_KEYS = 1 << 16
-MAX_KEY_BYTES = 1 << 16  # keys and tensor names (gguf keys are at most 65535 bytes)
+MAX_KEY_BYTES = 1 << 16  # keys (gguf keys are at most 65535 bytes); tensor names are shorter (MAX_NAME)
 MAX_STRING_BYTES = 1 << 20  # a longer value (a vast chat template) is skipped, never held
 # All the header keeps (strings, short arrays, tensor infos), counting each item as at least 8 bytes. A real
 # header keeps well under 2 MiB (its long tokenizer arrays are only counted); this bounds a hostile one's
@@ -77,6 +78,13 @@ class SkippedString:
 Value = int | float | bool | str | tuple | SkippedArray | SkippedString
 
 
+class KeyType(NamedTuple):
+    """A key's GGUF value type, and its items' type when it is an array (what llama.cpp's getters check)."""
+
+    type: int
+    item: int | None = None
+
+
 class TensorInfo(NamedTuple):
     name: str
     shape: tuple[int, ...]  # ne[0], ne[1], ... as ggml orders them
@@ -92,6 +100,7 @@ class GGUFHeader:
     alignment: int
     data_offset: int
     file_size: int
+    key_types: dict[str, KeyType]
 
 
 SKIP_WINDOW = 1 << 23  # the most of a long string array read at once
@@ -227,6 +236,7 @@ class _Cursor:
         self.order = order
         self.strings_walked = 0
         self.kept = 0
+        self.item_type = 0  # the item type of the array read last
         self._u32 = struct.Struct(order + "I").unpack_from
         self._u64 = struct.Struct(order + "Q").unpack_from
 
@@ -308,7 +318,7 @@ class _Cursor:
             if 0 <= i and i + 8 <= len(buf) and pos + 8 <= end:
                 n = u64(buf, i)[0]
                 at = i + 8 + n  # n_dims
-                if n <= MAX_KEY_BYTES and at + 4 <= len(buf):
+                if n < MAX_NAME and at + 4 <= len(buf):
                     n_dims = u32(buf, at)[0]
                     stop = at + 16 + 8 * n_dims
                     if 1 <= n_dims <= MAX_DIMS and stop <= len(buf) and base + stop <= end:
@@ -324,12 +334,19 @@ class _Cursor:
                         self.pos = base + stop
                         continue
             append(self._tensor_info())
+        names: set[str] = set()
+        for t in infos:  # gguf_init refuses a duplicate tensor name
+            if t.name in names:
+                raise GGUFError(f"duplicate tensor name {t.name!r}")
+            names.add(t.name)
         return tuple(infos)
 
     def _tensor_info(self) -> TensorInfo:
         """One tensor info, value by value (across windows, or to say what is wrong with it)."""
         self.keep(TENSOR_INFO_BYTES)
         name = self.key()
+        if len(name.encode()) >= MAX_NAME:
+            raise GGUFError(f"tensor name {name[:MAX_NAME]!r}... is {MAX_NAME} bytes or longer")
         n_dims = self.u32()
         if not 1 <= n_dims <= MAX_DIMS:
             raise GGUFError(f"tensor {name!r} has {n_dims} dimensions")
@@ -355,7 +372,7 @@ class _Cursor:
         raise GGUFError(f"unknown value type {vtype}")
 
     def array(self) -> Value:
-        item_type = self.u32()
+        self.item_type = item_type = self.u32()
         count = self.u64()
         if item_type in _SCALAR_FORMATS:
             size = struct.calcsize(_SCALAR_FORMATS[item_type])
@@ -411,21 +428,27 @@ def _parse(source: _Source) -> GGUFHeader:
         raise GGUFError(f"{n_kv} keys and {n_tensors} tensors are not a model's")
 
     metadata: dict[str, Value] = {}
+    key_types: dict[str, KeyType] = {}
     for _ in range(n_kv):
         key = cur.key()
+        if not key:
+            raise GGUFError("a metadata key is empty")
         vtype = cur.u32()
         value = cur.value(vtype)
         if key in metadata:
             raise GGUFError(f"duplicate metadata key {key!r}")
         metadata[key] = value
+        key_types[key] = KeyType(vtype, cur.item_type if vtype == ARRAY else None)
 
     tensors = cur.tensor_infos(n_tensors)
 
     alignment = metadata.get(gguf.Keys.General.ALIGNMENT, gguf.GGUF_DEFAULT_ALIGNMENT)
+    if key_types.get(gguf.Keys.General.ALIGNMENT, KeyType(VT.UINT32)).type != VT.UINT32:  # gguf_init
+        raise GGUFError(f"{gguf.Keys.General.ALIGNMENT} is not a uint32")
     if not is_int(alignment) or alignment <= 0 or alignment & (alignment - 1):
         raise GGUFError(f"{gguf.Keys.General.ALIGNMENT} {alignment!r} is not a power of two")
     data_offset = round_up(cur.pos, alignment)
-    return GGUFHeader(version, metadata, tensors, alignment, data_offset, source.size)
+    return GGUFHeader(version, metadata, tensors, alignment, data_offset, source.size, key_types)
 
 
 def read_header(source: str | os.PathLike[str] | BinaryIO) -> GGUFHeader:

@@ -13,10 +13,10 @@ import logging
 import os
 import sqlite3
 import stat
-import threading
 import time
 
 from memfit.readers.gguf_header import SkippedArray, SkippedString
+from memfit.readers.sqlite_files import ConnectionPool, make_private, rewrite_header, without_waiting
 from memfit.readers.state_health import HEADERS, StateHealth, describe, is_damaged
 
 SCHEMA = (
@@ -74,7 +74,7 @@ class HeaderStore:
         self._total: int | None = None  # the stored bytes: exact when read, then this process's writes added
         self._unread = 0  # bytes this process wrote since it last read the exact total
         self.health = health if health is not None else StateHealth()
-        self._local = threading.local()
+        self._pool = ConnectionPool(self._connect)
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
             self._open_checked()
@@ -89,20 +89,21 @@ class HeaderStore:
                 self._failed(again)
 
     def _open_checked(self) -> None:
-        db = self._db()
-        db.execute(SCHEMA)
-        columns = {row[1] for row in db.execute("PRAGMA table_info(headers)")}
-        if "used" not in columns:  # a store an earlier memfit wrote: rows counted, not sized
-            db.execute("ALTER TABLE headers ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
-            db.execute("ALTER TABLE headers ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
-            db.execute("UPDATE headers SET bytes = length(summary)")
-        db.execute("CREATE INDEX IF NOT EXISTS headers_used ON headers (used)")
-        # Reads every leaf of the table (the index on `used` lacks `bytes`): a truncated file fails here.
-        self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+        make_private(self.path)
+        with self._pool.use() as db:
+            db.execute(SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(headers)")}
+            if "used" not in columns:  # a store an earlier memfit wrote: rows counted, not sized
+                db.execute("ALTER TABLE headers ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
+                db.execute("ALTER TABLE headers ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+                db.execute("UPDATE headers SET bytes = length(summary)")
+            db.execute("CREATE INDEX IF NOT EXISTS headers_used ON headers (used)")
+            # Reads every leaf of the table (the index on `used` lacks `bytes`): a truncated file fails here.
+            self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
 
     def _move_aside(self) -> None:
         """Rename the unreadable file (and its WAL) out of the way; the next connection makes a new one."""
-        self._close()
+        self.close()
         aside = f"{self.path}.broken-{time.strftime('%Y%m%dT%H%M%S')}"
         for suffix in ("", "-wal"):
             with contextlib.suppress(FileNotFoundError):
@@ -111,39 +112,39 @@ class HeaderStore:
             os.unlink(self.path + "-shm")
         log.warning("the header cache %s could not be read: moved it aside to %s and made a new one", self.path, aside)
 
-    def _close(self) -> None:
-        db = getattr(self._local, "db", None)
-        self._local.db = None
-        if db is not None:
-            db.close()
+    def close(self) -> None:
+        """Close the connections not in use."""
+        self._pool.close()
 
     def _failed(self, exc: BaseException) -> None:
-        self._close()  # the next try opens afresh
+        self.close()  # the next try opens afresh
         self.health.fault(
             HEADERS,
             f"the header cache {self.path} cannot be used ({describe(exc)}); headers are read from the files",
+            exc,
         )
 
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-            except BaseException:
-                db.close()
-                raise
-            self._local.db = db
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        except BaseException:
+            db.close()
+            raise
         return db
+
+    def connection(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection, for one use."""
+        return self._pool.use()
 
     def get(self, identity: str) -> str | None:
         if self.health.resting(HEADERS):
             return None
         try:
-            db = self._db()
-            row = db.execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
-            if row:
-                db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))
+            with self._pool.use() as db:
+                row = db.execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
+                if row:
+                    db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return None
@@ -154,7 +155,8 @@ class HeaderStore:
         if self.health.resting(HEADERS):
             return
         try:
-            self._db().execute("DELETE FROM headers WHERE identity = ?", (identity,))
+            with self._pool.use() as db:
+                db.execute("DELETE FROM headers WHERE identity = ?", (identity,))
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
 
@@ -164,17 +166,18 @@ class HeaderStore:
         if self.health.resting(HEADERS) or len(summary) > self.max_bytes:
             return
         try:
-            db = self._db()
-            if self._total is None or self._unread > self.max_bytes * RECOUNT_EVERY:
-                self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
-            db.execute(
-                "INSERT OR REPLACE INTO headers (identity, summary, bytes, used) VALUES (?, ?, ?, ?)",
-                (identity, summary, len(summary), time.time_ns()),
-            )
-            self._total += len(summary)
-            self._unread += len(summary)
-            if self._total > self.max_bytes:
-                self._evict(db)
+            with self._pool.use() as db:
+                if self._total is None or self._unread > self.max_bytes * RECOUNT_EVERY:
+                    self._total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+                    self._unread = 0
+                db.execute(
+                    "INSERT OR REPLACE INTO headers (identity, summary, bytes, used) VALUES (?, ?, ?, ?)",
+                    (identity, summary, len(summary), time.time_ns()),
+                )
+                self._total += len(summary)
+                self._unread += len(summary)
+                if self._total > self.max_bytes:
+                    self._evict(db)
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return
@@ -191,7 +194,20 @@ class HeaderStore:
         self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
 
     def stored_bytes(self) -> int:
-        return self._db().execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+        with self._pool.use() as db:
+            return db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
+
+    def probe(self) -> None:
+        """For GET /health after a lock made the store fail: one read and one write, without waiting for another
+        process's lock; the fault ends when both work."""
+        try:
+            with self._pool.use() as db, without_waiting(db):
+                db.execute("SELECT 1 FROM headers LIMIT 1").fetchone()
+                rewrite_header(db)
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
+            return
+        self.health.ok(HEADERS)
 
 
 def _not_a_file(path: str) -> bool:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from memfit.readers.sqlite_files import ConnectionPool, make_private, rewrite_header, without_waiting
 from memfit.readers.state_health import StateFileError, describe, fix_for
 
 SCHEMA = """
@@ -111,45 +112,45 @@ class ObservationRow:
 
 
 class HistoryDB:
-    """One connection per thread; every insert is its own transaction."""
+    """Connections from a pool (sqlite_files.ConnectionPool); every insert is its own transaction."""
 
     def __init__(self, path: str) -> None:
         """Opens and checks the database; StateFileError (naming the file and the fix) when it cannot be used."""
         self.path = path
-        self._local = threading.local()
         self._identity: tuple[int, int] | None = None  # the file opened at start-up
+        self._pool = ConnectionPool(self._connect)
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-            with self._connection() as db:
+            make_private(path)
+            with self._pool.use() as db:
                 check = db.execute("PRAGMA quick_check(1)").fetchone()[0]  # a truncated or damaged file fails here
                 if check != "ok":
                     raise sqlite3.DatabaseError(f"database disk image is malformed ({check})")
         except (sqlite3.Error, OSError) as exc:
-            self._close()
+            self.close()
             raise StateFileError(
                 path, f"cannot open the measurement history: {describe(exc)}", fix_for(exc, path)
             ) from exc
 
-    def _connection(self) -> sqlite3.Connection:
-        """This thread's connection to the file opened at start-up (never to another one at the path)."""
-        db = getattr(self._local, "db", None)
-        if db is None:
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection to the file opened at start-up (never to another one at the path)."""
+        if self._identity is None:
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        else:  # mode=rw: a deleted file is not made anew here
+            db = sqlite3.connect(
+                _uri(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=True, check_same_thread=False
+            )
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
             if self._identity is None:
-                db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            else:  # mode=rw: a deleted file is not made anew here
-                db = sqlite3.connect(_uri(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=True)
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                if self._identity is None:
-                    db.executescript(SCHEMA)
-                    self._identity = _identity(self.path)
-                elif not self.still_at_path():
-                    raise sqlite3.OperationalError(REPLACED)
-            except BaseException:
-                db.close()
-                raise
-            self._local.db = db
+                db.executescript(SCHEMA)
+                self._identity = _identity(self.path)
+            elif not self.still_at_path():
+                raise sqlite3.OperationalError(REPLACED)
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def still_at_path(self) -> bool:
@@ -159,15 +160,25 @@ class HistoryDB:
         except OSError:
             return False
 
-    def _close(self) -> None:
-        db = getattr(self._local, "db", None)
-        self._local.db = None
-        if db is not None:
-            db.close()
+    def close(self) -> None:
+        """Close the connections not in use."""
+        self._pool.close()
 
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection (a test counts the work done on it)."""
-        return self._connection()
+    def connection(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection, for one use (a test counts the work done on it; the next use of the pool gets it)."""
+        return self._pool.use()
+
+    @contextlib.contextmanager
+    def _request(self, verb: str) -> Iterator[sqlite3.Connection]:
+        """A connection to the file opened at start-up, for an operation a request asked for; StateFileError
+        ("cannot <verb> the measurement history: <why>") when the file cannot be used, deleted or replaced."""
+        try:
+            if not self.still_at_path():
+                raise sqlite3.OperationalError(REPLACED)
+            with self._pool.use() as db:
+                yield db
+        except (sqlite3.Error, OSError) as exc:
+            raise StateFileError(self.path, f"cannot {verb} the measurement history: {describe(exc)}") from exc
 
     def insert(self, row: ObservationRow) -> int:
         """Store one row and trim what is beyond the caps, in one transaction, and return its id once it is committed
@@ -177,10 +188,7 @@ class HistoryDB:
                 raise ValueError(f"{column} is longer than {limit} characters")
         values = [getattr(row, c) for c in COLUMNS]
         key = [getattr(row, c) for c in (*IDENTITY, *WORKLOAD)]
-        try:
-            db = self._connection()
-            if not self.still_at_path():
-                raise sqlite3.OperationalError(REPLACED)
+        with self._request("write") as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 cursor = db.execute(
@@ -204,57 +212,63 @@ class HistoryDB:
                 raise
             if not self.still_at_path():  # the row went to a file nobody will read: not acknowledged
                 raise sqlite3.OperationalError(REPLACED)
-        except (sqlite3.Error, OSError) as exc:
-            self._close()
-            raise StateFileError(self.path, f"cannot write the measurement history: {describe(exc)}") from exc
         if cursor.lastrowid is None:
             raise sqlite3.DatabaseError("the observation was stored without a row id")
         return cursor.lastrowid
 
     def latest(self, identity: tuple, workload: tuple) -> ObservationRow | None:
         """The newest row of this identity and workload that measured a workspace (one indexed lookup)."""
-        found = (
-            self._connection()
-            .execute(
+        with self._pool.use() as db:
+            found = db.execute(
                 f"{SELECT} INDEXED BY observations_by_key WHERE {KEY_WHERE} AND workspace_bytes IS NOT NULL"
                 " ORDER BY id DESC LIMIT 1",
                 [*identity, *workload],
-            )
-            .fetchone()
-        )
+            ).fetchone()
         return ObservationRow(*found) if found else None
 
     def any_for_model(self, model_id: str, workload: tuple) -> bool:
         """Whether any row records this model id under this workload, whatever its identity."""
         where = " AND ".join(f"{c} = ?" for c in ("model_id", *WORKLOAD))
         query = f"SELECT 1 FROM observations INDEXED BY observations_by_workload WHERE {where} LIMIT 1"
-        return self._connection().execute(query, [model_id, *workload]).fetchone() is not None
+        with self._pool.use() as db:
+            return db.execute(query, [model_id, *workload]).fetchone() is not None
 
     def newest(self, limit: int, model_id: str | None = None) -> list[ObservationRow]:
-        """Up to `limit` rows, newest first; only this model id's when given."""
-        db = self._connection()
-        if model_id is None:
-            rows = db.execute(f"{SELECT} ORDER BY id DESC LIMIT ?", [limit]).fetchall()
-        else:
-            rows = db.execute(
-                f"{SELECT} INDEXED BY observations_by_model_id WHERE model_id = ? ORDER BY id DESC LIMIT ?",
-                [model_id, limit],
-            ).fetchall()
+        """Up to `limit` rows, newest first; only this model id's when given. StateFileError when the file
+        cannot be read."""
+        with self._request("read") as db:
+            if model_id is None:
+                rows = db.execute(f"{SELECT} ORDER BY id DESC LIMIT ?", [limit]).fetchall()
+            else:
+                rows = db.execute(
+                    f"{SELECT} INDEXED BY observations_by_model_id WHERE model_id = ? ORDER BY id DESC LIMIT ?",
+                    [model_id, limit],
+                ).fetchall()
         return [ObservationRow(*row) for row in rows]
 
     def delete(self, observation_id: int) -> bool:
-        """Remove one row; False when no row has that id."""
-        return self._connection().execute("DELETE FROM observations WHERE id = ?", [observation_id]).rowcount == 1
+        """Remove one row; False when no row has that id, StateFileError when the file cannot be written."""
+        with self._request("write") as db:
+            return db.execute("DELETE FROM observations WHERE id = ?", [observation_id]).rowcount == 1
 
     def probe(self) -> None:
-        """One read of the file (raises when it cannot be read)."""
-        self._connection().execute("SELECT 1 FROM observations LIMIT 1").fetchone()
+        """One read of the file, without waiting for another process's lock (raises when it cannot be read)."""
+        with self._pool.use() as db, without_waiting(db):
+            db.execute("SELECT 1 FROM observations LIMIT 1").fetchone()
+
+    def probe_write(self) -> None:
+        """One write that changes nothing, without waiting for another process's lock; StateFileError when the
+        file cannot be written now."""
+        with self._request("write") as db, without_waiting(db):
+            rewrite_header(db)
 
     def count(self) -> int:
-        return int(self._connection().execute("SELECT COUNT(*) FROM observations").fetchone()[0])
+        with self._pool.use() as db:
+            return int(db.execute("SELECT COUNT(*) FROM observations").fetchone()[0])
 
     def all(self) -> list[ObservationRow]:
-        rows = self._connection().execute(f"{SELECT} ORDER BY id").fetchall()
+        with self._pool.use() as db:
+            rows = db.execute(f"{SELECT} ORDER BY id").fetchall()
         return [ObservationRow(*row) for row in rows]
 
 
@@ -265,3 +279,22 @@ def _identity(path: str) -> tuple[int, int]:
 
 def _uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
+
+
+class UnopenedHistoryDB(HistoryDB):
+    """A measurement history that could not be opened, in a process that serves without it (a `--workers` worker:
+    its supervisor opened the file, so it was damaged since). Every use raises why it could not be opened, so this
+    process is degraded as a server is when its history breaks under it: answers use the derived numbers, /health
+    says why and the fix, observations are refused with a 503, until memfit is restarted on a usable file."""
+
+    def __init__(self, error: StateFileError) -> None:  # not HistoryDB's: that is the open that failed
+        self.path = error.path
+        self.error = error
+        self._identity = None
+        self._pool = ConnectionPool(self._connect)
+
+    def _connect(self) -> sqlite3.Connection:
+        raise sqlite3.OperationalError(". ".join(part for part in (self.error.reason, self.error.fix) if part))
+
+    def still_at_path(self) -> bool:
+        return True  # no file was opened, so none was replaced: each use says why none was (_connect)
