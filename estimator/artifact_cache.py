@@ -19,6 +19,7 @@ from typing import BinaryIO, NamedTuple
 from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, padded, summarize
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.vocabulary import Limit
+from memfit.gguf_constants import GGUFType, Keys
 from memfit.readers.gguf_header import GGUFError, read_header
 from memfit.readers.header_store import HeaderStore, dumps, loads
 from memfit.readers.regular_files import open_regular
@@ -111,11 +112,12 @@ class ArtifactCache:
         assert not isinstance(cached, int)
         return cached
 
-    def tensor_bytes(self, path: str, identity: FileIdentity | None = None) -> int:
-        """The tensor bytes of one GGUF of any kind, each padded as llama.cpp allocates it (a LoRA adapter's,
-        loaded beside a model's weights); EvidenceError (artifactUnreadable) when it cannot be read."""
+    def tensor_bytes(self, path: str, identity: FileIdentity | None = None, kind: str | None = None) -> int:
+        """The tensor bytes of one GGUF, each padded as llama.cpp allocates it (a LoRA adapter's, loaded beside a
+        model's weights); EvidenceError (artifactUnreadable) when it cannot be read, or when `kind` is given and
+        its `general.type` is another (a model's weights named as an adapter)."""
         identity = identity or self.identity((path,))[0]
-        cached = self._cached(("tensors", identity), lambda: self._read_tensor_bytes(path, identity))
+        cached = self._cached(("tensors", identity, kind), lambda: self._read_tensor_bytes(path, identity, kind))
         assert isinstance(cached, int)
         return cached
 
@@ -181,9 +183,16 @@ class ArtifactCache:
             store.put(stored_key, dumps(summary.metadata, summary.tensors, head))
         return summary
 
-    def _read_tensor_bytes(self, path: str, identity: FileIdentity) -> int | Unreadable:
+    def _read_tensor_bytes(self, path: str, identity: FileIdentity, kind: str | None) -> int | Unreadable:
         try:
-            return sum(padded(nbytes) for _, nbytes, _ in self._summary(path, identity).tensors)
+            summary = self._summary(path, identity)
+            found = summary.metadata.get(Keys.General.TYPE, GGUFType.MODEL)  # llama.cpp's default
+            if kind is not None and found != kind:
+                return Unreadable(
+                    Limit.ARTIFACT_UNREADABLE,
+                    f"a GGUF of {Keys.General.TYPE} {found!r}, not {kind!r}: not loaded as one",
+                )
+            return sum(padded(nbytes) for _, nbytes, _ in summary.tensors)
         except GGUFError as exc:
             return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
         except EvidenceError as exc:

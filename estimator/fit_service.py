@@ -126,12 +126,14 @@ class FitService:
         self._listing: tuple[tuple[int, int], tuple[ModelEntry, ...]] | None = None
         self._listing_lock = threading.Lock()
         self.listings_built = 0  # work counted: how often the listing was derived
+        self._local_entries: dict[tuple, ModelEntry] = {}  # (artifact, file identities) -> its listing entry
         index.warm = self.warm
+        index.health = self.state  # a model root that cannot be listed shows in /health
 
     def warm(self, artifacts: Sequence[LocalArtifact]) -> None:
-        """Read the facts of every artifact and projector not yet cached (called by the index's thread after a
-        change), then build the listing, so that requests find both ready."""
-        self._reserve(artifacts)
+        """Read the facts of these artifacts and their projectors, where not yet cached (called by the index's
+        thread with what a change made new), then build the listing, so that requests find both ready."""
+        self._reserve(self.index.artifacts())
         for artifact in artifacts:
             for paths in (artifact.paths, (artifact.projector,) if artifact.projector else ()):
                 if paths:
@@ -254,15 +256,21 @@ class FitService:
             return entries
 
     def _derive_list(self) -> tuple[ModelEntry, ...]:
+        """The listing; a local artifact's entry is taken from the last listing while the index saw its files
+        unchanged, so a change costs what it changed (an unreadable one is always read again)."""
         artifacts = self.index.artifacts()
         self._reserve(artifacts)
         entries = []
+        known, self._local_entries = self._local_entries, {}
         for artifact in artifacts:
-            subject = local_subject(artifact, self.cache, self.cpu.family)
-            if not subject.is_model:
-                continue
-            entries.append(
-                ModelEntry(
+            seen = self.index.file_identities(artifact)
+            key = None if seen is None else (artifact, seen)
+            local = known.get(key) if key is not None else None
+            if local is None:
+                subject = local_subject(artifact, self.cache, self.cpu.family)
+                if not subject.is_model:
+                    continue
+                local = ModelEntry(
                     model_id=artifact.model_id,
                     source=ModelSource.LOCAL,
                     root=artifact.root,
@@ -274,7 +282,9 @@ class FitService:
                     has_projector=artifact.projector is not None,
                     unreadable=subject.unreadable or None,
                 )
-            )
+            if key is not None and local.unreadable is None:
+                self._local_entries[key] = local
+            entries.append(local)
         for entry, quant in self.catalog.ids():
             model_id = f"{entry.model_id}:{quant}"
             if self.index.get(model_id) is None:

@@ -1,12 +1,19 @@
 """The index of local model artifacts: built off the request path, refreshed when something under a root changes.
 
 The index's thread watches the roots with file system notifications (watchfiles: inotify on Linux, FSEvents on
-macOS), so an idle index does no work; it polls (every `poll_seconds`, a minute by default) only the roots on a
-network file system, or every root when notifications cannot be had. A root that does not exist yet is looked for
-once a second and watched when it appears."""
+macOS), so an idle index does no work; a notification's paths are rescanned alone (the region of the root they
+touched, model_roots.regions_of), never the whole root. It polls (every `poll_seconds`, a minute by default) only
+the roots on a network file system, or every root when notifications cannot be had. A root that does not exist
+yet is looked for once a second and watched when it appears; one replaced (renamed away, another folder made in
+its place) is watched anew.
+
+A root that cannot be listed (too many open files, an I/O error, the root gone or unreadable) keeps the
+artifacts last found there: it is reported (a warning, and `/health` degraded through `health`) and tried again
+every RETRY_SECONDS until it can be listed."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -15,12 +22,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memfit.quant_names import DEFAULT_QUANT
-from memfit.readers.model_roots import LocalArtifact, Root, RootKind, scan
+from memfit.readers.model_roots import LocalArtifact, Region, Root, RootKind, RootUnreadable, regions_of, scan_region
+from memfit.readers.state_health import StateHealth
 
 log = logging.getLogger("memfit.index")
 
 FALLBACK_POLL_SECONDS = 60.0  # where notifications are unavailable: a network file system, or no watcher
 ROOT_CHECK_SECONDS = 1.0  # how often a root that does not exist (yet) is looked for
+RETRY_SECONDS = 1.0  # how often a root whose listing failed is listed again
+GONE = frozenset({errno.ENOENT, errno.ENOTDIR})  # a root that is not there: nothing to keep unless it had models
 DEBOUNCE_MS = 1000  # changes still coming (a file being written) are taken in together for at most this long
 STEP_MS = 50  # a batch of changes is taken in once none came for this long
 # file systems whose changes made by other machines raise no local notification (Linux' /proc/mounts names)
@@ -69,18 +79,44 @@ def index_by_id(artifacts: Sequence[LocalArtifact]) -> dict[str, LocalArtifact]:
     return by_id
 
 
-def _file_identities(artifacts: Sequence[LocalArtifact]) -> tuple:
-    """The stat identity of every file the index serves (model files and projectors): a file replaced, grown or
+def _file_identities(artifact: LocalArtifact) -> tuple:
+    """The stat identity of each file of `artifact` (model files and projector): a file replaced, grown or
     touched in place (no directory changes) changes it."""
     seen = []
-    for artifact in artifacts:
-        for path in (*artifact.paths, artifact.projector or ""):
-            try:
-                st = os.stat(path) if path else None
-            except OSError:
-                st = None
-            seen.append(None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    for path in (*artifact.paths, artifact.projector or ""):
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        seen.append(None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return tuple(seen)
+
+
+def _root_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of a root folder: another folder made in its place has another."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _merged(regions: Sequence[Region]) -> list[Region]:
+    """The regions without repeats and without those another (recursive) one covers."""
+    unique = set(regions)
+    return sorted(
+        (
+            r
+            for r in unique
+            if not any(
+                o != r
+                and o.recursive
+                and (o.folder == r.folder or r.folder.startswith(o.folder.rstrip(os.sep) + os.sep))
+                for o in unique
+            )
+        ),
+        key=lambda r: (r.folder, r.recursive),
+    )
 
 
 def _mount_table(text: str) -> list[tuple[str, str]]:
@@ -116,23 +152,29 @@ class ModelIndex:
     `generation` moves whenever what the index serves changes: a rescan that found another set of artifacts, or
     (with `check_files`) a file of one replaced, grown or touched in place. Views derived from the index (the
     model listing) are rebuilt only when it moves; `wait_for` waits on it. `warm`, when set, is called with the
-    artifacts by the index's own thread after each change it saw (the facts are read there, off the request path).
+    artifacts new or changed by the index's own thread after each change it saw (the facts are read there, off the
+    request path). `health` is told of each root that cannot be listed, and when it can again.
 
-    After `start`, the index's thread refreshes when a notification says something under a root changed
-    (`mode` is "watch"); roots on a network file system are refreshed every `poll_seconds`, and so is every root
-    when the watcher cannot start (`mode` is "poll"). `walks` counts the passes over the roots' directories, so
-    tests and benchmarks can see that an idle index does none."""
+    After `start`, the index's thread rescans the regions a notification names (`mode` is "watch"); roots on a
+    network file system are refreshed every `poll_seconds`, and so is every root when the watcher cannot start
+    (`mode` is "poll"). `walks` counts the passes over the roots' directories, `scans` the full rescans and
+    `regions` the regions rescanned alone, so tests and benchmarks can see that an idle index does no work and a
+    change costs what it touched."""
 
     def __init__(self, roots: Sequence[Root], poll_seconds: float = FALLBACK_POLL_SECONDS) -> None:
         self.roots = tuple(Root(os.path.abspath(r.path), r.kind) for r in roots)  # a missing one may appear later
         self.poll_seconds = poll_seconds
         self.generation = 0
-        self.scans = 0  # rescans done (work counted, for tests and benchmarks)
+        self.scans = 0  # full rescans done (work counted, for tests and benchmarks)
+        self.regions = 0  # regions of a root rescanned alone, after a notification
         self.walks = 0  # passes over the directories under the roots (each refresh makes one)
         self.mode = "stopped"  # "watch" or "poll" while the thread runs
         self.warm: Callable[[tuple[LocalArtifact, ...]], None] | None = None
+        self.health = StateHealth()  # FitService gives its own, so that /health says what failed
+        self.failed: dict[str, str] = {}  # root path -> why its last listing failed (its last good one is kept)
         self._signature: tuple = ()
-        self._identities: tuple = ()
+        self._found: dict[str, tuple[LocalArtifact, ...]] = {}  # each root's artifacts, as last listed
+        self._identities: dict[LocalArtifact, tuple] = {}  # with `check_files`: each artifact's file identities
         self._by_id: dict[str, LocalArtifact] = {}
         self._ordered: tuple[LocalArtifact, ...] = ()
         self._lock = threading.Lock()
@@ -141,33 +183,139 @@ class ModelIndex:
         self._thread: threading.Thread | None = None
 
     def refresh(self, check_files: bool = False) -> bool:
-        """Rescan when anything under the roots changed; True when the index was rebuilt. With `check_files`, a
-        served file changed in place also moves `generation` (and returns True), without a rescan."""
+        """Rescan when anything under the roots changed (and retry each root whose listing failed); True when the
+        index was rebuilt. With `check_files`, a served file changed in place also moves `generation` (and returns
+        True), without a rescan."""
         with self._lock:
             signature = _directory_signature(self.roots)
             self.walks += 1
             self._changed.notify_all()  # waiters woken once the lock is free: what they wait for may hold now
-            if signature == self._signature:
-                if not check_files:
-                    return False
-                identities = _file_identities(self._ordered)
-                if identities == self._identities:
-                    return False
-                self._identities = identities
-                self.generation += 1
-                return True
-            ordered = []
-            for root in self.roots:
-                try:
-                    ordered.extend(sorted(scan(root), key=lambda a: a.model_id))
-                except Exception:  # noqa: BLE001 - a root that cannot be scanned must not stop the others
-                    log.exception("scanning %s failed", root.path)
-            self._by_id, self._ordered, self._signature = index_by_id(ordered), tuple(ordered), signature
-            self._identities = _file_identities(self._ordered) if check_files else ()
-            self.generation += 1
-            self.scans += 1
-            log.info("indexed %d local artifacts under %d roots", len(ordered), len(self.roots))
+            if signature != self._signature:
+                stale = self.roots
+            else:
+                stale = tuple(r for r in self.roots if r.path in self.failed)
+            rebuilt = signature != self._signature
+            for root in stale:
+                before, now = self._rescan(root, None)
+                rebuilt |= before != now
+            self._signature = signature
+            if stale:
+                self.scans += 1
+            if not rebuilt:
+                return bool(check_files and self._publish(self._ordered, check_files=True))
+            self._publish(self._listed(), check_files, always=True)
+            log.info("indexed %d local artifacts under %d roots", len(self._ordered), len(self.roots))
             return True
+
+    def apply(self, paths: Sequence[str], check_files: bool = True) -> tuple[LocalArtifact, ...]:
+        """Rescan the regions of the roots a change at each of `paths` touched (a root itself changed: all of it);
+        the artifacts new or changed since (with `check_files`, those whose files changed in place too)."""
+        with self._lock:
+            touched: dict[Root, list[Region] | None] = {}
+            for path in paths:
+                for root in self.roots:
+                    if path == root.path or root.path.startswith(path.rstrip(os.sep) + os.sep):
+                        touched[root] = None  # the root itself (or a folder above it) changed: all of it
+                    elif path.startswith(root.path.rstrip(os.sep) + os.sep) and touched.get(root, []) is not None:
+                        try:
+                            regions = regions_of(root, path)
+                        except RootUnreadable:  # what the path is cannot be told now: all of it (kept if that fails)
+                            regions = None
+                        touched[root] = None if regions is None else [*(touched.get(root) or []), *regions]
+            changed = False
+            fresh: list[LocalArtifact] = []
+            scanned: list[LocalArtifact] = []
+            dropped: set[LocalArtifact] = set()
+            for root, regions in touched.items():
+                if regions is None or regions:
+                    self.scans += regions is None
+                    before, now = self._rescan(root, None if regions is None else _merged(regions))
+                    seen = set(before)
+                    changed |= seen != set(now)  # the same artifacts found again in another order: no change
+                    fresh += [a for a in now if a not in seen]
+                    scanned += now
+                    dropped |= seen.difference(now)
+            if not changed and not check_files:
+                self._changed.notify_all()
+                return ()
+            listed = self._listed() if changed else self._ordered
+            moved = self._publish(listed, check_files, among=scanned, dropped=dropped, always=changed)
+            self._changed.notify_all()
+            return tuple(dict.fromkeys([*fresh, *moved]))
+
+    def _rescan(
+        self, root: Root, regions: list[Region] | None
+    ) -> tuple[tuple[LocalArtifact, ...], tuple[LocalArtifact, ...]]:
+        """List `regions` of `root` again (None: all of it), keeping what was found there when that fails: the
+        artifacts found there before and now (nothing when it failed)."""
+        old = self._found.get(root.path, ())
+        before: tuple[LocalArtifact, ...]
+        kept: tuple[LocalArtifact, ...]
+        try:
+            if regions is None:
+                before, kept, now = old, (), tuple(scan_region(root, Region(root.path, True)))
+            else:
+                held = [any(r.holds(a) for r in regions) for a in old]
+                before = tuple(a for a, h in zip(old, held, strict=True) if h)
+                kept = tuple(a for a, h in zip(old, held, strict=True) if not h)
+                now = tuple(dict.fromkeys(a for r in regions for a in scan_region(root, r)))
+                self.regions += len(regions)
+        except Exception as exc:  # noqa: BLE001 - a root that cannot be listed keeps its last listing
+            gone = isinstance(exc, RootUnreadable) and exc.errno in GONE
+            if gone and not old:  # a root that is not there (yet): nothing is missing
+                self._recovered(root)
+                return (), ()
+            if not isinstance(exc, OSError):
+                log.exception("scanning %s failed", root.path)
+            self.failed[root.path] = str(exc)
+            self.health.fault(
+                f"model root {root.path}",
+                f"the model root {root.path} cannot be listed ({exc}): its last listing ({len(old)} artifacts) is "
+                f"served, and it is listed again every {RETRY_SECONDS:g} s",
+            )
+            return (), ()
+        self._recovered(root)
+        self._found[root.path] = kept + now
+        return before, now
+
+    def _recovered(self, root: Root) -> None:
+        if self.failed.pop(root.path, None) is not None:
+            self.health.ok(f"model root {root.path}")
+
+    def _listed(self) -> tuple[LocalArtifact, ...]:
+        """Every root's artifacts: roots in order, each by id."""
+        return tuple(a for root in self.roots for a in sorted(self._found.get(root.path, ()), key=lambda a: a.model_id))
+
+    def _publish(
+        self,
+        ordered: tuple[LocalArtifact, ...],
+        check_files: bool,
+        among: Sequence[LocalArtifact] | None = None,
+        dropped: set[LocalArtifact] | frozenset[LocalArtifact] = frozenset(),
+        always: bool = False,
+    ) -> list[LocalArtifact]:
+        """Serve `ordered`, moving `generation` when `always` or (with `check_files`) when a file of one of them
+        (of those `among`, by default all; those `dropped` are served no more) changed in place; those whose files
+        changed. The identities of the files are taken whenever the served artifacts change, so that the next
+        check compares with them."""
+        moved = []
+        if check_files or always:
+            identities = {}
+            for artifact in ordered if among is None else among:
+                identities[artifact] = _file_identities(artifact)
+                if check_files and self._identities.get(artifact, identities[artifact]) != identities[artifact]:
+                    moved.append(artifact)
+            if among is None:
+                self._identities = identities
+            else:
+                for artifact in dropped:
+                    self._identities.pop(artifact, None)
+                self._identities.update(identities)
+        if always or moved:
+            if ordered != self._ordered:
+                self._by_id, self._ordered = index_by_id(ordered), ordered
+            self.generation += 1
+        return moved
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait until `predicate()` holds, trying it again after each refresh (so each time `generation` moves) and
@@ -180,6 +328,11 @@ class ModelIndex:
 
     def artifacts(self) -> tuple[LocalArtifact, ...]:
         return self._ordered
+
+    def file_identities(self, artifact: LocalArtifact) -> tuple | None:
+        """The identities of `artifact`'s files (and projector's) when the index last looked at them; None for
+        an artifact it does not serve."""
+        return self._identities.get(artifact)
 
     def start(self) -> None:
         """Index now, then keep the index fresh (and the facts of new files read) from a background thread."""
@@ -196,10 +349,11 @@ class ModelIndex:
             self._thread = None
         self.mode = "stopped"
 
-    def _warm(self) -> None:
+    def _warm(self, artifacts: tuple[LocalArtifact, ...] | None = None) -> None:
+        """Read the facts of `artifacts` (by default all)."""
         if self.warm is not None:
             try:
-                self.warm(self._ordered)
+                self.warm(self._ordered if artifacts is None else artifacts)
             except Exception:  # noqa: BLE001 - warming is an optimisation: requests read what it missed
                 log.exception("reading the headers of new files failed")
             with self._changed:
@@ -215,15 +369,26 @@ class ModelIndex:
         if changed:
             self._warm()
 
-    def _layout(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The roots to watch (existing, on a local file system) and those to poll (on a network one); the
-        others do not exist (yet)."""
+    def _changes(self, changes: set[tuple[int, str]]) -> None:
+        """Rescan what a batch of notifications touched, and read the facts of what changed."""
+        try:
+            changed = self.apply([path for _, path in changes])
+        except Exception:  # noqa: BLE001 - the index must keep refreshing whatever one batch met
+            log.exception("index update failed")
+            return
+        if changed:
+            self._warm(changed)
+
+    def _layout(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple]:
+        """The roots to watch (existing, on a local file system) and those to poll (on a network one), and the
+        identity of each folder (a root replaced by another folder must be watched anew); the others do not
+        exist (yet)."""
         watched: list[str] = []
         polled: list[str] = []
         for root in self.roots:
             if os.path.isdir(root.path):
                 (polled if network_filesystem(root.path) else watched).append(root.path)
-        return tuple(watched), tuple(polled)
+        return tuple(watched), tuple(polled), tuple(_root_identity(path) for path in (*watched, *polled))
 
     def _run(self) -> None:
         self._warm()
@@ -252,21 +417,24 @@ class ModelIndex:
                         notify.close()
             else:
                 self.mode = "poll"
-                if self._stop.wait(self.poll_seconds):
+                if self._stop.wait(min(self.poll_seconds, RETRY_SECONDS) if self.failed else self.poll_seconds):
                     break
                 self._update()
 
-    def _watch(self, notify: Any, layout: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
-        """Refresh on each batch of changes until the roots' layout changes (a root appeared, vanished or moved
-        to another file system) or the index stops; poll the roots on network file systems meanwhile."""
+    def _watch(self, notify: Any, layout: tuple[tuple[str, ...], tuple[str, ...], tuple]) -> None:
+        """Rescan what each batch of changes touched until the roots' layout changes (a root appeared, vanished,
+        was replaced or moved to another file system) or the index stops; poll the roots on network file systems
+        meanwhile, and list again those whose listing failed."""
         self._update()  # what changed before the watch began
-        watched, polled = layout
+        watched, polled, _ = layout
         missing = len(watched) + len(polled) < len(self.roots)
         last_poll = time.monotonic()
         while not self._stop.is_set():
             timeout = ROOT_CHECK_SECONDS if missing or polled else 0.0  # 0: no timeout, only changes wake it
             if polled:
                 timeout = min(timeout, self.poll_seconds)
+            if self.failed:
+                timeout = min(timeout or RETRY_SECONDS, RETRY_SECONDS)
             if notify is None:
                 result: Any = "stop" if self._stop.wait(timeout or None) else "timeout"
             else:
@@ -274,8 +442,8 @@ class ModelIndex:
             if result == "stop":
                 return
             if isinstance(result, set) and result:
-                self._update()
-            elif polled and time.monotonic() - last_poll >= self.poll_seconds:
+                self._changes(result)
+            if self.failed or (polled and time.monotonic() - last_poll >= self.poll_seconds):
                 last_poll = time.monotonic()
                 self._update()
             if (missing or isinstance(result, set)) and self._layout() != layout:

@@ -12,6 +12,7 @@ from memfit.estimator.bounds import Part
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Basis, Component, Limit
+from memfit.gguf_constants import GGUFType
 from memfit.readers.cpu_features import CpuFamily
 from memfit.readers.model_roots import LocalArtifact
 
@@ -74,7 +75,9 @@ def _adapters(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[int, str, 
     if not artifact.adapters:
         return 0, "", ()
     identity = cache.identity(artifact.adapters)
-    nbytes = sum(cache.tensor_bytes(path, i) for path, i in zip(artifact.adapters, identity, strict=True))
+    nbytes = sum(
+        cache.tensor_bytes(path, i, kind=GGUFType.ADAPTER) for path, i in zip(artifact.adapters, identity, strict=True)
+    )
     count = len(artifact.adapters)
     return nbytes, f"; with the {nbytes} tensor bytes of {count} LoRA adapter{'s' * (count > 1)} it loads", identity
 

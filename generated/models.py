@@ -411,12 +411,14 @@ class WireHealth(WireModel):
     True while a file of the state directory (the header cache, the measurement history) cannot be
     read or written: fits still answer, from the model files and the derived numbers, and observations may be
     refused (503). A request for /health tries a file another process's lock made fail again, so this
-    turns false within seconds of the lock being let go. Absent from servers before 1.3.0.
+    turns false within seconds of the lock being let go. Also true while a model root cannot be listed (too
+    many open files, an I/O error, the root gone): the models last found there stay listed, and it is listed
+    again every second. Absent from servers before 1.3.0.
 
     """
     reason: str | None = None
     """
-    Why it is degraded, naming the file; null when it is not.
+    Why it is degraded, naming the file or the model root; null when it is not.
     """
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -14,7 +15,7 @@ from memfit import wire
 from memfit.estimator.registry import ModelIndex
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import model_roots
-from memfit.readers.model_roots import Root, RootKind, quant_tag, usual_roots
+from memfit.readers.model_roots import Region, Root, RootKind, quant_tag, usual_roots
 from memfit.service_builder import build_service
 from tools.gguf_writers import Model, embeddings, llama_gqa, qwen3, write_model
 
@@ -207,8 +208,8 @@ def test_a_thousand_files_are_scanned_off_the_request_path(tmp_path: Path, monke
         (tmp_path / f"d{i % 20}").mkdir(exist_ok=True)
         (tmp_path / f"d{i % 20}" / f"model-{i}.gguf").write_bytes(b"GGUF")
     scans = []
-    real_scan = registry.scan
-    monkeypatch.setattr(registry, "scan", lambda root: scans.append(root) or real_scan(root))
+    real_scan = registry.scan_region
+    monkeypatch.setattr(registry, "scan_region", lambda root, region: scans.append(root) or real_scan(root, region))
     index = ModelIndex([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=0.05)
     index.start()
     try:
@@ -438,5 +439,133 @@ def test_a_root_on_a_network_file_system_is_polled_beside_the_watched_ones(
         write_model(qwen3(), local / "near.gguf")
         assert index.wait_for(lambda: index.get("far") is not None and index.get("near") is not None, timeout=30)
         assert index.mode == "watch"
+    finally:
+        index.stop()
+
+
+def test_a_listing_that_fails_keeps_the_last_one_says_so_and_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMFILE while the root is listed (as in a connection flood): the models stay listed, /health's reason names
+    the root, and once listing works again the index lists it again by itself (no further change under it)."""
+    root = tmp_path / "models"
+    root.mkdir()
+    write_model(qwen3(), root / "kept.gguf")
+    service = build_service([Root(str(root), RootKind.PLAIN)], poll_seconds=3600)
+    index = service.index
+    index.start()
+    real_scandir = os.scandir
+
+    def exhausted(path: object = ".") -> object:
+        raise OSError(errno.EMFILE, "Too many open files", os.fspath(path))  # type: ignore[arg-type]
+
+    try:
+        assert index.wait_for(lambda: index.mode == "watch" and index.get("kept") is not None, timeout=30)
+        monkeypatch.setattr(os, "scandir", exhausted)
+        write_model(qwen3(), root / "added.gguf")  # its notification's rescan meets the fault, and so does this
+        index.refresh()
+        assert index.get("kept") is not None and index.get("added") is None
+        assert str(root) in index.failed and str(root) in (service.state.reason or "")  # what /health says
+        monkeypatch.setattr(os, "scandir", real_scandir)
+        assert index.wait_for(lambda: index.get("added") is not None and not index.failed, timeout=30)
+        assert index.get("kept") is not None and service.state.reason is None
+    finally:
+        monkeypatch.setattr(os, "scandir", real_scandir)
+        index.stop()
+
+
+def test_a_root_that_vanishes_keeps_its_listing_until_it_can_be_listed(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    root.mkdir()
+    write_model(qwen3(), root / "kept.gguf")
+    index = ModelIndex([Root(str(root), RootKind.PLAIN)])
+    index.refresh()
+    os.rename(root, tmp_path / "elsewhere")
+    index.refresh()
+    assert index.get("kept") is not None and str(root) in index.failed
+    root.mkdir()
+    write_model(qwen3(), root / "new.gguf")
+    index.refresh()
+    assert [a.model_id for a in index.artifacts()] == ["new"] and not index.failed
+
+
+def test_a_root_renamed_away_and_replaced_is_watched_again(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    root.mkdir()
+    write_model(qwen3(), root / "first.gguf")
+    index = ModelIndex([Root(str(root), RootKind.PLAIN)], poll_seconds=3600)  # no poll could find them
+    index.start()
+    try:
+        assert index.wait_for(lambda: index.mode == "watch" and index.get("first") is not None, timeout=30)
+        os.rename(root, tmp_path / "models.old")
+        root.mkdir()
+        write_model(qwen3(), root / "second.gguf")
+        assert index.wait_for(lambda: index.get("second") is not None, timeout=30)
+        write_model(qwen3(), root / "third.gguf")  # nothing else changes: only a watch of the new folder sees it
+        assert index.wait_for(lambda: index.get("third") is not None, timeout=30)
+        assert {a.model_id for a in index.artifacts()} == {"second", "third"}
+    finally:
+        index.stop()
+
+
+def test_a_change_under_a_large_root_rescans_and_reads_only_what_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memfit.estimator import registry
+
+    template = tmp_path / "template.gguf"
+    write_model(qwen3(), template)
+    root = tmp_path / "models"
+    for i in range(300):
+        (root / f"org{i % 30}").mkdir(parents=True, exist_ok=True)
+        (root / f"org{i % 30}" / f"model-{i}.gguf").write_bytes(template.read_bytes())
+    service = build_service([Root(str(root), RootKind.PLAIN)], poll_seconds=3600)
+    index = service.index
+    scanned: list[Region] = []
+    real_scan = registry.scan_region
+    monkeypatch.setattr(registry, "scan_region", lambda r, region: scanned.append(region) or real_scan(r, region))
+    index.start()
+    try:
+        assert index.wait_for(lambda: index.mode == "watch" and service.cache.reads == 300, timeout=60)
+        scans, reads = index.scans, service.cache.reads
+        scanned.clear()
+        write_model(llama_gqa(), root / "org7" / "churn.gguf")
+        assert index.wait_for(lambda: index.get("org7/churn") is not None and service.cache.reads > reads, 30)
+        assert "org7/churn" in {m.model_id for m in wire.model_list(service).models}
+        os.remove(root / "org7" / "churn.gguf")
+        assert index.wait_for(lambda: index.get("org7/churn") is None, timeout=30)
+        assert len(index.artifacts()) == 300 and index.scans == scans  # no full rescan
+        assert service.cache.reads == reads + 1  # the new file's header only
+        assert scanned and all(Path(r.folder).is_relative_to(root / "org7") for r in scanned)  # its folder alone
+    finally:
+        index.stop()
+
+
+@pytest.mark.parametrize("kind", [RootKind.HF_CACHE, RootKind.LLAMA_CACHE, RootKind.LM_STUDIO])
+def test_a_model_added_under_a_watched_root_of_each_kind_is_found_by_its_region(tmp_path: Path, kind: RootKind) -> None:
+    root = tmp_path / "root"
+    _blob(root, "acme/First-GGUF", qwen3(), "First-Q4_K_M.gguf")
+    (root / "pub" / "First-GGUF").mkdir(parents=True)
+    write_model(qwen3(), root / "pub" / "First-GGUF" / "First-Q8_0.gguf")
+    index = ModelIndex([Root(str(root), kind)], poll_seconds=3600)
+    index.start()
+    try:
+        assert index.wait_for(lambda: index.mode == "watch" and index.walks >= 2, timeout=30)
+        scans, listed = index.scans, len(index.artifacts())
+        if kind is RootKind.LM_STUDIO:
+            (root / "pub" / "Second-GGUF").mkdir()
+            write_model(qwen3(), root / "pub" / "Second-GGUF" / "Second-Q8_0.gguf")
+            expected = "pub/Second-GGUF:Q8_0"
+        elif kind is RootKind.LLAMA_CACHE:
+            write_model(qwen3(), root / "bart_Old-GGUF_Old-Q5_K_M.gguf")  # the flat files older versions wrote
+            (root / "manifest=bart=Old-GGUF=Q5_K_M.json").write_text(
+                json.dumps({"ggufFile": {"rfilename": "Old-Q5_K_M.gguf"}})
+            )
+            expected = "bart/Old-GGUF:Q5_K_M"
+        else:
+            _blob(root, "acme/Second-GGUF", qwen3(), "Second-Q4_K_M.gguf")
+            expected = "acme/Second-GGUF:Q4_K_M"
+        assert index.wait_for(lambda: index.get(expected) is not None, timeout=30)
+        assert len(index.artifacts()) == listed + 1 and index.scans == scans  # found by its region alone
     finally:
         index.stop()

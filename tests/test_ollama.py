@@ -204,3 +204,51 @@ def test_usual_roots_include_ollama(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert [r.path for r in moved] == [str(tmp_path / "elsewhere"), str(tmp_path / "system")]
     same = usual_roots({**home, "OLLAMA_MODELS": str(tmp_path / "system")})
     assert [r.path for r in same] == [str(tmp_path / "system")]  # the service's store, once
+
+
+def test_a_blob_named_by_many_layers_is_counted_once_and_never_as_its_own_adapter(tmp_path: Path) -> None:
+    store = tmp_path / "models"
+    llama, adapter = blob(store, llama_gqa()), blob(store, lora())
+    manifest(store, "registry.ollama.ai/library/plain/1b", [(MODEL, llama)])
+    manifest(store, "registry.ollama.ai/library/self/1b", [(MODEL, llama), *[(ADAPTER, llama)] * 1000])
+    manifest(store, "registry.ollama.ai/library/many/1b", [(MODEL, llama), *[(ADAPTER, adapter)] * 1000])
+    manifest(store, "registry.ollama.ai/library/selfproj/1b", [(MODEL, llama), (PROJECTOR, llama)])
+    service = build_service([Root(str(store), RootKind.OLLAMA)])
+    service.index.refresh()
+    assert service.index.get("self:1b").adapters == () and service.index.get("selfproj:1b").projector is None
+    assert len(service.index.get("many:1b").adapters) == 1
+    names = ("plain:1b", "self:1b", "many:1b", "selfproj:1b")
+    results = wire.fit_batch(service, [WireFitVerdictRequest(model_id=m) for m in names]).results
+    weights = [next(p for p in r.estimate.parts if p.component == "weights") for r in results]
+    plain, own, many, own_projector = weights
+    assert own.bytes == plain.bytes == own_projector.bytes and plain.basis == "measuredArtifact"
+    assert many.bytes == plain.bytes + lora_bytes() and "1 LoRA adapter" in many.note
+
+
+def test_an_adapter_layer_that_is_not_an_adapter_is_not_counted_as_one(tmp_path: Path) -> None:
+    store = tmp_path / "models"
+    llama, qwen = blob(store, llama_gqa()), blob(store, qwen3())
+    manifest(store, "registry.ollama.ai/library/odd/1b", [(MODEL, llama), (ADAPTER, qwen)])  # a model's weights
+    service = build_service([Root(str(store), RootKind.OLLAMA)])
+    service.index.refresh()
+    result = wire.fit_one(service, WireFitVerdictRequest(model_id="odd:1b"))
+    weights = next(p for p in result.estimate.parts if p.component == "weights")
+    assert weights.basis == "unknown" and "general.type 'model'" in weights.note
+    assert "artifactUnreadable" in result.limits and result.estimate.upper_bound_bytes is None
+
+
+def test_a_manifest_past_the_cap_of_distinct_adapters_is_refused(tmp_path: Path) -> None:
+    store = tmp_path / "models"
+    llama = blob(store, llama_gqa())
+    adapters = []
+    for i in range(model_roots.MAX_COMPANIONS + 1):  # distinct blobs: each adapter its own alpha
+        m = lora()
+        m.kv["adapter.lora.alpha"] = float(i + 1)
+        adapters.append(blob(store, m))
+    layers = [(MODEL, llama), *((ADAPTER, d) for d in adapters)]
+    manifest(store, "registry.ollama.ai/library/capped/1b", layers[:-1])
+    manifest(store, "registry.ollama.ai/library/past/1b", layers)
+    index = ModelIndex([Root(str(store), RootKind.OLLAMA)])
+    index.refresh()
+    assert len(index.get("capped:1b").adapters) == model_roots.MAX_COMPANIONS
+    assert index.get("past:1b") is None

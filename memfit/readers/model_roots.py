@@ -11,15 +11,23 @@ Five kinds of root:
   manifest's own digest, its projector and LoRA adapters with it.
 A split model (`name-00001-of-00003.gguf`) is one artifact of all its parts. Symlinks are followed only when
 their target lies inside the same root.
+
+A root is scanned whole (`scan`) or in the region a change touched (`regions_of`, `scan_region`): a folder, with
+or without its subfolders, whose artifacts depend on nothing outside it. A fault of the system met while listing
+or stat-ing (too many open files, an I/O error, the root itself gone or unreadable) raises RootUnreadable, so
+that the index keeps what it last found there instead of an empty or partial listing; an entry that vanished
+meanwhile or a subfolder this user may not read is the tree as it is, and only leaves that entry out.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +52,11 @@ OLLAMA_REGISTRY = "registry.ollama.ai"  # its `library` namespace is left out of
 OLLAMA_SYSTEM_MODELS = "/usr/share/ollama/.ollama/models"  # where Ollama's Linux service keeps its store
 DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 MAX_MANIFEST_BYTES = 1 << 20  # Ollama's manifests are a few hundred bytes
+MAX_COMPANIONS = 8  # distinct projector (or adapter) blobs one Ollama manifest may name; more refuse it
+BLOB_NAME = re.compile(r"^sha256-[0-9a-f]{64}$")  # the blobs a manifest can name (not `...-partial` downloads)
+# errors that are the tree as it is (an entry gone meanwhile, a subfolder this user may not read, a link loop),
+# as opposed to faults of the system (EMFILE, ENFILE, EIO, ENOMEM, ...) that say nothing about the files
+TREE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENAMETOOLONG})
 
 
 class RootKind(StrEnum):
@@ -71,6 +84,50 @@ class LocalArtifact:
     adapters: tuple[str, ...] = ()  # LoRA adapters loaded with the model (Ollama's adapter layers)
 
 
+@dataclass(frozen=True)
+class Region:
+    """A part of a root scanned on its own: the artifacts found in `folder` (and, when `recursive`, under it)."""
+
+    folder: str
+    recursive: bool
+
+    def holds(self, artifact: LocalArtifact) -> bool:
+        """Whether `artifact` was found in this region (by its first file's folder)."""
+        folder = os.path.dirname(artifact.paths[0])
+        return folder == self.folder or (self.recursive and folder.startswith(self.folder.rstrip(os.sep) + os.sep))
+
+
+class RootUnreadable(OSError):
+    """A root (or a region of it) could not be listed: what was found there before still holds."""
+
+
+def _check(exc: OSError, root: str) -> None:
+    """Raise RootUnreadable for a fault of the system, or for any error on the root itself; return for an
+    error that is the tree's state (the caller leaves that entry out)."""
+    if isinstance(exc, RootUnreadable):
+        raise exc
+    if exc.filename == root or (exc.errno is not None and exc.errno not in TREE_ERRNOS):
+        raise RootUnreadable(exc.errno, f"{exc.filename or root}: {exc.strerror or exc}") from exc
+
+
+def _is(path: str, root: str, kind: Callable[[int], bool]) -> bool:
+    """Whether `path` (symlinks followed) exists and its mode is of `kind` (stat.S_ISREG, stat.S_ISDIR)."""
+    try:
+        return kind(os.stat(path).st_mode)
+    except OSError as exc:
+        _check(exc, root)
+        return False
+
+
+def _listdir(path: str, root: str) -> list[str]:
+    """The names in the folder `path`; [] for a folder gone or unreadable (RootUnreadable for a fault)."""
+    try:
+        return os.listdir(path)
+    except OSError as exc:
+        _check(exc, root)
+        return []
+
+
 def inside(root: str, path: str) -> bool:
     """True when `path`, with every symlink resolved, lies under `root` (itself resolved)."""
     real_root = os.path.realpath(root)
@@ -87,20 +144,21 @@ def _printable(name: str) -> bool:
     return name.isprintable()
 
 
-def gguf_files(root: str, directory: str | None = None) -> list[str]:
-    """Every `.gguf` file under `directory` (default `root`) whose real location is inside `root`, sorted.
-    A symlink, to a file or to a directory on the way, counts only when it resolves inside the root."""
+def gguf_files(root: str, directory: str | None = None, recursive: bool = True) -> list[str]:
+    """Every `.gguf` file in `directory` (default `root`), and under it when `recursive`, whose real location is
+    inside `root`, sorted. A symlink, to a file or to a directory on the way, counts only when it resolves
+    inside the root."""
     found: list[str] = []
     if not inside(root, directory or root):
         log.warning("skipped %r: it resolves outside its model root", directory)
         return found
-    for current, dirs, files in os.walk(directory or root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if _printable(d))  # a folder's name may become part of an id
+    for current, dirs, files in os.walk(directory or root, onerror=lambda exc: _check(exc, root), followlinks=False):
+        dirs[:] = sorted(d for d in dirs if _printable(d)) if recursive else []  # a folder's name may be in an id
         for name in sorted(files):
             path = os.path.join(current, name)
             if not name.lower().endswith(".gguf") or not _printable(name) or not inside(root, path):
                 continue
-            if os.path.isfile(path):
+            if _is(path, root, stat.S_ISREG):
                 found.append(path)
             if len(found) >= MAX_FILES_PER_ROOT:
                 return found
@@ -143,10 +201,16 @@ def choose_projector(candidates: list[str], quant: str) -> str | None:
 
 
 def _artifacts(
-    root: str, directory: str, name_of: Callable[[str, tuple[str, ...]], str], kind: RootKind, revision: str = ""
+    root: str,
+    directory: str,
+    name_of: Callable[[str, tuple[str, ...]], str],
+    kind: RootKind,
+    revision: str = "",
+    recursive: bool = True,
 ) -> list[LocalArtifact]:
-    """Artifacts under `directory`, each named by `name_of(stem, paths)`; projectors are found beside them."""
-    files = gguf_files(root, directory)
+    """Artifacts in `directory` (and under it when `recursive`), each named by `name_of(stem, paths)`;
+    projectors are found beside them, else (but in a plain root) anywhere in `directory`."""
+    files = gguf_files(root, directory, recursive)
     projectors = [p for p in files if PROJECTOR.match(os.path.basename(p))]
     models = [p for p in files if not PROJECTOR.match(os.path.basename(p))]
     by_folder: dict[str, list[str]] = {}  # projectors by folder: each model's lookup is one dict access
@@ -170,49 +234,81 @@ def _tagged(repo: str, paths: tuple[str, ...]) -> str:
     return f"{repo}:{tag}" if tag else f"{repo}/{Path(paths[0]).stem}"
 
 
-def scan_plain(root: str) -> list[LocalArtifact]:
-    return _artifacts(root, root, lambda stem, _: os.path.relpath(stem, root).replace(os.sep, "/"), RootKind.PLAIN)
+def _parts(root: str, path: str) -> tuple[str, ...]:
+    """The names from `root` down to `path` (() for the root itself)."""
+    return () if path == root else Path(os.path.relpath(path, root)).parts
 
 
-def _current_commit(repo_dir: str) -> str:
+def _subfolders(folder: str, root: str) -> list[str]:
+    """The folders in `folder` (not symlinks to folders: those are not walked), sorted."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(e.path for e in entries if _printable(e.name) and e.is_dir(follow_symlinks=False))
+    except OSError as exc:
+        _check(exc, root)
+        return []
+
+
+def _folder_regions(root: str, path: str) -> list[Region]:
+    """The regions a change at `path` touches where every folder is scanned on its own: the folder holding it,
+    and everything under it when it is (or was) a folder; none for a file that is not a GGUF."""
+    if _is(path, root, stat.S_ISREG):
+        return [Region(os.path.dirname(path), False)] if path.lower().endswith(".gguf") else []
+    return [Region(os.path.dirname(path), False), Region(path, True)]
+
+
+def scan_plain(root: str, region: Region) -> list[LocalArtifact]:
+    return _artifacts(
+        root,
+        region.folder,
+        lambda stem, _: os.path.relpath(stem, root).replace(os.sep, "/"),
+        RootKind.PLAIN,
+        recursive=region.recursive,
+    )
+
+
+def _current_commit(root: str, repo_dir: str) -> str:
     """The commit refs/main names (else any ref), as llama.cpp's hf-cache picks it."""
     refs = os.path.join(repo_dir, "refs")
-    try:
-        names = sorted(os.listdir(refs), key=lambda n: n != "main")
-    except OSError:
-        return ""
-    for name in names:
+    for name in sorted(_listdir(refs, root), key=lambda n: n != "main"):
         try:
             commit = read_start(os.path.join(refs, name), 64).strip().decode("ascii", "replace")
-        except OSError:
+        except OSError as exc:
+            _check(exc, root)
             continue
         if COMMIT.match(commit):
             return commit
     return ""
 
 
-def scan_hf_cache(root: str) -> list[LocalArtifact]:
-    """`models--org--repo/snapshots/<commit>/`: the commit refs/main names (else the newest snapshot)."""
+def scan_hf_cache(root: str, region: Region) -> list[LocalArtifact]:
+    """`models--org--repo/snapshots/<commit>/`: the commit refs/main names (else the newest snapshot). A region is
+    the whole cache or one repository's folder."""
+    if region.folder != root:
+        return _hf_repo(root, os.path.basename(region.folder))
     found: list[LocalArtifact] = []
-    try:
-        repos = sorted(n for n in os.listdir(root) if n.startswith("models--"))
-    except OSError:
-        return found
-    for folder in repos:
-        try:
-            found += _repo_artifacts(root, folder)
-        except (OSError, ValueError) as exc:  # one odd repository never hides the others
-            log.warning("skipped %s: %s", folder, exc)
+    for folder in sorted(n for n in _listdir(root, root) if n.startswith("models--")):
+        found += _hf_repo(root, folder)
     return found
+
+
+def _hf_repo(root: str, folder: str) -> list[LocalArtifact]:
+    try:
+        return _repo_artifacts(root, folder)
+    except (OSError, ValueError) as exc:  # one odd repository never hides the others
+        if isinstance(exc, OSError):
+            _check(exc, root)  # a fault of the system is the whole scan's
+        log.warning("skipped %s: %s", folder, exc)
+        return []
 
 
 def _repo_artifacts(root: str, folder: str) -> list[LocalArtifact]:
     repo = folder[len("models--") :].replace("--", "/")
     snapshots = os.path.join(root, folder, "snapshots")
-    if not os.path.isdir(snapshots) or not _printable(folder):
+    if not _printable(folder) or not _is(snapshots, root, stat.S_ISDIR):
         return []
-    commit = _current_commit(os.path.join(root, folder))
-    if not os.path.isdir(os.path.join(snapshots, commit or "\0")):
+    commit = _current_commit(root, os.path.join(root, folder))
+    if not commit or not _is(os.path.join(snapshots, commit), root, stat.S_ISDIR):
         existing = [c for c in os.listdir(snapshots) if COMMIT.match(c) and os.path.isdir(os.path.join(snapshots, c))]
         commit = max(existing, key=lambda c: os.stat(os.path.join(snapshots, c)).st_mtime_ns, default="")
     if not commit:
@@ -222,10 +318,16 @@ def _repo_artifacts(root: str, folder: str) -> list[LocalArtifact]:
     )
 
 
+def _hub_regions(root: str, path: str) -> list[Region]:
+    """A change inside a hub cache's `models--org--repo` folder touches that repository only."""
+    parts = _parts(root, path)
+    return [Region(os.path.join(root, parts[0]), True)] if parts and parts[0].startswith("models--") else []
+
+
 def _legacy_manifests(root: str) -> dict[str, str]:
     """File name -> repo, from the `manifest=org=repo=tag.json` files older llama.cpp wrote beside downloads."""
     repos = {}
-    for name in sorted(os.listdir(root)):
+    for name in sorted(_listdir(root, root)):
         if not (name.startswith("manifest=") and name.endswith(".json")):
             continue
         parts = name[len("manifest=") : -len(".json")].split("=")
@@ -234,7 +336,9 @@ def _legacy_manifests(root: str) -> dict[str, str]:
         repo = f"{parts[0]}/{parts[1]}"
         try:
             manifest = json.loads(read_start(os.path.join(root, name), 1 << 20).decode("utf-8"))
-        except (OSError, ValueError, RecursionError):  # unreadable, not JSON, or nested past any manifest
+        except (OSError, ValueError, RecursionError) as exc:  # unreadable, not JSON, or nested past any manifest
+            if isinstance(exc, OSError):
+                _check(exc, root)
             continue
         for key in ("ggufFile", "mmprojFile"):
             entry = manifest.get(key) if isinstance(manifest, dict) else None
@@ -243,34 +347,49 @@ def _legacy_manifests(root: str) -> dict[str, str]:
     return repos
 
 
-def scan_llama_cache(root: str) -> list[LocalArtifact]:
-    """llama.cpp's cache: the hub layout newer versions use, and the flat files older versions wrote."""
-    found = scan_hf_cache(root)
-    try:
-        repos = _legacy_manifests(root)
-    except OSError:
-        return found
+def scan_llama_cache(root: str, region: Region) -> list[LocalArtifact]:
+    """llama.cpp's cache: the hub layout newer versions use, and the flat files older versions wrote in the root
+    itself (the region of the root's own folder)."""
+    if region.folder != root:
+        return scan_hf_cache(root, region)
+    found = scan_hf_cache(root, region) if region.recursive else []
+    repos = _legacy_manifests(root)
 
     def name_of(stem: str, paths: tuple[str, ...]) -> str:
         repo = repos.get(os.path.basename(paths[0]))
         return _tagged(repo, paths) if repo else Path(stem).name
 
-    flat = [
-        a
-        for a in _artifacts(root, root, name_of, RootKind.LLAMA_CACHE)
-        if os.path.dirname(a.paths[0]) == root.rstrip(os.sep)
-    ]
-    return found + flat
+    return found + _artifacts(root, root, name_of, RootKind.LLAMA_CACHE, recursive=False)
 
 
-def scan_lm_studio(root: str) -> list[LocalArtifact]:
-    """`publisher/repo/file.gguf`: ids `publisher/repo:QUANT`."""
+def _llama_cache_regions(root: str, path: str) -> list[Region]:
+    """A repository's folder, or the flat files and manifests in the root itself."""
+    parts = _parts(root, path)
+    return _hub_regions(root, path) or ([Region(root, False)] if len(parts) == 1 else [])
+
+
+def scan_lm_studio(root: str, region: Region) -> list[LocalArtifact]:
+    """`publisher/repo/file.gguf`: ids `publisher/repo:QUANT`. A repository's folder is scanned whole (its
+    projector may sit in any folder of it); loose files above the repositories folder by folder."""
 
     def name_of(stem: str, paths: tuple[str, ...]) -> str:
         parts = Path(os.path.relpath(paths[0], root)).parts
         return _tagged("/".join(parts[:2]), paths) if len(parts) >= 3 else os.path.relpath(stem, root)
 
-    return _artifacts(root, root, name_of, RootKind.LM_STUDIO)
+    if len(_parts(root, region.folder)) >= 2:
+        return _artifacts(root, region.folder, name_of, RootKind.LM_STUDIO)
+    found = _artifacts(root, region.folder, name_of, RootKind.LM_STUDIO, recursive=False)
+    if region.recursive:
+        for folder in _subfolders(region.folder, root):
+            found += scan_lm_studio(root, Region(folder, True))
+    return found
+
+
+def _lm_studio_regions(root: str, path: str) -> list[Region]:
+    parts = _parts(root, path)
+    if len(parts) >= 3:  # inside a repository's folder: that repository
+        return [Region(os.path.join(root, *parts[:2]), True)]
+    return _folder_regions(root, path)
 
 
 def ollama_id(registry: str, namespace: str, model: str, tag: str) -> str:
@@ -284,38 +403,39 @@ def ollama_id(registry: str, namespace: str, model: str, tag: str) -> str:
 def _manifest_files(root: str, manifests: str) -> list[str]:
     """The files exactly four levels under `manifests` (registry, namespace, model, tag) inside the root."""
     found: list[str] = []
-    if not os.path.isdir(manifests) or not inside(root, manifests):
+    if not _is(manifests, root, stat.S_ISDIR) or not inside(root, manifests):
         return found
-    for current, dirs, files in os.walk(manifests, followlinks=False):
+    for current, dirs, files in os.walk(manifests, onerror=lambda exc: _check(exc, root), followlinks=False):
         depth = len(Path(os.path.relpath(current, manifests)).parts) if current != manifests else 0
         dirs[:] = sorted(d for d in dirs if _printable(d)) if depth < 3 else []
         if depth != 3:
             continue
         for name in sorted(files):
             path = os.path.join(current, name)
-            if _printable(name) and inside(root, path) and os.path.isfile(path):
+            if _printable(name) and inside(root, path) and _is(path, root, stat.S_ISREG):
                 found.append(path)
             if len(found) >= MAX_FILES_PER_ROOT:
                 return found
     return found
 
 
-def _ollama_blob(root: str, blobs: str, digest: object) -> str:
+def _ollama_blob(root: str, blobs: str, digest: str) -> str:
     """The blob a layer's digest names, only inside the store's blobs/ directory; ValueError otherwise."""
-    match = DIGEST.match(digest) if isinstance(digest, str) else None
+    match = DIGEST.match(digest)
     if match is None:
-        raise ValueError(f"a layer's digest {str(digest)[:80]!r} is not sha256:<64 hex digits>")
+        raise ValueError(f"a layer's digest {digest[:80]!r} is not sha256:<64 hex digits>")
     path = os.path.join(blobs, f"sha256-{match[1]}")
     if not (inside(root, blobs) and inside(blobs, path)):
         raise ValueError(f"blob {match[1][:12]} resolves outside the store's blobs directory")
-    if not os.path.isfile(path):
+    if not _is(path, root, stat.S_ISREG):
         raise ValueError(f"blob {match[1][:12]} is missing")
     return path
 
 
 def _ollama_artifact(root: str, path: str, parts: list[str]) -> LocalArtifact | None:
     """The model a manifest names; None for one without a model layer (a cloud model); ValueError or OSError
-    when it is broken."""
+    when it is broken. A blob is counted once however often its layers name it, and the model's own blob is
+    never its projector or an adapter; more than MAX_COMPANIONS projectors or adapters refuse the manifest."""
     data = read_start(path, MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise ValueError(f"the manifest is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
@@ -323,18 +443,27 @@ def _ollama_artifact(root: str, path: str, parts: list[str]) -> LocalArtifact | 
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
     if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
         raise ValueError("the manifest has no list of layers")
-    blobs = os.path.join(root, "blobs")
-    by_type: dict[str, list[str]] = {}
+    digests: dict[str, dict[str, None]] = {}  # media type -> its distinct digests, in the manifest's order
     for layer in layers:
-        media = layer.get("mediaType")
+        media, digest = layer.get("mediaType"), layer.get("digest")
         if media in (OLLAMA_MODEL, OLLAMA_PROJECTOR, OLLAMA_ADAPTER):
-            by_type.setdefault(media, []).append(_ollama_blob(root, blobs, layer.get("digest")))
-    models = by_type.get(OLLAMA_MODEL, [])
+            digests.setdefault(media, {})[digest if isinstance(digest, str) else repr(digest)] = None
+    blobs = os.path.join(root, "blobs")
+    models = [_ollama_blob(root, blobs, d) for d in digests.get(OLLAMA_MODEL, {})]
     if not models:
         return None
     if len(models) > 1:
         raise ValueError(f"{len(models)} model layers; llama.cpp loads one")
-    projectors = by_type.get(OLLAMA_PROJECTOR, [])
+    companions = {}
+    for media in (OLLAMA_PROJECTOR, OLLAMA_ADAPTER):
+        named = digests.get(media, {})
+        if len(named) > MAX_COMPANIONS:
+            raise ValueError(f"{len(named)} distinct {media} layers; memfit reads at most {MAX_COMPANIONS}")
+        found = [_ollama_blob(root, blobs, d) for d in named]
+        if models[0] in found:
+            log.warning("the Ollama manifest %s names its model's own blob as a %s: not counted", path, media)
+        companions[media] = [p for p in found if p != models[0]]
+    projectors = companions[OLLAMA_PROJECTOR]
     return LocalArtifact(
         ollama_id(*parts),
         root,
@@ -342,12 +471,13 @@ def _ollama_artifact(root: str, path: str, parts: list[str]) -> LocalArtifact | 
         revision=f"sha256:{hashlib.sha256(data).hexdigest()}",
         projector=projectors[0] if projectors else None,
         kind=RootKind.OLLAMA,
-        adapters=tuple(by_type.get(OLLAMA_ADAPTER, [])),
+        adapters=tuple(companions[OLLAMA_ADAPTER]),
     )
 
 
-def scan_ollama(root: str) -> list[LocalArtifact]:
-    """Ollama's store: one artifact per manifest with a model layer; a broken manifest skips that model only."""
+def scan_ollama(root: str, region: Region) -> list[LocalArtifact]:
+    """Ollama's store, always whole (a blob may be any manifest's): one artifact per manifest with a model layer;
+    a broken manifest skips that model only."""
     manifests = os.path.join(root, "manifests")
     found: list[LocalArtifact] = []
     for path in _manifest_files(root, manifests):
@@ -355,6 +485,8 @@ def scan_ollama(root: str) -> list[LocalArtifact]:
         try:
             artifact = _ollama_artifact(root, path, parts)
         except (OSError, ValueError, RecursionError) as exc:  # unreadable, not JSON, nested past any manifest
+            if isinstance(exc, OSError):
+                _check(exc, root)  # a fault of the system is the whole scan's
             log.warning("skipped the Ollama manifest %s: %s", "/".join(parts), exc)
             continue
         if artifact is not None:
@@ -362,20 +494,50 @@ def scan_ollama(root: str) -> list[LocalArtifact]:
     return found
 
 
-SCANNERS = {
+def _ollama_regions(root: str, path: str) -> list[Region] | None:
+    """Any manifest, or any blob a manifest can name, may change any model: the whole store (None)."""
+    parts = _parts(root, path)
+    if parts[:1] == ("manifests",) or (parts[:1] == ("blobs",) and (len(parts) == 1 or BLOB_NAME.match(parts[1]))):
+        return None
+    return []
+
+
+SCANNERS: dict[RootKind, Callable[[str, Region], list[LocalArtifact]]] = {
     RootKind.PLAIN: scan_plain,
     RootKind.HF_CACHE: scan_hf_cache,
     RootKind.LLAMA_CACHE: scan_llama_cache,
     RootKind.LM_STUDIO: scan_lm_studio,
     RootKind.OLLAMA: scan_ollama,
 }
+REGIONS: dict[RootKind, Callable[[str, str], list[Region] | None]] = {
+    RootKind.PLAIN: _folder_regions,
+    RootKind.HF_CACHE: _hub_regions,
+    RootKind.LLAMA_CACHE: _llama_cache_regions,
+    RootKind.LM_STUDIO: _lm_studio_regions,
+    RootKind.OLLAMA: _ollama_regions,
+}
 
 
-def scan(root: Root) -> list[LocalArtifact]:
+def scan_region(root: Root, region: Region) -> list[LocalArtifact]:
+    """The artifacts in `region` of `root`; RootUnreadable when the root, or what the region needs of it, cannot
+    be listed now (the root gone, a fault of the system)."""
     if not _printable(root.path):  # its path is in every listing entry of the root
         log.warning("skipped the model root %r: its path is not text", root.path)
         return []
-    return SCANNERS[root.kind](root.path)
+    if not _is(root.path, root.path, stat.S_ISDIR):
+        raise RootUnreadable(errno.ENOTDIR, f"{root.path} is not a folder")
+    return SCANNERS[root.kind](root.path, region)
+
+
+def scan(root: Root) -> list[LocalArtifact]:
+    """Every artifact of `root` (RootUnreadable as scan_region)."""
+    return scan_region(root, Region(root.path, True))
+
+
+def regions_of(root: Root, path: str) -> list[Region] | None:
+    """The regions of `root` whose artifacts a change at `path` (strictly under the root) may have changed; None
+    when it may have changed any (scan the whole root). RootUnreadable when what `path` is cannot be told."""
+    return REGIONS[root.kind](root.path, path)
 
 
 def usual_roots(environ: Mapping[str, str] | None = None) -> list[Root]:
