@@ -30,3 +30,8 @@ class ObservationRefused(ValueError):
     def __init__(self, part: str, message: str) -> None:
         super().__init__(message)
         self.part = part
+
+
+class OverBudget(ValueError):
+    """A plan request past one of its budgets (estimator/plan.py's PlanBudget); the message names which and its
+    limit."""

@@ -34,7 +34,7 @@ from memfit.estimator.forecast import forecast_parts, workspace_ceiling, workspa
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
-from memfit.estimator.plan import Estimator, Maxima, Probes, is_quant_tag, maxima, precision_key
+from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, is_quant_tag, maxima, precision_key
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, local_subject
 from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
@@ -464,20 +464,26 @@ class FitService:
         return ([subject] if subject is not None else []), False
 
     def plan_batch(
-        self, requests: Sequence[FitRequest], cancelled: Callable[[], bool] = lambda: False
+        self,
+        requests: Sequence[FitRequest],
+        cancelled: Callable[[], bool] = lambda: False,
+        budget: PlanBudget | None = None,
     ) -> list[PlanResult]:
         """Per request, in request order (a request naming no known model is left out): for every quant it names,
         the largest allocatedTokens whose verdict is good, whose ceiling fits and whose floor fits, searched over
         the derived estimate (estimator/plan.py), and the full answer at the requested context, else at the
-        good maximum, else at the default; all against ONE environment reading."""
+        good maximum, else at the default; all against ONE environment reading. Past `budget` (the quants
+        named, checked before any search; the estimates computed), OverBudget."""
+        named = [(request, *self.plan_subjects(request.model_id)) for request in requests]
+        if budget is not None:
+            budget.check_quants(sum(len(subjects) for _, subjects, _ in named))
         environment = self.read_environment()
-        probes = Probes()
+        probes = Probes(budget)
         planned: list[tuple[FitRequest, bool, list[tuple[Subject, Maxima, int]]]] = []
         answers: list[Answer] = []
-        for request in requests:
+        for request, subjects, repository in named:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(planned)} of {len(requests)} plans")
-            subjects, repository = self.plan_subjects(request.model_id)
             rows = []
             for subject in subjects:
                 workload = resolve_workload(request.workload, subject.context_limit)

@@ -24,6 +24,7 @@ from math import ceil
 from memfit.estimator.bounds import Bounds, bounds
 from memfit.estimator.compute_buffer import compute_fallback
 from memfit.estimator.context import CELL_PADDING, context_geometry
+from memfit.estimator.errors import OverBudget
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
@@ -37,6 +38,23 @@ from memfit.quant_names import QUANT_NAME
 SEARCH_CAP = 1 << 20  # a model without a known context limit is searched up to 1,048,576 tokens
 QUANT_TAG = re.compile(QUANT_NAME, re.IGNORECASE)
 SUFFIX_RANK = {"L": 3, "M": 2, "S": 1, "XS": 0}  # within one default type: _L above _M above _S (more tensors widened)
+PLAN_QUANTS = 64  # the answer-size budget: quants in one plan answer, each with its full fit answer
+PLAN_ESTIMATES = 512  # the work budget: context-dependent estimates one plan request computes (~8 per model)
+
+
+@dataclass(frozen=True)
+class PlanBudget:
+    """What one plan request may cost (the server's bound; None: unbounded, the CLI's own plans)."""
+
+    quants: int = PLAN_QUANTS
+    estimates: int = PLAN_ESTIMATES
+
+    def check_quants(self, quants: int) -> None:
+        if quants > self.quants:
+            raise OverBudget(
+                f"the plan names {quants} quants and answers at most {self.quants} (its answer-size budget);"
+                " send fewer models or repositories per request"
+            )
 
 
 @dataclass(frozen=True)
@@ -73,9 +91,19 @@ class Probes:
     """The context-dependent parts of estimates (KV cache, workspace), per layout and allocatedTokens; shared by
     the quants of one plan request."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: PlanBudget | None = None) -> None:
         self._memo: dict[tuple, dict[int, tuple[int | None, int | None, int, int]]] = {}
         self.computed = 0  # work counted: context-dependent estimates actually computed
+        self.budget = budget
+
+    def count(self) -> None:
+        """One more estimate computed; past the work budget, OverBudget."""
+        self.computed += 1
+        if self.budget is not None and self.computed > self.budget.estimates:
+            raise OverBudget(
+                f"the plan's search needs more than {self.budget.estimates} estimates (its work budget);"
+                " send fewer models or repositories per request, or a simpler workload"
+            )
 
     def table(self, subject: Subject, workload: Workload) -> dict[int, tuple[int | None, int | None, int, int]]:
         key = (
@@ -130,7 +158,7 @@ class Estimator:
         found = self.memo.get(tokens)
         if found is not None:
             return found
-        self.probes.computed += 1
+        self.probes.count()
         layout, w = self.subject.layout, self.workload
         assert layout is not None
         geometry = context_geometry(
@@ -164,6 +192,7 @@ class Estimator:
     def bounds(self, tokens: int) -> tuple[int, int | None]:
         """(floor, ceiling or None) at `tokens` allocatedTokens per stream."""
         if not self.lean:
+            self.probes.count()
             parts, _ = forecast_parts(self.subject, replace(self.workload, allocated_tokens=tokens))
             b: Bounds = bounds(parts)
             return b.lower, b.upper
@@ -177,11 +206,13 @@ class Estimator:
 class StepEnds:
     """The allocatedTokens at which the estimate can change, as the right ends of llama.cpp's cell steps (the
     estimate is constant on (previous end, end], apart from the ubatch below `ubatch` tokens), up to `limit`,
-    which ends the last step. A sequence computed on demand: a unified cache of many streams has many steps."""
+    which ends the last step. A sequence computed on demand: a unified cache of many streams has many steps, at
+    most one per token (from 256 streams on, every token count moves the padded cells), so at most `limit`."""
 
     def __init__(self, limit: int, streams: int, unified: bool) -> None:
         self.limit = limit
-        self.per_end = streams if unified else 1  # T x per_end cells, padded to 256
+        # T x streams cells padded to 256: past 256 streams each token is a step, as with exactly 256
+        self.per_end = min(streams, CELL_PADDING) if unified else 1
         self.first = -(-self.per_end // CELL_PADDING)  # the first step whose end is at least 1 token
         last = (limit * self.per_end) // CELL_PADDING
         self.count = max(0, last - self.first + 1)

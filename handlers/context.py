@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from connexion import request
@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from memfit.estimator.fit_service import FitService
+from memfit.http.plan_limit import PlanLimit
 from memfit.metrics import Metrics
 
 M = TypeVar("M", bound=BaseModel)
@@ -27,6 +28,7 @@ class ServerState:
     spec_json: bytes
     spec_yaml: bytes
     metrics: Metrics
+    plans: PlanLimit = field(default_factory=PlanLimit)  # the plans computed at once
 
 
 def current() -> ServerState:
@@ -40,9 +42,11 @@ def cancellation() -> Callable[[], bool]:
 
 
 def parse(model: type[M], data: object) -> M:
-    """A request body as its generated model; what the JSON Schema could not say (a date-time) is a 400 too."""
+    """A request body as its generated model; what the JSON Schema could not say (a date-time) is a 400 too.
+    Only the spec's (camelCase) names are read: a Python field name on the wire is an unknown property, ignored
+    like any other, never taken for the field (the models accept field names for memfit's own code)."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         error = exc.errors()[0]
         raise BadRequestProblem(detail=f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None

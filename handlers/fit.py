@@ -6,10 +6,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit import wire
-from memfit.estimator.errors import Cancelled
+from memfit.estimator.errors import Cancelled, OverBudget
+from memfit.estimator.plan import PlanBudget
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.context import cancellation, current, json_response, parse
 from memfit.handlers.problems import problem_response
+from memfit.http.plan_limit import RETRY_AFTER_S, PlansBusy
 
 
 async def fit_batch(body: list[dict]) -> Response:
@@ -24,10 +26,15 @@ async def fit_batch(body: list[dict]) -> Response:
 
 async def fit_plan(body: list[dict]) -> Response:
     requests = [parse(WireFitVerdictRequest, item) for item in body]
+    state, cancelled = current(), cancellation()
     try:
-        plans = await run_in_threadpool(wire.fit_plan, current().service, requests, cancellation())
+        plans = await state.plans.run(lambda: wire.fit_plan(state.service, requests, cancelled, budget=PlanBudget()))
     except Cancelled as exc:
         return problem_response(499, str(exc))
+    except OverBudget as exc:
+        return problem_response(400, str(exc))
+    except PlansBusy as exc:
+        return problem_response(503, str(exc), {"Retry-After": str(RETRY_AFTER_S)})
     return json_response(plans)
 
 

@@ -22,6 +22,7 @@ from memfit.estimator.fit_types import (
     QuantPlan,
     StoredObservation,
 )
+from memfit.estimator.plan import PlanBudget
 from memfit.estimator.workload import WorkloadRequest
 
 if TYPE_CHECKING:
@@ -196,9 +197,10 @@ def fit_plan(
     requests: Sequence[wire.WireFitVerdictRequest],
     cancelled: Callable[[], bool] = lambda: False,
     models: Any = None,
+    budget: PlanBudget | None = None,
 ) -> wire.WireFitPlanBatch:
     m = models or generated()
-    results = service.plan_batch([fit_request(r) for r in requests], cancelled)
+    results = service.plan_batch([fit_request(r) for r in requests], cancelled, budget)
     return m.WireFitPlanBatch(results=[plan_result(p, m) for p in results])
 
 

@@ -180,6 +180,9 @@ def test_step_ends() -> None:
     assert list(StepEnds(512, 1, unified=False)) == [256, 512]
     assert list(StepEnds(200, 1, unified=False)) == [200]
     assert list(StepEnds(300, 3, unified=True)) == [85, 170, 256, 300]
+    # from 256 unified streams on, every token count moves the padded cells: one step per token, never more
+    assert list(StepEnds(5, 256, unified=True)) == list(StepEnds(5, 2**59, unified=True)) == [1, 2, 3, 4, 5]
+    assert len(StepEnds(40960, 2**59, unified=True)) == 40960  # was past len()'s range: a 500 from the plan
 
 
 def test_the_fit_at_good_is_good_and_one_token_more_is_not(family_dir: Path, subjects: dict[str, Subject]) -> None:
