@@ -39,7 +39,7 @@ SEARCH_CAP = 1 << 20  # a model without a known context limit is searched up to 
 QUANT_TAG = re.compile(QUANT_NAME, re.IGNORECASE)
 SUFFIX_RANK = {"L": 3, "M": 2, "S": 1, "XS": 0}  # within one default type: _L above _M above _S (more tensors widened)
 PLAN_QUANTS = 64  # the answer-size budget: quants in one plan answer, each with its full fit answer
-PLAN_ESTIMATES = 512  # the work budget: context-dependent estimates one plan request computes (~8 per model)
+PLAN_ESTIMATES = 1024  # the work budget: context-dependent estimates one plan request computes (2-32 per model)
 
 
 @dataclass(frozen=True)
