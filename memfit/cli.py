@@ -286,7 +286,9 @@ def _hang_up(_signum: int, _frame: object) -> None:
     signal.raise_signal(signal.SIGTERM)
 
 
-_STOP_HANDLERS: dict[int, Callable[[int, object], None]] = {signal.SIGTERM: _stop}
+# SIGINT too: a shell starts a background job with SIGINT ignored, and a Ctrl-C or `kill -INT` that came before
+# uvicorn installs its own handler was lost, the server running on
+_STOP_HANDLERS: dict[int, Callable[[int, object], None]] = {signal.SIGTERM: _stop, signal.SIGINT: _stop}
 if hasattr(signal, "SIGHUP"):  # not on Windows
     _STOP_HANDLERS[signal.SIGHUP] = _hang_up
 

@@ -245,13 +245,15 @@ def test_a_busy_port_is_a_clear_message(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 2 and f"cannot listen on 127.0.0.1:{port}: the address is already in use" in err
 
 
-def _memfit(*argv: str) -> subprocess.Popen:
+def _memfit(*argv: str, sigint_ignored: bool = False) -> subprocess.Popen:
+    """`memfit ARGV` in a new process; `sigint_ignored`: started as a shell starts a background job."""
     return subprocess.Popen(
         [sys.executable, "-m", "memfit.cli", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
 
 
@@ -278,6 +280,24 @@ def test_ctrl_c_on_serve_stops_it_cleanly() -> None:
     proc.send_signal(signal.SIGINT)
     err = proc.stderr.read()
     assert proc.wait(timeout=30) == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+def test_a_ctrl_c_before_uvicorn_runs_stops_a_background_serve(tmp_path: Path) -> None:
+    """A shell starts `memfit serve &` with SIGINT ignored; a SIGINT sent once the record is written, before uvicorn
+    installs its own handler, was lost, and the server ran on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _memfit("serve", "--port", str(port), "--no-usual-dirs", sigint_ignored=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        while not (line := proc.stdout.readline()).startswith("server record:"):
+            assert line, "serve ended before it wrote its record"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    assert "Traceback" not in proc.stderr.read()
 
 
 SERVER_STACK = ("connexion", "uvicorn", "starlette", "prometheus_client")
