@@ -22,7 +22,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memfit.quant_names import DEFAULT_QUANT
-from memfit.readers.model_roots import LocalArtifact, Region, Root, RootKind, RootUnreadable, regions_of, scan_region
+from memfit.readers.model_roots import (
+    LocalArtifact,
+    Region,
+    Root,
+    RootKind,
+    RootUnreadable,
+    regions_of,
+    scan_region,
+    within,
+)
 from memfit.readers.state_health import StateHealth
 
 log = logging.getLogger("memfit.index")
@@ -105,16 +114,7 @@ def _merged(regions: Sequence[Region]) -> list[Region]:
     """The regions without repeats and without those another (recursive) one covers."""
     unique = set(regions)
     return sorted(
-        (
-            r
-            for r in unique
-            if not any(
-                o != r
-                and o.recursive
-                and (o.folder == r.folder or r.folder.startswith(o.folder.rstrip(os.sep) + os.sep))
-                for o in unique
-            )
-        ),
+        (r for r in unique if not any(o != r and o.recursive and within(r.folder, o.folder) for o in unique)),
         key=lambda r: (r.folder, r.recursive),
     )
 
@@ -214,9 +214,9 @@ class ModelIndex:
             touched: dict[Root, list[Region] | None] = {}
             for path in paths:
                 for root in self.roots:
-                    if path == root.path or root.path.startswith(path.rstrip(os.sep) + os.sep):
+                    if within(root.path, path):
                         touched[root] = None  # the root itself (or a folder above it) changed: all of it
-                    elif path.startswith(root.path.rstrip(os.sep) + os.sep) and touched.get(root, []) is not None:
+                    elif within(path, root.path) and touched.get(root, []) is not None:
                         try:
                             regions = regions_of(root, path)
                         except RootUnreadable:  # what the path is cannot be told now: all of it (kept if that fails)

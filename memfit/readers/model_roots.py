@@ -94,7 +94,7 @@ class Region:
     def holds(self, artifact: LocalArtifact) -> bool:
         """Whether `artifact` was found in this region (by its first file's folder)."""
         folder = os.path.dirname(artifact.paths[0])
-        return folder == self.folder or (self.recursive and folder.startswith(self.folder.rstrip(os.sep) + os.sep))
+        return folder == self.folder or (self.recursive and within(folder, self.folder))
 
 
 class RootUnreadable(OSError):
@@ -128,11 +128,14 @@ def _listdir(path: str, root: str) -> list[str]:
         return []
 
 
+def within(path: str, folder: str) -> bool:
+    """True when `path` is `folder` or lies under it (as written: no symlink resolved)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def inside(root: str, path: str) -> bool:
     """True when `path`, with every symlink resolved, lies under `root` (itself resolved)."""
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
-    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+    return within(os.path.realpath(path), os.path.realpath(root))
 
 
 def _printable(name: str) -> bool:
