@@ -75,8 +75,13 @@ def _whole(ssm: Ssm | None) -> bool:
 
 
 def ubatch_tokens(geometry: ContextGeometry) -> int:
-    t = min(geometry.n_ctx, geometry.n_ubatch)  # llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch)
-    return round_up(t, geometry.n_seq)  # graph_reserve: rounded up to a multiple of n_seqs
+    return round_up(ubatch_outputs(geometry), geometry.n_seq)  # graph_reserve: rounded up to a multiple of n_seqs
+
+
+def ubatch_outputs(geometry: ContextGeometry) -> int:
+    """llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch), each an output (n_outputs = min(n_tokens,
+    n_outputs_max = n_batch)); graph_reserve rounds the tokens up to a multiple of n_seq but not the outputs."""
+    return min(geometry.n_ctx, geometry.n_ubatch)
 
 
 def rotation_size(head: int) -> int:
@@ -112,7 +117,7 @@ class DecoderGraph:
         inp_l = gf.expand(get_rows(None, tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
-        out_ids = new_tensor(I32, t, input=True)  # build_inp_out_ids: every token an output in the reserve
+        out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
         last = len(self.shape.layers) - 1
         first = self.shape.mixer is Mixer.SHORT_CONV  # lfm2.cpp adds the block's output to the residual, not back
         for il, block in enumerate(self.shape.layers):
@@ -188,8 +193,10 @@ class DecoderGraph:
         if b.kv_lora:
             return self.mla_attention(b, cur)
         gf, t, g = self.gf, self.t, self.geometry
-        q = same_shape(reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t), "ROPE", self.pos)
-        k = same_shape(reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t), "ROPE", self.pos)
+        q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
+        k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+        if b.rope:  # in place; without it Q and K stay views of their projections
+            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
         v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
@@ -369,7 +376,7 @@ class DecoderGraph:
 
     def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum."""
-        t, e, k = self.t, self.shape.n_embd, b.n_expert_used
+        t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
         probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
         ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
         topk = view(ranked, (k, t), (ranked.nb[1],))
@@ -413,7 +420,7 @@ class EncoderGraph:
         else:
             embd = same_shape(embd, "ADD")  # the token type row
         self.mask = new_tensor(F16 if g.flash_attention else F32, t, t, input=True)
-        out_ids = new_tensor(I32, t, input=True)
+        out_ids = new_tensor(I32, ubatch_outputs(g), input=True)  # build_inp_out_ids
         cur = self.norm(embd)
         last = len(self.shape.layers) - 1
         for il, b in enumerate(self.shape.layers):

@@ -189,6 +189,25 @@ def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]
     assert sum(r.status == "inside" for r in rows) >= 126
 
 
+# llama.cpp's dry runs on its haswell CPU variant (tests/data/results_floors_dryrun.jsonl): 7 sequences over real-scale
+# shapes (the ubatch rounded up to 518 / 2051 tokens, the outputs 512 / 2048) and granite-4.0-h without rope
+# (rope.scaling.finetuned false) with flash attention off at ubatch 256-2048, and the settings llama.cpp refused.
+FLOORS_TRUTH = DATA / "results_floors_dryrun.jsonl"
+FLOORS_RUNS = [r for r in load(FLOORS_TRUTH) if "error" not in r]
+
+
+@pytest.mark.parametrize("run", FLOORS_RUNS, ids=run_id)
+def test_rounded_ubatches_and_nope_attention_within_the_bounds(run: dict, model_files: dict[str, Path]) -> None:
+    """The floor and the ceiling hold llama.cpp's compute + output buffers and its whole allocation, byte for byte
+    where the graph is checked node for node: rows of the rounded-up ubatch are no outputs, and a NoPE layer's Q and
+    K stay views of their projections."""
+    (row,) = file_bounds([run], model_files)
+    assert row.status == "inside"
+    _check(row)
+    floor, ceiling = row.workspace
+    assert ceiling - row.real_workspace == row.real_workspace - floor  # the replay is llama.cpp's buffer
+
+
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]
 
 
