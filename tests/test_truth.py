@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memfit import wire
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.artifact import ArtifactFacts
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tools.accuracy import (
     CATALOG_TRUTH,
     SHAPES_TRUTH,
@@ -30,7 +35,7 @@ from tools.accuracy import (
     unmodelled,
     write_models,
 )
-from tools.truth import DATA, load, run_id
+from tools.truth import DATA, ELEMENT_BYTES, load, run_id
 
 # Runs on a plain CPU backend, weights checked against memfit's (the shapes' dry runs are checked below)
 RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) if path != SHAPES_TRUTH for r in load(path)]
@@ -206,6 +211,58 @@ def test_rounded_ubatches_and_nope_attention_within_the_bounds(run: dict, model_
     _check(row)
     floor, ceiling = row.workspace
     assert ceiling - row.real_workspace == row.real_workspace - floor  # the replay is llama.cpp's buffer
+
+
+# llama.cpp's refusals of a setting (llama_init_from_model, llama_context): its message, and memfit's limit note
+REFUSAL_MESSAGES = {
+    "quantized V cache requires flash_attn to be enabled": "quantized V cache requires flash_attn",
+    "n_seq_max must be <= 256": "n_seq_max must be <= 256",
+    "does not divide n_embd_head_k": "its blocks do not divide the head size",
+}
+REFUSED_RUNS = [r for r in load(FLOORS_TRUTH) if "error" in r]
+
+
+def test_every_refusal_measured_is_one_memfit_names() -> None:
+    assert len(REFUSED_RUNS) >= 10
+    for run in REFUSED_RUNS:
+        assert any(message in run["stderr_tail"] for message in REFUSAL_MESSAGES), run_id(run)
+
+
+@pytest.mark.parametrize("run", REFUSED_RUNS, ids=run_id)
+def test_settings_llama_cpp_refused_answer_unknown(run: dict, refused_service: Any) -> None:
+    """Each setting llama.cpp refused in a dry run, asked of memfit: unknown + workloadUnsupported, no upper bound,
+    the refusal named in the note."""
+    s = settings(run)
+    workload = WireFitVerdictRequest.model_validate(
+        {
+            "modelId": run["model"],
+            "allocatedTokens": s["n_ctx"] // s["n_seq"],
+            "streams": s["n_seq"],
+            "keyElementBytes": ELEMENT_BYTES[s["type_k"]],
+            "valueElementBytes": ELEMENT_BYTES[s["type_v"]],
+            "flashAttention": s["fa"],
+            "ubatchTokens": s["n_ubatch"],
+        }
+    )
+    answer = wire.fit_one(refused_service, workload)
+    assert answer is not None
+    result = json.loads(answer.model_dump_json(by_alias=True))
+    assert result["verdict"] == "unknown" and result["estimate"]["upperBoundBytes"] is None
+    if result["estimate"]["refusal"] == "contextExceedsModelLimit":  # memfit's own refusal comes first
+        assert s["n_ctx"] // s["n_seq"] > refused_service.subject(run["model"]).context_limit
+        return
+    assert "workloadUnsupported" in result["limits"]
+    (note,) = (n for m, n in REFUSAL_MESSAGES.items() if m in run["stderr_tail"])
+    assert any(note in p["note"] for p in result["estimate"]["parts"] if p["basis"] == "unknown")
+
+
+@pytest.fixture(scope="module")
+def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    directory = tmp_path_factory.mktemp("refused-models")
+    write_models({r["model"] for r in REFUSED_RUNS}, directory)
+    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    built.index.refresh()
+    return built
 
 
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]
