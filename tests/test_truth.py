@@ -197,6 +197,10 @@ def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]
 # llama.cpp's dry runs on its haswell CPU variant (tests/data/results_floors_dryrun.jsonl): 7 sequences over real-scale
 # shapes (the ubatch rounded up to 518 / 2051 tokens, the outputs 512 / 2048) and granite-4.0-h without rope
 # (rope.scaling.finetuned false) with flash attention off at ubatch 256-2048, and the settings llama.cpp refused.
+# Each row: the models from tools.accuracy.write_models, then the harness's probe (node-llama-cpp 3.21.1's libllama)
+# `mem_probe_nlc MODEL.gguf n_ctx=N n_seq=S type_k=K type_v=V fa=F unified=0 mmap=0 n_ubatch=U decode=0
+# no_alloc=1 backend_dir=DIR` (DIR: links to that release's libs with libggml-cpu-haswell.so the only CPU
+# variant), its JSON summarised by the harness's measure.summarize_probe, as measure.py does.
 FLOORS_TRUTH = DATA / "results_floors_dryrun.jsonl"
 FLOORS_RUNS = [r for r in load(FLOORS_TRUTH) if "error" not in r]
 
