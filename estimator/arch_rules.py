@@ -451,10 +451,12 @@ class Graph:
     node_for_node: bool = False  # the rebuilt graph is llama.cpp's, node for node (checked against its graph)
     bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
     mixer: Mixer = Mixer.MAMBA2  # its recurrent blocks' kind, if it has any
+    rope_switch: bool = False  # granite's loaders: rope.scaling.finetuned (default true) turns rope on in every layer
 
 
 DECODER = Graph()
 SAME_DECODER = Graph(node_for_node=True)
+GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
 NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state for next-token prediction
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
@@ -577,7 +579,7 @@ RULES: dict[str, ArchRule] = {
     "jais2": PLAIN,
     "nemotron": PLAIN,
     "exaone": PLAIN,
-    "granite": ArchRule(graph=SAME_DECODER, counted=True),
+    "granite": ArchRule(graph=GRANITE, counted=True),
     "granitemoe": ArchRule(counted=True),
     "chameleon": PLAIN,
     "plm": PLAIN,
@@ -727,7 +729,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=not_recurrent,
         recurrence=_NO_KV_HEADS,
-        graph=SAME_DECODER,
+        graph=GRANITE,
         counted=True,
     ),
     "falcon-h1": ArchRule(

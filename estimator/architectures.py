@@ -160,6 +160,7 @@ def graph_shape(
         hp.optional_int(SSM.CONV_KERNEL, 0),
     )
     state_elements = state.r_elements + state.s_elements if state else 0
+    rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else True
     blocks = []
     for il in range(layers.n_trunk):
         recurrent = layers.recurrent[il]
@@ -194,6 +195,7 @@ def graph_shape(
                 q_lora=q_lora if attends else 0,
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
                 ssm=ssm if recurrent and graph.mixer is Mixer.MAMBA2 else None,
+                rope=rope or not attends,
             )
         )
     return GraphShape(

@@ -1,11 +1,11 @@
 """llama.cpp's CPU compute buffer, from the graph it reserves: a floor and a ceiling.
 
 llama_context::sched_reserve (src/llama-context.cpp) reserves the prompt-processing graph for one worst-case
-ubatch: n_tokens = min(n_ctx, n_ubatch) rounded up to a multiple of n_seq (graph_reserve), every output row
-kept, the KV caches full (n_kv = every cell). ggml_gallocr (ggml/src/ggml-alloc.c) places every tensor of that
-graph in one buffer: inputs first, then each node in graph order, a tensor freed after its last consumer, views
-and in-place ops (rms_norm, rope, soft_max, mul, add, unary) taking no new memory; the buffer is the highest
-offset reached.
+ubatch: n_tokens = min(n_ctx, n_ubatch) rounded up to a multiple of n_seq (graph_reserve), an output row for
+each token before the rounding, the KV caches full (n_kv = every cell). ggml_gallocr (ggml/src/ggml-alloc.c)
+places every tensor of that graph in one buffer: inputs first, then each node in graph order, a tensor freed
+after its last consumer, views and in-place ops (rms_norm, rope, soft_max, mul, add, unary) taking no new
+memory; the buffer is the highest offset reached.
 
 Where estimator/compute_graph.py rebuilds the graph, the buffer is that allocation replayed
 (estimator/graph_alloc.py), and the bounds sit REPLAY_SLACK_* from it. Elsewhere the phase rule below bounds it:
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from memfit.estimator.compute_graph import build_graph, buildable, ubatch_tokens
+from memfit.estimator.compute_graph import build_graph, buildable, ubatch_outputs, ubatch_tokens
 from memfit.estimator.context import DEFAULT_N_BATCH, ContextGeometry
 from memfit.estimator.graph_alloc import Replay, replay
 from memfit.estimator.kv_cache import window_cells
@@ -113,7 +113,8 @@ def layer_phase(
 def head_phase(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, t: int) -> int:
     if not graph.logits:  # build_pooling: result_norm [E, T] and the pooled rows, one per sequence
         return t * graph.n_embd * F32 + geometry.n_seq * graph.n_embd * F32
-    logits = t * (n_vocab + graph.n_embd) * F32  # build_inp_out_ids rows of result_norm, result_output = lm head
+    rows = ubatch_outputs(geometry)  # the reserve's outputs: the ubatch before its rounding to n_seq
+    logits = rows * (n_vocab + graph.n_embd) * F32  # build_inp_out_ids rows of result_norm, result_output = lm head
     return logits + HEAD_HOLE_ROWS * t * graph.n_embd * F32
 
 

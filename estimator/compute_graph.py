@@ -1,11 +1,11 @@
 """The graph llama.cpp reserves its compute buffer for, rebuilt from a model's layout (src/llama-graph.cpp).
 
 llama_context::sched_reserve builds the prompt-processing graph for one worst-case ubatch (n_tokens = min(n_ctx,
-n_ubatch) rounded up to a multiple of n_seq, one output per token, every KV cell visible) and ggml-alloc sizes the
-buffer for it (estimator/graph_alloc.py). This module builds that graph, as llama.cpp's builders lay it out, for
-decoders whose blocks are attention (full or sliding-window, grouped-query or MLA, flash attention on or off), a
-Mamba-2 or a short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph), and for BERT encoders
-(EncoderGraph). Weights and in-place ops on a tensor's only consumer (biases, norms'
+n_ubatch) rounded up to a multiple of n_seq, one output per token before the rounding, every KV cell visible)
+and ggml-alloc sizes the buffer for it (estimator/graph_alloc.py). This module builds that graph, as llama.cpp's
+builders lay it out, for decoders whose blocks are attention (full or sliding-window, grouped-query or MLA, flash
+attention on or off), a Mamba-2 or a short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph),
+and for BERT encoders (EncoderGraph). Weights and in-place ops on a tensor's only consumer (biases, norms'
 weights, rope, q/k norms, scales, soft caps) take no memory of their own and are left out where they do not change
 what is alive; every tensor that takes memory is here, in llama.cpp's order.
 """
@@ -75,8 +75,13 @@ def _whole(ssm: Ssm | None) -> bool:
 
 
 def ubatch_tokens(geometry: ContextGeometry) -> int:
-    t = min(geometry.n_ctx, geometry.n_ubatch)  # llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch)
-    return round_up(t, geometry.n_seq)  # graph_reserve: rounded up to a multiple of n_seqs
+    return round_up(ubatch_outputs(geometry), geometry.n_seq)  # graph_reserve: rounded up to a multiple of n_seqs
+
+
+def ubatch_outputs(geometry: ContextGeometry) -> int:
+    """llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch), each an output (n_outputs = min(n_tokens,
+    n_outputs_max = n_batch)); graph_reserve rounds the tokens up to a multiple of n_seq but not the outputs."""
+    return min(geometry.n_ctx, geometry.n_ubatch)
 
 
 def rotation_size(head: int) -> int:
@@ -112,7 +117,7 @@ class DecoderGraph:
         inp_l = gf.expand(get_rows(None, tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
-        out_ids = new_tensor(I32, t, input=True)  # build_inp_out_ids: every token an output in the reserve
+        out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
         last = len(self.shape.layers) - 1
         first = self.shape.mixer is Mixer.SHORT_CONV  # lfm2.cpp adds the block's output to the residual, not back
         for il, block in enumerate(self.shape.layers):
@@ -188,8 +193,10 @@ class DecoderGraph:
         if b.kv_lora:
             return self.mla_attention(b, cur)
         gf, t, g = self.gf, self.t, self.geometry
-        q = same_shape(reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t), "ROPE", self.pos)
-        k = same_shape(reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t), "ROPE", self.pos)
+        q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
+        k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+        if b.rope:  # in place; without it Q and K stay views of their projections
+            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
         v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
@@ -369,7 +376,7 @@ class DecoderGraph:
 
     def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum."""
-        t, e, k = self.t, self.shape.n_embd, b.n_expert_used
+        t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
         probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
         ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
         topk = view(ranked, (k, t), (ranked.nb[1],))
@@ -413,7 +420,7 @@ class EncoderGraph:
         else:
             embd = same_shape(embd, "ADD")  # the token type row
         self.mask = new_tensor(F16 if g.flash_attention else F32, t, t, input=True)
-        out_ids = new_tensor(I32, t, input=True)
+        out_ids = new_tensor(I32, ubatch_outputs(g), input=True)  # build_inp_out_ids
         cur = self.norm(embd)
         last = len(self.shape.layers) - 1
         for il, b in enumerate(self.shape.layers):

@@ -13,7 +13,7 @@ from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
-from memfit.estimator.workload import Workload
+from memfit.estimator.workload import Workload, flash_attention_for, refused_setting
 from memfit.estimator.workspace import output_buffer, workspace_bounds
 from memfit.readers.history_db import ObservationRow
 
@@ -110,6 +110,11 @@ def forecast_parts(
 ) -> tuple[list[Part], list[Limit]]:
     """The five parts, in the contract's order, and the limits they add."""
     limits: list[Limit] = []
+    refused = refused_setting(workload, subject.architecture)
+    if refused:  # llama.cpp creates no context: nothing past the weights is allocated
+        limits.append(Limit.WORKLOAD_UNSUPPORTED)
+        context = (Component.KV_CACHE, Component.RECURRENT_STATE, Component.WORKSPACE)
+        return [subject.weights, *(Part.unknown(c, refused) for c in context), subject.companions], limits
     geometry = None
     if subject.layout is None:
         why = str(subject.layout_problem) if subject.layout_problem else "layout unknown"
@@ -122,7 +127,7 @@ def forecast_parts(
             causal=subject.layout.causal,
             n_ubatch=workload.ubatch_tokens,
             unified=workload.kv_unified,
-            flash_attention=workload.flash_attention_on is not False,  # an unknown value: both are tried
+            flash_attention=flash_attention_for(workload, subject.architecture) is not False,  # unknown: both tried
             quantized_k=cache_type(workload.key_element_bytes).quantized,
             quantized_v=cache_type(workload.value_element_bytes).quantized,
         )

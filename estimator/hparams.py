@@ -129,6 +129,13 @@ class HParams:
             raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is missing")
         return value
 
+    def optional_bool(self, template: str, default: bool) -> bool:
+        """A flag llama.cpp reads with get_key (a value of another type fails its load)."""
+        value = self.metadata.get(self.key(template), default)
+        if not isinstance(value, bool):
+            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is not a boolean")
+        return value
+
     def optional_float(self, template: str) -> float | None:
         value = self.metadata.get(self.key(template))
         return float(value) if (is_int(value) or isinstance(value, float)) else None

@@ -80,6 +80,7 @@ class GraphLayer:
     q_lora: int = 0  # MLA: the query's low-rank width (0: one wq)
     n_rot: int = 0  # MLA: the rope part of each key head
     ssm: Ssm | None = None  # a Mamba-2 block's sizes
+    rope: bool = True  # rope on Q and K (llama_hparams::has_rope; False: no position encoding, NoPE)
 
 
 @dataclass(frozen=True)

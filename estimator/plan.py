@@ -31,7 +31,7 @@ from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, ContextSource
-from memfit.estimator.workload import Workload, input_refusal
+from memfit.estimator.workload import Workload, flash_attention_for, input_refusal, refused_setting
 from memfit.estimator.workspace import workspace_bounds
 from memfit.quant_names import QUANT_NAME
 
@@ -122,7 +122,11 @@ class Estimator:
         self.subject, self.workload, self.probes = subject, workload, probes
         layout = subject.layout
         # the lean path: a known layout and a known flash attention setting; otherwise forecast_parts itself
-        self.lean = layout is not None and workload.flash_attention_on is not None
+        self.lean = (
+            layout is not None
+            and workload.flash_attention_on is not None
+            and refused_setting(workload, subject.architecture) is None
+        )
         self.memo = probes.table(subject, workload)
         if not self.lean or layout is None:
             return
@@ -136,7 +140,7 @@ class Estimator:
             else "derived"
         )
         # the KV cache as (window, bytes per cell) groups: kv_cache_bytes summed without a loop over every layer
-        flash = workload.flash_attention_on is not False
+        flash = flash_attention_for(workload, subject.architecture) is not False
         groups: dict[int | None, int] = {}
         for cache in layout.caches if self.kv_mode == "derived" else ():
             for layer in cache.layers:
@@ -167,7 +171,7 @@ class Estimator:
             causal=layout.causal,
             n_ubatch=w.ubatch_tokens,
             unified=w.kv_unified,
-            flash_attention=w.flash_attention_on is not False,
+            flash_attention=flash_attention_for(w, self.subject.architecture) is not False,
             quantized_k=cache_type(w.key_element_bytes).quantized,
             quantized_v=cache_type(w.value_element_bytes).quantized,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memfit.estimator.context import DEFAULT_N_UBATCH
+from memfit.estimator.kv_cache import cache_type
 from memfit.estimator.vocabulary import INT64_MAX, ContextSource, FlashAttention, Mode, Refusal
 
 DEFAULT_ALLOCATED_TOKENS = 4096
@@ -15,6 +16,9 @@ DEFAULT_MODE = Mode.FULL_GPU
 DEFAULT_FLASH_ATTENTION = FlashAttention.AUTO
 DEFAULT_UBATCH_TOKENS = DEFAULT_N_UBATCH
 DEFAULT_KV_UNIFIED = False
+LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
+# llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
+FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,30 @@ def input_refusal(workload: Workload) -> Refusal | None:
         return Refusal.NON_POSITIVE_CONTEXT
     if workload.streams <= 0:
         return Refusal.NON_POSITIVE_STREAMS
+    return None
+
+
+def flash_attention_for(workload: Workload, architecture: str) -> bool | None:
+    """Whether llama.cpp runs this architecture with flash attention under this workload (None: a value memfit
+    does not know)."""
+    on = workload.flash_attention_on
+    return False if on is not None and architecture in FLASH_ATTENTION_FORCED_OFF else on
+
+
+def refused_setting(workload: Workload, architecture: str) -> str | None:
+    """Why llama.cpp refuses to create a context with these settings for any model of this architecture, or None
+    (llama_init_from_model and llama_context's constructor; the model's own cache-type checks are
+    kv_cache.cache_type_problem). The weights are loaded before the context is refused."""
+    if workload.streams > LLAMA_MAX_SEQ:
+        return f"llama.cpp refuses {workload.streams} sequences: n_seq_max must be <= {LLAMA_MAX_SEQ} (llama_context)"
+    v_type = cache_type(workload.value_element_bytes)
+    if v_type.quantized and flash_attention_for(workload, architecture) is False:
+        off = (
+            f"flash attention, which llama.cpp forces off for {architecture}"
+            if architecture in FLASH_ATTENTION_FORCED_OFF
+            else "flash attention off"
+        )
+        return f"llama.cpp refuses a {v_type.name} V cache with {off}: quantized V cache requires flash_attn"
     return None
 
 

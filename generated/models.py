@@ -77,7 +77,9 @@ class WireFitVerdictRequest(WireModel):
     llama.cpp stores V transposed, every layer's V row as wide as the widest layer's. Tolerate
     unknown values: an unknown value is echoed, and the parts that depend on it are `unknown`
     with the limit `workloadUnsupported`: the workspace, and the KV cache of a model whose
-    layers' V widths differ.
+    layers' V widths differ. llama.cpp refuses a quantized V cache (`valueElementBytes` 1) with
+    `off` (and turns `auto` on for it): the parts past the weights are then `unknown` with
+    `workloadUnsupported`.
 
     """
     ubatch_tokens: Annotated[int | None, Field(alias="ubatchTokens", ge=1, le=9223372036854775807)] = None
@@ -541,8 +543,9 @@ class WireFitVerdictResult(WireModel):
     `workspaceUnmeasured`, `preparedCountUnavailable`, `hostTelemetryUnavailable`,
     `gpuTelemetryUnavailable`; and memfit's own `artifactUnreadable` (the file is not a GGUF
     llama.cpp could load: truncated, corrupt) and `workloadUnsupported` (llama.cpp refuses these
-    cache types for this model, or the flash attention setting is not one memfit knows). Tolerate
-    unknown values.
+    settings for this model: its cache types, a quantized V cache with flash attention off, more
+    than 256 streams; or the flash attention setting is not one memfit knows). Tolerate unknown
+    values.
 
     """
 

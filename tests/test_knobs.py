@@ -17,7 +17,7 @@ import pytest
 
 from memfit import wire
 from memfit.cli import main
-from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
+from memfit.estimator.workload import Workload, WorkloadRequest, flash_attention_for, refused_setting, resolve_workload
 from memfit.generated.models import WireFitVerdictRequest, WireObservation
 from memfit.measure import LlamaCppLoad, flash_attn_type
 from memfit.readers.model_roots import Root, RootKind
@@ -266,3 +266,47 @@ def test_knobs_at_defaults() -> None:
     assert not resolve_workload(WorkloadRequest(flash_attention="on"), None).knobs_at_defaults
     assert resolve_workload(WorkloadRequest(flash_attention="turbo"), None).flash_attention_on is None
     assert resolve_workload(WorkloadRequest(flash_attention="off"), None).flash_attention_on is False
+
+
+# llama_init_from_model's and llama_context's refusals (tests/data/results_floors_dryrun.jsonl has llama.cpp's own
+# refusals of these settings): no context, so nothing past the weights gets a number and the verdict is unknown.
+REFUSED = [
+    ({"valueElementBytes": 1, "flashAttention": "off"}, "quantized V cache requires flash_attn"),
+    ({"keyElementBytes": 1, "valueElementBytes": 1, "flashAttention": "off"}, "quantized V cache requires flash_attn"),
+    ({"streams": 257}, "n_seq_max must be <= 256"),
+]
+ACCEPTED = [  # the same settings a step inside what llama.cpp accepts
+    {"valueElementBytes": 1, "flashAttention": "auto"},  # auto turns flash attention on for a quantized V cache
+    {"valueElementBytes": 1, "flashAttention": "on"},
+    {"keyElementBytes": 1, "flashAttention": "off"},
+    {"streams": 256},
+]
+
+
+def _refused(result: dict, message: str) -> None:
+    parts = _parts(result)
+    assert result["verdict"] == "unknown" and "workloadUnsupported" in result["limits"]
+    assert result["estimate"]["upperBoundBytes"] is None and result["estimate"]["refusal"] == "none"
+    for component in ("kvCache", "recurrentState", "workspace"):
+        assert parts[component]["basis"] == "unknown" and message in parts[component]["note"]
+    assert parts["weights"]["basis"] != "unknown"  # loaded before llama.cpp refuses the context
+
+
+@pytest.mark.parametrize(("given", "message"), REFUSED, ids=lambda v: str(v))
+@pytest.mark.parametrize("model", ["llama-gqa-f16", "jamba"])  # a KV cache; a hybrid with a recurrent state
+def test_settings_llama_cpp_refuses_answer_unknown(service: Any, model: str, given: dict, message: str) -> None:
+    _refused(_fit(service, model, allocatedTokens=1024, **given), message)
+
+
+@pytest.mark.parametrize("given", ACCEPTED, ids=str)
+def test_settings_llama_cpp_accepts_get_bounds(service: Any, given: dict) -> None:
+    result = _fit(service, "llama-gqa-f16", allocatedTokens=1024, **given)
+    assert result["estimate"]["upperBoundBytes"] is not None and "workloadUnsupported" not in result["limits"]
+
+
+def test_flash_attention_is_forced_off_for_grok() -> None:
+    """llama_init_from_model turns flash attention off for Grok whatever is asked: a quantized V cache is refused."""
+    on = resolve_workload(WorkloadRequest(value_element_bytes=1, flash_attention="on"), None)
+    assert flash_attention_for(on, "grok") is False and flash_attention_for(on, "llama") is True
+    assert "forces off for grok" in (refused_setting(on, "grok") or "")
+    assert refused_setting(on, "llama") is None

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memfit import wire
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.artifact import ArtifactFacts
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
+from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service_builder import build_service
 from tools.accuracy import (
     CATALOG_TRUTH,
     SHAPES_TRUTH,
@@ -30,7 +35,7 @@ from tools.accuracy import (
     unmodelled,
     write_models,
 )
-from tools.truth import DATA, load, run_id
+from tools.truth import DATA, ELEMENT_BYTES, load, run_id
 
 # Runs on a plain CPU backend, weights checked against memfit's (the shapes' dry runs are checked below)
 RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) if path != SHAPES_TRUTH for r in load(path)]
@@ -187,6 +192,81 @@ def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]
     rows = [check_bounds(r, f.layout, f.architecture, f.n_vocab, None) for r, f in zip(modelled, facts, strict=True)]
     assert len(SHAPE_RUNS) == 168 and len(rows) == 165
     assert sum(r.status == "inside" for r in rows) >= 126
+
+
+# llama.cpp's dry runs on its haswell CPU variant (tests/data/results_floors_dryrun.jsonl): 7 sequences over real-scale
+# shapes (the ubatch rounded up to 518 / 2051 tokens, the outputs 512 / 2048) and granite-4.0-h without rope
+# (rope.scaling.finetuned false) with flash attention off at ubatch 256-2048, and the settings llama.cpp refused.
+# Each row: the models from tools.accuracy.write_models, then the harness's probe (node-llama-cpp 3.21.1's libllama)
+# `mem_probe_nlc MODEL.gguf n_ctx=N n_seq=S type_k=K type_v=V fa=F unified=0 mmap=0 n_ubatch=U decode=0
+# no_alloc=1 backend_dir=DIR` (DIR: links to that release's libs with libggml-cpu-haswell.so the only CPU
+# variant), its JSON summarised by the harness's measure.summarize_probe, as measure.py does.
+FLOORS_TRUTH = DATA / "results_floors_dryrun.jsonl"
+FLOORS_RUNS = [r for r in load(FLOORS_TRUTH) if "error" not in r]
+
+
+@pytest.mark.parametrize("run", FLOORS_RUNS, ids=run_id)
+def test_rounded_ubatches_and_nope_attention_within_the_bounds(run: dict, model_files: dict[str, Path]) -> None:
+    """The floor and the ceiling hold llama.cpp's compute + output buffers and its whole allocation, byte for byte
+    where the graph is checked node for node: rows of the rounded-up ubatch are no outputs, and a NoPE layer's Q and
+    K stay views of their projections."""
+    (row,) = file_bounds([run], model_files)
+    assert row.status == "inside"
+    _check(row)
+    floor, ceiling = row.workspace
+    assert ceiling - row.real_workspace == row.real_workspace - floor  # the replay is llama.cpp's buffer
+
+
+# llama.cpp's refusals of a setting (llama_init_from_model, llama_context): its message, and memfit's limit note
+REFUSAL_MESSAGES = {
+    "quantized V cache requires flash_attn to be enabled": "quantized V cache requires flash_attn",
+    "n_seq_max must be <= 256": "n_seq_max must be <= 256",
+    "does not divide n_embd_head_k": "its blocks do not divide the head size",
+}
+REFUSED_RUNS = [r for r in load(FLOORS_TRUTH) if "error" in r]
+
+
+def test_every_refusal_measured_is_one_memfit_names() -> None:
+    assert len(REFUSED_RUNS) >= 10
+    for run in REFUSED_RUNS:
+        assert any(message in run["stderr_tail"] for message in REFUSAL_MESSAGES), run_id(run)
+
+
+@pytest.mark.parametrize("run", REFUSED_RUNS, ids=run_id)
+def test_settings_llama_cpp_refused_answer_unknown(run: dict, refused_service: Any) -> None:
+    """Each setting llama.cpp refused in a dry run, asked of memfit: unknown + workloadUnsupported, no upper bound,
+    the refusal named in the note."""
+    s = settings(run)
+    workload = WireFitVerdictRequest.model_validate(
+        {
+            "modelId": run["model"],
+            "allocatedTokens": s["n_ctx"] // s["n_seq"],
+            "streams": s["n_seq"],
+            "keyElementBytes": ELEMENT_BYTES[s["type_k"]],
+            "valueElementBytes": ELEMENT_BYTES[s["type_v"]],
+            "flashAttention": s["fa"],
+            "ubatchTokens": s["n_ubatch"],
+        }
+    )
+    answer = wire.fit_one(refused_service, workload)
+    assert answer is not None
+    result = json.loads(answer.model_dump_json(by_alias=True))
+    assert result["verdict"] == "unknown" and result["estimate"]["upperBoundBytes"] is None
+    if result["estimate"]["refusal"] == "contextExceedsModelLimit":  # memfit's own refusal comes first
+        assert s["n_ctx"] // s["n_seq"] > refused_service.subject(run["model"]).context_limit
+        return
+    assert "workloadUnsupported" in result["limits"]
+    (note,) = (n for m, n in REFUSAL_MESSAGES.items() if m in run["stderr_tail"])
+    assert any(note in p["note"] for p in result["estimate"]["parts"] if p["basis"] == "unknown")
+
+
+@pytest.fixture(scope="module")
+def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    directory = tmp_path_factory.mktemp("refused-models")
+    write_models({r["model"] for r in REFUSED_RUNS}, directory)
+    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    built.index.refresh()
+    return built
 
 
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]

@@ -101,21 +101,34 @@ def granitehybrid(
     d_inner: int,
     d_state: int,
     ssm_heads: int,
+    attn_at: int | None = None,
+    experts: tuple[int, int, int] | None = None,
+    nope: bool = False,
 ) -> Model:
-    """Mamba-2 layers with an attention layer every `attn_every`-th, a dense FFN in every layer, tied output."""
+    """Mamba-2 layers with an attention layer every `attn_every`-th (the one at `attn_at` in each run of them, the
+    last by default), an FFN in every layer (dense of width F, or `experts` = (count, used, shared width) experts
+    of width F), tied output; `nope`: rope.scaling.finetuned false, no rope (granite-4.0-h's published GGUFs)."""
     w = QT.Q4_0
-    heads_kv = [Hkv if i % attn_every == attn_every - 1 else 0 for i in range(L)]
+    at = attn_every - 1 if attn_at is None else attn_at
+    heads_kv = [Hkv if i % attn_every == at else 0 for i in range(L)]
     m = Model("granitehybrid", vocab=V)
     transformer_kv(m, ctx=131072, embd=E, layers=L, ff=F, heads=H, heads_kv=heads_kv, eps=1e-5, name=name)
     ssm_kv(m, d_conv=4, d_inner=d_inner, d_state=d_state, heads=ssm_heads, groups=1)
     m.arch_kv(logit_scale=1.0, residual_scale=1.0, embedding_scale=1.0, attention__scale=1.0 / 32)
+    if nope:
+        m.arch_kv(rope__scaling__finetuned=False)
+    if experts is not None:
+        m.arch_kv(expert_count=experts[0], expert_used_count=experts[1], expert_shared_feed_forward_length=experts[2])
     embeddings(m, E, V, w, tied=True)
     for i, kv in enumerate(heads_kv):
         if kv == 0:
             mamba2_block(m, i, E, d_inner, d_state, 1, ssm_heads, 4, w)
         else:
             attention(m, i, E, H, kv, E // H, w)
-        feed_forward(m, i, E, F, w)
+        if experts is None:
+            feed_forward(m, i, E, F, w)
+        else:
+            moe_feed_forward(m, i, E, F, experts[0], w, shared_ff=experts[2])
     return m
 
 
@@ -135,5 +148,84 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     # hybrid Mamba-2 + attention
     "granitehybrid-shape": lambda: granitehybrid(
         "gh", E=2560, F=8192, L=16, attn_every=4, H=32, Hkv=8, V=100352, d_inner=5120, d_state=128, ssm_heads=80
+    ),
+    # granite-4.0-h-1b and -tiny (memfit/data/catalog.json's published configs): 4 attention layers in 40, 12 heads
+    # of 128 over 4 KV heads; the 1B a dense FFN, the tiny 64 experts of 512 (6 used) beside a shared 1024
+    "granite-4.0-h-1b-shape": lambda: granitehybrid(
+        "gh1b",
+        E=1536,
+        F=4096,
+        L=40,
+        attn_every=10,
+        attn_at=5,
+        H=12,
+        Hkv=4,
+        V=100352,
+        d_inner=3072,
+        d_state=128,
+        ssm_heads=48,
+    ),
+    "granite-4.0-h-tiny-shape": lambda: granitehybrid(
+        "ghtiny",
+        E=1536,
+        F=512,
+        L=40,
+        attn_every=10,
+        attn_at=5,
+        H=12,
+        Hkv=4,
+        V=100352,
+        d_inner=3072,
+        d_state=128,
+        ssm_heads=48,
+        experts=(64, 6, 1024),
+    ),
+    # granite-4.0-h-small (the Granite 4.0 model card's table): 4096 wide, 32 heads over 8 KV, 128 Mamba-2 heads
+    # of 64, 72 experts of 896 (10 used) beside a shared 8192
+    "granite-4.0-h-small-shape": lambda: granitehybrid(
+        "ghsmall",
+        E=4096,
+        F=896,
+        L=40,
+        attn_every=10,
+        attn_at=5,
+        H=32,
+        Hkv=8,
+        V=100352,
+        d_inner=8192,
+        d_state=128,
+        ssm_heads=128,
+        experts=(72, 10, 8192),
+    ),
+    "granite-4.0-h-small-nope-shape": lambda: granitehybrid(
+        "ghsmall",
+        E=4096,
+        F=896,
+        L=40,
+        attn_every=10,
+        attn_at=5,
+        H=32,
+        Hkv=8,
+        V=100352,
+        d_inner=8192,
+        d_state=128,
+        ssm_heads=128,
+        experts=(72, 10, 8192),
+        nope=True,
+    ),
+    "granite-4.0-h-1b-nope-shape": lambda: granitehybrid(
+        "gh1b",
+        E=1536,
+        F=4096,
+        L=40,
+        attn_every=10,
+        attn_at=5,
+        H=12,
+        Hkv=4,
+        V=100352,
+        d_inner=3072,
+        d_state=128,
+        ssm_heads=48,
+        nope=True,
     ),
 }
