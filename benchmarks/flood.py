@@ -7,7 +7,8 @@ too, so that nothing can raise it). A second process opens --connections connect
 headers one byte every half second, some sending requests without the token in a loop; each one closed by the
 server is opened again. Meanwhile this process probes from 127.0.0.1, each probe on a new connection as the CLI
 makes: `GET /health` every 20 ms and an authenticated `POST /v1/models/fit/batch` every 200 ms. The same probes
-run first for --baseline seconds without the flood.
+run first for --baseline seconds without the flood, then while the attackers open their connections (`opening`:
+until each has opened one, the burst of new connections the server must accept), then for --seconds (`flood`).
 
 Printed: per phase and probe, the count, failures (an error, a timeout while connecting or waiting for the answer,
 a status other than 200) and p50/p99/max latency; the attackers' connections (opened, refused with a 503, closed
@@ -32,6 +33,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 import psutil
@@ -46,6 +50,7 @@ HEALTH_LIMIT_MS = 50.0
 PROBE_TIMEOUT_S = 5.0
 WARM_UP_S = 1.0  # probes before the baseline, not counted
 TRICKLE_EVERY_S = 0.5
+OPENING_LIMIT_S = 60.0  # the attackers open their connections within it
 IDLE, TRICKLE, CHURN = "idle", "trickle", "churn"
 
 
@@ -72,22 +77,44 @@ async def _answer(reader: asyncio.StreamReader) -> bytes:
 # the attackers (in their own process)
 
 
-async def _attacker(kind: str, n: int, port: int, deadline: float, counts: Counter) -> None:
-    """One attacking connection of `kind`, opened again each time the server closes it, until `deadline`."""
+class Flood:
+    """The attackers' shared state in their process: when to stop, and which have not opened a connection yet."""
+
+    def __init__(self, connections: int, ready: EventType) -> None:
+        self.deadline = float("inf")  # set once the lead process says stop
+        self.unopened = set(range(connections))
+        self.ready = ready  # set once every attacker has opened its first connection
+        self.counts: Counter = Counter()
+
+    def opened(self, n: int) -> None:
+        self.counts["opened"] += 1
+        if n in self.unopened:
+            self.unopened.discard(n)
+            if not self.unopened:
+                self.ready.set()
+
+    @property
+    def running(self) -> bool:
+        return time.monotonic() < self.deadline
+
+
+async def _attacker(kind: str, n: int, port: int, flood: Flood) -> None:
+    """One attacking connection of `kind`, opened again each time the server closes it, until the flood stops."""
     source = SOURCES[n % len(SOURCES)]
     unauthenticated = _request("POST", "/v1/models/fit/batch", port, body=b'[{"modelId": "qwen3-f16"}]')
-    while time.monotonic() < deadline:
+    counts = flood.counts
+    while flood.running:
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
         except OSError:
             counts["connect failed"] += 1
             await asyncio.sleep(0.1)
             continue
-        counts["opened"] += 1
+        flood.opened(n)
         answered = False
         try:
             if kind == CHURN:
-                while time.monotonic() < deadline:
+                while flood.running:
                     writer.write(unauthenticated)
                     status = await _answer(reader)
                     answered = True
@@ -95,10 +122,11 @@ async def _attacker(kind: str, n: int, port: int, deadline: float, counts: Count
             elif kind == TRICKLE:
                 for byte in b"GET /health HTTP/1.1\r\nx-slow: " + b"a" * 10_000:
                     writer.write(bytes([byte]))
-                    if await _closed_within(reader, TRICKLE_EVERY_S, deadline, counts):
+                    if await _closed_within(reader, TRICKLE_EVERY_S, flood):
                         break
             else:
-                await _closed_within(reader, deadline - time.monotonic(), deadline, counts)
+                while not await _closed_within(reader, 1.0, flood):
+                    pass
         except (OSError, asyncio.IncompleteReadError, ValueError):
             if not answered:
                 counts["closed by the server"] += 1
@@ -106,28 +134,32 @@ async def _attacker(kind: str, n: int, port: int, deadline: float, counts: Count
             writer.close()
 
 
-async def _closed_within(reader: asyncio.StreamReader, seconds: float, deadline: float, counts: Counter) -> bool:
+async def _closed_within(reader: asyncio.StreamReader, seconds: float, flood: Flood) -> bool:
     """Whether the server answered or closed the connection within `seconds` (or the flood is over)."""
     try:
-        data = await asyncio.wait_for(reader.read(4096), max(0.0, min(seconds, deadline - time.monotonic())))
+        data = await asyncio.wait_for(reader.read(4096), seconds)
     except TimeoutError:
-        return time.monotonic() >= deadline
-    counts["refused (503)" if data.startswith(b"HTTP/1.1 503") else "closed by the server"] += 1
+        return not flood.running
+    flood.counts["refused (503)" if data.startswith(b"HTTP/1.1 503") else "closed by the server"] += 1
     return True
 
 
-def _flood(port: int, connections: int, churn: int, seconds: float, results: multiprocessing.Queue) -> None:
+def _flood(port: int, connections: int, churn: int, ready: EventType, stop: EventType, results: Queue) -> None:
     _raise_own_limit(connections + 256)
-    counts: Counter = Counter()
     kinds = [CHURN] * churn + [IDLE, TRICKLE] * ((connections - churn) // 2)
     kinds += [IDLE] * (connections - len(kinds))
+    flood = Flood(connections, ready)
+
+    async def stopped() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        flood.deadline = time.monotonic()
 
     async def run() -> None:
-        deadline = time.monotonic() + seconds
-        await asyncio.gather(*(_attacker(kind, n, port, deadline, counts) for n, kind in enumerate(kinds)))
+        await asyncio.gather(stopped(), *(_attacker(kind, n, port, flood) for n, kind in enumerate(kinds)))
 
     asyncio.run(run())
-    results.put(dict(counts))
+    results.put(dict(flood.counts))
 
 
 def _raise_own_limit(needed: int) -> None:
@@ -161,7 +193,10 @@ async def _probe(port: int, request: bytes, samples: list[float | str]) -> None:
         samples.append((time.perf_counter() - start) * 1000 if ok else status.split(b" ", 2)[1].decode())
 
 
-async def _probes(port: int, token: str, seconds: float) -> dict[str, list[float | str]]:
+async def _probes(
+    port: int, token: str, seconds: float, until: Callable[[], bool] = lambda: False
+) -> dict[str, list[float | str]]:
+    """Probes for `seconds`, or until `until()` is true."""
     health = _request("GET", "/health", port)
     body = json.dumps([{"modelId": name} for name in PUBLIC_SET]).encode()
     fit = _request("POST", "/v1/models/fit/batch", port, token, body)
@@ -169,7 +204,7 @@ async def _probes(port: int, token: str, seconds: float) -> dict[str, list[float
     tasks = set()
     start = time.monotonic()
     ticks = 0
-    while (now := time.monotonic()) < start + seconds:
+    while (now := time.monotonic()) < start + seconds and not until():
         tasks.add(asyncio.create_task(_probe(port, health, samples["/health"])))
         if ticks % round(FIT_EVERY_S / HEALTH_EVERY_S) == 0:
             tasks.add(asyncio.create_task(_probe(port, fit, samples["fit/batch"])))
@@ -265,15 +300,19 @@ class Server:
             self.process.wait()
 
 
-async def _sampling(server: Server, seconds: float) -> None:
+async def _sampling(server: Server, seconds: float, until: Callable[[], bool]) -> None:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not until():
         server.sample_fds()
         await asyncio.sleep(0.25)
 
 
-async def _flood_phase(server: Server, seconds: float) -> dict[str, list[float | str]]:
-    samples, _ = await asyncio.gather(_probes(server.port, server.token, seconds), _sampling(server, seconds))
+async def _flood_phase(
+    server: Server, seconds: float, until: Callable[[], bool] = lambda: False
+) -> dict[str, list[float | str]]:
+    samples, _ = await asyncio.gather(
+        _probes(server.port, server.token, seconds, until), _sampling(server, seconds, until)
+    )
     return samples
 
 
@@ -294,15 +333,19 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(_probes(server.port, server.token, WARM_UP_S))  # the first answers build caches
             baseline = asyncio.run(_probes(server.port, server.token, args.baseline))
             spawn = multiprocessing.get_context("spawn")
-            results: multiprocessing.Queue = spawn.Queue()
+            results: Queue = spawn.Queue()
+            ready, stop = spawn.Event(), spawn.Event()
             attacker = spawn.Process(
-                target=_flood, args=(server.port, args.connections, args.churn, args.seconds + 2, results)
+                target=_flood, args=(server.port, args.connections, args.churn, ready, stop, results)
             )
             attacker.start()
-            time.sleep(1.0)  # the flood under way before the probes
+            opening_started = time.monotonic()
+            opening = asyncio.run(_flood_phase(server, OPENING_LIMIT_S, ready.is_set))
+            opening_s = time.monotonic() - opening_started
             cpu, start = server.cpu_seconds(), time.monotonic()
             flooded = asyncio.run(_flood_phase(server, args.seconds))
             cores = (server.cpu_seconds() - cpu) / (time.monotonic() - start)
+            stop.set()
             counts = results.get(timeout=60)
             attacker.join(timeout=30)
             alive = server.process.poll() is None
@@ -311,17 +354,19 @@ def main(argv: list[str] | None = None) -> int:
             if keep:
                 Path(keep).write_bytes(server.log.read_bytes())
         rows_before, healthy_before = _summary("baseline", baseline)
+        rows_opening, healthy_opening = _summary("opening", opening)
         rows_after, healthy_after = _summary("flood", flooded)
         print("\n| phase | probe | n | failed | p50 (ms) | p99 (ms) | max (ms) |")
         print("|---|---|---|---|---|---|---|")
-        print("\n".join(rows_before + rows_after))
-        print(f"\nattackers ({args.connections} connections, {args.churn} in a loop): {dict(sorted(counts.items()))}")
+        print("\n".join(rows_before + rows_opening + rows_after))
+        print(f"\nopening: from the attackers' start until each had opened a connection ({opening_s:.1f} s)")
+        print(f"attackers ({args.connections} connections, {args.churn} in a loop): {dict(sorted(counts.items()))}")
         print(
             f"server: {cores:.2f} cores busy during the flood, peak {server.peak_fds} open descriptors,"
             f" {server.emfile_lines()} 'Too many open files' lines"
         )
         print(f"server still running after the flood: {alive}")
-    ok = healthy_before and healthy_after and alive
+    ok = healthy_before and healthy_opening and healthy_after and alive
     print(f"/health {'answered within' if ok else 'failed or took over'} {HEALTH_LIMIT_MS:.0f} ms throughout")
     return 0 if ok else 1
 

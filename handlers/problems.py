@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from connexion.exceptions import ProblemException
@@ -32,6 +33,7 @@ TITLES = {
 }
 PROBLEM_JSON = "application/problem+json"
 UNAUTHORIZED = "a valid bearer token is required"
+FAILED_DETAIL = "the request failed; see the server log"
 MAX_DETAIL = 300  # a validation message may quote the whole body; a problem needs only its start
 
 
@@ -41,6 +43,7 @@ def problem_type(status: int) -> str:
     return ProblemType.FAILED if status >= 500 else ProblemType.INVALID_REQUEST
 
 
+@functools.lru_cache(maxsize=256)  # the same few refusals make up a flood: each was a model built and serialised
 def problem_body(status: int, detail: str) -> bytes:
     title = TITLES.get(status, "Failed" if status >= 500 else "Invalid request")
     return Problem(type=problem_type(status), title=title, status=status, detail=detail).model_dump_json().encode()
@@ -73,7 +76,7 @@ def problem_from_exception(request: ConnexionRequest, exc: Exception) -> Connexi
         status, detail, headers = exc.status_code, str(exc.detail or ""), dict(exc.headers or {})
     else:
         log.error("request failed", exc_info=exc)
-        status, detail, headers = 500, "the request failed; see the server log", {}
+        status, detail, headers = 500, FAILED_DETAIL, {}
     if status == 401:
         detail = UNAUTHORIZED
     if status == 405 and request.scope.get(ALLOW_KEY):  # starlette names only the first route of a path

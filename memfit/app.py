@@ -20,21 +20,24 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
 from memfit.estimator.fit_service import FitService
-from memfit.handlers.context import ServerState
+from memfit.handlers.context import STATE_KEY, ServerState
+from memfit.handlers.health import health_of
 from memfit.handlers.problems import problem_from_exception
 from memfit.http.auth import RequireToken
 from memfit.http.body import BodyLimit
 from memfit.http.cancellation import Cancellation
 from memfit.http.concurrency import ConcurrencyLimit
+from memfit.http.direct import Direct
 from memfit.http.host import HostCheck
 from memfit.http.json_depth import JsonDepth
 from memfit.http.log_redaction import query_parameters, redact_access_log
 from memfit.http.metrics import RequestMetrics
-from memfit.http.proof import ServerProof
+from memfit.http.proof import HEALTH_PATH, ServerProof
 from memfit.http.revision import ApiRevision
 from memfit.http.root import RootRedirect
 from memfit.http.routing import RouteTable, Routing
 from memfit.http.state import WithState
+from memfit.http.tarpit import Refusals, Tarpit, quiet_refusals
 from memfit.http.validation import VALIDATORS
 from memfit.metrics import Metrics
 
@@ -113,13 +116,22 @@ def create_app(
     state = server_state(service, token)
     spec = load_spec()
     redact_access_log(query_parameters(spec))
-    # outermost first: the state and the revision header reach every request and every answer; a request whose Host
-    # does not name this server is refused; /health proves the server holds the token when challenged; `/` redirects to
-    # the Swagger UI page; the route is known before anything else and every request is counted under it, whatever
-    # answers it; the token is checked before any body is read, and only an operation that takes one has it read;
-    # only a request whose body has arrived takes one of the places of the concurrency limit
+    refusals = Refusals()
+    quiet_refusals(refusals)
+    # outermost first: the state and the revision header reach every request and every answer; refusals that come as a
+    # flood are held (tarpit.py); a request whose Host does not name this server is refused; /health proves the server
+    # holds the token when challenged; `/` redirects to the Swagger UI page; the route is known before anything else
+    # and every request is counted under it, whatever answers it; the token is checked before any body is read, and
+    # only an operation that takes one has it read; only a request whose body has arrived takes one of the places of
+    # the concurrency limit; GET /health is answered without connexion (direct.py)
+    direct = {("GET", HEALTH_PATH): lambda scope: health_of(scope[STATE_KEY])}
     table = RouteTable(spec, public=frozenset({"getMetrics"}) if metrics_public else frozenset())
     guarded = Routing(
-        RequestMetrics(RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(app))))), state.metrics), table
+        RequestMetrics(
+            RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(Direct(app, direct)))))), state.metrics
+        ),
+        table,
     )
-    return WithState(ApiRevision(HostCheck(ServerProof(RootRedirect(guarded))), state.api_revision), state)
+    return WithState(
+        ApiRevision(Tarpit(HostCheck(ServerProof(RootRedirect(guarded))), refusals), state.api_revision), state
+    )

@@ -2,7 +2,8 @@
 
 uvicorn closes an idle keep-alive connection, but waits forever for request headers that trickle in; the
 protocol below closes a connection that has sent nothing within FIRST_BYTE_TIMEOUT_S of its start, and one
-whose headers are not complete within HEADER_TIMEOUT_S of its first byte or of its previous response. (A body
+whose headers are not complete within HEADER_TIMEOUT_S of its first byte or of its previous response (each
+deadline spread over its upper half: memfit.http.spread). (A body
 that trickles in is cut off by the app's guard, with a 408, and the connection closed.)
 
 Connections are capped per process, below the file limit (connection_budget: `memfit serve` first raises its
@@ -26,7 +27,6 @@ import asyncio
 import functools
 import logging
 import resource
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,8 +34,14 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from memfit.http.spread import spread
+from memfit.http.tally import Tally
+from memfit.http.tarpit import CONNECTION_KEY
+
 HEADER_TIMEOUT_S = 10.0
-FIRST_BYTE_TIMEOUT_S = 1.5  # a connection that has sent nothing by then is closed
+# a connection that has sent nothing by then is closed (at 1.5 s, 900 silent clients that reconnected made the server
+# accept 600 connections a second; the cap closes silent ones first when room is needed)
+FIRST_BYTE_TIMEOUT_S = 10.0
 KEEP_ALIVE_S = 5
 MAX_HEADER_BYTES = 64 * 1024  # the request line and headers together; past it a 431
 GRACEFUL_SHUTDOWN_S = 5
@@ -45,7 +51,6 @@ MAX_BACKLOG = 2048  # connections the kernel queues before they are accepted (uv
 # thread (a database, its WAL and shared memory, for the header cache and the history), inotify, the event loop's
 FILE_HEADROOM = 512
 RETRY_AFTER_S = 1
-EVICTION_LOG_EVERY_S = 10.0
 
 log = logging.getLogger("memfit.http")
 
@@ -69,8 +74,10 @@ class Connections:
         self.cap = cap
         self.count = 0
         self.idle: dict[DeadlineProtocol, None] = {}  # insertion-ordered: the longest idle first
-        self._closed = 0  # idle ones closed for newcomers since the last log line
-        self._log_after = 0.0
+        self.evicted = Tally(log, logging.WARNING, f"at the cap of {cap} connections: closed %d idle ones for new ones")
+        # a connection opened and never used is routine (browsers open spares); headers that trickle are not
+        self.silent = Tally(log, logging.INFO, f"closed %d connections silent for {FIRST_BYTE_TIMEOUT_S:.0f} s")
+        self.slow = Tally(log, logging.WARNING, f"closed %d connections whose headers took {HEADER_TIMEOUT_S:.0f} s")
 
     def make_room(self) -> bool:
         """Whether a new connection may be held: under the cap, or once the longest idle one is closed."""
@@ -78,12 +85,8 @@ class Connections:
             return True
         if not self.idle:
             return False
-        oldest = next(iter(self.idle))
-        oldest.evict()
-        self._closed += 1
-        if (now := time.monotonic()) >= self._log_after:
-            log.warning("at the cap of %d connections: closed %d idle ones for new ones", self.cap, self._closed)
-            self._closed, self._log_after = 0, now + EVICTION_LOG_EVERY_S
+        next(iter(self.idle)).evict()
+        self.evicted.add()
         return True
 
 
@@ -102,6 +105,7 @@ class DeadlineProtocol(HttpToolsProtocol):
     _silent = True  # nothing received yet
     _in_progress = 0  # requests whose headers have ended and whose answer is not complete
     _stalled = False  # the client does not read what is written to it
+    _held = False  # its answer, a refusal, is held back (memfit.http.tarpit)
     _connections: Connections | None = None  # counted there while open
 
     def __init__(self, *args: Any, max_connections: int, **kwargs: Any) -> None:
@@ -117,13 +121,13 @@ class DeadlineProtocol(HttpToolsProtocol):
         connections.count += 1
         self._connections = connections
         self._track()
-        self._arm(FIRST_BYTE_TIMEOUT_S, "closed a connection that sent nothing for %.1f s")
+        self._arm(FIRST_BYTE_TIMEOUT_S)
 
     def _track(self) -> None:
         """Keep this connection among the idle ones, where it is idle (from when it became so), or out of them."""
         if self._connections is None:
             return
-        if self._in_progress == 0 or self._stalled:
+        if self._in_progress == 0 or self._stalled or self._held:
             self._connections.idle.setdefault(self)
         else:
             self._connections.idle.pop(self, None)
@@ -176,6 +180,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().data_received(data)
 
     def on_headers_complete(self) -> None:
+        self.scope[CONNECTION_KEY] = self  # type: ignore[literal-required]
         self._disarm()
         self._awaiting_headers = False
         self._messages += 1
@@ -202,8 +207,13 @@ class DeadlineProtocol(HttpToolsProtocol):
         )
         self.transport.close()
 
+    def held(self) -> None:
+        self._held = True
+        self._track()
+
     def on_response_complete(self) -> None:
         self._in_progress -= 1
+        self._held = False
         self._track()  # idle from now, unless a pipelined request waits
         super().on_response_complete()
         self._arm()
@@ -223,22 +233,19 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._forget()
         super().connection_lost(exc)
 
-    def _arm(
-        self, seconds: float | None = None, why: str = "closed a connection whose request headers took over %.0f s"
-    ) -> None:
+    def _arm(self, seconds: float | None = None) -> None:
         self._disarm()
-        seconds = HEADER_TIMEOUT_S if seconds is None else seconds
-        self._deadline = self.loop.call_later(seconds, self._too_slow, seconds, why)
+        self._deadline = self.loop.call_later(spread(HEADER_TIMEOUT_S if seconds is None else seconds), self._too_slow)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
-    def _too_slow(self, seconds: float, why: str) -> None:
+    def _too_slow(self) -> None:
         if not self.transport.is_closing():
-            # a connection opened and never used is routine (browsers open spares); headers that trickle are not
-            log.log(logging.INFO if self._silent else logging.WARNING, why, seconds)
+            if self._connections is not None:
+                (self._connections.silent if self._silent else self._connections.slow).add()
             self.transport.close()
 
 

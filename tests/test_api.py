@@ -227,6 +227,25 @@ def test_health_and_spec_need_no_token(live: LiveServer) -> None:
         assert ui.status_code == 200 and "swagger" in ui.text.lower() and "cdn" not in ui.text.lower()
 
 
+def test_health_answered_without_connexion_is_the_operation_connexion_answers(live: LiveServer) -> None:
+    """GET /health skips connexion's stack (memfit.http.direct); HEAD still goes through it: same headers."""
+    with live.client(None) as c:
+        direct, routed = c.get("/health"), c.head("/health")
+    assert direct.status_code == routed.status_code == 200
+    for name in ("content-type", "content-length", "x-memfit-api-revision"):
+        assert direct.headers[name] == routed.headers[name]
+
+
+def test_a_health_probe_that_fails_is_a_500_problem(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> None:
+        raise RuntimeError("probe broke")
+
+    monkeypatch.setattr(live.service, "check_state", broken)
+    with live.client(None) as c:
+        response = c.get("/health")
+    assert _problem(response, 500, "failed")["detail"] == "the request failed; see the server log"
+
+
 @pytest.mark.parametrize(
     "content, kind",
     [
