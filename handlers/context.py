@@ -14,6 +14,7 @@ from starlette.responses import Response
 from memfit.estimator.fit_service import FitService
 from memfit.http.plan_limit import PlanLimit
 from memfit.metrics import Metrics
+from memfit.plan_processes import PlanProcesses
 
 M = TypeVar("M", bound=BaseModel)
 STATE_KEY = "memfit.state"
@@ -29,6 +30,7 @@ class ServerState:
     spec_yaml: bytes
     metrics: Metrics
     plans: PlanLimit = field(default_factory=PlanLimit)  # the plans computed at once
+    plan_processes: PlanProcesses | None = None  # where they are computed (None: on worker threads)
 
 
 def current() -> ServerState:

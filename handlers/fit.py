@@ -7,11 +7,11 @@ from starlette.responses import Response
 
 from memfit import wire
 from memfit.estimator.errors import Cancelled, OverBudget
-from memfit.estimator.plan import PlanBudget
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.context import cancellation, current, json_response, parse
 from memfit.handlers.problems import problem_response
-from memfit.http.plan_limit import RETRY_AFTER_S, PlansBusy
+from memfit.http.plan_limit import RETRY_AFTER_S
+from memfit.plan_processes import PlanProcessLost
 
 
 async def fit_batch(body: list[dict]) -> Response:
@@ -25,17 +25,22 @@ async def fit_batch(body: list[dict]) -> Response:
 
 
 async def fit_plan(body: list[dict]) -> Response:
+    """Computed in a plan process under `memfit serve` (on a worker thread otherwise), holding one of the server's
+    plan slots (memfit.http.plan_limit: taken before the body was validated)."""
     requests = [parse(WireFitVerdictRequest, item) for item in body]
     state, cancelled = current(), cancellation()
     try:
-        plans = await state.plans.run(lambda: wire.fit_plan(state.service, requests, cancelled, budget=PlanBudget()))
+        if state.plan_processes is not None:
+            answer = await state.plan_processes.plan(body)
+        else:
+            answer = await run_in_threadpool(wire.fit_plan_json, state.service, requests, cancelled)
     except Cancelled as exc:
         return problem_response(499, str(exc))
     except OverBudget as exc:
         return problem_response(400, str(exc))
-    except PlansBusy as exc:
+    except PlanProcessLost as exc:
         return problem_response(503, str(exc), {"Retry-After": str(RETRY_AFTER_S)})
-    return json_response(plans)
+    return Response(answer, media_type="application/json")
 
 
 async def fit_one(body: dict) -> Response:

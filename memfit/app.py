@@ -32,6 +32,7 @@ from memfit.http.host import HostCheck
 from memfit.http.json_depth import JsonDepth
 from memfit.http.log_redaction import query_parameters, redact_access_log
 from memfit.http.metrics import RequestMetrics
+from memfit.http.plan_limit import PlanSlots
 from memfit.http.proof import HEALTH_PATH, ServerProof
 from memfit.http.revision import ApiRevision
 from memfit.http.root import RootRedirect
@@ -40,7 +41,9 @@ from memfit.http.state import WithState
 from memfit.http.tarpit import Refusals, Tarpit, quiet_refusals
 from memfit.http.validation import VALIDATORS
 from memfit.metrics import Metrics
+from memfit.plan_processes import PlanProcesses
 
+PLAN = "fitPlan"  # the operation that takes a plan slot
 SPEC_PATH = Path(str(resources.files("memfit.generated").joinpath("openapi.yaml")))  # scripts/regenerate copies it
 
 
@@ -64,7 +67,7 @@ def served_spec_yaml(raw: str) -> str:
     return served
 
 
-def server_state(service: FitService, token: str) -> ServerState:
+def server_state(service: FitService, token: str, plan_processes: PlanProcesses | None = None) -> ServerState:
     served = served_spec_yaml(SPEC_PATH.read_text(encoding="utf-8"))
     spec = yaml.safe_load(served)
     return ServerState(
@@ -74,6 +77,7 @@ def server_state(service: FitService, token: str) -> ServerState:
         spec_json=json.dumps(spec).encode(),
         spec_yaml=served.encode(),
         metrics=Metrics(service),
+        plan_processes=plan_processes,
     )
 
 
@@ -87,10 +91,16 @@ class SnakeCaseResolver(Resolver):
 
 
 def create_app(
-    service: FitService, token: str, *, validate_responses: bool = False, metrics_public: bool = False
+    service: FitService,
+    token: str,
+    *,
+    validate_responses: bool = False,
+    metrics_public: bool = False,
+    plan_processes: PlanProcesses | None = None,
 ) -> ASGIApp:
     """The whole server as one ASGI app. `validate_responses` checks every answer against the spec (tests);
-    `metrics_public` serves GET /metrics without the token (`memfit serve --metrics-public`)."""
+    `metrics_public` serves GET /metrics without the token (`memfit serve --metrics-public`); `plan_processes`
+    computes plans (`memfit serve`; without them, plans are computed on worker threads)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: object) -> AsyncIterator[None]:
@@ -99,6 +109,8 @@ def create_app(
             yield
         finally:
             service.index.stop()
+            if plan_processes is not None:
+                plan_processes.close()
 
     app = AsyncApp(
         __name__,
@@ -113,7 +125,7 @@ def create_app(
     )
     for exc_class in (ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_class, problem_from_exception)
-    state = server_state(service, token)
+    state = server_state(service, token, plan_processes)
     spec = load_spec()
     redact_access_log(query_parameters(spec))
     refusals = Refusals()
@@ -123,12 +135,16 @@ def create_app(
     # holds the token when challenged; `/` redirects to the Swagger UI page; the route is known before anything else
     # and every request is counted under it, whatever answers it; the token is checked before any body is read, and
     # only an operation that takes one has it read; only a request whose body has arrived takes one of the places of
-    # the concurrency limit; GET /health is answered without connexion (direct.py)
+    # the concurrency limit; a plan then waits for a plan slot (plan_limit.py); GET /health is answered without
+    # connexion (direct.py)
     direct = {("GET", HEALTH_PATH): lambda scope: health_of(scope[STATE_KEY])}
     table = RouteTable(spec, public=frozenset({"getMetrics"}) if metrics_public else frozenset())
     guarded = Routing(
         RequestMetrics(
-            RequireToken(BodyLimit(ConcurrencyLimit(JsonDepth(Cancellation(Direct(app, direct)))))), state.metrics
+            RequireToken(
+                BodyLimit(ConcurrencyLimit(PlanSlots(JsonDepth(Cancellation(Direct(app, direct))), state.plans, PLAN)))
+            ),
+            state.metrics,
         ),
         table,
     )

@@ -210,6 +210,8 @@ def _add_local_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from memfit.http.plan_limit import PLAN_SLOTS
+    from memfit.plan_processes import PlanProcesses, ServiceSettings
     from memfit.serving import WorkerSettings, quiet_warnings, run_one, run_workers
 
     quiet_warnings()
@@ -255,16 +257,17 @@ def serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         sys.stdout.flush()
+        service_settings = ServiceSettings(tuple(service.index.roots), state_dir, service.settings)
         if args.workers > 1:
-            worker_settings = WorkerSettings(
-                service.index.roots, state_dir, service.settings, token.value, args.metrics_public
-            )
             del service
+            worker_settings = WorkerSettings(service_settings, token.value, args.metrics_public)
             run_workers(worker_settings, args.host, args.port, args.workers, sock)
         else:
             from memfit.app import create_app
 
-            run_one(create_app(service, token.value, metrics_public=args.metrics_public), args.host, args.port, sock)
+            plans = PlanProcesses(service_settings, PLAN_SLOTS)
+            app = create_app(service, token.value, metrics_public=args.metrics_public, plan_processes=plans)
+            run_one(app, args.host, args.port, sock)
     except KeyboardInterrupt:  # before uvicorn runs, or after it shut down cleanly and re-raised the signal
         pass
     finally:

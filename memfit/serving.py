@@ -44,9 +44,9 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import Process
 
-from memfit.estimator.fit_service import Settings
+from memfit.http.plan_limit import PLAN_SLOTS
 from memfit.http_server import server_config
-from memfit.readers.model_roots import Root
+from memfit.plan_processes import PlanProcesses, ServiceSettings
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 log = logging.getLogger("memfit.serve")
@@ -61,9 +61,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 class WorkerSettings:
     """All a worker needs to build the app `memfit serve` would build in one process."""
 
-    roots: tuple[Root, ...]
-    state_dir: str
-    settings: Settings
+    service: ServiceSettings
     token: str = field(repr=False)  # never in a log line
     metrics_public: bool = False
 
@@ -107,10 +105,18 @@ def worker_app(settings: WorkerSettings, supervisor: int) -> ASGIApp:
         from memfit.service_builder import build_service
 
         service = build_service(
-            settings.roots, state_dir=settings.state_dir, settings=settings.settings, history_required=False
+            settings.service.roots,
+            state_dir=settings.service.state_dir,
+            settings=settings.service.settings,
+            history_required=False,
         )
         service.check_state()
-        app = create_app(service, settings.token, metrics_public=settings.metrics_public)
+        app = create_app(
+            service,
+            settings.token,
+            metrics_public=settings.metrics_public,
+            plan_processes=PlanProcesses(settings.service, PLAN_SLOTS),
+        )
     except Exception:
         log.exception("a worker could not start")
         sys.exit(STARTUP_FAILURE)

@@ -204,6 +204,13 @@ def fit_plan(
     return m.WireFitPlanBatch(results=[plan_result(p, m) for p in results])
 
 
+def fit_plan_json(
+    service: FitService, requests: Sequence[wire.WireFitVerdictRequest], cancelled: Callable[[], bool] = lambda: False
+) -> bytes:
+    """A plan request's answer as the JSON the server sends, within the request's work budget (PlanBudget)."""
+    return fit_plan(service, requests, cancelled, budget=PlanBudget()).model_dump_json(by_alias=True).encode()
+
+
 def fit_one(service: FitService, request: wire.WireFitVerdictRequest) -> wire.WireFitVerdictResult | None:
     result = service.fit_one(fit_request(request))
     return None if result is None else fit_result(result)

@@ -4,9 +4,10 @@ searches compute; past either, a 400 naming the budget. And the plans the server
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -84,27 +85,55 @@ def test_plans_past_the_slots_wait_then_are_refused() -> None:
     release = threading.Event()
 
     async def both() -> list[object]:
-        held = asyncio.create_task(limit.run(lambda: release.wait(10)))
+        async def plan(work: Callable[[], Awaitable[object]]) -> object:
+            async with limit.slot():
+                return await work()
+
+        held = asyncio.create_task(plan(lambda: asyncio.to_thread(release.wait, 10)))
         await asyncio.sleep(0.05)  # the first plan holds the only slot
         try:
-            return await asyncio.gather(limit.run(lambda: "second"), return_exceptions=True)
+            return await asyncio.gather(plan(lambda: asyncio.sleep(0, "second")), return_exceptions=True)
         finally:
             release.set()
             await held
 
     (second,) = asyncio.run(both())
     assert isinstance(second, PlansBusy)
-    assert asyncio.run(limit.run(lambda: "after")) == "after"  # the slot is free again
+
+    async def after() -> str:
+        async with limit.slot():
+            return "after"
+
+    assert asyncio.run(after()) == "after"  # the slot is free again
 
 
 def test_a_busy_plan_is_a_503_with_retry_after(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the handler answers when no slot freed up in time (the wait itself: the test above)."""
 
-    async def busy(_limit: PlanLimit, _work: object) -> None:
+    @contextlib.asynccontextmanager
+    async def busy(_limit: PlanLimit) -> AsyncIterator[None]:
         raise PlansBusy("every plan slot stayed taken")
+        yield
 
-    monkeypatch.setattr(PlanLimit, "run", busy)
+    monkeypatch.setattr(PlanLimit, "slot", busy)
     with server.client() as client:
         response = client.post("/v1/models/fit/plan", json=[{"modelId": "acme/Within-GGUF:Q4_X0"}])
     assert response.status_code == 503 and int(response.headers["Retry-After"]) > 0
     assert response.json()["type"] == "failed"
+
+
+def test_a_plan_waits_for_a_slot_before_its_body_is_validated(server: LiveServer) -> None:
+    """44 plans at once had their bodies validated on the event loop before waiting; now a plan past every slot
+    waits first: a body that would be a 400 is a 503 when no slot frees up, and a 400 once one is free."""
+    plans = server.app.state.plans  # type: ignore[attr-defined] - memfit.http.state.WithState
+    saved = plans.slots, plans.wait_s
+    plans.slots, plans.wait_s = 0, 0.2
+    invalid = [{"modelId": 5}]
+    try:
+        with server.client() as client:
+            waited = client.post("/v1/models/fit/plan", json=invalid)
+    finally:
+        plans.slots, plans.wait_s = saved
+    assert waited.status_code == 503 and waited.headers["Retry-After"], waited.text
+    with server.client() as client:
+        assert client.post("/v1/models/fit/plan", json=invalid).status_code == 400

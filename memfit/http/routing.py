@@ -21,6 +21,7 @@ class Route:
     secured: bool  # the bearer token is required
     takes_body: bool
     template: str = ""  # the contract's path, `/v1/models/observations/{observationId}`
+    operation: str = ""  # its operationId
 
 
 class RouteTable:
@@ -41,6 +42,7 @@ class RouteTable:
                     and not (op.get("operationId") in public and {} in op.get("security", default_security)),
                     takes_body="requestBody" in op,
                     template=path,
+                    operation=op.get("operationId", ""),
                 )
                 for method, op in item.items()
                 if method in METHODS
