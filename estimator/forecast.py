@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from memfit.estimator.bounds import Part
+from memfit.estimator.bounds import Part, bounds
 from memfit.estimator.compute_graph import buildable
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
@@ -108,13 +108,21 @@ def workspace_ceiling(derived: Part) -> int | None:
 def forecast_parts(
     subject: Subject, workload: Workload, history: HistoryMatch = NO_MATCH
 ) -> tuple[list[Part], list[Limit]]:
-    """The five parts, in the contract's order, and the limits they add."""
-    limits: list[Limit] = []
+    """The five parts, in the contract's order, and the limits they add. Under a setting llama.cpp refuses, nothing
+    past the weights is allocated: the rest is unknown, unless a byte count it derives is beyond 2^63-1 (the
+    contract's first refusal, nonFiniteInput, is decided on those parts)."""
+    parts, limits = _derived_parts(subject, workload, history)
     refused = refused_setting(workload, subject.architecture)
-    if refused:  # llama.cpp creates no context: nothing past the weights is allocated
-        limits.append(Limit.WORKLOAD_UNSUPPORTED)
-        context = (Component.KV_CACHE, Component.RECURRENT_STATE, Component.WORKSPACE)
-        return [subject.weights, *(Part.unknown(c, refused) for c in context), subject.companions], limits
+    if refused is None or bounds(parts).overflows:
+        return parts, limits
+    context = (Component.KV_CACHE, Component.RECURRENT_STATE, Component.WORKSPACE)
+    return [subject.weights, *(Part.unknown(c, refused) for c in context), subject.companions], [
+        Limit.WORKLOAD_UNSUPPORTED
+    ]
+
+
+def _derived_parts(subject: Subject, workload: Workload, history: HistoryMatch) -> tuple[list[Part], list[Limit]]:
+    limits: list[Limit] = []
     geometry = None
     if subject.layout is None:
         why = str(subject.layout_problem) if subject.layout_problem else "layout unknown"
