@@ -36,6 +36,7 @@ ICE_LAKE = CASCADE_LAKE + " avx512vbmi"
 ZEN4 = ICE_LAKE + " avx512_bf16"
 AMX = ZEN4 + " amx_bf16 avx512_fp16 amx_tile amx_int8"
 ALDER_LAKE = AVX2 + " avx_vnni"
+AMX_FEATURES = "SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VNNI AVX512_VBMI AVX512_BF16 AMX_TILE AMX_INT8"
 ARM = """processor\t: {n}
 BogoMIPS\t: 50.00
 Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm {extra}
@@ -57,7 +58,7 @@ def arm(*extras: str) -> str:
     [
         (x86(AVX2, AVX2), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2"),
         (x86(SKYLAKE_X), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2 AVX512"),
-        (x86(AMX), "AMD64", "SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VNNI AVX512_VBMI AVX512_BF16 AMX_TILE AMX_INT8"),
+        (x86(AMX), "AMD64", AMX_FEATURES),
         (x86(""), "x86_64", "SSE42 AVX F16C FMA"),
         (x86(SKYLAKE_X, AVX2), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2"),  # a feature counts only when all have it
         (x86(AVX2 + " avx512f avx512bw"), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2"),  # AVX512 needs F CD VL DQ BW
@@ -230,9 +231,7 @@ HOSTS = {
 
 
 def weights(models: Path, host: str, name: str, state_dir: str | None = None, variant: str | None = None):
-    service = build_service(
-        [Root(str(models), RootKind.PLAIN)], state_dir=state_dir, read_cpu=lambda: HOSTS[host]
-    )
+    service = build_service([Root(str(models), RootKind.PLAIN)], state_dir=state_dir, read_cpu=lambda: HOSTS[host])
     service.index.refresh()
     (artifact,) = [a for a in service.index.artifacts() if a.paths[0].endswith(name)]
     subject = service.subject(artifact.model_id, resolve_variant(variant or "auto", HOSTS[host]))
