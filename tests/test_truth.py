@@ -317,3 +317,20 @@ def test_tiny_random_weight_models_allocated_and_decoded_in_every_family(tmp_pat
     for tensor in reader.tensors:
         data = np.asarray(tensor.data)
         assert np.isfinite(data).all() and data.any(), tensor.name
+
+
+VARIANT_RUNS = load(DATA / "results_variants_dryrun.jsonl")
+
+
+def test_a_tied_q2_k_embedding_is_kept_twice_only_under_avx512(model_files: dict[str, Path]) -> None:
+    """tests/data/results_variants_dryrun.jsonl: the Gemma-3-4B shape in Q2_K, dry runs with only
+    libggml-cpu-haswell.so, then only libggml-cpu-skylakex.so, in backend_dir (this project's AVX-512 host runs
+    both). skylakex's CPU_REPACK takes Q2_K, so its output copy of the tied embedding is a second tensor;
+    haswell's does not. Each is exact under its own variant (test_parts_equal_llama_cpp); under the other, the
+    bounds miss it."""
+    assert {r["cpu_variant"] for r in VARIANT_RUNS} == {"haswell", "skylakex"} and len(VARIANT_RUNS) == 16
+    for run in VARIANT_RUNS:
+        other = BY_NAME["haswell" if run["cpu_variant"] == "skylakex" else "skylakex"]
+        floor, ceiling = compare(run, model_files[run["model"]], CACHE, other).weights or (0, 0)
+        assert not floor <= run["weights_bytes"] <= ceiling
+        assert ("CPU_REPACK" in run["weights_buffers"]) == (run["cpu_variant"] == "skylakex")
