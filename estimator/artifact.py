@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.cpu_repack import TiedCopy, tied_output_copy
+from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, tied_copy_bytes
+from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.hparams import HParams, refuse_mistyped_keys
 from memfit.estimator.layout import Layout
@@ -18,10 +21,8 @@ from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
-from memfit.readers.cpu_features import CpuFamily
 from memfit.readers.gguf_header import MAX_DIMS, STRING, GGUFHeader, SkippedArray
 
-TENSOR_ALIGNMENT = 32  # ggml's CPU buffer aligns every tensor to 32 bytes
 TOKEN_EMBD = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"
 OUTPUT = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
 BLOCK_TENSOR = re.compile(r"^blk\.(\d{1,9})\.")
@@ -31,18 +32,21 @@ WEIGHTS_NOTE = "tensor bytes of the GGUF file set, each padded to 32 bytes as ll
 _QUANT_IN_NAME = re.compile(rf"(?<![A-Za-z0-9])({QUANT_NAME})(?![A-Za-z0-9])", re.I)
 
 
-@dataclass(frozen=True)
-class TiedEmbedding:
-    """A token_embd that is also the output, and that the CPU backend may keep a second copy of."""
-
-    ggml_type: int
-    shape: tuple[int, int] | None  # (ne[0], ne[1]); None when the metadata does not state it consistently
-    nbytes: int
+# Weights llama.cpp reads with GET_ROWS (llm_tensor_info_mapping): never in an extra buffer type
+_ROW_TABLES = {
+    gguf.TENSOR_NAMES[t] + ".weight"
+    for t in (
+        gguf.MODEL_TENSOR.TOKEN_EMBD,
+        gguf.MODEL_TENSOR.POS_EMBD,
+        gguf.MODEL_TENSOR.TOKEN_TYPES,
+        gguf.MODEL_TENSOR.PER_LAYER_TOKEN_EMBD,
+    )
+}
 
 
 @dataclass(frozen=True)
 class ArtifactFacts:
-    """What the file set says, whatever the host; weights_on() gives the weights for a host's CPU family."""
+    """What the file set says, whatever the host; weights_on() gives the weights under a set of CPU variants."""
 
     architecture: str
     quant: str
@@ -52,12 +56,8 @@ class ArtifactFacts:
     weights_note: str
     layout: Layout | None
     layout_error: EvidenceError | None
-    tied: TiedEmbedding | None = None  # a tied token embedding whose second copy depends on the host's CPU
-
-    @property
-    def weights_slack(self) -> int:
-        """The second copy an unknown host's CPU backend may keep (in the ceiling only)."""
-        return weights_on(self, CpuFamily.UNKNOWN)[1]
+    tied: Matrix | None = None  # a tied token embedding, whose output copy depends on the CPU variant
+    matrices: tuple[Matrix, ...] = ()  # the 2-D MUL_MAT weights an extra buffer type may pack, by type and shape
 
 
 # (block elements, block bytes) by ggml type number: looked up per tensor, without making the enum member
@@ -80,10 +80,6 @@ def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
     return shape[0] // block * type_size * rows
 
 
-def padded(n: int) -> int:
-    return round_up(n, TENSOR_ALIGNMENT)
-
-
 def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
     """Tensors of the NextN/MTP blocks (the last nextn_predict_layers of block_count): llama.cpp skips them
     unless it is asked to load the MTP head for speculative decoding."""
@@ -100,7 +96,8 @@ class HeaderSummary:
     """What an estimate needs of one GGUF file: its metadata and each tensor's name, size and type."""
 
     metadata: dict
-    tensors: tuple[tuple[str, int, int], ...]  # (name, bytes, ggml type)
+    # (name, bytes, ggml type, ne[0], ne[1], the product of the further dimensions)
+    tensors: tuple[tuple[str, int, int, int, int, int], ...]
 
 
 # The tensors whose shapes the hyperparameters plainly imply: the embedding, the output, attention's projections.
@@ -156,7 +153,8 @@ def summarize(header: GGUFHeader) -> HeaderSummary:
                 Limit.ARTIFACT_UNREADABLE, f"tensor {t.name!r} lies outside the file's data (truncated or corrupt)"
             )
         expected_offset += round_up(nbytes, header.alignment)
-        tensors.append((t.name, nbytes, t.ggml_type))
+        ne = _ne(t.shape)
+        tensors.append((t.name, nbytes, t.ggml_type, ne[0], ne[1], ne[2] * ne[3]))
     metadata = header.metadata
     # a model's first file: later splits carry no hyperparameters, adapters and projectors are loaded without them
     if Keys.General.ARCHITECTURE in metadata and metadata.get(Keys.General.TYPE, MODEL) == MODEL:
@@ -199,50 +197,37 @@ def _vocab_size(metadata: dict, arch: str) -> int | None:
     return size if is_int(size) and 0 < size <= MAX_VOCAB else None
 
 
-def _embedding_shape(metadata: dict, arch: str, ggml_type: int, nbytes: int) -> tuple[int, int] | None:
-    """token_embd's (ne[0], ne[1]): ne[0] is `<arch>.embedding_length` (llama.cpp creates it {n_embd, n_vocab}),
-    ne[1] what its bytes then hold; None when they disagree."""
-    n_embd = metadata.get(Keys.LLM.EMBEDDING_LENGTH.format(arch=arch))
-    if not is_int(n_embd) or n_embd <= 0:
-        return None
-    block, type_size = gguf.GGML_QUANT_SIZES[QT(ggml_type)]
-    if n_embd % block:
-        return None
-    row = n_embd // block * type_size
-    return (n_embd, nbytes // row) if nbytes % row == 0 else None
+def weights_on(facts: ArtifactFacts, variants: tuple[CpuVariant, ...]) -> tuple[int, int, str]:
+    """(floor bytes, slack, note) of the weights under every one of `variants` (at least one)."""
+    return variant_weights(facts.weights_bytes, facts.weights_note, facts.matrices, facts.tied, variants)
 
 
-def weights_on(facts: ArtifactFacts, family: CpuFamily) -> tuple[int, int, str]:
-    """(floor bytes, slack, note) of the weights on a host of `family`: the tied embedding's second copy in the
-    floor where its CPU backend certainly keeps it, in neither bound where it certainly does not, else in the
-    ceiling only."""
-    return with_tied_copy(facts.weights_bytes, facts.weights_note, facts.tied, family)
-
-
-def with_tied_copy(
-    weights_bytes: int, weights_note: str, tied: TiedEmbedding | None, family: CpuFamily
+def variant_weights(
+    weights_bytes: int,
+    weights_note: str,
+    matrices: tuple[Matrix, ...],
+    tied: Matrix | None,
+    variants: tuple[CpuVariant, ...],
 ) -> tuple[int, int, str]:
-    """weights_on for weights of `weights_bytes` (a file's, or a catalog entry's as its recipe types them)."""
-    if tied is None:
-        return weights_bytes, 0, weights_note
-    copy = tied_output_copy(family, tied.ggml_type, tied.shape, tied.nbytes)
-    name = QT(tied.ggml_type).name
-    where = f"{name} on {family.value}"
-    if copy.outcome is TiedCopy.CERTAIN:  # the floor the smallest copy, the ceiling the largest
-        extra = padded(copy.ceiling) - padded(copy.floor)
-        note = (
-            f"; the floor holds the second copy of the tied token embedding that llama.cpp's CPU backend"
-            f" certainly keeps for the output ({where})"
-        )
-        return weights_bytes + padded(copy.floor), extra, weights_note + note
-    if copy.outcome is TiedCopy.NEVER:
-        note = f"; llama.cpp's CPU backend keeps no second copy of the tied token embedding ({where})"
-        return weights_bytes, 0, weights_note + note
-    note = (
-        f"; the upper bound adds the second copy of the tied token embedding that llama.cpp's CPU backend"
-        f" may keep for the output ({where}: depends on the build)"
-    )
-    return weights_bytes, padded(copy.ceiling), weights_note + note
+    """weights_on for weights of `weights_bytes` (a file's, or a catalog entry's as its recipe types them): each
+    variant's exact bytes (AMX's packing of the matrix weights, the tied output's second copy), the floor the
+    least of them, the ceiling the most."""
+    packed = {v.name: packing_bytes(v, matrices) for v in variants}
+    copies = {v.name: tied_copy_bytes(v, tied) if tied is not None else (CPU, 0) for v in variants}
+    each = [weights_bytes + packed[name] + copies[name][1] for name in packed]
+    low, high = min(each), max(each)
+    names = ", ".join(packed) if len(packed) <= 3 else f"{len(packed)} CPU variants'"
+    note = f"{weights_note}; on llama.cpp's {names} CPU backend"
+    if any(packed.values()):
+        note += f": its AMX buffer packs the matrix weights it takes ({max(packed.values())} bytes more)"
+    if tied is not None:
+        kept = sorted({where for where, _ in copies.values()} - {CPU})
+        name = QT(tied.ggml_type).name
+        loaded = f"loaded again for the output in {' or '.join(kept)}" if kept else "the output itself: no second copy"
+        note += f"; the tied token embedding ({name}) is {loaded}"
+    if high > low:
+        note += f"; the variants span {low} to {high} bytes"
+    return low, high - low, note
 
 
 def refuse_other_kinds(metadata: dict, summaries: list[HeaderSummary]) -> None:
@@ -263,10 +248,10 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     if not isinstance(arch, str):
         raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{Keys.General.ARCHITECTURE} is missing")
     refuse_other_kinds(metadata, summaries)
-    sizes = {name: nbytes for s in summaries for name, nbytes, _ in s.tensors}
-    types = {name: ggml_type for s in summaries for name, _, ggml_type in s.tensors}
+    sizes = {t[0]: t[1] for s in summaries for t in s.tensors}
     skipped = mtp_tensors(metadata, arch, sizes)
     sizes = {name: n for name, n in sizes.items() if name not in skipped}
+    loaded = {t[0]: t for s in summaries for t in s.tensors if t[0] in sizes}
     weights = sum(padded(n) for n in sizes.values())
     tied = TOKEN_EMBD in sizes and OUTPUT not in sizes
     rule = RULES.get(arch)
@@ -278,8 +263,8 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         weights += padded(sizes[TOKEN_EMBD])  # its loader makes the output copy before token_embd
         note += f"; {arch} loads its tied token embedding twice"
     elif tied:
-        nbytes, ggml_type = sizes[TOKEN_EMBD], types[TOKEN_EMBD]
-        tied_embedding = TiedEmbedding(ggml_type, _embedding_shape(metadata, arch, ggml_type, nbytes), nbytes)
+        _, _, ggml_type, ne0, ne1, _ = loaded[TOKEN_EMBD]
+        tied_embedding = Matrix(ggml_type, (ne0, ne1))
 
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
@@ -297,4 +282,16 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         layout,
         error,
         tied_embedding,
+        matmul_weights(loaded.values()),
     )
+
+
+def matmul_weights(tensors: Iterable[tuple[str, int, int, int, int, int]]) -> tuple[Matrix, ...]:
+    """The 2-D weights llama.cpp multiplies with MUL_MAT (every `.weight` of two dimensions but the tables it
+    reads rows of), counted by type and shape: the ones an extra buffer type of the CPU backend may take."""
+    counts = Counter(
+        (ggml_type, (ne0, ne1))
+        for name, _, ggml_type, ne0, ne1, rest in tensors
+        if rest == 1 and ne1 > 1 and name.endswith(".weight") and name not in _ROW_TABLES
+    )
+    return tuple(Matrix(t, shape, n) for (t, shape), n in sorted(counts.items()))

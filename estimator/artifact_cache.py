@@ -37,8 +37,9 @@ class FileIdentity(NamedTuple):
 
 
 HEAD_BYTES = 4096  # a stored summary is checked against the digest of its file's first bytes before it is used
-# The checks a stored summary passed (summarize's): a row stored by a release that checked less is read again.
-SUMMARY_CHECKS = "checks-2"
+# The checks a stored summary passed (summarize's) and its tensor fields (3: each tensor's shape): a row stored
+# by a release that checked or kept less is read again.
+SUMMARY_CHECKS = "checks-3"
 
 
 class FileChanged(OSError):
@@ -192,7 +193,7 @@ class ArtifactCache:
                     Limit.ARTIFACT_UNREADABLE,
                     f"a GGUF of {Keys.General.TYPE} {found!r}, not {kind!r}: not loaded as one",
                 )
-            return sum(padded(nbytes) for _, nbytes, _ in summary.tensors)
+            return sum(padded(t[1]) for t in summary.tensors)
         except GGUFError as exc:
             return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
         except EvidenceError as exc:

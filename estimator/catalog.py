@@ -18,18 +18,18 @@ from dataclasses import dataclass, replace
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import LLAMA_CPP_RELEASE, RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import OUTPUT, TOKEN_EMBD, TiedEmbedding, padded, tensor_bytes, with_tied_copy
+from memfit.estimator.artifact import OUTPUT, TOKEN_EMBD, matmul_weights, padded, tensor_bytes, variant_weights
 from memfit.estimator.bounds import Part
-from memfit.estimator.cpu_repack import tied_output_copy
+from memfit.estimator.cpu_repack import Matrix, packing_bytes
+from memfit.estimator.cpu_variant import VARIANTS, CpuVariant
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.parameters import ParameterCount, count_parameters
 from memfit.estimator.quant_recipe import DEFAULT_TYPE, ModelFacts, tensor_types
-from memfit.estimator.subject import Subject
+from memfit.estimator.subject import NO_VARIANT, Subject
 from memfit.estimator.tensor_list import Shape, Tensor
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.quant_names import DEFAULT_QUANT
 from memfit.readers.catalog_file import load_catalog_file
-from memfit.readers.cpu_features import CpuFamily
 
 F32_BYTES = 4  # norms, biases and routers stay F32 in every quant
 TENSOR_PADDING = 32  # every tensor is padded to 32 bytes; a block has at most this many tensors
@@ -94,7 +94,8 @@ class Catalog:
             for m in document["models"]
         )
         self._by_repo = {e.model_id: e for e in self.entries}
-        self._subjects: dict[tuple[str, str, CpuFamily], Subject] = {}  # built once: an entry never changes
+        # built once per variant set: an entry never changes
+        self._subjects: dict[tuple[str, str, tuple[CpuVariant, ...]], Subject] = {}
 
     def find(self, model_id: str) -> tuple[CatalogEntry, str] | None:
         """`org/repo` (its default quant) or `org/repo:QUANT` (case-insensitive) of a catalog entry."""
@@ -113,15 +114,15 @@ class Catalog:
         entry = self._by_repo.get(repo)
         return entry.quants if entry is not None else ()
 
-    def subject(self, model_id: str, family: CpuFamily = CpuFamily.UNKNOWN) -> Subject | None:
-        """The subject for a catalog id on a host of `family`, or None when the catalog has no such model and
-        quant."""
+    def subject(self, model_id: str, variants: tuple[CpuVariant, ...] = VARIANTS) -> Subject | None:
+        """The subject for a catalog id under each of the CPU `variants` (by default every one ggml ships), or
+        None when the catalog has no such model and quant."""
         found = self.find(model_id)
         if found is None:
             return None
-        key = (found[0].model_id, found[1], family)
+        key = (found[0].model_id, found[1], variants)
         if key not in self._subjects:
-            self._subjects[key] = catalog_subject(*found, self.spreads, family)
+            self._subjects[key] = catalog_subject(*found, self.spreads, variants)
         return self._subjects[key]
 
     def ids(self) -> Iterator[tuple[CatalogEntry, str]]:
@@ -130,26 +131,30 @@ class Catalog:
                 yield entry, quant
 
 
-def proxy_weights(entry: CatalogEntry, count: ParameterCount, spread: QuantSpread) -> Part:
+def proxy_weights(
+    entry: CatalogEntry, count: ParameterCount, spread: QuantSpread, variants: tuple[CpuVariant, ...]
+) -> Part:
     """parameters x bits per weight of the recipe's lowest type (a floor); the highest type gives the ceiling,
-    with the 1-D tensors a layer may carry, 32-byte padding, and, for a tied embedding, the second copy
-    llama.cpp's CPU backend may keep (as large as any host's backend packs the ceiling type)."""
+    with the 1-D tensors a layer may carry, 32-byte padding, AMX's packing where a variant packs the ceiling
+    type, and, for a tied embedding, the second copy llama.cpp's CPU backend may keep."""
     low, high = bits_per_weight(spread.floor_type), bits_per_weight(spread.ceiling_type)
     blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
     fixed = count.f32 * F32_BYTES
     floor = int(count.quantized * low / 8) + fixed + count.vectors_min * F32_BYTES
+    qtype = gguf.GGMLQuantizationType[spread.ceiling_type]
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    one_block = Matrix(int(qtype), (block * 32, 32))  # 32 rows of 32 blocks: a shape AMX takes
+    extra = max(packing_bytes(v, (one_block,)) for v in variants) / (32 * 32 * type_size)
     ceiling = (
-        math.ceil(count.quantized * high / 8)
+        math.ceil(count.quantized * high / 8 * (1 + extra))
         + fixed
         + count.vectors_max * F32_BYTES
         + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
     )
     if entry.tied_embeddings:
         n_embd = entry.metadata.get(f"{entry.architecture}.embedding_length", 0)
-        embedding = math.ceil(entry.n_vocab * n_embd * high / 8)
-        qtype = gguf.GGMLQuantizationType[spread.ceiling_type]
-        packed = tied_output_copy(CpuFamily.UNKNOWN, qtype, (n_embd, entry.n_vocab), embedding).ceiling
-        ceiling += max(embedding, packed)
+        embedding = math.ceil(entry.n_vocab * n_embd * high / 8 * (1 + extra))
+        ceiling += embedding
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
     note = (
         f"{count.total:,} parameters counted from the published layout{stated} x {low:g} to {high:g} bits"
@@ -181,10 +186,10 @@ def recipe_facts(entry: CatalogEntry) -> ModelFacts:
     )
 
 
-def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], family: CpuFamily) -> Part:
+def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], variants: tuple[CpuVariant, ...]) -> Part:
     """Every tensor in the type llama.cpp's quantizer gives it for `quant`, padded as llama.cpp allocates it; a
-    tensor whose type depends on an importance matrix spans both types. A tied token embedding's second copy
-    as for a file (estimator/artifact.py: in the ceiling, on a host whose CPU backend is not known)."""
+    tensor whose type depends on an importance matrix spans both types. Under the CPU `variants` as for a file
+    (estimator/artifact.py: AMX's packing, a tied token embedding's second copy)."""
     facts = recipe_facts(entry)
     plain, with_imatrix = (tensor_types(tensors, quant, facts, imatrix) for imatrix in (False, True))
     floor = ceiling = 0
@@ -203,34 +208,41 @@ def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], famil
         note += f"; {len(varies)} tensors' types depend on whether an importance matrix was used (a range)"
     by_name = {t.name: t for t in tensors}
     embd = by_name.get(TOKEN_EMBD)
-    tied = None
-    if embd is not None and OUTPUT not in by_name:  # as artifact_facts reads a file
-        qt = plain[embd.name]
-        nbytes = tensor_bytes(embd.ne, qt)
-        if RULES[entry.architecture].tied_embedding_twice:
-            floor, ceiling = floor + padded(nbytes), ceiling + padded(nbytes)
-            note += f"; {entry.architecture} loads its tied token embedding twice"
-        else:
-            tied = TiedEmbedding(int(qt), (embd.ne[0], embd.ne[1]), nbytes)
-    floor, slack, note = with_tied_copy(floor, note, tied, family)
-    return Part(Component.WEIGHTS, floor, Basis.DERIVED_LAYOUT, note, slack=ceiling - floor + slack)
+    tied = embd is not None and OUTPUT not in by_name  # as artifact_facts reads a file
+    if embd is not None and tied and RULES[entry.architecture].tied_embedding_twice:
+        nbytes = padded(tensor_bytes(embd.ne, plain[embd.name]))
+        floor, ceiling = floor + nbytes, ceiling + nbytes
+        note += f"; {entry.architecture} loads its tied token embedding twice"
+        tied = False
+    extras = []
+    for typed in (plain, with_imatrix):  # each typing's packing and copy under each variant
+        ne = {t.name: (*t.ne, 1, 1, 1)[:4] for t in tensors}
+        matrices = matmul_weights((name, 0, int(typed[name]), n[0], n[1], n[2] * n[3]) for name, n in ne.items())
+        copy = Matrix(int(typed[TOKEN_EMBD]), (embd.ne[0], embd.ne[1])) if embd is not None and tied else None
+        low, slack, variant_note = variant_weights(0, note, matrices, copy, variants)
+        extras.append((low, low + slack, variant_note))
+    low, high = min(e[0] for e in extras), max(e[1] for e in extras)
+    return Part(Component.WEIGHTS, floor + low, Basis.DERIVED_LAYOUT, extras[0][2], slack=ceiling + high - floor - low)
 
 
 def catalog_subject(
-    entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread], family: CpuFamily = CpuFamily.UNKNOWN
+    entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread], variants: tuple[CpuVariant, ...]
 ) -> Subject:
     """A subject for a model that is not on disk: its recipe's weights (else proxy weights), the published
     layout."""
     limits = [Limit.ARTIFACT_NOT_ON_DISK]
     tensors = entry_tensors(entry)
     try:
-        if tensors is not None and quant in DEFAULT_TYPE:
-            weights = recipe_weights(entry, quant, tensors, family)
+        if not variants:
+            weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
+        elif tensors is not None and quant in DEFAULT_TYPE:
+            weights = recipe_weights(entry, quant, tensors, variants)
         else:
             weights = proxy_weights(
                 entry,
                 count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings),
                 spreads[quant],
+                variants,
             )
     except (EvidenceError, KeyError) as exc:
         weights = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}")

@@ -1,31 +1,29 @@
-"""Whether llama.cpp's CPU backend keeps a second copy of a tied token embedding on this host.
+"""Where llama.cpp's CPU backend puts each matrix weight under one of ggml's CPU variants, and what it takes.
 
-A tied output (no output.weight) is token_embd again. llama_model_loader::create_tensor puts token_embd
-(GET_ROWS, input layer) in the plain CPU buffer, and the output (MUL_MAT) in the first buffer type of the CPU
-list whose supports_op accepts it: ggml-cpu.cpp lists the extra buffer types AMX, then CPU_REPACK, before the
-plain CPU buffer. When an extra one accepts it, the output is a second tensor, loaded (and repacked) again.
+llama_model_loader::create_tensor gives a weight the first buffer type of the CPU list whose supports_op
+accepts the op llama.cpp runs it with (select_weight_buft): ggml-cpu.cpp lists the extra buffer types AMX, then
+CPU_REPACK, before the plain CPU buffer. Only MUL_MAT weights go to AMX (its supports_op takes 2-D MUL_MAT
+only: MoE experts, MUL_MAT_ID, stay in CPU_REPACK or CPU); CPU_REPACK keeps a tensor's size (its
+get_alloc_size is ggml_nbytes), AMX packs some types larger (amx/mmq.cpp get_row_size). A tied output
+(no output.weight) is token_embd again: token_embd (GET_ROWS) stays in the plain CPU buffer, so an extra
+buffer type that accepts the output holds a second copy.
 
-What each extra buffer type accepts is decided by the features the CPU backend was compiled for
-(ggml_cpu_has_avx2() and friends are #if tests in ggml-cpu.c); ggml's per-CPU variants and native builds
-use what the host has. One host family may still run several builds (an AVX-512 host runs AVX2-only
-builds too: the one memfit's measurements came from), so a copy is `certain` only when every build it may
-run keeps it, `never` when none does, else `unknown`.
+What each extra buffer type accepts is decided by the features the variant was built for (ggml_cpu_has_avx2()
+and friends are #if tests in ggml-cpu.c).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
 
 from memfit import gguf_constants as gguf
+from memfit.estimator.cpu_variant import CpuVariant
 from memfit.gguf_constants import GGMLQuantizationType as QT
-from memfit.readers.cpu_features import CpuFamily
+from memfit.integers import round_up
+from memfit.readers.cpu_features import CpuArch
 
-
-class TiedCopy(Enum):
-    CERTAIN = "certain"  # in the floor
-    NEVER = "never"  # in neither bound
-    UNKNOWN = "unknown"  # in the ceiling only
+TENSOR_ALIGNMENT = 32  # every CPU buffer type (CPU, CPU_REPACK, AMX) aligns each tensor to 32 bytes
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,11 @@ class Accepts:
     extra_per_block: int = 0
 
 
-Build = tuple[dict[QT, Accepts], ...]  # a CPU backend build: its extra buffer types, in the order they are tried
+@dataclass(frozen=True)
+class BufferType:
+    name: str  # as ggml names it (ggml_backend_buft_name)
+    accepts: dict[QT, Accepts]
+
 
 # repack.cpp, ggml_repack_get_optimal_repack_type: x86 kernels under ggml_cpu_has_avx2 (8-row interleaves)
 # and ggml_cpu_has_avx512 (Q2_K)
@@ -68,58 +70,65 @@ _AMX = {
     QT.IQ4_XS: Accepts(32, 256, 2),
     QT.F16: Accepts(32, 16),
 }
-_NONE: Build = ()
-_AVX2: Build = (_REPACK_AVX2,)
-_AVX512: Build = (_REPACK_AVX512,)
-_AMX_BUILD: Build = (_AMX, _REPACK_AVX512)
-_ARM: Build = (_REPACK_ARM,)
+AMX = BufferType("AMX", _AMX)
+REPACK = "CPU_REPACK"
+CPU = "CPU"
 
-# The builds a host of each family may run (a build needs the features it was compiled for).
-BUILDS: dict[CpuFamily, tuple[Build, ...]] = {
-    CpuFamily.X86_BASIC: (_NONE,),
-    CpuFamily.X86_AVX2: (_AVX2,),
-    CpuFamily.X86_AVX512: (_AVX2, _AVX512),
-    CpuFamily.X86_AMX: (_AVX2, _AVX512, _AMX_BUILD),
-    CpuFamily.ARM_NEON: (_NONE,),
-    CpuFamily.ARM_DOTPROD: (_ARM,),
-    CpuFamily.ARM_I8MM: (_ARM,),
-    CpuFamily.OTHER: (_NONE,),
-    CpuFamily.UNKNOWN: (_NONE, _AVX2, _AVX512, _AMX_BUILD, _ARM),
-}
+
+def extra_buffer_types(variant: CpuVariant) -> tuple[BufferType, ...]:
+    """ggml_backend_cpu_get_extra_buffer_types of a variant's build, in the order they are tried."""
+    f = variant.features
+    if variant.arch is CpuArch.X86_64:
+        amx = (AMX,) if {"AMX_INT8", "AVX512_VNNI"} <= f else ()
+        if "AVX512" in f:
+            return (*amx, BufferType(REPACK, _REPACK_AVX512))
+        return (BufferType(REPACK, _REPACK_AVX2),) if "AVX2" in f else ()
+    if variant.arch is CpuArch.ARM64 and f & {"DOTPROD", "MATMUL_INT8"}:
+        return (BufferType(REPACK, _REPACK_ARM),)
+    return ()
 
 
 @dataclass(frozen=True)
-class TiedCopyBytes:
-    outcome: TiedCopy
-    floor: int  # bytes of the second copy in the floor
-    ceiling: int  # bytes of the second copy in the ceiling
+class Matrix:
+    """Weights llama.cpp multiplies with MUL_MAT: `count` 2-D tensors of one type and shape (ne[0], ne[1])."""
+
+    ggml_type: int
+    shape: tuple[int, int]
+    count: int = 1
+
+    @property
+    def nbytes(self) -> int:
+        block, type_size = gguf.GGML_QUANT_SIZES[QT(self.ggml_type)]
+        return self.shape[0] // block * type_size * self.shape[1]
 
 
-def _copy_bytes(build: Build, ggml_type: QT, shape: tuple[int, int] | None, nbytes: int) -> int | None:
-    """The bytes of the copy this build keeps, None when it keeps none. An unknown shape passes every shape
-    condition (the caller makes such an answer unknown)."""
-    for accepts_by_type in build:
-        accepts = accepts_by_type.get(ggml_type)
-        if accepts is None:
-            continue
-        if shape is not None and (shape[1] % accepts.rows or shape[0] % accepts.cols):
-            continue
-        blocks = nbytes // gguf.GGML_QUANT_SIZES[ggml_type][1]
-        return nbytes + blocks * accepts.extra_per_block
-    return None
+def padded(n: int) -> int:
+    return round_up(n, TENSOR_ALIGNMENT)
 
 
-def tied_output_copy(family: CpuFamily, ggml_type: int, shape: tuple[int, int] | None, nbytes: int) -> TiedCopyBytes:
-    """The second copy (unpadded bytes) of a tied token embedding of `ggml_type`, `shape` (ne[0], ne[1]; None
-    when unknown) and `nbytes` that llama.cpp's CPU backend keeps on a host of `family`."""
+def placement(variant: CpuVariant, m: Matrix) -> tuple[str, int]:
+    """The buffer type that takes one tensor of `m` under `variant`, and the bytes it allocates there
+    (unpadded; ggml_backend_buft_get_alloc_size)."""
     try:
-        qtype = QT(ggml_type)
+        qtype = QT(m.ggml_type)
     except ValueError:
-        return TiedCopyBytes(TiedCopy.NEVER, 0, 0)  # not a type ggml knows: llama.cpp refuses the file
-    copies = [_copy_bytes(build, qtype, shape, nbytes) for build in BUILDS[family]]
-    kept = [c for c in copies if c is not None]
-    if not kept:
-        return TiedCopyBytes(TiedCopy.NEVER, 0, 0)
-    if len(kept) == len(copies) and shape is not None:
-        return TiedCopyBytes(TiedCopy.CERTAIN, min(kept), max(kept))
-    return TiedCopyBytes(TiedCopy.UNKNOWN, 0, max(kept))
+        return CPU, m.nbytes
+    for buft in extra_buffer_types(variant):
+        accepts = buft.accepts.get(qtype)
+        if accepts is None or m.shape[1] % accepts.rows or m.shape[0] % accepts.cols:
+            continue
+        blocks = m.nbytes // gguf.GGML_QUANT_SIZES[qtype][1]
+        return buft.name, m.nbytes + blocks * accepts.extra_per_block
+    return CPU, m.nbytes
+
+
+def packing_bytes(variant: CpuVariant, matrices: Iterable[Matrix]) -> int:
+    """What the matrix weights take under `variant` beyond their padded file bytes (AMX's packing)."""
+    return sum(m.count * (padded(placement(variant, m)[1]) - padded(m.nbytes)) for m in matrices)
+
+
+def tied_copy_bytes(variant: CpuVariant, tied: Matrix) -> tuple[str, int]:
+    """The buffer type of a tied embedding's output copy and the padded bytes of that second copy (0 when the
+    plain CPU buffer takes it: the output is token_embd itself)."""
+    where, nbytes = placement(variant, tied)
+    return where, 0 if where == CPU else padded(nbytes)

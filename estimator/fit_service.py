@@ -17,6 +17,7 @@ from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import context_geometry
+from memfit.estimator.cpu_variant import AUTO, VariantChoice, resolve_variant
 from memfit.estimator.errors import Cancelled, EvidenceError, ObservationRefused
 from memfit.estimator.fit_types import (
     FitRequest,
@@ -122,6 +123,7 @@ class FitService:
         self.read_host = read_host
         self.gpu_reader = gpus  # NVML's or Metal's (service_builder chooses)
         self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
+        self.auto = resolve_variant(AUTO, cpu)  # the variant ggml's loader picks here
         self.state = state if state is not None else StateHealth()  # faults of the state directory's files
         self._listing: tuple[tuple[int, int], tuple[ModelEntry, ...]] | None = None
         self._listing_lock = threading.Lock()
@@ -207,12 +209,19 @@ class FitService:
             gpus=self.gpu_reader.read(),
         )
 
-    def subject(self, model_id: str) -> Subject | None:
-        """A model on disk beats a catalog entry with the same id (measured beats proxy)."""
+    def subject(self, model_id: str, choice: VariantChoice | None = None) -> Subject | None:
+        """A model on disk beats a catalog entry with the same id (measured beats proxy); its weights under the
+        CPU variants `choice` names (by default the one ggml's loader picks on this host)."""
+        variants = (choice or self.auto).variants
         artifact = self.index.get(model_id)
         if artifact is not None:
-            return local_subject(artifact, self.cache, self.cpu.family)
-        return self.catalog.subject(model_id, self.cpu.family)
+            return local_subject(artifact, self.cache, variants)
+        return self.catalog.subject(model_id, variants)
+
+    def variant_choice(self, request: FitRequest) -> VariantChoice:
+        """The CPU variants a request's `cpuVariant` names on this host."""
+        requested = request.workload.cpu_variant
+        return self.auto if requested in (None, AUTO) else resolve_variant(requested, self.cpu)
 
     def fit_batch(
         self, requests: Sequence[FitRequest], cancelled: Callable[[], bool] = lambda: False
@@ -267,7 +276,7 @@ class FitService:
             key = None if seen is None else (artifact, seen)
             local = known.get(key) if key is not None else None
             if local is None:
-                subject = local_subject(artifact, self.cache, self.cpu.family)
+                subject = local_subject(artifact, self.cache, self.auto.variants)
                 if not subject.is_model:
                     continue
                 local = ModelEntry(
@@ -420,17 +429,21 @@ class FitService:
     # --- one model --------------------------------------------------------------------------------
 
     def answer(self, request: FitRequest) -> Answer | None:
-        subject = self.subject(request.model_id)
+        choice = self.variant_choice(request)
+        subject = self.subject(request.model_id, choice)
         if subject is None:
             return None
-        return self.answer_for(request, subject)
+        return self.answer_for(request, subject, choice)
 
-    def answer_for(self, request: FitRequest, subject: Subject) -> Answer:
-        """The answer about `subject`, the model `request.model_id` names."""
-        workload = resolve_workload(request.workload, subject.context_limit)
+    def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
+        """The answer about `subject` (its weights under the CPU variants of `choice`), the model
+        `request.model_id` names."""
+        workload = replace(resolve_workload(request.workload, subject.context_limit), cpu_variant=choice.name)
         refusal = input_refusal(workload)
         parts: list[Part] = []
         limits = list(subject.limits)
+        if not choice.variants:  # a variant this host cannot run: its weights are not llama.cpp's here
+            limits.append(Limit.WORKLOAD_UNSUPPORTED)
         estimate = REFUSED
         if refusal is None:
             parts, more_limits = forecast_parts(subject, workload, self.history_match(subject, workload))
@@ -447,7 +460,7 @@ class FitService:
 
     # --- plans: the largest context each verdict holds at ----------------------------------------------
 
-    def plan_subjects(self, model_id: str) -> tuple[list[Subject], bool]:
+    def plan_subjects(self, model_id: str, choice: VariantChoice | None = None) -> tuple[list[Subject], bool]:
         """The models a plan request names, highest precision first, and whether it named a repository: a
         repository id without a tag means every quant the catalog lists for it and every quant-tagged artifact of
         it on this machine (a file beats the catalog entry with the same id)."""
@@ -457,10 +470,10 @@ class FitService:
                 repo, sep, tag = artifact.model_id.rpartition(":")
                 if sep and repo == model_id and is_quant_tag(tag):
                     tags.setdefault(tag.upper())
-            subjects = [s for tag in tags if (s := self.subject(f"{model_id}:{tag}")) is not None]
+            subjects = [s for tag in tags if (s := self.subject(f"{model_id}:{tag}", choice)) is not None]
             if subjects:
                 return sorted(subjects, key=lambda s: precision_key(s.model_id.rpartition(":")[2])), True
-        subject = self.subject(model_id)
+        subject = self.subject(model_id, choice)
         return ([subject] if subject is not None else []), False
 
     def plan_batch(
@@ -474,14 +487,18 @@ class FitService:
         the derived estimate (estimator/plan.py), and the full answer at the requested context, else at the
         good maximum, else at the default; all against ONE environment reading. Past `budget` (the quants
         named, checked before any search; the estimates computed), OverBudget."""
-        named = [(request, *self.plan_subjects(request.model_id)) for request in requests]
+        choices = [self.variant_choice(request) for request in requests]
+        named = [
+            (request, choice, *self.plan_subjects(request.model_id, choice))
+            for request, choice in zip(requests, choices, strict=True)
+        ]
         if budget is not None:
-            budget.check_quants(sum(len(subjects) for _, subjects, _ in named))
+            budget.check_quants(sum(len(subjects) for _, _, subjects, _ in named))
         environment = self.read_environment()
         probes = Probes(budget)
         planned: list[tuple[FitRequest, bool, list[tuple[Subject, Maxima, int]]]] = []
         answers: list[Answer] = []
-        for request, subjects, repository in named:
+        for request, choice, subjects, repository in named:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(planned)} of {len(requests)} plans")
             rows = []
@@ -495,7 +512,7 @@ class FitService:
                 )
                 tokens = request.workload.allocated_tokens
                 at = replace(request.workload, allocated_tokens=found.good if tokens is None else tokens)
-                answers.append(self.answer_for(FitRequest(subject.model_id, at), subject))
+                answers.append(self.answer_for(FitRequest(subject.model_id, at), subject, choice))
                 asked = workload.allocated_tokens  # the requested context, else the documented default (capped)
                 rows.append((subject, found, asked))
             if rows:

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from memfit.estimator.artifact import weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import Part
+from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.gguf_constants import GGUFType
-from memfit.readers.cpu_features import CpuFamily
 from memfit.readers.model_roots import LocalArtifact
+
+NO_VARIANT = "the workload's CPU variant is not one this host's llama.cpp can load"
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,9 @@ def _adapters(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[int, str, 
     return nbytes, f"; with the {nbytes} tensor bytes of {count} LoRA adapter{'s' * (count > 1)} it loads", identity
 
 
-def local_subject(artifact: LocalArtifact, cache: ArtifactCache, cpu: CpuFamily) -> Subject:
-    """A subject for a GGUF file set on disk: measured weights (on a host of the `cpu` family: the cached facts
-    hold for any host), the layout its metadata states."""
+def local_subject(artifact: LocalArtifact, cache: ArtifactCache, variants: tuple[CpuVariant, ...]) -> Subject:
+    """A subject for a GGUF file set on disk: measured weights (under each of the CPU `variants`; the cached
+    facts hold for any), the layout its metadata states."""
     companions, limits, companions_key = _companions(artifact, cache)
     weights_key = ""
     try:
@@ -108,8 +110,8 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, cpu: CpuFamily)
             companions_key=companions_key,
             unreadable=str(exc),
         )
-    floor, slack, note = weights_on(facts, cpu)
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
+    floor, slack, note = weights_on(facts, variants) if variants else (0, 0, "")
     try:
         adapter_bytes, adapter_note, adapter_identity = _adapters(artifact, cache)
     except EvidenceError as exc:  # the model is known; what its adapter adds is not
@@ -120,6 +122,8 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, cpu: CpuFamily)
             Component.WEIGHTS, floor + adapter_bytes, Basis.MEASURED_ARTIFACT, note + adapter_note, slack=slack
         )
         weights_key = allocation_key("weights", identity + adapter_identity)
+    if not variants:
+        weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
     return Subject(
         model_id=artifact.model_id,
         revision=artifact.revision,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memfit.estimator.context import DEFAULT_N_UBATCH
+from memfit.estimator.cpu_variant import AUTO
 from memfit.estimator.kv_cache import cache_type
 from memfit.estimator.vocabulary import INT64_MAX, ContextSource, FlashAttention, Mode, Refusal
 
@@ -16,6 +17,7 @@ DEFAULT_MODE = Mode.FULL_GPU
 DEFAULT_FLASH_ATTENTION = FlashAttention.AUTO
 DEFAULT_UBATCH_TOKENS = DEFAULT_N_UBATCH
 DEFAULT_KV_UNIFIED = False
+DEFAULT_CPU_VARIANT = AUTO  # the variant ggml's loader picks on this host
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -33,6 +35,7 @@ class WorkloadRequest:
     flash_attention: str | None = None
     ubatch_tokens: int | None = None
     kv_unified: bool | None = None
+    cpu_variant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Workload:
     flash_attention: str = DEFAULT_FLASH_ATTENTION  # as requested: an unknown value is kept
     ubatch_tokens: int = DEFAULT_UBATCH_TOKENS  # as requested, before llama.cpp's cap
     kv_unified: bool = DEFAULT_KV_UNIFIED
+    cpu_variant: str = DEFAULT_CPU_VARIANT  # as requested, until the answer names the variant it resolved to
 
     @property
     def knobs_at_defaults(self) -> bool:
@@ -77,6 +81,7 @@ class Workload:
             self.flash_attention,
             clamp(self.ubatch_tokens),
             self.kv_unified,
+            self.cpu_variant,
         )
 
 
@@ -101,6 +106,7 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         flash_attention=DEFAULT_FLASH_ATTENTION if request.flash_attention is None else request.flash_attention,
         ubatch_tokens=DEFAULT_UBATCH_TOKENS if request.ubatch_tokens is None else request.ubatch_tokens,
         kv_unified=DEFAULT_KV_UNIFIED if request.kv_unified is None else request.kv_unified,
+        cpu_variant=DEFAULT_CPU_VARIANT if request.cpu_variant is None else request.cpu_variant,
     )
 
 

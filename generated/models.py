@@ -97,6 +97,20 @@ class WireFitVerdictRequest(WireModel):
     padded to 256. Default false.
 
     """
+    cpu_variant: Annotated[str | None, Field(alias="cpuVariant", max_length=64)] = None
+    """
+    The CPU variant of ggml's CPU backend llama.cpp runs with, as its loader names its
+    `libggml-cpu-<name>` libraries (`x64`, `sse42`, `sandybridge`, `ivybridge`, `piledriver`,
+    `haswell`, `skylakex`, `cannonlake`, `cascadelake`, `icelake`, `cooperlake`, `zen4`,
+    `alderlake`, `sapphirerapids`, `armv8.0_1`, `armv8.2_1`, `armv8.2_2`, `armv8.2_3`,
+    `armv8.6_1`, `armv8.6_2`, `armv9.2_1`, `armv9.2_2`), `auto` or `any`. Default `auto`: the
+    variant ggml's loader picks on this host (what release builds and node-llama-cpp load). `any`:
+    every variant this host runs, both bounds holding for each. The variant decides the weights
+    (AMX packs the matrix weights it takes; an extra buffer type keeps a tied embedding's output
+    copy). A variant this host cannot run, or a name ggml does not ship, makes `weights` `unknown`
+    with the limit `workloadUnsupported`.
+
+    """
 
 
 class WireFitPlanMaxima(WireModel):
@@ -225,6 +239,12 @@ class WireFitWorkload(WireModel):
     kv_unified: Annotated[bool, Field(alias="kvUnified")]
     """
     Whether the KV cache is unified (default false).
+    """
+    cpu_variant: Annotated[str, Field(alias="cpuVariant")]
+    """
+    The CPU variant the weights are for: the one `auto` resolved to on this host, `any`, or the
+    variant named. Tolerate unknown values.
+
     """
 
 

@@ -400,6 +400,7 @@ def _fit_requests(args: argparse.Namespace) -> list:
             flash_attention=args.flash_attention,
             ubatch_tokens=args.ubatch,
             kv_unified=args.kv_unified,
+            cpu_variant=args.cpu_variant,
         )
         for m in args.model
     ]
@@ -465,6 +466,7 @@ def measure(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from memfit.estimator.cpu_variant import AUTO
     from memfit.estimator.kv_cache import is_llama_cpp_type
     from memfit.estimator.workload import WorkloadRequest, input_refusal, resolve_workload
     from memfit.measure import LlamaCppLoad, observation, parse_llama_log
@@ -474,6 +476,9 @@ def measure(args: argparse.Namespace) -> int:
     artifact = service.index.get(args.model)
     if artifact is None:
         print(f"memfit: {args.model!r} is not a GGUF file on this machine", file=sys.stderr)
+        return 1
+    if args.cpu_variant not in (None, AUTO):
+        print("memfit: measure loads this host's own llama.cpp: --cpu-variant does not apply", file=sys.stderr)
         return 1
     subject = service.subject(args.model)
     if subject is None or service.history.db is None:
@@ -653,6 +658,12 @@ def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="llama.cpp's --kv-unified: one KV stream shared by every sequence (default: one per sequence)",
+    )
+    parser.add_argument(
+        "--cpu-variant",
+        metavar="NAME",
+        help="ggml's CPU variant (haswell, skylakex, sapphirerapids, ...), any, or auto (default: the one this host"
+        " loads)",
     )
 
 

@@ -51,6 +51,7 @@ def fit_request(request: wire.WireFitVerdictRequest) -> FitRequest:
             request.flash_attention,
             request.ubatch_tokens,
             request.kv_unified,
+            request.cpu_variant,
         ),
     )
 
@@ -102,6 +103,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 flash_attention=w.flash_attention,
                 ubatch_tokens=w.ubatch_tokens,
                 kv_unified=w.kv_unified,
+                cpu_variant=w.cpu_variant,
             ),
             refusal=r.refusal,
         ),

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gguf import GGMLQuantizationType as QT
 
 from memfit import wire
 from memfit.estimator import artifact_cache
@@ -274,3 +275,26 @@ def test_stores_of_several_processes_on_one_file_keep_its_budget_together(tmp_pa
         stores[i % 3].put(f"id{i}", "x" * 1000)
         peak = max(peak, stores[0].stored_bytes())
     assert peak <= 100_000 * (1 + 3 / 16) + 1000
+
+
+def test_a_summary_stored_without_tensor_shapes_is_read_again(tmp_path: Path) -> None:
+    """A row stored by the release before the CPU variants (checks-2: each tensor's name, bytes and type, no
+    shape) is not used: the file is read again, so AMX's packing of its matrix weights can be counted."""
+    import hashlib
+
+    from memfit.estimator.artifact import tensor_bytes, weights_on
+    from memfit.estimator.cpu_variant import BY_NAME
+    from memfit.readers.gguf_header import read_header
+
+    path = tmp_path / "model.gguf"
+    write_model(llama_gqa(QT.Q8_0), path)
+    header = read_header(path)
+    tensors = tuple((t.name, tensor_bytes(t.shape, t.ggml_type), t.ggml_type) for t in header.tensors)
+    digest = hashlib.sha256(path.read_bytes()[: artifact_cache.HEAD_BYTES]).hexdigest()
+    store = HeaderStore(str(tmp_path / "state" / "headers.sqlite3"))
+    key = "/".join(map(str, artifact_cache.file_identity(str(path))))
+    store.put(key, dumps(header.metadata, tensors, f"checks-2:{digest}"))
+    facts = ArtifactCache(store=store).facts([str(path)])
+    haswell, amx = (weights_on(facts, (BY_NAME[v],))[0] for v in ("haswell", "sapphirerapids"))
+    assert facts.matrices and amx > haswell
+    assert all(len(t) == 6 for t in loads(store.get(key) or "")[1])  # stored again, with the shapes

@@ -10,9 +10,10 @@ from gguf import GGMLQuantizationType as QT
 
 from memfit import wire
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import padded, tensor_bytes
+from memfit.estimator.artifact import padded, tensor_bytes, weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog, CatalogEntry, entry_tensors, proxy_weights, recipe_facts
+from memfit.estimator.cpu_variant import VARIANTS
 from memfit.estimator.fit_service import FitService
 from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.estimator.quant_recipe import tensor_types
@@ -159,7 +160,8 @@ def test_a_model_on_disk_beats_the_catalog_entry(tmp_path: Path) -> None:
 @pytest.mark.parametrize("writer", [llama31_8b, gemma3_4b, qwen3_30b_a3b], ids=lambda w: w.__name__)
 @pytest.mark.parametrize("qtype", [QT.Q8_0, QT.F16], ids=lambda q: q.name)
 def test_a_catalog_range_holds_the_file_of_the_same_shape(writer, qtype: QT, tmp_path: Path) -> None:
-    """The proxy's floor and ceiling bracket what a file of that shape and quant measures (tied repack included)."""
+    """The proxy's floor and ceiling bracket what a file of that shape and quant measures under every CPU variant
+    (AMX's packing and the tied output copy included)."""
     model = writer(qtype)
     path = tmp_path / "model.gguf"
     write_model(model, path)
@@ -178,9 +180,11 @@ def test_a_catalog_range_holds_the_file_of_the_same_shape(writer, qtype: QT, tmp
         quants=(qtype.name,),
         source="test",
     )
-    proxy = proxy_weights(entry, count_parameters(metadata, model.arch, model.vocab, tied), CATALOG.spreads[qtype.name])
-    assert proxy.bytes <= facts.weights_bytes
-    assert facts.weights_bytes + facts.weights_slack <= proxy.bytes + proxy.slack
+    count = count_parameters(metadata, model.arch, model.vocab, tied)
+    proxy = proxy_weights(entry, count, CATALOG.spreads[qtype.name], VARIANTS)
+    floor, slack, _ = weights_on(facts, VARIANTS)
+    assert proxy.bytes <= floor
+    assert floor + slack <= proxy.bytes + proxy.slack
 
 
 def test_what_is_known_of_a_repositorys_files_is_said_and_the_rest_is_marked_unverified() -> None:

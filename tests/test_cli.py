@@ -21,6 +21,7 @@ import pytest
 from memfit.cli import main
 from memfit.generated.models import WireFitVerdictBatch, WireFitVerdictResult, WireModelList
 from memfit.render import explain, use_colour
+from tools.truth import records
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -68,6 +69,34 @@ def test_fit_json_is_the_api_answer(public_models: Path, capsys: pytest.CaptureF
     batch = WireFitVerdictBatch.model_validate_json(out)
     assert code == 0 and batch.results[0].estimate.workload.streams == 2
     assert batch.results[0].estimate.workload.key_element_bytes == 1
+
+
+def test_fit_takes_the_cpu_variant(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--cpu-variant: echoed; a name ggml ships no variant of is unknown + workloadUnsupported; `any` holds the
+    Q8_0 model's packing where the host runs sapphirerapids."""
+    answers = {}
+    for variant in ("any", "pentium", "x64"):
+        code, out, _ = _run(
+            capsys,
+            "fit",
+            "llama-gqa-q8_0",
+            "--cpu-variant",
+            variant,
+            "--json",
+            "--models",
+            str(public_models),
+            "--no-usual-dirs",
+        )
+        (answers[variant],) = WireFitVerdictBatch.model_validate_json(out).results
+        assert answers[variant].estimate.workload.cpu_variant == variant
+    assert "workloadUnsupported" in answers["pentium"].limits and answers["pentium"].verdict == "unknown"
+    x64 = next(r["weights_bytes"] for r in records("results_probe.jsonl") if r["model"] == "llama-gqa-q8_0")
+    weights = next(p for p in answers["x64"].estimate.parts if p.component == "weights")
+    assert (
+        weights.bytes == x64 and answers["any"].estimate.lower_bound_bytes == answers["x64"].estimate.lower_bound_bytes
+    )
+    code, _, err = _run(capsys, "measure", "llama-gqa-q8_0", "--cpu-variant", "haswell", "--no-usual-dirs")
+    assert code != 0 and ("--cpu-variant" in err or "llama-cpp-python" in err)
 
 
 def test_fit_says_which_ids_it_does_not_know(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,5 @@
-"""The host CPU's family, and what it decides: whether a tied token embedding's second copy is certain, never
-or unknown on that host's llama.cpp CPU backend."""
+"""The host CPU's features, the CPU variant ggml's loader picks from them, and what a variant decides: which
+buffer type takes each matrix weight, AMX's packing, and a tied token embedding's second copy."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 
 from memfit.estimator.artifact import padded
-from memfit.estimator.cpu_repack import TiedCopy, tied_output_copy
+from memfit.estimator.cpu_repack import CPU, Matrix, placement, tied_copy_bytes
+from memfit.estimator.cpu_variant import ANY, BY_NAME, VARIANTS, resolve_variant
 from memfit.readers.cpu_features import (
     UNKNOWN_CPU,
-    CpuFamily,
+    CpuArch,
     CpuFeatures,
     darwin_features,
     parse_cpuinfo,
@@ -29,8 +30,13 @@ flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep sse sse2 ssse3 fma cx16 s
 bugs\t\t: spectre_v1 spectre_v2
 """
 AVX2 = "bmi1 avx2 smep bmi2 erms"
-AVX512 = AVX2 + " avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni"
-AMX = AVX512 + " avx512_bf16 amx_bf16 avx512_fp16 amx_tile amx_int8"
+SKYLAKE_X = AVX2 + " avx512f avx512dq avx512cd avx512bw avx512vl"  # this project's own measuring host
+CASCADE_LAKE = SKYLAKE_X + " avx512_vnni"
+ICE_LAKE = CASCADE_LAKE + " avx512vbmi"
+ZEN4 = ICE_LAKE + " avx512_bf16"
+AMX = ZEN4 + " amx_bf16 avx512_fp16 amx_tile amx_int8"
+ALDER_LAKE = AVX2 + " avx_vnni"
+AMX_FEATURES = "SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VNNI AVX512_VBMI AVX512_BF16 AMX_TILE AMX_INT8"
 ARM = """processor\t: {n}
 BogoMIPS\t: 50.00
 Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm {extra}
@@ -48,121 +54,160 @@ def arm(*extras: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("text", "machine", "family"),
+    ("text", "machine", "features"),
     [
-        (x86(AVX2, AVX2), "x86_64", CpuFamily.X86_AVX2),
-        (x86(AVX512, AVX512), "x86_64", CpuFamily.X86_AVX512),
-        (x86(AMX, AMX), "x86_64", CpuFamily.X86_AMX),
-        (x86("", ""), "x86_64", CpuFamily.X86_BASIC),
-        (x86(AVX512, AVX2), "x86_64", CpuFamily.X86_AVX2),  # a feature counts only when every processor has it
-        (x86(AMX), "AMD64", CpuFamily.X86_AMX),
-        (arm("asimddp i8mm sve", "asimddp i8mm sve"), "aarch64", CpuFamily.ARM_I8MM),
-        (arm("asimddp lrcpc dcpop", "asimddp"), "aarch64", CpuFamily.ARM_DOTPROD),
-        (arm("", ""), "aarch64", CpuFamily.ARM_NEON),
-        (arm("i8mm"), "aarch64", CpuFamily.UNKNOWN),  # i8mm without dotprod: not a family ggml's tables name
-        (x86(AVX2), "aarch64", CpuFamily.UNKNOWN),  # no `Features` line: nothing stated
-        ("\x00\xff garbage\nflags without a colon\n:::\n", "x86_64", CpuFamily.UNKNOWN),
-        ("", "x86_64", CpuFamily.UNKNOWN),
-        (x86(AVX2), "ppc64le", CpuFamily.OTHER),
-        (x86(AVX2), "riscv64", CpuFamily.UNKNOWN),  # ggml repacks with zvfh there: not modelled
-        (x86(AVX2), "i686", CpuFamily.UNKNOWN),
+        (x86(AVX2, AVX2), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2"),
+        (x86(SKYLAKE_X), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2 AVX512"),
+        (x86(AMX), "AMD64", AMX_FEATURES),
+        (x86(""), "x86_64", "SSE42 AVX F16C FMA"),
+        (x86(SKYLAKE_X, AVX2), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2"),  # a feature counts only when all have it
+        (x86(AVX2 + " avx512f avx512bw"), "x86_64", "SSE42 AVX F16C FMA AVX2 BMI2"),  # AVX512 needs F CD VL DQ BW
+        (arm("asimddp i8mm sve", "asimddp i8mm sve"), "aarch64", "FP16_VECTOR_ARITHMETIC DOTPROD MATMUL_INT8 SVE"),
+        (arm(""), "aarch64", "FP16_VECTOR_ARITHMETIC"),
     ],
-    ids=lambda v: v if isinstance(v, str) and len(v) < 12 else None,
 )
-def test_cpuinfo_samples(text: str, machine: str, family: CpuFamily) -> None:
-    assert parse_cpuinfo(text, machine).family is family
+def test_cpuinfo_names_ggml_features(text: str, machine: str, features: str) -> None:
+    got = parse_cpuinfo(text, machine)
+    assert got.features == frozenset(features.split()) and got.arch in (CpuArch.X86_64, CpuArch.ARM64)
+
+
+@pytest.mark.parametrize(
+    ("text", "machine"),
+    [(x86(AVX2), "aarch64"), ("\x00\xff garbage\nflags without a colon\n:::\n", "x86_64"), ("", "x86_64")],
+)
+def test_cpuinfo_that_states_nothing_is_unknown(text: str, machine: str) -> None:
+    assert parse_cpuinfo(text, machine) == UNKNOWN_CPU
+
+
+def test_other_machines() -> None:
+    assert parse_cpuinfo(x86(AVX2), "ppc64le").arch is CpuArch.OTHER
+    assert resolve_variant("auto", parse_cpuinfo(x86(AVX2), "ppc64le")).variants[0].features == frozenset()
+    assert parse_cpuinfo(x86(AVX2), "") == UNKNOWN_CPU
 
 
 def test_macos_sysctl() -> None:
     def fake(values: dict[str, str]):
         return values.get
 
-    m1 = {"hw.optional.arm.FEAT_DotProd": "1", "hw.optional.arm.FEAT_I8MM": "0"}
-    assert darwin_features("arm64", fake(m1)).family is CpuFamily.ARM_DOTPROD
-    m2 = {"hw.optional.arm.FEAT_DotProd": "1", "hw.optional.arm.FEAT_I8MM": "1"}
-    assert darwin_features("arm64", fake(m2)).family is CpuFamily.ARM_I8MM
+    m1 = {"hw.optional.arm.FEAT_DotProd": "1", "hw.optional.arm.FEAT_FP16": "1", "hw.optional.arm.FEAT_I8MM": "0"}
+    assert darwin_features("arm64", fake(m1)).features == {"DOTPROD", "FP16_VECTOR_ARITHMETIC"}
     assert darwin_features("arm64", fake({})) == UNKNOWN_CPU
-    intel = {"machdep.cpu.leaf7_features": "RDWRFSGS TSC_THREAD_OFFSET SGX BMI1 AVX2 SMEP BMI2 ERMS INVPCID"}
-    assert darwin_features("x86_64", fake(intel)).family is CpuFamily.X86_AVX2
-    xeon = {"machdep.cpu.leaf7_features": "BMI1 AVX2 AVX512F AVX512DQ AVX512VNNI"}
-    assert darwin_features("x86_64", fake(xeon)).family is CpuFamily.X86_AVX512
+    intel = {
+        "machdep.cpu.features": "FPU SSE SSE2 SSE3 FMA SSE4.1 SSE4.2 POPCNT AVX1.0 F16C",
+        "machdep.cpu.leaf7_features": "RDWRFSGS TSC_THREAD_OFFSET SGX BMI1 AVX2 SMEP BMI2 ERMS INVPCID",
+    }
+    assert resolve_variant("auto", darwin_features("x86_64", fake(intel))).name == "haswell"
 
 
 def test_the_host_is_read_once() -> None:
     first = read_cpu_features()
-    assert isinstance(first.family, CpuFamily) and read_cpu_features() is first
+    assert isinstance(first.arch, CpuArch) and read_cpu_features() is first
 
 
-# --- the rule ----------------------------------------------------------------------------------------------
+# --- the variant ggml's loader picks (ggml_backend_load_best: the highest score) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "variant"),
+    [
+        ("", "piledriver"),
+        (AVX2, "haswell"),
+        (ALDER_LAKE, "alderlake"),
+        (SKYLAKE_X, "skylakex"),
+        (CASCADE_LAKE, "cascadelake"),
+        (ICE_LAKE, "icelake"),
+        (CASCADE_LAKE + " avx512_bf16", "cooperlake"),
+        (ZEN4, "zen4"),
+        (AMX, "sapphirerapids"),
+    ],
+)
+def test_auto_is_the_loaders_choice(flags: str, variant: str) -> None:
+    choice = resolve_variant("auto", parse_cpuinfo(x86(flags), "x86_64"))
+    assert choice.name == variant and [v.name for v in choice.variants] == [variant]
+
+
+def test_arm_hosts() -> None:
+    graviton3 = parse_cpuinfo(arm("asimddp i8mm sve svebf16"), "aarch64")
+    assert resolve_variant("auto", graviton3).name == "armv8.6_1"
+    assert resolve_variant("auto", parse_cpuinfo(arm(""), "aarch64")).name == "armv8.0_1"
+    assert resolve_variant("haswell", graviton3).variants == ()
+
+
+def test_any_and_a_named_variant() -> None:
+    host = parse_cpuinfo(x86(SKYLAKE_X), "x86_64")
+    every = resolve_variant(ANY, host)
+    expected = ["x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "skylakex"]
+    assert every.name == ANY and [v.name for v in every.variants] == expected
+    assert resolve_variant("haswell", host).variants == (BY_NAME["haswell"],)
+    for beyond in ("icelake", "sapphirerapids", "alderlake", "armv8.2_1", "pentium", ""):
+        assert resolve_variant(beyond, host).variants == ()
+    unread = resolve_variant("auto", UNKNOWN_CPU)
+    assert unread.name == ANY and unread.variants == VARIANTS  # a host memfit cannot read: every variant
+    assert resolve_variant("sapphirerapids", UNKNOWN_CPU).variants == (BY_NAME["sapphirerapids"],)
+
+
+# --- where a matrix weight goes, and what it takes there ------------------------------------------------------
 
 EMBD, VOCAB = 2560, 262144
 
 
-def copy(family: CpuFamily, qtype: QT, vocab: int = VOCAB, embd: int = EMBD):
-    return tied_output_copy(family, qtype, (embd, vocab), tensor_nbytes((embd, vocab), qtype))
+def put(variant: str, qtype: QT, vocab: int = VOCAB, embd: int = EMBD) -> tuple[str, int]:
+    return placement(BY_NAME[variant], Matrix(int(qtype), (embd, vocab)))
 
 
 @pytest.mark.parametrize(
-    ("family", "qtype", "outcome"),
+    ("variant", "qtype", "buffer"),
     [
-        # repack.cpp: x86 AVX2 repacks Q4_0, Q4_K, IQ4_NL, MXFP4 (8-row interleaves), not Q8_0
-        (CpuFamily.X86_AVX2, QT.Q4_0, TiedCopy.CERTAIN),
-        (CpuFamily.X86_AVX2, QT.Q4_K, TiedCopy.CERTAIN),
-        (CpuFamily.X86_AVX2, QT.IQ4_NL, TiedCopy.CERTAIN),
-        (CpuFamily.X86_AVX2, QT.MXFP4, TiedCopy.CERTAIN),
-        (CpuFamily.X86_AVX2, QT.Q8_0, TiedCopy.NEVER),
-        (CpuFamily.X86_AVX2, QT.F16, TiedCopy.NEVER),
-        # an AVX-512 host may run an AVX2 build (Q2_K is repacked by AVX-512 builds only)
-        (CpuFamily.X86_AVX512, QT.Q4_0, TiedCopy.CERTAIN),
-        (CpuFamily.X86_AVX512, QT.Q2_K, TiedCopy.UNKNOWN),
-        # AMX builds also store Q8_0, Q6_K, F16 ... in the AMX buffer; other builds do not
-        (CpuFamily.X86_AMX, QT.Q4_0, TiedCopy.CERTAIN),
-        (CpuFamily.X86_AMX, QT.Q8_0, TiedCopy.UNKNOWN),
-        (CpuFamily.X86_AMX, QT.F16, TiedCopy.UNKNOWN),
-        (CpuFamily.X86_AMX, QT.F32, TiedCopy.NEVER),
-        # ARM with dotprod (or i8mm): Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL, MXFP4, Q8_0
-        (CpuFamily.ARM_DOTPROD, QT.Q8_0, TiedCopy.CERTAIN),
-        (CpuFamily.ARM_I8MM, QT.Q6_K, TiedCopy.CERTAIN),
-        (CpuFamily.ARM_DOTPROD, QT.F16, TiedCopy.NEVER),
-        (CpuFamily.ARM_NEON, QT.Q4_0, TiedCopy.NEVER),
-        (CpuFamily.X86_BASIC, QT.Q4_0, TiedCopy.NEVER),
-        (CpuFamily.OTHER, QT.Q4_0, TiedCopy.NEVER),
-        (CpuFamily.UNKNOWN, QT.Q4_0, TiedCopy.UNKNOWN),
-        (CpuFamily.UNKNOWN, QT.F32, TiedCopy.NEVER),
+        ("haswell", QT.Q4_0, "CPU_REPACK"),
+        ("haswell", QT.Q4_K, "CPU_REPACK"),
+        ("haswell", QT.IQ4_NL, "CPU_REPACK"),
+        ("haswell", QT.MXFP4, "CPU_REPACK"),
+        ("haswell", QT.Q8_0, "CPU"),
+        ("haswell", QT.Q2_K, "CPU"),
+        ("skylakex", QT.Q2_K, "CPU_REPACK"),
+        ("zen4", QT.Q8_0, "CPU"),
+        ("sapphirerapids", QT.Q4_0, "AMX"),
+        ("sapphirerapids", QT.Q8_0, "AMX"),
+        ("sapphirerapids", QT.F16, "AMX"),
+        ("sapphirerapids", QT.Q2_K, "CPU_REPACK"),
+        ("sapphirerapids", QT.F32, "CPU"),
+        ("armv8.2_1", QT.Q8_0, "CPU_REPACK"),
+        ("armv8.6_1", QT.Q6_K, "CPU_REPACK"),
+        ("armv8.2_1", QT.F16, "CPU"),
+        ("armv8.0_1", QT.Q4_0, "CPU"),
+        ("sandybridge", QT.Q4_0, "CPU"),
     ],
-    ids=str,
 )
-def test_tied_copy_per_family(family: CpuFamily, qtype: QT, outcome: TiedCopy) -> None:
-    got = copy(family, qtype)
-    assert got.outcome is outcome
-    nbytes = tensor_nbytes((EMBD, VOCAB), qtype)
-    if outcome is TiedCopy.CERTAIN:
-        assert got.floor == nbytes <= got.ceiling
-    elif outcome is TiedCopy.UNKNOWN:
-        assert got.floor == 0 and got.ceiling >= nbytes
-    else:
-        assert got.floor == got.ceiling == 0
+def test_buffer_type_per_variant(variant: str, qtype: QT, buffer: str) -> None:
+    assert put(variant, qtype)[0] == buffer
 
 
 def test_rows_that_are_not_whole_interleaves_are_not_repacked() -> None:
-    assert copy(CpuFamily.X86_AVX2, QT.Q4_0, vocab=VOCAB + 4).outcome is TiedCopy.NEVER  # ne[1] % 8
-    assert copy(CpuFamily.ARM_DOTPROD, QT.Q4_0, vocab=VOCAB + 4).outcome is TiedCopy.CERTAIN  # ne[1] % 4 suffices
-    assert copy(CpuFamily.ARM_DOTPROD, QT.Q4_K, vocab=VOCAB + 4).outcome is TiedCopy.NEVER  # Q4_K needs 8
-    # AMX wants ne[1] % 32; where it refuses, the AVX2 repack still takes a multiple of 8
-    assert copy(CpuFamily.X86_AMX, QT.Q4_0, vocab=VOCAB + 8).outcome is TiedCopy.CERTAIN
-    assert copy(CpuFamily.X86_AMX, QT.Q8_0, vocab=VOCAB + 8).outcome is TiedCopy.NEVER
+    assert put("haswell", QT.Q4_0, vocab=VOCAB + 4)[0] == CPU  # ne[1] % 8
+    assert put("armv8.2_1", QT.Q4_0, vocab=VOCAB + 4)[0] == "CPU_REPACK"  # ne[1] % 4 suffices
+    assert put("armv8.2_1", QT.Q4_K, vocab=VOCAB + 4)[0] == CPU  # Q4_K needs 8
+    # AMX wants ne[1] % 32; where it refuses, the AVX-512 repack still takes a multiple of 8
+    assert put("sapphirerapids", QT.Q4_0, vocab=VOCAB + 8)[0] == "CPU_REPACK"
+    assert put("sapphirerapids", QT.Q8_0, vocab=VOCAB + 8)[0] == CPU
 
 
-def test_amx_packs_q8_0_larger() -> None:
-    """amx/mmq.cpp get_row_size: a Q8_0 block of 34 bytes gains a 4-byte compensation."""
-    got = copy(CpuFamily.X86_AMX, QT.Q8_0)
-    assert got.ceiling == tensor_nbytes((EMBD, VOCAB), QT.Q8_0) // 34 * 38
+def test_amx_packs_some_types_larger() -> None:
+    """amx/mmq.cpp get_row_size: a Q8_0 block of 34 bytes gains a 4-byte compensation, Q4_K's 144 and Q5_K's 176
+    gain 4, IQ4_XS's 136 gains 2; Q4_0 and F16 keep their size. CPU_REPACK keeps every size."""
+    n = EMBD * VOCAB
+    assert put("sapphirerapids", QT.Q8_0)[1] == n // 32 * 38
+    assert put("sapphirerapids", QT.Q4_K)[1] == n // 256 * 148
+    assert put("sapphirerapids", QT.Q5_K)[1] == n // 256 * 180
+    assert put("sapphirerapids", QT.IQ4_XS)[1] == n // 256 * 138
+    assert put("sapphirerapids", QT.Q4_0)[1] == n // 32 * 18
+    assert put("sapphirerapids", QT.F16)[1] == n * 2
+    assert put("haswell", QT.Q4_K)[1] == n // 256 * 144
 
 
-def test_an_unknown_shape_is_never_certain() -> None:
-    nbytes = tensor_nbytes((EMBD, VOCAB), QT.Q4_0)
-    got = tied_output_copy(CpuFamily.X86_AVX2, QT.Q4_0, None, nbytes)
-    assert got.outcome is TiedCopy.UNKNOWN and got.ceiling == nbytes
+def test_a_tied_copy_only_where_an_extra_buffer_type_takes_it() -> None:
+    tied = Matrix(int(QT.Q8_0), (EMBD, VOCAB))
+    assert tied_copy_bytes(BY_NAME["haswell"], tied) == (CPU, 0)
+    assert tied_copy_bytes(BY_NAME["sapphirerapids"], tied) == ("AMX", EMBD * VOCAB // 32 * 38)
 
 
 # --- through the service, on written models ----------------------------------------------------------------
@@ -177,48 +222,57 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def weights(models: Path, family: CpuFamily, name: str, state_dir: str | None = None):
-    service = build_service(
-        [Root(str(models), RootKind.PLAIN)], state_dir=state_dir, read_cpu=lambda: CpuFeatures(family, "test")
-    )
+HOSTS = {
+    "avx2": CpuFeatures(CpuArch.X86_64, frozenset("SSE42 AVX F16C FMA AVX2 BMI2".split())),
+    "amx": parse_cpuinfo(x86(AMX), "x86_64"),
+    "basic": CpuFeatures(CpuArch.X86_64, frozenset({"SSE42", "AVX"})),
+    "unknown": UNKNOWN_CPU,
+}
+
+
+def weights(models: Path, host: str, name: str, state_dir: str | None = None, variant: str | None = None):
+    service = build_service([Root(str(models), RootKind.PLAIN)], state_dir=state_dir, read_cpu=lambda: HOSTS[host])
     service.index.refresh()
     (artifact,) = [a for a in service.index.artifacts() if a.paths[0].endswith(name)]
-    subject = service.subject(artifact.model_id)
+    subject = service.subject(artifact.model_id, resolve_variant(variant or "auto", HOSTS[host]))
     assert subject is not None
     return subject.weights
 
 
-def test_three_outcomes_on_a_tied_embedding(models: Path) -> None:
+def test_a_tied_embedding_under_each_host(models: Path) -> None:
     embedding = padded(tensor_nbytes((EMBD, VOCAB), QT.Q4_0))
-    certain = weights(models, CpuFamily.X86_AVX2, "gemma-tied-Q4_0.gguf")
-    never = weights(models, CpuFamily.X86_BASIC, "gemma-tied-Q4_0.gguf")
-    unknown = weights(models, CpuFamily.UNKNOWN, "gemma-tied-Q4_0.gguf")
-    assert certain.bytes == never.bytes + embedding and certain.slack == 0 and "certainly keeps" in certain.note
-    assert never.slack == 0 and "keeps no second copy" in never.note
-    assert unknown.bytes == never.bytes and unknown.slack == embedding and "may keep" in unknown.note
-    assert "x86-64 AVX2" in certain.note and "Q4_0" in certain.note
+    repacked = weights(models, "avx2", "gemma-tied-Q4_0.gguf")
+    plain = weights(models, "basic", "gemma-tied-Q4_0.gguf")
+    unknown = weights(models, "unknown", "gemma-tied-Q4_0.gguf")
+    assert repacked.bytes == plain.bytes + embedding and repacked.slack == 0 and plain.slack == 0
+    assert "haswell" in repacked.note and "CPU_REPACK" in repacked.note and "no second copy" in plain.note
+    assert unknown.bytes == plain.bytes and unknown.slack == embedding  # every variant: both bounds hold
 
 
-def test_q8_0_depends_on_the_family(models: Path) -> None:
-    embedding = padded(tensor_nbytes((EMBD, VOCAB), QT.Q8_0))
-    x86_avx2 = weights(models, CpuFamily.X86_AVX2, "gemma-tied-Q8_0.gguf")
-    arm_dot = weights(models, CpuFamily.ARM_DOTPROD, "gemma-tied-Q8_0.gguf")
-    amx = weights(models, CpuFamily.X86_AMX, "gemma-tied-Q8_0.gguf")
-    assert x86_avx2.slack == 0 and arm_dot.bytes == x86_avx2.bytes + embedding
-    assert amx.bytes == x86_avx2.bytes and amx.slack == padded(embedding // 34 * 38)
+def test_q8_0_is_packed_by_amx(models: Path) -> None:
+    embedding = tensor_nbytes((EMBD, VOCAB), QT.Q8_0)
+    avx2 = weights(models, "avx2", "gemma-tied-Q8_0.gguf")
+    amx = weights(models, "amx", "gemma-tied-Q8_0.gguf")
+    assert avx2.slack == 0 and amx.slack == 0 and "sapphirerapids" in amx.note
+    # every MUL_MAT weight is Q8_0 here: AMX packs them all, and keeps the output copy packed too
+    assert amx.bytes - avx2.bytes > padded(embedding // 34 * 38)
+    haswell_on_amx = weights(models, "amx", "gemma-tied-Q8_0.gguf", variant="haswell")
+    assert haswell_on_amx == avx2
+    every = weights(models, "amx", "gemma-tied-Q8_0.gguf", variant="any")
+    assert (every.bytes, every.bytes + every.slack) == (avx2.bytes, amx.bytes)
 
 
-def test_an_untied_model_does_not_depend_on_the_cpu(models: Path) -> None:
-    parts = {weights(models, f, "llama-untied-Q4_0.gguf") for f in (CpuFamily.X86_AVX2, CpuFamily.UNKNOWN)}
-    assert len(parts) == 1 and next(iter(parts)).slack == 0
+def test_an_untied_q4_0_model_does_not_depend_on_the_variant(models: Path) -> None:
+    parts = {weights(models, h, "llama-untied-Q4_0.gguf").bytes for h in HOSTS}
+    assert len(parts) == 1
 
 
-def test_stored_summaries_serve_every_cpu(models: Path, tmp_path: Path) -> None:
-    """The header store (and the in-memory facts) hold nothing CPU-specific: a service with another CPU fact
-    over the same state directory answers for its own CPU."""
+def test_stored_summaries_serve_every_variant(models: Path, tmp_path: Path) -> None:
+    """The header store (and the in-memory facts) hold nothing variant-specific: a service on another host over
+    the same state directory answers for its own variant."""
     state = str(tmp_path)
-    first = weights(models, CpuFamily.X86_AVX2, "gemma-tied-Q4_0.gguf", state)
-    second = weights(models, CpuFamily.X86_BASIC, "gemma-tied-Q4_0.gguf", state)
+    first = weights(models, "avx2", "gemma-tied-Q4_0.gguf", state)
+    second = weights(models, "basic", "gemma-tied-Q4_0.gguf", state)
     assert first.bytes == second.bytes + padded(tensor_nbytes((EMBD, VOCAB), QT.Q4_0))
 
 
@@ -227,10 +281,10 @@ def test_the_default_reads_the_host_once(models: Path) -> None:
 
     def reader() -> CpuFeatures:
         calls.append(1)
-        return CpuFeatures(CpuFamily.X86_AVX2)
+        return HOSTS["avx2"]
 
     service = build_service([Root(str(models), RootKind.PLAIN)], read_cpu=reader)
     service.index.refresh()
     for artifact in service.index.artifacts():
         service.subject(artifact.model_id)
-    assert len(calls) == 1 and service.cpu.family is CpuFamily.X86_AVX2
+    assert len(calls) == 1 and service.auto.name == "haswell"

@@ -16,8 +16,9 @@ import pytest
 
 from memfit import wire
 from memfit.estimator.arch_rules import RULES, Memory
-from memfit.estimator.artifact import ArtifactFacts
+from memfit.estimator.artifact import ArtifactFacts, weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
@@ -35,9 +36,9 @@ from tools.accuracy import (
     unmodelled,
     write_models,
 )
-from tools.truth import DATA, ELEMENT_BYTES, load, run_id
+from tools.truth import DATA, ELEMENT_BYTES, load, measured_variant, run_id
 
-# Runs on a plain CPU backend, weights checked against memfit's (the shapes' dry runs are checked below)
+# Every run but the shapes' dry runs (checked below), weights byte-exact under the CPU variant it was measured on
 RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) if path != SHAPES_TRUTH for r in load(path)]
 # Architectures memfit knows it cannot derive: they must answer unknown, never a guess.
 NOT_DERIVED = {"deepseek4": "no layout rule", "qwen4exp-ple": "per-layer-embedding state is not modelled"}
@@ -58,9 +59,8 @@ def test_parts_equal_llama_cpp(run: dict, model_files: dict[str, Path]) -> None:
         assert row.status.startswith("not derived") and NOT_DERIVED[run["model"]] in row.status
         return
     assert row.status == "ok", (row.kv, row.measured_kv, row.recurrent, row.measured_recurrent)
-    if not settings(run).get("mmap"):
-        floor, ceiling = row.weights
-        assert floor <= run["weights_bytes"] <= ceiling
+    if not own_weights(run):  # under the variant it was measured on (haswell, or sapphirerapids on the AMX host)
+        assert row.weights == (run["weights_bytes"], run["weights_bytes"])
 
 
 LOAD_FAILURES = [r for r in RUNS if r.get("error") == "model load failed"]
@@ -174,16 +174,38 @@ def shape_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ArtifactF
 
 @pytest.mark.parametrize("run", SHAPE_RUNS, ids=run_id)
 def test_shape_dry_runs_within_the_bounds(run: dict, shape_facts: dict[str, ArtifactFacts]) -> None:
-    """llama.cpp's dry runs of full-size shapes chosen to stress the workspace rule (AMX CPU variant: its
-    weights on both sides): KV + recurrent state and the output buffer exact, compute + output between the
-    workspace floor and ceiling wherever memfit derives it; a cache type llama.cpp refused is flagged."""
+    """llama.cpp's dry runs of full-size shapes chosen to stress the workspace rule, on its AMX CPU variant:
+    weights byte-exact under sapphirerapids, KV + recurrent state and the output buffer exact, compute + output
+    between the workspace floor and ceiling wherever memfit derives it; a cache type llama.cpp refused is
+    flagged."""
     facts = shape_facts[run["model"]]
     s = settings(run)
     if unmodelled(run):
         assert cache_type_problem(facts.layout, GGML_CACHE_TYPES[s["type_k"]], GGML_CACHE_TYPES[s["type_v"]])
         return
-    assert own_weights(run)
-    _check(check_bounds(run, facts.layout, facts.architecture, facts.n_vocab, None))
+    floor, slack, _ = weights_on(facts, (measured_variant(run),))
+    assert measured_variant(run).name == "sapphirerapids" and (floor, slack) == (run["weights_bytes"], 0)
+    _check(check_bounds(run, facts.layout, facts.architecture, facts.n_vocab, (floor, floor + slack)))
+
+
+AMX_RUNS = [r for name in ("results_amx_probe.jsonl", "results_amx_scale_dryrun.jsonl") for r in load(DATA / name)]
+
+
+def test_the_amx_rows_need_their_variant(model_files: dict[str, Path]) -> None:
+    """The public AMX set (shared/groundtruth's results_amx_*.jsonl, measured on an Intel host with AMX by
+    node-llama-cpp 3.21.1's default, sapphirerapids): exact under sapphirerapids (test_parts_equal_llama_cpp),
+    and under haswell, the AVX2 host's variant, memfit's ceiling would lie below the truth of every model with a
+    Q8_0 matrix or a tied F16 embedding."""
+    assert len(AMX_RUNS) == 284 and {measured_variant(r).name for r in AMX_RUNS} == {"sapphirerapids"}
+    below = set()
+    for run in AMX_RUNS:
+        if own_weights(run):
+            continue
+        row = compare(run, model_files[run["model"]], CACHE, BY_NAME["haswell"])
+        if row.weights is not None and row.weights[1] < run["weights_bytes"]:
+            below.add(run["model"])
+    # the models whose measured weights exceed their tensor bytes beyond what haswell adds (model_tensor_bytes)
+    assert below == {"gemma2-swa-f16", "gemma3-swa-f16", "granitehybrid-f16", "lfm2-f16", "llama-gqa-q8_0", "qwen3-f16"}
 
 
 def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]) -> None:
@@ -295,3 +317,20 @@ def test_tiny_random_weight_models_allocated_and_decoded_in_every_family(tmp_pat
     for tensor in reader.tensors:
         data = np.asarray(tensor.data)
         assert np.isfinite(data).all() and data.any(), tensor.name
+
+
+VARIANT_RUNS = load(DATA / "results_variants_dryrun.jsonl")
+
+
+def test_a_tied_q2_k_embedding_is_kept_twice_only_under_avx512(model_files: dict[str, Path]) -> None:
+    """tests/data/results_variants_dryrun.jsonl: the Gemma-3-4B shape in Q2_K, dry runs with only
+    libggml-cpu-haswell.so, then only libggml-cpu-skylakex.so, in backend_dir (this project's AVX-512 host runs
+    both). skylakex's CPU_REPACK takes Q2_K, so its output copy of the tied embedding is a second tensor;
+    haswell's does not. Each is exact under its own variant (test_parts_equal_llama_cpp); under the other, the
+    bounds miss it."""
+    assert {r["cpu_variant"] for r in VARIANT_RUNS} == {"haswell", "skylakex"} and len(VARIANT_RUNS) == 16
+    for run in VARIANT_RUNS:
+        other = BY_NAME["haswell" if run["cpu_variant"] == "skylakex" else "skylakex"]
+        floor, ceiling = compare(run, model_files[run["model"]], CACHE, other).weights or (0, 0)
+        assert not floor <= run["weights_bytes"] <= ceiling
+        assert ("CPU_REPACK" in run["weights_buffers"]) == (run["cpu_variant"] == "skylakex")

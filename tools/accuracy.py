@@ -22,14 +22,14 @@ from memfit.estimator.artifact import weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import ContextGeometry, llama_geometry
+from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.workspace import output_buffer, workspace_bounds
-from memfit.readers.cpu_features import CpuFamily
 from tools.gguf_writers import Model, write_model
-from tools.truth import DATA, MEASURED_ON, load, run_id
+from tools.truth import DATA, load, measured_variant, run_id
 
 
 def model_writers() -> dict[str, Callable[[], Model]]:
@@ -81,9 +81,8 @@ def _dry_run(record: dict) -> bool:
 
 def own_weights(record: dict) -> bool:
     """Whether a run's weights are checked as llama.cpp recorded them (on both sides) rather than against memfit's
-    file weights: mmapped weights (a file mapping), or weights llama.cpp put in a buffer type the plain CPU the
-    ground truth stands for has not (the AMX CPU variant's `AMX` buffer, tests/data/results_shapes_dryrun.jsonl)."""
-    return bool(settings(record).get("mmap")) or "AMX" in record.get("weights_buffers", {})
+    file weights: mmapped weights (a file mapping, and AMX's copies beside it; memfit has no mmap setting)."""
+    return bool(settings(record).get("mmap"))
 
 
 def unmodelled(record: dict) -> str | None:
@@ -98,9 +97,9 @@ def unmodelled(record: dict) -> str | None:
     return None
 
 
-def compare(record: dict, path: Path, cache: ArtifactCache, cpu: CpuFamily = MEASURED_ON) -> Row:
-    """memfit's numbers for one run, its weights as a host of `cpu` bounds them (by default the CPU the
-    ground truth was measured on)."""
+def compare(record: dict, path: Path, cache: ArtifactCache, variant: CpuVariant | None = None) -> Row:
+    """memfit's numbers for one run, its weights under the CPU `variant` (by default the one the run was
+    measured on)."""
     why = unmodelled(record)
     if why:
         return Row(record, why)
@@ -108,7 +107,7 @@ def compare(record: dict, path: Path, cache: ArtifactCache, cpu: CpuFamily = MEA
         facts = cache.facts((str(path),))
     except EvidenceError as exc:
         return Row(record, f"unreadable: {exc}")
-    floor, slack, _ = weights_on(facts, cpu)
+    floor, slack, _ = weights_on(facts, (variant or measured_variant(record),))
     weights = (floor, floor + slack)
     if facts.layout is None:
         return Row(record, f"not derived ({facts.layout_error})", weights=weights)
@@ -147,7 +146,7 @@ def write_models(names: set[str], directory: Path) -> dict[str, Path]:
 
 
 CATALOG_TRUTH = DATA / "catalog_dryrun.jsonl"  # llama.cpp's dry runs of every catalog entry's real shape
-# llama.cpp's dry runs of full-size shapes (tools/families/shapes.py) on its AMX CPU variant: weights own_weights
+# llama.cpp's dry runs of full-size shapes (tools/families/shapes.py) on its AMX CPU variant (sapphirerapids)
 SHAPES_TRUTH = DATA / "results_shapes_dryrun.jsonl"
 MiB = 1 << 20
 TOLERANCE = 0.02  # a bound further than max(2%, 16 MiB) of the whole allocation from the truth fails --bounds
@@ -235,7 +234,7 @@ def file_bounds(records: Iterable[dict], models: dict[str, Path]) -> list[Bounds
         if facts.layout is None or facts.n_vocab is None:
             rows.append(BoundsRow(record, "unknown: no layout"))
             continue
-        floor, slack, _ = weights_on(facts, MEASURED_ON)
+        floor, slack, _ = weights_on(facts, (measured_variant(record),))
         weights = None if own_weights(record) else (floor, floor + slack)
         rows.append(check_bounds(record, facts.layout, facts.architecture, facts.n_vocab, weights))
     return rows

@@ -692,6 +692,8 @@ SHAPE_SET: dict[str, Callable[[], Model]] = {
     "gemma3-4b-shape-q4_0": gemma3_4b,
     "qwen3-30b-a3b-shape-q4_0": qwen3_30b_a3b,
     "mamba2-2.7b-shape-f16": mamba2_2_7b,
+    # a tied Q2_K embedding: AVX-512 variants (skylakex) repack Q2_K and keep the output copy, haswell does not
+    "gemma3-4b-shape-q2_k": lambda: gemma3_4b(QT.Q2_K),
 }
 
 

@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memfit.readers.cpu_features import CpuFamily
+from memfit.estimator.cpu_variant import BY_NAME, CpuVariant
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "q8_0": 1}
-# The CPU backend the runs were measured with: node-llama-cpp's prebuilt x86-64 AVX2 libllama (CPU only).
-MEASURED_ON = CpuFamily.X86_AVX2
+# The CPU variant a run was measured with, unless it says (`cpu_variant`, or an AMX buffer: sapphirerapids, the
+# only variant with one): node-llama-cpp's prebuilt libllama on an AVX2 host loads haswell.
+DEFAULT_VARIANT = BY_NAME["haswell"]
+AMX_VARIANT = BY_NAME["sapphirerapids"]
+
+
+def measured_variant(record: dict) -> CpuVariant:
+    """The CPU variant whose weights a run measured."""
+    named = record.get("cpu_variant")
+    if isinstance(named, str) and named in BY_NAME:
+        return BY_NAME[named]
+    if "AMX" in record.get("weights_buffers", {}) or AMX_VARIANT.name in record.get("runtime_label", ""):
+        return AMX_VARIANT
+    return DEFAULT_VARIANT
 
 
 def load(path: Path) -> list[dict]:

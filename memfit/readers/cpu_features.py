@@ -1,7 +1,8 @@
-"""The host CPU's family, as far as it decides which kernels llama.cpp's CPU backend uses.
+"""The host CPU's features, named as ggml's CPU variants name the features they are built for.
 
 Read once per process: Linux's /proc/cpuinfo (x86 `flags`, ARM `Features`; a feature counts only when every
-processor lists it), else on macOS a cheap sysctl. Anything that cannot be read or recognised is UNKNOWN.
+processor lists it, and Linux lists AVX and AVX-512 only where the OS enables their state), else on macOS a
+cheap sysctl. What cannot be read or recognised is an UNKNOWN host (every variant stays possible).
 """
 
 from __future__ import annotations
@@ -16,51 +17,60 @@ from functools import cache
 CPUINFO = "/proc/cpuinfo"
 _X86 = {"x86_64", "amd64", "x64"}
 _ARM = {"aarch64", "arm64"}
-_RISCV = {"riscv64"}  # ggml repacks there with the zvfh extension at some vector lengths: not modelled
 _MAX_CPUINFO = 4 << 20  # /proc/cpuinfo of a large machine is well under this
-# The compile-time features ggml's x86 kernels test (__AVX2__, __AVX512F__, __AMX_INT8__ && __AVX512VNNI__).
-_AMX = {"avx512f", "avx512_vnni", "amx_int8", "amx_tile"}
 
 
-class CpuFamily(Enum):
-    X86_BASIC = "x86-64 without AVX2"
-    X86_AVX2 = "x86-64 AVX2"
-    X86_AVX512 = "x86-64 AVX-512"
-    X86_AMX = "x86-64 AMX"
-    ARM_NEON = "ARM NEON without dotprod"
-    ARM_DOTPROD = "ARM NEON dotprod"
-    ARM_I8MM = "ARM NEON i8mm"
-    OTHER = "other architecture"
+class CpuArch(Enum):
+    X86_64 = "x86-64"
+    ARM64 = "arm64"
+    OTHER = "other architecture"  # none of ggml's CPU variants is built for it
     UNKNOWN = "unknown"
+
+
+# ggml's feature names (ggml_add_cpu_backend_variant) and the cpuinfo flags each needs; x86 from
+# ggml_backend_cpu_x86_score (AVX512 needs F, CD, VL, DQ and BW), ARM from ggml_backend_cpu_aarch64_score
+X86_FLAGS: dict[str, frozenset[str]] = {
+    "SSE42": frozenset({"sse4_2"}),
+    "AVX": frozenset({"avx"}),
+    "F16C": frozenset({"f16c"}),
+    "FMA": frozenset({"fma"}),
+    "AVX2": frozenset({"avx2"}),
+    "BMI2": frozenset({"bmi2"}),
+    "AVX_VNNI": frozenset({"avx_vnni"}),
+    "AVX512": frozenset({"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"}),
+    "AVX512_VBMI": frozenset({"avx512vbmi"}),
+    "AVX512_VNNI": frozenset({"avx512_vnni"}),
+    "AVX512_BF16": frozenset({"avx512_bf16"}),
+    "AMX_TILE": frozenset({"amx_tile"}),
+    "AMX_INT8": frozenset({"amx_int8"}),
+}
+ARM_FLAGS: dict[str, frozenset[str]] = {
+    "DOTPROD": frozenset({"asimddp"}),
+    "FP16_VECTOR_ARITHMETIC": frozenset({"asimdhp"}),
+    "SVE": frozenset({"sve"}),
+    "MATMUL_INT8": frozenset({"i8mm"}),
+    "SVE2": frozenset({"sve2"}),
+    "SME": frozenset({"sme"}),
+}
 
 
 @dataclass(frozen=True)
 class CpuFeatures:
-    family: CpuFamily
+    arch: CpuArch
+    features: frozenset[str] = frozenset()  # ggml's names of the features the host has
     source: str = ""  # where the fact came from, for notes and logs
 
 
-UNKNOWN_CPU = CpuFeatures(CpuFamily.UNKNOWN)
+UNKNOWN_CPU = CpuFeatures(CpuArch.UNKNOWN)
 
 
-def x86_family(flags: set[str]) -> CpuFamily:
-    if "avx2" not in flags:
-        return CpuFamily.X86_BASIC
-    if _AMX <= flags:
-        return CpuFamily.X86_AMX
-    return CpuFamily.X86_AVX512 if "avx512f" in flags else CpuFamily.X86_AVX2
-
-
-def arm_family(features: set[str]) -> CpuFamily:
-    if "asimd" not in features and "neon" not in features:
-        return CpuFamily.OTHER  # no NEON: none of ggml's ARM kernels run
-    if "asimddp" not in features:
-        return CpuFamily.UNKNOWN if "i8mm" in features else CpuFamily.ARM_NEON  # i8mm alone: not modelled
-    return CpuFamily.ARM_I8MM if "i8mm" in features else CpuFamily.ARM_DOTPROD
+def named_features(flags: set[str], table: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The ggml features whose every flag the host lists."""
+    return frozenset(name for name, needs in table.items() if needs <= flags)
 
 
 def parse_cpuinfo(text: str, machine: str) -> CpuFeatures:
-    """The family /proc/cpuinfo states for an x86-64 or ARM `machine`; UNKNOWN when it lists no features."""
+    """The features /proc/cpuinfo states for an x86-64 or ARM `machine`; UNKNOWN when it lists none."""
     kind = machine.lower()
     if kind not in _X86 and kind not in _ARM:
         return _other(machine)
@@ -73,16 +83,14 @@ def parse_cpuinfo(text: str, machine: str) -> CpuFeatures:
             common = found if common is None else common & found
     if not common:
         return UNKNOWN_CPU
-    family = x86_family(common) if kind in _X86 else arm_family(common)
-    return CpuFeatures(family, CPUINFO)
+    if kind in _X86:
+        return CpuFeatures(CpuArch.X86_64, named_features(common, X86_FLAGS), CPUINFO)
+    return CpuFeatures(CpuArch.ARM64, named_features(common, ARM_FLAGS), CPUINFO)
 
 
 def _other(machine: str) -> CpuFeatures:
-    """Neither x86-64 nor 64-bit ARM: ggml's CPU backend repacks nothing, except where it is not modelled."""
-    kind = machine.lower()
-    if not kind or kind in _RISCV or kind.startswith(("i", "arm")):  # unnamed, RISC-V, 32-bit x86 or ARM
-        return UNKNOWN_CPU
-    return CpuFeatures(CpuFamily.OTHER, f"machine {machine}")
+    """Neither x86-64 nor 64-bit ARM: no ggml CPU variant is built for it (unnamed: unknown)."""
+    return CpuFeatures(CpuArch.OTHER, source=f"machine {machine}") if machine else UNKNOWN_CPU
 
 
 def _sysctl(name: str) -> str | None:
@@ -93,29 +101,41 @@ def _sysctl(name: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+# Apple silicon's sysctl hw.optional.arm.FEAT_* flags, by ggml feature name
+_DARWIN_ARM = {
+    "DOTPROD": "FEAT_DotProd",
+    "FP16_VECTOR_ARITHMETIC": "FEAT_FP16",
+    "MATMUL_INT8": "FEAT_I8MM",
+    "SME": "FEAT_SME",
+}
+
+
 def darwin_features(machine: str, sysctl: Callable[[str], str | None] = _sysctl) -> CpuFeatures:
-    """macOS: Apple silicon's FEAT_* flags, an Intel Mac's leaf-7 features."""
+    """macOS: Apple silicon's FEAT_* flags, an Intel Mac's CPUID feature words."""
     kind = machine.lower()
     if kind in _ARM:
-        dotprod = sysctl("hw.optional.arm.FEAT_DotProd")
-        if dotprod is None:
+        if sysctl("hw.optional.arm.FEAT_DotProd") is None:
             return UNKNOWN_CPU
-        i8mm = sysctl("hw.optional.arm.FEAT_I8MM") == "1"
-        features = {"asimd"} | ({"asimddp"} if dotprod == "1" else set()) | ({"i8mm"} if i8mm else set())
-        return CpuFeatures(arm_family(features), "sysctl")
+        found = frozenset(f for f, flag in _DARWIN_ARM.items() if sysctl(f"hw.optional.arm.{flag}") == "1")
+        return CpuFeatures(CpuArch.ARM64, found, "sysctl")
     if kind in _X86:
-        leaf7 = sysctl("machdep.cpu.leaf7_features")
-        if leaf7 is None:
+        words = [sysctl(f"machdep.cpu.{k}") for k in ("features", "leaf7_features")]
+        if words[1] is None:
             return UNKNOWN_CPU
-        words = {w.lower().replace(".", "").replace("_", "") for w in leaf7.split()}
-        flags = {f for f in ("avx2", *_AMX) if f.replace("_", "") in words}
-        return CpuFeatures(x86_family(flags), "sysctl")
+        flags = {w.lower().replace(".", "_") for text in words if text for w in text.split()}
+        return CpuFeatures(CpuArch.X86_64, named_features(_darwin_x86(flags), X86_FLAGS), "sysctl")
     return _other(machine)
+
+
+def _darwin_x86(flags: set[str]) -> set[str]:
+    """An Intel Mac's CPUID words (AVX1_0, AVX2, AVX512F, AVX512VNNI...) spelt as Linux's cpuinfo flags."""
+    renamed = {"avx1_0": "avx", "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16"}
+    return {renamed.get(f, f) for f in flags}
 
 
 @cache
 def read_cpu_features() -> CpuFeatures:
-    """The host's CPU family, read once; UNKNOWN where it cannot be read."""
+    """The host's CPU features, read once; UNKNOWN where they cannot be read."""
     machine = platform.machine()
     system = platform.system()
     if system == "Darwin":
