@@ -82,6 +82,7 @@ class TruthFile:
     decode: int = 32
     label: str = LABEL
     cpu_variant: str = "haswell"  # the AVX2 host the tiny models were measured on loaded this one
+    tags: Callable[[str, Settings], dict[str, Any]] | None = None  # a row's own fields, by model and settings
 
 
 TRUTH_FILES: dict[str, TruthFile] = {
@@ -114,6 +115,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         [s for _, s in tiny_real.SETTINGS],
         decode=tiny_real.DECODE,
         label=tiny_real.LABEL,
-        cpu_variant="icelake",
+        cpu_variant=tiny_real.CPU_VARIANT,
+        tags=tiny_real.tags,
     ),
 }

@@ -37,6 +37,10 @@ _RS_LOG = re.compile(
     re.M,
 )
 TIMEOUT_S = 600
+# What llama.cpp prints when the backend folder held no CPU backend the host runs.
+NO_BACKEND = "no backends are loaded"
+# A KV cache's fields a row keeps.
+_CACHE_FIELDS = ("role", "cells", "n_stream", "n_layer", "layers", "v_trans", "k_bytes", "v_bytes", "k0", "v0")
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ def run(probe: Probe, model: Path, settings: dict[str, Any], extra: str = "") ->
     if probe.backend_dir:
         cmd.append(f"backend_dir={probe.backend_dir}")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if NO_BACKEND in p.stderr:
+        raise RuntimeError(f"no CPU backend in {probe.backend_dir or 'the library folder'} runs on this host")
     lines = p.stdout.strip().splitlines()
     try:
         raw = json.loads(lines[-1]) if lines else {"error": "no json"}
@@ -124,7 +130,18 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         "kv_caches": [
             {
                 key: k[key]
-                for key in ("role", "cells", "n_stream", "n_layer", "layers", "v_trans", "k_bytes", "v_bytes", "k0", "v0")
+                for key in (
+                    "role",
+                    "cells",
+                    "n_stream",
+                    "n_layer",
+                    "layers",
+                    "v_trans",
+                    "k_bytes",
+                    "v_bytes",
+                    "k0",
+                    "v0",
+                )
                 if key in k
             }
             for k in kvs

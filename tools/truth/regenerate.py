@@ -36,11 +36,12 @@ def release_dir(cache: Path, release: str) -> Path:
     return cache / f"node-llama-cpp-{release}"
 
 
-def settings_of(spec: TruthFile, name: str, model: str) -> list[Settings]:
-    """The runs of `model` in truth file `name`: its matrix, or the recorded rows' settings."""
+def runs_of(spec: TruthFile, name: str, model: str) -> list[tuple[Settings, str]]:
+    """The runs of `model` in truth file `name`, each its settings and the probe's extra arguments: the file's
+    matrix, or the recorded rows' own."""
     if spec.settings is not None:
-        return spec.settings
-    return [r["settings"] for r in load(DATA / name) if r["model"] == model]
+        return [(s, spec.extra) for s in spec.settings]
+    return [(r["settings"], r.get("probe_extra") or "") for r in load(DATA / name) if r["model"] == model]
 
 
 def models_of(spec: TruthFile, name: str) -> list[str]:
@@ -49,16 +50,20 @@ def models_of(spec: TruthFile, name: str) -> list[str]:
     return list(dict.fromkeys(r["model"] for r in load(DATA / name)))
 
 
-def row(probe: Probe, spec: TruthFile, model: str, path: Path, size: int, settings: Settings) -> dict[str, Any]:
-    raw, log = run(probe, path, settings, spec.extra)
+def row(
+    probe: Probe, spec: TruthFile, model: str, path: Path, size: int, settings: Settings, extra: str
+) -> dict[str, Any]:
+    raw, log = run(probe, path, settings, extra)
     head = {
         "model": model,
         "file_bytes": size,
         "runtime": "probe",
         "runtime_label": spec.label,
         "settings": settings,
-        "probe_extra": spec.extra,
+        "probe_extra": extra,
     }
+    if spec.tags:
+        head |= spec.tags(model, settings)
     return head | summarize(raw) | summarize_log(log)
 
 
@@ -69,8 +74,8 @@ def regenerate(name: str, spec: TruthFile, probe: Probe, out: Path) -> list[dict
         for model in models_of(spec, name):
             path = Path(tmp) / f"{model}.gguf"
             size = write_model(spec.models[model](), path)
-            for settings in settings_of(spec, name, model):
-                rows.append(row(probe, spec, model, path, size, settings))
+            for settings, extra in runs_of(spec, name, model):
+                rows.append(row(probe, spec, model, path, size, settings, extra))
                 f.write(json.dumps(rows[-1]) + "\n")
                 f.flush()
             os.remove(path)
@@ -82,15 +87,16 @@ def stable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def differences(recorded: list[dict[str, Any]], measured: list[dict[str, Any]]) -> list[str]:
-    """Where two files' rows differ, run by run (matched by `run_id`), ignoring the volatile fields and fields one
-    side lacks (older rows lack fields the probe added later)."""
+    """Where two files' rows differ, run by run (matched by `run_id`), ignoring the volatile fields and the fields
+    only the measured rows have (the probe added some after older rows were recorded)."""
     old = {run_id(r): stable(r) for r in recorded}
     new = {run_id(r): stable(r) for r in measured}
     out = [f"{rid}: not measured" for rid in old.keys() - new.keys()]
     out += [f"{rid}: not recorded" for rid in new.keys() - old.keys()]
     for rid in sorted(old.keys() & new.keys()):
         a, b = old[rid], new[rid]
-        out += [f"{rid}: {k} {a[k]!r} != {b[k]!r}" for k in sorted(a.keys() & b.keys()) if a[k] != b[k]]
+        out += [f"{rid}: {k} not measured" for k in a if k not in b]
+        out += [f"{rid}: {k} {a[k]!r} != {b[k]!r}" for k in a if k in b and a[k] != b[k]]
     return out
 
 
