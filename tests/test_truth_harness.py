@@ -1,6 +1,7 @@
 """The truth harness's pieces that need neither npm nor a compiler (tools/truth/): the settings matrices against
 the recorded rows, the pinned releases, the CPU-variant backend folder, the probe's output flattened into a row,
-and the comparison `python -m tools.truth.regenerate` prints."""
+the comparison `python -m tools.truth.regenerate` prints, and memfit's rebuilt graph against the recorded dumps of
+llama.cpp's reserved graph (tests/data/graph_dumps.jsonl)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.compute_graph import build_graph
+from memfit.estimator.ggml_graph import Graph
+from memfit.estimator.graph_alloc import reserved_bytes
+from tools import accuracy
 from tools.truth import DATA, load, run_id
 from tools.truth.matrices import RELEASE, TRUTH_FILES
 from tools.truth.measure import parse_log, summarize, summarize_log
@@ -106,3 +112,38 @@ def test_differences_name_the_changed_field_and_ignore_rss() -> None:
     assert differences(rows, changed[:2]) == [f"{run_id(rows[2])}: not measured"] + differences(rows[:2], changed[:2])
     failed = [rows[0], rows[1], {k: rows[2][k] for k in ("model", "settings", "n_ubatch")} | {"error": "exit 1"}]
     assert f"{run_id(rows[2])}: compute_bytes not measured" in differences(rows, failed)
+
+
+# Architectures whose rebuilt graph (estimator/compute_graph.py) follows llama.cpp's node order in the recorded dumps.
+NODE_FOR_NODE = ("llama-gqa-f16", "mamba2-f16", "granitehybrid-f16")
+
+
+@pytest.fixture(scope="module")
+def dumped_graphs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, Graph]]:
+    """Each recorded graph dump of NODE_FOR_NODE's models, beside memfit's graph rebuilt for the same run."""
+    rows = [r for r in load(DATA / "graph_dumps.jsonl") if r["model"] in NODE_FOR_NODE]
+    files = accuracy.write_models(set(NODE_FOR_NODE), tmp_path_factory.mktemp("models"))
+    cache, out = ArtifactCache(), []
+    for r in rows:
+        facts = cache.facts((str(files[r["model"]]),))
+        assert facts.layout is not None and facts.layout.graph is not None
+        out.append((r, build_graph(facts.layout.graph, accuracy.run_geometry(r, facts.architecture), facts.n_vocab)))
+    return out
+
+
+def test_the_rebuilt_graph_is_llama_cpps_node_for_node(dumped_graphs: list[tuple[dict, Graph]]) -> None:
+    """Every node memfit's rebuilt graph allocates appears in llama.cpp's reserved graph, in the same order, with
+    the same op and shape (memfit leaves out views and in-place ops that take no memory of their own), and
+    replaying the allocator over it reaches the top llama.cpp's allocation reached in the compute buffer."""
+    assert {r["model"] for r, _ in dumped_graphs} == set(NODE_FOR_NODE) and len(dumped_graphs) >= 6
+    for r, graph in dumped_graphs:
+        real = [(n["op"], n["ne"]) for n in r["graph"]]
+        at = 0
+        for t in graph.nodes:
+            if t.view_src is not None or t.external:
+                continue
+            want = (t.op, list(t.ne))
+            assert want in real[at:], (run_id(r), want, at)
+            at += real[at:].index(want) + 1
+        top = max(n["offset"] + n["nbytes"] for n in r["graph"] if n["offset"] >= 0)
+        assert reserved_bytes(graph) == top == r["compute_bytes"], run_id(r)

@@ -110,6 +110,14 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
+    # The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer).
+    "graph_dumps.jsonl": TruthFile(
+        _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16"),
+        [_s(512, 1), _s(2048, 4, fa="off")],
+        extra="graph=1",
+        decode=0,
+        label=LABEL + ", reserved graph",
+    ),
     "results_tiny_real.jsonl": TruthFile(
         tiny_real.FAMILY_SET,
         [s for _, s in tiny_real.SETTINGS],

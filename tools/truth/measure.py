@@ -168,6 +168,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["peak_rss_growth"] = raw["rss_after_decode"]["hwm"] - rss0
         out["compute_bytes_after_decode"] = sum(v["compute"] for v in raw["breakdown_after_decode"].values())
     out["no_alloc"] = raw.get("no_alloc", 0)
+    if "graph" in raw:
+        out["graph"] = raw["graph"]
     out["rss_baseline_bytes"] = rss0
     out["sum_buffers_bytes"] = (
         out["weights_bytes"] + out["memory_bytes"] + out["compute_bytes"] + out["output_buffer_bytes_init"]

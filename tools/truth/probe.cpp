@@ -7,6 +7,7 @@
 //   probe MODEL.gguf [key=value ...]
 //   n_ctx n_seq n_batch n_ubatch n_rs_seq threads type_k type_v fa=on|off|auto unified swa_full mmap
 //   no_alloc=1 (llama.cpp's dry run)  decode=N (tokens decoded after init)  backend_dir=DIR (the CPU variant)
+//   graph=1 (no decode: the reserved prompt graph's nodes allocated in the compute buffer, node by node)
 
 #include <algorithm>
 #include <cstdio>
@@ -149,6 +150,32 @@ std::string breakdown(const llama_context * ctx) {
     return o.done();
 }
 
+// The graph llama_context::sched_reserve reserved last (the worst-case prompt ubatch), allocated in the compute
+// buffer: per node its op, type, shape, the node it views, and its offset in the buffer (-1: not in it).
+std::string graph_nodes(llama_context * ctx) {
+    ggml_cgraph * gf = ctx->gf_res_reserve->get_gf();
+    ggml_backend_sched_t sched = ctx->sched.get();
+    if (!gf || !ggml_backend_sched_alloc_graph(sched, gf)) return "null";
+    std::map<const ggml_tensor *, int> index;
+    std::string o = "[";
+    for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) {
+        const ggml_tensor * t = ggml_graph_node(gf, i);
+        index[t] = i;
+        std::string ne = "[";
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) ne += (d ? "," : "") + std::to_string(t->ne[d]);
+        long long offset = -1;
+        if (t->buffer && t->data && !t->view_src) {
+            offset = (long long) ((const char *) t->data - (const char *) ggml_backend_buffer_get_base(t->buffer));
+        }
+        Obj n;
+        n.str("op", ggml_op_desc(t)).str("type", ggml_type_name(t->type)).raw("ne", ne + "]").num("nbytes", (long long) ggml_nbytes(t));
+        if (t->view_src) n.num("view_of", index.count(t->view_src) ? index[t->view_src] : -1).num("view_offs", (long long) t->view_offs);
+        n.num("offset", offset);
+        o += (i ? "," : "") + n.done();
+    }
+    return o + "]";
+}
+
 ggml_type type_named(const std::string & name) {
     for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
         const char * n = ggml_type_name((ggml_type) t);
@@ -278,8 +305,10 @@ int main(int argc, char ** argv) {
         .raw("rss_after_ctx", rss_ctx)
         .num("no_alloc", mp.no_alloc);
 
+    const bool graph = num("graph", 0) != 0 && !mp.no_alloc;
+    if (graph) out.raw("graph", graph_nodes(ctx));
     // Decoding a few tokens touches the compute buffer's pages (real allocation only).
-    const long long n_decode = mp.no_alloc ? 0 : std::min<long long>(num("decode", 0), c.n_batch);
+    const long long n_decode = mp.no_alloc || graph ? 0 : std::min<long long>(num("decode", 0), c.n_batch);
     if (n_decode > 0) {
         const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
         llama_batch batch = llama_batch_init((int) n_decode, 0, 1);

@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
             variant = a.cpu_variant or spec.cpu_variant
             bdir = backend_dir(root / LIB_SUBDIR, variant, Path(backends) / variant)
             probe = Probe(root / "probe", str(bdir), spec.decode)
-            recorded = load(DATA / name)
+            recorded = load(DATA / name) if (DATA / name).exists() else []  # a new file records nothing yet
             measured = regenerate(name, spec, probe, a.out / name)
             diff = differences(recorded, measured)
             print(f"{name}: {len(measured)} runs, {len(diff)} differences from the recorded rows", flush=True)
