@@ -19,7 +19,7 @@ from tools import accuracy
 from tools.truth import DATA, load, run_id
 from tools.truth.matrices import RELEASE, TRUTH_FILES
 from tools.truth.measure import parse_log, summarize, summarize_log
-from tools.truth.regenerate import VOLATILE, differences, models_of, runs_of
+from tools.truth.regenerate import VOLATILE, differences, models_of, relabelled, runs_of
 from tools.truth.variant import backend_dir, variants
 
 HARNESS = Path(__file__).resolve().parent.parent / "tools" / "truth"
@@ -66,6 +66,10 @@ def test_the_pinned_releases_name_their_llama_cpp_commits() -> None:
     # the runs' label names the release and the tag it bundles
     tag = RELEASES[RELEASE]["llama_cpp_tag"]
     assert all(f"node-llama-cpp {RELEASE} " in s.label and tag in s.label for s in TRUTH_FILES.values())
+    # rows measured with another pinned release say so
+    other = next(v for v in RELEASES if v != RELEASE)
+    label = relabelled(TRUTH_FILES["results_probe.jsonl"], other).label
+    assert f"node-llama-cpp {other} " in label and RELEASES[other]["llama_cpp_tag"] in label and tag not in label
 
 
 def test_the_harness_names_no_machine_path() -> None:

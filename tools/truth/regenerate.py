@@ -12,6 +12,7 @@ the failures' log tails (which vary from run to run and host to host) is expecte
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -29,6 +30,7 @@ CACHE_ENV = "MEMFIT_TRUTH_CACHE"
 LIB_SUBDIR = Path("node_modules/@node-llama-cpp/linux-x64/bins/linux-x64")
 # Row fields that depend on the process and host, not on llama.cpp's allocation.
 VOLATILE = ("rss_", "peak_rss_growth", "stderr_tail")
+RELEASES = Path(__file__).resolve().parent / "releases.json"
 
 
 def release_dir(cache: Path, release: str) -> Path:
@@ -100,6 +102,14 @@ def differences(recorded: list[dict[str, Any]], measured: list[dict[str, Any]]) 
     return out
 
 
+def relabelled(spec: TruthFile, release: str) -> TruthFile:
+    """`spec` with its label naming `release` and the llama.cpp tag it bundles (releases.json) instead of RELEASE's."""
+    pinned = json.loads(RELEASES.read_text())
+    label = spec.label.replace(f"node-llama-cpp {RELEASE} ", f"node-llama-cpp {release} ")
+    tags = pinned[RELEASE]["llama_cpp_tag"], pinned[release]["llama_cpp_tag"]
+    return dataclasses.replace(spec, label=label.replace(*tags))
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path, help="folder to write the truth files into")
@@ -114,11 +124,13 @@ def main(argv: list[str]) -> int:
     unknown = [n for n in names if n not in TRUTH_FILES]
     if unknown:
         ap.error(f"no truth file {', '.join(unknown)} (known: {', '.join(TRUTH_FILES)})")
+    if a.release not in json.loads(RELEASES.read_text()):
+        ap.error(f"release {a.release} is not pinned in {RELEASES.name}")
     root = release_dir(a.cache, a.release)
     a.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as backends:
         for name in names:
-            spec = TRUTH_FILES[name]
+            spec = relabelled(TRUTH_FILES[name], a.release)
             variant = a.cpu_variant or spec.cpu_variant
             bdir = backend_dir(root / LIB_SUBDIR, variant, Path(backends) / variant)
             probe = Probe(root / "probe", str(bdir), spec.decode)
