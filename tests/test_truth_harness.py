@@ -17,7 +17,7 @@ from memfit.estimator.ggml_graph import Graph
 from memfit.estimator.graph_alloc import reserved_bytes
 from tools import accuracy
 from tools.truth import DATA, load, run_id
-from tools.truth.matrices import RELEASE, TRUTH_FILES
+from tools.truth.matrices import NOT_REGENERATED, RELEASE, TRUTH_FILES
 from tools.truth.measure import parse_log, summarize, summarize_log
 from tools.truth.regenerate import VOLATILE, differences, models_of, relabelled, runs_of
 from tools.truth.variant import backend_dir, variants
@@ -54,7 +54,7 @@ def test_every_measured_file_from_writers_has_a_recipe() -> None:
         for p in DATA.glob("results_*.jsonl")
         if {r["model"] for r in load(p)} <= writers and "scale" not in p.name
     }
-    assert made_here <= set(TRUTH_FILES)
+    assert made_here - set(NOT_REGENERATED) <= set(TRUTH_FILES)
 
 
 def test_the_pinned_releases_name_their_llama_cpp_commits() -> None:
@@ -65,7 +65,7 @@ def test_the_pinned_releases_name_their_llama_cpp_commits() -> None:
     assert len({p["llama_cpp_commit"] for p in RELEASES.values()}) == len(RELEASES)
     # the runs' label names the release and the tag it bundles
     tag = RELEASES[RELEASE]["llama_cpp_tag"]
-    assert all(f"node-llama-cpp {RELEASE} " in s.label and tag in s.label for s in TRUTH_FILES.values())
+    assert all(f"node-llama-cpp {RELEASE} " in s.label for s in TRUTH_FILES.values())
     # rows measured with another pinned release say so
     other = next(v for v in RELEASES if v != RELEASE)
     label = relabelled(TRUTH_FILES["results_probe.jsonl"], other).label

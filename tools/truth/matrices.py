@@ -68,6 +68,10 @@ SHAPES = [
 ]
 
 
+# The four real-scale shapes of the first measurements.
+SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
+
+
 def _subset(models: dict[str, Callable[[], Model]], *names: str) -> dict[str, Callable[[], Model]]:
     return {n: models[n] for n in names}
 
@@ -85,8 +89,24 @@ class TruthFile:
     tags: Callable[[str, Settings], dict[str, Any]] | None = None  # a row's own fields, by model and settings
 
 
+# Measured files regenerate does not make: several CPU variants in one file (each row's label names its own).
+NOT_REGENERATED = ("results_variants_dryrun.jsonl",)
 TRUTH_FILES: dict[str, TruthFile] = {
     "results_probe.jsonl": TruthFile(PUBLIC_SET, FULL, label=LABEL.replace("(llama.cpp ", "(llama.cpp tag ")),
+    "results_skylakex_probe.jsonl": TruthFile(
+        PUBLIC_SET,
+        FULL,
+        label=LABEL + ", default CPU variant on an AVX-512 host (skylakex)",
+        cpu_variant="skylakex",
+        tags=lambda model, settings: {"cpu_variant": "skylakex"},
+    ),
+    "results_amx_probe.jsonl": TruthFile(
+        PUBLIC_SET,
+        FULL,
+        decode=8,
+        label="node-llama-cpp 3.21.1 default CPU variant (sapphirerapids, AMX)",
+        cpu_variant="sapphirerapids",
+    ),
     "results_attn.jsonl": TruthFile(attention.FAMILY_SET, FULL),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
@@ -96,7 +116,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
     "results_shapes_dryrun.jsonl": TruthFile(
-        SHAPE_SET | _subset(shapes.FAMILY_SET, *list(shapes.FAMILY_SET)[:8]),
+        _subset(SHAPE_SET, *SCALE_SHAPES) | _subset(shapes.FAMILY_SET, *list(shapes.FAMILY_SET)[:8]),
         SHAPES,
         extra="no_alloc=1",
         decode=0,
@@ -104,7 +124,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         cpu_variant="sapphirerapids",
     ),
     "results_floors_dryrun.jsonl": TruthFile(
-        SHAPE_SET | shapes.FAMILY_SET,
+        _subset(SHAPE_SET, *SCALE_SHAPES) | shapes.FAMILY_SET,
         None,
         extra="no_alloc=1",
         decode=0,
