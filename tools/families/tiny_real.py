@@ -6,24 +6,19 @@ a seeded generator instead of left a sparse hole (`Model.seed`; norms 1, everyth
 decode llama.cpp runs after allocating works on finite numbers. memfit reads only the header, so its answers
 for `<name>-rw` and `<name>` are the same.
 
-`python -m tools.families.tiny_real --out FILE` writes the models and measures them with the ground-truth
-harness (`shared/groundtruth/measure.py` and its compiled probe, paths below); the tests need neither.
+`python -m tools.truth.regenerate OUT --only results_tiny_real.jsonl` writes the models and measures them with
+the truth harness (tools/truth/); the tests need neither.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import os
-import sys
-import tempfile
-import types
 import zlib
 from collections.abc import Callable
 
 from tools.families import attention, recurrent
-from tools.gguf_writers import PUBLIC_SET, Model, write_model
+from tools.gguf_writers import PUBLIC_SET, Model
 
 # family -> the models measured for it (names of the sparse writers in tools/)
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -58,56 +53,16 @@ SETTINGS: list[tuple[str, dict]] = [
 ]
 DECODE = 8
 
-GT = "/work/gt-work"
-HARNESS = "/work/shared/groundtruth"
 LABEL = "node-llama-cpp 3.21.1 prebuilt libllama (llama.cpp v0.4.0), REAL allocation, random weights"
+CPU_VARIANT = "icelake"
+_FAMILY_OF = {f"{n}-rw": family for family, names in FAMILIES.items() for n in names}
+_KIND_OF = {json.dumps(s, sort_keys=True): kind for kind, s in SETTINGS}
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", default="", help="comma-separated model names")
-    ap.add_argument("--probe", default=f"{GT}/mem_probe_nlc")
-    ap.add_argument("--harness", default=HARNESS, help="folder of measure.py")
-    ap.add_argument("--backend-dir", default="/work/scratch/gt12/be_icelake", help="folder of libggml-cpu-*.so")
-    a = ap.parse_args(argv)
-    sys.path.insert(0, a.harness)
-    import measure  # type: ignore[import-not-found]
-
-    variant = ",".join(sorted(os.listdir(a.backend_dir)))
-    probe = types.SimpleNamespace(probe=a.probe, backend_dir=a.backend_dir, decode=DECODE, extra="")
-    names = [n for n in FAMILY_SET if not a.only or n in a.only.split(",")]
-    family = {f"{n}-rw": fam for fam, ns in FAMILIES.items() for n in ns}
-    with tempfile.TemporaryDirectory() as tmp, open(a.out, "a") as out:
-        for name in names:
-            path = os.path.join(tmp, f"{name}.gguf")
-            size = write_model(FAMILY_SET[name](), path)
-            for kind, s in SETTINGS:
-                raw, log = measure.run_probe(probe, path, s)
-                rec = {
-                    "model": name,
-                    "family": family[name],
-                    "run_kind": kind,
-                    "file_bytes": size,
-                    "runtime": "probe",
-                    "runtime_label": LABEL,
-                    "settings": s,
-                    "probe_extra": "",
-                    "cpu_backend": variant,
-                }
-                rec.update(measure.summarize_probe(raw))
-                rec.update(measure.summarize_log(log))
-                if "log_kv_caches" in log:
-                    rec["log_kv_caches"] = log["log_kv_caches"]
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
-                status = rec.get("error") or (
-                    f"compute={rec['compute_bytes'] / 2**20:.2f} MiB decode_rc={rec.get('decode_rc')}"
-                )
-                print(f"{name} {kind}: {status}", flush=True)
-            os.remove(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def tags(model: str, settings: dict) -> dict[str, str]:
+    """A row's own fields: the model's family, the run's kind, the CPU backend it was measured with."""
+    return {
+        "family": _FAMILY_OF[model],
+        "run_kind": _KIND_OF[json.dumps(settings, sort_keys=True)],
+        "cpu_backend": f"libggml-cpu-{CPU_VARIANT}.so",
+    }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memfit.estimator.cpu_variant import BY_NAME, CpuVariant
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "q8_0": 1}
 # The CPU variant a run was measured with, unless it says (`cpu_variant`, or an AMX buffer: sapphirerapids, the
 # only variant with one): node-llama-cpp's prebuilt libllama on an AVX2 host loads haswell.

@@ -1,0 +1,149 @@
+"""The settings each truth file in tests/data was measured with, and the model writers that make its files.
+
+`TRUTH_FILES` names, per file, the models (tools/gguf_writers.py, tools/families/), the settings matrix, the probe's
+extra arguments, the tokens decoded after allocating and the row's label. A file whose models were measured under
+different settings each (`settings=None`) is regenerated with the settings its recorded rows name.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tools.families import attention, more, recurrent, shapes, tiny_real
+from tools.gguf_writers import PUBLIC_SET, SHAPE_SET, Model
+
+Settings = dict[str, Any]
+RELEASE = "3.21.1"
+LABEL = "node-llama-cpp 3.21.1 prebuilt libllama (llama.cpp v0.4.0)"
+
+
+def _s(n_ctx: int, n_seq: int, t: str = "f16", fa: str = "auto", **more_: int) -> Settings:
+    return dict(n_ctx=n_ctx, n_seq=n_seq, type_k=t, type_v=t, fa=fa, unified=0, mmap=0) | more_
+
+
+def _full() -> list[Settings]:
+    """The tiny models' 24 runs: 1 and 4 streams at three contexts and two cache types, flash attention off,
+    a unified cache, odd contexts, a 128-token ubatch with and without flash attention, and mmap."""
+    runs = [_s(c, n, t) for c, n, t in itertools.product((512, 2048, 8192), (1, 4), ("f16", "q8_0"))]
+    runs += [_s(c, n, fa="off") for c, n in itertools.product((512, 2048, 8192), (1, 4))]
+    runs += [_s(8192, 4, unified=1), _s(1000, 1), _s(1000, 3)]
+    runs += [_s(4096, 1, n_ubatch=128), _s(4096, 1, fa="off", n_ubatch=128), _s(2048, 1, mmap=1)]
+    return runs
+
+
+FULL = _full()
+# The recurrent families' extra runs: three streams (cells per stream), a q4_0 K cache, rollback snapshots.
+RECURRENT_EXTRA = [
+    _s(2048, 3),
+    _s(2048, 3, "q8_0"),
+    _s(8192, 3),
+    _s(8192, 3, "q8_0"),
+    _s(2048, 2) | dict(type_k="q4_0", type_v="q8_0"),
+    _s(2048, 2, n_rs_seq=2),
+]
+# FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache.
+SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048]
+# The full-size shapes' dry runs (no_alloc=1): contexts to 32k, 1-4 streams, ubatch 128-2048.
+SHAPES = [
+    _s(c, n, t, fa, unified=u, n_ubatch=ub)
+    for c, n, t, fa, u, ub in (
+        (4096, 1, "f16", "auto", 0, 512),
+        (4096, 1, "q8_0", "auto", 0, 512),
+        (32768, 1, "f16", "auto", 0, 512),
+        (32768, 1, "q8_0", "auto", 0, 512),
+        (32768, 4, "f16", "auto", 0, 512),
+        (32768, 4, "f16", "auto", 1, 512),
+        (4096, 1, "f16", "off", 0, 512),
+        (32768, 1, "f16", "off", 0, 512),
+        (32768, 4, "f16", "off", 0, 512),
+        (4096, 1, "f16", "auto", 0, 2048),
+        (32768, 1, "q8_0", "auto", 0, 2048),
+        (32768, 1, "f16", "off", 0, 2048),
+        (1024, 3, "f16", "auto", 0, 512),
+        (8192, 2, "f16", "off", 0, 128),
+    )
+]
+
+
+# The four real-scale shapes of the first measurements.
+SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
+
+
+def _subset(models: dict[str, Callable[[], Model]], *names: str) -> dict[str, Callable[[], Model]]:
+    return {n: models[n] for n in names}
+
+
+@dataclass(frozen=True)
+class TruthFile:
+    """How one tests/data file was measured."""
+
+    models: dict[str, Callable[[], Model]]
+    settings: list[Settings] | None  # None: each model's recorded settings
+    extra: str = ""
+    decode: int = 32
+    label: str = LABEL
+    cpu_variant: str = "haswell"  # the AVX2 host the tiny models were measured on loaded this one
+    tags: Callable[[str, Settings], dict[str, Any]] | None = None  # a row's own fields, by model and settings
+
+
+# Measured files regenerate does not make: several CPU variants in one file (each row's label names its own).
+NOT_REGENERATED = ("results_variants_dryrun.jsonl",)
+TRUTH_FILES: dict[str, TruthFile] = {
+    "results_probe.jsonl": TruthFile(PUBLIC_SET, FULL, label=LABEL.replace("(llama.cpp ", "(llama.cpp tag ")),
+    "results_skylakex_probe.jsonl": TruthFile(
+        PUBLIC_SET,
+        FULL,
+        label=LABEL + ", default CPU variant on an AVX-512 host (skylakex)",
+        cpu_variant="skylakex",
+        tags=lambda model, settings: {"cpu_variant": "skylakex"},
+    ),
+    "results_amx_probe.jsonl": TruthFile(
+        PUBLIC_SET,
+        FULL,
+        decode=8,
+        label="node-llama-cpp 3.21.1 default CPU variant (sapphirerapids, AMX)",
+        cpu_variant="sapphirerapids",
+    ),
+    "results_attn.jsonl": TruthFile(attention.FAMILY_SET, FULL),
+    "results_attn_swafull.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
+        SWA_FULL,
+        extra="swa_full=1",
+    ),
+    "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
+    "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
+    "results_shapes_dryrun.jsonl": TruthFile(
+        _subset(SHAPE_SET, *SCALE_SHAPES) | _subset(shapes.FAMILY_SET, *list(shapes.FAMILY_SET)[:8]),
+        SHAPES,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", no_alloc dry run",
+        cpu_variant="sapphirerapids",
+    ),
+    "results_floors_dryrun.jsonl": TruthFile(
+        _subset(SHAPE_SET, *SCALE_SHAPES) | shapes.FAMILY_SET,
+        None,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    # The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer).
+    "graph_dumps.jsonl": TruthFile(
+        _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16"),
+        [_s(512, 1), _s(2048, 4, fa="off")],
+        extra="graph=1",
+        decode=0,
+        label=LABEL + ", reserved graph",
+    ),
+    "results_tiny_real.jsonl": TruthFile(
+        tiny_real.FAMILY_SET,
+        [s for _, s in tiny_real.SETTINGS],
+        decode=tiny_real.DECODE,
+        label=tiny_real.LABEL,
+        cpu_variant=tiny_real.CPU_VARIANT,
+        tags=tiny_real.tags,
+    ),
+}

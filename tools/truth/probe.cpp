@@ -1,0 +1,333 @@
+// memfit's truth probe: loads a GGUF with a prebuilt libllama and prints one JSON line of the bytes llama.cpp
+// allocated, read from llama.cpp's own objects (weights per buffer type, each KV cache's K and V, the recurrent
+// state, the scheduler's compute buffers, the output buffer) and the process RSS after each step.
+// tools/truth/build.sh compiles it against the headers of the llama.cpp commit the library was built from; the
+// sizes of a few private members are read by opening the classes' access (no llama.cpp code is changed).
+//
+//   probe MODEL.gguf [key=value ...]
+//   n_ctx n_seq n_batch n_ubatch n_rs_seq threads type_k type_v fa=on|off|auto unified swa_full mmap
+//   no_alloc=1 (llama.cpp's dry run)  decode=N (tokens decoded after init)  backend_dir=DIR (the CPU variant)
+//   graph=1 (no decode: the reserved prompt graph's nodes allocated in the compute buffer, node by node)
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "llama.h"
+
+#define private public
+#define protected public
+#include "llama-context.h"
+#include "llama-kv-cache-iswa.h"
+#include "llama-kv-cache.h"
+#include "llama-memory-hybrid-iswa.h"
+#include "llama-memory-hybrid.h"
+#include "llama-memory-recurrent.h"
+#include "llama-model.h"
+#undef private
+#undef protected
+
+namespace {
+
+// A JSON object written field by field, in insertion order.
+struct Obj {
+    std::string s;
+    Obj & raw(const char * key, const std::string & value) {
+        s += s.empty() ? "{" : ",";
+        s += quote(key) + ":" + value;
+        return *this;
+    }
+    Obj & num(const char * key, long long v) { return raw(key, std::to_string(v)); }
+    Obj & str(const char * key, const std::string & v) { return raw(key, quote(v)); }
+    std::string done() const { return s.empty() ? "{}" : s + "}"; }
+
+    static std::string quote(const std::string & v) {
+        std::string o = "\"";
+        for (unsigned char c : v) {
+            if (c == '"' || c == '\\') {
+                o += '\\';
+                o += (char) c;
+            } else if (c < 0x20) {
+                char b[8];
+                snprintf(b, sizeof b, "\\u%04x", c);
+                o += b;
+            } else {
+                o += (char) c;
+            }
+        }
+        return o + "\"";
+    }
+};
+
+std::string rss() {
+    std::map<std::string, long long> kb;
+    std::ifstream f("/proc/self/status");
+    for (std::string line; std::getline(f, line);) {
+        const auto colon = line.find(':');
+        if (colon != std::string::npos) kb[line.substr(0, colon)] = atoll(line.c_str() + colon + 1);
+    }
+    return Obj()
+        .num("rss", kb["VmRSS"] * 1024)
+        .num("hwm", kb["VmHWM"] * 1024)
+        .num("anon", kb["RssAnon"] * 1024)
+        .num("file", kb["RssFile"] * 1024)
+        .done();
+}
+
+std::string per_buffer_type(const std::map<ggml_backend_buffer_type_t, size_t> & sizes) {
+    Obj o;
+    for (const auto & [buft, size] : sizes) o.num(ggml_backend_buft_name(buft), (long long) size);
+    return o.done();
+}
+
+std::string tensor(const ggml_tensor * t) {
+    std::string ne = "[";
+    for (int i = 0; i < 3; ++i) ne += (i ? "," : "") + std::to_string(t->ne[i]);
+    return Obj().str("type", ggml_type_name(t->type)).raw("ne", ne + "]").num("nbytes", (long long) ggml_nbytes(t)).done();
+}
+
+std::string kv_cache(const llama_kv_cache * kv, const char * role) {
+    if (!kv) return "null";
+    std::string layers = "[";
+    for (size_t i = 0; i < kv->layers.size(); ++i) layers += (i ? "," : "") + std::to_string(kv->layers[i].il);
+    Obj o;
+    o.str("role", role)
+        .num("cells", kv->get_size())
+        .num("n_stream", kv->get_n_stream())
+        .num("n_layer", (long long) kv->layers.size())
+        .num("v_trans", kv->v_trans)
+        .num("n_swa", kv->n_swa)
+        .num("k_bytes", (long long) kv->size_k_bytes())
+        .num("v_bytes", (long long) kv->size_v_bytes())
+        .num("total_bytes", (long long) kv->total_size())
+        .raw("buffers", per_buffer_type(kv->memory_breakdown()))
+        .raw("layers", layers + "]");
+    if (!kv->layers.empty()) {
+        o.raw("k0", tensor(kv->layers[0].k));
+        if (kv->layers[0].v) o.raw("v0", tensor(kv->layers[0].v));
+    }
+    return o.done();
+}
+
+std::string recurrent(const llama_memory_recurrent * rs) {
+    if (!rs) return "null";
+    long long n_layer = 0;
+    for (const ggml_tensor * r : rs->r_l) n_layer += r != nullptr;
+    Obj o;
+    o.num("cells", rs->size)
+        .num("n_layer", n_layer)
+        .num("r_bytes", (long long) rs->size_r_bytes())
+        .num("s_bytes", (long long) rs->size_s_bytes())
+        .num("p_bytes", (long long) rs->size_p_bytes())
+        .num("total_bytes", (long long) rs->total_size())
+        .raw("buffers", per_buffer_type(rs->memory_breakdown()));
+    for (size_t il = 0; il < rs->r_l.size(); ++il) {
+        const ggml_tensor * r = rs->r_l[il];
+        const ggml_tensor * s = rs->s_l[il];
+        if (!r || !s) continue;
+        const std::string r_ne = "[" + std::to_string(r->ne[0]) + "," + std::to_string(r->ne[1]) + "]";
+        const std::string s_ne = "[" + std::to_string(s->ne[0]) + "," + std::to_string(s->ne[1]) + "]";
+        o.raw("r0", Obj().num("il", (long long) il).str("type", ggml_type_name(r->type)).raw("ne", r_ne).done());
+        o.raw("s0", Obj().str("type", ggml_type_name(s->type)).raw("ne", s_ne).done());
+        break;
+    }
+    return o.done();
+}
+
+std::string breakdown(const llama_context * ctx) {
+    Obj o;
+    for (const auto & [buft, d] : llama_get_memory_breakdown(ctx)) {
+        o.raw(ggml_backend_buft_name(buft),
+              Obj().num("model", (long long) d.model).num("context", (long long) d.context).num("compute", (long long) d.compute).done());
+    }
+    return o.done();
+}
+
+// The graph llama_context::sched_reserve reserved last (the worst-case prompt ubatch), allocated in the compute
+// buffer: per node its op, type, shape, the node it views, and its offset in the buffer (-1: not in it).
+std::string graph_nodes(llama_context * ctx) {
+    ggml_cgraph * gf = ctx->gf_res_reserve->get_gf();
+    ggml_backend_sched_t sched = ctx->sched.get();
+    if (!gf || !ggml_backend_sched_alloc_graph(sched, gf)) return "null";
+    std::map<const ggml_tensor *, int> index;
+    std::string o = "[";
+    for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) {
+        const ggml_tensor * t = ggml_graph_node(gf, i);
+        index[t] = i;
+        std::string ne = "[";
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) ne += (d ? "," : "") + std::to_string(t->ne[d]);
+        long long offset = -1;
+        if (t->buffer && t->data && !t->view_src) {
+            offset = (long long) ((const char *) t->data - (const char *) ggml_backend_buffer_get_base(t->buffer));
+        }
+        Obj n;
+        n.str("op", ggml_op_desc(t)).str("type", ggml_type_name(t->type)).raw("ne", ne + "]").num("nbytes", (long long) ggml_nbytes(t));
+        if (t->view_src) n.num("view_of", index.count(t->view_src) ? index[t->view_src] : -1).num("view_offs", (long long) t->view_offs);
+        n.num("offset", offset);
+        o += (i ? "," : "") + n.done();
+    }
+    return o + "]";
+}
+
+ggml_type type_named(const std::string & name) {
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        const char * n = ggml_type_name((ggml_type) t);
+        if (n && name == n) return (ggml_type) t;
+    }
+    fprintf(stderr, "unknown cache type %s\n", name.c_str());
+    exit(2);
+}
+
+void fail(const char * what) {
+    printf("%s\n", Obj().str("error", what).done().c_str());
+    exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL.gguf [key=value ...]\n", argv[0]);
+        return 2;
+    }
+    std::map<std::string, std::string> args;
+    for (int i = 2; i < argc; ++i) {
+        const char * eq = strchr(argv[i], '=');
+        if (!eq) {
+            fprintf(stderr, "not key=value: %s\n", argv[i]);
+            return 2;
+        }
+        args[std::string(argv[i], (size_t) (eq - argv[i]))] = eq + 1;
+    }
+    auto num = [&](const char * k, long long d) { return args.count(k) ? atoll(args[k].c_str()) : d; };
+    auto text = [&](const char * k, const char * d) { return args.count(k) ? args[k] : std::string(d); };
+
+    const std::string rss_start = rss();
+    llama_log_set([](ggml_log_level, const char * t, void *) { fputs(t, stderr); }, nullptr);
+    const char * env_dir = getenv("GGML_BACKEND_DIR");
+    const std::string backend_dir = text("backend_dir", env_dir ? env_dir : "");
+    if (backend_dir.empty()) ggml_backend_load_all();
+    else ggml_backend_load_all_from_path(backend_dir.c_str());
+    llama_backend_init();
+    const std::string rss_backend = rss();
+
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.load_mode = num("mmap", 0) ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
+    mp.no_alloc = num("no_alloc", 0) != 0;
+    llama_model * model = llama_model_load_from_file(argv[1], mp);
+    if (!model) fail("model load failed");
+    const std::string rss_model = rss();
+
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = num("n_ctx", 2048);
+    cp.n_seq_max = num("n_seq", 1);
+    cp.n_batch = num("n_batch", 2048);
+    cp.n_ubatch = num("n_ubatch", 512);
+    cp.n_rs_seq = num("n_rs_seq", 0);
+    cp.n_threads = cp.n_threads_batch = num("threads", 2);
+    cp.type_k = type_named(text("type_k", "f16"));
+    cp.type_v = type_named(text("type_v", "f16"));
+    const std::string fa = text("fa", "auto");
+    cp.flash_attn_type = fa == "on"    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                         : fa == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                       : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    cp.kv_unified = num("unified", 0) != 0;
+    cp.swa_full = num("swa_full", 0) != 0;
+    cp.no_perf = true;
+    llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) fail("context init failed");
+    const std::string rss_ctx = rss();
+
+    char desc[256];
+    llama_model_desc(model, desc, sizeof desc);
+    const auto & c = ctx->cparams;
+    Obj out;
+    out.str("system_info", llama_print_system_info())
+        .str("model_desc", desc)
+        .num("n_params", (long long) llama_model_n_params(model))
+        .num("model_size_bytes", (long long) llama_model_size(model))
+        .raw("model_buffers", per_buffer_type(model->memory_breakdown()))
+        .raw("cparams", Obj().num("n_ctx", c.n_ctx)
+                             .num("n_ctx_seq", c.n_ctx_seq)
+                             .num("n_seq_max", c.n_seq_max)
+                             .num("n_batch", c.n_batch)
+                             .num("n_ubatch", c.n_ubatch)
+                             .num("n_outputs_max", c.n_outputs_max)
+                             .num("flash_attn", c.flash_attn)
+                             .num("kv_unified", c.kv_unified)
+                             .done());
+
+    // The memory module's caches, by the kind llama.cpp built for the architecture (most derived first).
+    std::vector<std::string> caches;
+    std::string state = "null", kind = "none";
+    if (llama_memory_i * mem = ctx->memory.get()) {
+        if (auto * m = dynamic_cast<llama_kv_cache_iswa *>(mem)) {
+            kind = "kv_iswa";
+            caches = {kv_cache(m->get_base(), "base"), kv_cache(m->get_swa(), "swa")};
+        } else if (auto * m = dynamic_cast<llama_memory_hybrid_iswa *>(mem)) {
+            kind = "hybrid_iswa";
+            caches = {kv_cache(m->get_mem_attn()->get_base(), "base"), kv_cache(m->get_mem_attn()->get_swa(), "swa")};
+            state = recurrent(m->get_mem_recr());
+        } else if (auto * m = dynamic_cast<llama_memory_hybrid *>(mem)) {
+            kind = "hybrid";
+            caches = {kv_cache(m->get_mem_attn(), "attn")};
+            state = recurrent(m->get_mem_recr());
+        } else if (auto * m = dynamic_cast<llama_memory_recurrent *>(mem)) {
+            kind = "recurrent";
+            state = recurrent(m);
+        } else if (auto * m = dynamic_cast<llama_kv_cache *>(mem)) {
+            kind = "kv";
+            caches = {kv_cache(m, "attn")};
+        } else {
+            kind = "other";
+        }
+        out.raw("memory_buffers", per_buffer_type(mem->memory_breakdown()));
+    }
+    std::string list = "[";
+    for (size_t i = 0; i < caches.size(); ++i) list += (i ? "," : "") + caches[i];
+    out.str("memory_kind", kind).raw("kv_caches", list + "]").raw("recurrent", state);
+
+    const ggml_backend_buffer_t output = ctx->buf_output.get();
+    out.raw("breakdown", breakdown(ctx))
+        .num("output_buffer_bytes", output ? (long long) ggml_backend_buffer_get_size(output) : 0)
+        .str("output_buffer_type", output ? ggml_backend_buffer_name(output) : "")
+        .raw("rss_start", rss_start)
+        .raw("rss_after_backend", rss_backend)
+        .raw("rss_after_model", rss_model)
+        .raw("rss_after_ctx", rss_ctx)
+        .num("no_alloc", mp.no_alloc);
+
+    const bool graph = num("graph", 0) != 0 && !mp.no_alloc;
+    if (graph) out.raw("graph", graph_nodes(ctx));
+    // Decoding a few tokens touches the compute buffer's pages (real allocation only).
+    const long long n_decode = mp.no_alloc || graph ? 0 : std::min<long long>(num("decode", 0), c.n_batch);
+    if (n_decode > 0) {
+        const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+        llama_batch batch = llama_batch_init((int) n_decode, 0, 1);
+        for (int i = 0; i < n_decode; ++i) {
+            batch.token[i] = 300 + (i * 7) % (n_vocab - 300);
+            batch.pos[i] = i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = i == n_decode - 1;
+        }
+        batch.n_tokens = (int) n_decode;
+        const int rc = llama_decode(ctx, batch);
+        llama_batch_free(batch);
+        out.num("decode_tokens", n_decode).num("decode_rc", rc).raw("rss_after_decode", rss()).raw("breakdown_after_decode", breakdown(ctx));
+    }
+    printf("%s\n", out.done().c_str());
+    fflush(stdout);
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
+}
