@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +175,7 @@ def test_every_recorded_run_is_compared_or_unknown_with_its_reason(recorded: dic
     assert derived <= {a for a, rule in RULES.items() if rule.graph is not None} and len(derived) > 55
 
 
-def _broken(rows: list[BoundsRow], holds: Any) -> dict[str, list[str]]:
+def _broken(rows: list[BoundsRow], holds: Callable[[BoundsRow], bool]) -> dict[str, list[str]]:
     """The compared runs where `holds` fails, by architecture."""
     found = {
         a: [run_id(r.record) for r in group if r.compared and not holds(r)]
