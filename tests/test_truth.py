@@ -9,6 +9,8 @@ buffers to the byte, and its weights floor and ceiling must hold what llama.cpp 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +29,14 @@ from tools.accuracy import (
     CATALOG_TRUTH,
     SHAPES_TRUTH,
     BoundsRow,
-    catalog_bounds,
+    architecture,
+    by_architecture,
     check_bounds,
     compare,
     file_bounds,
     own_weights,
+    recorded_bounds,
+    recorded_truth,
     settings,
     unmodelled,
     write_models,
@@ -49,7 +54,9 @@ NON_CAUSAL = {arch for arch, rule in RULES.items() if rule.memory is Memory.NONE
 
 @pytest.fixture(scope="module")
 def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return write_models({r["model"] for r in RUNS}, tmp_path_factory.mktemp("truth-models"))
+    """Every model the truth files name (the full-size shapes sparse), written once."""
+    names = {r["model"] for path in recorded_truth() if path != CATALOG_TRUTH for r in load(path)}
+    return write_models(names, tmp_path_factory.mktemp("truth-models"))
 
 
 @pytest.mark.parametrize("run", MODELLED, ids=run_id)
@@ -136,40 +143,95 @@ def _check(row: BoundsRow) -> None:
     assert row.kv_exact and row.output_exact
     if row.status.startswith("unknown"):
         return
-    floor, ceiling = row.workspace
-    assert floor <= row.real_workspace <= ceiling
-    assert row.lower <= row.real <= row.upper
-    assert row.upper - row.real <= max(0.10 * row.real, 64 << 20)  # the ceiling stays close
+    assert row.holds, (row.status, row.real, row.lower, row.upper, row.workspace, row.real_workspace)
 
 
-def test_workspace_and_whole_allocation_within_the_bounds(model_files: dict[str, Path]) -> None:
-    """Every measured run: KV + recurrent state and the output buffer exact, llama.cpp's compute + output
-    between memfit's workspace floor and ceiling, and the whole allocation between lowerBound and upperBound."""
-    rows = file_bounds(WORKSPACE_RUNS, model_files)
-    assert len(rows) == len(WORKSPACE_RUNS)
-    for row in rows:
-        _check(row)
-    derived = {r.record["model_desc"].split()[0] for r in rows if r.status in ("inside", "OUTSIDE")}
-    assert derived <= {a for a, rule in RULES.items() if rule.graph is not None} and len(derived) > 45
+@pytest.fixture(scope="module")
+def recorded(model_files: dict[str, Path]) -> dict[str, list[BoundsRow]]:
+    """Every run of every truth file held against memfit's bounds (scripts/accuracy --bounds), once."""
+    return recorded_bounds(recorded_truth(), model_files)
 
 
-def test_catalog_dry_runs_within_the_bounds() -> None:
-    """llama.cpp's dry runs of every catalog entry's real shape (layouts from the catalog's metadata)."""
-    rows = catalog_bounds(load(CATALOG_TRUTH))
-    assert len(rows) > 700
-    for row in rows:
-        _check(row)
-    assert sum(r.status == "inside" for r in rows) > 600
+# Why a recorded run has no bounds to compare: llama.cpp refused it, memfit does not model its settings, or memfit
+# answers unknown (no layout, no derived graph, a ubatch the phase rule does not derive)
+UNKNOWN_REASONS = {
+    "unknown: llama.cpp refused these settings",
+    "unknown: n_rs_seq (experimental rollback) is not modelled",
+    "unknown: no layout",
+    "unknown: graph not derived",
+    "unknown: ubatch not derived",
+}
+
+
+def test_every_recorded_run_is_compared_or_unknown_with_its_reason(recorded: dict[str, list[BoundsRow]]) -> None:
+    for path in recorded_truth():
+        assert len(recorded[path.name]) == len(load(path)), path.name
+    rows = [r for group in recorded.values() for r in group]
+    reasons = Counter(r.status for r in rows if not r.compared)
+    assert set(reasons) <= UNKNOWN_REASONS, reasons
+    assert sum(r.compared for r in rows) > 3000
+    assert sum(r.status == "inside" for r in recorded[CATALOG_TRUTH.name]) > 700
+    derived = {a for a, group in by_architecture(rows).items() if any(r.compared for r in group)}
+    assert derived <= {a for a, rule in RULES.items() if rule.graph is not None} and len(derived) > 55
+
+
+def _broken(rows: list[BoundsRow], holds: Callable[[BoundsRow], bool]) -> dict[str, list[str]]:
+    """The compared runs where `holds` fails, by architecture."""
+    found = {
+        a: [run_id(r.record) for r in group if r.compared and not holds(r)]
+        for a, group in by_architecture(rows).items()
+    }
+    return {a: ids for a, ids in found.items() if ids}
+
+
+def test_bounds_hold_within_tolerance_on_every_recorded_run(recorded: dict[str, list[BoundsRow]]) -> None:
+    """scripts/accuracy --bounds over all of tests/data: on every compared run KV + recurrent state and the output
+    buffer exact, compute + output inside the workspace's bounds, the whole allocation inside [lower, upper], and
+    both bounds within max(2%, 16 MiB) of it."""
+    broken = _broken([r for group in recorded.values() for r in group], lambda r: r.holds)
+    assert not broken, f"bounds broken on {', '.join(broken)}: {broken}"
+
+
+# The architectures that meet the goal on every compared run: both bounds within max(1%, 8 MiB) of llama.cpp's
+# whole allocation and the workspace's within 8 MiB of its compute + output buffers (scripts/accuracy --bounds
+# counts the others: phase-rule families, graphs not checked node for node)
+TIGHT = {
+    "afmoe", "bert", "cohere2", "cohere2moe", "exaone-moe", "exaone4", "gemma", "gemma2", "gemma3", "gemma4",
+    "glm4moe", "gpt-oss", "granite", "granite_swa", "granitehybrid", "laguna", "lfm2", "lfm2moe", "llama", "llama4",
+    "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer", "nomic-bert", "plamo3", "qwen2",
+    "qwen3", "qwen3moe", "smallthinker", "step35",
+}  # fmt: skip
+
+
+def test_the_goal_holds_on_the_architectures_that_meet_it(recorded: dict[str, list[BoundsRow]]) -> None:
+    rows = [r for group in recorded.values() for r in group]
+    assert TIGHT <= {a for a, group in by_architecture(rows).items() if any(r.compared for r in group)}
+    broken = _broken([r for r in rows if architecture(r.record) in TIGHT], lambda r: r.tight)
+    assert not broken, f"beyond max(1%, 8 MiB) on {', '.join(broken)}: {broken}"
+
+
+def test_accuracy_bounds_fail_naming_the_architecture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run whose compute buffer lies above memfit's ceiling fails --bounds, its architecture named."""
+    from tools.accuracy import main
+
+    run = next(r for r in WORKSPACE_RUNS if r["model"] == "qwen3-f16")
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(json.dumps(run) + "\n")
+    bad.write_text(json.dumps({**run, "compute_bytes": run["compute_bytes"] + (64 << 20)}) + "\n")
+    assert main(["--bounds", str(good)]) == 0
+    capsys.readouterr()
+    assert main(["--bounds", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "bounds broken (max(2%, 16 MiB)) on: qwen3" in out and run_id(run) in out
 
 
 SHAPE_RUNS = load(SHAPES_TRUTH)
 
 
 @pytest.fixture(scope="module")
-def shape_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ArtifactFacts]:
-    """Each full-size shape written sparse once and its header read (its layout, architecture, vocabulary)."""
-    paths = write_models({r["model"] for r in SHAPE_RUNS}, tmp_path_factory.mktemp("shape-models"))
-    return {name: CACHE.facts((str(path),)) for name, path in paths.items()}
+def shape_facts(model_files: dict[str, Path]) -> dict[str, ArtifactFacts]:
+    """Each full-size shape's header read (its layout, architecture, vocabulary)."""
+    return {r["model"]: CACHE.facts((str(model_files[r["model"]]),)) for r in SHAPE_RUNS}
 
 
 @pytest.mark.parametrize("run", SHAPE_RUNS, ids=run_id)
