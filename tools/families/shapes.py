@@ -12,6 +12,7 @@ plain CPU's, so tools/accuracy.py checks these runs with llama.cpp's own weights
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tools.gguf_writers import (
     QT,
@@ -132,6 +133,24 @@ def granitehybrid(
     return m
 
 
+_GRANITE_H_1B: dict[str, Any] = dict(
+    E=1536, F=4096, L=40, attn_every=10, attn_at=5, H=12, Hkv=4, V=100352, d_inner=3072, d_state=128, ssm_heads=48
+)
+_GRANITE_H_SMALL: dict[str, Any] = dict(
+    E=4096,
+    F=896,
+    L=40,
+    attn_every=10,
+    attn_at=5,
+    H=32,
+    Hkv=8,
+    V=100352,
+    d_inner=8192,
+    d_state=128,
+    ssm_heads=128,
+    experts=(72, 10, 8192),
+)
+
 FAMILY_SET: dict[str, Callable[[], Model]] = {
     # wide FFN (6x) with a small vocabulary: the FFN phase should dominate the logits
     "llama-wideff-6x-v32k": lambda: dense("wideff", E=4096, F=24576, L=8, H=32, Hkv=8, D=128, V=32000),
@@ -151,81 +170,14 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     ),
     # granite-4.0-h-1b and -tiny (memfit/data/catalog.json's published configs): 4 attention layers in 40, 12 heads
     # of 128 over 4 KV heads; the 1B a dense FFN, the tiny 64 experts of 512 (6 used) beside a shared 1024
-    "granite-4.0-h-1b-shape": lambda: granitehybrid(
-        "gh1b",
-        E=1536,
-        F=4096,
-        L=40,
-        attn_every=10,
-        attn_at=5,
-        H=12,
-        Hkv=4,
-        V=100352,
-        d_inner=3072,
-        d_state=128,
-        ssm_heads=48,
-    ),
+    "granite-4.0-h-1b-shape": lambda: granitehybrid("gh1b", **_GRANITE_H_1B),
     "granite-4.0-h-tiny-shape": lambda: granitehybrid(
-        "ghtiny",
-        E=1536,
-        F=512,
-        L=40,
-        attn_every=10,
-        attn_at=5,
-        H=12,
-        Hkv=4,
-        V=100352,
-        d_inner=3072,
-        d_state=128,
-        ssm_heads=48,
-        experts=(64, 6, 1024),
+        "ghtiny", **{**_GRANITE_H_1B, "F": 512, "experts": (64, 6, 1024)}
     ),
     # granite-4.0-h-small (the Granite 4.0 model card's table): 4096 wide, 32 heads over 8 KV, 128 Mamba-2 heads
     # of 64, 72 experts of 896 (10 used) beside a shared 8192
-    "granite-4.0-h-small-shape": lambda: granitehybrid(
-        "ghsmall",
-        E=4096,
-        F=896,
-        L=40,
-        attn_every=10,
-        attn_at=5,
-        H=32,
-        Hkv=8,
-        V=100352,
-        d_inner=8192,
-        d_state=128,
-        ssm_heads=128,
-        experts=(72, 10, 8192),
-    ),
-    "granite-4.0-h-small-nope-shape": lambda: granitehybrid(
-        "ghsmall",
-        E=4096,
-        F=896,
-        L=40,
-        attn_every=10,
-        attn_at=5,
-        H=32,
-        Hkv=8,
-        V=100352,
-        d_inner=8192,
-        d_state=128,
-        ssm_heads=128,
-        experts=(72, 10, 8192),
-        nope=True,
-    ),
-    "granite-4.0-h-1b-nope-shape": lambda: granitehybrid(
-        "gh1b",
-        E=1536,
-        F=4096,
-        L=40,
-        attn_every=10,
-        attn_at=5,
-        H=12,
-        Hkv=4,
-        V=100352,
-        d_inner=3072,
-        d_state=128,
-        ssm_heads=48,
-        nope=True,
-    ),
+    "granite-4.0-h-small-shape": lambda: granitehybrid("ghsmall", **_GRANITE_H_SMALL),
+    # the same two without rope, as granite-4.0-h's published GGUFs are
+    "granite-4.0-h-small-nope-shape": lambda: granitehybrid("ghsmall", **_GRANITE_H_SMALL, nope=True),
+    "granite-4.0-h-1b-nope-shape": lambda: granitehybrid("gh1b", **_GRANITE_H_1B, nope=True),
 }
