@@ -108,11 +108,8 @@ def padded(n: int) -> int:
 
 def placement(variant: CpuVariant, m: Matrix) -> tuple[str, int]:
     """The buffer type that takes one tensor of `m` under `variant`, and the bytes it allocates there
-    (unpadded; ggml_backend_buft_get_alloc_size)."""
-    try:
-        qtype = QT(m.ggml_type)
-    except ValueError:
-        return CPU, m.nbytes
+    (unpadded; ggml_backend_buft_get_alloc_size). Its type is one ggml knows: summarize refused the others."""
+    qtype = QT(m.ggml_type)
     for buft in extra_buffer_types(variant):
         accepts = buft.accepts.get(qtype)
         if accepts is None or m.shape[1] % accepts.rows or m.shape[0] % accepts.cols:
