@@ -26,7 +26,8 @@ FIT = (
 )
 HEALTH = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
 FLOOD_AT = 5  # refusals a second that make a flood, in these tests
-HOLD_S = 6.0  # held at least 9/16 of it: 3.4 s
+HOLD_S = 30.0  # held at least 9/16 of it: 16.9 s
+ANSWERED_WITHIN_S = 8.0  # an answer not held comes well within it, however loaded the machine; a held one never does
 
 
 class Clock:
@@ -73,8 +74,8 @@ def test_spread_gives_the_upper_half_of_a_span_in_turn() -> None:
 
 @pytest.fixture
 def held(tmp_path: Path, public_models: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveServer]:
-    """A server of its own (the flood it sees would reach other tests): at most 2 connections, a flood at 5
-    refusals a second, held HOLD_S."""
+    """A server of its own (the flood it sees would reach other tests): at most 2 connections, a flood past 5
+    refusals a second, held up to HOLD_S."""
     from memfit.readers.model_roots import Root, RootKind
 
     monkeypatch.setattr(tarpit, "FLOOD_REFUSALS_PER_S", FLOOD_AT)
@@ -85,21 +86,8 @@ def held(tmp_path: Path, public_models: Path, monkeypatch: pytest.MonkeyPatch) -
         yield server
 
 
-def _until_held(s: socket.socket) -> int:
-    """Sends refused requests on `s` until one is not answered within a second; how many were answered."""
-    s.settimeout(1.0)
-    for answered in range(100):
-        s.sendall(REFUSED)
-        try:
-            head = _read_answer(s)
-        except TimeoutError:
-            return answered
-        assert head.startswith(b"HTTP/1.1 401")
-    raise AssertionError("100 refusals in a row were answered at once")
-
-
 def _closed(s: socket.socket) -> bool:
-    s.settimeout(HOLD_S)
+    s.settimeout(ANSWERED_WITHIN_S)
     try:
         return s.recv(100) == b""
     except ConnectionResetError:
@@ -107,10 +95,16 @@ def _closed(s: socket.socket) -> bool:
 
 
 def test_a_flood_of_refusals_is_held_and_its_connection_closed_first(
-    held: LiveServer, caplog: pytest.LogCaptureFixture
+    held: LiveServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Every refusal a flood here (the rate and its window: the tests above), so none depends on how fast the
+    machine sends them."""
+    monkeypatch.setattr(tarpit, "FLOOD_REFUSALS_PER_S", 0)
     with caplog.at_level(logging.WARNING, "memfit.http"), _connect(held) as flooder:
-        assert _until_held(flooder) >= FLOOD_AT  # those up to the rate answered at once
+        flooder.settimeout(ANSWERED_WITHIN_S)
+        flooder.sendall(REFUSED)
+        with pytest.raises(TimeoutError):  # held
+            _read_answer(flooder)
         with _connect(held) as client:
             client.sendall(FIT)  # the token holder is answered while the refusal is held
             assert _read_answer(client).startswith(b"HTTP/1.1 200")
@@ -125,7 +119,7 @@ def test_a_flood_of_refusals_is_held_and_its_connection_closed_first(
 
 def test_a_refusal_below_the_rate_is_answered_at_once(held: LiveServer) -> None:
     with _connect(held) as s:
-        s.settimeout(HOLD_S / 4)
-        for _ in range(FLOOD_AT):
+        s.settimeout(ANSWERED_WITHIN_S)
+        for _ in range(FLOOD_AT):  # at most FLOOD_AT in any second, however fast they go: never a flood
             s.sendall(REFUSED)
             assert _read_answer(s).startswith(b"HTTP/1.1 401")
