@@ -181,6 +181,13 @@ class WireFitMemoryPart(WireModel):
     """
     Bytes, a floor of what llama.cpp allocates for this part; null if and only if `basis` is `unknown`.
     """
+    upper_bytes: Annotated[int | None, Field(alias="upperBytes", ge=0, le=9223372036854775807)]
+    """
+    The most llama.cpp allocates for this part: `bytes` plus the part's slack, equal to `bytes` where
+    the rule is exact; null if and only if `basis` is `unknown`. The parts' `upperBytes` add up to
+    `upperBoundBytes`, so a client sees which part holds the slack.
+
+    """
     basis: str
     """
     `measuredArtifact`, `derivedLayout`, `parameterProxy`, `notApplicable` or `unknown`.

@@ -69,6 +69,13 @@ def size(n: int | None) -> str:
     return f"{n} B"
 
 
+def part_size(part: wire.WireFitMemoryPart) -> str:
+    """A part's floor, and its ceiling where the part has slack (the floor..ceiling of the summary)."""
+    if part.upper_bytes is None or part.upper_bytes == part.bytes:
+        return size(part.bytes)
+    return f"{size(part.bytes)}..{size(part.upper_bytes)}"
+
+
 _BYTE_COUNT = re.compile(r"\b(\d+)\b(?=(?: \+ [A-Za-z0-9_ ]+?)? bytes\b)")
 _UNIT_BYTES = re.compile(r"\b(GiB|MiB|KiB|B) bytes\b")
 
@@ -254,7 +261,7 @@ def render_result(result: wire.WireFitVerdictResult, width: int | None = None) -
     if e.refusal != Refusal.NONE:
         lines.append(f"  refused   {e.refusal}")
     else:
-        rows = [[p.component, size(p.bytes), p.basis, p.shared_key or "", human_note(p.note)] for p in e.parts]
+        rows = [[p.component, part_size(p), p.basis, p.shared_key or "", human_note(p.note)] for p in e.parts]
         parts = table(rows, ["PART", "SIZE", "BASIS", "SHARED", "NOTE"], width - 2, shrink=(3,), wrap=4)
         lines += ["  " + row for row in parts.splitlines()]
         lines.append(

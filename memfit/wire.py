@@ -84,7 +84,12 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
         estimate=m.WireFitMemoryEstimate(
             parts=[
                 m.WireFitMemoryPart(
-                    component=p.component, bytes=p.bytes, basis=p.basis, shared_key=p.shared_key, note=p.note
+                    component=p.component,
+                    bytes=p.bytes,
+                    upper_bytes=None if p.bytes is None else p.bytes + p.slack,
+                    basis=p.basis,
+                    shared_key=p.shared_key,
+                    note=p.note,
                 )
                 for p in r.parts
             ],

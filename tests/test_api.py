@@ -102,6 +102,8 @@ def test_dense_models_match_llama_cpp(client: httpx.Client) -> None:
             "keyElementBytes": element[r["settings"]["type_k"]],
             "valueElementBytes": element[r["settings"]["type_v"]],
             "cpuVariant": "haswell",  # the variant the public set was measured on (any x86-64 AVX2 host runs it)
+            "flashAttention": "on" if r["flash_attn"] else "off",  # as llama.cpp resolved it
+            "kvUnified": bool(r["settings"]["unified"]),
         }
         for r in runs
     ]
@@ -115,6 +117,11 @@ def test_dense_models_match_llama_cpp(client: httpx.Client) -> None:
             assert parts["kvCache"]["basis"] == "derivedLayout"
             assert parts["kvCache"]["bytes"] == run["kv_bytes"]
             assert parts["recurrentState"]["basis"] == "notApplicable"
+            # each part's ceiling: exact parts carry none, the workspace's holds llama.cpp's buffers between
+            assert parts["weights"]["upperBytes"] == run["weights_bytes"]  # one CPU variant: exact
+            assert parts["kvCache"]["upperBytes"] == run["kv_bytes"]
+            workspace = run["compute_bytes"] + run["output_buffer_bytes_init"]
+            assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
 
 
 def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
@@ -149,6 +156,10 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
     }
     numbered = sum(p["bytes"] for p in estimate["parts"] if p["bytes"] is not None)
     assert estimate["lowerBoundBytes"] == numbered
+    assert estimate["upperBoundBytes"] == sum(p["upperBytes"] for p in estimate["parts"])
+    assert all(p["bytes"] <= p["upperBytes"] for p in estimate["parts"])
+    workspace = estimate["parts"][3]
+    assert workspace["upperBytes"] > workspace["bytes"]  # the compute buffer's margin sits on the workspace alone
     assert result["gpuAdmits"] is None and "gpuTelemetryUnavailable" in result["limits"]
 
 

@@ -132,6 +132,10 @@ def test_fit_detail_shows_each_part_in_human_units(public_models: Path, capsys: 
     code, out, _ = _run(capsys, *_args(public_models, "fit", "qwen3-f16", "Qwen/Qwen3-8B-GGUF:Q8_0", "--detail"))
     assert code == 0 and "PART" in out and "measuredArtifact" in out and "derivedLayout" in out
     assert not re.search(r"\d{4,} bytes", out) and "--detail shows" not in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and line.split()}
+    size = r"\d+\.\d\d [KMG]iB"
+    assert re.match(rf"  workspace +{size}\.\.{size} ", rows["workspace"])  # floor .. ceiling: the slack is here
+    assert re.match(rf"  kvCache +{size} +derivedLayout", rows["kvCache"])  # exact: one number
 
 
 @pytest.mark.parametrize("detail", [False, True], ids=["summary", "detail"])
