@@ -436,6 +436,15 @@ def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
 
 
+def no_qk_layer_norm(ly: Layers) -> bool:
+    return False
+
+
+def command_r_qk_norm(ly: Layers) -> bool:
+    # llama_model_command_r::load_arch_tensors: attn_q_norm / attn_k_norm (LLM_NORM in its builder) from 64 layers
+    return ly.n_trunk >= 64
+
+
 @dataclass(frozen=True)
 class Graph:
     """How llama.cpp builds the architecture's graph (src/models/<arch>.cpp over llama-graph.cpp), where it
@@ -452,6 +461,9 @@ class Graph:
     bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
     mixer: Mixer = Mixer.MAMBA2  # its recurrent blocks' kind, if it has any
     rope_switch: bool = False  # granite's loaders: rope.scaling.finetuned (default true) turns rope on in every layer
+    layer_norm: bool = False  # build_norm(..., LLM_NORM): LayerNorm for attn_norm, ffn_norm and output_norm
+    qk_layer_norm: Callable[[Layers], bool] = no_qk_layer_norm  # LayerNorms of Q and K before rope (new tensors)
+    parallel_block: bool = False  # command-r.cpp: attention and the FFN read the same normed input, summed after
 
 
 DECODER = Graph()
@@ -460,6 +472,9 @@ GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hy
 NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state for next-token prediction
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
+
+
+COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
 EMBEDDER = Graph(logits=False, cache_attention=False)
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
 MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA)
@@ -564,7 +579,7 @@ RULES: dict[str, ArchRule] = {
     "minicpm3": CHECKED,
     "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
     "xverse": PLAIN,
-    "command-r": ArchRule(tensors=tensors_command_r, graph=DECODER, counted=True),
+    "command-r": ArchRule(tensors=tensors_command_r, graph=COMMAND_R, counted=True),
     "dbrx": PLAIN,
     "olmo": PLAIN,
     "olmoe": PLAIN,

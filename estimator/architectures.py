@@ -196,6 +196,7 @@ def graph_shape(
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
                 ssm=ssm if recurrent and graph.mixer is Mixer.MAMBA2 else None,
                 rope=rope or not attends,
+                qk_layer_norm=attends and graph.qk_layer_norm(layers),
             )
         )
     return GraphShape(
@@ -208,6 +209,8 @@ def graph_shape(
         bert_block=graph.bert_block,
         mixer=graph.mixer if rule.recurrence else Mixer.NONE,
         learned_positions=rule.parameters.position_embeddings,
+        layer_norm=graph.layer_norm,
+        parallel_block=graph.parallel_block,
     )
 
 

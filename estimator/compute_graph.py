@@ -121,24 +121,48 @@ class DecoderGraph:
         last = len(self.shape.layers) - 1
         first = self.shape.mixer is Mixer.SHORT_CONV  # lfm2.cpp adds the block's output to the residual, not back
         for il, block in enumerate(self.shape.layers):
+            if self.shape.parallel_block:
+                inp_l = self.parallel_block(block, inp_l, out_ids if il == last else None)
+                continue
             inp_sa = inp_l
-            cur = self.mixer(block, self.norm(inp_l))
+            cur = self.mixer(block, self.block_norm(inp_l))
             if il == last and not self.shape.hidden_output:  # the last layer keeps only the output rows
                 cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
             ffn_inp = same_shape(inp_sa, "ADD", cur) if first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
-            out = self.ffn(block, self.norm(ffn_inp))
+            out = self.ffn(block, self.block_norm(ffn_inp))
             inp_l = same_shape(ffn_inp, "ADD", out) if first else same_shape(out, "ADD", ffn_inp)
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
-        result_norm = self.norm(inp_l)
+        result_norm = self.block_norm(inp_l)
         logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
         result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
         gf.expand(logits)
         return gf
+
+    def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
+        """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
+        residual are added after both (the last block keeps only the output rows of all three)."""
+        e = self.shape.n_embd
+        ffn_inp = self.block_norm(inp_l)
+        attn_out = self.mixer(block, ffn_inp)
+        if out_ids is not None:
+            attn_out, inp_l, ffn_inp = (get_rows(x, out_ids, e) for x in (attn_out, inp_l, ffn_inp))
+        out = same_shape(self.ffn(block, ffn_inp), "ADD", inp_l)
+        return same_shape(out, "ADD", attn_out)
+
+    def block_norm(self, x: Tensor) -> Tensor:
+        """build_norm of the trunk's norms (attn_norm, ffn_norm, output_norm): LLM_NORM_RMS, or LLM_NORM
+        (ggml_norm, a new tensor) where the architecture's builder asks for LayerNorm; the weight in place."""
+        return self.layer_norm(x) if self.shape.layer_norm else self.norm(x)
+
+    @staticmethod
+    def layer_norm(x: Tensor) -> Tensor:
+        """build_norm with LLM_NORM: ggml_norm (a new tensor), then the weight in place."""
+        return same_shape(op("NORM", F32, x.ne, x), "MUL")
 
     def cache_inputs(self, block: GraphLayer) -> CacheInputs:
         """The inputs of the block's cache (llama_kv_cache_iswa: the full and the sliding cache have their own):
@@ -195,6 +219,8 @@ class DecoderGraph:
         gf, t, g = self.gf, self.t, self.geometry
         q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
         k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+        if b.qk_layer_norm:
+            q, k = self.layer_norm(q), self.layer_norm(k)
         if b.rope:  # in place; without it Q and K stay views of their projections
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
         v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)

@@ -81,6 +81,7 @@ class GraphLayer:
     n_rot: int = 0  # MLA: the rope part of each key head
     ssm: Ssm | None = None  # a Mamba-2 block's sizes
     rope: bool = True  # rope on Q and K (llama_hparams::has_rope; False: no position encoding, NoPE)
+    qk_layer_norm: bool = False  # LayerNorm (ggml_norm: new tensors) of Q and K per head before rope
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ class GraphShape:
     bert_block: bool = False  # BERT's blocks: LayerNorm after each residual add (src/models/bert.cpp)
     learned_positions: bool = False  # a position embedding table read by position (BERT), not rope
     mixer: Mixer = Mixer.NONE  # the recurrent blocks' kind
+    layer_norm: bool = False  # the trunk's norms are LayerNorm (LLM_NORM: ggml_norm), not RMS norm
+    parallel_block: bool = False  # attention and FFN side by side on one normed input (command-r.cpp)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -175,6 +175,31 @@ def command_r() -> Model:
     return m
 
 
+def command_r_64() -> Model:
+    """command-r with 64 layers (Command R+'s count): from 64 layers its loader adds LayerNorms of Q and K per head
+    ([head_dim, n_head] weights), which its builder applies before rope."""
+    layers, embd, heads, heads_kv = 64, 64, 4, 1
+    m = _dense(
+        "command-r",
+        "tiny-command-r-64",
+        "gpt2",
+        ctx=8192,
+        embd=embd,
+        layers=layers,
+        ff=128,
+        heads=heads,
+        heads_kv=heads_kv,
+        tied=True,
+        ffn_norm=False,
+        eps=None,
+    )
+    m.arch_kv(attention__layer_norm_epsilon=1e-5, logit_scale=0.0625)
+    for i in range(layers):
+        m.tensor(f"blk.{i}.attn_q_norm.weight", [embd // heads, heads], F32)
+        m.tensor(f"blk.{i}.attn_k_norm.weight", [embd // heads, heads_kv], F32)
+    return m
+
+
 def granite() -> Model:
     """granite with logit / residual / embedding / attention scales; full cache."""
     m = _dense(
@@ -523,6 +548,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "qwen2-bias": qwen2_bias,
     "phi3-swa": phi3_swa,
     "command-r": command_r,
+    "command-r-64": command_r_64,
     "granite": granite,
     "deci-arr": deci_arr,
     "openelm-arr": openelm_arr,

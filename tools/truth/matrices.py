@@ -67,6 +67,14 @@ SHAPES = [
     )
 ]
 
+# Ubatches past 512 (to 4096) with flash attention on and off and 1, 3 and 4 streams, as launchers pass `-ub`:
+# dry runs of the families whose graph is rebuilt node for node.
+WIDE_UBATCH = [
+    _s(c, n, fa=fa, n_ubatch=ub)
+    for ub in (1024, 2048, 4096)
+    for c, n, fa in ((8192, 1, "auto"), (8192, 4, "off"), (4096, 3, "auto"), (16384, 1, "off"))
+]
+
 
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
@@ -132,11 +140,19 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     # The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer).
     "graph_dumps.jsonl": TruthFile(
-        _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16"),
+        _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16")
+        | _subset(attention.FAMILY_SET, "command-r"),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
         label=LABEL + ", reserved graph",
+    ),
+    "results_wide_ubatch_dryrun.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, "command-r", "command-r-64"),
+        WIDE_UBATCH,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", no_alloc dry run",
     ),
     "results_tiny_real.jsonl": TruthFile(
         tiny_real.FAMILY_SET,

@@ -1,12 +1,14 @@
 """Regenerate tests/data's truth files: write each file's models, run the probe on each settings, one row per run.
 
-    python -m tools.truth.regenerate OUT [--only NAME[,NAME]] [--cache DIR] [--release VERSION] [--cpu-variant V]
+    python -m tools.truth.regenerate OUT [--only NAME[,NAME]] [--models M[,M]] [--cache DIR] [--release VERSION]
+                                         [--cpu-variant V]
 
 OUT is a folder (tests/data itself to replace the recorded files); the probe is the one tools/truth/build.sh built
 in the cache folder (--cache, or $MEMFIT_TRUTH_CACHE) for the release (default: the one the files were measured
 with). Each file's CPU variant is forced by a backend folder holding only it (tools/truth/variant.py). After
-writing a file it prints how its rows differ from the recorded ones: every field but the process's RSS and
-the failures' log tails (which vary from run to run and host to host) is expected to be equal.
+writing a file it prints how its rows differ from the recorded ones (--models measures only those models' runs and
+keeps every other model's rows as recorded, so a new writer's rows join a file without measuring the rest): every
+field but the process's RSS and the failures' log tails (which vary from run to run and host to host) is expected to be equal.
 """
 
 from __future__ import annotations
@@ -69,11 +71,19 @@ def row(
     return head | summarize(raw) | summarize_log(log)
 
 
-def regenerate(name: str, spec: TruthFile, probe: Probe, out: Path) -> list[dict[str, Any]]:
-    """Measure truth file `name` into `out`; its rows."""
+def regenerate(
+    name: str, spec: TruthFile, probe: Probe, out: Path, only: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """Measure truth file `name` into `out` (only the models in `only`, when given, the others' rows kept as
+    recorded); the rows measured."""
     rows = []
+    kept = [r for r in load(DATA / name) if r["model"] not in only] if only and (DATA / name).exists() else []
     with tempfile.TemporaryDirectory() as tmp, open(out, "w") as f:
+        for r in kept:
+            f.write(json.dumps(r) + "\n")
         for model in models_of(spec, name):
+            if only and model not in only:
+                continue
             path = Path(tmp) / f"{model}.gguf"
             size = write_model(spec.models[model](), path)
             for settings, extra in runs_of(spec, name, model):
@@ -114,6 +124,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path, help="folder to write the truth files into")
     ap.add_argument("--only", default="", help="comma-separated file names (default: all of TRUTH_FILES)")
+    ap.add_argument("--models", default="", help="comma-separated models: measure only their runs")
     ap.add_argument("--cache", type=Path, default=os.environ.get(CACHE_ENV), help=f"build.sh's folder (${CACHE_ENV})")
     ap.add_argument("--release", default=RELEASE, help="node-llama-cpp release (tools/truth/releases.json)")
     ap.add_argument("--cpu-variant", default="", help="force this CPU variant instead of each file's own")
@@ -134,8 +145,10 @@ def main(argv: list[str]) -> int:
             variant = a.cpu_variant or spec.cpu_variant
             bdir = backend_dir(root / LIB_SUBDIR, variant, Path(backends) / variant)
             probe = Probe(root / "probe", str(bdir), spec.decode)
+            only = frozenset(filter(None, a.models.split(",")))
             recorded = load(DATA / name) if (DATA / name).exists() else []  # a new file records nothing yet
-            measured = regenerate(name, spec, probe, a.out / name)
+            recorded = [r for r in recorded if not only or r["model"] in only]
+            measured = regenerate(name, spec, probe, a.out / name, only)
             diff = differences(recorded, measured)
             print(f"{name}: {len(measured)} runs, {len(diff)} differences from the recorded rows", flush=True)
             for line in diff[:20]:
