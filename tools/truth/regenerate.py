@@ -8,7 +8,8 @@ in the cache folder (--cache, or $MEMFIT_TRUTH_CACHE) for the release (default: 
 with). Each file's CPU variant is forced by a backend folder holding only it (tools/truth/variant.py). After
 writing a file it prints how its rows differ from the recorded ones (--models measures only those models' runs and
 keeps every other model's rows as recorded, so a new writer's rows join a file without measuring the rest): every
-field but the process's RSS and the failures' log tails (which vary from run to run and host to host) is expected to be equal.
+field but the process's RSS and the failures' log tails (which vary from run to run and host to host) is expected
+to be equal.
 """
 
 from __future__ import annotations
