@@ -141,6 +141,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
         label=LABEL + ", no_alloc dry run",
         cpu_variant="sapphirerapids",
     ),
+    "results_mamba1_shapes_dryrun.jsonl": TruthFile(
+        recurrent.SHAPE_SET,
+        SHAPES + [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)],
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
     "results_floors_dryrun.jsonl": TruthFile(
         _subset(SHAPE_SET, *SCALE_SHAPES) | shapes.FAMILY_SET,
         None,
