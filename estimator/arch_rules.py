@@ -53,7 +53,7 @@ from memfit.estimator.tensor_list import (
     tensors_starcoder2,
 )
 from memfit.estimator.vocabulary import Limit
-from memfit.gguf_constants import Keys
+from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray
 
@@ -61,6 +61,7 @@ from memfit.readers.gguf_header import SkippedArray
 LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3.21.1)"
 
 ATTN, SSM = Keys.Attention, Keys.SSM
+ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
 
 
 class NewerKeys:
@@ -418,6 +419,16 @@ def rwkv_channel_mix_in(ly: Layers) -> int:
     return max(ly.n_embd, ly.ff[0] if ly.n_all else 0)
 
 
+def dt_b_c_rms(hp: HParams) -> bool:
+    # llama_model_mamba::load_arch_hparams: ssm.dt_b_c_rms (FalconMamba), false when absent
+    return hp.optional_bool(SSM.DT_B_C_RMS, False)
+
+
+def dt_b_c_norm_weights(hp: HParams) -> bool:
+    # llama_model_jamba::load_arch_tensors: ssm_dt_norm, ssm_b_norm and ssm_c_norm are required
+    return True
+
+
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
     # llama_model_<arch>::load_arch_tensors: ffn_*_exps from layer leading_dense_block_count on
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and il >= ly.hp.optional_int(
@@ -429,6 +440,11 @@ def experts_interleaved(ly: Layers, il: int) -> bool:
     # llama_model_llama4::load_arch_tensors: is_moe_layer = (il + 1) % interleave_moe_layer_step == 0
     step = ly.hp.optional_int(Keys.LLM.INTERLEAVE_MOE_LAYER_STEP, 1) or 1
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and (il + 1) % step == 0
+
+
+def experts_where_routed(ly: Layers, il: int) -> bool:
+    # llama_model_jamba::load_arch_tensors: a layer routes experts where it holds ffn_gate_inp (not required)
+    return ly.tensors is not None and ROUTER.format(bid=il) in ly.tensors
 
 
 def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
@@ -464,6 +480,10 @@ class Graph:
     layer_norm: bool = False  # build_norm(..., LLM_NORM): LayerNorm for attn_norm, ffn_norm and output_norm
     qk_layer_norm: Callable[[Layers], bool] = no_qk_layer_norm  # LayerNorms of Q and K before rope (new tensors)
     parallel_block: bool = False  # command-r.cpp: attention and the FFN read the same normed input, summed after
+    ssm_norms: Callable[[HParams], bool] = dt_b_c_rms  # build_mamba_layer: RMS norms on dt, B and C (Mamba-1)
+    rope: bool = True  # False: the builder ropes no layer (jamba.cpp)
+    reads_tensors: bool = False  # `moe_layers` reads the tensor names (a file's): no graph where they are unknown
+    residual_first: bool = False  # ggml_add(residual, block output), not (output, residual): lfm2.cpp, jamba.cpp
 
 
 DECODER = Graph()
@@ -477,10 +497,18 @@ FUSED_QKV = Graph(fused_qkv=True)
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
 EMBEDDER = Graph(logits=False, cache_attention=False)
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
-MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA)
+MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA, node_for_node=True)
+JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
+    MAMBA1,
+    ssm_norms=dt_b_c_norm_weights,
+    rope=False,
+    moe_layers=experts_where_routed,
+    reads_tensors=True,
+    residual_first=True,
+)
 GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
-SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV)
+SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV)
 RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV)
@@ -734,7 +762,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=not_recurrent,
         recurrence=Recurrence(no_kv_heads, reads_group_count=False),
-        graph=MAMBA1,
+        graph=JAMBA,
     ),
     "plamo2": ArchRule(  # plamo2.cpp builds its own Mamba mixer
         memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=Graph(mixer=Mixer.PLAMO2)

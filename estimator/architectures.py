@@ -20,9 +20,9 @@ SSM = Keys.SSM
 DEEPSEEK_LITE_LAYERS = (26, 27)  # llama.cpp's is_lite (also 48 layers with a 128,256 vocabulary, not read here)
 
 
-def layers_of(rule: ArchRule, hp: HParams) -> Layers:
+def layers_of(rule: ArchRule, hp: HParams, tensors: frozenset[str] | None = None) -> Layers:
     """The per-layer hyperparameters, with the layers the arch's rule marks recurrent."""
-    return Layers(hp, rule.recurrence.layers if rule.recurrence else None)
+    return Layers(hp, rule.recurrence.layers if rule.recurrence else None, tensors)
 
 
 def window_size(window: Window, layers: Layers) -> int | None:
@@ -97,8 +97,9 @@ def _v_width_max(layers: Layers, sliding: tuple[bool, ...]) -> int:
     return max((layers.v_width(il, sliding[il]) for il in range(layers.n_all)), default=0)
 
 
-def derive_layout(metadata: Mapping, arch: str) -> Layout:
-    """The layout of a model of architecture `arch`; EvidenceError when memfit has no rule or the metadata is short."""
+def derive_layout(metadata: Mapping, arch: str, tensors: frozenset[str] | None = None) -> Layout:
+    """The layout of a model of architecture `arch` (`tensors`: its file's tensor names, where known); EvidenceError
+    when memfit has no rule or the metadata is short."""
     rule = RULES.get(arch)
     if rule is None:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"no layout rule for architecture {arch!r}")
@@ -110,11 +111,11 @@ def derive_layout(metadata: Mapping, arch: str) -> Layout:
             has_kv_cache=False,
             note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
             causal=False,
-            graph=graph_shape(rule, layers_of(rule, hp), (False,) * hp.n_layer, None, None),
+            graph=graph_shape(rule, layers_of(rule, hp, tensors), (False,) * hp.n_layer, None, None),
         )
     if hp.has(NewerKeys.PLE_LAYERS):
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{arch}: per-layer-embedding state is not modelled")
-    layers = layers_of(rule, hp)
+    layers = layers_of(rule, hp, tensors)
     window = rule.window
     size = window_size(window, layers) if window is not None else None
     sliding = window.pattern(window, layers) if window is not None and size is not None else (False,) * layers.n_all
@@ -138,9 +139,9 @@ def graph_shape(
     rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: int | None, state: RecurrentLayer | None
 ) -> GraphShape | None:
     """The blocks of the graph llama.cpp reserves (src/models/<arch>.cpp), over the trunk (NextN/MTP layers are
-    not in it), or None when the architecture's graph is not derived."""
+    not in it), or None when the architecture's graph is not derived (or needs the tensor names, unknown here)."""
     graph, hp = rule.graph, layers.hp
-    if graph is None:
+    if graph is None or graph.reads_tensors and layers.tensors is None:
         return None
     mla = rule.mla(hp)
     kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla else 0  # llama_model_deepseek2: the absorbed attention
@@ -152,15 +153,17 @@ def graph_shape(
         hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
     )
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
-    ssm = Ssm(  # build_mamba2_layer's sizes
+    mamba1 = graph.mixer is Mixer.MAMBA
+    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's sizes
         hp.optional_int(SSM.INNER_SIZE, 0),
         hp.optional_int(SSM.STATE_SIZE, 0),
-        hp.optional_int(SSM.GROUP_COUNT, 0),
+        0 if mamba1 else hp.optional_int(SSM.GROUP_COUNT, 0),
         hp.optional_int(SSM.TIME_STEP_RANK, 0),
         hp.optional_int(SSM.CONV_KERNEL, 0),
+        norms=mamba1 and graph.ssm_norms(hp),
     )
     state_elements = state.r_elements + state.s_elements if state else 0
-    rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else True
+    rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else graph.rope
     blocks = []
     for il in range(layers.n_trunk):
         recurrent = layers.recurrent[il]
@@ -194,7 +197,7 @@ def graph_shape(
                 kv_lora=kv_lora if attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
-                ssm=ssm if recurrent and graph.mixer is Mixer.MAMBA2 else None,
+                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA) else None,
                 rope=rope or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
             )
@@ -208,6 +211,7 @@ def graph_shape(
         node_for_node=graph.node_for_node,
         bert_block=graph.bert_block,
         mixer=graph.mixer if rule.recurrence else Mixer.NONE,
+        residual_first=graph.residual_first,
         learned_positions=rule.parameters.position_embeddings,
         layer_norm=graph.layer_norm,
         parallel_block=graph.parallel_block,

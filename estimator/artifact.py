@@ -269,7 +269,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
     try:
-        layout, error = derive_layout(metadata, arch), None
+        layout, error = derive_layout(metadata, arch, frozenset(sizes)), None
     except EvidenceError as exc:
         layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it
     return ArtifactFacts(

@@ -58,17 +58,22 @@ def buildable(graph: GraphShape) -> bool:
         and all(
             not b.fused_qkv
             and (b.n_head > 0) != (b.recurrent_in > 0)
-            and (not b.recurrent_in or graph.mixer is Mixer.SHORT_CONV or graph.mixer is Mixer.MAMBA2 and _whole(b.ssm))
+            and (not b.recurrent_in or graph.mixer is Mixer.SHORT_CONV or _whole(graph, b.ssm))
             for b in graph.layers
         )
     )
 
 
-def _whole(ssm: Ssm | None) -> bool:
-    """Sizes llama_model_mamba2 accepts: all set, d_inner a multiple of the heads and of the groups."""
+def _whole(graph: GraphShape, ssm: Ssm | None) -> bool:
+    """Sizes the loaders accept, all set: llama_model_mamba2, d_inner a multiple of the heads and of the groups;
+    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2)."""
+    if ssm is None or min(ssm.d_inner, ssm.d_state, ssm.n_head, ssm.d_conv) <= 0:
+        return False
+    if graph.mixer is Mixer.MAMBA:
+        return ssm.d_inner == 2 * graph.n_embd
     return (
-        ssm is not None
-        and min(ssm.d_inner, ssm.d_state, ssm.n_group, ssm.n_head, ssm.d_conv) > 0
+        graph.mixer is Mixer.MAMBA2
+        and ssm.n_group > 0
         and ssm.d_inner % ssm.n_head == 0
         and ssm.d_inner % ssm.n_group == 0
     )
@@ -119,7 +124,7 @@ class DecoderGraph:
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
         out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
         last = len(self.shape.layers) - 1
-        first = self.shape.mixer is Mixer.SHORT_CONV  # lfm2.cpp adds the block's output to the residual, not back
+        first = self.shape.residual_first
         for il, block in enumerate(self.shape.layers):
             if self.shape.parallel_block:
                 inp_l = self.parallel_block(block, inp_l, out_ids if il == last else None)
@@ -272,7 +277,44 @@ class DecoderGraph:
     def mixer(self, b: GraphLayer, cur: Tensor) -> Tensor:
         if not b.recurrent_in:
             return self.attention(b, cur)
-        return self.mamba2(b, cur) if b.ssm is not None else self.short_conv(b, cur)
+        if b.ssm is None:
+            return self.short_conv(b, cur)
+        return self.mamba(b, cur) if self.shape.mixer is Mixer.MAMBA else self.mamba2(b, cur)
+
+    def mamba(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_mamba_layer: in-projection to x and z; x after the conv state, ssm_conv, silu (in place); x_proj
+        to dt, B, C (each RMS-normed where the model has the norms), dt_proj; ssm_scan (a head per channel) into
+        y and the new states; y + x*D, swiglu(z, y), out-projection. The conv state's last columns and the scan's
+        states go back into the cache (copies)."""
+        assert b.ssm is not None
+        t, n, ssm, e = self.t, self.geometry.n_seq, b.ssm, self.shape.n_embd
+        tokens, d_inner, d_conv = t // n, ssm.d_inner, ssm.d_conv - 1
+        conv = reshape(self.state_rows(d_conv * d_inner), d_conv, d_inner, n)  # build_rs
+        xz = mul_mat(None, reshape(cur, e, tokens, n), 2 * d_inner)  # ssm_in
+        nb = (xz.nb[1], xz.nb[2])
+        x, z = view(xz, (d_inner, tokens, n), nb), view(xz, (d_inner, tokens, n), nb, d_inner * FLOAT)
+        conv_x = op("CONCAT", F32, (d_conv + tokens, d_inner, n), conv, transpose(x))
+        last = view(conv_x, (d_conv, d_inner, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
+        self.gf.expand(copy_into(last, new_tensor(F32, d_conv * d_inner * n, external=True)))
+        x = same_shape(same_shape(op("SSM_CONV", F32, (d_inner, tokens, n), conv_x), "ADD"), "SILU")
+        x_db = mul_mat(None, x, ssm.n_head + 2 * ssm.d_state)  # ssm_x
+        dbnb = (x_db.nb[1], x_db.nb[2])
+        dt = view(x_db, (ssm.n_head, tokens, n), dbnb)
+        bc_ne, bc_nb = (ssm.d_state, 1, tokens, n), (ssm.d_state * FLOAT, *dbnb)
+        b_, c_ = (view(x_db, bc_ne, bc_nb, (ssm.n_head + i * ssm.d_state) * FLOAT) for i in (0, 1))
+        if ssm.norms:
+            dt, b_, c_ = self.norm(dt), self.norm(b_), self.norm(c_)
+        dt = same_shape(mul_mat(None, dt, d_inner), "ADD")  # ssm_dt, its bias
+        x4 = reshape(x, 1, d_inner, tokens, n)
+        states = ssm.d_state * d_inner
+        scan = self.recurrent_rows(
+            states, lambda ids: op("SSM_SCAN", F32, (d_inner * t + states * n,), x4, dt, b_, c_, ids)
+        )
+        kept = view(scan, (states * n,), (), d_inner * t * FLOAT)
+        self.gf.expand(copy_into(kept, new_tensor(F32, states * n, external=True)))
+        y = view(scan, (d_inner, tokens, n), (x4.nb[2], x4.nb[3]))
+        y = glu(cont(z), same_shape(y, "ADD", same_shape(x, "MUL")))  # y + x * D: in place of the product
+        return reshape(mul_mat(None, y, e), e, t)  # ssm_out
 
     def mamba2(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_mamba2_layer: in-projection to z, xBC, dt; xBC after the conv state, ssm_conv, silu (in place);
@@ -401,21 +443,22 @@ class DecoderGraph:
         return mul_mat(None, act, cur.ne[0])
 
     def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum."""
+        """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
+        it expands the weights early, then the weighted experts, each expert's view and each partial sum."""
         t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
         probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
         ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
         topk = view(ranked, (k, t), (ranked.nb[1],))
-        weights = get_rows(reshape(probs, 1, b.n_expert, t), topk, 1)  # ffn_moe_weights [1, k, T]
+        weights = self.gf.expand(get_rows(reshape(probs, 1, b.n_expert, t), topk, 1))  # ffn_moe_weights [1, k, T]
         rows = reshape(cur, e, 1, t)
         gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
         up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
         down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
-        weighted = same_shape(down, "MUL", weights)
-        experts = [view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1]) for i in range(k)]
-        out = op("ADD", F32, (e, t), experts[0], experts[1]) if k > 1 else cont(experts[0])
+        weighted = self.gf.expand(same_shape(down, "MUL", weights))
+        experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
+        out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
         for x in experts[2:]:
-            out = same_shape(out, "ADD", x)
+            out = self.gf.expand(same_shape(out, "ADD", x))
         return out
 
 

@@ -181,8 +181,11 @@ class Layers:
     """The per-layer hyperparameters every rule reads (llama_model_base::load_hparams), and which layers
     are recurrent (llama_hparams::recurrent_layer_arr, as the architecture's `is_recurrent` marks them)."""
 
-    def __init__(self, hp: HParams, is_recurrent: LayerPredicate | None = None) -> None:
+    def __init__(
+        self, hp: HParams, is_recurrent: LayerPredicate | None = None, tensors: frozenset[str] | None = None
+    ) -> None:
         self.hp = hp
+        self.tensors = tensors  # the file's tensor names, where known (a catalog entry has none)
         self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
         self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
         if self.n_trunk < 0:

@@ -40,7 +40,7 @@ class Mixer(Enum):
     NONE = ""  # no recurrent blocks
     MAMBA2 = "mamba2"  # llm_build_mamba_base::build_mamba2_layer (rebuilt)
     SHORT_CONV = "short_conv"  # lfm2.cpp's build_shortconv_block (rebuilt; the block adds to the residual first)
-    MAMBA = "mamba"  # build_mamba_layer
+    MAMBA = "mamba"  # llm_build_mamba_base::build_mamba_layer (rebuilt)
     GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35
     KDA = "kda"  # kimi-linear's delta attention
     RWKV = "rwkv"  # the RWKV time and channel mixes
@@ -49,13 +49,14 @@ class Mixer(Enum):
 
 @dataclass(frozen=True)
 class Ssm:
-    """A Mamba-2 mixer's sizes (llama_hparams ssm_*)."""
+    """A Mamba mixer's sizes (llama_hparams ssm_*)."""
 
     d_inner: int
     d_state: int
-    n_group: int
-    n_head: int  # ssm_dt_rank
+    n_group: int  # 0 for Mamba-1 (its loaders never read it)
+    n_head: int  # ssm_dt_rank (Mamba-1: the rank of dt)
     d_conv: int
+    norms: bool = False  # Mamba-1: RMS norms on dt, B and C (ssm_dt_b_c_rms, or jamba's dt / B / C norm weights)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class GraphLayer:
     kv_lora: int = 0  # MLA: the latent's width (kv_lora_rank; 0: not MLA); head_k, head_v are the MLA heads
     q_lora: int = 0  # MLA: the query's low-rank width (0: one wq)
     n_rot: int = 0  # MLA: the rope part of each key head
-    ssm: Ssm | None = None  # a Mamba-2 block's sizes
+    ssm: Ssm | None = None  # a Mamba block's sizes
     rope: bool = True  # rope on Q and K (llama_hparams::has_rope; False: no position encoding, NoPE)
     qk_layer_norm: bool = False  # LayerNorm (ggml_norm: new tensors) of Q and K per head before rope
 
@@ -99,6 +100,7 @@ class GraphShape:
     mixer: Mixer = Mixer.NONE  # the recurrent blocks' kind
     layer_norm: bool = False  # the trunk's norms are LayerNorm (LLM_NORM: ggml_norm), not RMS norm
     parallel_block: bool = False  # attention and FFN side by side on one normed input (command-r.cpp)
+    residual_first: bool = False  # the builder adds a block's output to the residual, not back (lfm2.cpp, jamba.cpp)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -38,14 +38,21 @@ VOCAB = 4096
 
 
 def _model(
-    arch: str, name: str, *, ctx: int = 131072, eps: float | None = 1e-5, rope_base: float | None = None, **hparams: Any
+    arch: str,
+    name: str,
+    *,
+    ctx: int = 131072,
+    eps: float | None = 1e-5,
+    rope_base: float | None = None,
+    vocab: int = VOCAB,
+    **hparams: Any,
 ) -> Model:
-    """A 4096-token F16 model with transformer_kv's hyperparameters and vocab_size (no rope base unless given)."""
-    m = Model(arch, vocab=VOCAB)
+    """A `vocab`-token F16 model with transformer_kv's hyperparameters and vocab_size (no rope base unless given)."""
+    m = Model(arch, vocab=vocab)
     transformer_kv(
         m, ctx=ctx, name=name, file_type=gguf.LlamaFileType.MOSTLY_F16, rope_base=rope_base, eps=eps, **hparams
     )
-    m.arch_kv(vocab_size=VOCAB)
+    m.arch_kv(vocab_size=vocab)
     return m
 
 
@@ -89,13 +96,18 @@ def _mamba1(
     m.tensor(f"blk.{i}.ssm_out.weight", [d_inner, embd], F16)
 
 
-def mamba() -> Model:
-    """Mamba-1, no ssm.group_count: R = (d_conv-1)*d_inner, S = d_state*d_inner."""
-    E, DI, DS, DTR, DC = 256, 512, 16, 16, 4
-    m = _model("mamba", "tiny-mamba", ctx=1048576, embd=E, layers=4, ff=0, heads=0, heads_kv=None)
+def mamba(
+    name: str = "tiny-mamba", *, E: int = 256, L: int = 4, DTR: int = 16, V: int = VOCAB, dt_b_c_rms: bool = False
+) -> Model:
+    """Mamba-1, no ssm.group_count: R = (d_conv-1)*d_inner, S = d_state*d_inner (d_inner 2 E, d_state 16, d_conv
+    4); dt_b_c_rms: FalconMamba's RMS norms on dt, B and C (a key, no weights)."""
+    DI, DS, DC = 2 * E, 16, 4
+    m = _model("mamba", name, ctx=1048576, embd=E, layers=L, ff=0, heads=0, heads_kv=None, vocab=V)
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=DTR, groups=None)
-    embeddings(m, E, VOCAB, F16, tied=True)
-    for i in range(4):
+    if dt_b_c_rms:
+        m.arch_kv(ssm__dt_b_c_rms=True)
+    embeddings(m, E, V, F16, tied=True)
+    for i in range(L):
         _norm(m, f"blk.{i}.attn_norm.weight", E)
         _mamba1(m, i, E, DI, DS, DTR, DC)
     return m
@@ -222,16 +234,26 @@ def arwkv7() -> Model:
 # --- hybrids: llama_memory_hybrid = KV cache (attention layers) + recurrent state (the others) ------
 
 
-def jamba() -> Model:
-    """Jamba: recurrent iff head_count_kv[il] == 0 (Mamba-1 with dt/B/C norms); layers 3 and 5 attention
-    with different kv widths; MoE on odd layers."""
-    E, H, FF, NE = 256, 8, 512, 4
-    DI, DS, DTR, DC = 512, 16, 16, 4
-    heads_kv = [0, 0, 0, 2, 0, 4]
-    m = _model("jamba", "tiny-jamba", ctx=262144, embd=E, layers=6, ff=FF, heads=H, heads_kv=heads_kv)
+def jamba(
+    name: str = "tiny-jamba",
+    *,
+    E: int = 256,
+    H: int = 8,
+    FF: int = 512,
+    NE: int = 4,
+    DTR: int = 16,
+    heads_kv: tuple[int, ...] = (0, 0, 0, 2, 0, 4),
+    V: int = VOCAB,
+) -> Model:
+    """Jamba: recurrent iff head_count_kv[il] == 0 (Mamba-1 with dt/B/C norms, d_inner 2 E); the tiny one's layers
+    3 and 5 attention with different kv widths; MoE (NE experts, 2 used) on odd layers."""
+    DI, DS, DC = 2 * E, 16, 4
+    m = _model(
+        "jamba", name, ctx=262144, embd=E, layers=len(heads_kv), ff=FF, heads=H, heads_kv=list(heads_kv), vocab=V
+    )
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=DTR, groups=None)
     _experts(m, NE, 2)
-    embeddings(m, E, VOCAB, F16, tied=False)
+    embeddings(m, E, V, F16, tied=False)
     for i, kv in enumerate(heads_kv):
         if kv:
             attention(m, i, E, H, kv, E // H, F16)
@@ -820,4 +842,15 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "qwen4exp-ple": qwen4exp_ple,
     "deepseek4": deepseek4,
     **{name: PUBLIC_SET[name] for name in ("mamba2-f16", "granitehybrid-f16", "lfm2-f16")},
+}
+# Published Mamba-1 dimensions, for llama.cpp's dry runs (sparse files): state-spaces/mamba-2.8b (64 layers of
+# 2560, vocabulary padded to 50280), tiiuae/falcon-mamba-7b (64 of 4096, dt / B / C norms) and one attention
+# period (8 of 32 layers) of ai21labs/AI21-Jamba-1.5-Mini (4096 wide, attention at layer 4 of every 8 with 32
+# heads over 8 KV heads, 16 experts of 14336, MoE on odd layers).
+SHAPE_SET: dict[str, Callable[[], Model]] = {
+    "mamba-2.8b-shape-f16": lambda: mamba("mamba-2.8b", E=2560, L=64, DTR=160, V=50280),
+    "falcon-mamba-7b-shape-f16": lambda: mamba("falcon-mamba-7b", E=4096, L=64, DTR=256, V=65024, dt_b_c_rms=True),
+    "jamba-1.5-mini-shape-f16": lambda: jamba(
+        "jamba-1.5-mini", E=4096, H=32, FF=14336, NE=16, DTR=256, heads_kv=(0, 0, 0, 0, 8, 0, 0, 0), V=65536
+    ),
 }

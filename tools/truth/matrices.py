@@ -44,6 +44,23 @@ RECURRENT_EXTRA = [
     _s(2048, 2) | dict(type_k="q4_0", type_v="q8_0"),
     _s(2048, 2, n_rs_seq=2),
 ]
+# The Mamba-1 families' ubatches beside FULL's 128 and 512: 64 to 4096 (4096 asks past n_batch's 2048, which caps
+# it), flash attention on and off, 1 to 8 sequences (3 rounds the ubatch up to a multiple of 3), a context below the
+# ubatch, and a q8_0 cache (jamba's attention rotations).
+MAMBA1_UBATCHES = [
+    _s(c, n, t, fa, n_ubatch=ub)
+    for c, n, t, fa, ub in (
+        *((8192, n, "f16", fa, ub) for ub in (1024, 2048, 4096) for n in (1, 4) for fa in ("auto", "off")),
+        (2048, 1, "f16", "auto", 64),
+        (2048, 4, "f16", "off", 64),
+        (4096, 2, "f16", "auto", 256),
+        (8192, 8, "f16", "auto", 2048),
+        (8192, 8, "f16", "off", 1024),
+        (3000, 3, "f16", "off", 2048),
+        (1500, 5, "f16", "auto", 4096),
+        (8192, 4, "q8_0", "auto", 1024),
+    )
+]
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048]
 # The full-size shapes' dry runs (no_alloc=1): contexts to 32k, 1-4 streams, ubatch 128-2048.
@@ -122,6 +139,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         extra="swa_full=1",
     ),
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
+    "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
     "results_shapes_dryrun.jsonl": TruthFile(
         _subset(SHAPE_SET, *SCALE_SHAPES) | _subset(shapes.FAMILY_SET, *list(shapes.FAMILY_SET)[:8]),
@@ -130,6 +148,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", no_alloc dry run",
         cpu_variant="sapphirerapids",
+    ),
+    "results_mamba1_shapes_dryrun.jsonl": TruthFile(
+        recurrent.SHAPE_SET,
+        SHAPES + [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)],
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
     "results_floors_dryrun.jsonl": TruthFile(
         _subset(SHAPE_SET, *SCALE_SHAPES) | shapes.FAMILY_SET,
@@ -141,7 +166,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
     # The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer).
     "graph_dumps.jsonl": TruthFile(
         _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16")
-        | _subset(attention.FAMILY_SET, "command-r"),
+        | _subset(attention.FAMILY_SET, "command-r")
+        | _subset(recurrent.FAMILY_SET, "mamba", "jamba"),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
