@@ -211,11 +211,14 @@ class DecoderGraph:
         width_v = b.n_head_kv * b.head_v
         if g.flash_attention:
             gf.expand(set_rows(cache_v, view(v, (width_v, t), (v.nb[2],)), inputs.v_idxs))
-        else:  # llama_kv_cache::cpy_v, transposed V: one row per element
+        else:  # llama_kv_cache::cpy_v, transposed V: one row per element, padded to the widest layer's V
+            rows, widest = reshape(v, width_v, t), self.v_width_max()
+            if width_v < widest:
+                rows = op("PAD", F32, (widest, t), rows)
             gf.expand(
                 set_rows(
-                    reshape(cache_v, 1, cache_v.ne[0] * cache_v.ne[1] * cache_v.ne[2]),
-                    reshape(v, 1, width_v * t),
+                    reshape(cache_v, 1, widest * cache_v.ne[1] * cache_v.ne[2]),
+                    reshape(rows, 1, widest * t),
                     inputs.v_idxs,
                 )
             )
