@@ -44,8 +44,14 @@ RECURRENT_EXTRA = [
     _s(2048, 2) | dict(type_k="q4_0", type_v="q8_0"),
     _s(2048, 2, n_rs_seq=2),
 ]
-# FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache.
-SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048]
+# FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
+# attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
+SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
+    _s(512, 1, fa="off"),
+    _s(8192, 1, fa="off"),
+    _s(8192, 4, fa="off"),
+]
+SWA_FULL += [_s(8192, n, fa=fa, n_ubatch=u) for n, fa, u in itertools.product((1, 4), ("auto", "off"), (1024, 2048))]
 # The full-size shapes' dry runs (no_alloc=1): contexts to 32k, 1-4 streams, ubatch 128-2048.
 SHAPES = [
     _s(c, n, t, fa, unified=u, n_ubatch=ub)
