@@ -26,8 +26,9 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, KvCache, Mixer
+from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -452,6 +453,7 @@ class Graph:
     bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
     mixer: Mixer = Mixer.MAMBA2  # its recurrent blocks' kind, if it has any
     rope_switch: bool = False  # granite's loaders: rope.scaling.finetuned (default true) turns rope on in every layer
+    builder: GraphBuilder | None = None  # the architecture's own builder (estimator/graph_<arch>.py)
 
 
 DECODER = Graph()
@@ -469,6 +471,7 @@ SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV)
 RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV)
+GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -651,6 +654,7 @@ RULES: dict[str, ArchRule] = {
         tensors=tensors_gemma3n,
         window=Window(period_pattern, period=5),
         kv_from_start=twenty_layers_own_kv,
+        graph=GEMMA3N,
         tied_embedding_twice=True,
     ),
     "gemma4": ArchRule(

@@ -208,6 +208,8 @@ def graph_shape(
         bert_block=graph.bert_block,
         mixer=graph.mixer if rule.recurrence else Mixer.NONE,
         learned_positions=rule.parameters.position_embeddings,
+        kv_from_start=rule.kv_from_start(layers),
+        builder=graph.builder,
     )
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memfit.estimator.context import ContextGeometry
+    from memfit.estimator.ggml_graph import Graph
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,10 @@ class GraphLayer:
     rope: bool = True  # rope on Q and K (llama_hparams::has_rope; False: no position encoding, NoPE)
 
 
+# A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
+GraphBuilder = Callable[["GraphShape", "ContextGeometry", int], "Graph"]
+
+
 @dataclass(frozen=True)
 class GraphShape:
     """What llama.cpp's reserved graph is made of (llama-graph.cpp), for the compute buffer."""
@@ -96,6 +106,8 @@ class GraphShape:
     bert_block: bool = False  # BERT's blocks: LayerNorm after each residual add (src/models/bert.cpp)
     learned_positions: bool = False  # a position embedding table read by position (BERT), not rope
     mixer: Mixer = Mixer.NONE  # the recurrent blocks' kind
+    kv_from_start: int | None = None  # n_layer_kv_from_start: the later layers read an earlier layer's KV
+    builder: GraphBuilder | None = None  # the architecture's own builder (src/models/<arch>.cpp), if it has one
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
