@@ -26,8 +26,9 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, KvCache, Mixer
+from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -484,6 +485,7 @@ class Graph:
     rope: bool = True  # False: the builder ropes no layer (jamba.cpp)
     reads_tensors: bool = False  # `moe_layers` reads the tensor names (a file's): no graph where they are unknown
     residual_first: bool = False  # ggml_add(residual, block output), not (output, residual): lfm2.cpp, jamba.cpp
+    builder: GraphBuilder | None = None  # the architecture's own builder (estimator/graph_<arch>.py)
 
 
 DECODER = Graph()
@@ -512,6 +514,7 @@ SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV)
 RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV)
+GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -694,6 +697,7 @@ RULES: dict[str, ArchRule] = {
         tensors=tensors_gemma3n,
         window=Window(period_pattern, period=5),
         kv_from_start=twenty_layers_own_kv,
+        graph=GEMMA3N,
         tied_embedding_twice=True,
     ),
     "gemma4": ArchRule(

@@ -215,6 +215,8 @@ def graph_shape(
         learned_positions=rule.parameters.position_embeddings,
         layer_norm=graph.layer_norm,
         parallel_block=graph.parallel_block,
+        kv_from_start=rule.kv_from_start(layers),
+        builder=graph.builder,
     )
 
 

@@ -146,7 +146,7 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
     only without sliding or chunked layers (their two masks and score matrices leave holes not modelled here)."""
     if (
         geometry.n_ubatch > MAX_DERIVED_UBATCH or geometry.swa_full
-    ):  # swa_full: never forecast (llama.cpp tools' default off)
+    ):  # swa_full: the phases' holes were never measured with full-size sliding caches
         return False
     return geometry.flash_attention or not any(layer.window for layer in graph.distinct_layers)
 
@@ -168,8 +168,6 @@ def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -
     """(floor, ceiling) of the compute buffer llama.cpp reserves for this graph and workload, or None where the
     rule is not derived: the buffer ggml-alloc sizes for the rebuilt graph (estimator/compute_graph.py) where it is
     rebuilt, else the widest phase below (see `derived_for`)."""
-    if geometry.swa_full:  # never forecast (llama.cpp tools' default off)
-        return None
     if buildable(graph):
         reserved = replayed(graph, n_vocab, geometry).size
         margin = replay_margin(graph, ubatch_tokens(geometry))
@@ -189,7 +187,7 @@ def compute_fallback(graph: GraphShape, n_vocab: int, geometry: ContextGeometry,
     request `n_ubatch`): ggml-alloc's best fit can place a larger graph in a smaller buffer, but never below the
     bytes alive at once, which only grow with the context; and the margin grows with the ubatch's tokens (at most
     to the requested ubatch). 0 for the phase rule, whose bounds only grow."""
-    if geometry.swa_full or not buildable(graph):
+    if not buildable(graph):
         return 0
     found = replayed(graph, n_vocab, geometry)
     t = ubatch_tokens(geometry)

@@ -221,7 +221,7 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        gf, t, g = self.gf, self.t, self.geometry
+        gf, t = self.gf, self.t
         q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
         k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
         if b.qk_layer_norm:
@@ -237,16 +237,25 @@ class DecoderGraph:
             v = self.hadamard(v, v_rot)
         for x in (q, v, k):
             gf.expand(x)
+        return self.store_and_attend(b, q, k, v, inputs)
+
+    def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+        """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha, the
+        output projection."""
+        gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
         width_v = b.n_head_kv * b.head_v
         if g.flash_attention:
             gf.expand(set_rows(cache_v, view(v, (width_v, t), (v.nb[2],)), inputs.v_idxs))
-        else:  # llama_kv_cache::cpy_v, transposed V: one row per element
+        else:  # llama_kv_cache::cpy_v, transposed V: one row per element, padded to the widest layer's V
+            rows, widest = reshape(v, width_v, t), self.v_width_max()
+            if width_v < widest:
+                rows = op("PAD", F32, (widest, t), rows)
             gf.expand(
                 set_rows(
-                    reshape(cache_v, 1, cache_v.ne[0] * cache_v.ne[1] * cache_v.ne[2]),
-                    reshape(v, 1, width_v * t),
+                    reshape(cache_v, 1, widest * cache_v.ne[1] * cache_v.ne[2]),
+                    reshape(rows, 1, widest * t),
                     inputs.v_idxs,
                 )
             )
@@ -533,6 +542,8 @@ class EncoderGraph:
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    if shape.builder is not None:
+        return shape.builder(shape, geometry, n_vocab)
     if shape.bert_block:
         return EncoderGraph(shape, geometry).build()
     return DecoderGraph(shape, geometry, n_vocab).build()

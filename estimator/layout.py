@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memfit.estimator.context import ContextGeometry
+    from memfit.estimator.ggml_graph import Graph
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,10 @@ class GraphLayer:
     qk_layer_norm: bool = False  # LayerNorm (ggml_norm: new tensors) of Q and K per head before rope
 
 
+# A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
+GraphBuilder = Callable[["GraphShape", "ContextGeometry", int], "Graph"]
+
+
 @dataclass(frozen=True)
 class GraphShape:
     """What llama.cpp's reserved graph is made of (llama-graph.cpp), for the compute buffer."""
@@ -101,6 +111,8 @@ class GraphShape:
     layer_norm: bool = False  # the trunk's norms are LayerNorm (LLM_NORM: ggml_norm), not RMS norm
     parallel_block: bool = False  # attention and FFN side by side on one normed input (command-r.cpp)
     residual_first: bool = False  # the builder adds a block's output to the residual, not back (lfm2.cpp, jamba.cpp)
+    kv_from_start: int | None = None  # n_layer_kv_from_start: the later layers read an earlier layer's KV
+    builder: GraphBuilder | None = None  # the architecture's own builder (src/models/<arch>.cpp), if it has one
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

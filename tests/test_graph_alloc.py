@@ -50,7 +50,6 @@ def _measured_runs() -> list[tuple[str, dict, object, int]]:
     cache, by_id, found = ArtifactCache(), {e.model_id: e for e in Catalog().entries}, []
     for path in sorted(DATA.glob("*.jsonl")):
         runs = [r for r in load(path) if "compute_bytes" in r and not accuracy.unmodelled(r)]
-        runs = [r for r in runs if not accuracy.settings(r).get("swa_full")]
         if path == accuracy.CATALOG_TRUTH:
             entries = [(r, by_id[r["model"]]) for r in runs]
             pairs = [(r, derive_layout(e.metadata, e.architecture), e.n_vocab, e.architecture) for r, e in entries]

@@ -175,6 +175,16 @@ def test_every_recorded_run_is_compared_or_unknown_with_its_reason(recorded: dic
     assert derived <= {a for a, rule in RULES.items() if rule.graph is not None} and len(derived) > 55
 
 
+def test_full_size_sliding_caches_are_answered_where_the_graph_is_rebuilt(
+    recorded: dict[str, list[BoundsRow]],
+) -> None:
+    """llama.cpp's swa_full (every sliding cache as large as the context): each run of a rebuilt graph is compared
+    (its masks and score matrices over the whole context), none answers unknown."""
+    rows = recorded["results_attn_swafull.jsonl"]
+    rebuilt = [r for r in rows if RULES[architecture(r.record)].graph is not None]
+    assert len(rebuilt) >= 57 and all(r.status == "inside" for r in rebuilt)
+
+
 def _broken(rows: list[BoundsRow], holds: Callable[[BoundsRow], bool]) -> dict[str, list[str]]:
     """The compared runs where `holds` fails, by architecture."""
     found = {
@@ -194,12 +204,13 @@ def test_bounds_hold_within_tolerance_on_every_recorded_run(recorded: dict[str, 
 
 # The architectures that meet the goal on every compared run: both bounds within max(1%, 8 MiB) of llama.cpp's
 # whole allocation and the workspace's within 8 MiB of its compute + output buffers (scripts/accuracy --bounds
-# counts the others: phase-rule families, graphs not checked node for node)
+# counts the others: phase-rule families, graphs not checked node for node; cohere2's parallel LayerNorm blocks and
+# gemma4's normed, shared-KV blocks are not, and miss by 4 MiB at ubatch 2048 in results_attn_swafull.jsonl)
 TIGHT = {
-    "afmoe", "bert", "cohere2", "cohere2moe", "command-r", "exaone-moe", "exaone4", "gemma", "gemma2", "gemma3",
-    "gemma4", "glm4moe", "gpt-oss", "granite", "granite_swa", "granitehybrid", "jamba", "laguna", "lfm2", "lfm2moe",
-    "llama", "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer",
-    "nomic-bert", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
+    "afmoe", "bert", "cohere2moe", "command-r", "exaone-moe", "exaone4", "gemma", "gemma2", "gemma3", "gemma3n",
+    "glm4moe", "gpt-oss", "granite", "granite_swa", "granitehybrid", "jamba", "laguna", "lfm2", "lfm2moe", "llama",
+    "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer", "nomic-bert",
+    "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
 }  # fmt: skip
 
 

@@ -63,6 +63,19 @@ MAMBA1_UBATCHES = [
 ]
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048]
+# FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
+# attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
+SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
+    _s(512, 1, fa="off"),
+    _s(8192, 1, fa="off"),
+    _s(8192, 4, fa="off"),
+]
+SWA_FULL += [_s(8192, n, fa=fa, n_ubatch=u) for n, fa, u in itertools.product((1, 4), ("auto", "off"), (1024, 2048))]
+# Ubatches 64-2048 (a larger request is capped by n_batch 2048), flash attention on and off, 1 and 4 streams.
+WIDE = [
+    _s(c, n, fa=fa, n_ubatch=u)
+    for (c, n), fa, u in itertools.product(((4096, 1), (8192, 4)), ("auto", "off"), (64, 1024, 2048))
+]
 # The full-size shapes' dry runs (no_alloc=1): contexts to 32k, 1-4 streams, ubatch 128-2048.
 SHAPES = [
     _s(c, n, t, fa, unified=u, n_ubatch=ub)
@@ -167,7 +180,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "graph_dumps.jsonl": TruthFile(
         _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16")
         | _subset(attention.FAMILY_SET, "command-r")
-        | _subset(recurrent.FAMILY_SET, "mamba", "jamba"),
+        | _subset(recurrent.FAMILY_SET, "mamba", "jamba")
+        | _subset(attention.FAMILY_SET, "gemma3n-shared"),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
@@ -180,6 +194,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", no_alloc dry run",
     ),
+    "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_tiny_real.jsonl": TruthFile(
         tiny_real.FAMILY_SET,
         [s for _, s in tiny_real.SETTINGS],
