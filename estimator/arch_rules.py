@@ -452,6 +452,11 @@ class Graph:
     bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
     mixer: Mixer = Mixer.MAMBA2  # its recurrent blocks' kind, if it has any
     rope_switch: bool = False  # granite's loaders: rope.scaling.finetuned (default true) turns rope on in every layer
+    qk_norm: bool = False  # build_norm on Q and K after build_qkv (views of a fused QKV: a new tensor each)
+    fused_up: bool = False  # build_ffn with no gate: one ffn_up of 2 x n_ff, swiglu over its halves
+    deci_blocks: bool = False  # src/models/deci.cpp: per-layer attention-free, "linear attention" and FFN-free blocks
+    residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
+    ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
 
 
 DECODER = Graph()
@@ -459,7 +464,9 @@ SAME_DECODER = Graph(node_for_node=True)
 GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
 NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state for next-token prediction
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
-FUSED_QKV = Graph(fused_qkv=True)
+PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
+OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
+DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
 EMBEDDER = Graph(logits=False, cache_attention=False)
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
 MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA)
@@ -532,7 +539,7 @@ _QWEN_NEXT = Recurrence(every_4th_attends)
 RULES: dict[str, ArchRule] = {
     # create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes)
     "llama": ArchRule(tensors=tensors_llama, llm_type_70b=llama_70b, graph=SAME_DECODER, counted=True),
-    "deci": CHECKED,
+    "deci": ArchRule(graph=DECI),
     "falcon": PLAIN,
     "grok": PLAIN,
     "gpt2": ArchRule(parameters=LEARNED_POSITIONS),
@@ -554,7 +561,7 @@ RULES: dict[str, ArchRule] = {
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
-    "phi3": ArchRule(tensors=tensors_phi3, graph=FUSED_QKV, counted=True),
+    "phi3": ArchRule(tensors=tensors_phi3, graph=PHI3, counted=True),
     "phimoe": PLAIN,
     "plamo": PLAIN,
     "codeshell": PLAIN,
@@ -568,7 +575,7 @@ RULES: dict[str, ArchRule] = {
     "dbrx": PLAIN,
     "olmo": PLAIN,
     "olmoe": PLAIN,
-    "openelm": ArchRule(graph=FUSED_QKV),
+    "openelm": ArchRule(graph=OPENELM),
     "arctic": PLAIN,
     "deepseek": PLAIN,
     "chatglm": PLAIN,

@@ -196,6 +196,9 @@ def graph_shape(
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
                 ssm=ssm if recurrent and graph.mixer is Mixer.MAMBA2 else None,
                 rope=rope or not attends,
+                qk_norm=graph.qk_norm and attends,
+                fused_up=graph.fused_up and dense_ff > 0,
+                wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
             )
         )
     return GraphShape(
@@ -208,6 +211,9 @@ def graph_shape(
         bert_block=graph.bert_block,
         mixer=graph.mixer if rule.recurrence else Mixer.NONE,
         learned_positions=rule.parameters.position_embeddings,
+        deci_blocks=graph.deci_blocks,
+        residual_first=graph.residual_first,
+        ffn_residual_first=graph.ffn_residual_first,
     )
 
 

@@ -81,6 +81,9 @@ class GraphLayer:
     n_rot: int = 0  # MLA: the rope part of each key head
     ssm: Ssm | None = None  # a Mamba-2 block's sizes
     rope: bool = True  # rope on Q and K (llama_hparams::has_rope; False: no position encoding, NoPE)
+    qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)
+    fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
+    wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ class GraphShape:
     bert_block: bool = False  # BERT's blocks: LayerNorm after each residual add (src/models/bert.cpp)
     learned_positions: bool = False  # a position embedding table read by position (BERT), not rope
     mixer: Mixer = Mixer.NONE  # the recurrent blocks' kind
+    deci_blocks: bool = False  # src/models/deci.cpp: blocks without attention or without FFN (see DecoderGraph)
+    residual_first: bool = False  # ffn_inp = ggml_add(residual, attention's output), not (output, residual)
+    ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
