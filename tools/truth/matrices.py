@@ -44,6 +44,23 @@ RECURRENT_EXTRA = [
     _s(2048, 2) | dict(type_k="q4_0", type_v="q8_0"),
     _s(2048, 2, n_rs_seq=2),
 ]
+# Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
+# on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
+# phase rule does not.
+WIDE_UBATCH = [
+    _s(8192, 1, n_ubatch=64),
+    _s(8192, 1, fa="off", n_ubatch=64),
+    _s(8192, 1, n_ubatch=1024),
+    _s(8192, 4, fa="off", n_ubatch=1024),
+    _s(8192, 1, n_ubatch=2048),
+    _s(8192, 1, fa="off", n_ubatch=2048),
+    _s(8192, 4, "q8_0", n_ubatch=2048),
+    _s(8192, 8, n_ubatch=2048),
+    _s(8192, 8, fa="off", n_ubatch=2048),
+    _s(8192, 1, n_ubatch=4096),
+    _s(16384, 8, fa="off", n_ubatch=4096),
+    _s(3000, 3, n_ubatch=4096),
+]
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048]
 # The full-size shapes' dry runs (no_alloc=1): contexts to 32k, 1-4 streams, ubatch 128-2048.
@@ -108,6 +125,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         cpu_variant="sapphirerapids",
     ),
     "results_attn.jsonl": TruthFile(attention.FAMILY_SET, FULL),
+    "results_attn_ubatch.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"), WIDE_UBATCH
+    ),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
         SWA_FULL,
