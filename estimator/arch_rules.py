@@ -484,8 +484,12 @@ class Graph:
     ssm_norms: Callable[[HParams], bool] = dt_b_c_rms  # build_mamba_layer: RMS norms on dt, B and C (Mamba-1)
     rope: bool = True  # False: the builder ropes no layer (jamba.cpp)
     reads_tensors: bool = False  # `moe_layers` reads the tensor names (a file's): no graph where they are unknown
-    residual_first: bool = False  # ggml_add(residual, block output), not (output, residual): lfm2.cpp, jamba.cpp
     builder: GraphBuilder | None = None  # the architecture's own builder (estimator/graph_<arch>.py)
+    qk_norm: bool = False  # build_norm on Q and K after build_qkv (views of a fused QKV: a new tensor each)
+    fused_up: bool = False  # build_ffn with no gate: one ffn_up of 2 x n_ff, swiglu over its halves
+    deci_blocks: bool = False  # src/models/deci.cpp: per-layer attention-free, "linear attention" and FFN-free blocks
+    residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
+    ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
 
 
 DECODER = Graph()
@@ -497,6 +501,9 @@ FUSED_QKV = Graph(fused_qkv=True)
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
+PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
+OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
+DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
 EMBEDDER = Graph(logits=False, cache_attention=False)
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
 MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA, node_for_node=True)
@@ -507,10 +514,11 @@ JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     moe_layers=experts_where_routed,
     reads_tensors=True,
     residual_first=True,
+    ffn_residual_first=True,
 )
 GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
-SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True)
+SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True, ffn_residual_first=True)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV)
 RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV)
@@ -578,7 +586,7 @@ _QWEN_NEXT = Recurrence(every_4th_attends)
 RULES: dict[str, ArchRule] = {
     # create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes)
     "llama": ArchRule(tensors=tensors_llama, llm_type_70b=llama_70b, graph=SAME_DECODER, counted=True),
-    "deci": CHECKED,
+    "deci": ArchRule(graph=DECI),
     "falcon": PLAIN,
     "grok": PLAIN,
     "gpt2": ArchRule(parameters=LEARNED_POSITIONS),
@@ -600,7 +608,7 @@ RULES: dict[str, ArchRule] = {
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
-    "phi3": ArchRule(tensors=tensors_phi3, graph=FUSED_QKV, counted=True),
+    "phi3": ArchRule(tensors=tensors_phi3, graph=PHI3, counted=True),
     "phimoe": PLAIN,
     "plamo": PLAIN,
     "codeshell": PLAIN,
@@ -614,7 +622,7 @@ RULES: dict[str, ArchRule] = {
     "dbrx": PLAIN,
     "olmo": PLAIN,
     "olmoe": PLAIN,
-    "openelm": ArchRule(graph=FUSED_QKV),
+    "openelm": ArchRule(graph=OPENELM),
     "arctic": PLAIN,
     "deepseek": PLAIN,
     "chatglm": PLAIN,

@@ -200,6 +200,9 @@ def graph_shape(
                 ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA) else None,
                 rope=rope or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
+                qk_norm=graph.qk_norm and attends,
+                fused_up=graph.fused_up and dense_ff > 0,
+                wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
             )
         )
     return GraphShape(
@@ -211,12 +214,14 @@ def graph_shape(
         node_for_node=graph.node_for_node,
         bert_block=graph.bert_block,
         mixer=graph.mixer if rule.recurrence else Mixer.NONE,
-        residual_first=graph.residual_first,
         learned_positions=rule.parameters.position_embeddings,
         layer_norm=graph.layer_norm,
         parallel_block=graph.parallel_block,
         kv_from_start=rule.kv_from_start(layers),
         builder=graph.builder,
+        deci_blocks=graph.deci_blocks,
+        residual_first=graph.residual_first,
+        ffn_residual_first=graph.ffn_residual_first,
     )
 
 

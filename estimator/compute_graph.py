@@ -56,8 +56,7 @@ def buildable(graph: GraphShape) -> bool:
         graph.logits
         and graph.cache_attention
         and all(
-            not b.fused_qkv
-            and (b.n_head > 0) != (b.recurrent_in > 0)
+            ((b.n_head > 0) != (b.recurrent_in > 0) or graph.deci_blocks and not b.recurrent_in)
             and (not b.recurrent_in or graph.mixer is Mixer.SHORT_CONV or _whole(graph, b.ssm))
             for b in graph.layers
         )
@@ -124,21 +123,24 @@ class DecoderGraph:
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
         out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
         last = len(self.shape.layers) - 1
-        first = self.shape.residual_first
         for il, block in enumerate(self.shape.layers):
             if self.shape.parallel_block:
                 inp_l = self.parallel_block(block, inp_l, out_ids if il == last else None)
+                continue
+            if self.shape.deci_blocks:
+                inp_l = self.deci_block(block, inp_l, out_ids if il == last else None)
                 continue
             inp_sa = inp_l
             cur = self.mixer(block, self.block_norm(inp_l))
             if il == last and not self.shape.hidden_output:  # the last layer keeps only the output rows
                 cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
-            ffn_inp = same_shape(inp_sa, "ADD", cur) if first else same_shape(cur, "ADD", inp_sa)
+            ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
             out = self.ffn(block, self.block_norm(ffn_inp))
-            inp_l = same_shape(ffn_inp, "ADD", out) if first else same_shape(out, "ADD", ffn_inp)
+            ffn_first = self.shape.ffn_residual_first
+            inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
@@ -168,6 +170,22 @@ class DecoderGraph:
     def layer_norm(x: Tensor) -> Tensor:
         """build_norm with LLM_NORM: ggml_norm (a new tensor), then the weight in place."""
         return same_shape(op("NORM", F32, x.ne, x), "MUL")
+
+    def deci_block(self, b: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
+        """src/models/deci.cpp's block: an attention-free one hands the residual stream to the FFN as it is, a
+        "linear attention" one is wo alone, and one without FFN drops its output (the next block reads its input;
+        its attention still writes the cache). `out_ids`: the last block's output rows."""
+        e, attends = self.shape.n_embd, b.n_head > 0 or b.wo_only
+        cur = inp_sa = inp_l
+        if attends:
+            cur = self.norm(inp_l)
+            cur = mul_mat(None, cur, e) if b.wo_only else self.attention(b, cur)
+        if out_ids is not None:
+            cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
+        if not b.n_ff:
+            return inp_l
+        ffn_inp = same_shape(cur, "ADD", inp_sa) if attends else cur
+        return same_shape(self.ffn(b, self.norm(ffn_inp)), "ADD", ffn_inp)
 
     def cache_inputs(self, block: GraphLayer) -> CacheInputs:
         """The inputs of the block's cache (llama_kv_cache_iswa: the full and the sliding cache have their own):
@@ -203,11 +221,13 @@ class DecoderGraph:
         return same_shape(same_shape(x, "RMS_NORM"), "MUL")
 
     def cache(self, block: GraphLayer) -> tuple[Tensor, Tensor]:
-        """The layer's K and V cache tensors (their own buffer): [width, cells, streams]."""
+        """The layer's K and V cache tensors (their own buffer): [width, cells, streams], a transposed V as wide as
+        the widest layer's (llama_kv_cache: n_embd_v_gqa_max without flash attention)."""
         g = self.geometry
         cells = window_cells(block.window, g)
+        width_v = block.n_head_kv * block.head_v if g.flash_attention else self.v_width_max()
         k = new_tensor(F16, block.n_head_kv * block.head_k, cells, g.n_stream, external=True)
-        v = new_tensor(F16, block.n_head_kv * block.head_v, cells, g.n_stream, external=True)
+        v = new_tensor(F16, width_v, cells, g.n_stream, external=True)
         return k, v
 
     def hadamard(self, x: Tensor, rot: Tensor) -> Tensor:
@@ -222,13 +242,13 @@ class DecoderGraph:
         if b.kv_lora:
             return self.mla_attention(b, cur)
         gf, t = self.gf, self.t
-        q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
-        k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+        q, k, v = build_qkv(b, cur, t)
+        if b.qk_norm:
+            q, k = self.norm(q), self.norm(k)
         if b.qk_layer_norm:
             q, k = self.layer_norm(q), self.layer_norm(k)
-        if b.rope:  # in place; without it Q and K stay views of their projections
+        if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
@@ -248,14 +268,14 @@ class DecoderGraph:
         width_v = b.n_head_kv * b.head_v
         if g.flash_attention:
             gf.expand(set_rows(cache_v, view(v, (width_v, t), (v.nb[2],)), inputs.v_idxs))
-        else:  # llama_kv_cache::cpy_v, transposed V: one row per element, padded to the widest layer's V
-            rows, widest = reshape(v, width_v, t), self.v_width_max()
-            if width_v < widest:
-                rows = op("PAD", F32, (widest, t), rows)
+        else:  # llama_kv_cache::cpy_v, transposed V: contiguous, padded to the cache's width, one row per element
+            rows = reshape(v, width_v, t) if v.nb[2] == width_v * FLOAT else cont(v, width_v, t)
+            if width_v < cache_v.ne[0]:
+                rows = op("PAD", F32, (cache_v.ne[0], t), rows)
             gf.expand(
                 set_rows(
-                    reshape(cache_v, 1, widest * cache_v.ne[1] * cache_v.ne[2]),
-                    reshape(rows, 1, widest * t),
+                    reshape(cache_v, 1, cache_v.ne[0] * cache_v.ne[1] * cache_v.ne[2]),
+                    reshape(rows, 1, rows.ne[0] * t),
                     inputs.v_idxs,
                 )
             )
@@ -438,14 +458,18 @@ class DecoderGraph:
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated)
+            return self.dense(cur, b.n_ff, b.gated, b.fused_up)
         out = self.moe(b, cur)
         return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True)) if b.n_ff_shexp else out
 
     @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool) -> Tensor:
-        """build_ffn: gate and up, then GLU (a new tensor) | up, then the activation in place; then down."""
-        if gated:
+    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False) -> Tensor:
+        """build_ffn: gate and up, then GLU (a new tensor) | one up 2 x n_ff wide, ggml_swiglu over its halves (a
+        new tensor) | up, then the activation in place; then down."""
+        if fused_up:
+            up = mul_mat(None, cur, 2 * n_ff)
+            act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
+        elif gated:
             act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff))
         else:
             act = same_shape(mul_mat(None, cur, n_ff), "GELU")
@@ -515,16 +539,7 @@ class EncoderGraph:
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
         t, g = self.t, self.geometry
         rope = not self.shape.learned_positions
-        if b.fused_qkv:  # wqkv, Q K V as views of it
-            qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
-            nb = (b.head_k * FLOAT, qkv.nb[1])
-            q = view(qkv, (b.head_k, b.n_head, t), nb)
-            k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
-            v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
-        else:
-            q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
-            k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
-            v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
+        q, k, v = build_qkv(b, cur, t)
         if rope:
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
         for x in (q, k, v):
@@ -539,6 +554,22 @@ class EncoderGraph:
         v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
         kqv = mul_mat_t(v_cont, kq)
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
+def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
+    """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
+    view with the same strides) | wq, wk, wv, each reshaped to [head, heads, T]."""
+    if b.fused_qkv:
+        qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
+        nb = (b.head_k * FLOAT, qkv.nb[1])
+        q = view(qkv, (b.head_k, b.n_head, t), nb)
+        k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
+        v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
+        return q, k, v
+    q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
+    k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+    v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
+    return q, k, v
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

@@ -89,6 +89,9 @@ class GraphLayer:
     ssm: Ssm | None = None  # a Mamba block's sizes
     rope: bool = True  # rope on Q and K (llama_hparams::has_rope; False: no position encoding, NoPE)
     qk_layer_norm: bool = False  # LayerNorm (ggml_norm: new tensors) of Q and K per head before rope
+    qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)
+    fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
+    wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -110,9 +113,11 @@ class GraphShape:
     mixer: Mixer = Mixer.NONE  # the recurrent blocks' kind
     layer_norm: bool = False  # the trunk's norms are LayerNorm (LLM_NORM: ggml_norm), not RMS norm
     parallel_block: bool = False  # attention and FFN side by side on one normed input (command-r.cpp)
-    residual_first: bool = False  # the builder adds a block's output to the residual, not back (lfm2.cpp, jamba.cpp)
     kv_from_start: int | None = None  # n_layer_kv_from_start: the later layers read an earlier layer's KV
     builder: GraphBuilder | None = None  # the architecture's own builder (src/models/<arch>.cpp), if it has one
+    deci_blocks: bool = False  # src/models/deci.cpp: blocks without attention or without FFN (see DecoderGraph)
+    residual_first: bool = False  # ffn_inp = ggml_add(residual, the mixer's output), not (output, residual)
+    ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

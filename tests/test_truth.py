@@ -207,10 +207,10 @@ def test_bounds_hold_within_tolerance_on_every_recorded_run(recorded: dict[str, 
 # counts the others: phase-rule families, graphs not checked node for node; cohere2's parallel LayerNorm blocks and
 # gemma4's normed, shared-KV blocks are not, and miss by 4 MiB at ubatch 2048 in results_attn_swafull.jsonl)
 TIGHT = {
-    "afmoe", "bert", "cohere2moe", "command-r", "exaone-moe", "exaone4", "gemma", "gemma2", "gemma3", "gemma3n",
+    "afmoe", "bert", "cohere2moe", "command-r", "deci", "exaone-moe", "exaone4", "gemma", "gemma2", "gemma3", "gemma3n",
     "glm4moe", "gpt-oss", "granite", "granite_swa", "granitehybrid", "jamba", "laguna", "lfm2", "lfm2moe", "llama",
     "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer", "nomic-bert",
-    "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
+    "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
 }  # fmt: skip
 
 
@@ -290,8 +290,9 @@ def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]
 
 
 # llama.cpp's dry runs on its haswell CPU variant (tests/data/results_floors_dryrun.jsonl): 7 sequences over real-scale
-# shapes (the ubatch rounded up to 518 / 2051 tokens, the outputs 512 / 2048) and granite-4.0-h without rope
-# (rope.scaling.finetuned false) with flash attention off at ubatch 256-2048, and the settings llama.cpp refused.
+# shapes (the ubatch rounded up to 518 / 2051 tokens, the outputs 512 / 2048), granite-4.0-h without rope
+# (rope.scaling.finetuned false) with flash attention off at ubatch 256-2048, phi-4, Phi-4-mini, OpenELM-3B and a
+# Nemotron-51B-style deci at ubatch 128-4096, and the settings llama.cpp refused.
 # Each row: the models from tools.accuracy.write_models, then the harness's probe (node-llama-cpp 3.21.1's libllama)
 # `mem_probe_nlc MODEL.gguf n_ctx=N n_seq=S type_k=K type_v=V fa=F unified=0 mmap=0 n_ubatch=U decode=0
 # no_alloc=1 backend_dir=DIR` (DIR: links to that release's libs with libggml-cpu-haswell.so the only CPU

@@ -140,18 +140,23 @@ def qwen2_bias() -> Model:
     return m
 
 
+def phi3_blocks(m: Model, *, E: int, F: int, L: int, H: int, Hkv: int, D: int, w: QT) -> None:
+    """phi3's embeddings (untied) and blocks: a fused attn_qkv, one ffn_up 2 x F wide (gate and up)."""
+    embeddings(m, E, m.vocab, w, tied=False)
+    for i in range(L):
+        attention(m, i, E, H, Hkv, D, w, fused=True)
+        m.tensor(f"blk.{i}.ffn_norm.weight", [E], F32)
+        m.tensor(f"blk.{i}.ffn_up.weight", [E, 2 * F], w)
+        m.tensor(f"blk.{i}.ffn_down.weight", [F, E], w)
+
+
 def phi3_swa() -> Model:
     """phi3 (fused attn_qkv, fused gate+up) with sliding_window 128: llama.cpp disables Phi SWA, full cache.
     (The name avoids "phi3", which makes llama-vocab look up phi-3 special tokens.)"""
     E, FF = 256, 512
     m = _model("phi3", "tiny-phi-three-swa", ctx=4096, embd=E, layers=4, ff=FF, heads=8, heads_kv=4, eps=1e-5)
     m.arch_kv(rope__dimension_count=32, attention__sliding_window=128)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(4):
-        attention(m, i, E, 8, 4, 32, F16, fused=True)
-        m.tensor(f"blk.{i}.ffn_norm.weight", [E], F32)
-        m.tensor(f"blk.{i}.ffn_up.weight", [E, 2 * FF], F16)
-        m.tensor(f"blk.{i}.ffn_down.weight", [FF, E], F16)
+    phi3_blocks(m, E=E, F=FF, L=4, H=8, Hkv=4, D=32, w=F16)
     return m
 
 
@@ -228,16 +233,22 @@ def deci_arr() -> Model:
         eps=1e-5,
     )
     m.arch_kv(rope__dimension_count=hd, vocab_size=VOCAB)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(6):
-        if heads_kv[i]:
-            attention(m, i, E, heads[i], heads_kv[i], hd, F16)
-        elif heads[i]:
-            m.tensor(f"blk.{i}.attn_norm.weight", [E], F32)
-            m.tensor(f"blk.{i}.attn_output.weight", [E, E], F16)
-        if ff[i]:
-            feed_forward(m, i, E, ff[i], F16)
+    deci_blocks(m, E=E, D=hd, heads=heads, heads_kv=heads_kv, ff=ff, w=F16)
     return m
+
+
+def deci_blocks(m: Model, *, E: int, D: int, heads: list[int], heads_kv: list[int], ff: list[int], w: QT) -> None:
+    """deci's embeddings (untied) and blocks: attention where a layer has KV heads, attn_norm and a square wo alone
+    where it has heads only ("linear attention"), nothing where it has none; a SwiGLU FFN where its width is > 0."""
+    embeddings(m, E, m.vocab, w, tied=False)
+    for i, (h, kv, f) in enumerate(zip(heads, heads_kv, ff, strict=True)):
+        if kv:
+            attention(m, i, E, h, kv, D, w)
+        elif h:
+            m.tensor(f"blk.{i}.attn_norm.weight", [E], F32)
+            m.tensor(f"blk.{i}.attn_output.weight", [E, E], w)
+        if f:
+            feed_forward(m, i, E, f, w)
 
 
 def openelm_arr() -> Model:
@@ -248,11 +259,16 @@ def openelm_arr() -> Model:
         "openelm", "tiny-openelm-arr", ctx=2048, embd=E, layers=4, ff=ff, heads=heads, heads_kv=heads_kv, head_dim=hd
     )
     m.arch_kv(rope__dimension_count=hd)
-    embeddings(m, E, VOCAB, F16, tied=True)
-    for i in range(4):
-        attention(m, i, E, heads[i], heads_kv[i], hd, F16, qk_norm=True, fused=True)
-        feed_forward(m, i, E, ff[i], F16)
+    openelm_blocks(m, E=E, D=hd, heads=heads, heads_kv=heads_kv, ff=ff, w=F16)
     return m
+
+
+def openelm_blocks(m: Model, *, E: int, D: int, heads: list[int], heads_kv: list[int], ff: list[int], w: QT) -> None:
+    """openelm's embeddings (tied) and blocks: a fused attn_qkv with q/k norms, a SwiGLU FFN, per-layer widths."""
+    embeddings(m, E, m.vocab, w, tied=True)
+    for i, (h, kv, f) in enumerate(zip(heads, heads_kv, ff, strict=True)):
+        attention(m, i, E, h, kv, D, w, qk_norm=True, fused=True)
+        feed_forward(m, i, E, f, w)
 
 
 # --- sliding-window interleaves -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tools.families.attention import deci_blocks, openelm_blocks, phi3_blocks
 from tools.gguf_writers import (
     QT,
     Model,
@@ -133,6 +134,30 @@ def granitehybrid(
     return m
 
 
+def phi3(name: str, *, E: int, F: int, L: int, H: int, Hkv: int, D: int, V: int, rope: int) -> Model:
+    """A phi3 (fused attn_qkv, one ffn_up for gate and up), Q4_0, rope over `rope` of each head's D."""
+    m = Model("phi3", vocab=V, tokenizer="llama")
+    head_dim = None if D == E // H else D
+    transformer_kv(m, ctx=131072, embd=E, layers=L, ff=F, heads=H, heads_kv=Hkv, eps=1e-5, name=name, head_dim=head_dim)
+    m.arch_kv(rope__dimension_count=rope)
+    phi3_blocks(m, E=E, F=F, L=L, H=H, Hkv=Hkv, D=D, w=QT.Q4_0)
+    return m
+
+
+def per_layer(arch: str, name: str, *, E: int, D: int, V: int, layers: list[tuple[int, int, int]]) -> Model:
+    """An openelm (fused QKV, q/k norms, tied) or a deci (attention-free, wo-only and FFN-free layers), Q4_0,
+    each layer's (heads, KV heads, FFN width) its own."""
+    heads, heads_kv, ff = (list(column) for column in zip(*layers, strict=True))
+    m = Model(arch, vocab=V, tokenizer="llama")
+    transformer_kv(m, ctx=131072, embd=E, layers=len(ff), ff=ff, heads=heads, heads_kv=heads_kv, eps=1e-5, name=name)
+    m.arch_kv(rope__dimension_count=D, attention__key_length=D, attention__value_length=D, vocab_size=V)
+    blocks = openelm_blocks if arch == "openelm" else deci_blocks
+    blocks(m, E=E, D=D, heads=heads, heads_kv=heads_kv, ff=ff, w=QT.Q4_0)
+    return m
+
+
+_OPENELM_3B = [(12, 3, 1536), (16, 4, 3584), (16, 4, 5632), (20, 5, 7680), (20, 5, 9984), (24, 6, 12288)]
+_DECI_51B = [(64, 8, 28672), (64, 8, 14336), (64, 0, 5376), (0, 0, 11264), (64, 8, 0), (64, 8, 28672)]
 _GRANITE_H_1B: dict[str, Any] = dict(
     E=1536, F=4096, L=40, attn_every=10, attn_at=5, H=12, Hkv=4, V=100352, d_inner=3072, d_state=128, ssm_heads=48
 )
@@ -180,4 +205,13 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     # the same two without rope, as granite-4.0-h's published GGUFs are
     "granite-4.0-h-small-nope-shape": lambda: granitehybrid("ghsmall", **_GRANITE_H_SMALL, nope=True),
     "granite-4.0-h-1b-nope-shape": lambda: granitehybrid("gh1b", **_GRANITE_H_1B, nope=True),
+    # phi-4 (40 layers of 5120, 40 heads over 10 KV heads of 128, FFN 17920, 100352 tokens) in 4 layers
+    "phi-4-shape": lambda: phi3("phi-four", E=5120, F=17920, L=4, H=40, Hkv=10, D=128, V=100352, rope=128),
+    # Phi-4-mini: 24 heads of 128 over 8 (rope over 96 of them: partial rotary), a 200064-token vocabulary
+    "phi-4-mini-shape": lambda: phi3("phi-four-mini", E=3072, F=8192, L=4, H=24, Hkv=8, D=128, V=200064, rope=96),
+    # OpenELM-3B (3072 wide, heads of 128): six of its 36 layers' ramps, 12 to 24 heads over 3 to 6, FFN 0.5x to 4x
+    "openelm-3b-shape": lambda: per_layer("openelm", "oelm3b", E=3072, D=128, V=32000, layers=_OPENELM_3B),
+    # Llama-3_1-Nemotron-51B-style deci (8192 wide, 64 heads of 128): attention over 8 KV heads, a "linear
+    # attention" layer, an attention-free one and an FFN-free one (Ultra-253B), FFN widths 5376 to 28672
+    "deci-51b-shape": lambda: per_layer("deci", "deci51b", E=8192, D=128, V=128256, layers=_DECI_51B),
 }

@@ -61,8 +61,23 @@ MAMBA1_UBATCHES = [
         (8192, 4, "q8_0", "auto", 1024),
     )
 ]
-# FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache.
-SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048]
+# Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
+# on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
+# phase rule does not.
+ATTN_UBATCH = [
+    _s(8192, 1, n_ubatch=64),
+    _s(8192, 1, fa="off", n_ubatch=64),
+    _s(8192, 1, n_ubatch=1024),
+    _s(8192, 4, fa="off", n_ubatch=1024),
+    _s(8192, 1, n_ubatch=2048),
+    _s(8192, 1, fa="off", n_ubatch=2048),
+    _s(8192, 4, "q8_0", n_ubatch=2048),
+    _s(8192, 8, n_ubatch=2048),
+    _s(8192, 8, fa="off", n_ubatch=2048),
+    _s(8192, 1, n_ubatch=4096),
+    _s(16384, 8, fa="off", n_ubatch=4096),
+    _s(3000, 3, n_ubatch=4096),
+]
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
@@ -146,6 +161,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         cpu_variant="sapphirerapids",
     ),
     "results_attn.jsonl": TruthFile(attention.FAMILY_SET, FULL),
+    "results_attn_ubatch.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"), ATTN_UBATCH
+    ),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
         SWA_FULL,
@@ -181,7 +199,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16")
         | _subset(attention.FAMILY_SET, "command-r")
         | _subset(recurrent.FAMILY_SET, "mamba", "jamba")
-        | _subset(attention.FAMILY_SET, "gemma3n-shared"),
+        | _subset(attention.FAMILY_SET, "gemma3n-shared")
+        | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
