@@ -160,16 +160,16 @@ def phi3_swa() -> Model:
     return m
 
 
-def command_r() -> Model:
-    """command-r: LayerNorm, parallel block, output always tied, logit_scale; full cache."""
+def _command_r(name: str, *, embd: int, layers: int, ff: int) -> Model:
+    """command-r: LayerNorm, parallel block, output always tied, logit_scale; full cache, one KV head of four."""
     m = _dense(
         "command-r",
-        "tiny-command-r",
+        name,
         "gpt2",
         ctx=8192,
-        embd=256,
-        layers=4,
-        ff=512,
+        embd=embd,
+        layers=layers,
+        ff=ff,
         heads=4,
         heads_kv=1,
         tied=True,
@@ -180,25 +180,15 @@ def command_r() -> Model:
     return m
 
 
+def command_r() -> Model:
+    return _command_r("tiny-command-r", embd=256, layers=4, ff=512)
+
+
 def command_r_64() -> Model:
     """command-r with 64 layers (Command R+'s count): from 64 layers its loader adds LayerNorms of Q and K per head
     ([head_dim, n_head] weights), which its builder applies before rope."""
     layers, embd, heads, heads_kv = 64, 64, 4, 1
-    m = _dense(
-        "command-r",
-        "tiny-command-r-64",
-        "gpt2",
-        ctx=8192,
-        embd=embd,
-        layers=layers,
-        ff=128,
-        heads=heads,
-        heads_kv=heads_kv,
-        tied=True,
-        ffn_norm=False,
-        eps=None,
-    )
-    m.arch_kv(attention__layer_norm_epsilon=1e-5, logit_scale=0.0625)
+    m = _command_r("tiny-command-r-64", embd=embd, layers=layers, ff=128)
     for i in range(layers):
         m.tensor(f"blk.{i}.attn_q_norm.weight", [embd // heads, heads], F32)
         m.tensor(f"blk.{i}.attn_k_norm.weight", [embd // heads, heads_kv], F32)
