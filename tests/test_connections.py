@@ -155,6 +155,29 @@ def test_websocket_upgrades_hold_no_place(capped: LiveServer) -> None:
         assert _health(s) == b"HTTP/1.1 200 OK"
 
 
+def test_stopping_closes_connections_that_never_spoke(tmp_path: Path, public_models: Path) -> None:
+    """A connection is set up for HTTP only on its first byte, and joins uvicorn's own count then: a server
+    stopping closes those that never sent one as well as kept-alive ones, and stops within its graceful shutdown."""
+    from memfit.readers.model_roots import Root, RootKind
+
+    service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(tmp_path / "state"))
+    server = LiveServer(service, timeout_keep_alive=60)
+    with server:
+        silent = [_connect(server, f"127.0.0.{2 + i}") for i in range(5)]
+        kept = _connect(server)
+        assert _health(kept) == b"HTTP/1.1 200 OK"
+        stopping = time.monotonic()
+    try:
+        assert not server.thread.is_alive()
+        assert time.monotonic() - stopping < http_server.GRACEFUL_SHUTDOWN_S
+        for s in [*silent, kept]:
+            s.settimeout(5)
+            assert _closed(s)
+    finally:
+        for s in [*silent, kept]:
+            s.close()
+
+
 @pytest.mark.parametrize("soft", [1024, 4096, 65536, 1 << 20])
 def test_the_connection_cap_leaves_descriptors_for_files(soft: int) -> None:
     cap, backlog = connection_budget(soft)
