@@ -20,13 +20,13 @@ from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
-from memfit.estimator.vocabulary import FlashAttention
 from memfit.readers.state_health import StateFileError
 from memfit.remote import Refused, RemoteServer, Unauthorized, Unproven, Unreachable
 from memfit.server_record import RecordError, ServerRecord, process_alive, read_record
 from memfit.service_builder import build_service
 from memfit.terminal import printable, printable_json
 from memfit.token_file import UnsafeStateError, UnusableTokenError, read_token
+from memfit.workload_flags import EXAMPLES, add_workload_flags, count, tokens_per_stream
 
 if TYPE_CHECKING:
     import socket
@@ -389,10 +389,11 @@ def _fit_requests(args: argparse.Namespace) -> list:
 
     if len(args.model) > MAX_MODELS:
         raise UsageError(f"at most {MAX_MODELS} models, got {len(args.model)}")
+    tokens = _tokens(args)
     return [
         plain.WireFitVerdictRequest(
             model_id=m,
-            allocated_tokens=args.tokens,
+            allocated_tokens=tokens,
             streams=args.streams,
             key_element_bytes=args.key_bytes,
             value_element_bytes=args.value_bytes,
@@ -404,6 +405,13 @@ def _fit_requests(args: argparse.Namespace) -> list:
         )
         for m in args.model
     ]
+
+
+def _tokens(args: argparse.Namespace) -> int | None:
+    try:
+        return tokens_per_stream(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _answer(
@@ -486,7 +494,7 @@ def measure(args: argparse.Namespace) -> int:
         return 1
     workload = resolve_workload(
         WorkloadRequest(
-            args.tokens,
+            _tokens(args),
             args.streams,
             args.key_bytes,
             args.value_bytes,
@@ -528,23 +536,6 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
-INT64 = (-(1 << 63), (1 << 63) - 1)  # the contract's integers
-
-
-def _int64(text: str) -> int:
-    value = int(text)
-    if not INT64[0] <= value <= INT64[1]:
-        raise argparse.ArgumentTypeError("outside the 64-bit integers the API takes")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _int64(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
-
-
 class _Version(argparse.Action):
     """--version, looked up only when asked for (importlib.metadata is a hundredth of a second of every start)."""
 
@@ -572,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workers",
-        type=_positive,
+        type=count,
         default=1,
         metavar="N",
         help="worker processes answering on the one port (default 1); they share the state directory's"
@@ -600,11 +591,11 @@ def build_parser() -> argparse.ArgumentParser:
         "fit",
         help="will these models fit? (what POST /v1/models/fit/batch answers)",
         description=ASKS_THE_SERVER,
-        epilog=EPILOG,
+        epilog=EXAMPLES["fit"] + "\n" + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", nargs="+", help="model ids, e.g. Qwen/Qwen3-8B-GGUF:Q4_K_M (at most 32)")
-    _add_workload_flags(p)
+    add_workload_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     p.add_argument("--detail", action="store_true", help="each part of each answer, with its evidence and notes")
     _add_service_flags(p)
@@ -615,7 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         help="the largest context each verdict holds at, and the best quant (what POST /v1/models/fit/plan answers)",
         description=ASKS_THE_SERVER,
-        epilog=EPILOG.replace("memfit fit;", "memfit plan, at the asked context;"),
+        epilog=EXAMPLES["plan"] + "\n" + EPILOG.replace("memfit fit;", "memfit plan, at the asked context;"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -623,48 +614,23 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         help="model ids (at most 32); a repository without a quant, e.g. Qwen/Qwen3-8B-GGUF, means every quant",
     )
-    _add_workload_flags(p)
+    add_workload_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     _add_service_flags(p)
     _add_local_flag(p)
     p.set_defaults(run=plan)
 
-    p = commands.add_parser("measure", help="load a model in llama.cpp (memfit[measure]) and record what it used")
+    p = commands.add_parser(
+        "measure",
+        help="load a model in llama.cpp (memfit[measure]) and record what it used",
+        epilog=EXAMPLES["measure"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("model", help="a model id of a GGUF file on this machine")
-    _add_workload_flags(p)
+    add_workload_flags(p)
     _add_service_flags(p)
     p.set_defaults(run=measure)
     return parser
-
-
-def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--tokens", type=_int64, help="KV capacity per stream (default 4096, capped to the model's limit)"
-    )
-    parser.add_argument("--streams", type=_int64, help="concurrent sequences (default 1)")
-    parser.add_argument("--key-bytes", type=_positive, help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
-    parser.add_argument("--value-bytes", type=_positive, help="bytes per V element, as --key-bytes")
-    parser.add_argument("--mode", help="fullGpu (default) or cpuOffload")
-    parser.add_argument(
-        "--flash-attention",
-        choices=[f.value for f in FlashAttention],
-        help="llama.cpp's -fa: auto (default, forecast as on), on or off",
-    )
-    parser.add_argument(
-        "--ubatch", type=_positive, metavar="N", help="llama.cpp's -ub, the physical batch size (default 512)"
-    )
-    parser.add_argument(
-        "--kv-unified",
-        action="store_true",
-        default=None,
-        help="llama.cpp's --kv-unified: one KV stream shared by every sequence (default: one per sequence)",
-    )
-    parser.add_argument(
-        "--cpu-variant",
-        metavar="NAME",
-        help="ggml's CPU variant (haswell, skylakex, sapphirerapids, ...), any, or auto (default: the one this host"
-        " loads)",
-    )
 
 
 def _version() -> str:

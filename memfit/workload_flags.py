@@ -1,0 +1,139 @@
+"""The workload flags of `memfit fit`, `plan` and `measure`, in memfit's names and in llama.cpp's.
+
+llama.cpp's own flags are aliases with llama.cpp's meaning: `-c/--ctx-size` is the whole context, which
+llama.cpp divides among `-np/--parallel` sequences (memfit's `--tokens` is per stream), `-ctk/-ctv` take cache
+type names, and `-fa`, `-ub` and `-kvu` are the same settings as memfit's. Counts may be written `32k` (32,768).
+A value no request could mean is a usage error (exit 2) in words, not an answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+
+from memfit.estimator.context import CELL_PADDING
+from memfit.estimator.kv_cache import BY_ELEMENT_BYTES, GGML_CACHE_TYPES
+from memfit.estimator.vocabulary import FlashAttention, Mode
+from memfit.integers import round_up
+
+INT64_MAX = (1 << 63) - 1  # the contract's integers
+SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20}
+_COUNT = re.compile(r"\s*(\d+)\s*([kKmM]?)\s*")
+CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
+
+EXAMPLES = {
+    "fit": """examples:
+  memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M --tokens 32k --streams 2 --key-bytes 1
+  memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M -c 64k -np 2 -ctk q8_0   # the same, in llama.cpp's flags
+""",
+    "plan": """examples:
+  memfit plan Qwen/Qwen3-8B-GGUF --tokens 16k --streams 4   # every quant: the most context that fits
+  memfit plan Qwen/Qwen3-8B-GGUF -c 64k -np 4 -fa off
+""",
+    "measure": """examples:
+  memfit measure qwen3-f16 --tokens 8192 --streams 2
+  memfit measure qwen3-f16 -c 16k -np 2 -ub 1024
+""",
+}
+
+
+def count(text: str) -> int:
+    """A whole number of at least 1, written 4096, 32k or 1M (k: 1,024, M: 1,048,576)."""
+    match = _COUNT.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 4096 or 32k, got {text!r}")
+    value = int(match.group(1)) * SIZE_SUFFIXES[match.group(2).lower()]
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text!r}")
+    if value > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {INT64_MAX:,}, got {text!r}")
+    return value
+
+
+def cache_type(text: str) -> int:
+    """llama.cpp's cache type name (-ctk, -ctv) as the contract's bytes per element."""
+    name = text.strip().lower()
+    if name in CACHE_TYPE_BYTES:
+        return CACHE_TYPE_BYTES[name]
+    known = ", ".join(CACHE_TYPE_BYTES)
+    if name in GGML_CACHE_TYPES:
+        raise argparse.ArgumentTypeError(f"llama.cpp takes {name}, but memfit's API names only {known}")
+    raise argparse.ArgumentTypeError(f"expected a cache type ({known}), got {text!r}")
+
+
+def add_workload_flags(parser: argparse.ArgumentParser) -> None:
+    tokens = parser.add_mutually_exclusive_group()
+    tokens.add_argument(
+        "--tokens", type=count, metavar="N", help="KV capacity per stream (default 4096, capped to the model's limit)"
+    )
+    tokens.add_argument(
+        "-c",
+        "--ctx-size",
+        type=count,
+        metavar="N",
+        help="llama.cpp's -c: the whole context, divided among the streams as llama.cpp divides it",
+    )
+    parser.add_argument(
+        "--streams", "-np", "--parallel", type=count, metavar="N", help="concurrent sequences (default 1)"
+    )
+    key = parser.add_mutually_exclusive_group()
+    key.add_argument("--key-bytes", type=count, metavar="B", help="bytes per K element: 4 f32, 2 f16 (default), 1 q8_0")
+    key.add_argument(
+        "-ctk", "--cache-type-k", dest="key_bytes", type=cache_type, metavar="TYPE", help="llama.cpp's: f32, f16, q8_0"
+    )
+    value = parser.add_mutually_exclusive_group()
+    value.add_argument("--value-bytes", type=count, metavar="B", help="bytes per V element, as --key-bytes")
+    value.add_argument(
+        "-ctv", "--cache-type-v", dest="value_bytes", type=cache_type, metavar="TYPE", help="as -ctk, for V"
+    )
+    parser.add_argument("--mode", choices=[m.value for m in Mode], help="where it runs (default fullGpu)")
+    parser.add_argument(
+        "--flash-attention",
+        "-fa",
+        choices=[f.value for f in FlashAttention],
+        help="llama.cpp's -fa: auto (default, forecast as on), on or off",
+    )
+    parser.add_argument(
+        "--ubatch",
+        "-ub",
+        "--ubatch-size",
+        type=count,
+        metavar="N",
+        help="llama.cpp's -ub, the physical batch size (default 512)",
+    )
+    parser.add_argument(
+        "--kv-unified",
+        "-kvu",
+        action="store_true",
+        default=None,
+        help="llama.cpp's --kv-unified: one KV stream shared by every sequence (default: one per sequence)",
+    )
+    parser.add_argument(
+        "--cpu-variant",
+        metavar="NAME",
+        help="ggml's CPU variant (haswell, skylakex, sapphirerapids, ...), any, or auto (default: the one this host"
+        " loads)",
+    )
+
+
+def tokens_per_stream(args: argparse.Namespace) -> int | None:
+    """--tokens, or -c divided as llama_context's constructor divides n_ctx: padded to 256 cells, then per stream
+    (padded again) for a cache per sequence; a unified cache is one stream of them all, which memfit counts as
+    tokens x streams, so there the streams must divide it. ValueError, in words, for a -c llama.cpp refuses or
+    the contract cannot say."""
+    if args.ctx_size is None:
+        return args.tokens
+    streams = args.streams or 1
+    n_ctx = round_up(args.ctx_size, CELL_PADDING)
+    if not args.kv_unified:
+        if n_ctx < streams:  # llama_context: "n_ctx_seq == 0"
+            raise ValueError(f"llama.cpp refuses -c {args.ctx_size} over {streams} streams: under one cell each")
+        return round_up(n_ctx // streams, CELL_PADDING)
+    if n_ctx % streams:
+        fits = round_up(n_ctx, math.lcm(CELL_PADDING, streams))
+        raise ValueError(
+            f"-c {args.ctx_size} with --kv-unified is one stream of {n_ctx} cells, which memfit's API counts as"
+            f" tokens x {streams} streams: {streams} do not divide it (-c {fits} would; or give --tokens, per stream)"
+        )
+    return n_ctx // streams

@@ -1,0 +1,102 @@
+"""The workload flags: llama.cpp's names and values mean what they mean to llama.cpp, and a value no request
+could mean is a usage error in words (exit 2), never an answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memfit.cli import main
+from memfit.generated.models import WireFitVerdictBatch, WireFitWorkload
+
+
+def _workload(capsys: pytest.CaptureFixture[str], models: Path, *flags: str) -> WireFitWorkload:
+    code = main(["fit", "qwen3-f16", *flags, "--json", "--models", str(models), "--no-usual-dirs"])
+    (result,) = WireFitVerdictBatch.model_validate_json(capsys.readouterr().out).results
+    assert code in (0, 3, 4, 5)
+    return result.estimate.workload
+
+
+def test_llama_cpp_flags_ask_what_memfit_flags_ask(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-c is the whole context, which llama.cpp divides among -np sequences: -c 64k -np 2 is 32,768 per stream."""
+    ours = _workload(
+        capsys,
+        public_models,
+        *("--tokens", "32768", "--streams", "2", "--key-bytes", "1", "--value-bytes", "2"),
+        *("--flash-attention", "off", "--ubatch", "1024", "--kv-unified"),
+    )
+    llama_cpp = _workload(
+        capsys,
+        public_models,
+        *("-c", "64k", "-np", "2", "-ctk", "q8_0", "-ctv", "f16", "-fa", "off", "-ub", "1024", "-kvu"),
+    )
+    assert llama_cpp == ours
+    assert (ours.allocated_tokens, ours.streams, ours.key_element_bytes, ours.value_element_bytes) == (32768, 2, 1, 2)
+    assert (ours.flash_attention, ours.ubatch_tokens, ours.kv_unified) == ("off", 1024, True)
+
+
+@pytest.mark.parametrize(
+    ("flags", "per_stream"),
+    [
+        (("-c", "10000", "-np", "3"), 3584),  # n_ctx 10,240 (padded to 256), / 3 = 3,413, padded again
+        (("-c", "4096"), 4096),
+        (("-c", "1000"), 1024),
+        (("-c", "12k", "-np", "4", "--kv-unified"), 3072),  # one stream of 12,288 cells, counted as 3,072 x 4
+        (("--tokens", "32k"), 32768),
+        (("--tokens", "1M"), 1 << 20),
+    ],
+)
+def test_context_as_llama_cpp_sizes_it(
+    public_models: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], per_stream: int
+) -> None:
+    assert _workload(capsys, public_models, *flags).allocated_tokens == per_stream
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--tokens", "0"), "argument --tokens: must be 1 or more, got '0'"),
+        (("--streams", "0"), "must be 1 or more, got '0'"),
+        (("-np", "-2"), "expected a whole number such as 4096 or 32k, got '-2'"),
+        (("--tokens", "32q"), "expected a whole number such as 4096 or 32k, got '32q'"),
+        (("--tokens", "99999999999999999999"), "must be at most 9,223,372,036,854,775,807"),
+        (("--ubatch", "0"), "must be 1 or more"),
+        (("--mode", "gpu"), "invalid choice: 'gpu' (choose from 'fullGpu', 'cpuOffload')"),
+        (("-ctk", "q4_0"), "llama.cpp takes q4_0, but memfit's API names only f32, f16, q8_0"),
+        (("-ctv", "fp8"), "expected a cache type (f32, f16, q8_0), got 'fp8'"),
+        (("-fa", "yes"), "invalid choice: 'yes'"),
+        (("-c", "8192", "--tokens", "4096"), "not allowed with argument"),
+        (("-ctk", "f16", "--key-bytes", "2"), "not allowed with argument"),
+    ],
+)
+def test_a_value_no_request_could_mean_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], said: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["fit", "qwen3-f16", *flags, "--local", "--no-usual-dirs"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and said in err
+    assert "_int64" not in err and "_positive" not in err  # no internal type names
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("-c", "100", "-np", "512"), "llama.cpp refuses -c 100 over 512 streams: under one cell each"),
+        (("-c", "10000", "-np", "3", "-kvu"), "3 do not divide it (-c 10752 would; or give --tokens, per stream)"),
+    ],
+)
+def test_a_context_llama_cpp_or_the_contract_cannot_take_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], said: str
+) -> None:
+    assert main(["fit", "qwen3-f16", *flags, "--local", "--no-usual-dirs"]) == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("command", "example"), [("fit", "-c 64k -np 2 -ctk q8_0"), ("plan", "-c 64k -np 4 -fa off")])
+def test_help_shows_examples(capsys: pytest.CaptureFixture[str], command: str, example: str) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "examples:" in out and example in out and "exit codes" in out
