@@ -162,6 +162,13 @@ class WireFitEvidenceIdentity(WireModel):
     """
     Measured bytes of the evaluated file set (all files of a split model); null when not on disk.
     """
+    context_limit: Annotated[int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)]
+    """
+    The model's trained context length in tokens, as `GET /v1/models` lists it: an `allocatedTokens`
+    above it is refused (`contextExceedsModelLimit`), and the default is capped to it. Null when
+    unknown.
+
+    """
 
 
 class WireFitMemoryPart(WireModel):

@@ -166,6 +166,9 @@ def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
     floor, ceiling = e.lower_bound_bytes, e.upper_bound_bytes
     verdict = result.verdict.upper()
     percent = f"{float(margin) * 100:g}%"
+    if e.refusal == Refusal.CONTEXT_EXCEEDS_MODEL_LIMIT and result.identity.context_limit is not None:
+        limit = result.identity.context_limit
+        return f"{verdict}: refused ({e.refusal}): the limit is {limit} per stream"
     if e.refusal != Refusal.NONE:
         return f"{verdict}: no estimate, the request was refused ({e.refusal})"
     if budget is None:

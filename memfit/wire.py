@@ -79,7 +79,11 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
     return m.WireFitVerdictResult(
         model_id=r.model_id,
         identity=m.WireFitEvidenceIdentity(
-            model_id=s.model_id, revision=s.revision, quant=s.quant, artifact_bytes=s.artifact_bytes
+            model_id=s.model_id,
+            revision=s.revision,
+            quant=s.quant,
+            artifact_bytes=s.artifact_bytes,
+            context_limit=s.context_limit,
         ),
         estimate=m.WireFitMemoryEstimate(
             parts=[

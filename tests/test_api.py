@@ -131,6 +131,7 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "revision": "",
         "quant": "F16",
         "artifactBytes": result["identity"]["artifactBytes"],
+        "contextLimit": 8192,  # the writer's llama.context_length
     }
     assert result["identity"]["artifactBytes"] > 14_000_000
     estimate = result["estimate"]

@@ -110,7 +110,9 @@ def test_fit_shows_a_refusal(public_models: Path, capsys: pytest.CaptureFixture[
     code, out, _ = _run(
         capsys, "fit", "llama-gqa-f16", "--tokens", "100000", "--models", str(public_models), "--no-usual-dirs"
     )
-    assert code == 5 and "refused (contextExceedsModelLimit)" in out and "UNKNOWN" in out
+    # the writer's llama.context_length (tools/gguf_writers.py): the refusal says the limit it met
+    assert code == 5 and "refused (contextExceedsModelLimit): the limit is 8192 per stream" in out
+    assert "UNKNOWN" in out
 
 
 def test_models_lists_local_then_catalog(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
