@@ -85,8 +85,23 @@ def human_note(note: str) -> str:
     return _UNIT_BYTES.sub(r"\1", _BYTE_COUNT.sub(lambda m: size(int(m.group(1))), note))
 
 
+KEPT_START = 3  # characters of the start a shortened cell keeps before its ellipsis and its whole tag
+
+
+def _tag(text: str) -> str:
+    """What tells rows apart at the end of a cell: a model id's `:QUANT` (empty when it has none)."""
+    return text[text.rfind(":") :] if ":" in text else ""
+
+
 def shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
+    """`text` within `width`, shortened in the middle: the end is what tells rows apart (a model id's `:QUANT`,
+    kept whole when there is room for KEPT_START characters of the start; a path's file name)."""
+    if len(text) <= width:
+        return text
+    room = max(0, width - 1)
+    tag = _tag(text)
+    tail = len(tag) if 0 < len(tag) <= room - KEPT_START else room // 2
+    return text[: room - tail] + ELLIPSIS + (text[len(text) - tail :] if tail else "")
 
 
 def table(
@@ -97,14 +112,16 @@ def table(
     wrap: int | None = None,
 ) -> str:
     """Columns two spaces apart. Within `width`: the `shrink` columns (in that order) are shortened down to
-    8 characters, then the `wrap` column (the last) is wrapped onto further lines."""
+    8 characters, or to what keeps every cell's tag whole (shorten), then the `wrap` column (the last) is wrapped
+    onto further lines."""
     cells = [[str(c) for c in r] for r in [header, *rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     if width is not None:
         for i in [*shrink, *([wrap] if wrap is not None else [])]:
             excess = sum(widths) + 2 * (len(widths) - 1) - width
+            least = 20 if i == wrap else max(8, *(len(_tag(r[i])) + KEPT_START + 1 for r in cells))
             if excess > 0:
-                widths[i] = min(widths[i], max(8 if i != wrap else 20, widths[i] - excess))
+                widths[i] = min(widths[i], max(least, widths[i] - excess))
 
     def lines(r: list[str]) -> list[str]:
         columns = [

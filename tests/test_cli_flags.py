@@ -100,3 +100,16 @@ def test_help_shows_examples(capsys: pytest.CaptureFixture[str], command: str, e
         main([command, "--help"])
     out = capsys.readouterr().out
     assert "examples:" in out and example in out and "exit codes" in out
+
+
+def test_a_narrow_table_keeps_each_ids_quant(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 60 columns every quant of a repository once printed as `Qwen/…`: ids are shortened in the middle."""
+    monkeypatch.setenv("COLUMNS", "60")
+    code = main(["plan", "Qwen/Qwen3-8B-GGUF", "--local", "--no-usual-dirs"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    ids = [row[2:].split("  ")[0] for row in rows[: next(k for k, r in enumerate(rows) if r.startswith("budget"))]]
+    assert code in (0, 3, 4, 5) and len(ids) >= 4
+    assert all("…:" in i for i in ids) and len(set(ids)) == len(ids)  # each ends with its whole :QUANT
+    assert {i.rsplit(":", 1)[1] for i in ids} >= {"Q4_K_M", "Q8_0"}
