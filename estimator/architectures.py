@@ -12,12 +12,12 @@ from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Wind
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, Mixer, RecurrentLayer, Ssm
+from memfit.estimator.tensor_list import deepseek2_is_lite
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import Keys
 
 ATTN = Keys.Attention
 SSM = Keys.SSM
-DEEPSEEK_LITE_LAYERS = (26, 27)  # llama.cpp's is_lite (also 48 layers with a 128,256 vocabulary, not read here)
 
 
 def layers_of(rule: ArchRule, hp: HParams, tensors: frozenset[str] | None = None) -> Layers:
@@ -97,9 +97,11 @@ def _v_width_max(layers: Layers, sliding: tuple[bool, ...]) -> int:
     return max((layers.v_width(il, sliding[il]) for il in range(layers.n_all)), default=0)
 
 
-def derive_layout(metadata: Mapping, arch: str, tensors: frozenset[str] | None = None) -> Layout:
-    """The layout of a model of architecture `arch` (`tensors`: its file's tensor names, where known); EvidenceError
-    when memfit has no rule or the metadata is short."""
+def derive_layout(
+    metadata: Mapping, arch: str, tensors: frozenset[str] | None = None, n_vocab: int | None = None
+) -> Layout:
+    """The layout of a model of architecture `arch` (`tensors`: its file's tensor names, `n_vocab` its vocabulary
+    size, where known); EvidenceError when memfit has no rule or the metadata is short."""
     rule = RULES.get(arch)
     if rule is None:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"no layout rule for architecture {arch!r}")
@@ -111,7 +113,7 @@ def derive_layout(metadata: Mapping, arch: str, tensors: frozenset[str] | None =
             has_kv_cache=False,
             note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
             causal=False,
-            graph=graph_shape(rule, layers_of(rule, hp, tensors), (False,) * hp.n_layer, None, None),
+            graph=graph_shape(rule, layers_of(rule, hp, tensors), (False,) * hp.n_layer, None, None, n_vocab),
         )
     if hp.has(NewerKeys.PLE_LAYERS):
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{arch}: per-layer-embedding state is not modelled")
@@ -131,12 +133,17 @@ def derive_layout(metadata: Mapping, arch: str, tensors: frozenset[str] | None =
         note=_describe(arch, attention, states),
         head_dims=head_dims,
         same_cache_types=rule.mla(hp),
-        graph=graph_shape(rule, layers, sliding, size, width),
+        graph=graph_shape(rule, layers, sliding, size, width, n_vocab),
     )
 
 
 def graph_shape(
-    rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: int | None, state: RecurrentLayer | None
+    rule: ArchRule,
+    layers: Layers,
+    sliding: tuple[bool, ...],
+    size: int | None,
+    state: RecurrentLayer | None,
+    n_vocab: int | None,
 ) -> GraphShape | None:
     """The blocks of the graph llama.cpp reserves (src/models/<arch>.cpp), over the trunk (NextN/MTP layers are
     not in it), or None when the architecture's graph is not derived (or needs the tensor names, unknown here)."""
@@ -145,8 +152,7 @@ def graph_shape(
         return None
     mla = rule.mla(hp)
     kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla else 0  # llama_model_deepseek2: the absorbed attention
-    lite = hp.n_layer in DEEPSEEK_LITE_LAYERS  # llama_model_deepseek2::load_arch_hparams: no q_lora_rank read
-    q_lora = hp.optional_int(ATTN.Q_LORA_RANK, 0) if mla and not lite else 0
+    q_lora = hp.optional_int(ATTN.Q_LORA_RANK, 0) if mla and not deepseek2_is_lite(hp.n_layer, n_vocab) else 0
     n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
     ff_exp = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0)
     shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (

@@ -268,15 +268,16 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
 
     limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
+    n_vocab = _vocab_size(metadata, arch)
     try:
-        layout, error = derive_layout(metadata, arch, frozenset(sizes)), None
+        layout, error = derive_layout(metadata, arch, frozenset(sizes), n_vocab), None
     except EvidenceError as exc:
         layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it
     return ArtifactFacts(
         arch,
         quant_name(metadata, file_name),
         context_limit,
-        _vocab_size(metadata, arch),
+        n_vocab,
         weights,
         note,
         layout,

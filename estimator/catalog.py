@@ -250,7 +250,7 @@ def catalog_subject(
     if entry.quants_note:
         weights = replace(weights, note=f"{weights.note}; {entry.quants_note}")
     try:
-        layout, problem = derive_layout(entry.metadata, entry.architecture), None
+        layout, problem = derive_layout(entry.metadata, entry.architecture, n_vocab=entry.n_vocab), None
     except EvidenceError as exc:
         layout, problem = None, exc.with_traceback(None)
         limits.append(exc.limit)

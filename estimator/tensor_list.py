@@ -414,9 +414,9 @@ def tensors_gpt_oss(hp: Shape) -> list[Tensor]:
     return b.tensors
 
 
-def _deepseek2_is_lite(hp: Shape) -> bool:
+def deepseek2_is_lite(n_layer: int, n_vocab: int | None) -> bool:
     # llama_model_deepseek2::load_arch_hparams: is_lite (no low-rank Q; q_lora_rank is not read)
-    return hp.n_layer in (27, 26) or (hp.n_layer == 48 and hp.n_vocab == 128256)
+    return n_layer in (27, 26) or (n_layer == 48 and n_vocab == 128256)
 
 
 def tensors_deepseek2(hp: Shape) -> list[Tensor]:
@@ -424,7 +424,7 @@ def tensors_deepseek2(hp: Shape) -> list[Tensor]:
     # Q except on lite models, leading dense blocks, routed and shared experts, exp_probs_b on grouped routers
     b = _Builder()
     e = hp.n_embd
-    q_lora = 0 if _deepseek2_is_lite(hp) else hp.value("attention.q_lora_rank")
+    q_lora = 0 if deepseek2_is_lite(hp.n_layer, hp.n_vocab) else hp.value("attention.q_lora_rank")
     kv_lora, rope = hp.value("attention.kv_lora_rank"), hp.n_rot
     k_mla, v_mla = hp.value("attention.key_length_mla", hp.head_k), hp.value("attention.value_length_mla", hp.head_v)
     split_kv_b, nope = hp.get("attention.key_length_mla") is not None, k_mla - rope

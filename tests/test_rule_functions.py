@@ -283,3 +283,23 @@ def test_pure_recurrent_and_plain_models_have_one_kind_of_memory(layouts: dict[s
             assert layout.caches == () and not layout.has_kv_cache, case.label
         if all(widths is None for _, widths in case.layers):
             assert layout.recurrent == () and layout.has_kv_cache, case.label
+
+
+@pytest.mark.parametrize(
+    ("layers", "n_vocab", "q_lora"),
+    [
+        (3, 129280, 64),  # the writer's shape: its attention.q_lora_rank read
+        (27, 129280, 0),  # DeepSeek-V2-Lite
+        (26, None, 0),  # GigaChat3-10B-A1.8B
+        (48, 128256, 0),  # Kanana-2-30B-A3B: lite by its vocabulary
+        (48, 129280, 64),
+        (48, None, 64),  # the vocabulary unknown: not the lite case
+    ],
+)
+def test_deepseek2_lite_models_read_no_low_rank_query(layers: int, n_vocab: int | None, q_lora: int) -> None:
+    """llama_model_deepseek2::load_arch_hparams reads no q_lora_rank for its lite shapes (26 or 27 layers, or 48
+    with a 128,256 vocabulary), whatever the file says: one wq. The layout once knew only the layer counts."""
+    metadata = {k: tuple(v) if isinstance(v, list) else v for k, v in model_writers()["deepseek2-mla"]().kv.items()}
+    metadata["deepseek2.block_count"] = layers
+    graph = derive_layout(metadata, "deepseek2", n_vocab=n_vocab).graph
+    assert graph is not None and {layer.q_lora for layer in graph.layers} == {q_lora}
