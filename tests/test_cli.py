@@ -24,6 +24,9 @@ from memfit.render import explain, use_colour
 from tools.truth import records
 
 
+EXIT_FOR_WORD = {"GOOD": 0, "TIGHT": 3, "OVERSIZE": 4, "UNKNOWN": 5}  # the README's exit codes
+
+
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out = capsys.readouterr()
@@ -44,8 +47,9 @@ def test_fit_prints_a_table_for_a_local_file_and_a_catalog_id(
         str(public_models),
         "--no-usual-dirs",
     )
-    assert code == 0
     header, rule, local, local_why, catalog, catalog_why, budget = out.splitlines()
+    # the 9 GiB catalog model's verdict is this host's free memory's: the exit code is the worst row's
+    assert code == max(EXIT_FOR_WORD[local.split()[-1]], EXIT_FOR_WORD[catalog.split()[-1]])
     assert header.split() == ["MODEL", "TOKENS", "x", "STREAMS", "FLOOR..CEILING", "GPU", "VERDICT"]
     assert local.split()[:4] == ["qwen3-f16", "8192", "x", "1"] and local.endswith("GOOD")
     assert local_why.startswith("  GOOD: the ceiling") and catalog.startswith("Qwen/Qwen3-8B-GGUF:Q8_0 ")
@@ -132,7 +136,7 @@ def _args(public_models: Path, *argv: str) -> list[str]:
 
 def test_fit_detail_shows_each_part_in_human_units(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, *_args(public_models, "fit", "qwen3-f16", "Qwen/Qwen3-8B-GGUF:Q8_0", "--detail"))
-    assert code == 0 and "PART" in out and "measuredArtifact" in out and "derivedLayout" in out
+    assert code in EXIT_FOR_WORD.values() and "PART" in out and "measuredArtifact" in out and "derivedLayout" in out
     assert not re.search(r"\d{4,} bytes", out) and "--detail shows" not in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and line.split()}
     size = r"\d+\.\d\d [KMG]iB"
