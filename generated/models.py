@@ -31,9 +31,13 @@ class Problem(WireModel):
 class WireFitVerdictRequest(WireModel):
     """
     One model and the workload to evaluate it under. Null or absent fields take the documented defaults.
+    A field this document does not name is a 400 that names it (`"parallel"` is not `streams`): a typo
+    is never answered as the default it fell back to.
+
     """
 
     model_config = ConfigDict(
+        extra="forbid",
         populate_by_name=True,
     )
     model_id: Annotated[str, Field(alias="modelId")]
@@ -343,6 +347,7 @@ class WireObservedWorkload(WireModel):
     """
 
     model_config = ConfigDict(
+        extra="forbid",
         populate_by_name=True,
     )
     allocated_tokens: Annotated[int, Field(alias="allocatedTokens", ge=1, le=9223372036854775807)]
@@ -358,6 +363,7 @@ class WireObservedParts(WireModel):
     """
 
     model_config = ConfigDict(
+        extra="forbid",
         populate_by_name=True,
     )
     weights: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
@@ -511,10 +517,11 @@ class WireModelList(WireModel):
 
 class WireObservation(WireModel):
     """
-    What a runtime allocated for one model under one workload.
+    What a runtime allocated for one model under one workload. A field not named here is a 400.
     """
 
     model_config = ConfigDict(
+        extra="forbid",
         populate_by_name=True,
     )
     model_id: Annotated[str, Field(alias="modelId", max_length=1024, min_length=1)]

@@ -52,6 +52,42 @@ def test_an_oversized_batch_says_the_rule_first(client: httpx.Client) -> None:
     assert body["detail"].startswith("at least 1 requests, got 0")
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (BATCH, [{"modelId": "qwen3-f16", "tokens": 32768, "parallel": 2}], "parallel"),
+        ("/v1/models/fit", {"modelId": "qwen3-f16", "allocated_tokens": 8192}, "allocated_tokens"),
+        ("/v1/models/fit/plan", [{"modelId": "qwen3-f16", "stream": 2}], "stream"),
+        (
+            "/v1/models/observations",
+            {
+                "modelId": "qwen3-f16",
+                "revision": "",
+                "quant": "F16",
+                "artifactBytes": None,
+                "workload": {
+                    "allocatedTokens": 4096,
+                    "streams": 1,
+                    "keyElementBytes": 2,
+                    "valueElementBytes": 2,
+                    "mode": "fullGpu",
+                    "flashAttn": "on",
+                },
+                "parts": {"workspace": 1},
+                "runtime": "test",
+            },
+            "flashAttn",
+        ),
+    ],
+    ids=["batch", "fit", "plan", "observation"],
+)
+def test_a_field_the_contract_does_not_name_is_a_400_naming_it(
+    client: httpx.Client, path: str, body: object, field: str
+) -> None:
+    """`"tokens": 32768, "parallel": 2` was answered at 4096 x 1, as if nothing had been asked."""
+    assert repr(field) in _problem(client.post(path, json=body), 400, "invalidRequest")["detail"]
+
+
 def test_an_unreadable_file_is_flagged_in_the_listing(client: httpx.Client) -> None:
     models = {m["modelId"]: m for m in client.get("/v1/models").json()["models"]}
     assert models["broken/garbage"]["architecture"] == "" and models["broken/garbage"]["unreadable"]
