@@ -23,7 +23,6 @@ from memfit.generated.models import WireFitVerdictBatch, WireFitVerdictResult, W
 from memfit.render import explain, use_colour
 from tools.truth import records
 
-
 EXIT_FOR_WORD = {"GOOD": 0, "TIGHT": 3, "OVERSIZE": 4, "UNKNOWN": 5}  # the README's exit codes
 
 
