@@ -23,6 +23,7 @@ from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.host_memory import HostMemory
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.accuracy import (
@@ -360,7 +361,12 @@ def test_settings_llama_cpp_refused_answer_unknown(run: dict, refused_service: A
 def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     directory = tmp_path_factory.mktemp("refused-models")
     write_models({r["model"] for r in REFUSED_RUNS}, directory)
-    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    built = build_service(  # a terabyte free: the verdict is the refusal's, not this host's free memory's
+        [Root(str(directory), RootKind.PLAIN)],
+        state_dir=str(tmp_path_factory.mktemp("state")),
+        read_host=lambda: HostMemory(available=1 << 40, total=1 << 40),
+        read_committed=lambda: 0,
+    )
     built.index.refresh()
     return built
 
