@@ -93,25 +93,25 @@ class Catalog:
             )
             for m in document["models"]
         )
-        self._by_repo = {e.model_id: e for e in self.entries}
+        self._by_repo = {e.model_id.lower(): e for e in self.entries}  # the Hub's repository ids ignore case
         # built once per variant set: an entry never changes
         self._subjects: dict[tuple[str, str, tuple[CpuVariant, ...]], Subject] = {}
 
     def find(self, model_id: str) -> tuple[CatalogEntry, str] | None:
-        """`org/repo` (its default quant) or `org/repo:QUANT` (case-insensitive) of a catalog entry."""
+        """`org/repo` (its default quant) or `org/repo:QUANT` of a catalog entry, case-insensitive."""
         repo, sep, quant = model_id.rpartition(":")
         if not sep:
             repo, quant = model_id, ""
-        entry = self._by_repo.get(repo)
+        entry = self._by_repo.get(repo.lower())
         if entry is None:
             return None
         quant = quant.upper() or entry.default_quant
         return (entry, quant) if quant in entry.quants else None
 
     def quants(self, repo: str) -> tuple[str, ...]:
-        """The quants the catalog lists for repository `repo` (exactly as the catalog spells it); none when it has
-        no such repository."""
-        entry = self._by_repo.get(repo)
+        """The quants the catalog lists for repository `repo` (any case), as the catalog spells them; none when it
+        has no such repository."""
+        entry = self._by_repo.get(repo.lower())
         return entry.quants if entry is not None else ()
 
     def subject(self, model_id: str, variants: tuple[CpuVariant, ...] = VARIANTS) -> Subject | None:

@@ -35,6 +35,7 @@ from memfit.estimator.forecast import forecast_parts, workspace_ceiling, workspa
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
+from memfit.estimator.model_ids import typed_id
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, is_quant_tag, maxima, precision_key
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, local_subject
@@ -213,6 +214,7 @@ class FitService:
         """A model on disk beats a catalog entry with the same id (measured beats proxy); its weights under the
         CPU variants `choice` names (by default the one ggml's loader picks on this host)."""
         variants = (choice or self.auto).variants
+        model_id = typed_id(model_id)
         artifact = self.index.get(model_id)
         if artifact is not None:
             return local_subject(artifact, self.cache, variants)
@@ -464,6 +466,7 @@ class FitService:
         """The models a plan request names, highest precision first, and whether it named a repository: a
         repository id without a tag means every quant the catalog lists for it and every quant-tagged artifact of
         it on this machine (a file beats the catalog entry with the same id)."""
+        model_id = typed_id(model_id)
         if ":" not in model_id:
             tags = dict.fromkeys(self.catalog.quants(model_id))
             for artifact in self.index.artifacts():

@@ -336,3 +336,8 @@ def test_model_list(client: httpx.Client) -> None:
         "F16",
         32768,
     )
+
+
+def test_a_local_id_typed_with_spaces_is_found(client: httpx.Client) -> None:
+    (result,) = client.post(BATCH, json=[{"modelId": " qwen3-f16\t"}]).json()["results"]
+    assert result["modelId"] == " qwen3-f16\t" and result["identity"]["modelId"] == "qwen3-f16"

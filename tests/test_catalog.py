@@ -198,3 +198,28 @@ def test_what_is_known_of_a_repositorys_files_is_said_and_the_rest_is_marked_unv
     note = _answer(build_service(), "state-spaces/mamba2-2.7b").estimate.parts[0].note
     assert "not a GGUF repository" in note and mamba2.quants_note in note
     assert wire.fit_batch(build_service(), [WireFitVerdictRequest(model_id="microsoft/phi-4-gguf:Q6_K")]).results == []
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "qwen/qwen3-8b-gguf:q4_k_m",  # the Hub's repository ids ignore case
+        " Qwen/Qwen3-8B-GGUF:Q4_K_M ",
+        "hf.co/Qwen/Qwen3-8B-GGUF:Q4_K_M",  # Ollama's and llama.cpp's form
+        "https://huggingface.co/Qwen/Qwen3-8B-GGUF",  # the default quant, Q4_K_M
+        "HF.CO/qwen/Qwen3-8B-GGUF:Q4_K_M",
+    ],
+)
+def test_ids_as_people_type_them(typed: str) -> None:
+    """Each was 'not found' (an empty batch): the answer echoes the id as asked, about the catalog's model."""
+    service = build_service()
+    canonical = _answer(service, "Qwen/Qwen3-8B-GGUF:Q4_K_M")
+    answer = _answer(service, typed)
+    assert answer.model_id == typed and answer.identity == canonical.identity
+    assert answer.estimate == canonical.estimate
+
+
+def test_a_plan_of_a_repository_typed_in_lower_case_has_its_quants() -> None:
+    service = build_service()
+    (plan,) = wire.fit_plan(service, [WireFitVerdictRequest(model_id="qwen/qwen3-8b-gguf")]).results
+    assert sorted(q.quant for q in plan.quants) == sorted(ENTRIES["Qwen/Qwen3-8B-GGUF"].quants)
