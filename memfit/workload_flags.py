@@ -65,7 +65,10 @@ def cache_type(text: str) -> int:
 def add_workload_flags(parser: argparse.ArgumentParser) -> None:
     tokens = parser.add_mutually_exclusive_group()
     tokens.add_argument(
-        "--tokens", type=count, metavar="N", help="KV capacity per stream (default 4096, capped to the model's limit)"
+        "--tokens",
+        type=count,
+        metavar="N",
+        help="KV capacity per stream (default 4096, or the model's limit when lower; more than the limit is refused)",
     )
     tokens.add_argument(
         "-c",
