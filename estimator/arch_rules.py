@@ -27,7 +27,7 @@ from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, KvCache, Mixer
+from memfit.estimator.layout import AttentionLayer, KvCache, Mixer, Wkv
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -376,6 +376,7 @@ GATED_DELTA_NET = Counting(gated_query=True, ssm_weights=gated_delta_net_weights
 # --- the compute graph (estimator/compute_buffer.py) -----------------------------------------------------
 
 RecurrentWidth = Callable[[Layers], int]  # a recurrent block's in-projection width per token
+WkvSizes = Callable[[Layers, int], Wkv]  # an RWKV layer's sizes
 
 
 def mamba_in(ly: Layers) -> int:
@@ -418,6 +419,43 @@ def rwkv_channel_mix_in(ly: Layers) -> int:
     return max(ly.n_embd, ly.ff[0] if ly.n_all else 0)
 
 
+def rwkv6_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_rwkv6::load_arch_hparams: wkv_head_size, time_mix_extra_dim, time_decay_extra_dim; channel mix n_ff
+    hp = ly.hp
+    return Wkv(
+        6,
+        hp.optional_int(Keys.WKV.HEAD_SIZE, 0),
+        decay_rank=hp.optional_int(Keys.LLM.TIME_DECAY_EXTRA_DIM, 0),
+        mix_rank=hp.optional_int(Keys.LLM.TIME_MIX_EXTRA_DIM, 0),
+        channel_mix=ly.ff[0],
+    )
+
+
+def rwkv6qwen2_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_rwkv6qwen2: no time_mix_first (QRWKV: gated linear attention, no time_mix_ln), head_count_kv heads
+    return replace(rwkv6_wkv(ly, il), n_head_kv=ly.heads_kv[il], gated_linear=True, group_norm=False, channel_mix=0)
+
+
+def rwkv7_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_rwkv7::load_arch_hparams: wkv_head_size and the decay / iclr / value-residual / gate LoRA ranks
+    hp = ly.hp
+    return Wkv(
+        7,
+        hp.optional_int(Keys.WKV.HEAD_SIZE, 0),
+        decay_rank=hp.optional_int(Keys.Attention.DECAY_LORA_RANK, 0),
+        iclr_rank=hp.optional_int(Keys.Attention.ICLR_LORA_RANK, 0),
+        value_rank=hp.optional_int(Keys.Attention.VALUE_RESIDUAL_MIX_LORA_RANK, 0),
+        gate_rank=hp.optional_int(Keys.Attention.GATE_LORA_RANK, 0),
+        channel_mix=ly.ff[0],
+    )
+
+
+def arwkv7_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_arwkv7: time_mix_ln and the gate optional (conversion/rwkv.py writes neither ln_x nor, without
+    # wkv_has_gate, a gate: gate_lora_rank 0), a SwiGLU FFN
+    return replace(rwkv7_wkv(ly, il), group_norm=False, channel_mix=0)
+
+
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
     # llama_model_<arch>::load_arch_tensors: ffn_*_exps from layer leading_dense_block_count on
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and il >= ly.hp.optional_int(
@@ -452,6 +490,7 @@ class Graph:
     bert_block: bool = False  # src/models/bert.cpp: LayerNorm after each residual add, non-causal, no KV cache
     mixer: Mixer = Mixer.MAMBA2  # its recurrent blocks' kind, if it has any
     rope_switch: bool = False  # granite's loaders: rope.scaling.finetuned (default true) turns rope on in every layer
+    wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
 
 
 DECODER = Graph()
@@ -467,8 +506,10 @@ GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
 SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
-RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV)
-RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV)
+RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)
+RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV, node_for_node=True)
+RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rwkv7_wkv))
+RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -710,10 +751,10 @@ RULES: dict[str, ArchRule] = {
     "mamba2": ArchRule(
         tensors=tensors_mamba2, memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=SAME_DECODER, counted=True
     ),
-    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
-    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
-    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
-    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
+    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV6),
+    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV6_QWEN2),
+    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV7),
+    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=ARWKV7),
     # hybrids
     "jamba": ArchRule(
         memory=Memory.HYBRID,
