@@ -132,7 +132,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     # The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer).
     "graph_dumps.jsonl": TruthFile(
-        _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16"),
+        _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16")
+        | _subset(recurrent.FAMILY_SET, "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
