@@ -419,16 +419,20 @@ def rwkv_channel_mix_in(ly: Layers) -> int:
     return max(ly.n_embd, ly.ff[0] if ly.n_all else 0)
 
 
-def rwkv6_wkv(ly: Layers, il: int) -> Wkv:
-    # llama_model_rwkv6::load_arch_hparams: wkv_head_size, time_mix_extra_dim, time_decay_extra_dim; channel mix n_ff
+def _wkv(ly: Layers, version: int, decay: str, mix: str = "", iclr: str = "", value: str = "", gate: str = "") -> Wkv:
+    # llama_model_rwkv6 / _rwkv7::load_arch_hparams: wkv_head_size and the LoRA ranks; the channel mix is n_ff wide
     hp = ly.hp
-    return Wkv(
-        6,
-        hp.optional_int(Keys.WKV.HEAD_SIZE, 0),
-        decay_rank=hp.optional_int(Keys.LLM.TIME_DECAY_EXTRA_DIM, 0),
-        mix_rank=hp.optional_int(Keys.LLM.TIME_MIX_EXTRA_DIM, 0),
-        channel_mix=ly.ff[0],
-    )
+
+    def rank(key: str) -> int:
+        return hp.optional_int(key, 0) if key else 0
+
+    ranks = (rank(decay), rank(mix), rank(iclr), rank(value), rank(gate))
+    return Wkv(version, hp.optional_int(Keys.WKV.HEAD_SIZE, 0), *ranks, channel_mix=ly.ff[0])
+
+
+def rwkv6_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_rwkv6::load_arch_hparams: time_decay_extra_dim, time_mix_extra_dim
+    return _wkv(ly, 6, Keys.LLM.TIME_DECAY_EXTRA_DIM, mix=Keys.LLM.TIME_MIX_EXTRA_DIM)
 
 
 def rwkv6qwen2_wkv(ly: Layers, il: int) -> Wkv:
@@ -437,16 +441,15 @@ def rwkv6qwen2_wkv(ly: Layers, il: int) -> Wkv:
 
 
 def rwkv7_wkv(ly: Layers, il: int) -> Wkv:
-    # llama_model_rwkv7::load_arch_hparams: wkv_head_size and the decay / iclr / value-residual / gate LoRA ranks
-    hp = ly.hp
-    return Wkv(
+    # llama_model_rwkv7::load_arch_hparams: the decay, iclr, value-residual-mix and gate LoRA ranks
+    attn = Keys.Attention
+    return _wkv(
+        ly,
         7,
-        hp.optional_int(Keys.WKV.HEAD_SIZE, 0),
-        decay_rank=hp.optional_int(Keys.Attention.DECAY_LORA_RANK, 0),
-        iclr_rank=hp.optional_int(Keys.Attention.ICLR_LORA_RANK, 0),
-        value_rank=hp.optional_int(Keys.Attention.VALUE_RESIDUAL_MIX_LORA_RANK, 0),
-        gate_rank=hp.optional_int(Keys.Attention.GATE_LORA_RANK, 0),
-        channel_mix=ly.ff[0],
+        attn.DECAY_LORA_RANK,
+        iclr=attn.ICLR_LORA_RANK,
+        value=attn.VALUE_RESIDUAL_MIX_LORA_RANK,
+        gate=attn.GATE_LORA_RANK,
     )
 
 

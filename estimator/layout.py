@@ -67,7 +67,7 @@ class Wkv:
     decay_rank: int  # the decay LoRA: time_decay_extra_dim (6), decay_lora_rank (7)
     mix_rank: int = 0  # 6: time_mix_extra_dim, the five-way token-shift LoRA
     iclr_rank: int = 0  # 7: the in-context learning rate's (a) LoRA
-    value_rank: int = 0  # 7: the value residual's LoRA (0: the first layer, whose value the others mix in)
+    value_rank: int = 0  # 7: the value residual's LoRA (every layer after the first mixes in its value)
     gate_rank: int = 0  # 7: the output gate's LoRA (0: no gate)
     n_head_kv: int = 0  # 6: k and v heads, repeated up to n_embd / head_size when fewer (0: as many)
     gated_linear: bool = False  # 6 without time_mix_first (QRWKV): ggml_gated_linear_attn, a sigmoid gate

@@ -46,6 +46,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **gguf_writers.SHAPE_SET,
         **attention.FAMILY_SET,
         **recurrent.FAMILY_SET,
+        **recurrent.RWKV_SHAPES,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
