@@ -28,7 +28,7 @@ from enum import Enum, auto
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer
+from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer, Wkv
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -378,6 +378,7 @@ GATED_DELTA_NET = Counting(gated_query=True, ssm_weights=gated_delta_net_weights
 # --- the compute graph (estimator/compute_buffer.py) -----------------------------------------------------
 
 RecurrentWidth = Callable[[Layers], int]  # a recurrent block's in-projection width per token
+WkvSizes = Callable[[Layers, int], Wkv]  # an RWKV layer's sizes
 
 
 def mamba_in(ly: Layers) -> int:
@@ -428,6 +429,46 @@ def dt_b_c_rms(hp: HParams) -> bool:
 def dt_b_c_norm_weights(hp: HParams) -> bool:
     # llama_model_jamba::load_arch_tensors: ssm_dt_norm, ssm_b_norm and ssm_c_norm are required
     return True
+
+
+def _wkv(ly: Layers, version: int, decay: str, mix: str = "", iclr: str = "", value: str = "", gate: str = "") -> Wkv:
+    # llama_model_rwkv6 / _rwkv7::load_arch_hparams: wkv_head_size and the LoRA ranks; the channel mix is n_ff wide
+    hp = ly.hp
+
+    def rank(key: str) -> int:
+        return hp.optional_int(key, 0) if key else 0
+
+    ranks = (rank(decay), rank(mix), rank(iclr), rank(value), rank(gate))
+    return Wkv(version, hp.optional_int(Keys.WKV.HEAD_SIZE, 0), *ranks, channel_mix=ly.ff[0])
+
+
+def rwkv6_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_rwkv6::load_arch_hparams: time_decay_extra_dim, time_mix_extra_dim
+    return _wkv(ly, 6, Keys.LLM.TIME_DECAY_EXTRA_DIM, mix=Keys.LLM.TIME_MIX_EXTRA_DIM)
+
+
+def rwkv6qwen2_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_rwkv6qwen2: no time_mix_first (QRWKV: gated linear attention, no time_mix_ln), head_count_kv heads
+    return replace(rwkv6_wkv(ly, il), n_head_kv=ly.heads_kv[il], gated_linear=True, group_norm=False, channel_mix=0)
+
+
+def rwkv7_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_rwkv7::load_arch_hparams: the decay, iclr, value-residual-mix and gate LoRA ranks
+    attn = Keys.Attention
+    return _wkv(
+        ly,
+        7,
+        attn.DECAY_LORA_RANK,
+        iclr=attn.ICLR_LORA_RANK,
+        value=attn.VALUE_RESIDUAL_MIX_LORA_RANK,
+        gate=attn.GATE_LORA_RANK,
+    )
+
+
+def arwkv7_wkv(ly: Layers, il: int) -> Wkv:
+    # llama_model_arwkv7: time_mix_ln and the gate optional (conversion/rwkv.py writes neither ln_x nor, without
+    # wkv_has_gate, a gate: gate_lora_rank 0), a SwiGLU FFN
+    return replace(rwkv7_wkv(ly, il), group_norm=False, channel_mix=0)
 
 
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
@@ -490,6 +531,7 @@ class Graph:
     deci_blocks: bool = False  # src/models/deci.cpp: per-layer attention-free, "linear attention" and FFN-free blocks
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
+    wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
 
 
 DECODER = Graph()
@@ -520,8 +562,10 @@ GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
 SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True, ffn_residual_first=True)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
-RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV)
-RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV)
+RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)
+RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV, node_for_node=True)
+RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rwkv7_wkv))
+RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
 
 # --- the table ----------------------------------------------------------------------------------------------
@@ -765,10 +809,10 @@ RULES: dict[str, ArchRule] = {
     "mamba2": ArchRule(
         tensors=tensors_mamba2, memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=SAME_DECODER, counted=True
     ),
-    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
-    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
-    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_CHANNEL_MIX),
-    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV_TIME_MIX),
+    "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV6),
+    "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV6_QWEN2),
+    "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV7),
+    "arwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=ARWKV7),
     # hybrids
     "jamba": ArchRule(
         memory=Memory.HYBRID,

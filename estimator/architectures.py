@@ -204,6 +204,7 @@ def graph_shape(
                 q_lora=q_lora if attends else 0,
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
                 ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA) else None,
+                wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
                 rope=rope or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
                 qk_norm=graph.qk_norm and attends,

@@ -39,6 +39,8 @@ from memfit.estimator.ggml_graph import (
     transpose,
     view,
 )
+from memfit.estimator.graph_rwkv import RwkvGraph
+from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import GraphLayer, GraphShape, Mixer, Ssm
 from memfit.integers import round_up
@@ -52,6 +54,8 @@ def buildable(graph: GraphShape) -> bool:
     attend or run a rebuilt mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both."""
     if graph.bert_block:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
+    if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
+        return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
     return (
         graph.logits
         and graph.cache_attention
@@ -122,6 +126,9 @@ class DecoderGraph:
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
         out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+        if self.shape.mixer is Mixer.RWKV:  # src/models/rwkv*.cpp: token shifts, time mixes, channel mixes
+            rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, self.dense)
+            return rwkv.build(inp_l, out_ids, self.n_vocab)
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
             if self.shape.parallel_block:

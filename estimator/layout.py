@@ -49,7 +49,7 @@ class Mixer(Enum):
     MAMBA = "mamba"  # llm_build_mamba_base::build_mamba_layer (rebuilt)
     GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35
     KDA = "kda"  # kimi-linear's delta attention
-    RWKV = "rwkv"  # the RWKV time and channel mixes
+    RWKV = "rwkv"  # the RWKV time and channel mixes (rebuilt: estimator/graph_rwkv.py)
     PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer
 
 
@@ -63,6 +63,23 @@ class Ssm:
     n_head: int  # ssm_dt_rank (Mamba-1: the rank of dt)
     d_conv: int
     norms: bool = False  # Mamba-1: RMS norms on dt, B and C (ssm_dt_b_c_rms, or jamba's dt / B / C norm weights)
+
+
+@dataclass(frozen=True)
+class Wkv:
+    """An RWKV block's sizes and variant (llama_hparams wkv_head_size and LoRA ranks; src/models/rwkv*.cpp)."""
+
+    version: int  # 6: llm_build_rwkv6_base::build_rwkv6_time_mix, 7: llm_build_rwkv7_base::build_rwkv7_time_mix
+    head_size: int
+    decay_rank: int  # the decay LoRA: time_decay_extra_dim (6), decay_lora_rank (7)
+    mix_rank: int = 0  # 6: time_mix_extra_dim, the five-way token-shift LoRA
+    iclr_rank: int = 0  # 7: the in-context learning rate's (a) LoRA
+    value_rank: int = 0  # 7: the value residual's LoRA (every layer after the first mixes in its value)
+    gate_rank: int = 0  # 7: the output gate's LoRA (0: no gate)
+    n_head_kv: int = 0  # 6: k and v heads, repeated up to n_embd / head_size when fewer (0: as many)
+    gated_linear: bool = False  # 6 without time_mix_first (QRWKV): ggml_gated_linear_attn, a sigmoid gate
+    group_norm: bool = True  # time_mix_ln: the WKV output's group norm
+    channel_mix: int = 0  # the channel mix's width (LayerNorms, a two-row token shift); 0: RMS norms, a SwiGLU FFN
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,7 @@ class GraphLayer:
     q_lora: int = 0  # MLA: the query's low-rank width (0: one wq)
     n_rot: int = 0  # MLA: the rope part of each key head
     ssm: Ssm | None = None  # a Mamba block's sizes
+    wkv: Wkv | None = None  # an RWKV block's sizes
     rope: bool = True  # rope on Q and K (llama_hparams::has_rope; False: no position encoding, NoPE)
     qk_layer_norm: bool = False  # LayerNorm (ggml_norm: new tensors) of Q and K per head before rope
     qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)

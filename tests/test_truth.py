@@ -212,6 +212,7 @@ TIGHT = {
     "glm4moe", "gpt-oss", "granite", "granite_swa", "granitehybrid", "jamba", "laguna", "lfm2", "lfm2moe", "llama",
     "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer", "nomic-bert",
     "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
+    "arwkv7", "rwkv6", "rwkv6qwen2", "rwkv7",
 }  # fmt: skip
 
 

@@ -47,6 +47,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **attention.FAMILY_SET,
         **recurrent.FAMILY_SET,
         **recurrent.SHAPE_SET,
+        **recurrent.RWKV_SHAPES,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,

@@ -12,6 +12,7 @@ Three measured models (mamba2-f16, granitehybrid-f16, lfm2-f16) are the public s
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import gguf
@@ -124,14 +125,14 @@ def mamba2_ng2() -> Model:
     return m
 
 
-def _rwkv_ln_model(arch: str, name: str, embd: int, ff: int) -> Model:
+def _rwkv_ln_model(arch: str, name: str, embd: int, ff: int, layers: int = 4, vocab: int = VOCAB) -> Model:
     """RWKV-6 / RWKV-7 with LayerNorms: token_embd_norm, biased output_norm, two norms per layer."""
-    m = _model(arch, name, ctx=1048576, embd=embd, layers=4, ff=ff, heads=0, heads_kv=None, eps=None)
+    m = _model(arch, name, ctx=1048576, embd=embd, layers=layers, ff=ff, heads=0, heads_kv=None, eps=None, vocab=vocab)
     m.arch_kv(attention__layer_norm_epsilon=1e-5)
-    embeddings(m, embd, VOCAB, F16, tied=False)
+    embeddings(m, embd, vocab, F16, tied=False)
     m.tensor("output_norm.bias", [embd], F32)
     layer_norm(m, "token_embd_norm", embd)
-    for i in range(4):
+    for i in range(layers):
         layer_norm(m, f"blk.{i}.attn_norm", embd)
         layer_norm(m, f"blk.{i}.attn_norm_2", embd)
     return m
@@ -152,12 +153,20 @@ def _rwkv6_time_mix(m: Model, i: int, E: int, head_size: int, tm: int, td: int, 
         layer_norm(m, f"blk.{i}.time_mix_ln", E)
 
 
-def rwkv6() -> Model:
+def rwkv6(
+    name: str = "tiny-rwkv6",
+    E: int = 256,
+    HS: int = 32,
+    FF: int = 512,
+    TM: int = 16,
+    TD: int = 32,
+    layers: int = 4,
+    vocab: int = VOCAB,
+) -> Model:
     """RWKV-6 (Finch), token_shift_count 2 (default): R = 2*n_embd, S = n_embd*head_size."""
-    E, HS, FF, TM, TD = 256, 32, 512, 16, 32
-    m = _rwkv_ln_model("rwkv6", "tiny-rwkv6", E, FF)
+    m = _rwkv_ln_model("rwkv6", name, E, FF, layers, vocab)
     m.arch_kv(wkv__head_size=HS, time_mix_extra_dim=TM, time_decay_extra_dim=TD, rescale_every_n_layers=6)
-    for i in range(4):
+    for i in range(layers):
         _rwkv6_time_mix(m, i, E, HS, TM, TD, E)
         m.tensor(f"blk.{i}.channel_mix_lerp_k.weight", [E, 1, 1], F32)
         m.tensor(f"blk.{i}.channel_mix_lerp_r.weight", [E, 1, 1], F32)
@@ -167,14 +176,23 @@ def rwkv6() -> Model:
     return m
 
 
-def rwkv6qwen2() -> Model:
+def rwkv6qwen2(
+    name: str = "tiny-rwkv6qwen2",
+    E: int = 256,
+    HS: int = 64,
+    FF: int = 512,
+    TM: int = 16,
+    TD: int = 32,
+    HKV: int = 2,
+    layers: int = 4,
+    vocab: int = VOCAB,
+) -> Model:
     """RWKV6-Qwen2: token_shift_count 1, GQA k/v; head_count / head_count_kv are set, but a pure-recurrent
     arch gets no KV cache."""
-    E, HS, FF, TM, TD, HKV = 256, 64, 512, 16, 32, 2
-    m = _model("rwkv6qwen2", "tiny-rwkv6qwen2", ctx=1048576, embd=E, layers=4, ff=FF, heads=E // HS, heads_kv=HKV)
+    m = _model("rwkv6qwen2", name, ctx=1048576, embd=E, layers=layers, ff=FF, heads=E // HS, heads_kv=HKV, vocab=vocab)
     m.arch_kv(wkv__head_size=HS, time_mix_extra_dim=TM, time_decay_extra_dim=TD, token_shift_count=1)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(4):
+    embeddings(m, E, vocab, F16, tied=False)
+    for i in range(layers):
         _norm(m, f"blk.{i}.attn_norm.weight", E)
         _rwkv6_time_mix(m, i, E, HS, TM, TD, HKV * HS, qwen2=True)
         feed_forward(m, i, E, FF, F16)
@@ -184,13 +202,13 @@ def rwkv6qwen2() -> Model:
 _RWKV7_LORA = {"decay": 32, "iclr": 16, "value_residual_mix": 24, "gate": 48}
 
 
-def _rwkv7_kv(m: Model, head_size: int) -> None:
-    m.arch_kv(wkv__head_size=head_size, **{f"attention__{key}_lora_rank": rank for key, rank in _RWKV7_LORA.items()})
+def _rwkv7_kv(m: Model, head_size: int, lora: dict[str, int]) -> None:
+    m.arch_kv(wkv__head_size=head_size, **{f"attention__{key}_lora_rank": rank for key, rank in lora.items()})
 
 
-def _rwkv7_time_mix(m: Model, i: int, E: int, ln: bool = True) -> None:
-    v_rank = _RWKV7_LORA["iclr"] if i == 0 else _RWKV7_LORA["value_residual_mix"]
-    for x, rank in (("w", _RWKV7_LORA["decay"]), ("a", _RWKV7_LORA["iclr"]), ("v", v_rank), ("g", _RWKV7_LORA["gate"])):
+def _rwkv7_time_mix(m: Model, i: int, E: int, lora: dict[str, int], ln: bool = True) -> None:
+    v_rank = lora["iclr"] if i == 0 else lora["value_residual_mix"]
+    for x, rank in (("w", lora["decay"]), ("a", lora["iclr"]), ("v", v_rank), ("g", lora["gate"])):
         if x != "g":
             m.tensor(f"blk.{i}.time_mix_{x}0.weight", [E], F32)
         m.tensor(f"blk.{i}.time_mix_{x}1.weight", [E, rank], F16)
@@ -204,29 +222,43 @@ def _rwkv7_time_mix(m: Model, i: int, E: int, ln: bool = True) -> None:
         layer_norm(m, f"blk.{i}.time_mix_ln", E)
 
 
-def rwkv7() -> Model:
+def rwkv7(
+    name: str = "tiny-rwkv7",
+    E: int = 256,
+    FF: int = 1024,
+    HS: int = 64,
+    lora: dict[str, int] = _RWKV7_LORA,
+    layers: int = 4,
+    vocab: int = VOCAB,
+) -> Model:
     """RWKV-7 (Goose), token_shift_count 2: R = 2*n_embd, S = n_embd*head_size."""
-    E, FF = 256, 1024
-    m = _rwkv_ln_model("rwkv7", "tiny-rwkv7", E, FF)
-    _rwkv7_kv(m, 64)
-    for i in range(4):
-        _rwkv7_time_mix(m, i, E)
+    m = _rwkv_ln_model("rwkv7", name, E, FF, layers, vocab)
+    _rwkv7_kv(m, HS, lora)
+    for i in range(layers):
+        _rwkv7_time_mix(m, i, E, lora)
         m.tensor(f"blk.{i}.channel_mix_lerp_k.weight", [E, 1, 1], F32)
         m.tensor(f"blk.{i}.channel_mix_key.weight", [E, FF], F16)
         m.tensor(f"blk.{i}.channel_mix_value.weight", [FF, E], F16)
     return m
 
 
-def arwkv7() -> Model:
+def arwkv7(
+    name: str = "tiny-arwkv7",
+    E: int = 256,
+    FF: int = 512,
+    HS: int = 32,
+    lora: dict[str, int] = _RWKV7_LORA,
+    layers: int = 4,
+    vocab: int = VOCAB,
+) -> Model:
     """ARWKV-7 (RWKV-7 time mix + SwiGLU FFN): token_shift_count 1."""
-    E, FF = 256, 512
-    m = _model("arwkv7", "tiny-arwkv7", ctx=1048576, embd=E, layers=4, ff=FF, heads=0, heads_kv=None)
-    _rwkv7_kv(m, 32)
+    m = _model("arwkv7", name, ctx=1048576, embd=E, layers=layers, ff=FF, heads=0, heads_kv=None, vocab=vocab)
+    _rwkv7_kv(m, HS, lora)
     m.arch_kv(token_shift_count=1)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(4):
+    embeddings(m, E, vocab, F16, tied=False)
+    for i in range(layers):
         _norm(m, f"blk.{i}.attn_norm.weight", E)
-        _rwkv7_time_mix(m, i, E, ln=False)
+        _rwkv7_time_mix(m, i, E, lora, ln=False)
         feed_forward(m, i, E, FF, F16)
     return m
 
@@ -853,4 +885,40 @@ SHAPE_SET: dict[str, Callable[[], Model]] = {
     "jamba-1.5-mini-shape-f16": lambda: jamba(
         "jamba-1.5-mini", E=4096, H=32, FF=14336, NE=16, DTR=256, heads_kv=(0, 0, 0, 0, 8, 0, 0, 0), V=65536
     ),
+}
+
+
+# Published RWKV shapes, full size (sparse), measured in llama.cpp's dry run (tests/data/results_rwkv_dryrun.jsonl):
+# RWKV-6 World 1.6B, RWKV-7 World 1.5B (conversion/rwkv.py's LoRA ranks for n_embd 2048), QRWKV6-7B (Qwen2.5-7B's
+# widths, 4 k/v heads) and ARWKV-7 over Qwen2.5-1.5B (the converter's ranks, gated).
+RWKV_SHAPES: dict[str, Callable[[], Model]] = {
+    name: partial(writer, name, **sizes)
+    for name, writer, sizes in (
+        ("rwkv6-1.6b-shape", rwkv6, dict(E=2048, HS=64, FF=7168, TM=32, TD=64, layers=24, vocab=65536)),
+        (
+            "rwkv7-1.5b-shape",
+            rwkv7,
+            dict(
+                E=2048,
+                FF=8192,
+                HS=64,
+                lora={"decay": 96, "iclr": 96, "value_residual_mix": 64, "gate": 256},
+                layers=24,
+                vocab=65536,
+            ),
+        ),
+        ("qrwkv6-7b-shape", rwkv6qwen2, dict(E=3584, HS=128, FF=18944, TM=32, TD=64, HKV=4, layers=28, vocab=152064)),
+        (
+            "arwkv7-1.5b-shape",
+            arwkv7,
+            dict(
+                E=1536,
+                FF=8960,
+                HS=64,
+                lora={"decay": 64, "iclr": 64, "value_residual_mix": 32, "gate": 128},
+                layers=28,
+                vocab=151936,
+            ),
+        ),
+    )
 }

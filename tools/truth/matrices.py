@@ -121,6 +121,24 @@ WIDE_UBATCH = [
 ]
 
 
+# The RWKV families' ubatches: 64-2048 tokens (llama.cpp's default n_batch, the most memfit forecasts), 1, 3, 4
+# and 8 sequences, flash attention off, and odd contexts whose ubatch is the context rounded to the sequences.
+RWKV_UBATCHES = [
+    _s(8192, n, fa=fa, n_ubatch=ub)
+    for ub in (64, 128, 256, 512, 1024, 2048)
+    for n, fa in ((1, "auto"), (3, "auto"), (4, "auto"), (8, "auto"), (1, "off"), (8, "off"))
+] + [_s(1000, 3, n_ubatch=1024), _s(1000, 7, n_ubatch=2048)]
+RWKV = ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
+# The published RWKV shapes' dry runs: the default context and ubatch, 4 and 8 sequences, a 2048-token ubatch over
+# 32k tokens, a 128-token ubatch, and a 4096-token request (capped at n_batch 2048).
+RWKV_SHAPE_RUNS = [
+    _s(4096, 1),
+    _s(4096, 4),
+    _s(32768, 1, fa="off", n_ubatch=2048),
+    _s(32768, 8, n_ubatch=2048),
+    _s(8192, 2, n_ubatch=128),
+    _s(8192, 1, n_ubatch=4096),
+]
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
 
@@ -172,6 +190,14 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
+    "results_rwkv.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *RWKV), RWKV_UBATCHES),
+    "results_rwkv_dryrun.jsonl": TruthFile(
+        recurrent.RWKV_SHAPES,
+        RWKV_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
     "results_shapes_dryrun.jsonl": TruthFile(
         _subset(SHAPE_SET, *SCALE_SHAPES) | _subset(shapes.FAMILY_SET, *list(shapes.FAMILY_SET)[:8]),
         SHAPES,
@@ -200,7 +226,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(attention.FAMILY_SET, "command-r")
         | _subset(recurrent.FAMILY_SET, "mamba", "jamba")
         | _subset(attention.FAMILY_SET, "gemma3n-shared")
-        | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"),
+        | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr")
+        | _subset(recurrent.FAMILY_SET, *RWKV),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
