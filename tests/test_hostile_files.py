@@ -130,7 +130,7 @@ def test_nonsense_hyperparameters_degrade_only_their_model(tmp_path: Path) -> No
     service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
     service.index.refresh()
     ids = ["good", "huge-vocab", *NONSENSE, "good"]
-    results = wire.fit_batch(service, [WireFitVerdictRequest(model_id=m, context_tokens=8192) for m in ids]).results
+    results = wire.fit_batch(service, [WireFitVerdictRequest(model_id=m, allocated_tokens=8192) for m in ids]).results
     assert [r.model_id for r in results] == ids and results[0] == results[-1]
     assert results[0].estimate.weakest_basis == "derivedLayout"
     by_id = {r.model_id: r for r in results}
