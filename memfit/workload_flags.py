@@ -14,10 +14,9 @@ import re
 
 from memfit.estimator.context import CELL_PADDING
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES, GGML_CACHE_TYPES
-from memfit.estimator.vocabulary import FlashAttention, Mode
+from memfit.estimator.vocabulary import INT64_MAX, FlashAttention, Mode
 from memfit.integers import round_up
 
-INT64_MAX = (1 << 63) - 1  # the contract's integers
 SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20}
 _COUNT = re.compile(r"\s*(\d+)\s*([kKmM]?)\s*")
 CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}

@@ -11,6 +11,7 @@ from memfit.readers.host_memory import read_host_memory
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
+from tests.test_history import _observation
 from tools.truth import records
 
 BATCH = "/v1/models/fit/batch"
@@ -52,32 +53,20 @@ def test_an_oversized_batch_says_the_rule_first(client: httpx.Client) -> None:
     assert body["detail"].startswith("at least 1 requests, got 0")
 
 
+def _observation_with(field: str) -> dict:
+    """A valid observation whose workload also has `field`."""
+    body = _observation("qwen3-f16", None, workspace=1)
+    body["workload"][field] = "on"
+    return body
+
+
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [
         (BATCH, [{"modelId": "qwen3-f16", "tokens": 32768, "parallel": 2}], "parallel"),
         ("/v1/models/fit", {"modelId": "qwen3-f16", "allocated_tokens": 8192}, "allocated_tokens"),
         ("/v1/models/fit/plan", [{"modelId": "qwen3-f16", "stream": 2}], "stream"),
-        (
-            "/v1/models/observations",
-            {
-                "modelId": "qwen3-f16",
-                "revision": "",
-                "quant": "F16",
-                "artifactBytes": None,
-                "workload": {
-                    "allocatedTokens": 4096,
-                    "streams": 1,
-                    "keyElementBytes": 2,
-                    "valueElementBytes": 2,
-                    "mode": "fullGpu",
-                    "flashAttn": "on",
-                },
-                "parts": {"workspace": 1},
-                "runtime": "test",
-            },
-            "flashAttn",
-        ),
+        ("/v1/models/observations", _observation_with("flashAttn"), "flashAttn"),
     ],
     ids=["batch", "fit", "plan", "observation"],
 )
