@@ -35,7 +35,7 @@ from memfit.estimator.forecast import forecast_parts, workspace_ceiling, workspa
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
-from memfit.estimator.model_ids import typed_id
+from memfit.estimator.model_ids import Suggestions, suggestions, typed_id
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, is_quant_tag, maxima, precision_key
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, local_subject
@@ -467,17 +467,39 @@ class FitService:
         repository id without a tag means every quant the catalog lists for it and every quant-tagged artifact of
         it on this machine (a file beats the catalog entry with the same id)."""
         model_id = typed_id(model_id)
-        if ":" not in model_id:
-            tags = dict.fromkeys(self.catalog.quants(model_id))
-            for artifact in self.index.artifacts():
-                repo, sep, tag = artifact.model_id.rpartition(":")
-                if sep and repo == model_id and is_quant_tag(tag):
-                    tags.setdefault(tag.upper())
-            subjects = [s for tag in tags if (s := self.subject(f"{model_id}:{tag}", choice)) is not None]
-            if subjects:
-                return sorted(subjects, key=lambda s: precision_key(s.model_id.rpartition(":")[2])), True
+        tags = self._quant_tags(model_id)
+        subjects = [s for tag in tags if (s := self.subject(f"{model_id}:{tag}", choice)) is not None]
+        if subjects:
+            return sorted(subjects, key=lambda s: precision_key(s.model_id.rpartition(":")[2])), True
         subject = self.subject(model_id, choice)
         return ([subject] if subject is not None else []), False
+
+    def _quant_tags(self, repository: str) -> list[str]:
+        """The quants a repository id without a tag names: the catalog's, then those of its quant-tagged artifacts
+        on this machine; none for an id with a tag."""
+        if ":" in repository:
+            return []
+        tags = dict.fromkeys(self.catalog.quants(repository))
+        for artifact in self.index.artifacts():
+            repo, sep, tag = artifact.model_id.rpartition(":")
+            if sep and repo == repository and is_quant_tag(tag):
+                tags.setdefault(tag.upper())
+        return list(tags)
+
+    def left_out(self, model_ids: Sequence[str], repositories: bool = False) -> list[tuple[str, Suggestions]]:
+        """The ids, each once in order, that no model answers to (with `repositories`, as a plan reads them: nor a
+        repository with quants), each with the known ids to suggest instead."""
+        missing = [
+            m
+            for m in dict.fromkeys(model_ids)
+            if self.index.get(typed_id(m)) is None
+            and self.catalog.find(typed_id(m)) is None
+            and not (repositories and self._quant_tags(typed_id(m)))
+        ]
+        if not missing:
+            return []
+        known = [e.model_id for e in self.model_list()]
+        return [(m, suggestions(m, known)) for m in missing]
 
     def plan_batch(
         self,

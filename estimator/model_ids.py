@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 # A Hub repository's address as Ollama (`ollama run hf.co/org/repo:QUANT`) and browsers write it
 HUB_PREFIXES = ("https://huggingface.co/", "https://hf.co/", "huggingface.co/", "hf.co/")
 
@@ -14,3 +19,67 @@ def typed_id(model_id: str) -> str:
         if lowered.startswith(prefix):
             return model_id[len(prefix) :]
     return model_id
+
+
+_WORDS = re.compile(r"[-_.\s]+")
+NEAREST = 3  # repositories suggested for an id that names none
+CLOSE = 0.6  # difflib's ratio a name must reach to be suggested
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    """What to offer for an id that names no known model."""
+
+    repository: str | None  # the known repository the id names (spelled as known), when its quant is not one of them
+    quants: tuple[str, ...]  # that repository's quants
+    nearest: tuple[str, ...]  # known ids of the repositories whose names come closest
+
+    @property
+    def ids(self) -> list[str]:
+        """Every suggested id, the repository's own quants first."""
+        own = [f"{self.repository}:{q}" for q in self.quants]
+        return own + [n for n in self.nearest if n not in own]
+
+
+def _repository(model_id: str) -> str:
+    return model_id.partition(":")[0]
+
+
+def _name(model_id: str) -> str:
+    """What people remember of an id: the repository's name, without its organisation or quant, in any case."""
+    return _repository(model_id).rpartition("/")[2].lower()
+
+
+def suggestions(missing: str, known: Sequence[str]) -> Suggestions:
+    """For an id no model answers to: the quants of the repository it names, if that one is known, and the known
+    ids of the NEAREST repositories by name (an id with the same quant where one has it)."""
+    typed = typed_id(missing)
+    repo, _, quant = typed.partition(":")
+    own = [k for k in known if _repository(k).lower() == repo.lower()]
+    quants = tuple(sorted({k.partition(":")[2] for k in own if ":" in k}))
+    repository = _repository(own[0]) if quant and quants and quant.upper() not in quants else None
+    by_name: dict[str, list[str]] = {}
+    for k in known:
+        if _repository(k).lower() != repo.lower() or repository is None:
+            by_name.setdefault(_name(k), []).append(k)
+    asked = _name(typed)
+    ranked = sorted(((_closeness(asked, n), n) for n in by_name), reverse=True)
+    names = [n for (prefix, ratio), n in ranked[:NEAREST] if prefix or ratio >= CLOSE]
+    nearest = tuple(_pick(by_name[n], quant) for n in names)
+    return Suggestions(repository, quants if repository else (), nearest)
+
+
+def _closeness(asked: str, name: str) -> tuple[int, float]:
+    """How near a name is to the one asked: the words they begin with in common (a family and its size, as in
+    `qwen3-4b-...`), then difflib's ratio of the whole."""
+    prefix = 0
+    for a, b in zip(_WORDS.split(asked), _WORDS.split(name), strict=False):
+        if a != b:
+            break
+        prefix += 1
+    return prefix, difflib.SequenceMatcher(None, asked, name).ratio()
+
+
+def _pick(ids: list[str], quant: str) -> str:
+    """Of one name's ids, the one with `quant` (any case), else the first."""
+    return next((i for i in ids if i.partition(":")[2].lower() == quant.lower()), ids[0]) if quant else ids[0]

@@ -6,26 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from memfit.generated.base import WireModel
-from pydantic import AwareDatetime, ConfigDict, Field
-
-
-class Problem(WireModel):
-    """
-    An RFC 9457 problem document.
-    """
-
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    type: str
-    """
-    A short word: `invalidRequest`, `unauthorized`, `notFound`, `cancelled` or `failed`.
-    Tolerate unknown values.
-
-    """
-    title: str
-    status: Annotated[int, Field(ge=100, le=599)]
-    detail: str
+from pydantic import AwareDatetime, ConfigDict, Field, RootModel
 
 
 class WireFitVerdictRequest(WireModel):
@@ -113,6 +94,21 @@ class WireFitVerdictRequest(WireModel):
     (AMX packs the matrix weights it takes; an extra buffer type keeps a tied embedding's output
     copy). A variant this host cannot run, or a name ggml does not ship, makes `weights` `unknown`
     with the limit `workloadUnsupported`.
+
+    """
+
+
+class Suggestions(RootModel[list[str]]):
+    """
+    Known ids to try instead: the other quants of the repository the id names, when that repository is
+    known, then ids of the repositories whose names (without the organisation) come closest. May be empty.
+
+    """
+
+    root: Annotated[list[str], Field(max_length=16)]
+    """
+    Known ids to try instead: the other quants of the repository the id names, when that repository is
+    known, then ids of the repositories whose names (without the organisation) come closest. May be empty.
 
     """
 
@@ -464,6 +460,41 @@ class WireHealth(WireModel):
     """
 
 
+class Problem(WireModel):
+    """
+    An RFC 9457 problem document.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    type: str
+    """
+    A short word: `invalidRequest`, `unauthorized`, `notFound`, `cancelled` or `failed`.
+    Tolerate unknown values.
+
+    """
+    title: str
+    status: Annotated[int, Field(ge=100, le=599)]
+    detail: str
+    suggestions: Suggestions | None = None
+
+
+class WireLeftOut(WireModel):
+    """
+    A requested id that no model on this machine or in the bundled catalog answers to.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    model_id: Annotated[str, Field(alias="modelId")]
+    """
+    The id as the request wrote it.
+    """
+    suggestions: Suggestions
+
+
 class WireFitMemoryEstimate(WireModel):
     """
     A complete memory forecast. `lowerBoundBytes` is always a real floor; `upperBoundBytes` is
@@ -600,6 +631,12 @@ class WireFitVerdictBatch(WireModel):
         populate_by_name=True,
     )
     results: Annotated[list[WireFitVerdictResult], Field(max_length=32)]
+    left_out: Annotated[list[WireLeftOut], Field(alias="leftOut", max_length=32)]
+    """
+    The requested ids that no model answers to (left out of `results`), each once, in request order,
+    with the known ids nearest to each (since 1.11.0).
+
+    """
 
 
 class WireFitPlanQuant(WireModel):
@@ -661,3 +698,9 @@ class WireFitPlanBatch(WireModel):
         populate_by_name=True,
     )
     results: Annotated[list[WireFitPlanResult], Field(max_length=32)]
+    left_out: Annotated[list[WireLeftOut], Field(alias="leftOut", max_length=32)]
+    """
+    The requested ids that no model answers to (left out of `results`), each once, in request order,
+    with the known ids nearest to each (since 1.11.0).
+
+    """

@@ -45,7 +45,10 @@ async def fit_plan(body: list[dict]) -> Response:
 
 async def fit_one(body: dict) -> Response:
     request = parse(WireFitVerdictRequest, body)
-    result = await run_in_threadpool(wire.fit_one, current().service, request)
+    service = current().service
+    result = await run_in_threadpool(wire.fit_one, service, request)
     if result is None:
-        return problem_response(404, "no model on this machine or in the bundled catalog has that id")
+        suggested = await run_in_threadpool(wire.suggested_ids, service, request.model_id)
+        detail = "no model on this machine or in the bundled catalog has that id"
+        return problem_response(404, detail, suggestions=suggested)
     return json_response(result)

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.types import Send
 
 from memfit.estimator.vocabulary import ProblemType
-from memfit.generated.models import Problem
+from memfit.generated.models import Problem, Suggestions
 from memfit.http.routing import ALLOW_KEY
 
 log = logging.getLogger("memfit.http")
@@ -44,16 +44,22 @@ def problem_type(status: int) -> str:
 
 
 @functools.lru_cache(maxsize=256)  # the same few refusals make up a flood: each was a model built and serialised
-def problem_body(status: int, detail: str) -> bytes:
+def problem_body(status: int, detail: str, suggestions: tuple[str, ...] | None = None) -> bytes:
+    """`suggestions`: a 404's known ids to try instead."""
     title = TITLES.get(status, "Failed" if status >= 500 else "Invalid request")
-    return Problem(type=problem_type(status), title=title, status=status, detail=detail).model_dump_json().encode()
+    listed = None if suggestions is None else Suggestions(list(suggestions))
+    problem = Problem(type=problem_type(status), title=title, status=status, detail=detail, suggestions=listed)
+    return problem.model_dump_json(exclude_none=True).encode()
 
 
-def problem_response(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
+def problem_response(
+    status: int, detail: str, headers: dict[str, str] | None = None, suggestions: tuple[str, ...] | None = None
+) -> Response:
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    return Response(problem_body(status, detail), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    body = problem_body(status, detail, suggestions)
+    return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
 async def send_problem(send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:

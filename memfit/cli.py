@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import errno
 import fnmatch
 import logging
@@ -348,19 +347,13 @@ def models(args: argparse.Namespace) -> int:
 
 
 def suggestions(missing: str, known: Sequence[str]) -> str:
-    """The nearest known ids (case-insensitive), and for a known repository with another quant, its quants."""
-    by_lower: dict[str, str] = {}
-    for k in known:
-        by_lower.setdefault(k.lower(), k)
-    repo, _, quant = missing.partition(":")
-    hints = []
-    quants = sorted({k.partition(":")[2] for k in known if ":" in k and k.partition(":")[0].lower() == repo.lower()})
-    if quant and quants and quant.upper() not in quants:
-        name = next(k.partition(":")[0] for k in known if k.partition(":")[0].lower() == repo.lower())
-        hints.append(f"{name} has {', '.join(quants)}")
-    nearest = [by_lower[k] for k in difflib.get_close_matches(missing.lower(), list(by_lower), n=3, cutoff=0.6)]
-    if nearest:
-        hints.append(f"did you mean {', '.join(nearest)}?")
+    """The repository's quants, when the id names a known repository with another quant, and the nearest ids."""
+    from memfit.estimator.model_ids import suggestions as suggested
+
+    found = suggested(missing, known)
+    hints = [f"{found.repository} has {', '.join(found.quants)}"] if found.repository else []
+    if found.nearest:
+        hints.append(f"did you mean {', '.join(found.nearest)}?")
     return "; ".join(hints) or "memfit models lists the ids it knows"
 
 

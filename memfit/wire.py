@@ -28,6 +28,8 @@ from memfit.estimator.workload import WorkloadRequest
 if TYPE_CHECKING:
     from memfit.generated import models as wire
 
+MAX_SUGGESTIONS = 16  # the contract's Suggestions.maxItems
+
 
 def generated() -> Any:
     """The generated pydantic models (imported on first use: pydantic builds them at import)."""
@@ -200,7 +202,8 @@ def fit_batch(
 ) -> wire.WireFitVerdictBatch:
     m = models or generated()
     results = service.fit_batch([fit_request(r) for r in requests], cancelled)
-    return m.WireFitVerdictBatch(results=[fit_result(r, m) for r in results])
+    left_out = left_out_entries(service, requests, False, m)
+    return m.WireFitVerdictBatch(results=[fit_result(r, m) for r in results], left_out=left_out)
 
 
 def fit_plan(
@@ -212,7 +215,23 @@ def fit_plan(
 ) -> wire.WireFitPlanBatch:
     m = models or generated()
     results = service.plan_batch([fit_request(r) for r in requests], cancelled, budget)
-    return m.WireFitPlanBatch(results=[plan_result(p, m) for p in results])
+    left_out = left_out_entries(service, requests, True, m)
+    return m.WireFitPlanBatch(results=[plan_result(p, m) for p in results], left_out=left_out)
+
+
+def left_out_entries(
+    service: FitService, requests: Sequence[wire.WireFitVerdictRequest], repositories: bool, models: Any = None
+) -> list[wire.WireLeftOut]:
+    """A batch's `leftOut`: the ids it names that no model answers to, with the ids to suggest instead."""
+    m = models or generated()
+    missing = service.left_out([r.model_id for r in requests], repositories)
+    return [m.WireLeftOut(model_id=i, suggestions=s.ids[:MAX_SUGGESTIONS]) for i, s in missing]
+
+
+def suggested_ids(service: FitService, model_id: str) -> tuple[str, ...]:
+    """The ids to suggest for one that no model answers to (a single fit's 404)."""
+    missing = service.left_out([model_id])
+    return tuple(missing[0][1].ids[:MAX_SUGGESTIONS]) if missing else ()
 
 
 def fit_plan_json(

@@ -242,6 +242,23 @@ def test_single_fit_and_404(client: httpx.Client) -> None:
     _problem(client.post("/v1/models/fit", json={"modelId": "nothing/here"}), 404, "notFound")
 
 
+def test_ids_no_model_answers_to_are_listed_with_suggestions(client: httpx.Client) -> None:
+    """Each was a silent `{"results": []}` (or a bare 404): now the batch says which ids it left out and why."""
+    asked = ["qwen3-f17", "qwen3-f16", "Qwen/Qwen3-8B-GGUF:Q3_K_XL", "qwen3-f17", "hf.co/Qwen/Qwen3-8B-GGUF:Q8_0"]
+    answer = client.post(BATCH, json=[{"modelId": m} for m in asked]).json()
+    assert [r["modelId"] for r in answer["results"]] == ["qwen3-f16", "hf.co/Qwen/Qwen3-8B-GGUF:Q8_0"]
+    typo, other_quant = answer["leftOut"]  # each once, in request order
+    assert typo["modelId"] == "qwen3-f17" and typo["suggestions"][0] == "qwen3-f16"
+    assert other_quant["modelId"] == "Qwen/Qwen3-8B-GGUF:Q3_K_XL"
+    assert other_quant["suggestions"][:4] == [f"Qwen/Qwen3-8B-GGUF:{q}" for q in ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0")]
+    assert client.post(BATCH, json=[{"modelId": "qwen3-f16"}]).json()["leftOut"] == []
+    plans = client.post("/v1/models/fit/plan", json=[{"modelId": "Qwen/Qwen3-8B-GGUF"}, {"modelId": "no/such"}])
+    assert [m["modelId"] for m in plans.json()["leftOut"]] == ["no/such"]  # a repository is what a plan names
+    missing = _problem(client.post("/v1/models/fit", json={"modelId": "qwen3-f17"}), 404, "notFound")
+    assert missing["suggestions"][0] == "qwen3-f16"
+    assert "suggestions" not in _problem(client.post(BATCH, json=[]), 400, "invalidRequest")
+
+
 @pytest.mark.parametrize("method, path", [("POST", BATCH), ("POST", "/v1/models/fit"), ("GET", "/v1/models")])
 @pytest.mark.parametrize("token", [None, "wrong-token"])
 def test_protected_routes_need_the_token(live: LiveServer, method: str, path: str, token: str | None) -> None:

@@ -16,6 +16,7 @@ from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog, CatalogEntry, entry_tensors, proxy_weights
 from memfit.estimator.cpu_variant import VARIANTS
 from memfit.estimator.fit_service import FitService
+from memfit.estimator.model_ids import suggestions
 from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.estimator.tensor_list import parameter_count
 from memfit.generated.models import WireFitVerdictRequest
@@ -120,7 +121,8 @@ def _answer(service: FitService, model_id: str, **fields):
 
 def test_catalog_only_answer() -> None:
     service = build_service()
-    result = _answer(service, "Qwen/Qwen3-8B-GGUF:q8_0", allocated_tokens=8192)
+    # the variant named: on an AMX host the one ggml's loader picks packs the weights (sapphirerapids)
+    result = _answer(service, "Qwen/Qwen3-8B-GGUF:q8_0", allocated_tokens=8192, cpu_variant="haswell")
     assert result.model_id == "Qwen/Qwen3-8B-GGUF:q8_0" and result.identity.model_id == "Qwen/Qwen3-8B-GGUF:Q8_0"
     assert result.identity.artifact_bytes is None and result.identity.quant == "Q8_0"
     assert "artifactNotOnDisk" in result.limits
@@ -223,3 +225,35 @@ def test_a_plan_of_a_repository_typed_in_lower_case_has_its_quants() -> None:
     service = build_service()
     (plan,) = wire.fit_plan(service, [WireFitVerdictRequest(model_id="qwen/qwen3-8b-gguf")]).results
     assert sorted(q.quant for q in plan.quants) == sorted(ENTRIES["Qwen/Qwen3-8B-GGUF"].quants)
+
+
+KNOWN = [
+    "Qwen/Qwen3-4B-GGUF:Q4_K_M",
+    "Qwen/Qwen3-4B-GGUF:Q8_0",
+    "Qwen/Qwen2-7B-Instruct-GGUF:Q4_K_M",
+    "microsoft/Phi-4-mini-instruct-GGUF:Q4_K_M",
+    "Qwen/Qwen3-8B-GGUF:Q4_K_M",
+    "Qwen/Qwen3-8B-GGUF:Q8_0",
+]
+
+
+@pytest.mark.parametrize(
+    "missing, first",
+    [
+        # ranked by the repository's name without its organisation: the same family and size first
+        ("unsloth/Qwen3-4B-Instruct-2507-GGUF", "Qwen/Qwen3-4B-GGUF:Q4_K_M"),
+        ("unsloth/Qwen3-4B-GGUF:Q8_0", "Qwen/Qwen3-4B-GGUF:Q8_0"),  # the id with the quant asked
+        ("Qwen/Qwen3-8B-GUF:Q4_K_M", "Qwen/Qwen3-8B-GGUF:Q4_K_M"),
+        ("phi-4-mini", "microsoft/Phi-4-mini-instruct-GGUF:Q4_K_M"),
+    ],
+)
+def test_suggestions_rank_repositories_by_name(missing: str, first: str) -> None:
+    assert suggestions(missing, KNOWN).ids[0] == first
+
+
+def test_suggestions_for_a_known_repository_list_its_quants_first() -> None:
+    found = suggestions("qwen/qwen3-8b-gguf:q3_k_xl", KNOWN)
+    assert found.repository == "Qwen/Qwen3-8B-GGUF" and found.quants == ("Q4_K_M", "Q8_0")
+    assert found.ids[:2] == ["Qwen/Qwen3-8B-GGUF:Q4_K_M", "Qwen/Qwen3-8B-GGUF:Q8_0"]
+    assert "Qwen/Qwen3-8B-GGUF:Q4_K_M" not in found.nearest
+    assert suggestions("no/such-model", KNOWN).ids == []
