@@ -489,17 +489,17 @@ class FitService:
     def left_out(self, model_ids: Sequence[str], repositories: bool = False) -> list[tuple[str, Suggestions]]:
         """The ids, each once in order, that no model answers to (with `repositories`, as a plan reads them: nor a
         repository with quants), each with the known ids to suggest instead."""
-        missing = [
-            m
-            for m in dict.fromkeys(model_ids)
-            if self.index.get(typed_id(m)) is None
-            and self.catalog.find(typed_id(m)) is None
-            and not (repositories and self._quant_tags(typed_id(m)))
-        ]
+        missing = [m for m in dict.fromkeys(model_ids) if not self._names_a_model(typed_id(m), repositories)]
         if not missing:
             return []
         known = [e.model_id for e in self.model_list()]
         return [(m, suggestions(m, known)) for m in missing]
+
+    def _names_a_model(self, model_id: str, repositories: bool) -> bool:
+        """What `subject` (and with `repositories`, `plan_subjects`) finds, without building a subject."""
+        if self.index.get(model_id) is not None or self.catalog.find(model_id) is not None:
+            return True
+        return repositories and bool(self._quant_tags(model_id))
 
     def plan_batch(
         self,

@@ -22,6 +22,7 @@ from memfit.estimator.fit_types import (
     QuantPlan,
     StoredObservation,
 )
+from memfit.estimator.model_ids import Suggestions
 from memfit.estimator.plan import PlanBudget
 from memfit.estimator.workload import WorkloadRequest
 
@@ -225,13 +226,17 @@ def left_out_entries(
     """A batch's `leftOut`: the ids it names that no model answers to, with the ids to suggest instead."""
     m = models or generated()
     missing = service.left_out([r.model_id for r in requests], repositories)
-    return [m.WireLeftOut(model_id=i, suggestions=s.ids[:MAX_SUGGESTIONS]) for i, s in missing]
+    return [m.WireLeftOut(model_id=i, suggestions=list(_capped(s))) for i, s in missing]
 
 
 def suggested_ids(service: FitService, model_id: str) -> tuple[str, ...]:
     """The ids to suggest for one that no model answers to (a single fit's 404)."""
     missing = service.left_out([model_id])
-    return tuple(missing[0][1].ids[:MAX_SUGGESTIONS]) if missing else ()
+    return _capped(missing[0][1]) if missing else ()
+
+
+def _capped(found: Suggestions) -> tuple[str, ...]:
+    return tuple(found.ids[:MAX_SUGGESTIONS])
 
 
 def fit_plan_json(

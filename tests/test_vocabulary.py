@@ -58,3 +58,9 @@ def test_weakest_basis_orders_the_bases_as_the_spec_does() -> None:
 def test_the_request_names_every_flash_attention_setting() -> None:
     description = SPEC["components"]["schemas"]["WireFitVerdictRequest"]["properties"]["flashAttention"]["description"]
     assert {f.value for f in FlashAttention} <= set(WORD.findall(description))
+
+
+def test_the_suggestions_cap_is_the_contracts() -> None:
+    from memfit.wire import MAX_SUGGESTIONS
+
+    assert SPEC["components"]["schemas"]["Suggestions"]["maxItems"] == MAX_SUGGESTIONS
