@@ -24,6 +24,9 @@ def typed_id(model_id: str) -> str:
 _WORDS = re.compile(r"[-_.\s]+")
 NEAREST = 3  # repositories suggested for an id that names none
 CLOSE = 0.6  # difflib's ratio a name must reach to be suggested
+# The most of an asked name that is compared: difflib's ratio costs time in proportion to the length, and an id
+# may be as long as a request body allows
+COMPARED = 256
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def suggestions(missing: str, known: Sequence[str]) -> Suggestions:
     for k in known:
         if _repository(k).lower() != repo.lower() or repository is None:
             by_name.setdefault(_name(k), []).append(k)
-    asked = _name(typed)
+    asked = _name(typed)[:COMPARED]
     ranked = sorted(((_closeness(asked, n), n) for n in by_name), reverse=True)
     names = [n for (prefix, ratio), n in ranked[:NEAREST] if prefix or ratio >= CLOSE]
     nearest = tuple(_pick(by_name[n], quant) for n in names)
@@ -77,7 +80,10 @@ def _closeness(asked: str, name: str) -> tuple[int, float]:
         if a != b:
             break
         prefix += 1
-    return prefix, difflib.SequenceMatcher(None, asked, name).ratio()
+    matcher = difflib.SequenceMatcher(None, asked, name)
+    if not prefix and matcher.real_quick_ratio() < CLOSE:  # the lengths alone keep it from being suggested
+        return 0, 0.0
+    return prefix, matcher.ratio()
 
 
 def _pick(ids: list[str], quant: str) -> str:

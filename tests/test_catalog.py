@@ -257,3 +257,10 @@ def test_suggestions_for_a_known_repository_list_its_quants_first() -> None:
     assert found.ids[:2] == ["Qwen/Qwen3-8B-GGUF:Q4_K_M", "Qwen/Qwen3-8B-GGUF:Q8_0"]
     assert "Qwen/Qwen3-8B-GGUF:Q4_K_M" not in found.nearest
     assert suggestions("no/such-model", KNOWN).ids == []
+
+
+def test_an_id_as_long_as_a_body_allows_is_ranked_by_its_start() -> None:
+    """A name past model_ids.COMPARED characters is compared by its first COMPARED: what it begins with still finds its
+    family, and a long name like no other suggests nothing (its length alone rules each known name out)."""
+    assert suggestions("unsloth/Qwen3-4B-" + "x" * 1_000_000, KNOWN).ids[0] == "Qwen/Qwen3-4B-GGUF:Q4_K_M"
+    assert suggestions("y" * 1_000_000, KNOWN).ids == []

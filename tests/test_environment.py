@@ -29,15 +29,22 @@ from memfit.service_builder import build_service
 
 @pytest.fixture
 def stand_in_engine(tmp_path: Path):
-    """`sleep` copied under the name llama-server, running."""
+    """`sleep` copied under the name llama-server, running and settled: asleep in its one system call with the
+    same resident set twice 50 ms apart (while the loader maps its libraries the resident set still grows)."""
     binary = tmp_path / "llama-server"
     shutil.copy(shutil.which("sleep"), binary)
     process = subprocess.Popen([str(binary), "60"])
     try:
+        engine = psutil.Process(process.pid)
         deadline = time.monotonic() + 5
-        while psutil.Process(process.pid).name() != "llama-server" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        yield psutil.Process(process.pid)
+        previous = -1
+        while time.monotonic() < deadline:
+            rss = engine.memory_info().rss
+            if engine.name() == "llama-server" and engine.status() == psutil.STATUS_SLEEPING and rss == previous:
+                break
+            previous = rss
+            time.sleep(0.05)
+        yield engine
     finally:
         process.kill()
         process.wait()
