@@ -230,7 +230,12 @@ def test_each_usual_folder_made_after_start_is_indexed(tmp_path: Path, monkeypat
         write_model(qwen3(), lm_studio / "Late-IQ4_XS.gguf")
         store = home / ".ollama" / "models"
         manifest(store, "registry.ollama.ai/library/late/1b", [(MODEL, blob(store, qwen3()))])
-        expected = ("acme/Late-GGUF:Q8_0", "bart_Late-GGUF_Late-Q4_K_M", "lmstudio-community/Late-GGUF:IQ4_XS", "late:1b")
+        expected = (
+            "acme/Late-GGUF:Q8_0",
+            "bart_Late-GGUF_Late-Q4_K_M",
+            "lmstudio-community/Late-GGUF:IQ4_XS",
+            "late:1b",
+        )
         assert index.wait_for(lambda: all(index.get(i) is not None for i in expected), timeout=30), [
             a.model_id for a in index.artifacts()
         ]

@@ -196,6 +196,7 @@ def test_usual_roots_include_ollama(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "system").mkdir()
     home = {"HOME": str(tmp_path / "home")}
+
     def ollama(env: dict[str, str]) -> list[tuple[str, RootKind]]:
         return [(r.path, r.kind) for r in usual_roots(env) if r.kind is RootKind.OLLAMA]
 
