@@ -171,7 +171,8 @@ def entry_shape(entry: CatalogEntry) -> Shape:
 def computable(entry: CatalogEntry, quant: str) -> bool:
     """Whether memfit types every tensor of `quant` as llama-quantize would for the entry (a quant the repository
     need not publish)."""
-    return quant in DEFAULT_TYPE and entry_tensors(entry) is not None
+    rule = RULES.get(entry.architecture)
+    return quant in DEFAULT_TYPE and rule is not None and rule.tensors is not None  # as entry_tensors finds a list
 
 
 def entry_tensors(entry: CatalogEntry) -> list[Tensor] | None:
