@@ -32,15 +32,15 @@ def _unavailable(exc: StateFileError, outcome: str, done: str) -> Response:
     )
 
 
-async def record_observation(body: dict) -> Response:
+async def record_observation(body: dict, dryRun: bool = False) -> Response:  # noqa: N803
     observation = parse(WireObservation, body)
     try:
-        receipt = await run_in_threadpool(wire.record_observation, current().service, observation)
+        receipt = await run_in_threadpool(wire.record_observation, current().service, observation, not dryRun)
     except StateFileError as exc:  # never acknowledged: the runtime may send it again later
         return _unavailable(exc, "the observation was not stored", "written")
     except ObservationRefused as exc:
         return problem_response(400, str(exc))
-    return json_response(receipt, status=201)
+    return json_response(receipt, status=200 if dryRun else 201)
 
 
 async def list_observations(limit: int = DEFAULT_LIMIT, modelId: str | None = None) -> Response:  # noqa: N803
