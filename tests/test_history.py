@@ -85,6 +85,8 @@ def test_a_dry_run_checks_the_observation_and_stores_nothing(client: httpx.Clien
     low = _observation("mamba2-f16", size, 2048, workspace=0)
     refused = client.post(OBSERVATIONS, params={"dryRun": "true"}, json=low)
     assert refused.status_code == 400 and refused.json()["detail"].startswith("parts.workspace:")
+    misspelt = client.post(OBSERVATIONS, params={"dryrun": "true"}, json=ok)  # would have stored it
+    assert misspelt.status_code == 400 and "'dryrun'" in misspelt.json()["detail"]
     assert client.get(OBSERVATIONS, params={"modelId": "mamba2-f16"}).json()["observations"] == before
     assert _parts(client, "mamba2-f16", allocatedTokens=2048)[0]["workspace"] == derived
     stored = client.post(OBSERVATIONS, params={"dryRun": "false"}, json=ok)
