@@ -204,7 +204,12 @@ def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
         )
     if ceiling is None:
         unknown = [p for p in e.parts if p.bytes is None or p.basis == "unknown"]
-        which = "; ".join(f"{p.component} ({human_note(p.note)})" if p.note else p.component for p in unknown)
+        by_note: dict[str, list[str]] = {}  # parts unknown for the same reason, named together with it once
+        for p in unknown:
+            by_note.setdefault(human_note(p.note) if p.note else "", []).append(p.component)
+        which = "; ".join(
+            f"{', '.join(parts)} ({note})" if note else ", ".join(parts) for note, parts in by_note.items()
+        )
         return (
             f"{verdict}: the floor {size(floor)} fits the budget {size(budget)} but the ceiling is unknown:"
             f" a part is unknown: {which or ', '.join(e.missing) or '?'}"
