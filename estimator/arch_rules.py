@@ -59,7 +59,10 @@ from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
-LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3.21.1)"
+# The llama.cpp every rule mirrors and every recorded run measured: its commit (tools/truth/releases.json), which
+# node-llama-cpp 3.21.1 bundles under its own tag v0.4.0 and builds as its prebuilt libllama
+LLAMA_CPP_COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed"
+LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's prebuilt libllama)"
 
 ATTN, SSM = Keys.Attention, Keys.SSM
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from memfit.estimator.arch_rules import LLAMA_CPP_COMMIT
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.ggml_graph import Graph
@@ -70,6 +71,8 @@ def test_the_pinned_releases_name_their_llama_cpp_commits() -> None:
     other = next(v for v in RELEASES if v != RELEASE)
     label = relabelled(TRUTH_FILES["results_probe.jsonl"], other).label
     assert f"node-llama-cpp {other} " in label and RELEASES[other]["llama_cpp_tag"] in label and tag not in label
+    # what answers cite as the llama.cpp they mirror is the commit the recorded runs measured
+    assert LLAMA_CPP_COMMIT == RELEASES[RELEASE]["llama_cpp_commit"]
 
 
 def test_the_harness_names_no_machine_path() -> None:
