@@ -56,6 +56,8 @@ def buildable(graph: GraphShape) -> bool:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
+    if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
+        return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
     return (
         graph.logits
         and graph.cache_attention
