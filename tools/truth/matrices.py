@@ -129,6 +129,8 @@ RWKV_UBATCHES = [
     for n, fa in ((1, "auto"), (3, "auto"), (4, "auto"), (8, "auto"), (1, "off"), (8, "off"))
 ] + [_s(1000, 3, n_ubatch=1024), _s(1000, 7, n_ubatch=2048)]
 RWKV = ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
+# The delta-net families (src/models/delta-net-base.cpp's users): gated delta net and Kimi delta attention.
+DELTA_NET = ("qwen3next", "qwen35", "qwen35moe", "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3")
 # The published RWKV shapes' dry runs: the default context and ubatch, 4 and 8 sequences, a 2048-token ubatch over
 # 32k tokens, a 128-token ubatch, and a 4096-token request (capped at n_batch 2048).
 RWKV_SHAPE_RUNS = [
@@ -227,7 +229,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, "mamba", "jamba")
         | _subset(attention.FAMILY_SET, "gemma3n-shared")
         | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr")
-        | _subset(recurrent.FAMILY_SET, *RWKV),
+        | _subset(recurrent.FAMILY_SET, *RWKV)
+        | _subset(recurrent.FAMILY_SET, *DELTA_NET),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
