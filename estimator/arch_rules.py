@@ -536,9 +536,20 @@ def qwen35_delta_net(ly: Layers) -> DeltaNet:
 
 def _kda(ly: Layers, routing: Routing, shexp: int) -> DeltaNet:
     # llama_model_kimi_linear / _kimi_k3 / _bailingmoe3: kda.head_dim wide heads, n_head of them for q, k and v
+    # (their graphs' MHA fallback where the file has the legacy attn_kv_b is not rebuilt)
     hp = ly.hp
     head, heads = hp.optional_int(Keys.KDA.HEAD_DIM, 0), ly.heads[0] if ly.n_all else 0
-    return DeltaNet(head, heads, head, heads, hp.optional_int(SSM.CONV_KERNEL, 0), routing=routing, n_ff_shexp=shexp)
+    legacy = _has_tensor(ly, ".attn_kv_b.weight", False)
+    return DeltaNet(
+        head,
+        heads,
+        head,
+        heads,
+        hp.optional_int(SSM.CONV_KERNEL, 0),
+        routing=routing,
+        n_ff_shexp=shexp,
+        not_rebuilt="MLA without attn_k_b / attn_v_b" if legacy else "",
+    )
 
 
 def _shexp_of_shared_count(ly: Layers) -> int:
@@ -572,7 +583,7 @@ def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
         situ_linear=(hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0,
         latent=latent,
         latent_norm=latent > 0 and _has_tensor(ly, ".ffn_routed_norm.weight", True),
-        not_rebuilt="attention residuals" if hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0) else "",
+        not_rebuilt="attention residuals" if hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0) else base.not_rebuilt,
     )
 
 
@@ -584,11 +595,12 @@ def bailingmoe3_delta_net(ly: Layers) -> DeltaNet:
         Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0
     ) * max(1, hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0))
     clamped = any(hp.has(key) for key in (Keys.LLM.SWIGLU_CLAMP_EXP, Keys.LLM.SWIGLU_CLAMP_SHEXP))
+    base = _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp)
     return replace(
-        _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp),
+        base,
         q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0),
         attn_gate=ly.heads[0] if ly.n_all else 0,
-        not_rebuilt="clamped SwiGLU" if clamped else "",
+        not_rebuilt="clamped SwiGLU" if clamped else base.not_rebuilt,
     )
 
 
