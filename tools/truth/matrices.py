@@ -61,6 +61,26 @@ MAMBA1_UBATCHES = [
         (8192, 4, "q8_0", "auto", 1024),
     )
 ]
+# The delta-net families' ubatches beside FULL's 128 and 512: 64 to 4096 (4096 asks past n_batch's 2048, which caps
+# it), flash attention on and off, 1 to 8 sequences (3, 5 and 7 round the ubatch up to a multiple), a context below
+# the ubatch, a q8_0 cache (the attention layers' Hadamard rotations) and a unified cache.
+DELTA_NET_UBATCHES = [
+    _s(c, n, t, fa, n_ubatch=ub, **more_)
+    for c, n, t, fa, ub, more_ in (
+        *((8192, n, "f16", fa, ub, {}) for ub in (1024, 2048, 4096) for n in (1, 4) for fa in ("auto", "off")),
+        (2048, 1, "f16", "auto", 64, {}),
+        (2048, 4, "f16", "off", 64, {}),
+        (4096, 2, "f16", "auto", 256, {}),
+        (8192, 8, "f16", "auto", 2048, {}),
+        (8192, 8, "f16", "off", 1024, {}),
+        (3000, 3, "f16", "off", 2048, {}),
+        (1500, 5, "f16", "auto", 4096, {}),
+        (4096, 7, "f16", "auto", 1024, {}),
+        (8192, 4, "q8_0", "auto", 1024, {}),
+        (8192, 2, "q8_0", "auto", 4096, {}),
+        (8192, 4, "f16", "auto", 2048, {"unified": 1}),
+    )
+]
 # Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
 # on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
 # phase rule does not.
@@ -192,6 +212,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
+    "results_delta_net_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *DELTA_NET), DELTA_NET_UBATCHES),
     "results_rwkv.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *RWKV), RWKV_UBATCHES),
     "results_rwkv_dryrun.jsonl": TruthFile(
         recurrent.RWKV_SHAPES,
