@@ -161,6 +161,20 @@ RWKV_SHAPE_RUNS = [
     _s(8192, 2, n_ubatch=128),
     _s(8192, 1, n_ubatch=4096),
 ]
+# The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
+# sequences over 32k tokens at ubatches 1024-2048, flash attention off, a 128-token ubatch, a 4096-token request
+# (capped at n_batch 2048), and 3 sequences over a context below the ubatch.
+DELTA_NET_SHAPE_RUNS = [
+    _s(4096, 1),
+    _s(4096, 1, "q8_0"),
+    _s(32768, 1, fa="off", n_ubatch=2048),
+    _s(32768, 4, n_ubatch=2048),
+    _s(32768, 8, n_ubatch=1024),
+    _s(32768, 4, fa="off"),
+    _s(8192, 2, n_ubatch=128),
+    _s(8192, 1, n_ubatch=4096),
+    _s(1000, 3, n_ubatch=2048),
+]
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
 
@@ -217,6 +231,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_rwkv_dryrun.jsonl": TruthFile(
         recurrent.RWKV_SHAPES,
         RWKV_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_delta_net_dryrun.jsonl": TruthFile(
+        recurrent.DELTA_NET_SHAPES,
+        DELTA_NET_SHAPE_RUNS,
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
