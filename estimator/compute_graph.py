@@ -257,9 +257,9 @@ class DecoderGraph:
             q, k = self.layer_norm(q), self.layer_norm(k)
         if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        return mul_mat(None, self.attend(b, q, k, v), self.shape.n_embd)  # wo
+        return mul_mat(None, self.build_attn(b, q, k, v), self.shape.n_embd)  # wo
 
-    def attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """build_attn (llm_graph_input_attn_kv) over the roped Q, K and V, to its output before wo: the Hadamard
         rotations of a quantized cache, Q, V and K expanded, then `attended`."""
         inputs = self.cache_inputs(b)

@@ -236,7 +236,7 @@ class QwenNextGraph(DeltaNetGraph):
         k = reshape(mul_mat(None, cur, b.n_head_kv * head), head, b.n_head_kv, t)
         v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
         q, k = (same_shape(self.norm(x), "ROPE", self.pos) for x in (q, k))
-        out = self.attend(b, q, k, v)
+        out = self.build_attn(b, q, k, v)
         gated = same_shape(out, "MUL", same_shape(cont(gate, head * heads, t), "SIGMOID"))
         return mul_mat(None, gated, self.e)  # wo
 
