@@ -69,6 +69,7 @@ from memfit.readers.gguf_header import SkippedArray
 LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3.21.1)"
 
 ATTN, SSM = Keys.Attention, Keys.SSM
+SWIGLU_CLAMP_EPS = 1e-6  # llm_graph_context::build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
 
 
@@ -567,8 +568,8 @@ def kimi_linear_delta_net(ly: Layers) -> DeltaNet:
 
 
 def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
-    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size (the residual attention
-    # is not rebuilt), situ, the latent experts; the MLA output gate (attn_gate, optional) per element
+    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ, the latent experts;
+    # the MLA output gate (attn_gate, optional) per element
     hp = ly.hp
     bound = hp.optional_float(NewerKeys.KDA_GATE_LOWER_BOUND)
     latent = hp.optional_int(NewerKeys.EXPERT_LATENT_LENGTH, 0)
@@ -583,7 +584,7 @@ def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
         situ_linear=(hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0,
         latent=latent,
         latent_norm=latent > 0 and _has_tensor(ly, ".ffn_routed_norm.weight", True),
-        not_rebuilt="attention residuals" if hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0) else base.not_rebuilt,
+        attn_res=hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0),
     )
 
 
@@ -594,14 +595,21 @@ def bailingmoe3_delta_net(ly: Layers) -> DeltaNet:
     shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or hp.optional_int(
         Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0
     ) * max(1, hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0))
-    clamped = any(hp.has(key) for key in (Keys.LLM.SWIGLU_CLAMP_EXP, Keys.LLM.SWIGLU_CLAMP_SHEXP))
-    base = _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp)
     return replace(
-        base,
+        _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp),
         q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0),
         attn_gate=ly.heads[0] if ly.n_all else 0,
-        not_rebuilt="clamped SwiGLU" if clamped else base.not_rebuilt,
+        clamped_experts=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_EXP),
+        clamped_shexp=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP),
     )
+
+
+def _clamped_layers(ly: Layers, key: str) -> frozenset[int]:
+    # llama_model_bailingmoe3::load_arch_hparams: swiglu_clamp_exp / _shexp read with get_key_or_arr (one number
+    # for every layer, or one per layer); build_moe_ffn / build_ffn clamp where a layer's limit exceeds 1e-6
+    value = ly.hp.metadata.get(ly.hp.key(key))
+    limits = value if isinstance(value, tuple) else (value,) * ly.n_all
+    return frozenset(il for il, v in enumerate(limits) if isinstance(v, (int, float)) and v > SWIGLU_CLAMP_EPS)
 
 
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:

@@ -63,6 +63,11 @@ def situ(gate: Tensor, up: Tensor, linear: bool) -> Tensor:
     return same_shape(act, "MUL", up)
 
 
+def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
+    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
+    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
+
+
 class DeltaNetGraph(DecoderGraph):
     """The pieces the delta-net builders share: llm_build_delta_net_base, build_moe_ffn with its routing, and
     DecoderGraph's inputs, caches and attention."""
@@ -179,7 +184,10 @@ class DeltaNetGraph(DecoderGraph):
         else:
             up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
             gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-        act = situ(gate, up, self.dn.situ_linear) if activation == "SITU" else glu(gate, up)
+        if activation == "SITU":
+            act = situ(gate, up, self.dn.situ_linear)
+        else:  # CLAMP: the layer's swiglu_clamp_exp, silu(gate) clamped times the clamped up (in place)
+            act = clamped_swiglu(gate, up) if activation == "CLAMP" else glu(gate, up)
         experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
         views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
         out = views[0] if k > 1 else cont(views[0])
@@ -199,10 +207,6 @@ class DeltaNetGraph(DecoderGraph):
         kept = argsort_top_k(scores, used)
         picked = get_rows(grouped, kept, per)  # [per, used, T]
         return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
-
-    def shared_experts(self, cur: Tensor, out: Tensor) -> Tensor:
-        """The routed experts' output plus build_ffn of the shared experts (n_ff_shexp wide)."""
-        return same_shape(out, "ADD", self.dense(cur, self.dn.n_ff_shexp, True))
 
 
 class QwenNextGraph(DeltaNetGraph):
@@ -331,30 +335,86 @@ class KdaGraph(DeltaNetGraph):
     def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int, arch: str):
         super().__init__(shape, geometry, n_vocab)
         self.arch = arch
+        self.checkpoints: Tensor | None = None  # kimi-k3's banked residual streams [E, checkpoints, T]
 
     def build(self) -> Graph:
+        if self.arch == "kimi-k3":
+            return self.build_k3()
         inp_l, out_ids = self.embedded()
         last = len(self.shape.layers) - 1
-        k3, bailing = self.arch == "kimi-k3", self.arch == "bailingmoe3"
+        bailing = self.arch == "bailingmoe3"
         for il, b in enumerate(self.shape.layers):
             inp_sa = inp_l
             cur = self.norm(inp_l)
-            if not bailing:
+            if not bailing:  # bailingmoe3 does not expand the norm first: its conv states' rows come before it
                 self.gf.expand(cur)
             cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
-            if k3:  # the residual stream first; the output rows after the trunk
-                ffn_inp = same_shape(inp_sa, "ADD", cur)
-                inp_l = same_shape(ffn_inp, "ADD", self.ffn_k3(b, self.norm(ffn_inp)))
-                continue
             if il == last and not bailing:  # kimi-linear: the last layer keeps only the output rows
                 cur, inp_sa = get_rows(cur, out_ids, self.e), get_rows(inp_sa, out_ids, self.e)
             ffn_inp = same_shape(cur, "ADD", inp_sa)
             cur = self.norm(ffn_inp)
-            out = self.dense(cur, b.n_ff, True) if not b.n_expert else self.shared_experts(cur, self.moe(b, cur))
+            if b.n_expert:
+                clamped = il in self.dn.clamped_shexp
+                shared = self.dense_ffn(cur, self.dn.n_ff_shexp, clamped)
+                routed = self.moe(b, cur, activation="CLAMP" if il in self.dn.clamped_experts else "SWIGLU")
+                out = same_shape(routed, "ADD", shared)
+            else:
+                out = self.dense_ffn(cur, b.n_ff, il in self.dn.clamped_shexp)
             inp_l = same_shape(out, "ADD", ffn_inp)
-        if k3:
-            return self.head(get_rows(inp_l, out_ids, self.e), None, hidden=False)
         return self.head(inp_l, out_ids if bailing else None, hidden=bailing)
+
+    def build_k3(self) -> Graph:
+        """kimi-k3's trunk: the residual stream (prefix_sum) first in each add; with attention residuals
+        (attn_res.block_size), the block's and the FFN's inputs mixed from the banked streams, every block_size-th
+        layer's input banked (the attention's output then restarting the stream); the output rows after the
+        trunk's final mix."""
+        inp_l, out_ids = self.embedded()
+        every = self.dn.attn_res
+        for il, b in enumerate(self.shape.layers):
+            prefix_sum = inp_l
+            cur = self.res_mix(prefix_sum) if every else prefix_sum
+            banked = bool(every) and il % every == 0
+            if banked:
+                self.res_push(prefix_sum)
+            cur = self.gf.expand(self.norm(cur))
+            cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
+            prefix_sum = cur if banked else same_shape(prefix_sum, "ADD", cur)
+            cur = self.res_mix(prefix_sum) if every else prefix_sum
+            inp_l = same_shape(prefix_sum, "ADD", self.ffn_k3(b, self.norm(cur)))
+        cur = self.res_mix(inp_l) if every else inp_l
+        return self.head(get_rows(cur, out_ids, self.e), None, hidden=False)
+
+    def res_push(self, cur: Tensor) -> None:
+        """llama_model_kimi_k3::graph::res_push: the stream [E, 1, T] appended to the checkpoints (ggml_concat)."""
+        checkpoint = reshape(cur, self.e, 1, self.t)
+        stack = self.checkpoints
+        if stack is not None:
+            checkpoint = op("CONCAT", F32, (self.e, stack.ne[1] + 1, self.t), stack, checkpoint)
+        self.checkpoints = checkpoint
+
+    def res_mix(self, cur: Tensor) -> Tensor:
+        """llama_model_kimi_k3::graph::res_mix: every checkpoint and the stream scored (rms_norm, the score weight,
+        sum_rows), softmax over the scores, ggml_dsv4_hc_pre of the checkpoints by theirs plus the stream times its
+        own."""
+        stack, t = self.checkpoints, self.t
+        if stack is None:
+            return cur
+        n = stack.ne[1]
+        scored = op("SUM_ROWS", F32, (1, n, t), same(stack, "RMS_NORM", "MUL"))
+        own = op("SUM_ROWS", F32, (1, t), same(cur, "RMS_NORM", "MUL"))
+        probs = same_shape(op("CONCAT", F32, (n + 1, t), reshape(scored, n, t), own), "SOFT_MAX")
+        p_stack = cont(view(probs, (n, t), (probs.nb[1],)))
+        p_own = cont(view(probs, (1, t), (probs.nb[1],), n * FLOAT))
+        mixed = op("DSV4_HC_PRE", F32, (self.e, t), stack, p_stack)
+        return same_shape(mixed, "ADD", same_shape(cur, "MUL", p_own))
+
+    def dense_ffn(self, cur: Tensor, n_ff: int, clamped: bool) -> Tensor:
+        """build_ffn (SiLU, parallel gate): swiglu of gate and up, or, where the layer's swiglu_clamp_shexp is set,
+        silu(gate) clamped times the clamped up (all in place); then down."""
+        if not clamped:
+            return self.dense(cur, n_ff, True)
+        up, gate = mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff)
+        return mul_mat(None, clamped_swiglu(gate, up), cur.ne[0])
 
     def conv(self, states: Tensor, i: int, cur: Tensor) -> Tensor:
         """causal_conv1d (kimi-linear), kimi_k3_conv1d, bailingmoe3_causal_conv1d: q, k or v (`i`) projected, after

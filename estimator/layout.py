@@ -115,7 +115,10 @@ class DeltaNet:
     situ_linear: bool = False  # kimi-k3's situ activation with a linear beta: the up branch transformed too
     latent: int = 0  # kimi-k3: the routed experts' latent width (0: n_embd)
     latent_norm: bool = False  # kimi-k3: ffn_routed_norm on the routed experts' output
-    not_rebuilt: str = ""  # what the rebuilt graph leaves out, where the model has it (kimi-k3's attention residuals)
+    attn_res: int = 0  # kimi-k3: attn_res.block_size (0: no attention residuals)
+    clamped_experts: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_exp
+    clamped_shexp: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_shexp (build_ffn)
+    not_rebuilt: str = ""  # what the rebuilt graph leaves out, where the model has it
 
     @property
     def buildable(self) -> bool:
