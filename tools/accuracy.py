@@ -49,6 +49,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.SHAPE_SET,
         **recurrent.RWKV_SHAPES,
         **recurrent.DELTA_NET_SHAPES,
+        **recurrent.DELTA_NET_VARIANTS,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,

@@ -972,6 +972,75 @@ SHAPE_SET: dict[str, Callable[[], Model]] = {
 }
 
 
+def qwen3next_legacy() -> Model:
+    """Qwen3-Next as its first conversions wrote it: one ssm_in (q, k, v and z side by side per key head) in place of
+    attn_qkv and attn_gate (build_qkvz's legacy path), and each layer's experts' gate and up in one
+    ffn_gate_up_exps (build_moe_ffn's fused matmul)."""
+    m, s = qwen3next("tiny-qwen3next-legacy"), TINY_QWEN_NEXT
+    qkvz = 2 * s.d_state * s.k_heads + 2 * s.d_state * s.v_heads
+    tensors = []
+    for name, ne, qtype in m.tensors:
+        if name.endswith(("attn_gate.weight", "ffn_up_exps.weight")):
+            continue
+        if name.endswith("attn_qkv.weight"):
+            name, ne = name.replace("attn_qkv", "ssm_in"), (s.embd, qkvz)
+        if name.endswith("ffn_gate_exps.weight"):
+            name, ne = name.replace("ffn_gate_exps", "ffn_gate_up_exps"), (s.embd, 2 * s.expert_ff, s.experts)
+        tensors.append((name, ne, qtype))
+    m.tensors = tensors
+    return m
+
+
+def kimi_k3_res() -> Model:
+    """Kimi-K3 with attention residuals (attn_res.block_size 2: layers 0, 2 and 4 bank their input), latent
+    experts (expert_latent_length 64: ffn_routed_down, ffn_routed_norm, ffn_routed_up, the experts 64 wide), situ
+    with a linear beta and a KDA gate lower bound."""
+    E, latent = TINY_KDA_MLA.embd, 64
+    m = _kda_mla(
+        "kimi-k3", "tiny-kimi-k3-res", [0, 1, 0, 0, 1], 16, 5, q_lora=96, gate=4 * 32, ctx=1048576, rope_base=5e4
+    )
+    m.arch_kv(attn_res__block_size=2, activation__situ_beta=1.0, activation__situ_linear_beta=2.0)
+    m.arch_kv(expert_latent_length=latent, kda__gate_lower_bound=-5.0)
+    tensors = []
+    for name, ne, qtype in m.tensors:
+        if name.endswith(("ffn_gate_exps.weight", "ffn_up_exps.weight")):
+            ne = (latent, *ne[1:])
+        if name.endswith("ffn_down_exps.weight"):
+            ne = (ne[0], latent, ne[2])
+        tensors.append((name, ne, qtype))
+        if name.endswith("ffn_gate_inp.weight"):
+            prefix = name.removesuffix("ffn_gate_inp.weight")
+            tensors += [(f"{prefix}ffn_routed_down.weight", (E, latent), F16)]
+            tensors += [
+                (f"{prefix}ffn_routed_up.weight", (latent, E), F16),
+                (f"{prefix}ffn_routed_norm.weight", (latent,), F32),
+            ]
+    m.tensors = tensors
+    _norm(m, "output_res_score.weight", E)
+    for i in range(5):
+        _norm(m, f"blk.{i}.attn_res_score.weight", E)
+        _norm(m, f"blk.{i}.ffn_res_score.weight", E)
+    return m
+
+
+def bailingmoe3_clamp() -> Model:
+    """bailingmoe3 with SwiGLU limits (swiglu_clamp_exp / _shexp, as its converter writes expert_swiglu_limit_list
+    and share_expert_swiglu_limit_list): the experts clamped on layers 1 and 3, the shared experts and the leading
+    dense FFN on layers 0 and 2."""
+    m = bailingmoe3("tiny-bailingmoe3-clamp")
+    m.arch_kv(swiglu_clamp_exp=[0.0, 7.0, 0.0, 7.0, 7.0], swiglu_clamp_shexp=[7.0, 0.0, 7.0, 0.0, 0.0])
+    return m
+
+
+# The delta-net builders' variants no tiny model of results_rec.jsonl has, measured in graph_dumps.jsonl and
+# results_delta_net_ubatch.jsonl.
+DELTA_NET_VARIANTS: dict[str, Callable[[], Model]] = {
+    "qwen3next-legacy": qwen3next_legacy,
+    "kimi-k3-res": kimi_k3_res,
+    "bailingmoe3-clamp": bailingmoe3_clamp,
+}
+
+
 # Published delta-net shapes, full size (sparse), measured in llama.cpp's dry run
 # (tests/data/results_delta_net_dryrun.jsonl): Qwen/Qwen3-Next-80B-A3B (the catalog entry's keys), Qwen/Qwen3.5-4B
 # (dense, tied embeddings) and Qwen/Qwen3.5-35B-A3B (experts), moonshotai/Kimi-Linear-48B-A3B (MLA on layers

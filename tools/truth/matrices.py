@@ -226,7 +226,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
-    "results_delta_net_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *DELTA_NET), DELTA_NET_UBATCHES),
+    "results_delta_net_ubatch.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, *DELTA_NET) | recurrent.DELTA_NET_VARIANTS, DELTA_NET_UBATCHES
+    ),
     "results_rwkv.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *RWKV), RWKV_UBATCHES),
     "results_rwkv_dryrun.jsonl": TruthFile(
         recurrent.RWKV_SHAPES,
@@ -272,7 +274,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(attention.FAMILY_SET, "gemma3n-shared")
         | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr")
         | _subset(recurrent.FAMILY_SET, *RWKV)
-        | _subset(recurrent.FAMILY_SET, *DELTA_NET),
+        | _subset(recurrent.FAMILY_SET, *DELTA_NET)
+        | recurrent.DELTA_NET_VARIANTS,
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
