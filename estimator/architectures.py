@@ -229,6 +229,7 @@ def graph_shape(
         deci_blocks=graph.deci_blocks,
         residual_first=graph.residual_first,
         ffn_residual_first=graph.ffn_residual_first,
+        delta_net=graph.delta_net(layers) if graph.delta_net else None,
     )
 
 

@@ -56,6 +56,8 @@ def buildable(graph: GraphShape) -> bool:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
+    if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
+        return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
     return (
         graph.logits
         and graph.cache_attention
@@ -248,14 +250,18 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        gf, t = self.gf, self.t
-        q, k, v = build_qkv(b, cur, t)
+        q, k, v = build_qkv(b, cur, self.t)
         if b.qk_norm:
             q, k = self.norm(q), self.norm(k)
         if b.qk_layer_norm:
             q, k = self.layer_norm(q), self.layer_norm(k)
         if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        return mul_mat(None, self.build_attn(b, q, k, v), self.shape.n_embd)  # wo
+
+    def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_kv) over the roped Q, K and V, to its output before wo: the Hadamard
+        rotations of a quantized cache, Q, V and K expanded, then `attended`."""
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
@@ -263,12 +269,16 @@ class DecoderGraph:
         if v_rot is not None:
             v = self.hadamard(v, v_rot)
         for x in (q, v, k):
-            gf.expand(x)
-        return self.store_and_attend(b, q, k, v, inputs)
+            self.gf.expand(x)
+        return self.attended(b, q, k, v, inputs)
 
     def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
-        """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha, the
-        output projection."""
+        """build_attn after Q, K and V are expanded, then the output projection."""
+        return mul_mat(None, self.attended(b, q, k, v, inputs), self.shape.n_embd)  # wo
+
+    def attended(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+        """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha (the
+        output before wo)."""
         gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
@@ -287,9 +297,7 @@ class DecoderGraph:
                 )
             )
         cur = self.mha(b, q, inputs.mask)
-        if v_rot is not None:
-            cur = self.hadamard(cur, v_rot)
-        return mul_mat(None, cur, self.shape.n_embd)  # wo
+        return self.hadamard(cur, v_rot) if v_rot is not None else cur
 
     def state_rows(self, width: int) -> Tensor:
         """build_rs with get_rows: the sequences' rows of a recurrent state."""
@@ -413,7 +421,7 @@ class DecoderGraph:
         """llama_model_deepseek2's absorbed multi-head latent attention: the query's no-rope part times wk_b into
         the latent, concatenated with its roped part; the key is the normed latent and the roped key part (one
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
-        gf, t, g = self.gf, self.t, self.geometry
+        t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
         cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
         q = reshape(mul_mat(None, cur_q, heads * b.head_k), b.head_k, heads, t)  # wq / wq_b
@@ -425,6 +433,13 @@ class DecoderGraph:
         v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
         k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT), "ROPE", self.pos)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
+        return mul_mat(None, self.mla_attend(b, q, k, v), self.shape.n_embd)  # wo
+
+    def mla_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_k) over MLA's Q [latent + rope, H, T], K [latent + rope, 1, T] and V
+        (the normed latent), to its output [head_v * H, T] before wo: K into the cache, build_attn_mha with wv_b."""
+        gf, t, g = self.gf, self.t, self.geometry
+        latent, rope, heads = b.kv_lora, b.n_rot, b.n_head
         inputs = self.cache_inputs(b)
         for x in (q, v, k):
             gf.expand(x)
@@ -444,8 +459,7 @@ class DecoderGraph:
             v_cont = op("CONT", F16, (n_kv, latent, 1, ns), new_tensor(F16, latent, n_kv, 1, ns, external=True))
             kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
             cur = cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t)
-        gf.expand(cur)
-        return mul_mat(None, cur, self.shape.n_embd)  # wo
+        return gf.expand(cur)
 
     def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:
         """build_attn_mha over the whole cache (n_kv = every cell of this layer's cache)."""

@@ -124,7 +124,8 @@ def test_differences_name_the_changed_field_and_ignore_rss() -> None:
 # Architectures whose rebuilt graph (estimator/compute_graph.py) follows llama.cpp's node order in the recorded dumps.
 NODE_FOR_NODE = (
     "llama-gqa-f16", "mamba2-f16", "granitehybrid-f16", "command-r", "mamba", "jamba", "gemma3n-shared", "phi3-swa",
-    "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7",
+    "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "qwen3next", "qwen35", "qwen35moe",
+    "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3", "qwen3next-legacy", "kimi-k3-res", "bailingmoe3-clamp",
 )  # fmt: skip
 
 
