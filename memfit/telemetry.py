@@ -18,7 +18,6 @@ from prometheus_client.registry import Collector
 from memfit.estimator.fit_service import FitService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text exposition format
-UNMATCHED_ROUTE = "unmatched"  # a path the contract does not name (404s, the Swagger UI's pages)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32)
 
 

@@ -20,10 +20,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Bottom to top: a layer may import its own and those below it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("leaf", ("memfit.integers", "memfit.quant_names", "memfit.gguf_constants", "memfit.generated")),
+    (
+        "leaf",
+        ("memfit.integers", "memfit.quant_names", "memfit.gguf_constants", "memfit.generated", "memfit.server_proof"),
+    ),
     ("mirror", ("memfit.estimator",)),  # llama.cpp's rules: domain types in and out, no I/O
-    ("readers", ("memfit.readers",)),  # I/O: files, the host, the GPUs, SQLite
-    ("service", ("memfit.service", "memfit.config", "memfit.service_builder")),  # state, files, answers
+    ("readers", ("memfit.readers", "memfit.token_file", "memfit.server_record")),  # I/O: files, the host, the GPUs
+    (
+        "service",
+        ("memfit.service", "memfit.config", "memfit.service_builder", "memfit.telemetry"),
+    ),
     ("adapter", ("memfit.wire", "memfit.plain", "memfit.workload_flags")),  # the wire's words <-> domain types
     ("http", ("memfit.http",)),  # HTTP plumbing: nothing above it
     ("handlers", ("memfit.handlers",)),
