@@ -28,10 +28,11 @@ from enum import Enum, auto
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer, Wkv
+from memfit.estimator.layout import AttentionLayer, Gating, GraphBuilder, KvCache, Mixer, Router, Wkv
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
+    deepseek2_is_lite,
     tensors_bert,
     tensors_command_r,
     tensors_deepseek2,
@@ -63,6 +64,9 @@ LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3
 
 ATTN, SSM = Keys.Attention, Keys.SSM
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
+ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
+HEAD_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
+CLAMP_EPS = 1e-6  # build_ffn / build_moe_ffn: a SwiGLU clamp limit above this clamps
 
 
 class NewerKeys:
@@ -489,9 +493,107 @@ def experts_where_routed(ly: Layers, il: int) -> bool:
     return ly.tensors is not None and ROUTER.format(bid=il) in ly.tensors
 
 
+def experts_where_routed_else_leading_dense(ly: Layers, il: int) -> bool:
+    # step35.cpp: a layer routes experts where it holds ffn_gate_inp (not required); where the file's names are
+    # unknown, its converter's leading_dense_block_count says which layers do
+    if ly.tensors is None:
+        return experts_after_leading_dense(ly, il)
+    return experts_where_routed(ly, il)
+
+
 def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     # llama_model_nemotron_h_moe::load_arch_tensors: the layers with n_ff(il) > 0 route experts
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
+
+
+def _groups(hp: HParams) -> tuple[int, int]:
+    # llama_model::load_hparams: expert_group_count, expert_group_used_count (any architecture)
+    return hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0), hp.optional_int(Keys.LLM.EXPERT_GROUP_USED_COUNT, 0)
+
+
+def _has(ly: Layers, template: str, il: int) -> bool | None:
+    # a tensor the loader creates TENSOR_NOT_REQUIRED: in the file or not (None: the file's names are unknown)
+    return None if ly.tensors is None else template.format(bid=il) in ly.tensors
+
+
+def _gating(hp: HParams, absent: Gating) -> Gating:
+    # llama_model_<arch>::load_arch_hparams: expert_gating_func, `absent` when the key is missing (LLAMA_..._NONE)
+    value = hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0)
+    return Gating(value) if value in {g.value for g in Gating} else absent
+
+
+def _router(ly: Layers, il: int, gating: Gating, bias: bool, norm: bool) -> Router:
+    # build_moe_ffn's arguments: exp_probs_b where the layer has it (`bias` where the file's names are unknown),
+    # expert_weights_scale applied when neither 0 nor 1
+    scale = ly.hp.optional_float(Keys.LLM.EXPERT_WEIGHTS_SCALE) or 0.0
+    has_bias = _has(ly, ROUTER_BIAS, il)
+    return Router(gating, bias if has_bias is None else has_bias, *_groups(ly.hp), norm, scale not in (0.0, 1.0))
+
+
+def softmax_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
+    # build_moe_ffn as the plain MoE builders call it (llama.cpp, qwen3moe.cpp): softmax, no bias, no norm, no scale
+    return Router(groups=_groups(ly.hp)[0], groups_used=_groups(ly.hp)[1])
+
+
+def deepseek2_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
+    # llama_model_deepseek2::load_arch_hparams: no expert_gating_func is softmax (V2, V2.5), or sigmoid for GLM 4.7
+    # Lite's shape (47 or 48 trunk layers, 154880 tokens); expert_weights_norm; exp_probs_b on the grouped routers
+    # (tensor_list.tensors_deepseek2) where the file's names are unknown
+    lite_glm = ly.n_trunk in (47, 48) and n_vocab == 154880
+    gating = _gating(ly.hp, Gating.SIGMOID if lite_glm else Gating.SOFTMAX)
+    norm = ly.hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
+    return _router(ly, il, gating, _groups(ly.hp)[0] > 1, norm)
+
+
+def sigmoid_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
+    # llama_model_glm4_moe / llama_model_step35::load_arch_hparams: expert_gating_func, sigmoid when absent;
+    # expert_weights_norm; exp_probs_b where the layer has it (their checkpoints carry it)
+    norm = ly.hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
+    return _router(ly, il, _gating(ly.hp, Gating.SIGMOID), True, norm)
+
+
+def mimo2_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
+    # mimo2.cpp: build_moe_ffn(..., exp_probs_b, norm_w = true, expert_weights_scale, SIGMOID)
+    return _router(ly, il, Gating.SIGMOID, True, True)
+
+
+def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_deepseek2::load_arch_hparams: q_lora_rank, not read on the lite shapes (one wq)
+    return 0 if deepseek2_is_lite(hp.n_layer, n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
+
+
+def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_minicpm3::load_arch_hparams: q_lora_rank, always
+    return hp.require_int(ATTN.Q_LORA_RANK)
+
+
+def no_head_gate(ly: Layers, il: int) -> bool:
+    return False
+
+
+def head_gate_where_present(ly: Layers, il: int) -> bool:
+    # llama_model_step35::load_arch_tensors: attn_gate (TENSOR_NOT_REQUIRED); Step-3.5 checkpoints carry it, so a
+    # model whose names are unknown is taken to
+    present = _has(ly, HEAD_GATE, il)
+    return True if present is None else present
+
+
+def no_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
+    return False, False
+
+
+def _clamp(hp: HParams, template: str, il: int) -> bool:
+    # get_key_or_arr(LLM_KV_SWIGLU_CLAMP_*, n_layer_all): one limit or one per layer, 0 (no clamp) when absent
+    value = hp.metadata.get(hp.key(template))
+    limits = value if isinstance(value, tuple) else (value,) * hp.n_layer
+    limit = limits[il] if il < len(limits) else None
+    return (is_int(limit) or isinstance(limit, float)) and float(limit) > CLAMP_EPS
+
+
+def swiglu_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
+    # llama_model_step35::load_arch_hparams: swiglu_clamp_shexp (build_ffn: dense and shared FFNs) and
+    # swiglu_clamp_exp (build_moe_ffn: the experts), per layer
+    return _clamp(ly.hp, Keys.LLM.SWIGLU_CLAMP_SHEXP, il), _clamp(ly.hp, Keys.LLM.SWIGLU_CLAMP_EXP, il)
 
 
 def no_qk_layer_norm(ly: Layers) -> bool:
@@ -532,12 +634,17 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
+    router: Callable[[Layers, int, int | None], Router] = softmax_router  # build_moe_ffn's routing, per MoE layer
+    low_rank_kv: bool = False  # kv_lora_rank's latent decompressed by wkv_b where the model is not MLA (MHA cache)
+    q_lora: Callable[[HParams, int | None], int] = q_lora_unless_lite  # MLA / low-rank KV: the query's rank
+    head_gate: LayerPredicate = no_head_gate  # a head-wise sigmoid gate on attention's output (step35.cpp)
+    clamps: Callable[[Layers, int], tuple[bool, bool]] = no_clamps  # SwiGLU clamps: (dense / shared, experts)
+    head_scale: bool = False  # minicpm3.cpp: the final norm scaled before the LM head
 
 
 DECODER = Graph()
 SAME_DECODER = Graph(node_for_node=True)
 GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
-NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state for next-token prediction
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
 
@@ -567,6 +674,24 @@ RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV, node_for_
 RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rwkv7_wkv))
 RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
+# deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
+DEEPSEEK2 = Graph(low_rank_kv=True, router=deepseek2_router, node_for_node=True)
+MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
+GLM4_MOE = Graph(
+    router=sigmoid_router, node_for_node=True
+)  # glm4-moe.cpp: the trunk's hidden state is the final norm's output
+MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
+    router=mimo2_router, moe_layers=experts_where_routed, reads_tensors=True, node_for_node=True
+)
+STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clamps, the trunk's state kept
+    hidden_output=True,
+    qk_norm=True,
+    head_gate=head_gate_where_present,
+    clamps=swiglu_clamps,
+    router=sigmoid_router,
+    moe_layers=experts_where_routed_else_leading_dense,
+    node_for_node=True,
+)
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -621,7 +746,6 @@ class ArchRule:
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
 NO_MEMORY = ArchRule(memory=Memory.NONE)
-CHECKED = ArchRule(graph=DECODER)
 
 _ALL_RECURRENT = Recurrence(every_layer)
 _NO_KV_HEADS = Recurrence(no_kv_heads)
@@ -659,7 +783,7 @@ RULES: dict[str, ArchRule] = {
     "orion": PLAIN,
     "internlm2": ArchRule(tensors=tensors_llama, counted=True),
     "minicpm": ArchRule(tensors=tensors_llama, counted=True),
-    "minicpm3": CHECKED,
+    "minicpm3": ArchRule(graph=MINICPM3),
     "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
     "xverse": PLAIN,
     "command-r": ArchRule(tensors=tensors_command_r, graph=COMMAND_R, counted=True),
@@ -671,7 +795,7 @@ RULES: dict[str, ArchRule] = {
     "deepseek": PLAIN,
     "chatglm": PLAIN,
     "glm4": ArchRule(counted=True),
-    "glm4moe": ArchRule(graph=SAME_NEXTN_DECODER),
+    "glm4moe": ArchRule(graph=GLM4_MOE),
     "bitnet": PLAIN,
     "jais": PLAIN,
     "jais2": PLAIN,
@@ -719,8 +843,8 @@ RULES: dict[str, ArchRule] = {
     "llada-moe": NO_MEMORY,
     "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DECODER, counted=True),
-    "mistral4": ArchRule(mla=mla_if_lengths, graph=DECODER),  # llama_model_mistral4 inherits deepseek2
+    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DEEPSEEK2, counted=True),
+    "mistral4": ArchRule(mla=mla_if_lengths, graph=DEEPSEEK2),  # llama_model_mistral4 inherits deepseek2
     "deepseek32": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
@@ -793,10 +917,8 @@ RULES: dict[str, ArchRule] = {
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
         graph=DECODER,
     ),
-    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=NEXTN_DECODER),
-    "step35": ArchRule(
-        kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=NEXTN_DECODER
-    ),
+    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=MIMO2),
+    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=STEP35),
     "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=SAME_DECODER),
     # recurrent
     "mamba": ArchRule(

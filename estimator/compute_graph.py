@@ -42,7 +42,7 @@ from memfit.estimator.ggml_graph import (
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
-from memfit.estimator.layout import GraphLayer, GraphShape, Mixer, Ssm
+from memfit.estimator.layout import Gating, GraphLayer, GraphShape, Mixer, Router, Ssm
 from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
@@ -152,7 +152,8 @@ class DecoderGraph:
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
         result_norm = self.block_norm(inp_l)
-        logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
+        head_in = same_shape(result_norm, "SCALE") if self.shape.head_scale else result_norm  # an output's copy
+        logits = mul_mat(None, head_in, self.n_vocab)  # result_output
         result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
         gf.expand(logits)
         return gf
@@ -249,26 +250,57 @@ class DecoderGraph:
         if b.kv_lora:
             return self.mla_attention(b, cur)
         gf, t = self.gf, self.t
-        q, k, v = build_qkv(b, cur, t)
-        if b.qk_norm:
-            q, k = self.norm(q), self.norm(k)
-        if b.qk_layer_norm:
-            q, k = self.layer_norm(q), self.layer_norm(k)
-        if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
-            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        if b.low_rank_kv:
+            q, k, v = self.low_rank_qkv(b, cur)
+        else:
+            q, k, v = build_qkv(b, cur, t)
+            if b.qk_norm:
+                q, k = self.norm(q), self.norm(k)
+            if b.qk_layer_norm:
+                q, k = self.layer_norm(q), self.layer_norm(k)
+            if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
+                q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
             q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
         if v_rot is not None:
             v = self.hadamard(v, v_rot)
-        for x in (q, v, k):
+        for x in (q, k, v) if self.shape.iswa else (q, v, k):  # build_attn over llama_kv_cache_iswa: Q, K, V
             gf.expand(x)
-        return self.store_and_attend(b, q, k, v, inputs)
+        return self.store_and_attend(b, q, k, v, inputs, cur if b.attn_gate else None)
 
-    def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+    def low_rank_qkv(self, b: GraphLayer, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """deepseek2.cpp without the *_mla keys, minicpm3.cpp: Q as MLA's; wkv_a_mqa to the latent and the one rope
+        key; the normed latent through wkv_b to each head's no-rope K and V (V made contiguous); Q roped whole, the
+        rope key roped and repeated over the heads beside K's no-rope part."""
+        t, heads, latent, rope = self.t, b.n_head, b.low_rank_kv, b.n_rot
+        nope, width = b.head_k - rope, b.head_k - rope + b.head_v
+        q = self.low_rank_q(b, cur)
+        kv_pe = mul_mat(None, cur, latent + rope)  # wkv_a_mqa
+        kv = mul_mat(None, self.norm(view(kv_pe, (latent, t), (kv_pe.nb[1],))), heads * width)  # wkv_b
+        nb = (width * FLOAT, heads * width * FLOAT)
+        v = cont(view(kv, (b.head_v, heads, t), nb, nope * FLOAT))
+        k_pe = same_shape(view(kv_pe, (rope, 1, t), (kv_pe.nb[1], kv_pe.nb[1]), latent * FLOAT), "ROPE", self.pos)
+        k = op(
+            "CONCAT",
+            F32,
+            (b.head_k, heads, t),
+            view(kv, (nope, heads, t), nb),
+            op("REPEAT", F32, (rope, heads, t), k_pe),
+        )
+        return same_shape(q, "ROPE", self.pos), k, v
+
+    def low_rank_q(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """MLA's query: wq_a, q_a_norm and wq_b where the model has a q_lora_rank, else wq; [head_k, H, T]."""
+        cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
+        return reshape(mul_mat(None, cur_q, b.n_head * b.head_k), b.head_k, b.n_head, self.t)  # wq / wq_b
+
+    def store_and_attend(
+        self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs, gate_in: Tensor | None = None
+    ) -> Tensor:
         """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha, the
-        output projection."""
+        output projection (after step35.cpp's head-wise gate on `gate_in`, the block's normed input, where given)."""
         gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
@@ -289,6 +321,10 @@ class DecoderGraph:
         cur = self.mha(b, q, inputs.mask)
         if v_rot is not None:
             cur = self.hadamard(cur, v_rot)
+        if gate_in is not None:  # sigmoid(wqkv_gate x) [H, T] (in place) times each head's output (in place)
+            gate = reshape(same_shape(mul_mat(None, gate_in, b.n_head), "SIGMOID"), 1, b.n_head, t)
+            heads = same_shape(reshape(cur, b.head_v, b.n_head, t), "MUL", gate)
+            cur = reshape(heads, b.head_v * b.n_head, t)
         return mul_mat(None, cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
@@ -415,8 +451,7 @@ class DecoderGraph:
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
         gf, t, g = self.gf, self.t, self.geometry
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
-        cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
-        q = reshape(mul_mat(None, cur_q, heads * b.head_k), b.head_k, heads, t)  # wq / wq_b
+        q = self.low_rank_q(b, cur)
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
         absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
         q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
@@ -465,19 +500,21 @@ class DecoderGraph:
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated, b.fused_up)
+            return self.dense(cur, b.n_ff, b.gated, b.fused_up, b.clamped_ffn)
         out = self.moe(b, cur)
-        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True)) if b.n_ff_shexp else out
+        return (
+            same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True, clamped=b.clamped_ffn)) if b.n_ff_shexp else out
+        )
 
     @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False) -> Tensor:
-        """build_ffn: gate and up, then GLU (a new tensor) | one up 2 x n_ff wide, ggml_swiglu over its halves (a
-        new tensor) | up, then the activation in place; then down."""
+    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False, clamped: bool = False) -> Tensor:
+        """build_ffn: gate and up, then GLU (a new tensor; a clamped SwiGLU in place) | one up 2 x n_ff wide,
+        ggml_swiglu over its halves (a new tensor) | up, then the activation in place; then down."""
         if fused_up:
             up = mul_mat(None, cur, 2 * n_ff)
             act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
         elif gated:
-            act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff))
+            act = swiglu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), clamped)
         else:
             act = same_shape(mul_mat(None, cur, n_ff), "GELU")
         return mul_mat(None, act, cur.ne[0])
@@ -486,14 +523,15 @@ class DecoderGraph:
         """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
         it expands the weights early, then the weighted experts, each expert's view and each partial sum."""
         t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
-        probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
-        ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
+        probs, selection = route(b.router, mul_mat(None, cur, b.n_expert))  # ffn_moe_logits, ffn_moe_probs
+        ranked = op("ARGSORT", I32, (b.n_expert, t), selection)
         topk = view(ranked, (k, t), (ranked.nb[1],))
-        weights = self.gf.expand(get_rows(reshape(probs, 1, b.n_expert, t), topk, 1))  # ffn_moe_weights [1, k, T]
+        weights = get_rows(reshape(probs, 1, b.n_expert, t), topk, 1)  # ffn_moe_weights [1, k, T]
+        weights = self.gf.expand(expert_weights(b.router, weights))
         rows = reshape(cur, e, 1, t)
         gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
         up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
+        down = op("MUL_MAT_ID", F32, (e, k, t), swiglu(gate, up, b.clamped_experts), topk)
         weighted = self.gf.expand(same_shape(down, "MUL", weights))
         experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
         out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
@@ -561,6 +599,59 @@ class EncoderGraph:
         v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
         kqv = mul_mat_t(v_cont, kq)
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
+def swiglu(gate: Tensor, up: Tensor, clamped: bool) -> Tensor:
+    """build_ffn's / build_moe_ffn's SwiGLU: ggml_swiglu_split (a new tensor), or with a clamp limit up clamped,
+    silu(gate) clamped and their product, each in place."""
+    if not clamped:
+        return glu(gate, up)
+    return same_shape(same_shape(same_shape(gate, "SILU"), "CLAMP"), "MUL", same_shape(up, "CLAMP"))
+
+
+def route(r: Router, logits: Tensor) -> tuple[Tensor, Tensor]:
+    """build_moe_ffn's gating: the probabilities the weights are read from (in place over the logits), and those
+    the experts are chosen on: biased by exp_probs_b (a new tensor: the probabilities stay for the weights), then
+    limited to the best expert groups."""
+    if r.gating is Gating.SIGMOID:
+        probs = same_shape(logits, "SIGMOID")
+    elif r.gating is Gating.SQRT_SOFTPLUS:
+        probs = same_shape(same_shape(logits, "SOFTPLUS"), "SQRT")
+    elif r.gating is Gating.SOFTMAX_WEIGHT:
+        probs = logits
+    else:
+        probs = same_shape(logits, "SOFT_MAX")
+    selection = same_shape(probs, "ADD") if r.probs_bias else probs
+    return probs, best_groups(r, selection) if r.groups > 1 else selection
+
+
+def best_groups(r: Router, selection: Tensor) -> Tensor:
+    """build_moe_ffn's group-limited selection: each group scored by the sum of its two best experts, the
+    n_group_used best groups' rows written into a copy of the selection filled with -inf."""
+    n, t = selection.ne[0], selection.ne[1]
+    per = n // r.groups
+    grouped = reshape(selection, per, r.groups, t)
+    ranked = op("ARGSORT", I32, grouped.ne, grouped)  # ggml_argsort_top_k(2): the sort, a view of its best two
+    top2 = view(ranked, (2, r.groups, t), (ranked.nb[1], ranked.nb[2]))
+    scores = reshape(get_rows(reshape(grouped, 1, per, r.groups, t), top2, 1), 2, r.groups, t)
+    scores = op("SUM_ROWS", F32, (1, r.groups, t), scores)
+    ranked = op("ARGSORT", I32, (r.groups, t), reshape(scores, r.groups, t))
+    best = view(ranked, (r.groups_used, t), (ranked.nb[1],))
+    kept = get_rows(grouped, best, per)  # [per, used, T]
+    return reshape(set_rows(op("FILL", F32, grouped.ne, grouped), kept, best), n, t)
+
+
+def expert_weights(r: Router, weights: Tensor) -> Tensor:
+    """build_moe_ffn's chosen experts' weights [1, k, T]: soft-maxed (SOFTMAX_WEIGHT, in place), divided by their
+    clamped sum (a new tensor: the rows are read twice), scaled (in place)."""
+    k, t = weights.ne[1], weights.ne[2]
+    if r.gating is Gating.SOFTMAX_WEIGHT:
+        weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
+    if r.norm:
+        rows = reshape(weights, k, t)
+        total = same_shape(op("SUM_ROWS", F32, (1, t), rows), "CLAMP")
+        weights = reshape(same_shape(rows, "DIV", total), 1, k, t)
+    return same_shape(weights, "SCALE") if r.scale else weights
 
 
 def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:

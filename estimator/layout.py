@@ -82,6 +82,28 @@ class Wkv:
     channel_mix: int = 0  # the channel mix's width (LayerNorms, a two-row token shift); 0: RMS norms, a SwiGLU FFN
 
 
+class Gating(Enum):
+    """llama_expert_gating_func_type: how build_moe_ffn turns the router's logits into probabilities."""
+
+    SOFTMAX = 1
+    SIGMOID = 2
+    SOFTMAX_WEIGHT = 3  # the logits select; a softmax over the chosen experts' logits weighs them
+    SQRT_SOFTPLUS = 4
+
+
+@dataclass(frozen=True)
+class Router:
+    """build_moe_ffn's routing (llama_hparams expert_*): the gating, the selection bias, the group-limited
+    selection, and what is done to the chosen experts' weights."""
+
+    gating: Gating = Gating.SOFTMAX
+    probs_bias: bool = False  # exp_probs_b: experts selected on the biased probabilities (DeepSeek V3)
+    groups: int = 0  # n_expert_groups: more than one selects the n_group_used best groups first
+    groups_used: int = 0
+    norm: bool = False  # expert_weights_norm: the weights divided by their sum
+    scale: bool = False  # expert_weights_scale not 0 or 1: the weights scaled
+
+
 @dataclass(frozen=True)
 class GraphLayer:
     """One trunk block of llama.cpp's compute graph, as its widths (per token unless stated)."""
@@ -110,6 +132,11 @@ class GraphLayer:
     qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)
     fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
     wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
+    low_rank_kv: int = 0  # the latent of a decompressed low-rank KV (kv_lora_rank; wkv_b to K nope and V per head)
+    router: Router = Router()  # the routed experts' gating (n_expert > 0)
+    attn_gate: bool = False  # a head-wise sigmoid gate on attention's output before wo (step35.cpp's wqkv_gate)
+    clamped_ffn: bool = False  # swiglu_clamp_shexp: the dense / shared FFN's SwiGLU clamped (silu and mul in place)
+    clamped_experts: bool = False  # swiglu_clamp_exp: the experts' SwiGLU clamped
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -136,6 +163,8 @@ class GraphShape:
     deci_blocks: bool = False  # src/models/deci.cpp: blocks without attention or without FFN (see DecoderGraph)
     residual_first: bool = False  # ffn_inp = ggml_add(residual, the mixer's output), not (output, residual)
     ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
+    iswa: bool = False  # llama_kv_cache_iswa (swa_type set): build_attn expands Q, K, V in that order
+    head_scale: bool = False  # the final norm (an output) scaled before the LM head: a new tensor (minicpm3.cpp)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -337,11 +337,25 @@ def mimo2_convpat() -> Model:
 def step35_nextn() -> Model:
     """step35: pattern array of length block_count (MTP entry included), per-layer head_count (4 full / 6 SWA)
     and head_count_kv (2 / 1), per-head output gate; the MTP layer (tensors left out) is not in the cache."""
+    return _step35("tiny-step35-nextn")
+
+
+def step35_clamped() -> Model:
+    """step35 with Step-3.5's per-layer SwiGLU clamps (swiglu_limits: the experts' on layers 1 and 3, the
+    dense / shared FFN's on layers 0 and 3) and, on layer 2, no head-wise output gate."""
+    return _step35(
+        "tiny-step35-clamped", clamps=([0.0, 7.0, 0.0, 7.0, 0.0], [7.0, 0.0, 0.0, 16.0, 0.0]), gate=(0, 1, 3)
+    )
+
+
+def _step35(
+    name: str, clamps: tuple[list[float], list[float]] | None = None, gate: tuple[int, ...] = (0, 1, 2, 3)
+) -> Model:
     swa = [False, True, True, True, False]
     heads, heads_kv = [6 if s else 4 for s in swa], [1 if s else 2 for s in swa]
     m = _model(
         "step35",
-        "tiny-step35-nextn",
+        name,
         ctx=65536,
         layers=5,
         heads=heads,
@@ -353,10 +367,13 @@ def step35_nextn() -> Model:
     m.arch_kv(rope__dimension_count=HD, nextn_predict_layers=1, rope__freq_base_swa=10000.0)
     _swa(m, 128, swa)
     _experts(m, expert_shared_feed_forward_length=FFE)
+    if clamps is not None:
+        m.arch_kv(swiglu_clamp_exp=clamps[0], swiglu_clamp_shexp=clamps[1])
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(4):
         attention(m, i, E, heads[i], heads_kv[i], HD, F16, qk_norm=True)
-        _attn_gate(m, i, heads[i])
+        if i in gate:
+            _attn_gate(m, i, heads[i])
         _ffn(m, i, i >= 1, probs_bias=True)
     return m
 
@@ -644,6 +661,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "mimo2-nextn": mimo2_nextn,
     "mimo2-convpat": mimo2_convpat,
     "step35-nextn": step35_nextn,
+    "step35-clamped": step35_clamped,
     "granite-swa": granite_swa,
     "llama4-chunked": llama4_chunked,
     "llama4-nochunk": llama4_nochunk,

@@ -78,6 +78,8 @@ ATTN_UBATCH = [
     _s(16384, 8, fa="off", n_ubatch=4096),
     _s(3000, 3, n_ubatch=4096),
 ]
+MLA_MODELS = ("deepseek2-mla", "deepseek2-mha", "deepseek2-v3")
+NEXTN_MODELS = ("mistral4-mla", "minicpm3", "mimo2-nextn", "step35-nextn", "step35-clamped", "glm4moe-nextn")
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
@@ -227,7 +229,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, "mamba", "jamba")
         | _subset(attention.FAMILY_SET, "gemma3n-shared")
         | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr")
-        | _subset(recurrent.FAMILY_SET, *RWKV),
+        | _subset(recurrent.FAMILY_SET, *RWKV)
+        | _subset(attention.FAMILY_SET, *MLA_MODELS, "deepseek2-mla-nextn")
+        | _subset(more.FAMILY_SET, *NEXTN_MODELS),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
