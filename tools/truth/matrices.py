@@ -78,6 +78,15 @@ ATTN_UBATCH = [
     _s(16384, 8, fa="off", n_ubatch=4096),
     _s(3000, 3, n_ubatch=4096),
 ]
+# The MLA and next-token-prediction decoders' runs: ATTN_UBATCH's, then a context below the ubatch over 5 streams
+# (the ubatch rounded up to a multiple of 5), 7 streams with flash attention off, a unified cache and a q8_0 cache
+# at ubatch 1024.
+MLA_UBATCH = ATTN_UBATCH + [
+    _s(1500, 5, n_ubatch=4096),
+    _s(8192, 7, fa="off", n_ubatch=1024),
+    _s(8192, 4, unified=1, n_ubatch=2048),
+    _s(8192, 1, "q8_0", n_ubatch=1024),
+]
 MLA_MODELS = ("deepseek2-mla", "deepseek2-mha", "deepseek2-v3")
 NEXTN_MODELS = ("mistral4-mla", "minicpm3", "mimo2-nextn", "step35-nextn", "step35-clamped", "glm4moe-nextn")
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
@@ -183,6 +192,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_attn.jsonl": TruthFile(attention.FAMILY_SET, FULL),
     "results_attn_ubatch.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"), ATTN_UBATCH
+    ),
+    "results_mla_ubatch.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, *MLA_MODELS) | _subset(more.FAMILY_SET, *NEXTN_MODELS), MLA_UBATCH
     ),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
