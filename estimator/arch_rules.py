@@ -511,7 +511,7 @@ def _groups(hp: HParams) -> tuple[int, int]:
     return hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0), hp.optional_int(Keys.LLM.EXPERT_GROUP_USED_COUNT, 0)
 
 
-def _has(ly: Layers, template: str, il: int) -> bool | None:
+def layer_tensor(ly: Layers, template: str, il: int) -> bool | None:
     # a tensor the loader creates TENSOR_NOT_REQUIRED: in the file or not (None: the file's names are unknown)
     return None if ly.tensors is None else template.format(bid=il) in ly.tensors
 
@@ -526,7 +526,7 @@ def _router(ly: Layers, il: int, gating: Gating, bias: bool, norm: bool) -> Rout
     # build_moe_ffn's arguments: exp_probs_b where the layer has it (`bias` where the file's names are unknown),
     # expert_weights_scale applied when neither 0 nor 1
     scale = ly.hp.optional_float(Keys.LLM.EXPERT_WEIGHTS_SCALE) or 0.0
-    has_bias = _has(ly, ROUTER_BIAS, il)
+    has_bias = layer_tensor(ly, ROUTER_BIAS, il)
     return Router(gating, bias if has_bias is None else has_bias, *_groups(ly.hp), norm, scale not in (0.0, 1.0))
 
 
@@ -574,7 +574,7 @@ def no_head_gate(ly: Layers, il: int) -> bool:
 def head_gate_where_present(ly: Layers, il: int) -> bool:
     # llama_model_step35::load_arch_tensors: attn_gate (TENSOR_NOT_REQUIRED); Step-3.5 checkpoints carry it, so a
     # model whose names are unknown is taken to
-    present = _has(ly, HEAD_GATE, il)
+    present = layer_tensor(ly, HEAD_GATE, il)
     return True if present is None else present
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
+from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window, layer_tensor
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, key_name
 from memfit.estimator.layout import (
@@ -23,9 +23,11 @@ from memfit.estimator.layout import (
     Ssm,
 )
 from memfit.estimator.vocabulary import Limit
-from memfit.gguf_constants import Keys
+from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
 ATTN = Keys.Attention
+# llama_model_base::create_tensor_gate_up_exps: the experts' gate and up in one tensor, where the file has it
+GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"
 SSM = Keys.SSM
 
 
@@ -226,6 +228,7 @@ def graph_shape(
                 attn_gate=attends and graph.head_gate(layers, il),
                 clamped_ffn=clamped_ffn,
                 clamped_experts=clamped_experts and moe,
+                fused_gate_up=moe and layer_tensor(layers, GATE_UP_EXPS, il) is True,
             )
         )
     return GraphShape(

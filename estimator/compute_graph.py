@@ -529,8 +529,12 @@ class DecoderGraph:
         weights = get_rows(reshape(probs, 1, b.n_expert, t), topk, 1)  # ffn_moe_weights [1, k, T]
         weights = self.gf.expand(expert_weights(b.router, weights))
         rows = reshape(cur, e, 1, t)
-        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+        if b.fused_gate_up:  # one gate_up matmul, gate and up its halves' views
+            gate_up = op("MUL_MAT_ID", F32, (2 * b.n_ff_exp, k, t), rows, topk)
+            gate, up = (view(gate_up, (b.n_ff_exp, k, t), gate_up.nb[1:3], i * b.n_ff_exp * FLOAT) for i in (0, 1))
+        else:
+            gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+            up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
         down = op("MUL_MAT_ID", F32, (e, k, t), swiglu(gate, up, b.clamped_experts), topk)
         weighted = self.gf.expand(same_shape(down, "MUL", weights))
         experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]

@@ -137,6 +137,7 @@ class GraphLayer:
     attn_gate: bool = False  # a head-wise sigmoid gate on attention's output before wo (step35.cpp's wqkv_gate)
     clamped_ffn: bool = False  # swiglu_clamp_shexp: the dense / shared FFN's SwiGLU clamped (silu and mul in place)
     clamped_experts: bool = False  # swiglu_clamp_exp: the experts' SwiGLU clamped
+    fused_gate_up: bool = False  # ffn_gate_up_exps: one expert matmul 2 x n_ff_exp wide, gate and up its views
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph

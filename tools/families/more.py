@@ -81,10 +81,23 @@ def _experts(m: Model, **kv: Any) -> None:
     m.arch_kv(expert_count=NE, expert_used_count=2, expert_feed_forward_length=FFE, **kv)
 
 
-def _ffn(m: Model, i: int, moe: bool, *, norm: bool = True, shared: bool = True, probs_bias: bool = False) -> None:
-    """Layer i's FFN: a SwiGLU of width FF, or (moe) the MoE, with a shared expert unless shared=False."""
+def _ffn(
+    m: Model,
+    i: int,
+    moe: bool,
+    *,
+    norm: bool = True,
+    shared: bool = True,
+    probs_bias: bool = False,
+    fused: bool = False,
+) -> None:
+    """Layer i's FFN: a SwiGLU of width FF, or (moe) the MoE, with a shared expert unless shared=False (`fused`:
+    the experts' gate and up in one tensor)."""
     if moe:
-        moe_feed_forward(m, i, E, FFE, NE, F16, norm=norm, shared_ff=FFE if shared else 0, probs_bias=probs_bias)
+        shared_ff = FFE if shared else 0
+        moe_feed_forward(
+            m, i, E, FFE, NE, F16, norm=norm, shared_ff=shared_ff, probs_bias=probs_bias, fused_gate_up=fused
+        )
     else:
         feed_forward(m, i, E, FF, F16, norm=norm)
 
@@ -427,10 +440,12 @@ def _mla_moe(
     nextn: int = 0,
     eps: float = 1e-6,
     probs_bias: bool = False,
+    fused: bool = False,
     **kv: Any,
 ) -> Model:
     """deepseek2-style MLA (one KV "head" of kv_lora + rope, q LoRA, split k_b / v_b): `layers` trunk layers
-    (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert."""
+    (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert (`fused`: the
+    experts' gate and up in one tensor)."""
     m = _model(arch, name, ctx=ctx, layers=layers + nextn, heads_kv=1, eps=eps)
     mla_kv(m, kv_lora=KVL, rope=ROPE, k_head=NOPE + ROPE, v_head=V)
     m.arch_kv(attention__q_lora_rank=QL, leading_dense_block_count=1, expert_shared_count=1, **kv)
@@ -441,13 +456,20 @@ def _mla_moe(
     for i in range(layers):
         _norm(m, f"blk.{i}.attn_norm.weight")
         mla_attention(m, i, E, H, KVL, ROPE, NOPE + ROPE, V, F16, q_lora=QL)
-        _ffn(m, i, i >= 1, probs_bias=probs_bias)
+        _ffn(m, i, i >= 1, probs_bias=probs_bias, fused=fused)
     return m
 
 
 def mistral4_mla() -> Model:
     """mistral4 (the deepseek2 loader under "mistral4."): MLA, K only (row kv_lora + rope), no V."""
     return _mla_moe("mistral4", "tiny-mistral4-mla", ctx=262144, layers=3, expert_weights_scale=1.0, vocab_size=VOCAB)
+
+
+def mistral4_fused() -> Model:
+    """mistral4 as its converter writes Mistral 4's stacked experts: one ffn_gate_up_exps per MoE layer."""
+    return _mla_moe(
+        "mistral4", "tiny-mistral4-fused", ctx=262144, layers=3, expert_weights_scale=1.0, vocab_size=VOCAB, fused=True
+    )
 
 
 def _low_rank_mha(arch: str, name: str, tokenizer: str, *, ctx: int, eps: float, q_lora: int, gated_ffn: bool) -> Model:
@@ -666,6 +688,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "llama4-chunked": llama4_chunked,
     "llama4-nochunk": llama4_nochunk,
     "mistral4-mla": mistral4_mla,
+    "mistral4-fused": mistral4_fused,
     "minicpm3": minicpm3,
     "plm": plm,
     "glm4moe-nextn": glm4moe_nextn,

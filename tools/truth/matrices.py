@@ -88,7 +88,15 @@ MLA_UBATCH = ATTN_UBATCH + [
     _s(8192, 1, "q8_0", n_ubatch=1024),
 ]
 MLA_MODELS = ("deepseek2-mla", "deepseek2-mha", "deepseek2-v3")
-NEXTN_MODELS = ("mistral4-mla", "minicpm3", "mimo2-nextn", "step35-nextn", "step35-clamped", "glm4moe-nextn")
+NEXTN_MODELS = (
+    "mistral4-mla",
+    "mistral4-fused",
+    "minicpm3",
+    "mimo2-nextn",
+    "step35-nextn",
+    "step35-clamped",
+    "glm4moe-nextn",
+)
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
