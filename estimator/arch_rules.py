@@ -613,6 +613,7 @@ class Graph:
     recurrent_in: RecurrentWidth = mamba2_in  # the in-projection of its recurrent blocks (if any)
     moe_layers: LayerPredicate = experts_after_leading_dense  # the blocks that route experts (no dense FFN)
     fused_qkv: bool = False  # build_qkv: one attn_qkv matmul
+    qkv_where_present: bool = False  # create_tensor_qkv: one attn_qkv matmul where the file holds it
     logits: bool = True  # False: an embedding graph (build_pooling, no LM head)
     cache_attention: bool = True  # False: build_attn_inp_no_cache (non-causal attention over the ubatch)
     ffn_in_recurrence: bool = False  # RWKV 6/7: the FFN is the channel mix, inside `recurrent_in`
@@ -677,11 +678,14 @@ GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per
 # deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
 DEEPSEEK2 = Graph(low_rank_kv=True, router=deepseek2_router, node_for_node=True)
 MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
-GLM4_MOE = Graph(
-    router=sigmoid_router, node_for_node=True
-)  # glm4-moe.cpp: the trunk's hidden state is the final norm's output
+# glm4-moe.cpp: the trunk's hidden state is the final norm's output; build_qkv's fused path where the file has it
+GLM4_MOE = Graph(router=sigmoid_router, qkv_where_present=True, node_for_node=True)
 MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
-    router=mimo2_router, moe_layers=experts_where_routed, reads_tensors=True, node_for_node=True
+    router=mimo2_router,
+    moe_layers=experts_where_routed,
+    reads_tensors=True,
+    qkv_where_present=True,  # its fused path: Q, K and V views of one attn_qkv
+    node_for_node=True,
 )
 STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clamps, the trunk's state kept
     hidden_output=True,

@@ -28,6 +28,8 @@ from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 ATTN = Keys.Attention
 # llama_model_base::create_tensor_gate_up_exps: the experts' gate and up in one tensor, where the file has it
 GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"
+# llama_model_base::create_tensor_qkv: Q, K and V in one attn_qkv, where the file has it
+ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
 SSM = Keys.SSM
 
 
@@ -212,7 +214,8 @@ def graph_shape(
                 n_ff_shexp=shexp if moe else 0,
                 recurrent_in=recurrent_in if recurrent else 0,
                 recurrent_state=state_elements if recurrent else 0,
-                fused_qkv=graph.fused_qkv and attends,
+                fused_qkv=attends
+                and (graph.fused_qkv or graph.qkv_where_present and layer_tensor(layers, ATTN_QKV, il) is True),
                 kv_lora=kv_lora if mla and attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=_rope_part(hp, layers, kv_lora, mla) if kv_lora and attends else 0,

@@ -660,13 +660,14 @@ def expert_weights(r: Router, weights: Tensor) -> Tensor:
 
 def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
     """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
-    view with the same strides) | wq, wk, wv, each reshaped to [head, heads, T]."""
+    view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]."""
     if b.fused_qkv:
-        qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
+        qkv = mul_mat(None, cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
         nb = (b.head_k * FLOAT, qkv.nb[1])
         q = view(qkv, (b.head_k, b.n_head, t), nb)
         k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
-        v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
+        v_at = (b.n_head + b.n_head_kv) * b.head_k * FLOAT
+        v = view(qkv, (b.head_v, b.n_head_kv, t), (b.head_v * FLOAT, qkv.nb[1]), v_at)
         return q, k, v
     q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
     k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)

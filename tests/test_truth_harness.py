@@ -123,7 +123,7 @@ NODE_FOR_NODE = (
     "llama-gqa-f16", "mamba2-f16", "granitehybrid-f16", "command-r", "mamba", "jamba", "gemma3n-shared", "phi3-swa",
     "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "deepseek2-mla", "deepseek2-mha",
     "deepseek2-mla-nextn", "deepseek2-v3", "mistral4-mla", "mistral4-fused", "minicpm3", "mimo2-nextn", "step35-nextn",
-    "step35-clamped", "glm4moe-nextn",
+    "step35-clamped", "glm4moe-nextn", "mimo2-fused", "glm4moe-fused",
 )  # fmt: skip
 
 

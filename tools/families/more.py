@@ -320,7 +320,7 @@ def cohere2moe_arr_nextn() -> Model:
     return _cohere2moe("tiny-cohere2moe-arr-nextn", [i % 4 != 3 for i in range(8)], 1)
 
 
-def _mimo2(name: str, converter_pattern: bool) -> Model:
+def _mimo2(name: str, converter_pattern: bool, fused: bool = False) -> Model:
     """mimo2: 6 trunk layers + 1 MTP layer (tensors left out), K head 96 / V head 64, 2 KV heads on full
     layers and 4 on SWA layers (the MTP layer too), attention sinks."""
     swa = [False, True, True, False, True, True]
@@ -331,7 +331,7 @@ def _mimo2(name: str, converter_pattern: bool) -> Model:
     _experts(m)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(6):
-        attention(m, i, E, H, heads_kv[i], 96, F16, v_head_dim=64)
+        attention(m, i, E, H, heads_kv[i], 96, F16, v_head_dim=64, fused=fused)
         _sinks(m, i)
         _ffn(m, i, i >= 1, shared=False, probs_bias=True)
     return m
@@ -340,6 +340,11 @@ def _mimo2(name: str, converter_pattern: bool) -> Model:
 def mimo2_nextn() -> Model:
     """mimo2 with a pattern of length n_layer (trunk): the MTP layer is left out of the cache."""
     return _mimo2("tiny-mimo2-nextn", converter_pattern=False)
+
+
+def mimo2_fused() -> Model:
+    """mimo2 with Q, K and V in one attn_qkv (K heads of 96, V heads of 64): its builder's fused path."""
+    return _mimo2("tiny-mimo2-fused", converter_pattern=False, fused=True)
 
 
 def mimo2_convpat() -> Model:
@@ -500,7 +505,16 @@ def plm() -> Model:
 
 def glm4moe_nextn() -> Model:
     """glm4moe with nextn_predict_layers 1 (tensors left out): the MTP layer is kept in the main cache."""
-    m = _model("glm4moe", "tiny-glm4moe-nextn", ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
+    return _glm4moe("tiny-glm4moe-nextn")
+
+
+def glm4moe_fused() -> Model:
+    """glm4moe with Q, K and V in one attn_qkv (no biases): build_qkv's fused path."""
+    return _glm4moe("tiny-glm4moe-fused", fused=True)
+
+
+def _glm4moe(name: str, fused: bool = False) -> Model:
+    m = _model("glm4moe", name, ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
     m.arch_kv(
         rope__dimension_count=HD // 2,
         nextn_predict_layers=1,
@@ -512,7 +526,7 @@ def glm4moe_nextn() -> Model:
     _experts(m)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(3):
-        attention(m, i, E, H, HKV, HD, F16, post_norm=True, bias=True)
+        attention(m, i, E, H, HKV, HD, F16, post_norm=True, bias=True, fused=fused)
         _ffn(m, i, i >= 1, norm=False, probs_bias=True)
     return m
 
@@ -682,6 +696,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "cohere2moe-arr-nextn": cohere2moe_arr_nextn,
     "mimo2-nextn": mimo2_nextn,
     "mimo2-convpat": mimo2_convpat,
+    "mimo2-fused": mimo2_fused,
     "step35-nextn": step35_nextn,
     "step35-clamped": step35_clamped,
     "granite-swa": granite_swa,
@@ -692,6 +707,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "minicpm3": minicpm3,
     "plm": plm,
     "glm4moe-nextn": glm4moe_nextn,
+    "glm4moe-fused": glm4moe_fused,
     "deepseek32": deepseek32,
     "deepseek32-nextn": deepseek32_nextn,
     "glm-dsa-types": glm_dsa_types,

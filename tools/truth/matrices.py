@@ -93,9 +93,11 @@ NEXTN_MODELS = (
     "mistral4-fused",
     "minicpm3",
     "mimo2-nextn",
+    "mimo2-fused",
     "step35-nextn",
     "step35-clamped",
     "glm4moe-nextn",
+    "glm4moe-fused",
 )
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
