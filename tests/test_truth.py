@@ -316,6 +316,23 @@ def test_rounded_ubatches_and_nope_attention_within_the_bounds(run: dict, model_
     assert ceiling - row.real_workspace == row.real_workspace - floor  # the replay is llama.cpp's buffer
 
 
+# llama.cpp's dry runs (haswell CPU variant) of the MLA and next-token-prediction decoders at published scale
+# (tools/families/shapes.py: DeepSeek-V3 and R1 with its MTP layer, DeepSeek-V2-Lite's legacy MHA form, a Mistral
+# Small 4 with fused experts, MiniCPM3-4B, MiMo-V2-Flash, Step-3.5-Flash, GLM-4.5-Air) over ubatch 128 to 4096 asked,
+# flash attention on and off, 1 to 8 streams, q8_0 and unified caches, a context below the ubatch.
+MLA_SHAPE_RUNS = load(DATA / "results_mla_shapes_dryrun.jsonl")
+
+
+@pytest.mark.parametrize("run", MLA_SHAPE_RUNS, ids=run_id)
+def test_published_mla_and_nextn_shapes_replay_llama_cpps_buffer(run: dict, model_files: dict[str, Path]) -> None:
+    """The rebuilt graph of each real-scale shape (grouped and biased routers, the decompressed latent, fused
+    experts, head-wise gates, SwiGLU clamps) gives llama.cpp's compute buffer to the byte, its bounds the goal's."""
+    (row,) = file_bounds([run], model_files)
+    assert row.status == "inside" and row.tight, run_id(run)
+    floor, ceiling = row.workspace
+    assert ceiling - row.real_workspace == row.real_workspace - floor  # the replay is llama.cpp's buffer
+
+
 # llama.cpp's refusals of a setting (llama_init_from_model, llama_context): its message, and memfit's limit note
 REFUSAL_MESSAGES = {
     "quantized V cache requires flash_attn to be enabled": "quantized V cache requires flash_attn",
