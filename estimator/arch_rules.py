@@ -26,9 +26,26 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.graph_delta_net import (
+    build_bailingmoe3,
+    build_kimi_k3,
+    build_kimi_linear,
+    build_qwen3next,
+    build_qwen35,
+)
 from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, Gating, GraphBuilder, KvCache, Mixer, Router, Wkv
+from memfit.estimator.layout import (
+    SIGMOID,
+    SOFTMAX,
+    AttentionLayer,
+    DeltaNet,
+    GraphBuilder,
+    KvCache,
+    Mixer,
+    Routing,
+    Wkv,
+)
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -60,13 +77,16 @@ from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
-LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3.21.1)"
+# The llama.cpp every rule mirrors and every recorded run measured: its commit (tools/truth/releases.json), which
+# node-llama-cpp 3.21.1 bundles under its own tag v0.4.0 and builds as its prebuilt libllama
+LLAMA_CPP_COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed"
+LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's prebuilt libllama)"
 
 ATTN, SSM = Keys.Attention, Keys.SSM
+SWIGLU_CLAMP_EPS = 1e-6  # llm_graph_context::build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
 ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
 HEAD_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
-CLAMP_EPS = 1e-6  # build_ffn / build_moe_ffn: a SwiGLU clamp limit above this clamps
 
 
 class NewerKeys:
@@ -75,6 +95,10 @@ class NewerKeys:
     RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS
     INDEXER_TYPES = "{arch}.attention.indexer.types"  # LLM_KV_ATTENTION_INDEXER_TYPES
     PLE_LAYERS = "{arch}.ple.layers"  # LLM_KV_PLE_LAYERS
+    KDA_GATE_LOWER_BOUND = "{arch}.kda.gate_lower_bound"  # LLM_KV_KDA_GATE_LOWER_BOUND
+    ATTN_RES_BLOCK_SIZE = "{arch}.attn_res.block_size"  # LLM_KV_ATTN_RES_BLOCK_SIZE
+    SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"  # LLM_KV_ACTIVATION_SITU_LINEAR_BETA
+    EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"  # LLM_KV_EXPERT_LATENT_LENGTH
 
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
@@ -475,6 +499,135 @@ def arwkv7_wkv(ly: Layers, il: int) -> Wkv:
     return replace(rwkv7_wkv(ly, il), group_norm=False, channel_mix=0)
 
 
+def _has_tensor(ly: Layers, suffix: str, unknown: bool) -> bool:
+    """Whether the file holds a tensor named blk.N.<suffix> (`unknown` where its tensor names are not known)."""
+    return unknown if ly.tensors is None else any(name.endswith(suffix) for name in ly.tensors)
+
+
+def _routing(ly: Layers, gating: int | None, norm: bool | None, probs_bias: bool, scale: bool = True) -> Routing:
+    # build_moe_ffn's arguments as the builder passes them: a fixed gating function and norm, or the file's
+    # (expert_gating_func, expert_weights_norm); expert_weights_scale where the loader reads it; ffn_exp_probs_b
+    # where it requires it; llama_model_base::load_hparams's expert groups; create_tensor_gate_up_exps's fused
+    # ffn_gate_up_exps where the file has it
+    hp, llm = ly.hp, Keys.LLM
+    w_scale = hp.optional_float(llm.EXPERT_WEIGHTS_SCALE) if scale else None
+    groups = hp.optional_int(llm.EXPERT_GROUP_COUNT, 0)
+    return Routing(
+        gating=hp.optional_int(llm.EXPERT_GATING_FUNC, 0) if gating is None else gating,
+        probs_bias=probs_bias,
+        norm=hp.optional_bool(llm.EXPERT_WEIGHTS_NORM, False) if norm is None else norm,
+        scale=w_scale not in (None, 0.0, 1.0),
+        groups=groups if groups > 1 else 0,
+        groups_used=hp.optional_int(llm.EXPERT_GROUP_USED_COUNT, 0) if groups > 1 else 0,
+        fused_gate_up=ly.tensors is not None and _has_tensor(ly, ".ffn_gate_up_exps.weight", False),
+    )
+
+
+def _gated_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_qwen3next / _qwen35 / _qwen35moe::load_arch_hparams: head_k_dim = ssm_d_state, num_k_heads =
+    # ssm_n_group, num_v_heads = ssm_dt_rank, head_v_dim = ssm_d_inner / num_v_heads; the experts softmax-gated and
+    # normalized (expert_weights_scale unread), the shared expert n_ff_shexp wide, else n_ff (load_block_trunk)
+    hp = ly.hp
+    v_heads, experts = hp.optional_int(SSM.TIME_STEP_RANK, 0), hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
+    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (ly.ff[0] if ly.n_all else 0)
+    return DeltaNet(
+        head_k=hp.optional_int(SSM.STATE_SIZE, 0),
+        k_heads=hp.optional_int(SSM.GROUP_COUNT, 0),
+        head_v=hp.optional_int(SSM.INNER_SIZE, 0) // v_heads if v_heads else 0,
+        v_heads=v_heads,
+        d_conv=hp.optional_int(SSM.CONV_KERNEL, 0),
+        routing=_routing(ly, gating=1, norm=True, probs_bias=False, scale=False),
+        n_ff_shexp=shexp if experts else 0,
+    )
+
+
+def qwen3next_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_qwen3next::graph::build_qkvz: the legacy ssm_in where the file has no attn_qkv
+    return replace(_gated_delta_net(ly), legacy_qkvz=not _has_tensor(ly, ".attn_qkv.weight", True))
+
+
+def qwen35_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_qwen35(moe)::load_arch_tensors: attn_qkv and attn_gate, ssm_beta and ssm_alpha
+    return _gated_delta_net(ly)
+
+
+def _kda(ly: Layers, routing: Routing, shexp: int) -> DeltaNet:
+    # llama_model_kimi_linear / _kimi_k3 / _bailingmoe3: kda.head_dim wide heads, n_head of them for q, k and v
+    # (their graphs' MHA fallback where the file has the legacy attn_kv_b is not rebuilt)
+    hp = ly.hp
+    head, heads = hp.optional_int(Keys.KDA.HEAD_DIM, 0), ly.heads[0] if ly.n_all else 0
+    legacy = _has_tensor(ly, ".attn_kv_b.weight", False)
+    return DeltaNet(
+        head,
+        heads,
+        head,
+        heads,
+        hp.optional_int(SSM.CONV_KERNEL, 0),
+        routing=routing,
+        n_ff_shexp=shexp,
+        not_rebuilt="MLA without attn_k_b / attn_v_b" if legacy else "",
+    )
+
+
+def _shexp_of_shared_count(ly: Layers) -> int:
+    # the shared experts n_ff_exp * max(1, n_expert_shared) wide (ffn_*_shexp, optional in kimi's loaders)
+    hp = ly.hp
+    shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0)
+    present = _has_tensor(ly, ".ffn_up_shexp.weight", True)
+    return hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0) * max(1, shared) if present else 0
+
+
+def kimi_linear_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_kimi_linear: low-rank f and g, the file's gating, normalized and scaled weights, ffn_exp_probs_b;
+    # no low-rank Q (its loader never reads q_lora_rank)
+    return _kda(ly, _routing(ly, gating=None, norm=True, probs_bias=True), _shexp_of_shared_count(ly))
+
+
+def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ, the latent experts;
+    # the MLA output gate (attn_gate, optional) per element
+    hp = ly.hp
+    bound = hp.optional_float(NewerKeys.KDA_GATE_LOWER_BOUND)
+    latent = hp.optional_int(NewerKeys.EXPERT_LATENT_LENGTH, 0)
+    heads = ly.heads[0] if ly.n_all else 0
+    v_mla = hp.optional_int(ATTN.VALUE_LENGTH_MLA, 0)
+    base = _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), _shexp_of_shared_count(ly))
+    return replace(
+        base,
+        q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0) if _has_tensor(ly, ".attn_q_a_norm.weight", True) else 0,
+        lower_bound=bound is not None and bound != float("-inf"),
+        attn_gate=heads * v_mla if _has_tensor(ly, ".attn_gate.weight", True) else 0,
+        situ_linear=(hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0,
+        latent=latent,
+        latent_norm=latent > 0 and _has_tensor(ly, ".ffn_routed_norm.weight", True),
+        attn_res=hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0),
+    )
+
+
+def bailingmoe3_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_bailingmoe3::load_arch_hparams: full-rank f and g, low-rank Q by q_lora_rank, a per-head MLA
+    # output gate, the shared experts expert_shared_feed_forward_length wide, else n_ff_exp * max(1, shared)
+    hp = ly.hp
+    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or hp.optional_int(
+        Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0
+    ) * max(1, hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0))
+    return replace(
+        _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp),
+        q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0),
+        attn_gate=ly.heads[0] if ly.n_all else 0,
+        clamped_experts=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_EXP),
+        clamped_shexp=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP),
+    )
+
+
+def _clamped_layers(ly: Layers, key: str) -> frozenset[int]:
+    # llama_model_bailingmoe3::load_arch_hparams: swiglu_clamp_exp / _shexp read with get_key_or_arr (one number
+    # for every layer, or one per layer); build_moe_ffn / build_ffn clamp where a layer's limit exceeds 1e-6
+    value = ly.hp.metadata.get(ly.hp.key(key))
+    limits = value if isinstance(value, tuple) else (value,) * ly.n_all
+    return frozenset(il for il, v in enumerate(limits) if isinstance(v, (int, float)) and v > SWIGLU_CLAMP_EPS)
+
+
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
     # llama_model_<arch>::load_arch_tensors: ffn_*_exps from layer leading_dense_block_count on
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and il >= ly.hp.optional_int(
@@ -506,55 +659,43 @@ def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
 
 
-def _groups(hp: HParams) -> tuple[int, int]:
-    # llama_model::load_hparams: expert_group_count, expert_group_used_count (any architecture)
-    return hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0), hp.optional_int(Keys.LLM.EXPERT_GROUP_USED_COUNT, 0)
-
-
 def layer_tensor(ly: Layers, template: str, il: int) -> bool | None:
     # a tensor the loader creates TENSOR_NOT_REQUIRED: in the file or not (None: the file's names are unknown)
     return None if ly.tensors is None else template.format(bid=il) in ly.tensors
 
 
-def _gating(hp: HParams, absent: Gating) -> Gating:
-    # llama_model_<arch>::load_arch_hparams: expert_gating_func, `absent` when the key is missing (LLAMA_..._NONE)
-    value = hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0)
-    return Gating(value) if value in {g.value for g in Gating} else absent
+def _biased(ly: Layers, il: int, unknown: bool) -> bool:
+    # ffn_exp_probs_b (TENSOR_NOT_REQUIRED in these loaders): where the layer holds it, `unknown` where the file's
+    # names are not known
+    present = layer_tensor(ly, ROUTER_BIAS, il)
+    return unknown if present is None else present
 
 
-def _router(ly: Layers, il: int, gating: Gating, bias: bool, norm: bool) -> Router:
-    # build_moe_ffn's arguments: exp_probs_b where the layer has it (`bias` where the file's names are unknown),
-    # expert_weights_scale applied when neither 0 nor 1
-    scale = ly.hp.optional_float(Keys.LLM.EXPERT_WEIGHTS_SCALE) or 0.0
-    has_bias = layer_tensor(ly, ROUTER_BIAS, il)
-    return Router(gating, bias if has_bias is None else has_bias, *_groups(ly.hp), norm, scale not in (0.0, 1.0))
+def plain_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
+    # build_moe_ffn as the decoders not yet rebuilt with their own routing take it: softmax over the chosen experts
+    return Routing()
 
 
-def softmax_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
-    # build_moe_ffn as the plain MoE builders call it (llama.cpp, qwen3moe.cpp): softmax, no bias, no norm, no scale
-    return Router(groups=_groups(ly.hp)[0], groups_used=_groups(ly.hp)[1])
-
-
-def deepseek2_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
-    # llama_model_deepseek2::load_arch_hparams: no expert_gating_func is softmax (V2, V2.5), or sigmoid for GLM 4.7
-    # Lite's shape (47 or 48 trunk layers, 154880 tokens); expert_weights_norm; exp_probs_b on the grouped routers
-    # (tensor_list.tensors_deepseek2) where the file's names are unknown
+def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
+    # llama_model_deepseek2::load_arch_hparams: no expert_gating_func is softmax (V2, V2.5), or sigmoid on GLM 4.7
+    # Lite's shape (47 or 48 trunk layers, 154880 tokens); expert_weights_norm, _scale; exp_probs_b on the grouped
+    # routers (tensor_list.tensors_deepseek2) where the file's names are unknown
     lite_glm = ly.n_trunk in (47, 48) and n_vocab == 154880
-    gating = _gating(ly.hp, Gating.SIGMOID if lite_glm else Gating.SOFTMAX)
-    norm = ly.hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
-    return _router(ly, il, gating, _groups(ly.hp)[0] > 1, norm)
+    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or (SIGMOID if lite_glm else SOFTMAX)
+    grouped = ly.hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0) > 1
+    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, grouped))
 
 
-def sigmoid_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
+def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
     # llama_model_glm4_moe / llama_model_step35::load_arch_hparams: expert_gating_func, sigmoid when absent;
-    # expert_weights_norm; exp_probs_b where the layer has it (their checkpoints carry it)
-    norm = ly.hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
-    return _router(ly, il, _gating(ly.hp, Gating.SIGMOID), True, norm)
+    # expert_weights_norm, _scale; exp_probs_b (required by glm4moe's loader, carried by Step-3.5's checkpoints)
+    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or SIGMOID
+    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, True))
 
 
-def mimo2_router(ly: Layers, il: int, n_vocab: int | None) -> Router:
-    # mimo2.cpp: build_moe_ffn(..., exp_probs_b, norm_w = true, expert_weights_scale, SIGMOID)
-    return _router(ly, il, Gating.SIGMOID, True, True)
+def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
+    # mimo2.cpp: build_moe_ffn(..., ffn_exp_probs_b, norm_w = true, expert_weights_scale, SIGMOID)
+    return _routing(ly, gating=SIGMOID, norm=True, probs_bias=_biased(ly, il, True))
 
 
 def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
@@ -582,18 +723,11 @@ def no_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
     return False, False
 
 
-def _clamp(hp: HParams, template: str, il: int) -> bool:
-    # get_key_or_arr(LLM_KV_SWIGLU_CLAMP_*, n_layer_all): one limit or one per layer, 0 (no clamp) when absent
-    value = hp.metadata.get(hp.key(template))
-    limits = value if isinstance(value, tuple) else (value,) * hp.n_layer
-    limit = limits[il] if il < len(limits) else None
-    return (is_int(limit) or isinstance(limit, float)) and float(limit) > CLAMP_EPS
-
-
 def swiglu_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
-    # llama_model_step35::load_arch_hparams: swiglu_clamp_shexp (build_ffn: dense and shared FFNs) and
-    # swiglu_clamp_exp (build_moe_ffn: the experts), per layer
-    return _clamp(ly.hp, Keys.LLM.SWIGLU_CLAMP_SHEXP, il), _clamp(ly.hp, Keys.LLM.SWIGLU_CLAMP_EXP, il)
+    # llama_model_step35::load_arch_hparams: swiglu_clamp_shexp (build_ffn: the dense and shared FFNs) and
+    # swiglu_clamp_exp (build_moe_ffn: the experts), one limit or one per layer
+    shexp, exp = Keys.LLM.SWIGLU_CLAMP_SHEXP, Keys.LLM.SWIGLU_CLAMP_EXP
+    return il in _clamped_layers(ly, shexp), il in _clamped_layers(ly, exp)
 
 
 def no_qk_layer_norm(ly: Layers) -> bool:
@@ -635,12 +769,13 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
-    router: Callable[[Layers, int, int | None], Router] = softmax_router  # build_moe_ffn's routing, per MoE layer
+    routing: Callable[[Layers, int, int | None], Routing] = plain_routing  # build_moe_ffn's routing, per MoE layer
     low_rank_kv: bool = False  # kv_lora_rank's latent decompressed by wkv_b where the model is not MLA (MHA cache)
     q_lora: Callable[[HParams, int | None], int] = q_lora_unless_lite  # MLA / low-rank KV: the query's rank
     head_gate: LayerPredicate = no_head_gate  # a head-wise sigmoid gate on attention's output (step35.cpp)
     clamps: Callable[[Layers, int], tuple[bool, bool]] = no_clamps  # SwiGLU clamps: (dense / shared, experts)
     head_scale: bool = False  # minicpm3.cpp: the final norm scaled before the LM head
+    delta_net: Callable[[Layers], DeltaNet] | None = None  # a delta-net model's blocks (estimator/graph_delta_net.py)
 
 
 DECODER = Graph()
@@ -666,8 +801,13 @@ JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     residual_first=True,
     ffn_residual_first=True,
 )
-GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
-KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
+GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET, node_for_node=True)
+QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net)
+QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net)
+KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA, node_for_node=True)
+KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net)
+KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net)
+BAILINGMOE3 = replace(KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net)
 SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True, ffn_residual_first=True)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)
@@ -676,12 +816,12 @@ RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rw
 RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
 # deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
-DEEPSEEK2 = Graph(low_rank_kv=True, router=deepseek2_router, node_for_node=True)
+DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
 MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
 # glm4-moe.cpp: the trunk's hidden state is the final norm's output; build_qkv's fused path where the file has it
-GLM4_MOE = Graph(router=sigmoid_router, qkv_where_present=True, node_for_node=True)
+GLM4_MOE = Graph(routing=sigmoid_routing, qkv_where_present=True, node_for_node=True)
 MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
-    router=mimo2_router,
+    routing=mimo2_routing,
     moe_layers=experts_where_routed,
     reads_tensors=True,
     qkv_where_present=True,  # its fused path: Q, K and V views of one attn_qkv
@@ -692,7 +832,7 @@ STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clam
     qk_norm=True,
     head_gate=head_gate_where_present,
     clamps=swiglu_clamps,
-    router=sigmoid_router,
+    routing=sigmoid_routing,
     moe_layers=experts_where_routed_else_leading_dense,
     node_for_node=True,
 )
@@ -993,7 +1133,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        graph=GDN,
+        graph=QWEN3NEXT,
         parameters=GATED_DELTA_NET,
         counted=True,
     ),
@@ -1001,14 +1141,14 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        graph=GDN,
+        graph=QWEN35,
         parameters=GATED_DELTA_NET,
     ),
     "qwen35moe": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        graph=GDN,
+        graph=QWEN35,
         parameters=GATED_DELTA_NET,
     ),
     "qwen4exp": ArchRule(
@@ -1023,13 +1163,13 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(every_8th_attends, lightning_attention=True),
     ),
     "kimi-linear": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KIMI_LINEAR
     ),
     "kimi-k3": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KIMI_K3
     ),
     "bailingmoe3": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=BAILINGMOE3
     ),
 }
 

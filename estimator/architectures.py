@@ -19,15 +19,13 @@ from memfit.estimator.layout import (
     Layout,
     Mixer,
     RecurrentLayer,
-    Router,
+    Routing,
     Ssm,
 )
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
 ATTN = Keys.Attention
-# llama_model_base::create_tensor_gate_up_exps: the experts' gate and up in one tensor, where the file has it
-GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"
 # llama_model_base::create_tensor_qkv: Q, K and V in one attn_qkv, where the file has it
 ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
 SSM = Keys.SSM
@@ -227,11 +225,10 @@ def graph_shape(
                 fused_up=graph.fused_up and dense_ff > 0,
                 wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
                 low_rank_kv=kv_lora if low_rank and attends else 0,
-                router=graph.router(layers, il, n_vocab) if moe else Router(),
+                routing=graph.routing(layers, il, n_vocab) if moe else Routing(),
                 attn_gate=attends and graph.head_gate(layers, il),
                 clamped_ffn=clamped_ffn,
                 clamped_experts=clamped_experts and moe,
-                fused_gate_up=moe and layer_tensor(layers, GATE_UP_EXPS, il) is True,
             )
         )
     return GraphShape(
@@ -253,6 +250,7 @@ def graph_shape(
         ffn_residual_first=graph.ffn_residual_first,
         iswa=size is not None,
         head_scale=graph.head_scale,
+        delta_net=graph.delta_net(layers) if graph.delta_net else None,
     )
 
 

@@ -42,11 +42,22 @@ from memfit.estimator.ggml_graph import (
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
-from memfit.estimator.layout import Gating, GraphLayer, GraphShape, Mixer, Router, Ssm
+from memfit.estimator.layout import (
+    SIGMOID,
+    SOFTMAX,
+    SOFTMAX_WEIGHT,
+    SQRT_SOFTPLUS,
+    GraphLayer,
+    GraphShape,
+    Mixer,
+    Routing,
+    Ssm,
+)
 from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
 FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and strides count in these
+Activation = Callable[[Tensor, Tensor], Tensor]  # build_moe_ffn's activation of the experts' gate and up
 
 
 def buildable(graph: GraphShape) -> bool:
@@ -56,6 +67,8 @@ def buildable(graph: GraphShape) -> bool:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
+    if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
+        return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
     return (
         graph.logits
         and graph.cache_attention
@@ -249,26 +262,40 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        gf, t = self.gf, self.t
         if b.low_rank_kv:
             q, k, v = self.low_rank_qkv(b, cur)
         else:
-            q, k, v = build_qkv(b, cur, t)
+            q, k, v = build_qkv(b, cur, self.t)
             if b.qk_norm:
                 q, k = self.norm(q), self.norm(k)
             if b.qk_layer_norm:
                 q, k = self.layer_norm(q), self.layer_norm(k)
             if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
                 q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        out = self.build_attn(b, q, k, v)
+        if b.attn_gate:
+            out = self.head_gate(b, out, cur)
+        return mul_mat(None, out, self.shape.n_embd)  # wo
+
+    def head_gate(self, b: GraphLayer, out: Tensor, cur: Tensor) -> Tensor:
+        """step35.cpp's head-wise output gate: sigmoid(wqkv_gate x) [H, T] (in place) times each head's output (in
+        place over attention's [Dv * H, T]), `cur` the block's normed input."""
+        t = out.ne[1]
+        gate = reshape(same_shape(mul_mat(None, cur, b.n_head), "SIGMOID"), 1, b.n_head, t)
+        return reshape(same_shape(reshape(out, b.head_v, b.n_head, t), "MUL", gate), b.head_v * b.n_head, t)
+
+    def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_kv) over the roped Q, K and V, to its output before wo: the Hadamard
+        rotations of a quantized cache, Q, V and K expanded (Q, K and V over llama_kv_cache_iswa), then `attended`."""
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
             q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
         if v_rot is not None:
             v = self.hadamard(v, v_rot)
-        for x in (q, k, v) if self.shape.iswa else (q, v, k):  # build_attn over llama_kv_cache_iswa: Q, K, V
-            gf.expand(x)
-        return self.store_and_attend(b, q, k, v, inputs, cur if b.attn_gate else None)
+        for x in (q, k, v) if self.shape.iswa else (q, v, k):
+            self.gf.expand(x)
+        return self.attended(b, q, k, v, inputs)
 
     def low_rank_qkv(self, b: GraphLayer, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """deepseek2.cpp without the *_mla keys, minicpm3.cpp: Q as MLA's; wkv_a_mqa to the latent and the one rope
@@ -296,11 +323,13 @@ class DecoderGraph:
         cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
         return reshape(mul_mat(None, cur_q, b.n_head * b.head_k), b.head_k, b.n_head, self.t)  # wq / wq_b
 
-    def store_and_attend(
-        self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs, gate_in: Tensor | None = None
-    ) -> Tensor:
-        """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha, the
-        output projection (after step35.cpp's head-wise gate on `gate_in`, the block's normed input, where given)."""
+    def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+        """build_attn after Q, K and V are expanded, then the output projection."""
+        return mul_mat(None, self.attended(b, q, k, v, inputs), self.shape.n_embd)  # wo
+
+    def attended(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+        """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha (the
+        output before wo)."""
         gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
@@ -319,13 +348,7 @@ class DecoderGraph:
                 )
             )
         cur = self.mha(b, q, inputs.mask)
-        if v_rot is not None:
-            cur = self.hadamard(cur, v_rot)
-        if gate_in is not None:  # sigmoid(wqkv_gate x) [H, T] (in place) times each head's output (in place)
-            gate = reshape(same_shape(mul_mat(None, gate_in, b.n_head), "SIGMOID"), 1, b.n_head, t)
-            heads = same_shape(reshape(cur, b.head_v, b.n_head, t), "MUL", gate)
-            cur = reshape(heads, b.head_v * b.n_head, t)
-        return mul_mat(None, cur, self.shape.n_embd)  # wo
+        return self.hadamard(cur, v_rot) if v_rot is not None else cur
 
     def state_rows(self, width: int) -> Tensor:
         """build_rs with get_rows: the sequences' rows of a recurrent state."""
@@ -449,7 +472,7 @@ class DecoderGraph:
         """llama_model_deepseek2's absorbed multi-head latent attention: the query's no-rope part times wk_b into
         the latent, concatenated with its roped part; the key is the normed latent and the roped key part (one
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
-        gf, t, g = self.gf, self.t, self.geometry
+        t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
         q = self.low_rank_q(b, cur)
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
@@ -460,6 +483,13 @@ class DecoderGraph:
         v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
         k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT), "ROPE", self.pos)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
+        return mul_mat(None, self.mla_attend(b, q, k, v), self.shape.n_embd)  # wo
+
+    def mla_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_k) over MLA's Q [latent + rope, H, T], K [latent + rope, 1, T] and V
+        (the normed latent), to its output [head_v * H, T] before wo: K into the cache, build_attn_mha with wv_b."""
+        gf, t, g = self.gf, self.t, self.geometry
+        latent, rope, heads = b.kv_lora, b.n_rot, b.n_head
         inputs = self.cache_inputs(b)
         for x in (q, v, k):
             gf.expand(x)
@@ -479,8 +509,7 @@ class DecoderGraph:
             v_cont = op("CONT", F16, (n_kv, latent, 1, ns), new_tensor(F16, latent, n_kv, 1, ns, external=True))
             kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
             cur = cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t)
-        gf.expand(cur)
-        return mul_mat(None, cur, self.shape.n_embd)  # wo
+        return gf.expand(cur)
 
     def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:
         """build_attn_mha over the whole cache (n_kv = every cell of this layer's cache)."""
@@ -519,28 +548,36 @@ class DecoderGraph:
             act = same_shape(mul_mat(None, cur, n_ff), "GELU")
         return mul_mat(None, act, cur.ne[0])
 
-    def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
-        it expands the weights early, then the weighted experts, each expert's view and each partial sum."""
-        t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
-        probs, selection = route(b.router, mul_mat(None, cur, b.n_expert))  # ffn_moe_logits, ffn_moe_probs
-        ranked = op("ARGSORT", I32, (b.n_expert, t), selection)
-        topk = view(ranked, (k, t), (ranked.nb[1],))
-        weights = get_rows(reshape(probs, 1, b.n_expert, t), topk, 1)  # ffn_moe_weights [1, k, T]
-        weights = self.gf.expand(expert_weights(b.router, weights))
-        rows = reshape(cur, e, 1, t)
-        if b.fused_gate_up:  # one gate_up matmul, gate and up its halves' views
-            gate_up = op("MUL_MAT_ID", F32, (2 * b.n_ff_exp, k, t), rows, topk)
-            gate, up = (view(gate_up, (b.n_ff_exp, k, t), gate_up.nb[1:3], i * b.n_ff_exp * FLOAT) for i in (0, 1))
+    def routing(self, b: GraphLayer) -> Routing:
+        """The block's build_moe_ffn choices (a builder whose blocks share one routing answers it instead)."""
+        return b.routing
+
+    def moe(
+        self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, activation: Activation | None = None
+    ) -> Tensor:
+        """build_moe_ffn: the router's logits (or `logits`, probs_in), the gating, the selection (biased by
+        ffn_exp_probs_b, limited to the best expert groups), the picked weights (soft-maxed, normalized, scaled)
+        expanded early; the experts' gate and up (one fused matmul's views, or two), the activation (SwiGLU, or
+        clamped where the layer's swiglu_clamp_exp is set, or `activation`), down, the weights, each expert's view,
+        the partial sums."""
+        r, gf = self.routing(b), self.gf
+        t, width, n_exp, k = cur.ne[1], cur.ne[0], b.n_expert, b.n_expert_used  # the last block's: the output rows
+        probs, selection = route(r, mul_mat(None, cur, n_exp) if logits is None else logits)  # ffn_moe_logits
+        picked = argsort_top_k(selection, k)  # ffn_moe_topk
+        weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, n_exp, t), picked, 1)))  # [1, k, T]
+        rows, ff = reshape(cur, width, 1, t), b.n_ff_exp
+        if r.fused_gate_up:  # one gate_up matmul, gate and up its halves' views
+            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
+            gate, up = (view(gate_up, (ff, k, t), gate_up.nb[1:3], i * ff * FLOAT) for i in (0, 1))
         else:
-            gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-            up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        down = op("MUL_MAT_ID", F32, (e, k, t), swiglu(gate, up, b.clamped_experts), topk)
-        weighted = self.gf.expand(same_shape(down, "MUL", weights))
-        experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
-        out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
-        for x in experts[2:]:
-            out = self.gf.expand(same_shape(out, "ADD", x))
+            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
+            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
+        act = activation(gate, up) if activation is not None else swiglu(gate, up, b.clamped_experts)
+        experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
+        views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
+        out = views[0] if k > 1 else cont(views[0])
+        for x in views[1:]:
+            out = gf.expand(op("ADD", F32, (width, t), out, x))
         return out
 
 
@@ -605,56 +642,64 @@ class EncoderGraph:
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
 
+def same(x: Tensor, *ops: str) -> Tensor:
+    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
+    for name in ops:
+        x = same_shape(x, name)
+    return x
+
+
+def argsort_top_k(x: Tensor, k: int) -> Tensor:
+    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
+    ranked = op("ARGSORT", I32, x.ne, x)
+    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
+
+
+def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
+    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
+    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
+
+
 def swiglu(gate: Tensor, up: Tensor, clamped: bool) -> Tensor:
-    """build_ffn's / build_moe_ffn's SwiGLU: ggml_swiglu_split (a new tensor), or with a clamp limit up clamped,
-    silu(gate) clamped and their product, each in place."""
-    if not clamped:
-        return glu(gate, up)
-    return same_shape(same_shape(same_shape(gate, "SILU"), "CLAMP"), "MUL", same_shape(up, "CLAMP"))
+    """build_ffn's / build_moe_ffn's SwiGLU: ggml_swiglu_split (a new tensor), or clamped (in place)."""
+    return clamped_swiglu(gate, up) if clamped else glu(gate, up)
 
 
-def route(r: Router, logits: Tensor) -> tuple[Tensor, Tensor]:
-    """build_moe_ffn's gating: the probabilities the weights are read from (in place over the logits), and those
-    the experts are chosen on: biased by exp_probs_b (a new tensor: the probabilities stay for the weights), then
-    limited to the best expert groups."""
-    if r.gating is Gating.SIGMOID:
-        probs = same_shape(logits, "SIGMOID")
-    elif r.gating is Gating.SQRT_SOFTPLUS:
-        probs = same_shape(same_shape(logits, "SOFTPLUS"), "SQRT")
-    elif r.gating is Gating.SOFTMAX_WEIGHT:
-        probs = logits
-    else:
-        probs = same_shape(logits, "SOFT_MAX")
+GATINGS = {SOFTMAX: ("SOFT_MAX",), SIGMOID: ("SIGMOID",), SQRT_SOFTPLUS: ("SOFTPLUS", "SQRT")}  # SOFTMAX_WEIGHT: none
+
+
+def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
+    """build_moe_ffn's gating: the probabilities the weights are read from (in place over the logits; the logits
+    themselves for SOFTMAX_WEIGHT), and those the experts are picked on: biased by ffn_exp_probs_b (a new tensor:
+    the probabilities stay for the weights), then limited to the best expert groups."""
+    probs = same(logits, *GATINGS.get(r.gating, ()))
     selection = same_shape(probs, "ADD") if r.probs_bias else probs
-    return probs, best_groups(r, selection) if r.groups > 1 else selection
+    return probs, group_limited(selection, r.groups, r.groups_used) if r.groups > 1 else selection
 
 
-def best_groups(r: Router, selection: Tensor) -> Tensor:
-    """build_moe_ffn's group-limited selection: each group scored by the sum of its two best experts, the
-    n_group_used best groups' rows written into a copy of the selection filled with -inf."""
-    n, t = selection.ne[0], selection.ne[1]
-    per = n // r.groups
-    grouped = reshape(selection, per, r.groups, t)
-    ranked = op("ARGSORT", I32, grouped.ne, grouped)  # ggml_argsort_top_k(2): the sort, a view of its best two
-    top2 = view(ranked, (2, r.groups, t), (ranked.nb[1], ranked.nb[2]))
-    scores = reshape(get_rows(reshape(grouped, 1, per, r.groups, t), top2, 1), 2, r.groups, t)
-    scores = op("SUM_ROWS", F32, (1, r.groups, t), scores)
-    ranked = op("ARGSORT", I32, (r.groups, t), reshape(scores, r.groups, t))
-    best = view(ranked, (r.groups_used, t), (ranked.nb[1],))
-    kept = get_rows(grouped, best, per)  # [per, used, T]
-    return reshape(set_rows(op("FILL", F32, grouped.ne, grouped), kept, best), n, t)
+def group_limited(selection: Tensor, groups: int, used: int) -> Tensor:
+    """build_moe_ffn with n_expert_groups > 1: each group scored by its two best experts, the best `used` groups
+    kept, the others' experts filled with -inf (a filled copy the kept rows are set into)."""
+    n_exp, t = selection.ne[0], selection.ne[1]
+    per = n_exp // groups
+    grouped = reshape(selection, per, groups, t)
+    best = get_rows(reshape(grouped, 1, per, groups, t), argsort_top_k(grouped, 2), 1)  # [1, 2, groups, T]
+    scores = reshape(op("SUM_ROWS", F32, (1, groups, t), reshape(best, 2, groups, t)), groups, t)
+    kept = argsort_top_k(scores, used)
+    picked = get_rows(grouped, kept, per)  # [per, used, T]
+    return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
 
 
-def expert_weights(r: Router, weights: Tensor) -> Tensor:
-    """build_moe_ffn's chosen experts' weights [1, k, T]: soft-maxed (SOFTMAX_WEIGHT, in place), divided by their
+def expert_weights(r: Routing, weights: Tensor) -> Tensor:
+    """build_moe_ffn's picked experts' weights [1, k, T]: soft-maxed (SOFTMAX_WEIGHT, in place), divided by their
     clamped sum (a new tensor: the rows are read twice), scaled (in place)."""
     k, t = weights.ne[1], weights.ne[2]
-    if r.gating is Gating.SOFTMAX_WEIGHT:
+    if r.gating == SOFTMAX_WEIGHT:
         weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
     if r.norm:
-        rows = reshape(weights, k, t)
-        total = same_shape(op("SUM_ROWS", F32, (1, t), rows), "CLAMP")
-        weights = reshape(same_shape(rows, "DIV", total), 1, k, t)
+        flat = reshape(weights, k, t)
+        total = same_shape(op("SUM_ROWS", F32, (1, t), flat), "CLAMP")
+        weights = reshape(same_shape(flat, "DIV", total), 1, k, t)
     return same_shape(weights, "SCALE") if r.scale else weights
 
 

@@ -47,8 +47,8 @@ class Mixer(Enum):
     MAMBA2 = "mamba2"  # llm_build_mamba_base::build_mamba2_layer (rebuilt)
     SHORT_CONV = "short_conv"  # lfm2.cpp's build_shortconv_block (rebuilt; the block adds to the residual first)
     MAMBA = "mamba"  # llm_build_mamba_base::build_mamba_layer (rebuilt)
-    GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35
-    KDA = "kda"  # kimi-linear's delta attention
+    GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35 (rebuilt: estimator/graph_delta_net.py)
+    KDA = "kda"  # kimi-linear's delta attention (rebuilt: estimator/graph_delta_net.py)
     RWKV = "rwkv"  # the RWKV time and channel mixes (rebuilt: estimator/graph_rwkv.py)
     PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer
 
@@ -82,26 +82,54 @@ class Wkv:
     channel_mix: int = 0  # the channel mix's width (LayerNorms, a two-row token shift); 0: RMS norms, a SwiGLU FFN
 
 
-class Gating(Enum):
-    """llama_expert_gating_func_type: how build_moe_ffn turns the router's logits into probabilities."""
-
-    SOFTMAX = 1
-    SIGMOID = 2
-    SOFTMAX_WEIGHT = 3  # the logits select; a softmax over the chosen experts' logits weighs them
-    SQRT_SOFTPLUS = 4
+SOFTMAX, SIGMOID, SOFTMAX_WEIGHT, SQRT_SOFTPLUS = 1, 2, 3, 4  # llama_expert_gating_func_type
 
 
 @dataclass(frozen=True)
-class Router:
-    """build_moe_ffn's routing (llama_hparams expert_*): the gating, the selection bias, the group-limited
-    selection, and what is done to the chosen experts' weights."""
+class Routing:
+    """build_moe_ffn's choices beyond the widths (llama_hparams expert_*): how experts are picked and weighted."""
 
-    gating: Gating = Gating.SOFTMAX
-    probs_bias: bool = False  # exp_probs_b: experts selected on the biased probabilities (DeepSeek V3)
-    groups: int = 0  # n_expert_groups: more than one selects the n_group_used best groups first
+    gating: int = 1  # expert_gating_func: 1 softmax, 2 sigmoid, 3 softmax over the picked weights, 4 sqrt(softplus)
+    probs_bias: bool = False  # ffn_exp_probs_b: a selection bias added to the probabilities
+    norm: bool = False  # the picked weights normalized (expert_weights_norm, or the builder's true)
+    scale: bool = False  # expert_weights_scale neither 0 nor 1: the weights scaled
+    groups: int = 0  # expert_group_count (more than 1: experts picked from the best expert_group_used_count groups)
     groups_used: int = 0
-    norm: bool = False  # expert_weights_norm: the weights divided by their sum
-    scale: bool = False  # expert_weights_scale not 0 or 1: the weights scaled
+    fused_gate_up: bool = False  # ffn_gate_up_exps: one expert matmul, its gate and up halves viewed
+
+
+@dataclass(frozen=True)
+class DeltaNet:
+    """A delta-net model's recurrent blocks and the builder's choices around them (src/models/delta-net-base.cpp's
+    users: qwen3next, qwen35, qwen35moe with gated delta nets; kimi-linear, kimi-k3, bailingmoe3 with Kimi delta
+    attention), the same for every block (estimator/graph_delta_net.py rebuilds them)."""
+
+    head_k: int  # S_k: ssm_d_state (gated delta net), kda.head_dim (KDA)
+    k_heads: int  # H_k: ssm_n_group, n_head
+    head_v: int  # S_v: ssm_d_inner / ssm_dt_rank, kda.head_dim
+    v_heads: int  # H_v: ssm_dt_rank, n_head
+    d_conv: int  # ssm_d_conv
+    routing: Routing = Routing()
+    n_ff_shexp: int = 0  # the shared experts' width (0: none)
+    legacy_qkvz: bool = False  # qwen3next: one ssm_in (q, k, v, z per k head) instead of attn_qkv and attn_gate
+    q_lora: int = 0  # MLA: the query's low-rank width (wq_a, q_a_norm, wq_b; 0: one wq)
+    lower_bound: bool = False  # kimi-k3: kda.gate_lower_bound set (the decay bound * sigmoid(-x), not softplus(x))
+    attn_gate: int = 0  # the MLA output gate's width per token (0: none; n_head: one per head; else per element)
+    situ_linear: bool = False  # kimi-k3's situ activation with a linear beta: the up branch transformed too
+    latent: int = 0  # kimi-k3: the routed experts' latent width (0: n_embd)
+    latent_norm: bool = False  # kimi-k3: ffn_routed_norm on the routed experts' output
+    attn_res: int = 0  # kimi-k3: attn_res.block_size (0: no attention residuals)
+    clamped_experts: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_exp
+    clamped_shexp: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_shexp (build_ffn)
+    not_rebuilt: str = ""  # what the rebuilt graph leaves out, where the model has it
+
+    @property
+    def buildable(self) -> bool:
+        """Sizes the loaders accept (every size set, the value heads a multiple of the key heads, S_k == S_v) and
+        nothing the rebuilt graph leaves out."""
+        sizes = (self.head_k, self.k_heads, self.head_v, self.v_heads, self.d_conv)
+        whole = min(sizes) > 0 and self.v_heads % self.k_heads == 0 and self.head_k == self.head_v
+        return whole and not self.not_rebuilt
 
 
 @dataclass(frozen=True)
@@ -133,11 +161,10 @@ class GraphLayer:
     fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
     wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
     low_rank_kv: int = 0  # the latent of a decompressed low-rank KV (kv_lora_rank; wkv_b to K nope and V per head)
-    router: Router = Router()  # the routed experts' gating (n_expert > 0)
+    routing: Routing = Routing()  # build_moe_ffn's choices for the routed experts (n_expert > 0)
     attn_gate: bool = False  # a head-wise sigmoid gate on attention's output before wo (step35.cpp's wqkv_gate)
     clamped_ffn: bool = False  # swiglu_clamp_shexp: the dense / shared FFN's SwiGLU clamped (silu and mul in place)
     clamped_experts: bool = False  # swiglu_clamp_exp: the experts' SwiGLU clamped
-    fused_gate_up: bool = False  # ffn_gate_up_exps: one expert matmul 2 x n_ff_exp wide, gate and up its views
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -166,6 +193,7 @@ class GraphShape:
     ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
     iswa: bool = False  # llama_kv_cache_iswa (swa_type set): build_attn expands Q, K, V in that order
     head_scale: bool = False  # the final norm (an output) scaled before the LM head: a new tensor (minicpm3.cpp)
+    delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

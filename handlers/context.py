@@ -13,12 +13,11 @@ from starlette.responses import Response
 
 from memfit.estimator.fit_service import FitService
 from memfit.http.plan_limit import PlanLimit
-from memfit.metrics import Metrics
+from memfit.http.scope import CANCEL_KEY, STATE_KEY
 from memfit.plan_processes import PlanProcesses
+from memfit.telemetry import Metrics
 
 M = TypeVar("M", bound=BaseModel)
-STATE_KEY = "memfit.state"
-CANCEL_KEY = "memfit.cancel"  # a threading.Event the app sets when the client goes away or the server stops
 
 
 @dataclass(frozen=True)

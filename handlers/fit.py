@@ -9,8 +9,8 @@ from memfit import wire
 from memfit.estimator.errors import Cancelled, OverBudget
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.context import cancellation, current, json_response, parse
-from memfit.handlers.problems import problem_response
 from memfit.http.plan_limit import RETRY_AFTER_S
+from memfit.http.problems import problem_response
 from memfit.plan_processes import PlanProcessLost
 
 

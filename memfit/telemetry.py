@@ -1,6 +1,6 @@
 """What /metrics reports, in Prometheus' text format: one CollectorRegistry per app (tests build many apps; the
 process-wide default registry would mix them). Requests and latencies by route (the contract's path template,
-never the raw path), method and status, recorded by memfit/http/metrics.py; batch sizes, recorded by the fit
+never the raw path), method and status, recorded by memfit/http/request_metrics.py; batch sizes, recorded by the fit
 handler; and, read when scraped, the header cache's hits and misses, the index's artifacts per root and the
 measurement history's rows. All of it is the answering process's own (with `memfit serve --workers N`, one
 worker's: memfit_process_id names it)."""

@@ -1,4 +1,4 @@
-"""Records every HTTP request in the app's metrics (memfit/metrics.py): its route as the contract names it (the
+"""Records every HTTP request in the app's metrics (memfit/telemetry.py): its route as the contract names it (the
 path template routing.py found, never the raw path, so ids and probes cannot grow the label set), its method,
 its status and how long it took. A request that ends with no answer (the client went away) counts as 499."""
 
@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfit.http.middleware import HttpMiddleware
 from memfit.http.routing import METHODS, ROUTE_KEY
-from memfit.metrics import UNMATCHED_ROUTE, Metrics
+from memfit.telemetry import UNMATCHED_ROUTE, Metrics
 
 NO_ANSWER = 499
 
