@@ -35,10 +35,21 @@ from memfit.estimator.graph_delta_net import (
 )
 from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, DeltaNet, GraphBuilder, KvCache, Mixer, Routing, Wkv
+from memfit.estimator.layout import (
+    SIGMOID,
+    SOFTMAX,
+    AttentionLayer,
+    DeltaNet,
+    GraphBuilder,
+    KvCache,
+    Mixer,
+    Routing,
+    Wkv,
+)
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
+    deepseek2_is_lite,
     tensors_bert,
     tensors_command_r,
     tensors_deepseek2,
@@ -74,6 +85,8 @@ LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's 
 ATTN, SSM = Keys.Attention, Keys.SSM
 SWIGLU_CLAMP_EPS = 1e-6  # llm_graph_context::build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
+ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
+HEAD_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
 
 
 class NewerKeys:
@@ -633,9 +646,88 @@ def experts_where_routed(ly: Layers, il: int) -> bool:
     return ly.tensors is not None and ROUTER.format(bid=il) in ly.tensors
 
 
+def experts_where_routed_else_leading_dense(ly: Layers, il: int) -> bool:
+    # step35.cpp: a layer routes experts where it holds ffn_gate_inp (not required); where the file's names are
+    # unknown, its converter's leading_dense_block_count says which layers do
+    if ly.tensors is None:
+        return experts_after_leading_dense(ly, il)
+    return experts_where_routed(ly, il)
+
+
 def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     # llama_model_nemotron_h_moe::load_arch_tensors: the layers with n_ff(il) > 0 route experts
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
+
+
+def layer_tensor(ly: Layers, template: str, il: int) -> bool | None:
+    # a tensor the loader creates TENSOR_NOT_REQUIRED: in the file or not (None: the file's names are unknown)
+    return None if ly.tensors is None else template.format(bid=il) in ly.tensors
+
+
+def _biased(ly: Layers, il: int, unknown: bool) -> bool:
+    # ffn_exp_probs_b (TENSOR_NOT_REQUIRED in these loaders): where the layer holds it, `unknown` where the file's
+    # names are not known
+    present = layer_tensor(ly, ROUTER_BIAS, il)
+    return unknown if present is None else present
+
+
+def plain_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
+    # build_moe_ffn as the decoders not yet rebuilt with their own routing take it: softmax over the chosen experts
+    return Routing()
+
+
+def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
+    # llama_model_deepseek2::load_arch_hparams: no expert_gating_func is softmax (V2, V2.5), or sigmoid on GLM 4.7
+    # Lite's shape (47 or 48 trunk layers, 154880 tokens); expert_weights_norm, _scale; exp_probs_b on the grouped
+    # routers (tensor_list.tensors_deepseek2) where the file's names are unknown
+    lite_glm = ly.n_trunk in (47, 48) and n_vocab == 154880
+    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or (SIGMOID if lite_glm else SOFTMAX)
+    grouped = ly.hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0) > 1
+    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, grouped))
+
+
+def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
+    # llama_model_glm4_moe / llama_model_step35::load_arch_hparams: expert_gating_func, sigmoid when absent;
+    # expert_weights_norm, _scale; exp_probs_b (required by glm4moe's loader, carried by Step-3.5's checkpoints)
+    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or SIGMOID
+    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, True))
+
+
+def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
+    # mimo2.cpp: build_moe_ffn(..., ffn_exp_probs_b, norm_w = true, expert_weights_scale, SIGMOID)
+    return _routing(ly, gating=SIGMOID, norm=True, probs_bias=_biased(ly, il, True))
+
+
+def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_deepseek2::load_arch_hparams: q_lora_rank, not read on the lite shapes (one wq)
+    return 0 if deepseek2_is_lite(hp.n_layer, n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
+
+
+def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_minicpm3::load_arch_hparams: q_lora_rank, always
+    return hp.require_int(ATTN.Q_LORA_RANK)
+
+
+def no_head_gate(ly: Layers, il: int) -> bool:
+    return False
+
+
+def head_gate_where_present(ly: Layers, il: int) -> bool:
+    # llama_model_step35::load_arch_tensors: attn_gate (TENSOR_NOT_REQUIRED); Step-3.5 checkpoints carry it, so a
+    # model whose names are unknown is taken to
+    present = layer_tensor(ly, HEAD_GATE, il)
+    return True if present is None else present
+
+
+def no_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
+    return False, False
+
+
+def swiglu_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
+    # llama_model_step35::load_arch_hparams: swiglu_clamp_shexp (build_ffn: the dense and shared FFNs) and
+    # swiglu_clamp_exp (build_moe_ffn: the experts), one limit or one per layer
+    shexp, exp = Keys.LLM.SWIGLU_CLAMP_SHEXP, Keys.LLM.SWIGLU_CLAMP_EXP
+    return il in _clamped_layers(ly, shexp), il in _clamped_layers(ly, exp)
 
 
 def no_qk_layer_norm(ly: Layers) -> bool:
@@ -655,6 +747,7 @@ class Graph:
     recurrent_in: RecurrentWidth = mamba2_in  # the in-projection of its recurrent blocks (if any)
     moe_layers: LayerPredicate = experts_after_leading_dense  # the blocks that route experts (no dense FFN)
     fused_qkv: bool = False  # build_qkv: one attn_qkv matmul
+    qkv_where_present: bool = False  # create_tensor_qkv: one attn_qkv matmul where the file holds it
     logits: bool = True  # False: an embedding graph (build_pooling, no LM head)
     cache_attention: bool = True  # False: build_attn_inp_no_cache (non-causal attention over the ubatch)
     ffn_in_recurrence: bool = False  # RWKV 6/7: the FFN is the channel mix, inside `recurrent_in`
@@ -676,13 +769,18 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
+    routing: Callable[[Layers, int, int | None], Routing] = plain_routing  # build_moe_ffn's routing, per MoE layer
+    low_rank_kv: bool = False  # kv_lora_rank's latent decompressed by wkv_b where the model is not MLA (MHA cache)
+    q_lora: Callable[[HParams, int | None], int] = q_lora_unless_lite  # MLA / low-rank KV: the query's rank
+    head_gate: LayerPredicate = no_head_gate  # a head-wise sigmoid gate on attention's output (step35.cpp)
+    clamps: Callable[[Layers, int], tuple[bool, bool]] = no_clamps  # SwiGLU clamps: (dense / shared, experts)
+    head_scale: bool = False  # minicpm3.cpp: the final norm scaled before the LM head
     delta_net: Callable[[Layers], DeltaNet] | None = None  # a delta-net model's blocks (estimator/graph_delta_net.py)
 
 
 DECODER = Graph()
 SAME_DECODER = Graph(node_for_node=True)
 GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
-NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state for next-token prediction
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
 
@@ -717,6 +815,27 @@ RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV, node_for_
 RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rwkv7_wkv))
 RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
+# deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
+DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
+MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
+# glm4-moe.cpp: the trunk's hidden state is the final norm's output; build_qkv's fused path where the file has it
+GLM4_MOE = Graph(routing=sigmoid_routing, qkv_where_present=True, node_for_node=True)
+MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
+    routing=mimo2_routing,
+    moe_layers=experts_where_routed,
+    reads_tensors=True,
+    qkv_where_present=True,  # its fused path: Q, K and V views of one attn_qkv
+    node_for_node=True,
+)
+STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clamps, the trunk's state kept
+    hidden_output=True,
+    qk_norm=True,
+    head_gate=head_gate_where_present,
+    clamps=swiglu_clamps,
+    routing=sigmoid_routing,
+    moe_layers=experts_where_routed_else_leading_dense,
+    node_for_node=True,
+)
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -771,7 +890,6 @@ class ArchRule:
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
 NO_MEMORY = ArchRule(memory=Memory.NONE)
-CHECKED = ArchRule(graph=DECODER)
 
 _ALL_RECURRENT = Recurrence(every_layer)
 _NO_KV_HEADS = Recurrence(no_kv_heads)
@@ -809,7 +927,7 @@ RULES: dict[str, ArchRule] = {
     "orion": PLAIN,
     "internlm2": ArchRule(tensors=tensors_llama, counted=True),
     "minicpm": ArchRule(tensors=tensors_llama, counted=True),
-    "minicpm3": CHECKED,
+    "minicpm3": ArchRule(graph=MINICPM3),
     "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
     "xverse": PLAIN,
     "command-r": ArchRule(tensors=tensors_command_r, graph=COMMAND_R, counted=True),
@@ -821,7 +939,7 @@ RULES: dict[str, ArchRule] = {
     "deepseek": PLAIN,
     "chatglm": PLAIN,
     "glm4": ArchRule(counted=True),
-    "glm4moe": ArchRule(graph=SAME_NEXTN_DECODER),
+    "glm4moe": ArchRule(graph=GLM4_MOE),
     "bitnet": PLAIN,
     "jais": PLAIN,
     "jais2": PLAIN,
@@ -869,8 +987,8 @@ RULES: dict[str, ArchRule] = {
     "llada-moe": NO_MEMORY,
     "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DECODER, counted=True),
-    "mistral4": ArchRule(mla=mla_if_lengths, graph=DECODER),  # llama_model_mistral4 inherits deepseek2
+    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DEEPSEEK2, counted=True),
+    "mistral4": ArchRule(mla=mla_if_lengths, graph=DEEPSEEK2),  # llama_model_mistral4 inherits deepseek2
     "deepseek32": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
@@ -943,10 +1061,8 @@ RULES: dict[str, ArchRule] = {
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
         graph=DECODER,
     ),
-    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=NEXTN_DECODER),
-    "step35": ArchRule(
-        kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=NEXTN_DECODER
-    ),
+    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=MIMO2),
+    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=STEP35),
     "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=SAME_DECODER),
     # recurrent
     "mamba": ArchRule(

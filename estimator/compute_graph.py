@@ -42,11 +42,22 @@ from memfit.estimator.ggml_graph import (
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
-from memfit.estimator.layout import GraphLayer, GraphShape, Mixer, Ssm
+from memfit.estimator.layout import (
+    SIGMOID,
+    SOFTMAX,
+    SOFTMAX_WEIGHT,
+    SQRT_SOFTPLUS,
+    GraphLayer,
+    GraphShape,
+    Mixer,
+    Routing,
+    Ssm,
+)
 from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
 FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and strides count in these
+Activation = Callable[[Tensor, Tensor], Tensor]  # build_moe_ffn's activation of the experts' gate and up
 
 
 def buildable(graph: GraphShape) -> bool:
@@ -154,7 +165,8 @@ class DecoderGraph:
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
         result_norm = self.block_norm(inp_l)
-        logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
+        head_in = same_shape(result_norm, "SCALE") if self.shape.head_scale else result_norm  # an output's copy
+        logits = mul_mat(None, head_in, self.n_vocab)  # result_output
         result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
         gf.expand(logits)
         return gf
@@ -250,27 +262,66 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        q, k, v = build_qkv(b, cur, self.t)
-        if b.qk_norm:
-            q, k = self.norm(q), self.norm(k)
-        if b.qk_layer_norm:
-            q, k = self.layer_norm(q), self.layer_norm(k)
-        if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
-            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        return mul_mat(None, self.build_attn(b, q, k, v), self.shape.n_embd)  # wo
+        if b.low_rank_kv:
+            q, k, v = self.low_rank_qkv(b, cur)
+        else:
+            q, k, v = build_qkv(b, cur, self.t)
+            if b.qk_norm:
+                q, k = self.norm(q), self.norm(k)
+            if b.qk_layer_norm:
+                q, k = self.layer_norm(q), self.layer_norm(k)
+            if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
+                q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        out = self.build_attn(b, q, k, v)
+        if b.attn_gate:
+            out = self.head_gate(b, out, cur)
+        return mul_mat(None, out, self.shape.n_embd)  # wo
+
+    def head_gate(self, b: GraphLayer, out: Tensor, cur: Tensor) -> Tensor:
+        """step35.cpp's head-wise output gate: sigmoid(wqkv_gate x) [H, T] (in place) times each head's output (in
+        place over attention's [Dv * H, T]), `cur` the block's normed input."""
+        t = out.ne[1]
+        gate = reshape(same_shape(mul_mat(None, cur, b.n_head), "SIGMOID"), 1, b.n_head, t)
+        return reshape(same_shape(reshape(out, b.head_v, b.n_head, t), "MUL", gate), b.head_v * b.n_head, t)
 
     def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """build_attn (llm_graph_input_attn_kv) over the roped Q, K and V, to its output before wo: the Hadamard
-        rotations of a quantized cache, Q, V and K expanded, then `attended`."""
+        rotations of a quantized cache, Q, V and K expanded (Q, K and V over llama_kv_cache_iswa), then `attended`."""
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
             q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
         if v_rot is not None:
             v = self.hadamard(v, v_rot)
-        for x in (q, v, k):
+        for x in (q, k, v) if self.shape.iswa else (q, v, k):
             self.gf.expand(x)
         return self.attended(b, q, k, v, inputs)
+
+    def low_rank_qkv(self, b: GraphLayer, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """deepseek2.cpp without the *_mla keys, minicpm3.cpp: Q as MLA's; wkv_a_mqa to the latent and the one rope
+        key; the normed latent through wkv_b to each head's no-rope K and V (V made contiguous); Q roped whole, the
+        rope key roped and repeated over the heads beside K's no-rope part."""
+        t, heads, latent, rope = self.t, b.n_head, b.low_rank_kv, b.n_rot
+        nope, width = b.head_k - rope, b.head_k - rope + b.head_v
+        q = self.low_rank_q(b, cur)
+        kv_pe = mul_mat(None, cur, latent + rope)  # wkv_a_mqa
+        kv = mul_mat(None, self.norm(view(kv_pe, (latent, t), (kv_pe.nb[1],))), heads * width)  # wkv_b
+        nb = (width * FLOAT, heads * width * FLOAT)
+        v = cont(view(kv, (b.head_v, heads, t), nb, nope * FLOAT))
+        k_pe = same_shape(view(kv_pe, (rope, 1, t), (kv_pe.nb[1], kv_pe.nb[1]), latent * FLOAT), "ROPE", self.pos)
+        k = op(
+            "CONCAT",
+            F32,
+            (b.head_k, heads, t),
+            view(kv, (nope, heads, t), nb),
+            op("REPEAT", F32, (rope, heads, t), k_pe),
+        )
+        return same_shape(q, "ROPE", self.pos), k, v
+
+    def low_rank_q(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """MLA's query: wq_a, q_a_norm and wq_b where the model has a q_lora_rank, else wq; [head_k, H, T]."""
+        cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
+        return reshape(mul_mat(None, cur_q, b.n_head * b.head_k), b.head_k, b.n_head, self.t)  # wq / wq_b
 
     def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded, then the output projection."""
@@ -423,8 +474,7 @@ class DecoderGraph:
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
         t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
-        cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
-        q = reshape(mul_mat(None, cur_q, heads * b.head_k), b.head_k, heads, t)  # wq / wq_b
+        q = self.low_rank_q(b, cur)
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
         absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
         q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
@@ -479,40 +529,55 @@ class DecoderGraph:
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated, b.fused_up)
+            return self.dense(cur, b.n_ff, b.gated, b.fused_up, b.clamped_ffn)
         out = self.moe(b, cur)
-        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True)) if b.n_ff_shexp else out
+        return (
+            same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True, clamped=b.clamped_ffn)) if b.n_ff_shexp else out
+        )
 
     @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False) -> Tensor:
-        """build_ffn: gate and up, then GLU (a new tensor) | one up 2 x n_ff wide, ggml_swiglu over its halves (a
-        new tensor) | up, then the activation in place; then down."""
+    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False, clamped: bool = False) -> Tensor:
+        """build_ffn: gate and up, then GLU (a new tensor; a clamped SwiGLU in place) | one up 2 x n_ff wide,
+        ggml_swiglu over its halves (a new tensor) | up, then the activation in place; then down."""
         if fused_up:
             up = mul_mat(None, cur, 2 * n_ff)
             act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
         elif gated:
-            act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff))
+            act = swiglu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), clamped)
         else:
             act = same_shape(mul_mat(None, cur, n_ff), "GELU")
         return mul_mat(None, act, cur.ne[0])
 
-    def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
-        it expands the weights early, then the weighted experts, each expert's view and each partial sum."""
-        t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
-        probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
-        ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
-        topk = view(ranked, (k, t), (ranked.nb[1],))
-        weights = self.gf.expand(get_rows(reshape(probs, 1, b.n_expert, t), topk, 1))  # ffn_moe_weights [1, k, T]
-        rows = reshape(cur, e, 1, t)
-        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
-        weighted = self.gf.expand(same_shape(down, "MUL", weights))
-        experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
-        out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
-        for x in experts[2:]:
-            out = self.gf.expand(same_shape(out, "ADD", x))
+    def routing(self, b: GraphLayer) -> Routing:
+        """The block's build_moe_ffn choices (a builder whose blocks share one routing answers it instead)."""
+        return b.routing
+
+    def moe(
+        self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, activation: Activation | None = None
+    ) -> Tensor:
+        """build_moe_ffn: the router's logits (or `logits`, probs_in), the gating, the selection (biased by
+        ffn_exp_probs_b, limited to the best expert groups), the picked weights (soft-maxed, normalized, scaled)
+        expanded early; the experts' gate and up (one fused matmul's views, or two), the activation (SwiGLU, or
+        clamped where the layer's swiglu_clamp_exp is set, or `activation`), down, the weights, each expert's view,
+        the partial sums."""
+        r, gf = self.routing(b), self.gf
+        t, width, n_exp, k = cur.ne[1], cur.ne[0], b.n_expert, b.n_expert_used  # the last block's: the output rows
+        probs, selection = route(r, mul_mat(None, cur, n_exp) if logits is None else logits)  # ffn_moe_logits
+        picked = argsort_top_k(selection, k)  # ffn_moe_topk
+        weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, n_exp, t), picked, 1)))  # [1, k, T]
+        rows, ff = reshape(cur, width, 1, t), b.n_ff_exp
+        if r.fused_gate_up:  # one gate_up matmul, gate and up its halves' views
+            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
+            gate, up = (view(gate_up, (ff, k, t), gate_up.nb[1:3], i * ff * FLOAT) for i in (0, 1))
+        else:
+            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
+            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
+        act = activation(gate, up) if activation is not None else swiglu(gate, up, b.clamped_experts)
+        experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
+        views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
+        out = views[0] if k > 1 else cont(views[0])
+        for x in views[1:]:
+            out = gf.expand(op("ADD", F32, (width, t), out, x))
         return out
 
 
@@ -577,15 +642,77 @@ class EncoderGraph:
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
 
+def same(x: Tensor, *ops: str) -> Tensor:
+    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
+    for name in ops:
+        x = same_shape(x, name)
+    return x
+
+
+def argsort_top_k(x: Tensor, k: int) -> Tensor:
+    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
+    ranked = op("ARGSORT", I32, x.ne, x)
+    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
+
+
+def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
+    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
+    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
+
+
+def swiglu(gate: Tensor, up: Tensor, clamped: bool) -> Tensor:
+    """build_ffn's / build_moe_ffn's SwiGLU: ggml_swiglu_split (a new tensor), or clamped (in place)."""
+    return clamped_swiglu(gate, up) if clamped else glu(gate, up)
+
+
+GATINGS = {SOFTMAX: ("SOFT_MAX",), SIGMOID: ("SIGMOID",), SQRT_SOFTPLUS: ("SOFTPLUS", "SQRT")}  # SOFTMAX_WEIGHT: none
+
+
+def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
+    """build_moe_ffn's gating: the probabilities the weights are read from (in place over the logits; the logits
+    themselves for SOFTMAX_WEIGHT), and those the experts are picked on: biased by ffn_exp_probs_b (a new tensor:
+    the probabilities stay for the weights), then limited to the best expert groups."""
+    probs = same(logits, *GATINGS.get(r.gating, ()))
+    selection = same_shape(probs, "ADD") if r.probs_bias else probs
+    return probs, group_limited(selection, r.groups, r.groups_used) if r.groups > 1 else selection
+
+
+def group_limited(selection: Tensor, groups: int, used: int) -> Tensor:
+    """build_moe_ffn with n_expert_groups > 1: each group scored by its two best experts, the best `used` groups
+    kept, the others' experts filled with -inf (a filled copy the kept rows are set into)."""
+    n_exp, t = selection.ne[0], selection.ne[1]
+    per = n_exp // groups
+    grouped = reshape(selection, per, groups, t)
+    best = get_rows(reshape(grouped, 1, per, groups, t), argsort_top_k(grouped, 2), 1)  # [1, 2, groups, T]
+    scores = reshape(op("SUM_ROWS", F32, (1, groups, t), reshape(best, 2, groups, t)), groups, t)
+    kept = argsort_top_k(scores, used)
+    picked = get_rows(grouped, kept, per)  # [per, used, T]
+    return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
+
+
+def expert_weights(r: Routing, weights: Tensor) -> Tensor:
+    """build_moe_ffn's picked experts' weights [1, k, T]: soft-maxed (SOFTMAX_WEIGHT, in place), divided by their
+    clamped sum (a new tensor: the rows are read twice), scaled (in place)."""
+    k, t = weights.ne[1], weights.ne[2]
+    if r.gating == SOFTMAX_WEIGHT:
+        weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
+    if r.norm:
+        flat = reshape(weights, k, t)
+        total = same_shape(op("SUM_ROWS", F32, (1, t), flat), "CLAMP")
+        weights = reshape(same_shape(flat, "DIV", total), 1, k, t)
+    return same_shape(weights, "SCALE") if r.scale else weights
+
+
 def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
     """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
-    view with the same strides) | wq, wk, wv, each reshaped to [head, heads, T]."""
+    view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]."""
     if b.fused_qkv:
-        qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
+        qkv = mul_mat(None, cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
         nb = (b.head_k * FLOAT, qkv.nb[1])
         q = view(qkv, (b.head_k, b.n_head, t), nb)
         k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
-        v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
+        v_at = (b.n_head + b.n_head_kv) * b.head_k * FLOAT
+        v = view(qkv, (b.head_v, b.n_head_kv, t), (b.head_v * FLOAT, qkv.nb[1]), v_at)
         return q, k, v
     q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
     k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)

@@ -14,7 +14,7 @@ buffer's).
 
 from __future__ import annotations
 
-from memfit.estimator.compute_graph import FLOAT, DecoderGraph, ubatch_outputs
+from memfit.estimator.compute_graph import FLOAT, DecoderGraph, clamped_swiglu, same, ubatch_outputs
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F32,
@@ -24,34 +24,18 @@ from memfit.estimator.ggml_graph import (
     cont,
     copy_into,
     get_rows,
-    glu,
     mul_mat,
     new_tensor,
     op,
     permute,
     reshape,
     same_shape,
-    set_rows,
     transpose,
     view,
 )
-from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape
+from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape, Routing
 
-SOFTMAX, SIGMOID, SOFTMAX_WEIGHT, SQRT_SOFTPLUS = 1, 2, 3, 4  # llama_expert_gating_func_type
 IMROPE_POSITIONS = 4  # llama_hparams::n_pos_per_embd: qwen35's LLAMA_ROPE_TYPE_IMROPE reads four positions a token
-
-
-def same(x: Tensor, *ops: str) -> Tensor:
-    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
-    for name in ops:
-        x = same_shape(x, name)
-    return x
-
-
-def argsort_top_k(x: Tensor, k: int) -> Tensor:
-    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
-    ranked = op("ARGSORT", I32, x.ne, x)
-    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
 
 
 def situ(gate: Tensor, up: Tensor, linear: bool) -> Tensor:
@@ -61,11 +45,6 @@ def situ(gate: Tensor, up: Tensor, linear: bool) -> Tensor:
     if linear:
         up = same(up, "SCALE", "TANH", "SCALE")
     return same_shape(act, "MUL", up)
-
-
-def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
-    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
-    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
 
 
 class DeltaNetGraph(DecoderGraph):
@@ -148,65 +127,8 @@ class DeltaNetGraph(DecoderGraph):
 
     # --- build_ffn / build_moe_ffn ------------------------------------------------------------------------------
 
-    def moe(self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, activation: str = "SWIGLU") -> Tensor:
-        """build_moe_ffn: the router's logits (or `logits`, probs_in), the gating function, the selection (biased
-        by ffn_exp_probs_b, limited to the best expert groups), the picked weights (normalized, scaled) expanded
-        early; the experts' gate and up (one fused matmul's views, or two), the activation, down, the weights,
-        each expert's view, the partial sums."""
-        r, gf = self.dn.routing, self.gf
-        t, width, n_exp, k = cur.ne[1], cur.ne[0], b.n_expert, b.n_expert_used
-        if logits is None:
-            logits = mul_mat(None, cur, n_exp)  # ffn_moe_logits
-        probs = {SOFTMAX: "SOFT_MAX", SIGMOID: "SIGMOID", SQRT_SOFTPLUS: "SOFTPLUS"}.get(r.gating)
-        probs_t = same_shape(logits, probs) if probs else logits
-        if r.gating == SQRT_SOFTPLUS:
-            probs_t = same_shape(probs_t, "SQRT")
-        selection = same_shape(probs_t, "ADD") if r.probs_bias else probs_t
-        if r.groups > 1:
-            selection = self.group_limited(selection, r.groups, r.groups_used)
-        picked = argsort_top_k(selection, k)  # ffn_moe_topk
-        weights = get_rows(reshape(probs_t, 1, n_exp, t), picked, 1)  # ffn_moe_weights [1, k, T]
-        if r.gating == SOFTMAX_WEIGHT:
-            weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
-        if r.norm:  # weights / clamp(sum(weights))
-            flat = reshape(weights, k, t)
-            total = same_shape(op("SUM_ROWS", F32, (1, t), flat), "CLAMP")
-            weights = reshape(same_shape(flat, "DIV", total), 1, k, t)
-        if r.scale:
-            weights = same_shape(weights, "SCALE")
-        gf.expand(weights)
-        rows = reshape(cur, width, 1, t)
-        ff = b.n_ff_exp
-        if r.fused_gate_up:
-            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
-            gate = view(gate_up, (ff, k, t), gate_up.nb[1:3])
-            up = view(gate_up, (ff, k, t), gate_up.nb[1:3], ff * FLOAT)
-        else:
-            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-        if activation == "SITU":
-            act = situ(gate, up, self.dn.situ_linear)
-        else:  # CLAMP: the layer's swiglu_clamp_exp, silu(gate) clamped times the clamped up (in place)
-            act = clamped_swiglu(gate, up) if activation == "CLAMP" else glu(gate, up)
-        experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
-        views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
-        out = views[0] if k > 1 else cont(views[0])
-        for x in views[1:]:
-            out = gf.expand(op("ADD", F32, (width, t), out, x))
-        return out
-
-    @staticmethod
-    def group_limited(selection: Tensor, groups: int, used: int) -> Tensor:
-        """build_moe_ffn with n_expert_groups > 1: each group scored by its two best experts, the best `used`
-        groups kept, the others' experts filled with -inf."""
-        n_exp, t = selection.ne[0], selection.ne[1]
-        per = n_exp // groups
-        grouped = reshape(selection, per, groups, t)
-        best = get_rows(reshape(grouped, 1, per, groups, t), argsort_top_k(grouped, 2), 1)  # [1, 2, groups, T]
-        scores = reshape(op("SUM_ROWS", F32, (1, groups, t), reshape(best, 2, groups, t)), groups, t)
-        kept = argsort_top_k(scores, used)
-        picked = get_rows(grouped, kept, per)  # [per, used, T]
-        return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
+    def routing(self, b: GraphLayer) -> Routing:
+        return self.dn.routing  # one routing for every block
 
 
 class QwenNextGraph(DeltaNetGraph):
@@ -355,11 +277,11 @@ class KdaGraph(DeltaNetGraph):
             cur = self.norm(ffn_inp)
             if b.n_expert:
                 clamped = il in self.dn.clamped_shexp
-                shared = self.dense_ffn(cur, self.dn.n_ff_shexp, clamped)
-                routed = self.moe(b, cur, activation="CLAMP" if il in self.dn.clamped_experts else "SWIGLU")
+                shared = self.dense(cur, self.dn.n_ff_shexp, True, clamped=clamped)
+                routed = self.moe(b, cur, activation=clamped_swiglu if il in self.dn.clamped_experts else None)
                 out = same_shape(routed, "ADD", shared)
             else:
-                out = self.dense_ffn(cur, b.n_ff, il in self.dn.clamped_shexp)
+                out = self.dense(cur, b.n_ff, True, clamped=il in self.dn.clamped_shexp)
             inp_l = same_shape(out, "ADD", ffn_inp)
         return self.head(inp_l, out_ids if bailing else None, hidden=bailing)
 
@@ -407,14 +329,6 @@ class KdaGraph(DeltaNetGraph):
         p_own = cont(view(probs, (1, t), (probs.nb[1],), n * FLOAT))
         mixed = op("DSV4_HC_PRE", F32, (self.e, t), stack, p_stack)
         return same_shape(mixed, "ADD", same_shape(cur, "MUL", p_own))
-
-    def dense_ffn(self, cur: Tensor, n_ff: int, clamped: bool) -> Tensor:
-        """build_ffn (SiLU, parallel gate): swiglu of gate and up, or, where the layer's swiglu_clamp_shexp is set,
-        silu(gate) clamped times the clamped up (all in place); then down."""
-        if not clamped:
-            return self.dense(cur, n_ff, True)
-        up, gate = mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff)
-        return mul_mat(None, clamped_swiglu(gate, up), cur.ne[0])
 
     def conv(self, states: Tensor, i: int, cur: Tensor) -> Tensor:
         """causal_conv1d (kimi-linear), kimi_k3_conv1d, bailingmoe3_causal_conv1d: q, k or v (`i`) projected, after
@@ -508,7 +422,7 @@ class KdaGraph(DeltaNetGraph):
         latent = self.dn.latent
         routed = mul_mat(None, cur, latent) if latent else cur  # ffn_routed_down
         logits = mul_mat(None, cur, b.n_expert)
-        out = self.moe(b, routed, logits, "SITU")
+        out = self.moe(b, routed, logits, lambda gate, up: situ(gate, up, self.dn.situ_linear))
         if latent and self.dn.latent_norm:
             out = self.norm(out)
         if latent:

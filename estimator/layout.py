@@ -82,6 +82,9 @@ class Wkv:
     channel_mix: int = 0  # the channel mix's width (LayerNorms, a two-row token shift); 0: RMS norms, a SwiGLU FFN
 
 
+SOFTMAX, SIGMOID, SOFTMAX_WEIGHT, SQRT_SOFTPLUS = 1, 2, 3, 4  # llama_expert_gating_func_type
+
+
 @dataclass(frozen=True)
 class Routing:
     """build_moe_ffn's choices beyond the widths (llama_hparams expert_*): how experts are picked and weighted."""
@@ -157,6 +160,11 @@ class GraphLayer:
     qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)
     fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
     wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
+    low_rank_kv: int = 0  # the latent of a decompressed low-rank KV (kv_lora_rank; wkv_b to K nope and V per head)
+    routing: Routing = Routing()  # build_moe_ffn's choices for the routed experts (n_expert > 0)
+    attn_gate: bool = False  # a head-wise sigmoid gate on attention's output before wo (step35.cpp's wqkv_gate)
+    clamped_ffn: bool = False  # swiglu_clamp_shexp: the dense / shared FFN's SwiGLU clamped (silu and mul in place)
+    clamped_experts: bool = False  # swiglu_clamp_exp: the experts' SwiGLU clamped
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -183,6 +191,8 @@ class GraphShape:
     deci_blocks: bool = False  # src/models/deci.cpp: blocks without attention or without FFN (see DecoderGraph)
     residual_first: bool = False  # ffn_inp = ggml_add(residual, the mixer's output), not (output, residual)
     ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
+    iswa: bool = False  # llama_kv_cache_iswa (swa_type set): build_attn expands Q, K, V in that order
+    head_scale: bool = False  # the final norm (an output) scaled before the LM head: a new tensor (minicpm3.cpp)
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
 
     @cached_property
