@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from memfit.estimator import replay_table
 from memfit.estimator.compute_graph import build_graph, buildable, ubatch_outputs, ubatch_tokens
 from memfit.estimator.context import DEFAULT_N_BATCH, ContextGeometry
-from memfit.estimator.graph_alloc import Replay, replay
+from memfit.estimator.graph_alloc import Replay
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import GraphLayer, GraphShape
 from memfit.integers import round_up
@@ -153,8 +154,9 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
 
 @lru_cache(maxsize=1024)
 def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> Replay:
-    """ggml-alloc's buffer for the rebuilt graph (the same for every quant of a model: kept for the next ask)."""
-    return replay(build_graph(graph, geometry, n_vocab))
+    """ggml-alloc's buffer for the rebuilt graph (the same for every quant of a model: kept for the next ask), from
+    the graph structure's pieces (estimator/replay_table.py) where a context has been asked of it before."""
+    return replay_table.replayed(graph, n_vocab, geometry, build_graph)
 
 
 def replay_margin(graph: GraphShape, tokens: int) -> int:

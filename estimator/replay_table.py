@@ -1,0 +1,97 @@
+"""The compute buffer at any context without replaying the whole graph: per graph structure, the buffer as a
+piecewise affine function of a stream's KV cells, its pieces found as contexts are asked for.
+
+The graph llama.cpp reserves (estimator/compute_graph.py) depends on the context only through the KV cells each
+layer sees (kv_cache.window_cells: a stream's cells x = n_ctx_seq, or a sliding window's pad(min(x, cap), 256)) and
+through the ubatch's outputs (compute_graph.ubatch_outputs). Everything else in the geometry (ubatch, streams,
+flash attention, cache types) and the model fixes the graph's structure (`structure_key`). Between two sliding
+windows' caps (`regime`) every cell count is x or a constant, so every tensor size is affine in x; two graphs of a
+structure built at x and x +- 256 give that program (estimator/replay_program.py), and a run of it at x gives the
+buffer over a whole piece of contexts (estimator/replay_interval.py).
+
+The first context asked of a structure is replayed in full (graph_alloc.replay), as a single fit needs no more;
+the second compiles the structure; every later context is a piece already found, or one run of the program (its
+identical layers skipped once the allocator repeats itself). Where the program does not hold (a size not affine
+in x, a cell count where two layouts coincide) the graph is replayed in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from memfit.estimator.context import CELL_PADDING, ContextGeometry
+from memfit.estimator.ggml_graph import Graph
+from memfit.estimator.graph_alloc import Replay, replay
+from memfit.estimator.layout import GraphShape
+from memfit.estimator.replay_interval import Piece, run
+from memfit.estimator.replay_program import Mismatch, Program, compile_program
+from memfit.integers import round_up
+
+Build = Callable[[GraphShape, ContextGeometry, int], Graph]  # compute_graph.build_graph
+STRUCTURES = 256  # graph structures (model, vocabulary, geometry but the context, regime) whose pieces are kept
+
+
+@dataclass
+class _Table:
+    """One structure's pieces so far; its program once a second context asked for it."""
+
+    first: int | None = None  # the cell count of the first context asked (replayed in full)
+    program: Program | None = None
+    failed: bool = False  # the structure has no affine program: always replayed in full
+    pieces: list[Piece] = field(default_factory=list)
+
+
+def regime(graph: GraphShape, geometry: ContextGeometry, x: int) -> tuple[int, int | None]:
+    """The cell counts [lo, hi] around x over which every window's cells are x or a constant: between two of the
+    caps pad(window * swa_seqs + n_ubatch, 256) (kv_cache.window_cells), hi None past the last."""
+    caps: set[int] = set()
+    if not geometry.swa_full:
+        for layer in graph.distinct_layers:
+            if layer.window is not None:
+                caps.add(round_up(layer.window * geometry.swa_seqs + geometry.n_ubatch, CELL_PADDING))
+    lo = max([CELL_PADDING, *(c for c in caps if c <= x)])
+    hi = min((c for c in caps if c > x), default=None)
+    return lo, hi
+
+
+def structure_key(geometry: ContextGeometry) -> ContextGeometry:
+    """The geometry with the context taken out: the cells to 0, n_ctx to what the graph reads of it (the ubatch's
+    outputs, min(n_ctx, n_ubatch))."""
+    return replace(geometry, n_ctx=min(geometry.n_ctx, geometry.n_ubatch), n_ctx_seq=0)
+
+
+@lru_cache(maxsize=STRUCTURES)
+def _table(graph: GraphShape, n_vocab: int, structure: ContextGeometry, lo: int) -> _Table:
+    return _Table()
+
+
+def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: Build) -> Replay:
+    """graph_alloc.replay of build(graph, geometry, n_vocab), from the structure's pieces where it can."""
+    x = geometry.n_ctx_seq
+    if x < CELL_PADDING or x % CELL_PADDING:  # not a cell count llama.cpp pads to: not what the regimes assume
+        return replay(build(graph, geometry, n_vocab))
+    lo, hi = regime(graph, geometry, x)
+    table = _table(graph, n_vocab, structure_key(geometry), lo)
+    for piece in table.pieces:
+        if piece.holds(x):
+            return Replay(*piece.at(x))
+    program = table.program
+    if program is None:
+        if table.failed or table.first in (None, x):
+            table.first = x
+            return replay(build(graph, geometry, n_vocab))
+        other = x + CELL_PADDING if hi is None or x + CELL_PADDING <= hi else x - CELL_PADDING
+        first = build(graph, geometry, n_vocab)
+        try:
+            program = compile_program(first, build(graph, replace(geometry, n_ctx_seq=other), n_vocab), x, other)
+        except Mismatch:
+            table.failed = True
+            return replay(first)
+        table.program = program
+    if x in program.special:
+        return replay(build(graph, geometry, n_vocab))
+    piece = run(program, x, lo, hi)
+    table.pieces.append(piece)
+    return Replay(*piece.at(x))
