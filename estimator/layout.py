@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -199,6 +199,18 @@ class GraphShape:
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
         """The blocks, each distinct one once (identical blocks have identical phases), in order of appearance."""
         return tuple(dict.fromkeys(self.layers))
+
+    def __hash__(self) -> int:
+        """The fields' hash, once per shape: a plan looks its shape up in the compute buffer's caches hundreds of
+        times, and hashing every layer each time was most of a plan's work."""
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
+        return found
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without its hash: another process salts strings' hashes differently."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ every architecture the recorded models cover."""
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -232,3 +233,10 @@ def test_random_workloads_of_every_architecture_replay_as_the_full_replay(
     assert architectures == {r.architecture for r in rebuilt}
     assert edges > asked // 3 and len(full) < asked * 2 // 3, (asked, edges, len(full))
     print(f"{asked} workloads, {edges} piece ends, {len(full)} full replays")
+
+
+def test_a_graph_shape_hashes_once_and_pickles_without_its_hash() -> None:
+    shape = GraphShape(n_embd=256, layers=())
+    assert hash(shape) == hash(GraphShape(n_embd=256, layers=())) and "_hash" in shape.__dict__
+    copy = pickle.loads(pickle.dumps(shape))
+    assert copy == shape and "_hash" not in copy.__dict__ and hash(copy) == hash(shape)
