@@ -56,14 +56,17 @@ def regime(graph: GraphShape, geometry: ContextGeometry, x: int) -> tuple[int, i
     return lo, hi
 
 
-def structure_key(geometry: ContextGeometry) -> ContextGeometry:
-    """The geometry with the context taken out: the cells to 0, n_ctx to what the graph reads of it (the ubatch's
-    outputs, min(n_ctx, n_ubatch))."""
-    return replace(geometry, n_ctx=min(geometry.n_ctx, geometry.n_ubatch), n_ctx_seq=0)
+def structure_key(geometry: ContextGeometry) -> tuple:
+    """The geometry's fields with the context taken out: the cells left out, n_ctx as what the graph reads of it
+    (the ubatch's outputs, min(n_ctx, n_ubatch))."""
+    fields = dict(vars(geometry))
+    del fields["n_ctx_seq"]
+    fields["n_ctx"] = min(geometry.n_ctx, geometry.n_ubatch)
+    return tuple(fields.values())
 
 
 @lru_cache(maxsize=STRUCTURES)
-def _table(graph: GraphShape, n_vocab: int, structure: ContextGeometry, lo: int) -> _Table:
+def _table(graph: GraphShape, n_vocab: int, structure: tuple, lo: int) -> _Table:
     return _Table()
 
 
