@@ -152,6 +152,12 @@ def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:
     return geometry.flash_attention or not any(layer.window for layer in graph.distinct_layers)
 
 
+@lru_cache(maxsize=256)
+def rebuilt(graph: GraphShape) -> bool:
+    """compute_graph.buildable, once per shape (a plan asks it at every probe, of every layer)."""
+    return buildable(graph)
+
+
 @lru_cache(maxsize=1024)
 def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> Replay:
     """ggml-alloc's buffer for the rebuilt graph (the same for every quant of a model: kept for the next ask), from
@@ -170,7 +176,7 @@ def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -
     """(floor, ceiling) of the compute buffer llama.cpp reserves for this graph and workload, or None where the
     rule is not derived: the buffer ggml-alloc sizes for the rebuilt graph (estimator/compute_graph.py) where it is
     rebuilt, else the widest phase below (see `derived_for`)."""
-    if buildable(graph):
+    if rebuilt(graph):
         reserved = replayed(graph, n_vocab, geometry).size
         margin = replay_margin(graph, ubatch_tokens(geometry))
         return max(0, reserved - margin), reserved + margin
@@ -189,7 +195,7 @@ def compute_fallback(graph: GraphShape, n_vocab: int, geometry: ContextGeometry,
     request `n_ubatch`): ggml-alloc's best fit can place a larger graph in a smaller buffer, but never below the
     bytes alive at once, which only grow with the context; and the margin grows with the ubatch's tokens (at most
     to the requested ubatch). 0 for the phase rule, whose bounds only grow."""
-    if not buildable(graph):
+    if not rebuilt(graph):
         return 0
     found = replayed(graph, n_vocab, geometry)
     t = ubatch_tokens(geometry)
