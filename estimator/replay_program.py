@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
-
 from memfit.estimator.ggml_graph import Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, INPLACE_OPS
 from memfit.integers import round_up
@@ -211,41 +209,26 @@ def find_period(ops: list[tuple[int, int, int]], sig: list[tuple]) -> Period | N
     makes two ops alike (kind, tensor op, sizes). The period is among the most common gaps between two alike ops in
     a row; each candidate is checked op by op."""
     ids: dict[tuple, int] = {}
+    kinds = [ids.setdefault(key, len(ids)) for key in sig]
     last: dict[int, int] = {}
     gaps: Counter[int] = Counter()
-    for k, key in enumerate(sig):
-        i = ids.setdefault(key, len(ids))
-        if i in last:
-            gaps[k - last[i]] += 1
-        last[i] = k
-    kinds = np.array([ids[key] for key in sig], dtype=np.int64)
-    tensors = np.array([t for _, t, _ in ops], dtype=np.int64)
-    sources = np.array([src for _, _, src in ops], dtype=np.int64)
+    for k, kind in enumerate(kinds):
+        if kind in last:
+            gaps[k - last[kind]] += 1
+        last[kind] = k
     found: Period | None = None
     for every, _ in gaps.most_common(PERIOD_CANDIDATES):
-        same = kinds[:-every] == kinds[every:]
-        if not same.any():
-            continue
-        steps = tensors[every:] - tensors[:-every]
-        values, counts = np.unique(steps[same], return_counts=True)
-        shift = int(values[counts.argmax()])
-        no_source = sources[:-every] < 0
-        alike = (
-            same
-            & (steps == shift)
-            & np.where(no_source, sources[every:] < 0, sources[every:] - sources[:-every] == shift)
-        )
-        start, length = _longest_run(alike)
+        pairs = list(zip(ops[:-every], ops[every:], kinds[:-every], kinds[every:], strict=True))
+        shifts = Counter(b[1] - a[1] for a, b, ka, kb in pairs if ka == kb)
+        shift = shifts.most_common(1)[0][0]
+        start = length = run = 0
+        for k, (a, b, ka, kb) in enumerate(pairs):
+            if ka == kb and b[1] - a[1] == shift and (b[2] - a[2] == shift if a[2] >= 0 else b[2] < 0):
+                run += 1
+                if run > length:
+                    length, start = run, k + 1 - run
+            else:
+                run = 0
         if length >= 2 * every and (found is None or length > found.end - found.start):
             found = Period(start, start + length, every, shift)
     return found
-
-
-def _longest_run(flags: np.ndarray) -> tuple[int, int]:
-    """(start, length) of the longest run of True."""
-    edges = np.diff(np.concatenate(([0], flags.astype(np.int8), [0])))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    if not len(starts):
-        return 0, 0
-    i = int((ends - starts).argmax())
-    return int(starts[i]), int(ends[i] - starts[i])
