@@ -30,7 +30,7 @@ from memfit.estimator.replay_program import Mismatch, Program, compile_program
 from memfit.integers import round_up
 
 Build = Callable[[GraphShape, ContextGeometry, int], Graph]  # compute_graph.build_graph
-STRUCTURES = 256  # graph structures (model, vocabulary, geometry but the context, regime) whose pieces are kept
+STRUCTURES = 64  # graph structures (model, vocabulary, geometry but the context, regime) kept: ~150 KiB each
 
 
 @dataclass
@@ -81,10 +81,12 @@ def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: 
         if piece.holds(x):
             return Replay(*piece.at(x))
     program = table.program
+    if table.failed:
+        return replay(build(graph, geometry, n_vocab))
+    if program is None and table.first is None:
+        table.first = x
+        return _only(table, x, replay(build(graph, geometry, n_vocab)))
     if program is None:
-        if table.failed or table.first in (None, x):
-            table.first = x
-            return replay(build(graph, geometry, n_vocab))
         other = x + CELL_PADDING if hi is None or x + CELL_PADDING <= hi else x - CELL_PADDING
         first = build(graph, geometry, n_vocab)
         try:
@@ -94,7 +96,13 @@ def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: 
             return replay(first)
         table.program = program
     if x in program.special:
-        return replay(build(graph, geometry, n_vocab))
+        return _only(table, x, replay(build(graph, geometry, n_vocab)))
     piece = run(program, x, lo, hi)
     table.pieces.append(piece)
     return Replay(*piece.at(x))
+
+
+def _only(table: _Table, x: int, found: Replay) -> Replay:
+    """A full replay's answer kept as the piece of x alone."""
+    table.pieces.append(Piece(x, x, (found.size, 0), (found.live, 0)))
+    return found
