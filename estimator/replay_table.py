@@ -18,29 +18,34 @@ in x, a cell count where two layouts coincide) the graph is replayed in full.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from memfit.estimator.context import CELL_PADDING, ContextGeometry
 from memfit.estimator.ggml_graph import Graph
 from memfit.estimator.graph_alloc import Replay, replay
 from memfit.estimator.layout import GraphShape
-from memfit.estimator.replay_interval import Piece, run
-from memfit.estimator.replay_program import Mismatch, Program, compile_program
 from memfit.integers import round_up
+
+if TYPE_CHECKING:  # imported where a structure compiles: a single fit (the CLI's) never loads them
+    from memfit.estimator.replay_interval import Piece
+    from memfit.estimator.replay_program import Program
 
 Build = Callable[[GraphShape, ContextGeometry, int], Graph]  # compute_graph.build_graph
 STRUCTURES = 64  # graph structures (model, vocabulary, geometry but the context, regime) kept: ~150 KiB each
 
 
-@dataclass
 class _Table:
-    """One structure's pieces so far; its program once a second context asked for it."""
+    """One structure's answers so far: full replays by cell count, then its program and the pieces it found."""
 
-    first: int | None = None  # the cell count of the first context asked (replayed in full)
-    program: Program | None = None
-    failed: bool = False  # the structure has no affine program: always replayed in full
-    pieces: list[Piece] = field(default_factory=list)
+    __slots__ = ("exact", "program", "failed", "pieces")
+
+    def __init__(self) -> None:
+        self.exact: dict[int, Replay] = {}  # full replays: the first context asked, special cell counts
+        self.program: Program | None = None  # compiled at the second context asked
+        self.failed = False  # the structure has no affine program: always replayed in full
+        self.pieces: list[Piece] = []
 
 
 def regime(graph: GraphShape, geometry: ContextGeometry, x: int) -> tuple[int, int | None]:
@@ -77,15 +82,21 @@ def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: 
         return replay(build(graph, geometry, n_vocab))
     lo, hi = regime(graph, geometry, x)
     table = _table(graph, n_vocab, structure_key(geometry), lo)
+    found = table.exact.get(x)
+    if found is not None:
+        return found
     for piece in table.pieces:
         if piece.holds(x):
             return Replay(*piece.at(x))
-    program = table.program
     if table.failed:
         return replay(build(graph, geometry, n_vocab))
-    if program is None and table.first is None:
-        table.first = x
-        return _only(table, x, replay(build(graph, geometry, n_vocab)))
+    if table.program is None and not table.exact:
+        found = table.exact[x] = replay(build(graph, geometry, n_vocab))
+        return found
+    from memfit.estimator.replay_interval import run  # here: a single fit (the CLI's) never compiles
+    from memfit.estimator.replay_program import Mismatch, compile_program
+
+    program = table.program
     if program is None:
         other = x + CELL_PADDING if hi is None or x + CELL_PADDING <= hi else x - CELL_PADDING
         first = build(graph, geometry, n_vocab)
@@ -96,13 +107,8 @@ def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: 
             return replay(first)
         table.program = program
     if x in program.special:
-        return _only(table, x, replay(build(graph, geometry, n_vocab)))
+        found = table.exact[x] = replay(build(graph, geometry, n_vocab))
+        return found
     piece = run(program, x, lo, hi)
     table.pieces.append(piece)
     return Replay(*piece.at(x))
-
-
-def _only(table: _Table, x: int, found: Replay) -> Replay:
-    """A full replay's answer kept as the piece of x alone."""
-    table.pieces.append(Piece(x, x, (found.size, 0), (found.live, 0)))
-    return found
