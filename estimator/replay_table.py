@@ -6,13 +6,14 @@ layer sees (kv_cache.window_cells: a stream's cells x = n_ctx_seq, or a sliding 
 through the ubatch's outputs (compute_graph.ubatch_outputs). Everything else in the geometry (ubatch, streams,
 flash attention, cache types) and the model fixes the graph's structure (`structure_key`). Between two sliding
 windows' caps (`regime`) every cell count is x or a constant, so every tensor size is affine in x; two graphs of a
-structure built at x and x +- 256 give that program (estimator/replay_program.py), and a run of it at x gives the
+structure built at two cell counts give that program (estimator/replay_program.py), and a run of it at x gives the
 buffer over a whole piece of contexts (estimator/replay_interval.py).
 
-The first context asked of a structure is replayed in full (graph_alloc.replay), as a single fit needs no more;
-the second compiles the structure; every later context is a piece already found, or one run of the program (its
-identical layers skipped once the allocator repeats itself). Where the program does not hold (a size not affine
-in x, a cell count where two layouts coincide) the graph is replayed in full.
+The first context asked of a structure is replayed in full (graph_alloc.replay), as a single fit needs no more,
+its graph kept a while; the second compiles the structure from its own graph and that one; every later context
+is a piece already found, or one run of the program (its identical layers skipped once the allocator repeats
+itself). Where the program does not hold (a size not affine in x, a cell count where two layouts coincide) the
+graph is replayed in full.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ if TYPE_CHECKING:  # imported where a structure compiles: a single fit (the CLI'
 
 Build = Callable[[GraphShape, ContextGeometry, int], Graph]  # compute_graph.build_graph
 STRUCTURES = 64  # graph structures (model, vocabulary, geometry but the context, regime) kept: ~150 KiB each
+PENDING = 8  # graphs of structures asked once, kept for the second context's compile: ~0.5 MiB each
+_pending: dict[tuple, tuple[int, Graph]] = {}  # by structure: the first context's cells and graph
 
 
 class _Table:
@@ -75,13 +78,29 @@ def _table(graph: GraphShape, n_vocab: int, structure: tuple, lo: int) -> _Table
     return _Table()
 
 
+def clear() -> None:
+    """Forget every structure (tests, benchmarks)."""
+    _table.cache_clear()
+    _pending.clear()
+
+
+def _keep(key: tuple, x: int, built: Graph) -> None:
+    _pending[key] = (x, built)
+    while len(_pending) > PENDING:  # the oldest first
+        try:
+            del _pending[next(iter(_pending))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread's eviction
+            break
+
+
 def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: Build) -> Replay:
     """graph_alloc.replay of build(graph, geometry, n_vocab), from the structure's pieces where it can."""
     x = geometry.n_ctx_seq
     if x < CELL_PADDING or x % CELL_PADDING:  # not a cell count llama.cpp pads to: not what the regimes assume
         return replay(build(graph, geometry, n_vocab))
     lo, hi = regime(graph, geometry, x)
-    table = _table(graph, n_vocab, structure_key(geometry), lo)
+    key = (graph, n_vocab, structure_key(geometry), lo)
+    table = _table(*key)
     found = table.exact.get(x)
     if found is not None:
         return found
@@ -91,20 +110,25 @@ def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: 
     if table.failed:
         return replay(build(graph, geometry, n_vocab))
     if table.program is None and not table.exact:
-        found = table.exact[x] = replay(build(graph, geometry, n_vocab))
+        built = build(graph, geometry, n_vocab)
+        found = table.exact[x] = replay(built)
+        _keep(key, x, built)
         return found
     from memfit.estimator.replay_interval import run  # here: a single fit (the CLI's) never compiles
     from memfit.estimator.replay_program import Mismatch, compile_program
 
     program = table.program
-    if program is None:
-        other = x + CELL_PADDING if hi is None or x + CELL_PADDING <= hi else x - CELL_PADDING
-        first = build(graph, geometry, n_vocab)
+    if program is None:  # the second context: compiled from its graph and the first's (or a neighbour's)
+        built = build(graph, geometry, n_vocab)
+        other, other_built = _pending.pop(key, (x, built))
+        if other == x:
+            other = x + CELL_PADDING if hi is None or x + CELL_PADDING <= hi else x - CELL_PADDING
+            other_built = build(graph, replace(geometry, n_ctx_seq=other), n_vocab)
         try:
-            program = compile_program(first, build(graph, replace(geometry, n_ctx_seq=other), n_vocab), x, other)
+            program = compile_program(built, other_built, x, other)
         except Mismatch:
             table.failed = True
-            return replay(first)
+            return replay(built)
         table.program = program
     if x in program.special:
         found = table.exact[x] = replay(build(graph, geometry, n_vocab))
