@@ -13,6 +13,7 @@ import pytest
 
 from memfit.estimator import replay_table
 from memfit.estimator.arch_rules import RULES, Memory
+from memfit.estimator.compute_buffer import interned
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.context import CELL_PADDING, ContextGeometry, llama_geometry
 from memfit.estimator.ggml_graph import F32, Graph, Tensor, new_tensor, op, same_shape
@@ -241,3 +242,9 @@ def test_a_graph_shape_hashes_once_and_pickles_without_its_hash() -> None:
     assert hash(shape) == hash(GraphShape(n_embd=256, layers=())) and "_hash" in shape.__dict__
     copy = pickle.loads(pickle.dumps(shape))
     assert copy == shape and "_hash" not in copy.__dict__ and hash(copy) == hash(shape)
+
+
+def test_equal_graph_shapes_are_one_instance_to_the_compute_buffers_caches() -> None:
+    a, b = GraphShape(n_embd=320, layers=()), GraphShape(n_embd=320, layers=())
+    assert a is not b and interned(a) is interned(b) is interned(a)
+    assert interned(GraphShape(n_embd=321, layers=())) is not interned(a)
