@@ -27,8 +27,10 @@ from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.graph_gemma3n import build_gemma3n
+from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
+from memfit.estimator.graph_plamo2 import build_plamo2
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer, Wkv
+from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer, Routing, Wkv
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -63,6 +65,7 @@ LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3
 
 ATTN, SSM = Keys.Attention, Keys.SSM
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
+SSM_NORM = TENSOR_NAMES[MODEL_TENSOR.SSM_NORM] + ".weight"  # blk.{bid}.ssm_norm.weight
 
 
 class NewerKeys:
@@ -494,6 +497,41 @@ def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
 
 
+GATING_OPS = {1: "SOFT_MAX", 2: "SIGMOID"}  # llama_expert_gating_func_type: SOFTMAX, SIGMOID (the others not rebuilt)
+RELU_SQR = ("RELU", "SQR")  # build_ffn / build_moe_ffn with LLM_FFN_RELU_SQR
+
+
+def softmax_router(hp: HParams) -> Routing | None:
+    # build_moe_ffn as most builders call it: softmax over the logits, SwiGLU experts, the weights as they are
+    return Routing()
+
+
+def lfm2moe_router(hp: HParams) -> Routing | None:
+    # llama_model_lfm2::graph build_moe_feed_forward: expert_gating_func (required), exp_probs_b (required), norm_w
+    # true; w_scale is expert_weights_scale, which llama_model_lfm2moe::load_arch_hparams never reads (0)
+    probs = GATING_OPS.get(hp.require_int(Keys.LLM.EXPERT_GATING_FUNC))
+    return Routing(probs, biased=True, normalized=True) if probs else None
+
+
+def nemotron_h_router(hp: HParams) -> Routing | None:
+    # llama_model_nemotron_h::graph::build_ffn_layer: sigmoid gating, exp_probs_b (required), norm_w and w_scale from
+    # expert_weights_norm / expert_weights_scale, up experts (no gate) and a shared expert with relu^2
+    scale = hp.optional_float(Keys.LLM.EXPERT_WEIGHTS_SCALE) or 0.0
+    normalized = hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
+    return Routing("SIGMOID", biased=True, normalized=normalized, scaled=scale not in (0.0, 1.0), gated=False)
+
+
+def ssm_norm_required(ly: Layers) -> bool:
+    # llama_model_mamba2 / _granite_hybrid / _nemotron_h::load_arch_tensors: ssm_norm is required
+    return True
+
+
+def ssm_norm_listed(ly: Layers) -> bool:
+    # llama_model_falcon_h1::load_arch_tensors: ssm_norm not required (the converter writes it where the checkpoint
+    # has one); without the file's tensor names, the published files' (tensors_falcon_h1: none)
+    return ly.tensors is not None and SSM_NORM.format(bid=0) in ly.tensors
+
+
 def no_qk_layer_norm(ly: Layers) -> bool:
     return False
 
@@ -532,6 +570,9 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
+    router: Callable[[HParams], Routing | None] = softmax_router  # build_moe_ffn's router (None: not rebuilt)
+    activation: tuple[str, ...] = ("GELU",)  # build_ffn's activation without a gate (its type_op)
+    ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
 
 
 DECODER = Graph()
@@ -560,13 +601,34 @@ JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
 )
 GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
-SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True, ffn_residual_first=True)
+SHORT_CONV = Graph(  # lfm2.cpp: q and k RMS-normed, the residual added first
+    recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, qk_norm=True, residual_first=True, ffn_residual_first=True
+)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)
 RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV, node_for_node=True)
 RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rwkv7_wkv))
 RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
+FALCON_H1 = Graph(node_for_node=True, builder=build_falcon_h1, ssm_norm=ssm_norm_listed)
+NEMOTRON_H = Graph(  # nemotron-h.cpp: no rope, relu^2 FFNs, experts on the FFN blocks
+    node_for_node=True,
+    builder=build_nemotron_h,
+    rope=False,
+    activation=RELU_SQR,
+    moe_layers=experts_on_ffn_layers,
+    router=nemotron_h_router,
+)
+LFM2MOE = replace(SAME_SHORT_CONV, router=lfm2moe_router)
+PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1's), a fused QKV with q/k norms
+    recurrent_in=mamba_in,
+    mixer=Mixer.PLAMO2,
+    builder=build_plamo2,
+    fused_qkv=True,
+    qk_norm=True,
+    fused_up=True,
+    node_for_node=True,
+)
 
 # --- the table ----------------------------------------------------------------------------------------------
 
@@ -820,9 +882,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(no_kv_heads, reads_group_count=False),
         graph=JAMBA,
     ),
-    "plamo2": ArchRule(  # plamo2.cpp builds its own Mamba mixer
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=Graph(mixer=Mixer.PLAMO2)
-    ),
+    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=PLAMO2),
     "granitehybrid": ArchRule(
         tensors=tensors_granitehybrid,
         memory=Memory.HYBRID,
@@ -836,7 +896,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=every_layer,
         recurrence=_ALL_RECURRENT,
-        graph=DECODER,
+        graph=FALCON_H1,
         parameters=Counting(attention_beside_ssm=True),
         counted=True,
     ),
@@ -844,13 +904,15 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        graph=DECODER,
+        graph=NEMOTRON_H,
+        parameters=NON_GATED_FFN,
     ),
     "nemotron_h_moe": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        graph=Graph(moe_layers=experts_on_ffn_layers),
+        graph=NEMOTRON_H,
+        parameters=NON_GATED_FFN,
     ),
     "lfm2": ArchRule(
         tensors=tensors_lfm2,
@@ -861,7 +923,7 @@ RULES: dict[str, ArchRule] = {
         graph=SAME_SHORT_CONV,
         counted=True,
     ),
-    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=SHORT_CONV),
+    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=LFM2MOE),
     "qwen3next": ArchRule(
         tensors=tensors_qwen3next,
         memory=Memory.HYBRID,

@@ -11,7 +11,17 @@ from collections.abc import Mapping
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, Mixer, RecurrentLayer, Ssm
+from memfit.estimator.layout import (
+    AttentionLayer,
+    GraphLayer,
+    GraphShape,
+    KvCache,
+    Layout,
+    Mixer,
+    RecurrentLayer,
+    Routing,
+    Ssm,
+)
 from memfit.estimator.tensor_list import deepseek2_is_lite
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import Keys
@@ -160,14 +170,18 @@ def graph_shape(
     )
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
     mamba1 = graph.mixer is Mixer.MAMBA
-    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's sizes
+    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's / build_plamo2_mamba_layer's sizes
         hp.optional_int(SSM.INNER_SIZE, 0),
         hp.optional_int(SSM.STATE_SIZE, 0),
         0 if mamba1 else hp.optional_int(SSM.GROUP_COUNT, 0),
         hp.optional_int(SSM.TIME_STEP_RANK, 0),
         hp.optional_int(SSM.CONV_KERNEL, 0),
         norms=mamba1 and graph.ssm_norms(hp),
+        grouped_norm=graph.ssm_norm(layers),
     )
+    routing = graph.router(hp) if n_expert else None
+    if n_expert and routing is None:  # a router build_moe_ffn runs that is not rebuilt
+        return None
     state_elements = state.r_elements + state.s_elements if state else 0
     rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else graph.rope
     blocks = []
@@ -203,13 +217,15 @@ def graph_shape(
                 kv_lora=kv_lora if attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
-                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA) else None,
+                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2) else None,
                 wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
                 rope=rope or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
                 qk_norm=graph.qk_norm and attends,
                 fused_up=graph.fused_up and dense_ff > 0,
                 wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
+                activation=graph.activation,
+                routing=routing if moe and routing else Routing(),
             )
         )
     return GraphShape(

@@ -56,6 +56,8 @@ def buildable(graph: GraphShape) -> bool:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
+    if graph.builder is not None:  # the architecture's own builder: its blocks' Mamba sizes, where it has them
+        return graph.logits and all(_whole(graph, b.ssm) for b in graph.layers if b.recurrent_in)
     return (
         graph.logits
         and graph.cache_attention
@@ -69,11 +71,14 @@ def buildable(graph: GraphShape) -> bool:
 
 def _whole(graph: GraphShape, ssm: Ssm | None) -> bool:
     """Sizes the loaders accept, all set: llama_model_mamba2, d_inner a multiple of the heads and of the groups;
-    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2)."""
+    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2);
+    build_plamo2_mamba_layer, no groups and d_inner a multiple of the heads."""
     if ssm is None or min(ssm.d_inner, ssm.d_state, ssm.n_head, ssm.d_conv) <= 0:
         return False
     if graph.mixer is Mixer.MAMBA:
         return ssm.d_inner == 2 * graph.n_embd
+    if graph.mixer is Mixer.PLAMO2:
+        return ssm.n_group == 0 and ssm.d_inner % ssm.n_head == 0
     return (
         graph.mixer is Mixer.MAMBA2
         and ssm.n_group > 0
@@ -119,13 +124,26 @@ class DecoderGraph:
         self.inputs: dict[bool, CacheInputs] = {}
         self.s_copy: Tensor | None = None
 
-    def build(self) -> Graph:
+    def embeddings(self) -> tuple[Tensor, Tensor]:
+        """build_inp_embd (the token rows, expanded), build_inp_pos and build_inp_out_ids: (rows, output ids)."""
         gf, t, e = self.gf, self.t, self.shape.n_embd
         tokens = new_tensor(I32, t, input=True)  # build_inp_embd
         inp_l = gf.expand(get_rows(None, tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
-        out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+        return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+
+    def head(self, inp_l: Tensor) -> Graph:
+        """output_norm (result_norm, t_embd) and the LM head (result_output, t_logits): both graph outputs."""
+        result_norm = self.block_norm(inp_l)
+        logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
+        result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
+        self.gf.expand(logits)
+        return self.gf
+
+    def build(self) -> Graph:
+        gf, t, e = self.gf, self.t, self.shape.n_embd
+        inp_l, out_ids = self.embeddings()
         if self.shape.mixer is Mixer.RWKV:  # src/models/rwkv*.cpp: token shifts, time mixes, channel mixes
             rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, self.dense)
             return rwkv.build(inp_l, out_ids, self.n_vocab)
@@ -151,11 +169,7 @@ class DecoderGraph:
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
-        result_norm = self.block_norm(inp_l)
-        logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
-        result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
-        gf.expand(logits)
-        return gf
+        return self.head(inp_l)
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -390,7 +404,8 @@ class DecoderGraph:
         y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
         y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
         y = glu(cont(z), y)
-        y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
+        if ssm.grouped_norm:  # ssm_norm
+            y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
         return mul_mat(None, reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
 
     def short_conv(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -465,12 +480,16 @@ class DecoderGraph:
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated, b.fused_up)
+            return self.dense(cur, b.n_ff, b.gated, b.fused_up, b.activation)
         out = self.moe(b, cur)
-        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True)) if b.n_ff_shexp else out
+        if not b.n_ff_shexp:
+            return out
+        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, b.routing.gated, activation=b.activation))
 
     @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False) -> Tensor:
+    def dense(
+        cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False, activation: tuple[str, ...] = ("GELU",)
+    ) -> Tensor:
         """build_ffn: gate and up, then GLU (a new tensor) | one up 2 x n_ff wide, ggml_swiglu over its halves (a
         new tensor) | up, then the activation in place; then down."""
         if fused_up:
@@ -479,21 +498,35 @@ class DecoderGraph:
         elif gated:
             act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff))
         else:
-            act = same_shape(mul_mat(None, cur, n_ff), "GELU")
+            act = activated(mul_mat(None, cur, n_ff), activation)
         return mul_mat(None, act, cur.ne[0])
 
     def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
-        it expands the weights early, then the weighted experts, each expert's view and each partial sum."""
-        t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
-        probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
-        ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
+        """build_moe_ffn: router probabilities (biased for the selection, where the model has exp_probs_b), top-k,
+        the selected weights (normalized, scaled), the experts' gate/up/GLU (or up and the activation) and down over
+        [E, k, T], weighted sum; it expands the weights early, then the weighted experts, each expert's view and
+        each partial sum."""
+        t, e, k, r = cur.ne[1], self.shape.n_embd, b.n_expert_used, b.routing  # the last block's: output rows only
+        probs = same_shape(mul_mat(None, cur, b.n_expert), r.probs)  # ffn_moe_logits, ffn_moe_probs in place
+        selection = same_shape(probs, "ADD") if r.biased else probs  # ffn_moe_probs_biased
+        ranked = op("ARGSORT", I32, (b.n_expert, t), selection)
         topk = view(ranked, (k, t), (ranked.nb[1],))
-        weights = self.gf.expand(get_rows(reshape(probs, 1, b.n_expert, t), topk, 1))  # ffn_moe_weights [1, k, T]
+        weights = get_rows(reshape(probs, 1, b.n_expert, t), topk, 1)  # ffn_moe_weights [1, k, T]
+        if r.normalized:  # ffn_moe_weights_sum (clamped), ffn_moe_weights_norm
+            rows_k = reshape(weights, k, t)
+            total = same_shape(op("SUM_ROWS", F32, (1, t), rows_k), "CLAMP")
+            weights = reshape(same_shape(rows_k, "DIV", total), 1, k, t)
+        if r.scaled:
+            weights = same_shape(weights, "SCALE")
+        self.gf.expand(weights)
         rows = reshape(cur, e, 1, t)
-        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
+        if r.gated:
+            gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+            up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+            act = glu(gate, up)
+        else:  # ffn_moe_up, then the activation in place
+            act = activated(op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk), b.activation)
+        down = op("MUL_MAT_ID", F32, (e, k, t), act, topk)
         weighted = self.gf.expand(same_shape(down, "MUL", weights))
         experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
         out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
@@ -561,6 +594,13 @@ class EncoderGraph:
         v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
         kqv = mul_mat_t(v_cont, kq)
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
+def activated(x: Tensor, activation: tuple[str, ...]) -> Tensor:
+    """build_ffn's / build_moe_ffn's activation without a gate: its element-wise ops, in place where they can be."""
+    for name in activation:
+        x = same_shape(x, name)
+    return x
 
 
 def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:

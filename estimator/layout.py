@@ -50,7 +50,7 @@ class Mixer(Enum):
     GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35
     KDA = "kda"  # kimi-linear's delta attention
     RWKV = "rwkv"  # the RWKV time and channel mixes (rebuilt: estimator/graph_rwkv.py)
-    PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer
+    PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer (rebuilt: estimator/graph_plamo2.py)
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,19 @@ class Ssm:
     n_head: int  # ssm_dt_rank (Mamba-1: the rank of dt)
     d_conv: int
     norms: bool = False  # Mamba-1: RMS norms on dt, B and C (ssm_dt_b_c_rms, or jamba's dt / B / C norm weights)
+    grouped_norm: bool = True  # Mamba-2: ssm_norm, the grouped RMS norm of y (falcon-h1's loader does not require it)
+
+
+@dataclass(frozen=True)
+class Routing:
+    """build_moe_ffn's router and experts, where an architecture's builder passes other than a softmax over the
+    logits into SwiGLU experts (llm_graph_context::build_moe_ffn's gating_op, exp_probs_b, norm_w, w_scale)."""
+
+    probs: str = "SOFT_MAX"  # the gating op over the router's logits, in place: SOFT_MAX or SIGMOID
+    biased: bool = False  # exp_probs_b: the experts are selected from probs + bias (a new tensor)
+    normalized: bool = False  # norm_w: the selected weights divided by their sum (sum_rows, clamp, div)
+    scaled: bool = False  # w_scale neither 0 nor 1: the weights scaled
+    gated: bool = True  # gate_exps (and the shared experts' gate): gate and up, swiglu; else up, the activation
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,8 @@ class GraphLayer:
     qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)
     fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
     wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
+    activation: tuple[str, ...] = ("GELU",)  # an ungated FFN's activation, in place: GELU, or RELU then SQR
+    routing: Routing = Routing()  # the routed experts' router (n_expert > 0)
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph

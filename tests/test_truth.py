@@ -213,6 +213,7 @@ TIGHT = {
     "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer", "nomic-bert",
     "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
     "arwkv7", "rwkv6", "rwkv6qwen2", "rwkv7",
+    "falcon-h1", "nemotron_h", "nemotron_h_moe", "plamo2",
 }  # fmt: skip
 
 
