@@ -61,6 +61,17 @@ MAMBA1_UBATCHES = [
         (8192, 4, "q8_0", "auto", 1024),
     )
 ]
+# The Mamba / short-convolution hybrids' ubatches: the Mamba-1 families' runs, then 7 sequences (the ubatch rounded up
+# to a multiple of 7), unified caches with flash attention on and off, a q8_0 K cache with flash attention off (a
+# quantized V needs flash attention) and a context below a 2048-token ubatch over one sequence.
+HYBRID_UBATCHES = MAMBA1_UBATCHES + [
+    _s(7000, 7, n_ubatch=1024),
+    _s(8192, 7, fa="off", n_ubatch=2048),
+    _s(8192, 4, unified=1, n_ubatch=2048),
+    _s(8192, 8, fa="off", unified=1, n_ubatch=512),
+    _s(8192, 4, fa="off", n_ubatch=2048) | dict(type_k="q8_0"),
+    _s(1000, 1, fa="off", n_ubatch=2048),
+]
 # Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
 # on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
 # phase rule does not.
@@ -190,6 +201,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
+    "results_hybrid_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *HYBRIDS), HYBRID_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
     "results_rwkv.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *RWKV), RWKV_UBATCHES),
     "results_rwkv_dryrun.jsonl": TruthFile(
