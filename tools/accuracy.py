@@ -48,6 +48,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.FAMILY_SET,
         **recurrent.SHAPE_SET,
         **recurrent.RWKV_SHAPES,
+        **recurrent.HYBRID_SHAPES,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,

@@ -122,6 +122,9 @@ SHAPES = [
         (8192, 2, "f16", "off", 0, 128),
     )
 ]
+# The recurrent shapes' dry runs past SHAPES' ubatches: 1024 over 32k tokens, a 4096 request (capped at n_batch 2048)
+# over 4 sequences with flash attention off, 8 sequences at 2048.
+SHAPES_PAST_512 = [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)]
 
 # Ubatches past 512 (to 4096) with flash attention on and off and 1, 3 and 4 streams, as launchers pass `-ub`:
 # dry runs of the families whose graph is rebuilt node for node.
@@ -221,7 +224,14 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_mamba1_shapes_dryrun.jsonl": TruthFile(
         recurrent.SHAPE_SET,
-        SHAPES + [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)],
+        SHAPES + SHAPES_PAST_512,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_hybrid_shapes_dryrun.jsonl": TruthFile(
+        recurrent.HYBRID_SHAPES,
+        SHAPES + SHAPES_PAST_512 + [_s(16384, 7, fa="off", n_ubatch=1024)],
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
