@@ -515,10 +515,12 @@ def lfm2moe_router(hp: HParams) -> Routing | None:
 
 def nemotron_h_router(hp: HParams) -> Routing | None:
     # llama_model_nemotron_h::graph::build_ffn_layer: sigmoid gating, exp_probs_b (required), norm_w and w_scale from
-    # expert_weights_norm / expert_weights_scale, up experts (no gate) and a shared expert with relu^2
+    # expert_weights_norm / expert_weights_scale, up experts (no gate) and a shared expert with relu^2; the experts in
+    # moe_latent_size where it is set (ffn_latent_down / _up)
     scale = hp.optional_float(Keys.LLM.EXPERT_WEIGHTS_SCALE) or 0.0
     normalized = hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
-    return Routing("SIGMOID", biased=True, normalized=normalized, scaled=scale not in (0.0, 1.0), gated=False)
+    latent = hp.optional_int(Keys.LLM.MOE_LATENT_SIZE, 0)
+    return Routing("SIGMOID", True, normalized, scale not in (0.0, 1.0), gated=False, latent=latent)
 
 
 def ssm_norm_required(ly: Layers) -> bool:

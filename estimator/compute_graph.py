@@ -505,7 +505,8 @@ class DecoderGraph:
         """build_moe_ffn: router probabilities (biased for the selection, where the model has exp_probs_b), top-k,
         the selected weights (normalized, scaled), the experts' gate/up/GLU (or up and the activation) and down over
         [E, k, T], weighted sum; it expands the weights early, then the weighted experts, each expert's view and
-        each partial sum."""
+        each partial sum. Where the builder has a latent (nemotron-h's ffn_latent_down / _up), the experts run in
+        it, between two projections."""
         t, e, k, r = cur.ne[1], self.shape.n_embd, b.n_expert_used, b.routing  # the last block's: output rows only
         probs = same_shape(mul_mat(None, cur, b.n_expert), r.probs)  # ffn_moe_logits, ffn_moe_probs in place
         selection = same_shape(probs, "ADD") if r.biased else probs  # ffn_moe_probs_biased
@@ -519,20 +520,21 @@ class DecoderGraph:
         if r.scaled:
             weights = same_shape(weights, "SCALE")
         self.gf.expand(weights)
-        rows = reshape(cur, e, 1, t)
+        width = r.latent or e  # build_moe_ffn's n_embd: the latent's, where the builder projects into one
+        rows = reshape(mul_mat(None, cur, r.latent) if r.latent else cur, width, 1, t)  # ffn_latent_down
         if r.gated:
             gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
             up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
             act = glu(gate, up)
         else:  # ffn_moe_up, then the activation in place
             act = activated(op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk), b.activation)
-        down = op("MUL_MAT_ID", F32, (e, k, t), act, topk)
+        down = op("MUL_MAT_ID", F32, (width, k, t), act, topk)
         weighted = self.gf.expand(same_shape(down, "MUL", weights))
-        experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
-        out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
+        experts = [self.gf.expand(view(weighted, (width, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
+        out = self.gf.expand(op("ADD", F32, (width, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
         for x in experts[2:]:
             out = self.gf.expand(same_shape(out, "ADD", x))
-        return out
+        return mul_mat(None, out, e) if r.latent else out  # ffn_latent_up
 
 
 class EncoderGraph:

@@ -76,6 +76,7 @@ class Routing:
     normalized: bool = False  # norm_w: the selected weights divided by their sum (sum_rows, clamp, div)
     scaled: bool = False  # w_scale neither 0 nor 1: the weights scaled
     gated: bool = True  # gate_exps (and the shared experts' gate): gate and up, swiglu; else up, the activation
+    latent: int = 0  # the experts' width where the builder projects into a latent and back (0: n_embd)
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ def test_differences_name_the_changed_field_and_ignore_rss() -> None:
 NODE_FOR_NODE = (
     "llama-gqa-f16", "mamba2-f16", "granitehybrid-f16", "command-r", "mamba", "jamba", "gemma3n-shared", "phi3-swa",
     "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7",
-    "falcon-h1", "nemotron-h", "nemotron-h-moe", "plamo2", "lfm2moe",
+    "falcon-h1", "nemotron-h", "nemotron-h-moe", "nemotron-h-moe-latent", "plamo2", "lfm2moe",
 )  # fmt: skip
 
 

@@ -370,24 +370,15 @@ def _nemotron_h(
         _experts(m, moe["experts"], moe.get("used", 2), moe["ff"], moe["shared_ff"], expert_shared_count=1, **more)
         if "norm" in moe:
             m.arch_kv(expert_weights_norm=bool(moe["norm"]), expert_weights_scale=float(moe["scale"]))
+        if moe.get("latent"):
+            m.arch_kv(moe_latent_size=moe["latent"])
     embeddings(m, E, V, F16, tied=False)
     trunk = len(ff) - nextn
     for i in range(trunk):
         if ff[i]:
             _norm(m, f"blk.{i}.attn_norm.weight", E)
             if moe:
-                moe_feed_forward(
-                    m,
-                    i,
-                    E,
-                    ff[i],
-                    moe["experts"],
-                    F16,
-                    norm=False,
-                    gate=False,
-                    shared_ff=moe["shared_ff"],
-                    probs_bias=True,
-                )
+                _nemotron_moe(m, i, E, ff[i], moe)
             else:
                 feed_forward(m, i, E, ff[i], F16, norm=False, gate=False)
         elif heads_kv[i]:
@@ -397,19 +388,25 @@ def _nemotron_h(
     if moe and nextn:
         _nextn(m, trunk, E)
         attention(m, trunk, E, H, heads_kv[trunk], HD, F16, post_norm=True)
-        moe_feed_forward(
-            m,
-            trunk,
-            E,
-            ff[trunk],
-            moe["experts"],
-            F16,
-            norm=False,
-            gate=False,
-            shared_ff=moe["shared_ff"],
-            probs_bias=True,
-        )
+        _nemotron_moe(m, trunk, E, ff[trunk], moe)
     return m
+
+
+def _nemotron_moe(m: Model, i: int, E: int, ff: int, moe: dict[str, Any]) -> None:
+    """A Nemotron-H MoE block: up and down experts (moe["latent"] wide between ffn_latent_down and _up, where set),
+    the router's exp_probs_b, a relu^2 shared expert."""
+    latent, n, shared = moe.get("latent", 0), moe["experts"], moe["shared_ff"]
+    if not latent:
+        moe_feed_forward(m, i, E, ff, n, F16, norm=False, gate=False, shared_ff=shared, probs_bias=True)
+        return
+    m.tensor(f"blk.{i}.ffn_gate_inp.weight", [E, n], F32)
+    m.tensor(f"blk.{i}.ffn_latent_down.weight", [E, latent], F16)
+    m.tensor(f"blk.{i}.ffn_latent_up.weight", [latent, E], F16)
+    m.tensor(f"blk.{i}.ffn_up_exps.weight", [latent, ff, n], F16)
+    m.tensor(f"blk.{i}.ffn_down_exps.weight", [ff, latent, n], F16)
+    m.tensor(f"blk.{i}.exp_probs_b.bias", [n], F32)
+    m.tensor(f"blk.{i}.ffn_up_shexp.weight", [E, shared], F16)
+    m.tensor(f"blk.{i}.ffn_down_shexp.weight", [shared, E], F16)
 
 
 def nemotron_h() -> Model:
@@ -427,6 +424,13 @@ def nemotron_h_moe() -> Model:
         [0, 128, 0, 0, 128, 0, 128],
         {"experts": 4, "ff": 128, "shared_ff": 256},
     )
+
+
+def nemotron_h_moe_latent() -> Model:
+    """Nemotron-H MoE with its experts in a 64-wide latent (moe_latent_size: ffn_latent_down / _up, as Nemotron 3
+    Super), 3 of 4 experts used, the weights normalized and scaled by 2.5; no NextN block."""
+    moe = {"experts": 4, "used": 3, "ff": 128, "shared_ff": 256, "nextn": 0, "norm": 1, "scale": 2.5, "latent": 64}
+    return _nemotron_h("nemotron_h_moe", "tiny-nemotron-h-moe-latent", [0, 0, 2, 0, 0, 2], [0, 128, 0, 0, 128, 0], moe)
 
 
 def _gated_delta_net(m: Model, i: int, E: int, ba_fused: bool) -> None:
@@ -945,6 +949,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "minimax01": minimax01,
     "kimi-linear": kimi_linear,
     "nemotron-h-moe": nemotron_h_moe,
+    "nemotron-h-moe-latent": nemotron_h_moe_latent,
     "bailingmoe3": bailingmoe3,
     "kimi-k3": kimi_k3,
     "qwen4exp": qwen4exp,

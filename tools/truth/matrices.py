@@ -143,7 +143,7 @@ RWKV_UBATCHES = [
     for n, fa in ((1, "auto"), (3, "auto"), (4, "auto"), (8, "auto"), (1, "off"), (8, "off"))
 ] + [_s(1000, 3, n_ubatch=1024), _s(1000, 7, n_ubatch=2048)]
 RWKV = ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
-HYBRIDS = ("falcon-h1", "nemotron-h", "nemotron-h-moe", "plamo2", "lfm2moe")  # the Mamba / short-conv hybrids
+HYBRIDS = ("falcon-h1", "nemotron-h", "nemotron-h-moe", "nemotron-h-moe-latent", "plamo2", "lfm2moe")  # Mamba hybrids
 # The published RWKV shapes' dry runs: the default context and ubatch, 4 and 8 sequences, a 2048-token ubatch over
 # 32k tokens, a 128-token ubatch, and a 4096-token request (capped at n_batch 2048).
 RWKV_SHAPE_RUNS = [
