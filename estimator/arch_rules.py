@@ -506,11 +506,17 @@ def softmax_router(hp: HParams) -> Routing | None:
     return Routing()
 
 
+def grouped_selection(hp: HParams) -> bool:
+    # llm_graph_context::build_moe_ffn: with expert_group_count > 1 the experts are chosen from the best groups (not
+    # rebuilt); llama_model_base::load_hparams reads the key for every architecture
+    return hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0) > 1
+
+
 def lfm2moe_router(hp: HParams) -> Routing | None:
     # llama_model_lfm2::graph build_moe_feed_forward: expert_gating_func (required), exp_probs_b (required), norm_w
     # true; w_scale is expert_weights_scale, which llama_model_lfm2moe::load_arch_hparams never reads (0)
     probs = GATING_OPS.get(hp.require_int(Keys.LLM.EXPERT_GATING_FUNC))
-    return Routing(probs, biased=True, normalized=True) if probs else None
+    return Routing(probs, biased=True, normalized=True) if probs and not grouped_selection(hp) else None
 
 
 def nemotron_h_router(hp: HParams) -> Routing | None:
@@ -520,6 +526,8 @@ def nemotron_h_router(hp: HParams) -> Routing | None:
     scale = hp.optional_float(Keys.LLM.EXPERT_WEIGHTS_SCALE) or 0.0
     normalized = hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
     latent = hp.optional_int(Keys.LLM.MOE_LATENT_SIZE, 0)
+    if grouped_selection(hp):
+        return None
     return Routing("SIGMOID", True, normalized, scale not in (0.0, 1.0), gated=False, latent=latent)
 
 

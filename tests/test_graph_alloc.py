@@ -14,7 +14,9 @@ from memfit.estimator.compute_graph import build_graph, buildable
 from memfit.estimator.ggml_graph import F32 as T_F32
 from memfit.estimator.ggml_graph import Graph, new_tensor, op, same_shape
 from memfit.estimator.graph_alloc import FreeList, reserved_bytes
+from memfit.estimator.layout import GraphShape
 from tools import accuracy
+from tools.gguf_writers import Model, write_model
 from tools.truth import DATA, load, run_id
 
 KiB = 1024
@@ -85,3 +87,35 @@ def test_the_rebuilt_graph_gives_llama_cpps_buffer(checked_runs: list) -> None:
         assert abs(replayed - run["compute_bytes"]) <= REPLAY_SLACK_CHECKED, name
         exact += replayed == run["compute_bytes"]
     assert exact >= 0.95 * len(checked_runs), (exact, len(checked_runs))
+
+
+def _graph_of(path: Path) -> GraphShape | None:
+    facts = ArtifactCache().facts((str(path),))
+    assert facts.layout is not None
+    return facts.layout.graph
+
+
+def test_falcon_h1_norms_the_mamba_output_only_where_the_file_has_ssm_norm(tmp_path: Path) -> None:
+    """llama_model_falcon_h1 does not require ssm_norm: the tiny model has it, the published files (the 7B shape,
+    the catalog's entries, whose tensor names are unknown) do not."""
+    files = accuracy.write_models({"falcon-h1", "falcon-h1-7b-shape-f16"}, tmp_path)
+    norms = {name: _graph_of(path) for name, path in files.items()}
+    entry = next(e for e in Catalog().entries if e.architecture == "falcon-h1")
+    norms["catalog"] = derive_layout(entry.metadata, entry.architecture).graph
+    grouped = {name: {b.ssm.grouped_norm for b in g.layers if b.ssm} for name, g in norms.items() if g is not None}
+    assert grouped == {"falcon-h1": {True}, "falcon-h1-7b-shape-f16": {False}, "catalog": {False}}
+
+
+@pytest.mark.parametrize("name", ["lfm2moe", "nemotron-h-moe"])
+def test_a_router_that_selects_expert_groups_is_not_rebuilt(name: str, tmp_path: Path) -> None:
+    """build_moe_ffn's selection among expert groups (expert_group_count > 1) is not rebuilt: the graph of an
+    architecture whose builder would run it is not derived."""
+    model = accuracy.model_writers()[name]()
+    assert _graph_of(write(model, tmp_path / "plain.gguf")) is not None
+    model.arch_kv(expert_group_count=2)
+    assert _graph_of(write(model, tmp_path / "grouped.gguf")) is None
+
+
+def write(model: Model, path: Path) -> Path:
+    write_model(model, path)
+    return path
