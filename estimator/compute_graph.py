@@ -39,6 +39,7 @@ from memfit.estimator.ggml_graph import (
     transpose,
     view,
 )
+from memfit.estimator.graph_ffn import build_ffn, routed_experts
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
@@ -58,6 +59,8 @@ def buildable(graph: GraphShape) -> bool:
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
     if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
         return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
+    if graph.builder is not None:  # the architecture's own builder: its blocks' Mamba sizes, where it has them
+        return graph.logits and all(_whole(graph, b.ssm) for b in graph.layers if b.recurrent_in)
     return (
         graph.logits
         and graph.cache_attention
@@ -71,11 +74,14 @@ def buildable(graph: GraphShape) -> bool:
 
 def _whole(graph: GraphShape, ssm: Ssm | None) -> bool:
     """Sizes the loaders accept, all set: llama_model_mamba2, d_inner a multiple of the heads and of the groups;
-    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2)."""
+    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2);
+    build_plamo2_mamba_layer, no groups and d_inner a multiple of the heads."""
     if ssm is None or min(ssm.d_inner, ssm.d_state, ssm.n_head, ssm.d_conv) <= 0:
         return False
     if graph.mixer is Mixer.MAMBA:
         return ssm.d_inner == 2 * graph.n_embd
+    if graph.mixer is Mixer.PLAMO2:
+        return ssm.n_group == 0 and ssm.d_inner % ssm.n_head == 0
     return (
         graph.mixer is Mixer.MAMBA2
         and ssm.n_group > 0
@@ -121,15 +127,34 @@ class DecoderGraph:
         self.inputs: dict[bool, CacheInputs] = {}
         self.s_copy: Tensor | None = None
 
-    def build(self) -> Graph:
+    def embeddings(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
+        """build_inp_embd (the token rows, expanded; the embeddings input allocated, never read), build_inp_pos
+        (n_pos_per_embd positions a token) and build_inp_out_ids: (rows, output ids)."""
         gf, t, e = self.gf, self.t, self.shape.n_embd
         tokens = new_tensor(I32, t, input=True)  # build_inp_embd
         inp_l = gf.expand(get_rows(None, tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
-        self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
-        out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+        self.pos = new_tensor(I32, t * pos_per_token, input=True)  # build_inp_pos
+        return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+
+    def head(self, cur: Tensor, out_ids: Tensor | None = None, hidden: bool = False) -> Graph:
+        """output_norm (result_norm, t_embd), the output rows where the trunk kept every row (taken after the norm,
+        whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits): t_embd and t_logits
+        are graph outputs."""
+        cur = self.block_norm(cur)
+        if out_ids is not None:
+            cur.output = hidden
+            cur = get_rows(cur, out_ids, self.shape.n_embd)
+        logits = mul_mat(None, cur, self.n_vocab)  # result_output
+        cur.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
+        self.gf.expand(logits)
+        return self.gf
+
+    def build(self) -> Graph:
+        gf, t, e = self.gf, self.t, self.shape.n_embd
+        inp_l, out_ids = self.embeddings()
         if self.shape.mixer is Mixer.RWKV:  # src/models/rwkv*.cpp: token shifts, time mixes, channel mixes
-            rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, self.dense)
+            rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, build_ffn)
             return rwkv.build(inp_l, out_ids, self.n_vocab)
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
@@ -153,11 +178,7 @@ class DecoderGraph:
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
-        result_norm = self.block_norm(inp_l)
-        logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
-        result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
-        gf.expand(logits)
-        return gf
+        return self.head(inp_l)
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -398,7 +419,8 @@ class DecoderGraph:
         y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
         y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
         y = glu(cont(z), y)
-        y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
+        if ssm.grouped_norm:  # ssm_norm
+            y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
         return mul_mat(None, reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
 
     def short_conv(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -477,43 +499,15 @@ class DecoderGraph:
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
+        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed
+        experts are: nemotron-h's are up alone)."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated, b.fused_up)
-        out = self.moe(b, cur)
-        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True)) if b.n_ff_shexp else out
-
-    @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False) -> Tensor:
-        """build_ffn: gate and up, then GLU (a new tensor) | one up 2 x n_ff wide, ggml_swiglu over its halves (a
-        new tensor) | up, then the activation in place; then down."""
-        if fused_up:
-            up = mul_mat(None, cur, 2 * n_ff)
-            act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
-        elif gated:
-            act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff))
-        else:
-            act = same_shape(mul_mat(None, cur, n_ff), "GELU")
-        return mul_mat(None, act, cur.ne[0])
-
-    def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
-        it expands the weights early, then the weighted experts, each expert's view and each partial sum."""
-        t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
-        probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
-        ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
-        topk = view(ranked, (k, t), (ranked.nb[1],))
-        weights = self.gf.expand(get_rows(reshape(probs, 1, b.n_expert, t), topk, 1))  # ffn_moe_weights [1, k, T]
-        rows = reshape(cur, e, 1, t)
-        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
-        weighted = self.gf.expand(same_shape(down, "MUL", weights))
-        experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
-        out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
-        for x in experts[2:]:
-            out = self.gf.expand(same_shape(out, "ADD", x))
-        return out
+            return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn)
+        out = routed_experts(self.gf, b, cur)
+        if not b.n_ff_shexp:
+            return out
+        shared = build_ffn(cur, b.n_ff_shexp, b.routing.gated, activation=b.activation, clamped=b.clamped_ffn)
+        return same_shape(out, "ADD", shared)
 
 
 class EncoderGraph:
@@ -552,7 +546,7 @@ class EncoderGraph:
             if il == last:
                 cur, inp_l = get_rows(cur, out_ids, e), get_rows(inp_l, out_ids, e)
             ffn_inp = self.norm(same_shape(cur, "ADD", inp_l))
-            cur = self.norm(same_shape(DecoderGraph.dense(ffn_inp, b.n_ff, b.gated), "ADD", ffn_inp))
+            cur = self.norm(same_shape(build_ffn(ffn_inp, b.n_ff, b.gated), "ADD", ffn_inp))
         cur.output = True  # result_embd
         gf.expand(cur)
         return gf

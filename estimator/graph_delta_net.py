@@ -14,63 +14,34 @@ buffer's).
 
 from __future__ import annotations
 
-from memfit.estimator.compute_graph import FLOAT, DecoderGraph, ubatch_outputs
+from memfit.estimator.compute_graph import FLOAT, DecoderGraph
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F32,
-    I32,
     Graph,
     Tensor,
     cont,
     copy_into,
     get_rows,
-    glu,
     mul_mat,
     new_tensor,
     op,
     permute,
     reshape,
+    same,
     same_shape,
-    set_rows,
     transpose,
     view,
 )
+from memfit.estimator.graph_ffn import build_ffn, routed_experts, situ
 from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape
 
-SOFTMAX, SIGMOID, SOFTMAX_WEIGHT, SQRT_SOFTPLUS = 1, 2, 3, 4  # llama_expert_gating_func_type
 IMROPE_POSITIONS = 4  # llama_hparams::n_pos_per_embd: qwen35's LLAMA_ROPE_TYPE_IMROPE reads four positions a token
 
 
-def same(x: Tensor, *ops: str) -> Tensor:
-    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
-    for name in ops:
-        x = same_shape(x, name)
-    return x
-
-
-def argsort_top_k(x: Tensor, k: int) -> Tensor:
-    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
-    ranked = op("ARGSORT", I32, x.ne, x)
-    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
-
-
-def situ(gate: Tensor, up: Tensor, linear: bool) -> Tensor:
-    """kimi_k3_situ / build_moe_ffn's LLM_FFN_SITU: beta * tanh(gate / beta) * sigmoid(gate) times up (itself
-    lb * tanh(up / lb) where the linear beta is set)."""
-    act = same_shape(same(same_shape(gate, "SCALE"), "TANH", "SCALE"), "MUL", same_shape(gate, "SIGMOID"))
-    if linear:
-        up = same(up, "SCALE", "TANH", "SCALE")
-    return same_shape(act, "MUL", up)
-
-
-def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
-    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
-    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
-
-
 class DeltaNetGraph(DecoderGraph):
-    """The pieces the delta-net builders share: llm_build_delta_net_base, build_moe_ffn with its routing, and
-    DecoderGraph's inputs, caches and attention."""
+    """The pieces the delta-net builders share: llm_build_delta_net_base, and DecoderGraph's inputs, caches and
+    attention."""
 
     def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int):
         super().__init__(shape, geometry, n_vocab)
@@ -79,28 +50,6 @@ class DeltaNetGraph(DecoderGraph):
         self.n = geometry.n_seq
         self.tokens = self.t // self.n  # ubatch.n_seq_tokens
         self.e = shape.n_embd
-
-    def embedded(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
-        """build_inp_embd (the token rows; the embeddings input allocated, never read), build_inp_pos (used by the
-        builders that rope; n_pos_per_embd positions a token), build_inp_out_ids: the trunk's input and the output
-        rows' ids."""
-        tokens = new_tensor(I32, self.t, input=True)
-        inp_l = self.gf.expand(get_rows(None, tokens, self.e))
-        self.gf.expand(new_tensor(F32, self.e, self.t, input=True))
-        self.pos = new_tensor(I32, self.t * pos_per_token, input=True)
-        return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)
-
-    def head(self, cur: Tensor, out_ids: Tensor | None, hidden: bool) -> Graph:
-        """output_norm, the output rows (where the trunk kept every row: after the norm, whose result is
-        t_h_nextn when `hidden`), the LM head; t_embd and t_logits are graph outputs."""
-        cur = self.norm(cur)
-        if out_ids is not None:
-            cur.output = hidden
-            cur = get_rows(cur, out_ids, self.e)
-        logits = mul_mat(None, cur, self.n_vocab)  # result_output
-        cur.output = logits.output = True
-        self.gf.expand(logits)
-        return self.gf
 
     # --- llm_build_delta_net_base -----------------------------------------------------------------------------
 
@@ -146,68 +95,6 @@ class DeltaNetGraph(DecoderGraph):
     def l2_norm(self, x: Tensor) -> Tensor:
         return op("L2_NORM", F32, x.ne, x)  # ggml_l2_norm: a new tensor
 
-    # --- build_ffn / build_moe_ffn ------------------------------------------------------------------------------
-
-    def moe(self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, activation: str = "SWIGLU") -> Tensor:
-        """build_moe_ffn: the router's logits (or `logits`, probs_in), the gating function, the selection (biased
-        by ffn_exp_probs_b, limited to the best expert groups), the picked weights (normalized, scaled) expanded
-        early; the experts' gate and up (one fused matmul's views, or two), the activation, down, the weights,
-        each expert's view, the partial sums."""
-        r, gf = self.dn.routing, self.gf
-        t, width, n_exp, k = cur.ne[1], cur.ne[0], b.n_expert, b.n_expert_used
-        if logits is None:
-            logits = mul_mat(None, cur, n_exp)  # ffn_moe_logits
-        probs = {SOFTMAX: "SOFT_MAX", SIGMOID: "SIGMOID", SQRT_SOFTPLUS: "SOFTPLUS"}.get(r.gating)
-        probs_t = same_shape(logits, probs) if probs else logits
-        if r.gating == SQRT_SOFTPLUS:
-            probs_t = same_shape(probs_t, "SQRT")
-        selection = same_shape(probs_t, "ADD") if r.probs_bias else probs_t
-        if r.groups > 1:
-            selection = self.group_limited(selection, r.groups, r.groups_used)
-        picked = argsort_top_k(selection, k)  # ffn_moe_topk
-        weights = get_rows(reshape(probs_t, 1, n_exp, t), picked, 1)  # ffn_moe_weights [1, k, T]
-        if r.gating == SOFTMAX_WEIGHT:
-            weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
-        if r.norm:  # weights / clamp(sum(weights))
-            flat = reshape(weights, k, t)
-            total = same_shape(op("SUM_ROWS", F32, (1, t), flat), "CLAMP")
-            weights = reshape(same_shape(flat, "DIV", total), 1, k, t)
-        if r.scale:
-            weights = same_shape(weights, "SCALE")
-        gf.expand(weights)
-        rows = reshape(cur, width, 1, t)
-        ff = b.n_ff_exp
-        if r.fused_gate_up:
-            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
-            gate = view(gate_up, (ff, k, t), gate_up.nb[1:3])
-            up = view(gate_up, (ff, k, t), gate_up.nb[1:3], ff * FLOAT)
-        else:
-            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-        if activation == "SITU":
-            act = situ(gate, up, self.dn.situ_linear)
-        else:  # CLAMP: the layer's swiglu_clamp_exp, silu(gate) clamped times the clamped up (in place)
-            act = clamped_swiglu(gate, up) if activation == "CLAMP" else glu(gate, up)
-        experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
-        views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
-        out = views[0] if k > 1 else cont(views[0])
-        for x in views[1:]:
-            out = gf.expand(op("ADD", F32, (width, t), out, x))
-        return out
-
-    @staticmethod
-    def group_limited(selection: Tensor, groups: int, used: int) -> Tensor:
-        """build_moe_ffn with n_expert_groups > 1: each group scored by its two best experts, the best `used`
-        groups kept, the others' experts filled with -inf."""
-        n_exp, t = selection.ne[0], selection.ne[1]
-        per = n_exp // groups
-        grouped = reshape(selection, per, groups, t)
-        best = get_rows(reshape(grouped, 1, per, groups, t), argsort_top_k(grouped, 2), 1)  # [1, 2, groups, T]
-        scores = reshape(op("SUM_ROWS", F32, (1, groups, t), reshape(best, 2, groups, t)), groups, t)
-        kept = argsort_top_k(scores, used)
-        picked = get_rows(grouped, kept, per)  # [per, used, T]
-        return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
-
 
 class QwenNextGraph(DeltaNetGraph):
     """llama_model_qwen3next::graph and llama_model_qwen35(moe)::graph: gated delta nets and gated attention, the
@@ -220,7 +107,7 @@ class QwenNextGraph(DeltaNetGraph):
         self.next = next_  # qwen3next: beta and alpha in one matmul, q / k heads repeated to the value heads
 
     def build(self) -> Graph:
-        inp_l, out_ids = self.embedded(1 if self.next else IMROPE_POSITIONS)
+        inp_l, out_ids = self.embeddings(1 if self.next else IMROPE_POSITIONS)
         for b in self.shape.layers:
             inp_sa = inp_l
             cur = self.gf.expand(self.norm(inp_l))
@@ -318,11 +205,11 @@ class QwenNextGraph(DeltaNetGraph):
     def ffn_out(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_layer_ffn: the dense FFN, or the experts plus the shared expert times sigmoid(its gate)."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, True)
-        out = self.moe(b, cur)
+            return build_ffn(cur, b.n_ff)
+        out = routed_experts(self.gf, b, cur)
         if not self.dn.n_ff_shexp:
             return out
-        shared = self.dense(cur, self.dn.n_ff_shexp, True)
+        shared = build_ffn(cur, self.dn.n_ff_shexp)
         gate = same_shape(mul_mat(None, cur, 1), "SIGMOID")  # ffn_gate_inp_shexp
         return same_shape(out, "ADD", same_shape(shared, "MUL", gate))
 
@@ -340,7 +227,7 @@ class KdaGraph(DeltaNetGraph):
     def build(self) -> Graph:
         if self.arch == "kimi-k3":
             return self.build_k3()
-        inp_l, out_ids = self.embedded()
+        inp_l, out_ids = self.embeddings()
         last = len(self.shape.layers) - 1
         bailing = self.arch == "bailingmoe3"
         for il, b in enumerate(self.shape.layers):
@@ -354,12 +241,10 @@ class KdaGraph(DeltaNetGraph):
             ffn_inp = same_shape(cur, "ADD", inp_sa)
             cur = self.norm(ffn_inp)
             if b.n_expert:
-                clamped = il in self.dn.clamped_shexp
-                shared = self.dense_ffn(cur, self.dn.n_ff_shexp, clamped)
-                routed = self.moe(b, cur, activation="CLAMP" if il in self.dn.clamped_experts else "SWIGLU")
-                out = same_shape(routed, "ADD", shared)
+                shared = build_ffn(cur, self.dn.n_ff_shexp, clamped=b.clamped_ffn)
+                out = same_shape(routed_experts(self.gf, b, cur), "ADD", shared)
             else:
-                out = self.dense_ffn(cur, b.n_ff, il in self.dn.clamped_shexp)
+                out = build_ffn(cur, b.n_ff, clamped=b.clamped_ffn)
             inp_l = same_shape(out, "ADD", ffn_inp)
         return self.head(inp_l, out_ids if bailing else None, hidden=bailing)
 
@@ -368,7 +253,7 @@ class KdaGraph(DeltaNetGraph):
         (attn_res.block_size), the block's and the FFN's inputs mixed from the banked streams, every block_size-th
         layer's input banked (the attention's output then restarting the stream); the output rows after the
         trunk's final mix."""
-        inp_l, out_ids = self.embedded()
+        inp_l, out_ids = self.embeddings()
         every = self.dn.attn_res
         for il, b in enumerate(self.shape.layers):
             prefix_sum = inp_l
@@ -407,14 +292,6 @@ class KdaGraph(DeltaNetGraph):
         p_own = cont(view(probs, (1, t), (probs.nb[1],), n * FLOAT))
         mixed = op("DSV4_HC_PRE", F32, (self.e, t), stack, p_stack)
         return same_shape(mixed, "ADD", same_shape(cur, "MUL", p_own))
-
-    def dense_ffn(self, cur: Tensor, n_ff: int, clamped: bool) -> Tensor:
-        """build_ffn (SiLU, parallel gate): swiglu of gate and up, or, where the layer's swiglu_clamp_shexp is set,
-        silu(gate) clamped times the clamped up (all in place); then down."""
-        if not clamped:
-            return self.dense(cur, n_ff, True)
-        up, gate = mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff)
-        return mul_mat(None, clamped_swiglu(gate, up), cur.ne[0])
 
     def conv(self, states: Tensor, i: int, cur: Tensor) -> Tensor:
         """causal_conv1d (kimi-linear), kimi_k3_conv1d, bailingmoe3_causal_conv1d: q, k or v (`i`) projected, after
@@ -499,25 +376,16 @@ class KdaGraph(DeltaNetGraph):
         return mul_mat(None, out, self.e)  # wo
 
     def ffn_k3(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """kimi-k3's FFN: a leading dense block with situ; else build_latent_moe: the router's logits from the
-        normed input, the experts in the latent space (routed_down, routed_norm, routed_up), the shared experts
-        with situ."""
-        linear = self.dn.situ_linear
+        """kimi-k3's FFN: a leading dense block with situ; else build_latent_moe (the experts with situ, in the latent
+        where it has one) plus the shared experts with situ."""
         if not b.n_expert:
-            return mul_mat(None, situ(mul_mat(None, cur, b.n_ff), mul_mat(None, cur, b.n_ff), linear), self.e)
-        latent = self.dn.latent
-        routed = mul_mat(None, cur, latent) if latent else cur  # ffn_routed_down
-        logits = mul_mat(None, cur, b.n_expert)
-        out = self.moe(b, routed, logits, "SITU")
-        if latent and self.dn.latent_norm:
-            out = self.norm(out)
-        if latent:
-            out = mul_mat(None, out, self.e)  # ffn_routed_up
-        if not self.dn.n_ff_shexp:
-            return out
-        ff = self.dn.n_ff_shexp
-        shared = mul_mat(None, situ(mul_mat(None, cur, ff), mul_mat(None, cur, ff), linear), self.e)
-        return same_shape(out, "ADD", shared)
+            return self.situ_ffn(cur, b.n_ff)
+        out = routed_experts(self.gf, b, cur)
+        return same_shape(out, "ADD", self.situ_ffn(cur, self.dn.n_ff_shexp)) if self.dn.n_ff_shexp else out
+
+    def situ_ffn(self, cur: Tensor, n_ff: int) -> Tensor:
+        """kimi-k3's dense and shared FFNs: gate and up, kimi_k3_situ, down."""
+        return mul_mat(None, situ(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), self.dn.situ_linear), self.e)
 
 
 def build_qwen3next(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

@@ -300,82 +300,114 @@ def jamba(
     return m
 
 
-def falcon_h1() -> Model:
-    """Falcon-H1: every layer has both a Mamba-2 mixer (recurrent state) and attention (KV)."""
-    E, H, HKV, HD, FF = 256, 4, 2, 64, 512
-    DI, DS, NG, NH, DC = 384, 32, 2, 6, 4
+def falcon_h1(
+    name: str = "tiny-falcon-h1",
+    *,
+    E: int = 256,
+    L: int = 4,
+    H: int = 4,
+    HKV: int = 2,
+    HD: int = 64,
+    FF: int = 512,
+    DI: int = 384,
+    DS: int = 32,
+    NG: int = 2,
+    NH: int = 6,
+    V: int = VOCAB,
+    ssm_norm: bool = True,
+) -> Model:
+    """Falcon-H1: every layer has both a Mamba-2 mixer (recurrent state) and attention (KV); ssm_norm False: no
+    grouped norm (the published files have none)."""
+    DC = 4
     m = _model(
         "falcon-h1",
-        "tiny-falcon-h1",
+        name,
         ctx=262144,
         embd=E,
-        layers=4,
+        layers=L,
         ff=FF,
         heads=H,
         heads_kv=HKV,
         head_dim=HD,
         rope_base=1e6,
+        vocab=V,
     )
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(4):
-        mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16)
+    embeddings(m, E, V, F16, tied=False)
+    for i in range(L):
+        mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16, ssm_norm=ssm_norm)
         attention(m, i, E, H, HKV, HD, F16, norm=False)
         _norm(m, f"blk.{i}.ffn_norm", E)  # falcon-h1 asks for "blk.%d.ffn_norm", without ".weight"
         feed_forward(m, i, E, FF, F16, norm=False)
     return m
 
 
-def _nemotron_h(arch: str, name: str, heads_kv: list[int], ff: list[int], moe: dict[str, int] | None) -> Model:
+def _nemotron_h(
+    arch: str,
+    name: str,
+    heads_kv: list[int],
+    ff: list[int],
+    moe: dict[str, Any] | None,
+    *,
+    E: int = 256,
+    H: int = 8,
+    HD: int = 32,
+    DI: int = 512,
+    DS: int = 32,
+    NG: int = 4,
+    NH: int = 8,
+    V: int = VOCAB,
+) -> Model:
     """Three layer kinds from two per-layer arrays: mamba2 (kv 0, ff 0), attention (kv > 0, ff 0) and MLP or
-    MoE (ff > 0). With moe, a last NextN/MTP block (ff > 0 and kv > 0) follows the trunk."""
-    E, H, HD = 256, 8, 32
-    DI, DS, NG, NH, DC = 512, 32, 4, 8, 4
-    m = _model(arch, name, ctx=262144, embd=E, layers=len(ff), ff=ff, heads=H, heads_kv=heads_kv, head_dim=HD)
+    MoE (ff > 0). With moe, a last NextN/MTP block (ff > 0 and kv > 0) follows the trunk unless moe["nextn"] is 0;
+    moe["used"] experts per token (2), moe["norm"] and moe["scale"] the router's expert_weights_norm / _scale."""
+    DC = 4
+    m = _model(arch, name, ctx=262144, embd=E, layers=len(ff), ff=ff, heads=H, heads_kv=heads_kv, head_dim=HD, vocab=V)
     m.arch_kv(attention__layer_norm_epsilon=1e-5)
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
+    nextn = moe.get("nextn", 1) if moe else 0
     if moe:
-        _experts(m, moe["experts"], 2, moe["ff"], moe["shared_ff"], expert_shared_count=1, nextn_predict_layers=1)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    trunk = len(ff) - (1 if moe else 0)
+        more = {"nextn_predict_layers": nextn} if nextn else {}
+        _experts(m, moe["experts"], moe.get("used", 2), moe["ff"], moe["shared_ff"], expert_shared_count=1, **more)
+        if "norm" in moe:
+            m.arch_kv(expert_weights_norm=bool(moe["norm"]), expert_weights_scale=float(moe["scale"]))
+        if moe.get("latent"):
+            m.arch_kv(moe_latent_size=moe["latent"])
+    embeddings(m, E, V, F16, tied=False)
+    trunk = len(ff) - nextn
     for i in range(trunk):
         if ff[i]:
             _norm(m, f"blk.{i}.attn_norm.weight", E)
             if moe:
-                moe_feed_forward(
-                    m,
-                    i,
-                    E,
-                    ff[i],
-                    moe["experts"],
-                    F16,
-                    norm=False,
-                    gate=False,
-                    shared_ff=moe["shared_ff"],
-                    probs_bias=True,
-                )
+                _nemotron_moe(m, i, E, ff[i], moe)
             else:
                 feed_forward(m, i, E, ff[i], F16, norm=False, gate=False)
         elif heads_kv[i]:
             attention(m, i, E, H, heads_kv[i], HD, F16)
         else:
             mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16)
-    if moe:
+    if moe and nextn:
         _nextn(m, trunk, E)
         attention(m, trunk, E, H, heads_kv[trunk], HD, F16, post_norm=True)
-        moe_feed_forward(
-            m,
-            trunk,
-            E,
-            ff[trunk],
-            moe["experts"],
-            F16,
-            norm=False,
-            gate=False,
-            shared_ff=moe["shared_ff"],
-            probs_bias=True,
-        )
+        _nemotron_moe(m, trunk, E, ff[trunk], moe)
     return m
+
+
+def _nemotron_moe(m: Model, i: int, E: int, ff: int, moe: dict[str, Any]) -> None:
+    """A Nemotron-H MoE block: up and down experts (moe["latent"] wide between ffn_latent_down and _up, where set),
+    the router's exp_probs_b, a relu^2 shared expert."""
+    latent, n, shared = moe.get("latent", 0), moe["experts"], moe["shared_ff"]
+    if not latent:
+        moe_feed_forward(m, i, E, ff, n, F16, norm=False, gate=False, shared_ff=shared, probs_bias=True)
+        return
+    m.tensor(f"blk.{i}.ffn_gate_inp.weight", [E, n], F32)
+    m.tensor(f"blk.{i}.ffn_latent_down.weight", [E, latent], F16)
+    m.tensor(f"blk.{i}.ffn_latent_up.weight", [latent, E], F16)
+    m.tensor(f"blk.{i}.ffn_up_exps.weight", [latent, ff, n], F16)
+    m.tensor(f"blk.{i}.ffn_down_exps.weight", [ff, latent, n], F16)
+    m.tensor(f"blk.{i}.exp_probs_b.bias", [n], F32)
+    m.tensor(f"blk.{i}.ffn_up_shexp.weight", [E, shared], F16)
+    m.tensor(f"blk.{i}.ffn_down_shexp.weight", [shared, E], F16)
 
 
 def nemotron_h() -> Model:
@@ -393,6 +425,13 @@ def nemotron_h_moe() -> Model:
         [0, 128, 0, 0, 128, 0, 128],
         {"experts": 4, "ff": 128, "shared_ff": 256},
     )
+
+
+def nemotron_h_moe_latent() -> Model:
+    """Nemotron-H MoE with its experts in a 64-wide latent (moe_latent_size: ffn_latent_down / _up, as Nemotron 3
+    Super), 3 of 4 experts used, the weights normalized and scaled by 2.5; no NextN block."""
+    moe = {"experts": 4, "used": 3, "ff": 128, "shared_ff": 256, "nextn": 0, "norm": 1, "scale": 2.5, "latent": 64}
+    return _nemotron_h("nemotron_h_moe", "tiny-nemotron-h-moe-latent", [0, 0, 2, 0, 0, 2], [0, 128, 0, 0, 128, 0], moe)
 
 
 @dataclass(frozen=True)
@@ -540,11 +579,25 @@ def qwen35_mtp() -> Model:
     return _qwen35("tiny-qwen35-mtp", interval=2, nextn=1)
 
 
-def _lfm2(arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers: int | None = None) -> Model:
+def _lfm2(
+    arch: str,
+    name: str,
+    heads_kv: list[int],
+    l_cache: int,
+    dense_layers: int | None = None,
+    *,
+    E: int = 256,
+    H: int = 8,
+    FF: int = 512,
+    experts: int = 4,
+    expert_ff: int = 128,
+    V: int = VOCAB,
+) -> Model:
     """LFM2: short-conv layers (head_count_kv 0) and attention; after `dense_layers` dense layers, MoE."""
-    E, H, FF = 256, 8, 512
-    m = _model(arch, name, ctx=128000, embd=E, layers=6, ff=FF, heads=H, heads_kv=heads_kv, rope_base=1e6)
-    m.tensor("token_embd.weight", [E, VOCAB], F16)
+    m = _model(
+        arch, name, ctx=128000, embd=E, layers=len(heads_kv), ff=FF, heads=H, heads_kv=heads_kv, rope_base=1e6, vocab=V
+    )
+    m.tensor("token_embd.weight", [E, V], F16)
     _norm(m, "token_embd_norm.weight", E)  # LFM2's final norm is stored under this name
     for i, kv in enumerate(heads_kv):
         if kv:
@@ -555,18 +608,26 @@ def _lfm2(arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers:
             m.tensor(f"blk.{i}.shortconv.in_proj.weight", [E, 3 * E], F16)
             m.tensor(f"blk.{i}.shortconv.out_proj.weight", [E, E], F16)
         if dense_layers is not None and i >= dense_layers:
-            moe_feed_forward(m, i, E, 128, 4, F16, probs_bias=True)
+            moe_feed_forward(m, i, E, expert_ff, experts, F16, probs_bias=True)
         else:
             feed_forward(m, i, E, FF, F16)
     m.arch_kv(shortconv__l_cache=l_cache)
     return m
 
 
-def lfm2moe() -> Model:
-    """LFM2-MoE: 2 leading dense layers, then MoE; shortconv.l_cache 4: R = (l_cache-1)*n_embd, S = 0."""
-    m = _lfm2("lfm2moe", "tiny-lfm2moe", [0, 0, 2, 0, 4, 0], 4, dense_layers=2)
+def lfm2moe(
+    name: str = "tiny-lfm2moe",
+    *,
+    heads_kv: tuple[int, ...] = (0, 0, 2, 0, 4, 0),
+    l_cache: int = 4,
+    used: int = 2,
+    **sizes: int,
+) -> Model:
+    """LFM2-MoE: 2 leading dense layers, then MoE (sigmoid gating); shortconv.l_cache 4: R = (l_cache-1)*n_embd,
+    S = 0. `sizes`: _lfm2's widths."""
+    m = _lfm2("lfm2moe", name, list(heads_kv), l_cache, dense_layers=2, **sizes)
     m.arch_kv(leading_dense_block_count=2)
-    _experts(m, 4, 2, 128, expert_gating_func=2)
+    _experts(m, sizes.get("experts", 4), used, sizes.get("expert_ff", 128), expert_gating_func=2)
     return m
 
 
@@ -577,18 +638,38 @@ def lfm2_swa() -> Model:
     return m
 
 
-def plamo2() -> Model:
+def plamo2(
+    name: str = "tiny-plamo2",
+    *,
+    E: int = 256,
+    H: int = 4,
+    HD: int = 64,
+    FF: int = 512,
+    DI: int = 512,
+    DS: int = 24,
+    NH: int = 8,
+    heads_kv: tuple[int, ...] = (0, 2, 0, 1),
+    V: int = VOCAB,
+) -> Model:
     """PLaMo-2: Mamba layers (head_count_kv 0) + attention; ssm.group_count present and 0:
     R = (d_conv-1)*d_inner, S = d_state*d_inner."""
-    E, H, HD, FF = 256, 4, 64, 512
-    DI, DS, NH, DC = 512, 24, 8, 4
-    heads_kv = [0, 2, 0, 1]
+    DC = 4
     dt = max(64, E // 16)
     m = _model(
-        "plamo2", "tiny-plamo2", ctx=32768, embd=E, layers=4, ff=FF, heads=H, heads_kv=heads_kv, head_dim=HD, eps=1e-6
+        "plamo2",
+        name,
+        ctx=32768,
+        embd=E,
+        layers=len(heads_kv),
+        ff=FF,
+        heads=H,
+        heads_kv=list(heads_kv),
+        head_dim=HD,
+        eps=1e-6,
+        vocab=V,
     )
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=0)
-    embeddings(m, E, VOCAB, F16, tied=False)
+    embeddings(m, E, V, F16, tied=False)
     for i, kv in enumerate(heads_kv):
         _norm(m, f"blk.{i}.attn_norm.weight", E)
         if kv:
@@ -952,6 +1033,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "minimax01": minimax01,
     "kimi-linear": kimi_linear,
     "nemotron-h-moe": nemotron_h_moe,
+    "nemotron-h-moe-latent": nemotron_h_moe_latent,
     "bailingmoe3": bailingmoe3,
     "kimi-k3": kimi_k3,
     "qwen4exp": qwen4exp,
@@ -1138,4 +1220,88 @@ RWKV_SHAPES: dict[str, Callable[[], Model]] = {
             ),
         ),
     )
+}
+
+
+def _blocks(pattern: str, heads_kv: int, ff: int) -> tuple[list[int], list[int]]:
+    """Nemotron-H's hybrid_override_pattern as the converter writes it: per layer head_count_kv (attention, `*`) and
+    feed_forward_length (an MLP `-` or experts `E`); a Mamba-2 layer (`M`) has neither."""
+    return [heads_kv if c == "*" else 0 for c in pattern], [ff if c in "-E" else 0 for c in pattern]
+
+
+NEMOTRON_H_8B = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"  # nvidia/Nemotron-H-8B-Base-8K
+NEMOTRON_3_NANO = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B
+# Published hybrid dimensions, for llama.cpp's dry runs (sparse files, tests/data/results_hybrid_shapes_dryrun.jsonl):
+# tiiuae/Falcon-H1-7B (44 layers of 3072, 12 heads over 2 KV heads of 128, FFN 12288, 24 Mamba-2 heads of 128,
+# d_state 256, one group, 130,048 tokens) and Falcon-H1-34B (72 of 5120, 20 heads over 4 KV heads, FFN 21504, 32
+# Mamba-2 heads of 128, 261,120 tokens), both without the grouped norm as published; Nemotron-H-8B (52 layers of
+# 4096: 24 Mamba-2 with 128 heads of 64, d_state 128, 8 groups; 4 attention with 32 heads over 8 KV heads; 24
+# relu^2 MLPs of 21504); Nemotron-3-Nano-30B-A3B (52 of 2688: 23 Mamba-2 with 64 heads of 64; 6 attention with 32
+# heads over 2 KV heads; 23 MoE with 128 experts of 1856, 6 used, a shared expert of 3712, sigmoid routing with the
+# weights normalized and scaled by 2.5); PLaMo-2-8B (32 of 4096, attention on every second layer with 32 heads over
+# 4 KV heads of 128, 64 Mamba heads of 128, d_state 64, FFN 16384, 100,000 tokens) and LFM2-8B-A1B (24 of 2048,
+# attention at layers 2, 6, 10, 14, 18 and 21 with 32 heads over 8 KV heads, l_cache 3, 2 dense layers of 7168, then
+# 32 experts of 1792, 4 used, 65,536 tokens).
+HYBRID_SHAPES: dict[str, Callable[[], Model]] = {
+    "falcon-h1-7b-shape-f16": lambda: falcon_h1(
+        "falcon-h1-7b", E=3072, L=44, H=12, HD=128, FF=12288, DI=3072, DS=256, NG=1, NH=24, V=130048, ssm_norm=False
+    ),
+    "falcon-h1-34b-shape-f16": lambda: falcon_h1(
+        "falcon-h1-34b",
+        E=5120,
+        L=72,
+        H=20,
+        HKV=4,
+        HD=128,
+        FF=21504,
+        DI=4096,
+        DS=256,
+        NG=1,
+        NH=32,
+        V=261120,
+        ssm_norm=False,
+    ),
+    "nemotron-h-8b-shape-f16": lambda: _nemotron_h(
+        "nemotron_h",
+        "nemotron-h-8b",
+        *_blocks(NEMOTRON_H_8B, 8, 21504),
+        None,
+        E=4096,
+        H=32,
+        HD=128,
+        DI=8192,
+        DS=128,
+        NG=8,
+        NH=128,
+        V=131072,
+    ),
+    "nemotron-3-nano-30b-a3b-shape-f16": lambda: _nemotron_h(
+        "nemotron_h_moe",
+        "nemotron-3-nano-30b-a3b",
+        *_blocks(NEMOTRON_3_NANO, 2, 1856),
+        {"experts": 128, "used": 6, "ff": 1856, "shared_ff": 3712, "nextn": 0, "norm": 1, "scale": 2.5},
+        E=2688,
+        H=32,
+        HD=128,
+        DI=4096,
+        DS=128,
+        NG=8,
+        NH=64,
+        V=131072,
+    ),
+    "plamo-2-8b-shape-f16": lambda: plamo2(
+        "plamo-2-8b", E=4096, H=32, HD=128, FF=16384, DI=8192, DS=64, NH=64, heads_kv=(0, 4) * 16, V=100000
+    ),
+    "lfm2-8b-a1b-shape-f16": lambda: lfm2moe(
+        "lfm2-8b-a1b",
+        heads_kv=tuple(8 if i in (2, 6, 10, 14, 18, 21) else 0 for i in range(24)),
+        l_cache=3,
+        used=4,
+        E=2048,
+        H=32,
+        FF=7168,
+        experts=32,
+        expert_ff=1792,
+        V=65536,
+    ),
 }
