@@ -39,19 +39,25 @@ from memfit.estimator.graph_plamo2 import build_plamo2
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys, key_name
 from memfit.estimator.layout import AttentionLayer, DeltaNet, FfnOp, GraphBuilder, KvCache, Mixer, Wkv
 from memfit.estimator.moe_rules import (
-    Router,
-    bailingmoe3_router,
-    kimi_k3_router,
-    kimi_linear_router,
-    lfm2moe_router,
-    nemotron_h_router,
-    qwen_next_router,
-    softmax_router,
+    RoutingRule,
+    bailingmoe3_routing,
+    deepseek2_routing,
+    kimi_k3_routing,
+    kimi_linear_routing,
+    layer_tensor,
+    lfm2moe_routing,
+    mimo2_routing,
+    nemotron_h_routing,
+    plain_routing,
+    qwen_next_routing,
+    sigmoid_routing,
+    step35_routing,
     swiglu_clamped,
 )
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
+    deepseek2_is_lite,
     tensors_bert,
     tensors_command_r,
     tensors_deepseek2,
@@ -87,6 +93,7 @@ LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's 
 ATTN, SSM = Keys.Attention, Keys.SSM
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
 SSM_NORM = TENSOR_NAMES[MODEL_TENSOR.SSM_NORM] + ".weight"  # blk.{bid}.ssm_norm.weight
+HEAD_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
 
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
@@ -585,9 +592,9 @@ def no_ffn_clamp(ly: Layers, il: int) -> bool:
     return False
 
 
-def ffn_clamp(ly: Layers, il: int) -> bool:
-    # llama_model_bailingmoe3::load_arch_hparams: swiglu_clamp_shexp, which build_ffn reads for the layer's dense
-    # and shared FFNs
+def shexp_clamp(ly: Layers, il: int) -> bool:
+    # llama_model_bailingmoe3 / _step35::load_arch_hparams: swiglu_clamp_shexp, which build_ffn reads for the
+    # layer's dense and shared FFNs
     return swiglu_clamped(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP, il)
 
 
@@ -609,6 +616,14 @@ def experts_where_routed(ly: Layers, il: int) -> bool:
     return ly.tensors is not None and ROUTER.format(bid=il) in ly.tensors
 
 
+def experts_where_routed_else_leading_dense(ly: Layers, il: int) -> bool:
+    # step35.cpp: a layer routes experts where it holds ffn_gate_inp (not required); where the file's names are
+    # unknown, its converter's leading_dense_block_count says which layers do
+    if ly.tensors is None:
+        return experts_after_leading_dense(ly, il)
+    return experts_where_routed(ly, il)
+
+
 def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     # llama_model_nemotron_h_moe::load_arch_tensors: the layers with n_ff(il) > 0 route experts
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
@@ -623,6 +638,27 @@ def ssm_norm_listed(ly: Layers) -> bool:
     # llama_model_falcon_h1::load_arch_tensors: ssm_norm not required (the converter writes it where the checkpoint
     # has one); without the file's tensor names, the published files' (tensors_falcon_h1: none)
     return ly.tensors is not None and SSM_NORM.format(bid=0) in ly.tensors
+
+
+def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_deepseek2::load_arch_hparams: q_lora_rank, not read on the lite shapes (one wq)
+    return 0 if deepseek2_is_lite(hp.n_layer, n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
+
+
+def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_minicpm3::load_arch_hparams: q_lora_rank, always
+    return hp.require_int(ATTN.Q_LORA_RANK)
+
+
+def no_head_gate(ly: Layers, il: int) -> bool:
+    return False
+
+
+def head_gate_where_present(ly: Layers, il: int) -> bool:
+    # llama_model_step35::load_arch_tensors: attn_gate (TENSOR_NOT_REQUIRED); Step-3.5 checkpoints carry it, so a
+    # model whose names are unknown is taken to
+    present = layer_tensor(ly, HEAD_GATE, il)
+    return True if present is None else present
 
 
 def no_qk_layer_norm(ly: Layers) -> bool:
@@ -642,6 +678,7 @@ class Graph:
     recurrent_in: RecurrentWidth = mamba2_in  # the in-projection of its recurrent blocks (if any)
     moe_layers: LayerPredicate = experts_after_leading_dense  # the blocks that route experts (no dense FFN)
     fused_qkv: bool = False  # build_qkv: one attn_qkv matmul
+    qkv_where_present: bool = False  # create_tensor_qkv: one attn_qkv matmul where the file holds it
     logits: bool = True  # False: an embedding graph (build_pooling, no LM head)
     cache_attention: bool = True  # False: build_attn_inp_no_cache (non-causal attention over the ubatch)
     ffn_in_recurrence: bool = False  # RWKV 6/7: the FFN is the channel mix, inside `recurrent_in`
@@ -663,8 +700,12 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
+    routing: RoutingRule = plain_routing  # build_moe_ffn's call in a block that routes experts (None: not rebuilt)
+    low_rank_kv: bool = False  # kv_lora_rank's latent decompressed by wkv_b where the model is not MLA (MHA cache)
+    q_lora: Callable[[HParams, int | None], int] = q_lora_unless_lite  # MLA / low-rank KV: the query's rank
+    head_gate: LayerPredicate = no_head_gate  # a head-wise sigmoid gate on attention's output (step35.cpp)
+    head_scale: bool = False  # minicpm3.cpp: the final norm scaled before the LM head
     delta_net: Callable[[Layers], DeltaNet] | None = None  # a delta-net model's blocks (estimator/graph_delta_net.py)
-    router: Router = softmax_router  # build_moe_ffn's call in a block that routes experts (None: not rebuilt)
     activation: FfnOp = FfnOp.GELU  # build_ffn's type_op (its activation where the FFN has no gate)
     ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
@@ -673,7 +714,6 @@ class Graph:
 DECODER = Graph()
 SAME_DECODER = Graph(node_for_node=True)
 GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
-NEXTN_DECODER = Graph(hidden_output=True)  # builders that keep the hidden state for next-token prediction
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 FUSED_QKV = Graph(fused_qkv=True)
 
@@ -695,13 +735,13 @@ JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     ffn_residual_first=True,
 )
 GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET, node_for_node=True)
-QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net, router=qwen_next_router)
-QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net, router=qwen_next_router)
+QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net, routing=qwen_next_routing)
+QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net, routing=qwen_next_routing)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA, node_for_node=True)
-KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net, router=kimi_linear_router)
-KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net, router=kimi_k3_router)
+KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net, routing=kimi_linear_routing)
+KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net, routing=kimi_k3_routing)
 BAILINGMOE3 = replace(
-    KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net, router=bailingmoe3_router, ffn_clamp=ffn_clamp
+    KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net, routing=bailingmoe3_routing, ffn_clamp=shexp_clamp
 )
 SHORT_CONV = Graph(  # lfm2.cpp: q and k RMS-normed, the residual added first
     recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, qk_norm=True, residual_first=True, ffn_residual_first=True
@@ -719,9 +759,9 @@ NEMOTRON_H = Graph(  # nemotron-h.cpp: no rope, relu^2 FFNs, experts on the FFN 
     rope=False,
     activation=FfnOp.RELU_SQR,
     moe_layers=experts_on_ffn_layers,
-    router=nemotron_h_router,
+    routing=nemotron_h_routing,
 )
-LFM2MOE = replace(SAME_SHORT_CONV, router=lfm2moe_router)
+LFM2MOE = replace(SAME_SHORT_CONV, routing=lfm2moe_routing)
 PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1's), a fused QKV with q/k norms
     recurrent_in=mamba_in,
     mixer=Mixer.PLAMO2,
@@ -729,6 +769,27 @@ PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1'
     fused_qkv=True,
     qk_norm=True,
     fused_up=True,
+    node_for_node=True,
+)
+# deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
+DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
+MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
+# glm4-moe.cpp: the trunk's hidden state is the final norm's output; build_qkv's fused path where the file has it
+GLM4_MOE = Graph(routing=sigmoid_routing, qkv_where_present=True, node_for_node=True)
+MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
+    routing=mimo2_routing,
+    moe_layers=experts_where_routed,
+    reads_tensors=True,
+    qkv_where_present=True,  # its fused path: Q, K and V views of one attn_qkv
+    node_for_node=True,
+)
+STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clamps, the trunk's state kept
+    hidden_output=True,
+    qk_norm=True,
+    head_gate=head_gate_where_present,
+    ffn_clamp=shexp_clamp,
+    routing=step35_routing,
+    moe_layers=experts_where_routed_else_leading_dense,
     node_for_node=True,
 )
 
@@ -785,7 +846,6 @@ class ArchRule:
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
 NO_MEMORY = ArchRule(memory=Memory.NONE)
-CHECKED = ArchRule(graph=DECODER)
 
 _ALL_RECURRENT = Recurrence(every_layer)
 _NO_KV_HEADS = Recurrence(no_kv_heads)
@@ -823,7 +883,7 @@ RULES: dict[str, ArchRule] = {
     "orion": PLAIN,
     "internlm2": ArchRule(tensors=tensors_llama, counted=True),
     "minicpm": ArchRule(tensors=tensors_llama, counted=True),
-    "minicpm3": CHECKED,
+    "minicpm3": ArchRule(graph=MINICPM3),
     "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
     "xverse": PLAIN,
     "command-r": ArchRule(tensors=tensors_command_r, graph=COMMAND_R, counted=True),
@@ -835,7 +895,7 @@ RULES: dict[str, ArchRule] = {
     "deepseek": PLAIN,
     "chatglm": PLAIN,
     "glm4": ArchRule(counted=True),
-    "glm4moe": ArchRule(graph=SAME_NEXTN_DECODER),
+    "glm4moe": ArchRule(graph=GLM4_MOE),
     "bitnet": PLAIN,
     "jais": PLAIN,
     "jais2": PLAIN,
@@ -883,8 +943,8 @@ RULES: dict[str, ArchRule] = {
     "llada-moe": NO_MEMORY,
     "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DECODER, counted=True),
-    "mistral4": ArchRule(mla=mla_if_lengths, graph=DECODER),  # llama_model_mistral4 inherits deepseek2
+    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DEEPSEEK2, counted=True),
+    "mistral4": ArchRule(mla=mla_if_lengths, graph=DEEPSEEK2),  # llama_model_mistral4 inherits deepseek2
     "deepseek32": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
@@ -957,10 +1017,8 @@ RULES: dict[str, ArchRule] = {
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
         graph=DECODER,
     ),
-    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=NEXTN_DECODER),
-    "step35": ArchRule(
-        kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=NEXTN_DECODER
-    ),
+    "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=MIMO2),
+    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=STEP35),
     "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=SAME_DECODER),
     # recurrent
     "mamba": ArchRule(

@@ -22,11 +22,13 @@ from memfit.estimator.layout import (
     Routing,
     Ssm,
 )
-from memfit.estimator.tensor_list import deepseek2_is_lite
+from memfit.estimator.moe_rules import layer_tensor
 from memfit.estimator.vocabulary import Limit
-from memfit.gguf_constants import Keys
+from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
 ATTN = Keys.Attention
+# llama_model_base::create_tensor_qkv: Q, K and V in one attn_qkv, where the file has it
+ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
 SSM = Keys.SSM
 
 
@@ -161,8 +163,9 @@ def graph_shape(
     if graph is None or graph.reads_tensors and layers.tensors is None:
         return None
     mla = rule.mla(hp)
-    kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla else 0  # llama_model_deepseek2: the absorbed attention
-    q_lora = hp.optional_int(ATTN.Q_LORA_RANK, 0) if mla and not deepseek2_is_lite(hp.n_layer, n_vocab) else 0
+    low_rank = graph.low_rank_kv and not mla  # the latent decompressed (deepseek2 without *_mla keys, minicpm3)
+    kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla or low_rank else 0  # llama_model_deepseek2, _minicpm3
+    q_lora = graph.q_lora(hp, n_vocab) if kv_lora else 0
     n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
     ff_exp = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0)
     shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
@@ -194,7 +197,7 @@ def graph_shape(
         if mla:  # the heads before absorption (key_length_mla, value_length_mla); the cache holds latent + rope
             head_k, head_v = hp.require_int(ATTN.KEY_LENGTH_MLA), hp.require_int(ATTN.VALUE_LENGTH_MLA)
         moe = n_expert > 0 and graph.moe_layers(layers, il)
-        routing = graph.router(layers, il) if moe else Routing()
+        routing = graph.routing(layers, il, n_vocab) if moe else Routing()
         if routing is None:  # build_moe_ffn's call in this block is not rebuilt
             return None
         dense_ff = 0 if moe or (recurrent and graph.ffn_in_recurrence) else layers.ff[il]
@@ -213,10 +216,11 @@ def graph_shape(
                 n_ff_shexp=shexp if moe else 0,
                 recurrent_in=recurrent_in if recurrent else 0,
                 recurrent_state=state_elements if recurrent else 0,
-                fused_qkv=graph.fused_qkv and attends,
-                kv_lora=kv_lora if attends else 0,
+                fused_qkv=attends
+                and (graph.fused_qkv or graph.qkv_where_present and layer_tensor(layers, ATTN_QKV, il) is True),
+                kv_lora=kv_lora if mla and attends else 0,
                 q_lora=q_lora if attends else 0,
-                n_rot=layers.head_k - kv_lora if mla and attends else 0,
+                n_rot=_rope_part(hp, layers, kv_lora, mla) if kv_lora and attends else 0,
                 ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2) else None,
                 wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
                 rope=rope or not attends,
@@ -225,8 +229,10 @@ def graph_shape(
                 fused_up=graph.fused_up and dense_ff > 0,
                 wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
                 activation=graph.activation,
-                clamped_ffn=graph.ffn_clamp(layers, il),
+                low_rank_kv=kv_lora if low_rank and attends else 0,
                 routing=routing,
+                attn_gate=attends and graph.head_gate(layers, il),
+                clamped_ffn=graph.ffn_clamp(layers, il),
             )
         )
     return GraphShape(
@@ -246,8 +252,16 @@ def graph_shape(
         deci_blocks=graph.deci_blocks,
         residual_first=graph.residual_first,
         ffn_residual_first=graph.ffn_residual_first,
+        iswa=size is not None,
+        head_scale=graph.head_scale,
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
     )
+
+
+def _rope_part(hp: HParams, layers: Layers, kv_lora: int, mla: bool) -> int:
+    """The rope part of each key head: MLA's key_length less the latent; else llama_hparams::n_rot
+    (rope.dimension_count, the key head when absent)."""
+    return layers.head_k - kv_lora if mla else hp.optional_int(Keys.Rope.DIMENSION_COUNT, layers.head_k)
 
 
 def _describe(arch: str, attention: tuple[AttentionLayer, ...], states: tuple[RecurrentLayer, ...]) -> str:

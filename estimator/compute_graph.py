@@ -43,7 +43,12 @@ from memfit.estimator.graph_ffn import build_ffn, routed_experts
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
-from memfit.estimator.layout import GraphLayer, GraphShape, Mixer, Ssm
+from memfit.estimator.layout import (
+    GraphLayer,
+    GraphShape,
+    Mixer,
+    Ssm,
+)
 from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
@@ -145,7 +150,8 @@ class DecoderGraph:
         if out_ids is not None:
             cur.output = hidden
             cur = get_rows(cur, out_ids, self.shape.n_embd)
-        logits = mul_mat(None, cur, self.n_vocab)  # result_output
+        head_in = same_shape(cur, "SCALE") if self.shape.head_scale else cur  # minicpm3: a scaled copy of an output
+        logits = mul_mat(None, head_in, self.n_vocab)  # result_output
         cur.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
         self.gf.expand(logits)
         return self.gf
@@ -271,27 +277,66 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        q, k, v = build_qkv(b, cur, self.t)
-        if b.qk_norm:
-            q, k = self.norm(q), self.norm(k)
-        if b.qk_layer_norm:
-            q, k = self.layer_norm(q), self.layer_norm(k)
-        if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
-            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        return mul_mat(None, self.build_attn(b, q, k, v), self.shape.n_embd)  # wo
+        if b.low_rank_kv:
+            q, k, v = self.low_rank_qkv(b, cur)
+        else:
+            q, k, v = build_qkv(b, cur, self.t)
+            if b.qk_norm:
+                q, k = self.norm(q), self.norm(k)
+            if b.qk_layer_norm:
+                q, k = self.layer_norm(q), self.layer_norm(k)
+            if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
+                q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        out = self.build_attn(b, q, k, v)
+        if b.attn_gate:
+            out = self.head_gate(b, out, cur)
+        return mul_mat(None, out, self.shape.n_embd)  # wo
+
+    def head_gate(self, b: GraphLayer, out: Tensor, cur: Tensor) -> Tensor:
+        """step35.cpp's head-wise output gate: sigmoid(wqkv_gate x) [H, T] (in place) times each head's output (in
+        place over attention's [Dv * H, T]), `cur` the block's normed input."""
+        t = out.ne[1]
+        gate = reshape(same_shape(mul_mat(None, cur, b.n_head), "SIGMOID"), 1, b.n_head, t)
+        return reshape(same_shape(reshape(out, b.head_v, b.n_head, t), "MUL", gate), b.head_v * b.n_head, t)
 
     def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """build_attn (llm_graph_input_attn_kv) over the roped Q, K and V, to its output before wo: the Hadamard
-        rotations of a quantized cache, Q, V and K expanded, then `attended`."""
+        rotations of a quantized cache, Q, V and K expanded (Q, K and V over llama_kv_cache_iswa), then `attended`."""
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
             q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
         if v_rot is not None:
             v = self.hadamard(v, v_rot)
-        for x in (q, v, k):
+        for x in (q, k, v) if self.shape.iswa else (q, v, k):
             self.gf.expand(x)
         return self.attended(b, q, k, v, inputs)
+
+    def low_rank_qkv(self, b: GraphLayer, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """deepseek2.cpp without the *_mla keys, minicpm3.cpp: Q as MLA's; wkv_a_mqa to the latent and the one rope
+        key; the normed latent through wkv_b to each head's no-rope K and V (V made contiguous); Q roped whole, the
+        rope key roped and repeated over the heads beside K's no-rope part."""
+        t, heads, latent, rope = self.t, b.n_head, b.low_rank_kv, b.n_rot
+        nope, width = b.head_k - rope, b.head_k - rope + b.head_v
+        q = self.low_rank_q(b, cur)
+        kv_pe = mul_mat(None, cur, latent + rope)  # wkv_a_mqa
+        kv = mul_mat(None, self.norm(view(kv_pe, (latent, t), (kv_pe.nb[1],))), heads * width)  # wkv_b
+        nb = (width * FLOAT, heads * width * FLOAT)
+        v = cont(view(kv, (b.head_v, heads, t), nb, nope * FLOAT))
+        k_pe = same_shape(view(kv_pe, (rope, 1, t), (kv_pe.nb[1], kv_pe.nb[1]), latent * FLOAT), "ROPE", self.pos)
+        k = op(
+            "CONCAT",
+            F32,
+            (b.head_k, heads, t),
+            view(kv, (nope, heads, t), nb),
+            op("REPEAT", F32, (rope, heads, t), k_pe),
+        )
+        return same_shape(q, "ROPE", self.pos), k, v
+
+    def low_rank_q(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """MLA's query: wq_a, q_a_norm and wq_b where the model has a q_lora_rank, else wq; [head_k, H, T]."""
+        cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
+        return reshape(mul_mat(None, cur_q, b.n_head * b.head_k), b.head_k, b.n_head, self.t)  # wq / wq_b
 
     def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded, then the output projection."""
@@ -445,8 +490,7 @@ class DecoderGraph:
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
         t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
-        cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
-        q = reshape(mul_mat(None, cur_q, heads * b.head_k), b.head_k, heads, t)  # wq / wq_b
+        q = self.low_rank_q(b, cur)
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
         absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
         q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
@@ -573,13 +617,14 @@ class EncoderGraph:
 
 def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
     """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
-    view with the same strides) | wq, wk, wv, each reshaped to [head, heads, T]."""
+    view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]."""
     if b.fused_qkv:
-        qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
+        qkv = mul_mat(None, cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
         nb = (b.head_k * FLOAT, qkv.nb[1])
         q = view(qkv, (b.head_k, b.n_head, t), nb)
         k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
-        v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
+        v_at = (b.n_head + b.n_head_kv) * b.head_k * FLOAT
+        v = view(qkv, (b.head_v, b.n_head_kv, t), (b.head_v * FLOAT, qkv.nb[1]), v_at)
         return q, k, v
     q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
     k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)

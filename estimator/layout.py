@@ -182,6 +182,8 @@ class GraphLayer:
     activation: FfnOp = FfnOp.GELU  # build_ffn's type_op (its activation where the FFN has no gate)
     clamped_ffn: bool = False  # hparams.swiglu_clamp_shexp[il] > 1e-6: build_ffn's SwiGLU clamped (dense, shared)
     routing: Routing = Routing()  # build_moe_ffn's call (n_expert > 0)
+    low_rank_kv: int = 0  # the latent of a decompressed low-rank KV (kv_lora_rank; wkv_b to K nope and V per head)
+    attn_gate: bool = False  # a head-wise sigmoid gate on attention's output before wo (step35.cpp's wqkv_gate)
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -208,6 +210,8 @@ class GraphShape:
     deci_blocks: bool = False  # src/models/deci.cpp: blocks without attention or without FFN (see DecoderGraph)
     residual_first: bool = False  # ffn_inp = ggml_add(residual, the mixer's output), not (output, residual)
     ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
+    iswa: bool = False  # llama_kv_cache_iswa (swa_type set): build_attn expands Q, K, V in that order
+    head_scale: bool = False  # the final norm (an output) scaled before the LM head: a new tensor (minicpm3.cpp)
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
 
     @cached_property

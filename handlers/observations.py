@@ -12,7 +12,7 @@ from memfit import wire
 from memfit.estimator.errors import ObservationRefused
 from memfit.generated.models import WireObservation
 from memfit.handlers.context import current, json_response, parse
-from memfit.handlers.problems import problem_response
+from memfit.http.problems import problem_response
 from memfit.readers.state_health import StateFileError
 
 DEFAULT_LIMIT = 100  # openapi.yaml's default for `limit`

@@ -208,7 +208,8 @@ def test_bounds_hold_within_tolerance_on_every_recorded_run(recorded: dict[str, 
 # counts the others: phase-rule families, graphs not checked node for node; cohere2's parallel LayerNorm blocks and
 # gemma4's normed, shared-KV blocks are not, and miss by 4 MiB at ubatch 2048 in results_attn_swafull.jsonl)
 TIGHT = {
-    "afmoe", "bert", "cohere2moe", "command-r", "deci", "exaone-moe", "exaone4", "gemma", "gemma2", "gemma3", "gemma3n",
+    "afmoe", "bert", "cohere2moe", "command-r", "deci", "deepseek2", "exaone-moe", "exaone4", "gemma", "gemma2",
+    "gemma3", "gemma3n",
     "glm4moe", "gpt-oss", "granite", "granite_swa", "granitehybrid", "jamba", "laguna", "lfm2", "lfm2moe", "llama",
     "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer", "nomic-bert",
     "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
@@ -313,6 +314,23 @@ def test_rounded_ubatches_and_nope_attention_within_the_bounds(run: dict, model_
     (row,) = file_bounds([run], model_files)
     assert row.status == "inside"
     _check(row)
+    floor, ceiling = row.workspace
+    assert ceiling - row.real_workspace == row.real_workspace - floor  # the replay is llama.cpp's buffer
+
+
+# llama.cpp's dry runs (haswell CPU variant) of the MLA and next-token-prediction decoders at published scale
+# (tools/families/shapes.py: DeepSeek-V3 and R1 with its MTP layer, DeepSeek-V2-Lite's legacy MHA form, a Mistral
+# Small 4 with fused experts, MiniCPM3-4B, MiMo-V2-Flash, Step-3.5-Flash, GLM-4.5-Air) over ubatch 128 to 4096 asked,
+# flash attention on and off, 1 to 8 streams, q8_0 and unified caches, a context below the ubatch.
+MLA_SHAPE_RUNS = load(DATA / "results_mla_shapes_dryrun.jsonl")
+
+
+@pytest.mark.parametrize("run", MLA_SHAPE_RUNS, ids=run_id)
+def test_published_mla_and_nextn_shapes_replay_llama_cpps_buffer(run: dict, model_files: dict[str, Path]) -> None:
+    """The rebuilt graph of each real-scale shape (grouped and biased routers, the decompressed latent, fused
+    experts, head-wise gates, SwiGLU clamps) gives llama.cpp's compute buffer to the byte, its bounds the goal's."""
+    (row,) = file_bounds([run], model_files)
+    assert row.status == "inside" and row.tight, run_id(run)
     floor, ceiling = row.workspace
     assert ceiling - row.real_workspace == row.real_workspace - floor  # the replay is llama.cpp's buffer
 

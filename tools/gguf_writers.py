@@ -280,15 +280,20 @@ def moe_feed_forward(
     shared_ff: int = 0,
     shared_gate_inp: bool = False,
     probs_bias: bool = False,
+    fused_gate_up: bool = False,
 ) -> None:
     """shared_ff > 0 adds a shared expert of that width (shared_gate_inp: with its own gate input);
-    probs_bias adds the router's exp_probs_b bias."""
+    probs_bias adds the router's exp_probs_b bias; fused_gate_up writes the experts' gate and up as one
+    ffn_gate_up_exps (the converters' --fuse-gate-up-exps, Mistral 4's stacked gate_up_proj)."""
     if norm:
         m.tensor(f"blk.{i}.ffn_norm.weight", [embd], QT.F32)
     m.tensor(f"blk.{i}.ffn_gate_inp.weight", [embd, experts], QT.F32)
-    if gate:
+    if fused_gate_up:
+        m.tensor(f"blk.{i}.ffn_gate_up_exps.weight", [embd, 2 * expert_ff, experts], qtype)
+    elif gate:
         m.tensor(f"blk.{i}.ffn_gate_exps.weight", [embd, expert_ff, experts], qtype)
-    m.tensor(f"blk.{i}.ffn_up_exps.weight", [embd, expert_ff, experts], qtype)
+    if not fused_gate_up:
+        m.tensor(f"blk.{i}.ffn_up_exps.weight", [embd, expert_ff, experts], qtype)
     m.tensor(f"blk.{i}.ffn_down_exps.weight", [expert_ff, embd, experts], qtype)
     if probs_bias:
         m.tensor(f"blk.{i}.exp_probs_b.bias", [experts], QT.F32)

@@ -49,8 +49,8 @@ BATCH_REQUEST = [FIT_REQUEST, {"modelId": "qwen3-8b"}]  # one id that names no m
 
 
 def _problem(status: int, detail: str) -> Any:
-    """The problem document the server sends (handlers/problems.py) for an answer not provoked here."""
-    from memfit.handlers.problems import problem_body
+    """The problem document the server sends (memfit/http/problems.py) for an answer not provoked here."""
+    from memfit.http.problems import problem_body
 
     return json.loads(problem_body(status, detail))
 
@@ -61,8 +61,8 @@ def answers() -> dict[tuple[str, str], Any]:
     from starlette.testclient import TestClient
 
     from memfit.app import create_app
-    from memfit.handlers.problems import FAILED_DETAIL
     from memfit.http.body import BODY_TIMEOUT_S
+    from memfit.http.problems import FAILED_DETAIL
     from memfit.readers.cpu_features import CpuArch, CpuFeatures
     from memfit.readers.gpu_memory import GpuMemory
     from memfit.readers.host_memory import HostMemory

@@ -364,10 +364,13 @@ def gemma3_arrpat() -> Model:
 # --- MLA: deepseek2 -------------------------------------------------------------------------------
 
 
-def _deepseek2(name: str, mla: bool = True, nextn: int = 0) -> Model:
+def _deepseek2(name: str, mla: bool = True, nextn: int = 0, v3_routing: bool = False) -> Model:
     """Layer 0 dense, layers 1-2 MoE with a shared expert; an MTP layer's tensors are left out (llama.cpp
-    skips them)."""
+    skips them). `v3_routing`: DeepSeek-V3's router (8 experts in 4 groups, the best 2 groups kept, sigmoid
+    gating with exp_probs_b, the weights normalized and scaled by 2.5)."""
     E, H, QL, KVL, ROPE, NOPE, V, FF, NE, FFE, L = 256, 4, 64, 128, 32, 64, 64, 512, 4, 128, 3
+    if v3_routing:
+        NE = 8
     if mla:  # one MQA "head" holding the latent + rope part
         m = _model("deepseek2", name, "gpt2", ctx=163840, embd=E, layers=L + nextn, ff=FF, heads=H, heads_kv=1)
         mla_kv(m, kv_lora=KVL, rope=ROPE, k_head=NOPE + ROPE, v_head=V)
@@ -394,9 +397,11 @@ def _deepseek2(name: str, mla: bool = True, nextn: int = 0) -> Model:
         expert_used_count=2,
         expert_shared_count=1,
         expert_feed_forward_length=FFE,
-        expert_weights_scale=1.0,
+        expert_weights_scale=2.5 if v3_routing else 1.0,
         vocab_size=VOCAB,
     )
+    if v3_routing:
+        m.arch_kv(expert_group_count=4, expert_group_used_count=2, expert_gating_func=2, expert_weights_norm=True)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(L):
         m.tensor(f"blk.{i}.attn_norm.weight", [E], F32)
@@ -404,7 +409,7 @@ def _deepseek2(name: str, mla: bool = True, nextn: int = 0) -> Model:
         if i == 0:
             feed_forward(m, i, E, FF, F16)
         else:
-            moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE)
+            moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=v3_routing)
     return m
 
 
@@ -416,6 +421,12 @@ def deepseek2_mla() -> Model:
 def deepseek2_mha() -> Model:
     """deepseek2 legacy (no *_mla keys, fused attn_kv_b): plain MHA cache, K 96 / V 64."""
     return _deepseek2("tiny-deepseek2-mha", mla=False)
+
+
+def deepseek2_v3() -> Model:
+    """deepseek2 MLA with DeepSeek-V3's router: group-limited selection on sigmoid probabilities biased by
+    exp_probs_b, the chosen weights normalized and scaled."""
+    return _deepseek2("tiny-deepseek2-v3", v3_routing=True)
 
 
 def deepseek2_mla_nextn() -> Model:
@@ -565,6 +576,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "deepseek2-mla": deepseek2_mla,
     "deepseek2-mha": deepseek2_mha,
     "deepseek2-mla-nextn": deepseek2_mla_nextn,
+    "deepseek2-v3": deepseek2_v3,
     "gemma3n-shared": gemma3n_shared,
     "gemma4-shared": gemma4_shared,
     "bert-embd": bert_embd,

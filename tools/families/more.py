@@ -81,10 +81,23 @@ def _experts(m: Model, **kv: Any) -> None:
     m.arch_kv(expert_count=NE, expert_used_count=2, expert_feed_forward_length=FFE, **kv)
 
 
-def _ffn(m: Model, i: int, moe: bool, *, norm: bool = True, shared: bool = True, probs_bias: bool = False) -> None:
-    """Layer i's FFN: a SwiGLU of width FF, or (moe) the MoE, with a shared expert unless shared=False."""
+def _ffn(
+    m: Model,
+    i: int,
+    moe: bool,
+    *,
+    norm: bool = True,
+    shared: bool = True,
+    probs_bias: bool = False,
+    fused: bool = False,
+) -> None:
+    """Layer i's FFN: a SwiGLU of width FF, or (moe) the MoE, with a shared expert unless shared=False (`fused`:
+    the experts' gate and up in one tensor)."""
     if moe:
-        moe_feed_forward(m, i, E, FFE, NE, F16, norm=norm, shared_ff=FFE if shared else 0, probs_bias=probs_bias)
+        shared_ff = FFE if shared else 0
+        moe_feed_forward(
+            m, i, E, FFE, NE, F16, norm=norm, shared_ff=shared_ff, probs_bias=probs_bias, fused_gate_up=fused
+        )
     else:
         feed_forward(m, i, E, FF, F16, norm=norm)
 
@@ -307,7 +320,7 @@ def cohere2moe_arr_nextn() -> Model:
     return _cohere2moe("tiny-cohere2moe-arr-nextn", [i % 4 != 3 for i in range(8)], 1)
 
 
-def _mimo2(name: str, converter_pattern: bool) -> Model:
+def _mimo2(name: str, converter_pattern: bool, fused: bool = False) -> Model:
     """mimo2: 6 trunk layers + 1 MTP layer (tensors left out), K head 96 / V head 64, 2 KV heads on full
     layers and 4 on SWA layers (the MTP layer too), attention sinks."""
     swa = [False, True, True, False, True, True]
@@ -318,7 +331,7 @@ def _mimo2(name: str, converter_pattern: bool) -> Model:
     _experts(m)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(6):
-        attention(m, i, E, H, heads_kv[i], 96, F16, v_head_dim=64)
+        attention(m, i, E, H, heads_kv[i], 96, F16, v_head_dim=64, fused=fused)
         _sinks(m, i)
         _ffn(m, i, i >= 1, shared=False, probs_bias=True)
     return m
@@ -329,6 +342,11 @@ def mimo2_nextn() -> Model:
     return _mimo2("tiny-mimo2-nextn", converter_pattern=False)
 
 
+def mimo2_fused() -> Model:
+    """mimo2 with Q, K and V in one attn_qkv (K heads of 96, V heads of 64): its builder's fused path."""
+    return _mimo2("tiny-mimo2-fused", converter_pattern=False, fused=True)
+
+
 def mimo2_convpat() -> Model:
     """mimo2 as the converter writes it, a pattern of length block_count: load error "wrong array length"."""
     return _mimo2("tiny-mimo2-convpat", converter_pattern=True)
@@ -337,11 +355,25 @@ def mimo2_convpat() -> Model:
 def step35_nextn() -> Model:
     """step35: pattern array of length block_count (MTP entry included), per-layer head_count (4 full / 6 SWA)
     and head_count_kv (2 / 1), per-head output gate; the MTP layer (tensors left out) is not in the cache."""
+    return _step35("tiny-step35-nextn")
+
+
+def step35_clamped() -> Model:
+    """step35 with Step-3.5's per-layer SwiGLU clamps (swiglu_limits: the experts' on layers 1 and 3, the
+    dense / shared FFN's on layers 0 and 3) and, on layer 2, no head-wise output gate."""
+    return _step35(
+        "tiny-step35-clamped", clamps=([0.0, 7.0, 0.0, 7.0, 0.0], [7.0, 0.0, 0.0, 16.0, 0.0]), gate=(0, 1, 3)
+    )
+
+
+def _step35(
+    name: str, clamps: tuple[list[float], list[float]] | None = None, gate: tuple[int, ...] = (0, 1, 2, 3)
+) -> Model:
     swa = [False, True, True, True, False]
     heads, heads_kv = [6 if s else 4 for s in swa], [1 if s else 2 for s in swa]
     m = _model(
         "step35",
-        "tiny-step35-nextn",
+        name,
         ctx=65536,
         layers=5,
         heads=heads,
@@ -353,10 +385,13 @@ def step35_nextn() -> Model:
     m.arch_kv(rope__dimension_count=HD, nextn_predict_layers=1, rope__freq_base_swa=10000.0)
     _swa(m, 128, swa)
     _experts(m, expert_shared_feed_forward_length=FFE)
+    if clamps is not None:
+        m.arch_kv(swiglu_clamp_exp=clamps[0], swiglu_clamp_shexp=clamps[1])
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(4):
         attention(m, i, E, heads[i], heads_kv[i], HD, F16, qk_norm=True)
-        _attn_gate(m, i, heads[i])
+        if i in gate:
+            _attn_gate(m, i, heads[i])
         _ffn(m, i, i >= 1, probs_bias=True)
     return m
 
@@ -410,10 +445,12 @@ def _mla_moe(
     nextn: int = 0,
     eps: float = 1e-6,
     probs_bias: bool = False,
+    fused: bool = False,
     **kv: Any,
 ) -> Model:
     """deepseek2-style MLA (one KV "head" of kv_lora + rope, q LoRA, split k_b / v_b): `layers` trunk layers
-    (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert."""
+    (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert (`fused`: the
+    experts' gate and up in one tensor)."""
     m = _model(arch, name, ctx=ctx, layers=layers + nextn, heads_kv=1, eps=eps)
     mla_kv(m, kv_lora=KVL, rope=ROPE, k_head=NOPE + ROPE, v_head=V)
     m.arch_kv(attention__q_lora_rank=QL, leading_dense_block_count=1, expert_shared_count=1, **kv)
@@ -424,13 +461,20 @@ def _mla_moe(
     for i in range(layers):
         _norm(m, f"blk.{i}.attn_norm.weight")
         mla_attention(m, i, E, H, KVL, ROPE, NOPE + ROPE, V, F16, q_lora=QL)
-        _ffn(m, i, i >= 1, probs_bias=probs_bias)
+        _ffn(m, i, i >= 1, probs_bias=probs_bias, fused=fused)
     return m
 
 
 def mistral4_mla() -> Model:
     """mistral4 (the deepseek2 loader under "mistral4."): MLA, K only (row kv_lora + rope), no V."""
     return _mla_moe("mistral4", "tiny-mistral4-mla", ctx=262144, layers=3, expert_weights_scale=1.0, vocab_size=VOCAB)
+
+
+def mistral4_fused() -> Model:
+    """mistral4 as its converter writes Mistral 4's stacked experts: one ffn_gate_up_exps per MoE layer."""
+    return _mla_moe(
+        "mistral4", "tiny-mistral4-fused", ctx=262144, layers=3, expert_weights_scale=1.0, vocab_size=VOCAB, fused=True
+    )
 
 
 def _low_rank_mha(arch: str, name: str, tokenizer: str, *, ctx: int, eps: float, q_lora: int, gated_ffn: bool) -> Model:
@@ -461,7 +505,16 @@ def plm() -> Model:
 
 def glm4moe_nextn() -> Model:
     """glm4moe with nextn_predict_layers 1 (tensors left out): the MTP layer is kept in the main cache."""
-    m = _model("glm4moe", "tiny-glm4moe-nextn", ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
+    return _glm4moe("tiny-glm4moe-nextn")
+
+
+def glm4moe_fused() -> Model:
+    """glm4moe with Q, K and V in one attn_qkv (no biases): build_qkv's fused path."""
+    return _glm4moe("tiny-glm4moe-fused", fused=True)
+
+
+def _glm4moe(name: str, fused: bool = False) -> Model:
+    m = _model("glm4moe", name, ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
     m.arch_kv(
         rope__dimension_count=HD // 2,
         nextn_predict_layers=1,
@@ -473,7 +526,7 @@ def glm4moe_nextn() -> Model:
     _experts(m)
     embeddings(m, E, VOCAB, F16, tied=False)
     for i in range(3):
-        attention(m, i, E, H, HKV, HD, F16, post_norm=True, bias=True)
+        attention(m, i, E, H, HKV, HD, F16, post_norm=True, bias=True, fused=fused)
         _ffn(m, i, i >= 1, norm=False, probs_bias=True)
     return m
 
@@ -643,14 +696,18 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "cohere2moe-arr-nextn": cohere2moe_arr_nextn,
     "mimo2-nextn": mimo2_nextn,
     "mimo2-convpat": mimo2_convpat,
+    "mimo2-fused": mimo2_fused,
     "step35-nextn": step35_nextn,
+    "step35-clamped": step35_clamped,
     "granite-swa": granite_swa,
     "llama4-chunked": llama4_chunked,
     "llama4-nochunk": llama4_nochunk,
     "mistral4-mla": mistral4_mla,
+    "mistral4-fused": mistral4_fused,
     "minicpm3": minicpm3,
     "plm": plm,
     "glm4moe-nextn": glm4moe_nextn,
+    "glm4moe-fused": glm4moe_fused,
     "deepseek32": deepseek32,
     "deepseek32-nextn": deepseek32_nextn,
     "glm-dsa-types": glm_dsa_types,

@@ -23,6 +23,8 @@ from tools.gguf_writers import (
     feed_forward,
     layer_norm,
     mamba2_block,
+    mla_attention,
+    mla_kv,
     moe_feed_forward,
     ssm_kv,
     transformer_kv,
@@ -156,6 +158,159 @@ def per_layer(arch: str, name: str, *, E: int, D: int, V: int, layers: list[tupl
     return m
 
 
+def deepseek2(
+    name: str,
+    *,
+    E: int,
+    L: int,
+    dense: int,
+    F: int,
+    H: int,
+    q_lora: int,
+    kv_lora: int,
+    nope: int,
+    rope: int,
+    v: int,
+    experts: tuple[int, int, int, int],
+    V: int,
+    routing: dict[str, Any],
+    mla: bool = True,
+    nextn: int = 0,
+    fused_gate_up: bool = False,
+    arch: str = "deepseek2",
+) -> Model:
+    """A deepseek2 (or mistral4): `dense` leading dense blocks of width F, then MoE blocks of `experts` = (count,
+    used, width, shared count); latent attention of rank kv_lora (q_lora 0: one wq), MLA's split k_b / v_b or
+    (mla False) the legacy fused kv_b over a plain cache; `routing`: the router's keys (gating, groups, weights);
+    nextn MTP layers' tensors left out; Q4_0 weights."""
+    w, (n_exp, used, ff_exp, shared) = QT.Q4_0, experts
+    m = Model(arch, vocab=V, tokenizer="gpt2")
+    heads_kv = 1 if mla else H
+    transformer_kv(m, ctx=163840, embd=E, layers=L + nextn, ff=F, heads=H, heads_kv=heads_kv, name=name)
+    if mla:
+        mla_kv(m, kv_lora=kv_lora, rope=rope, k_head=nope + rope, v_head=v)
+    else:
+        m.arch_kv(attention__key_length=nope + rope, attention__value_length=v, attention__kv_lora_rank=kv_lora)
+        m.arch_kv(rope__dimension_count=rope)
+    if q_lora:
+        m.arch_kv(attention__q_lora_rank=q_lora)
+    m.arch_kv(leading_dense_block_count=dense, expert_count=n_exp, expert_used_count=used, vocab_size=V)
+    m.arch_kv(expert_feed_forward_length=ff_exp, expert_shared_count=shared, **routing)
+    if nextn:
+        m.arch_kv(nextn_predict_layers=nextn)
+    embeddings(m, E, V, w, tied=False)
+    for i in range(L):
+        m.tensor(f"blk.{i}.attn_norm.weight", [E], QT.F32)
+        mla_attention(m, i, E, H, kv_lora, rope, nope + rope, v, w, q_lora=q_lora, split_kv_b=mla)
+        if i < dense:
+            feed_forward(m, i, E, F, w)
+        else:
+            bias = routing.get("expert_group_count", 1) > 1
+            moe_feed_forward(
+                m, i, E, ff_exp, n_exp, w, shared_ff=shared * ff_exp, probs_bias=bias, fused_gate_up=fused_gate_up
+            )
+    return m
+
+
+def minicpm3(
+    name: str, *, E: int, L: int, F: int, H: int, q_lora: int, kv_lora: int, nope: int, rope: int, V: int
+) -> Model:
+    """A minicpm3: low-rank Q and KV over a plain MHA cache (K nope + rope, V n_embd / n_head: its converter writes
+    no value_length), tied output, Q4_0."""
+    m = Model("minicpm3", vocab=V, tokenizer="llama")
+    transformer_kv(m, ctx=32768, embd=E, layers=L, ff=F, heads=H, heads_kv=H, eps=1e-5, name=name)
+    m.arch_kv(attention__key_length=nope + rope, rope__dimension_count=rope, vocab_size=V)
+    m.arch_kv(attention__q_lora_rank=q_lora, attention__kv_lora_rank=kv_lora)
+    embeddings(m, E, V, QT.Q4_0, tied=True)
+    for i in range(L):
+        m.tensor(f"blk.{i}.attn_norm.weight", [E], QT.F32)
+        mla_attention(m, i, E, H, kv_lora, rope, nope + rope, E // H, QT.Q4_0, q_lora=q_lora, split_kv_b=False)
+        feed_forward(m, i, E, F, QT.Q4_0)
+    return m
+
+
+def swa_moe(
+    arch: str,
+    name: str,
+    *,
+    E: int,
+    swa: list[bool],
+    H: tuple[int, int],
+    Hkv: tuple[int, int],
+    D: tuple[int, int],
+    window: int,
+    F: int,
+    dense: int,
+    experts: tuple[int, int, int, int],
+    V: int,
+    extra: dict[str, Any],
+    nextn: int = 1,
+) -> Model:
+    """A mimo2 or step35: `swa` marks the sliding layers (window tokens), H / Hkv / D = (full, sliding) heads,
+    KV heads and (K, V) head sizes; `dense` leading dense blocks of width F, then `experts` = (count, used, width,
+    shared width) with exp_probs_b; step35's q/k norms and head-wise gate; nextn MTP layers' tensors left out
+    (their pattern entries written where the converter writes them: step35's); Q4_0."""
+    w, (n_exp, used, ff_exp, shared) = QT.Q4_0, experts
+    L = len(swa)
+    heads, heads_kv = [H[s] for s in swa], [Hkv[s] for s in swa]
+    pattern = swa + [True] * nextn if arch == "step35" else swa
+    m = Model(arch, vocab=V, tokenizer="gpt2")
+    heads_all, heads_kv_all = heads + [H[1]] * nextn, heads_kv + [Hkv[1]] * nextn  # MTP layers: sliding ones'
+    transformer_kv(
+        m, ctx=262144, embd=E, layers=L + nextn, ff=F, heads=heads_all, heads_kv=heads_kv_all, name=name, eps=1e-5
+    )
+    m.arch_kv(attention__key_length=D[0], attention__value_length=D[1], nextn_predict_layers=nextn)
+    m.arch_kv(attention__sliding_window=window, attention__sliding_window_pattern=pattern, vocab_size=V)
+    m.arch_kv(expert_count=n_exp, expert_used_count=used, expert_feed_forward_length=ff_exp, **extra)
+    embeddings(m, E, V, w, tied=False)
+    for i in range(L):
+        attention(m, i, E, heads[i], heads_kv[i], D[0], w, qk_norm=arch == "step35", v_head_dim=D[1])
+        if arch == "step35":
+            m.tensor(f"blk.{i}.attn_gate.weight", [E, heads[i]], w)
+        else:
+            m.tensor(f"blk.{i}.attn_sinks.weight", [heads[i]], QT.F32)
+        if i < dense:
+            feed_forward(m, i, E, F, w)
+        else:
+            moe_feed_forward(m, i, E, ff_exp, n_exp, w, shared_ff=shared, probs_bias=True)
+    return m
+
+
+def glm4moe(
+    name: str, *, E: int, L: int, F: int, H: int, Hkv: int, D: int, experts: tuple[int, int, int], V: int
+) -> Model:
+    """A glm4moe: biased Q/K/V, partial rope, one leading dense block of width F, `experts` = (count, used,
+    width) beside one shared expert, sigmoid routing with exp_probs_b and normalized weights, one MTP layer
+    (its tensors left out), Q4_0."""
+    w, (n_exp, used, ff_exp) = QT.Q4_0, experts
+    m = Model("glm4moe", vocab=V, tokenizer="gpt2")
+    transformer_kv(m, ctx=131072, embd=E, layers=L + 1, ff=F, heads=H, heads_kv=Hkv, head_dim=D, name=name, eps=1e-5)
+    m.arch_kv(rope__dimension_count=D // 2, nextn_predict_layers=1, leading_dense_block_count=1, vocab_size=V)
+    m.arch_kv(expert_count=n_exp, expert_used_count=used, expert_feed_forward_length=ff_exp, expert_shared_count=1)
+    m.arch_kv(expert_weights_scale=1.0, expert_weights_norm=True, expert_gating_func=2)
+    embeddings(m, E, V, w, tied=False)
+    for i in range(L):
+        attention(m, i, E, H, Hkv, D, w, post_norm=True, bias=True)
+        if i < 1:
+            feed_forward(m, i, E, F, w, norm=False)
+        else:
+            moe_feed_forward(m, i, E, ff_exp, n_exp, w, norm=False, shared_ff=ff_exp, probs_bias=True)
+    return m
+
+
+# DeepSeek-V3's router (its config: sigmoid scoring, e_score_correction_bias, 8 groups of which 4 kept, top-8
+# normalized and scaled by 2.5), as its GGUFs carry it
+_V3_ROUTING: dict[str, Any] = dict(
+    expert_gating_func=2,
+    expert_group_count=8,
+    expert_group_used_count=4,
+    expert_weights_norm=True,
+    expert_weights_scale=2.5,
+)
+_DEEPSEEK_V3: dict[str, Any] = dict(
+    E=7168, L=5, dense=3, F=18432, H=128, q_lora=1536, kv_lora=512, nope=128, rope=64, v=128,
+    experts=(256, 8, 2048, 1), V=129280, routing=_V3_ROUTING,
+)  # fmt: skip
 _OPENELM_3B = [(12, 3, 1536), (16, 4, 3584), (16, 4, 5632), (20, 5, 7680), (20, 5, 9984), (24, 6, 12288)]
 _DECI_51B = [(64, 8, 28672), (64, 8, 14336), (64, 0, 5376), (0, 0, 11264), (64, 8, 0), (64, 8, 28672)]
 _GRANITE_H_1B: dict[str, Any] = dict(
@@ -214,4 +369,102 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     # Llama-3_1-Nemotron-51B-style deci (8192 wide, 64 heads of 128): attention over 8 KV heads, a "linear
     # attention" layer, an attention-free one and an FFN-free one (Ultra-253B), FFN widths 5376 to 28672
     "deci-51b-shape": lambda: per_layer("deci", "deci51b", E=8192, D=128, V=128256, layers=_DECI_51B),
+    # DeepSeek-V3 / R1 (671B: 61 layers of 7168, 3 of them dense, 128 heads, MLA of rank 512 over Q of rank 1536,
+    # 256 experts of 2048, 8 used, one shared) in 5 layers; R1 as its newer GGUFs are, with one MTP layer
+    "deepseek-v3-shape": lambda: deepseek2("dsv3", **_DEEPSEEK_V3),
+    "deepseek-r1-nextn-shape": lambda: deepseek2("dsr1", **_DEEPSEEK_V3, nextn=1),
+    # DeepSeek-V2-Lite (27 layers of 2048, the lite shape: one wq; 16 heads, 64 experts of 1408, 6 used, 2 shared)
+    # as its legacy GGUFs are: no *_mla keys, the latent decompressed by a fused kv_b over a plain cache
+    "deepseek-v2-lite-mha-shape": lambda: deepseek2(
+        "dsv2lite",
+        E=2048,
+        L=27,
+        dense=1,
+        F=10944,
+        H=16,
+        q_lora=0,
+        kv_lora=512,
+        nope=128,
+        rope=64,
+        v=128,
+        experts=(64, 6, 1408, 2),
+        V=102400,
+        routing=dict(expert_weights_scale=1.0),
+        mla=False,
+    ),
+    # Mistral-Small-4-style mistral4 (36 layers of 4096, 32 heads, MLA of rank 256 over Q of rank 1024, 128 experts
+    # of 2048 in 8 groups with one kept, 4 used, one shared, no dense block) in 4 layers, its stacked experts fused
+    "mistral-small-4-shape": lambda: deepseek2(
+        "ms4",
+        E=4096,
+        L=4,
+        dense=0,
+        F=12288,
+        H=32,
+        q_lora=1024,
+        kv_lora=256,
+        nope=64,
+        rope=64,
+        v=128,
+        experts=(128, 4, 2048, 1),
+        V=131072,
+        arch="mistral4",
+        fused_gate_up=True,
+        routing=dict(
+            expert_group_count=8, expert_group_used_count=1, expert_weights_norm=True, expert_weights_scale=1.0
+        ),
+    ),
+    # MiniCPM3-4B (62 layers of 2560, 40 heads, Q rank 768, KV rank 256, K 64 + 32 rope, V 64, FFN 6400) in 4 layers
+    "minicpm3-4b-shape": lambda: minicpm3(
+        "minicpm3-4b", E=2560, L=4, F=6400, H=40, q_lora=768, kv_lora=256, nope=64, rope=32, V=73448
+    ),
+    # MiMo-V2-Flash-style mimo2 (4096 wide, 64 heads: full layers over 4 KV heads, sliding ones over 8, K heads of
+    # 192, V of 128, a 128-token window at 5 sliding : 1 full, the first block dense, 256 experts of 2048, 8 used)
+    # in 7 layers
+    "mimo-v2-flash-shape": lambda: swa_moe(
+        "mimo2",
+        "mimo2flash",
+        E=4096,
+        swa=[False, True, True, True, True, True, False],
+        H=(64, 64),
+        Hkv=(4, 8),
+        D=(192, 128),
+        window=128,
+        F=16384,
+        dense=1,
+        experts=(256, 8, 2048, 0),
+        V=152576,
+        extra=dict(rope__dimension_count=64, attention__value_scale=0.707),
+    ),
+    # Step-3.5-Flash-style step35 (4096 wide, heads of 128: 64 on full layers over 8 KV heads, 96 on sliding
+    # ones over 8, a 512-token window at 3 sliding : 1 full, 3 dense blocks, 288 experts of 1280 beside a shared
+    # 1280, 8 used, SwiGLU clamps on the later layers) in 6 layers
+    "step-3.5-flash-shape": lambda: swa_moe(
+        "step35",
+        "step35flash",
+        E=4096,
+        swa=[False, True, True, True, False, True],
+        H=(64, 96),
+        Hkv=(8, 8),
+        D=(128, 128),
+        window=512,
+        F=11264,
+        dense=3,
+        experts=(288, 8, 1280, 1280),
+        V=128896,
+        extra=dict(
+            rope__dimension_count=128,
+            expert_shared_feed_forward_length=1280,
+            leading_dense_block_count=3,
+            expert_weights_norm=True,
+            expert_weights_scale=3.0,
+            swiglu_clamp_exp=[0.0] * 4 + [7.0] * 3,
+            swiglu_clamp_shexp=[0.0] * 4 + [16.0] * 3,
+        ),
+    ),
+    # GLM-4.5-Air (46 layers of 4096, 96 heads of 128 over 8, one dense block of 10944, 128 experts of 1408, 8
+    # used, one shared, one MTP layer) in 4 layers
+    "glm-4.5-air-shape": lambda: glm4moe(
+        "glm45air", E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552
+    ),
 }

@@ -109,6 +109,51 @@ ATTN_UBATCH = [
     _s(16384, 8, fa="off", n_ubatch=4096),
     _s(3000, 3, n_ubatch=4096),
 ]
+# The MLA and next-token-prediction decoders' runs: ATTN_UBATCH's, then a context below the ubatch over 5 streams
+# (the ubatch rounded up to a multiple of 5), 7 streams with flash attention off, a unified cache and a q8_0 cache
+# at ubatch 1024.
+MLA_UBATCH = ATTN_UBATCH + [
+    _s(1500, 5, n_ubatch=4096),
+    _s(8192, 7, fa="off", n_ubatch=1024),
+    _s(8192, 4, unified=1, n_ubatch=2048),
+    _s(8192, 1, "q8_0", n_ubatch=1024),
+]
+MLA_MODELS = ("deepseek2-mla", "deepseek2-mha", "deepseek2-v3")
+NEXTN_MODELS = (
+    "mistral4-mla",
+    "mistral4-fused",
+    "minicpm3",
+    "mimo2-nextn",
+    "mimo2-fused",
+    "step35-nextn",
+    "step35-clamped",
+    "glm4moe-nextn",
+    "glm4moe-fused",
+)
+# Their published shapes' dry runs (tools/families/shapes.py): the default context and ubatch, a q8_0 cache and a
+# unified one over 32k, flash attention off at ubatch 512 and 2048, ubatch 2048, 8 streams asking 4096, a context
+# below the ubatch over 3 streams, a 128-token ubatch over 2 streams.
+MLA_SHAPE_RUNS = [
+    _s(4096, 1),
+    _s(32768, 1, "q8_0"),
+    _s(32768, 4, unified=1),
+    _s(4096, 1, fa="off"),
+    _s(32768, 1, fa="off", n_ubatch=2048),
+    _s(4096, 1, n_ubatch=2048),
+    _s(32768, 8, n_ubatch=4096),
+    _s(1500, 3, n_ubatch=4096),
+    _s(8192, 2, fa="off", n_ubatch=128),
+]
+MLA_SHAPES = (
+    "deepseek-v3-shape",
+    "deepseek-r1-nextn-shape",
+    "deepseek-v2-lite-mha-shape",
+    "mistral-small-4-shape",
+    "minicpm3-4b-shape",
+    "mimo-v2-flash-shape",
+    "step-3.5-flash-shape",
+    "glm-4.5-air-shape",
+)
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
@@ -233,6 +278,16 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_attn_ubatch.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"), ATTN_UBATCH
     ),
+    "results_mla_ubatch.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, *MLA_MODELS) | _subset(more.FAMILY_SET, *NEXTN_MODELS), MLA_UBATCH
+    ),
+    "results_mla_shapes_dryrun.jsonl": TruthFile(
+        _subset(shapes.FAMILY_SET, *MLA_SHAPES),
+        MLA_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
         SWA_FULL,
@@ -299,7 +354,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, *RWKV)
         | _subset(recurrent.FAMILY_SET, *DELTA_NET)
         | recurrent.DELTA_NET_VARIANTS
-        | _subset(recurrent.FAMILY_SET, *HYBRIDS),
+        | _subset(recurrent.FAMILY_SET, *HYBRIDS)
+        | _subset(attention.FAMILY_SET, *MLA_MODELS, "deepseek2-mla-nextn")
+        | _subset(more.FAMILY_SET, *NEXTN_MODELS),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,

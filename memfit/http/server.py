@@ -37,6 +37,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from memfit.http.problems import PROBLEM_JSON, problem_body
 from memfit.http.spread import spread
 from memfit.http.tally import Tally
 from memfit.http.tarpit import CONNECTION_KEY
@@ -150,18 +151,15 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._connections = None
 
     def _refuse(self, cap: int) -> None:
-        from memfit.handlers.problems import PROBLEM_JSON, problem_body  # here: a worker imports this module first
-
         log.warning("503: %d connections open, none of them idle", cap)
-        body = problem_body(503, f"the server holds {cap} connections, all busy; retry in {RETRY_AFTER_S} s")
-        self.transport.write(
-            b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: "
-            + PROBLEM_JSON.encode()
-            + b"\r\ncontent-length: "
-            + str(len(body)).encode()
-            + f"\r\nretry-after: {RETRY_AFTER_S}\r\nconnection: close\r\n\r\n".encode()
-            + body
-        )
+        detail = f"the server holds {cap} connections, all busy; retry in {RETRY_AFTER_S} s"
+        self._answer_and_close(503, "Service Unavailable", detail, f"retry-after: {RETRY_AFTER_S}\r\n")
+
+    def _answer_and_close(self, status: int, reason: str, detail: str, headers: str = "") -> None:
+        """A problem written straight onto the connection, before uvicorn's protocol took a request, then closed."""
+        body = problem_body(status, detail)
+        head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {PROBLEM_JSON}\r\ncontent-length: {len(body)}\r\n"
+        self.transport.write(f"{head}{headers}connection: close\r\n\r\n".encode() + body)
         self.transport.close()
 
     def _speak(self) -> None:
@@ -206,19 +204,9 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._awaiting_headers, self._header_bytes = True, 0  # a pipelined request may follow
 
     def _headers_too_large(self) -> None:
-        from memfit.handlers.problems import PROBLEM_JSON, problem_body
-
         log.warning("431: request headers over %d bytes", MAX_HEADER_BYTES)
-        body = problem_body(431, f"the request line and headers are larger than {MAX_HEADER_BYTES >> 10} KiB")
-        self.transport.write(
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: "
-            + PROBLEM_JSON.encode()
-            + b"\r\ncontent-length: "
-            + str(len(body)).encode()
-            + b"\r\nconnection: close\r\n\r\n"
-            + body
-        )
-        self.transport.close()
+        detail = f"the request line and headers are larger than {MAX_HEADER_BYTES >> 10} KiB"
+        self._answer_and_close(431, "Request Header Fields Too Large", detail)
 
     def held(self) -> None:
         self._held = True
