@@ -215,6 +215,7 @@ TIGHT = {
     "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
     "arwkv7", "rwkv6", "rwkv6qwen2", "rwkv7",
     "bailingmoe3", "kimi-k3", "kimi-linear", "qwen35", "qwen35moe", "qwen3next",
+    "falcon-h1", "nemotron_h", "nemotron_h_moe", "plamo2",
 }  # fmt: skip
 
 
