@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.gguf_file import SkippedArray
 from memfit.estimator.graph_delta_net import (
     build_bailingmoe3,
     build_kimi_k3,
@@ -82,7 +83,6 @@ from memfit.estimator.tensor_list import (
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 from memfit.integers import is_int
-from memfit.readers.gguf_header import SkippedArray
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
 # The llama.cpp every rule mirrors and every recorded run measured: its commit (tools/truth/releases.json), which

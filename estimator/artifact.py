@@ -13,6 +13,7 @@ from memfit.estimator.architectures import derive_layout
 from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, tied_copy_bytes
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
+from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, SkippedArray
 from memfit.estimator.hparams import HParams, refuse_mistyped_keys
 from memfit.estimator.layout import Layout
 from memfit.estimator.tensor_list import Shape
@@ -21,7 +22,6 @@ from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
-from memfit.readers.gguf_header import MAX_DIMS, STRING, GGUFHeader, SkippedArray
 
 TOKEN_EMBD = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"
 OUTPUT = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
@@ -181,7 +181,7 @@ def _token_count(metadata: dict) -> int | None:
     """The tokenizer's token count, when its list is strings (as llama.cpp's vocab loader requires)."""
     tokens = metadata.get(Keys.Tokenizer.LIST)
     if isinstance(tokens, SkippedArray):
-        return tokens.count if tokens.item_type == STRING else None
+        return tokens.count if tokens.item_type == gguf.GGUFValueType.STRING else None
     if isinstance(tokens, tuple):
         return len(tokens) if all(isinstance(t, str) for t in tokens) else None
     return None

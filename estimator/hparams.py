@@ -6,11 +6,11 @@ from collections.abc import Callable, Mapping
 from typing import overload
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.gguf_file import KeyType, SkippedArray, Value
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import GGUFValueType as VT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int
-from memfit.readers.gguf_header import KeyType, SkippedArray, Value
 
 
 def key_name(template: str) -> str:

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 from memfit import gguf_constants as gguf
+from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, KeyType, SkippedArray, SkippedString, TensorInfo, Value
 from memfit.integers import is_int, round_up
 from memfit.readers.regular_files import open_regular
 
 GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
-MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_NAME = 64  # GGML_MAX_NAME: gguf_init refuses a tensor name of this many bytes or more
 # Numeric arrays up to this length are kept (per-layer hyperparameters); longer ones only counted.
 KEPT_ARRAY_LENGTH = 4096
@@ -58,49 +57,6 @@ _SCALAR_FORMATS: dict[int, str] = {
 
 class GGUFError(ValueError):
     """The file is not a GGUF header this reader can trust."""
-
-
-@dataclass(frozen=True)
-class SkippedArray:
-    """A long array whose items were not built: its item type and length only."""
-
-    item_type: int
-    count: int
-
-
-@dataclass(frozen=True)
-class SkippedString:
-    """A string value too long to be anything an estimate reads: its length only."""
-
-    length: int
-
-
-Value = int | float | bool | str | tuple | SkippedArray | SkippedString
-
-
-class KeyType(NamedTuple):
-    """A key's GGUF value type, and its items' type when it is an array (what llama.cpp's getters check)."""
-
-    type: int
-    item: int | None = None
-
-
-class TensorInfo(NamedTuple):
-    name: str
-    shape: tuple[int, ...]  # ne[0], ne[1], ... as ggml orders them
-    ggml_type: int
-    offset: int  # relative to the start of the data section
-
-
-@dataclass(frozen=True)
-class GGUFHeader:
-    version: int
-    metadata: dict[str, Value]
-    tensors: tuple[TensorInfo, ...]
-    alignment: int
-    data_offset: int
-    file_size: int
-    key_types: dict[str, KeyType]
 
 
 SKIP_WINDOW = 1 << 23  # the most of a long string array read at once

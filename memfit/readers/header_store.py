@@ -15,7 +15,7 @@ import sqlite3
 import stat
 import time
 
-from memfit.readers.gguf_header import SkippedArray, SkippedString
+from memfit.estimator.gguf_file import SkippedArray, SkippedString
 from memfit.readers.sqlite_files import ConnectionPool, make_private, rewrite_header, without_waiting
 from memfit.readers.state_health import HEADERS, StateHealth, describe, is_damaged
 
