@@ -34,17 +34,25 @@ from memfit.estimator.graph_delta_net import (
     build_qwen35,
 )
 from memfit.estimator.graph_gemma3n import build_gemma3n
-from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import (
-    SIGMOID,
-    SOFTMAX,
-    AttentionLayer,
-    DeltaNet,
-    GraphBuilder,
-    KvCache,
-    Mixer,
-    Routing,
-    Wkv,
+from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
+from memfit.estimator.graph_plamo2 import build_plamo2
+from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys, key_name
+from memfit.estimator.layout import AttentionLayer, DeltaNet, FfnOp, GraphBuilder, KvCache, Mixer, Wkv
+from memfit.estimator.moe_rules import (
+    RoutingRule,
+    bailingmoe3_routing,
+    deepseek2_routing,
+    kimi_k3_routing,
+    kimi_linear_routing,
+    layer_tensor,
+    lfm2moe_routing,
+    mimo2_routing,
+    nemotron_h_routing,
+    plain_routing,
+    qwen_next_routing,
+    sigmoid_routing,
+    step35_routing,
+    swiglu_clamped,
 )
 from memfit.estimator.tensor_list import (
     Shape,
@@ -83,22 +91,9 @@ LLAMA_CPP_COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed"
 LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's prebuilt libllama)"
 
 ATTN, SSM = Keys.Attention, Keys.SSM
-SWIGLU_CLAMP_EPS = 1e-6  # llm_graph_context::build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
-ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
+SSM_NORM = TENSOR_NAMES[MODEL_TENSOR.SSM_NORM] + ".weight"  # blk.{bid}.ssm_norm.weight
 HEAD_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
-
-
-class NewerKeys:
-    """GGUF keys LLAMA_CPP_RELEASE reads that the pinned gguf package (0.19.0) has no `Keys` entry for."""
-
-    RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS
-    INDEXER_TYPES = "{arch}.attention.indexer.types"  # LLM_KV_ATTENTION_INDEXER_TYPES
-    PLE_LAYERS = "{arch}.ple.layers"  # LLM_KV_PLE_LAYERS
-    KDA_GATE_LOWER_BOUND = "{arch}.kda.gate_lower_bound"  # LLM_KV_KDA_GATE_LOWER_BOUND
-    ATTN_RES_BLOCK_SIZE = "{arch}.attn_res.block_size"  # LLM_KV_ATTN_RES_BLOCK_SIZE
-    SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"  # LLM_KV_ACTIVATION_SITU_LINEAR_BETA
-    EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"  # LLM_KV_EXPERT_LATENT_LENGTH
 
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
@@ -504,29 +499,10 @@ def _has_tensor(ly: Layers, suffix: str, unknown: bool) -> bool:
     return unknown if ly.tensors is None else any(name.endswith(suffix) for name in ly.tensors)
 
 
-def _routing(ly: Layers, gating: int | None, norm: bool | None, probs_bias: bool, scale: bool = True) -> Routing:
-    # build_moe_ffn's arguments as the builder passes them: a fixed gating function and norm, or the file's
-    # (expert_gating_func, expert_weights_norm); expert_weights_scale where the loader reads it; ffn_exp_probs_b
-    # where it requires it; llama_model_base::load_hparams's expert groups; create_tensor_gate_up_exps's fused
-    # ffn_gate_up_exps where the file has it
-    hp, llm = ly.hp, Keys.LLM
-    w_scale = hp.optional_float(llm.EXPERT_WEIGHTS_SCALE) if scale else None
-    groups = hp.optional_int(llm.EXPERT_GROUP_COUNT, 0)
-    return Routing(
-        gating=hp.optional_int(llm.EXPERT_GATING_FUNC, 0) if gating is None else gating,
-        probs_bias=probs_bias,
-        norm=hp.optional_bool(llm.EXPERT_WEIGHTS_NORM, False) if norm is None else norm,
-        scale=w_scale not in (None, 0.0, 1.0),
-        groups=groups if groups > 1 else 0,
-        groups_used=hp.optional_int(llm.EXPERT_GROUP_USED_COUNT, 0) if groups > 1 else 0,
-        fused_gate_up=ly.tensors is not None and _has_tensor(ly, ".ffn_gate_up_exps.weight", False),
-    )
-
-
 def _gated_delta_net(ly: Layers) -> DeltaNet:
     # llama_model_qwen3next / _qwen35 / _qwen35moe::load_arch_hparams: head_k_dim = ssm_d_state, num_k_heads =
-    # ssm_n_group, num_v_heads = ssm_dt_rank, head_v_dim = ssm_d_inner / num_v_heads; the experts softmax-gated and
-    # normalized (expert_weights_scale unread), the shared expert n_ff_shexp wide, else n_ff (load_block_trunk)
+    # ssm_n_group, num_v_heads = ssm_dt_rank, head_v_dim = ssm_d_inner / num_v_heads; the shared expert n_ff_shexp
+    # wide, else n_ff (load_block_trunk)
     hp = ly.hp
     v_heads, experts = hp.optional_int(SSM.TIME_STEP_RANK, 0), hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
     shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (ly.ff[0] if ly.n_all else 0)
@@ -536,7 +512,6 @@ def _gated_delta_net(ly: Layers) -> DeltaNet:
         head_v=hp.optional_int(SSM.INNER_SIZE, 0) // v_heads if v_heads else 0,
         v_heads=v_heads,
         d_conv=hp.optional_int(SSM.CONV_KERNEL, 0),
-        routing=_routing(ly, gating=1, norm=True, probs_bias=False, scale=False),
         n_ff_shexp=shexp if experts else 0,
     )
 
@@ -551,7 +526,7 @@ def qwen35_delta_net(ly: Layers) -> DeltaNet:
     return _gated_delta_net(ly)
 
 
-def _kda(ly: Layers, routing: Routing, shexp: int) -> DeltaNet:
+def _kda(ly: Layers, shexp: int) -> DeltaNet:
     # llama_model_kimi_linear / _kimi_k3 / _bailingmoe3: kda.head_dim wide heads, n_head of them for q, k and v
     # (their graphs' MHA fallback where the file has the legacy attn_kv_b is not rebuilt)
     hp = ly.hp
@@ -563,7 +538,6 @@ def _kda(ly: Layers, routing: Routing, shexp: int) -> DeltaNet:
         head,
         heads,
         hp.optional_int(SSM.CONV_KERNEL, 0),
-        routing=routing,
         n_ff_shexp=shexp,
         not_rebuilt="MLA without attn_k_b / attn_v_b" if legacy else "",
     )
@@ -578,28 +552,24 @@ def _shexp_of_shared_count(ly: Layers) -> int:
 
 
 def kimi_linear_delta_net(ly: Layers) -> DeltaNet:
-    # llama_model_kimi_linear: low-rank f and g, the file's gating, normalized and scaled weights, ffn_exp_probs_b;
-    # no low-rank Q (its loader never reads q_lora_rank)
-    return _kda(ly, _routing(ly, gating=None, norm=True, probs_bias=True), _shexp_of_shared_count(ly))
+    # llama_model_kimi_linear: low-rank f and g; no low-rank Q (its loader never reads q_lora_rank)
+    return _kda(ly, _shexp_of_shared_count(ly))
 
 
 def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
-    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ, the latent experts;
-    # the MLA output gate (attn_gate, optional) per element
+    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ (the dense and
+    # shared FFNs' kimi_k3_situ); the MLA output gate (attn_gate, optional) per element
     hp = ly.hp
     bound = hp.optional_float(NewerKeys.KDA_GATE_LOWER_BOUND)
-    latent = hp.optional_int(NewerKeys.EXPERT_LATENT_LENGTH, 0)
     heads = ly.heads[0] if ly.n_all else 0
     v_mla = hp.optional_int(ATTN.VALUE_LENGTH_MLA, 0)
-    base = _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), _shexp_of_shared_count(ly))
+    base = _kda(ly, _shexp_of_shared_count(ly))
     return replace(
         base,
         q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0) if _has_tensor(ly, ".attn_q_a_norm.weight", True) else 0,
         lower_bound=bound is not None and bound != float("-inf"),
         attn_gate=heads * v_mla if _has_tensor(ly, ".attn_gate.weight", True) else 0,
         situ_linear=(hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0,
-        latent=latent,
-        latent_norm=latent > 0 and _has_tensor(ly, ".ffn_routed_norm.weight", True),
         attn_res=hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0),
     )
 
@@ -612,20 +582,20 @@ def bailingmoe3_delta_net(ly: Layers) -> DeltaNet:
         Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0
     ) * max(1, hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0))
     return replace(
-        _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp),
+        _kda(ly, shexp),
         q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0),
         attn_gate=ly.heads[0] if ly.n_all else 0,
-        clamped_experts=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_EXP),
-        clamped_shexp=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP),
     )
 
 
-def _clamped_layers(ly: Layers, key: str) -> frozenset[int]:
-    # llama_model_bailingmoe3::load_arch_hparams: swiglu_clamp_exp / _shexp read with get_key_or_arr (one number
-    # for every layer, or one per layer); build_moe_ffn / build_ffn clamp where a layer's limit exceeds 1e-6
-    value = ly.hp.metadata.get(ly.hp.key(key))
-    limits = value if isinstance(value, tuple) else (value,) * ly.n_all
-    return frozenset(il for il, v in enumerate(limits) if isinstance(v, (int, float)) and v > SWIGLU_CLAMP_EPS)
+def no_ffn_clamp(ly: Layers, il: int) -> bool:
+    return False
+
+
+def shexp_clamp(ly: Layers, il: int) -> bool:
+    # llama_model_bailingmoe3 / _step35::load_arch_hparams: swiglu_clamp_shexp, which build_ffn reads for the
+    # layer's dense and shared FFNs
+    return swiglu_clamped(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP, il)
 
 
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
@@ -659,43 +629,15 @@ def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
 
 
-def layer_tensor(ly: Layers, template: str, il: int) -> bool | None:
-    # a tensor the loader creates TENSOR_NOT_REQUIRED: in the file or not (None: the file's names are unknown)
-    return None if ly.tensors is None else template.format(bid=il) in ly.tensors
+def ssm_norm_required(ly: Layers) -> bool:
+    # llama_model_mamba2 / _granite_hybrid / _nemotron_h::load_arch_tensors: ssm_norm is required
+    return True
 
 
-def _biased(ly: Layers, il: int, unknown: bool) -> bool:
-    # ffn_exp_probs_b (TENSOR_NOT_REQUIRED in these loaders): where the layer holds it, `unknown` where the file's
-    # names are not known
-    present = layer_tensor(ly, ROUTER_BIAS, il)
-    return unknown if present is None else present
-
-
-def plain_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # build_moe_ffn as the decoders not yet rebuilt with their own routing take it: softmax over the chosen experts
-    return Routing()
-
-
-def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # llama_model_deepseek2::load_arch_hparams: no expert_gating_func is softmax (V2, V2.5), or sigmoid on GLM 4.7
-    # Lite's shape (47 or 48 trunk layers, 154880 tokens); expert_weights_norm, _scale; exp_probs_b on the grouped
-    # routers (tensor_list.tensors_deepseek2) where the file's names are unknown
-    lite_glm = ly.n_trunk in (47, 48) and n_vocab == 154880
-    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or (SIGMOID if lite_glm else SOFTMAX)
-    grouped = ly.hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0) > 1
-    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, grouped))
-
-
-def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # llama_model_glm4_moe / llama_model_step35::load_arch_hparams: expert_gating_func, sigmoid when absent;
-    # expert_weights_norm, _scale; exp_probs_b (required by glm4moe's loader, carried by Step-3.5's checkpoints)
-    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or SIGMOID
-    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, True))
-
-
-def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # mimo2.cpp: build_moe_ffn(..., ffn_exp_probs_b, norm_w = true, expert_weights_scale, SIGMOID)
-    return _routing(ly, gating=SIGMOID, norm=True, probs_bias=_biased(ly, il, True))
+def ssm_norm_listed(ly: Layers) -> bool:
+    # llama_model_falcon_h1::load_arch_tensors: ssm_norm not required (the converter writes it where the checkpoint
+    # has one); without the file's tensor names, the published files' (tensors_falcon_h1: none)
+    return ly.tensors is not None and SSM_NORM.format(bid=0) in ly.tensors
 
 
 def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
@@ -717,17 +659,6 @@ def head_gate_where_present(ly: Layers, il: int) -> bool:
     # model whose names are unknown is taken to
     present = layer_tensor(ly, HEAD_GATE, il)
     return True if present is None else present
-
-
-def no_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
-    return False, False
-
-
-def swiglu_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
-    # llama_model_step35::load_arch_hparams: swiglu_clamp_shexp (build_ffn: the dense and shared FFNs) and
-    # swiglu_clamp_exp (build_moe_ffn: the experts), one limit or one per layer
-    shexp, exp = Keys.LLM.SWIGLU_CLAMP_SHEXP, Keys.LLM.SWIGLU_CLAMP_EXP
-    return il in _clamped_layers(ly, shexp), il in _clamped_layers(ly, exp)
 
 
 def no_qk_layer_norm(ly: Layers) -> bool:
@@ -769,13 +700,15 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
-    routing: Callable[[Layers, int, int | None], Routing] = plain_routing  # build_moe_ffn's routing, per MoE layer
+    routing: RoutingRule = plain_routing  # build_moe_ffn's call in a block that routes experts (None: not rebuilt)
     low_rank_kv: bool = False  # kv_lora_rank's latent decompressed by wkv_b where the model is not MLA (MHA cache)
     q_lora: Callable[[HParams, int | None], int] = q_lora_unless_lite  # MLA / low-rank KV: the query's rank
     head_gate: LayerPredicate = no_head_gate  # a head-wise sigmoid gate on attention's output (step35.cpp)
-    clamps: Callable[[Layers, int], tuple[bool, bool]] = no_clamps  # SwiGLU clamps: (dense / shared, experts)
     head_scale: bool = False  # minicpm3.cpp: the final norm scaled before the LM head
     delta_net: Callable[[Layers], DeltaNet] | None = None  # a delta-net model's blocks (estimator/graph_delta_net.py)
+    activation: FfnOp = FfnOp.GELU  # build_ffn's type_op (its activation where the FFN has no gate)
+    ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
+    ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
 
 
 DECODER = Graph()
@@ -802,19 +735,42 @@ JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     ffn_residual_first=True,
 )
 GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET, node_for_node=True)
-QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net)
-QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net)
+QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net, routing=qwen_next_routing)
+QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net, routing=qwen_next_routing)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA, node_for_node=True)
-KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net)
-KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net)
-BAILINGMOE3 = replace(KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net)
-SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True, ffn_residual_first=True)
+KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net, routing=kimi_linear_routing)
+KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net, routing=kimi_k3_routing)
+BAILINGMOE3 = replace(
+    KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net, routing=bailingmoe3_routing, ffn_clamp=shexp_clamp
+)
+SHORT_CONV = Graph(  # lfm2.cpp: q and k RMS-normed, the residual added first
+    recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, qk_norm=True, residual_first=True, ffn_residual_first=True
+)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)
 RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV, node_for_node=True)
 RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rwkv7_wkv))
 RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
+FALCON_H1 = Graph(node_for_node=True, builder=build_falcon_h1, ssm_norm=ssm_norm_listed)
+NEMOTRON_H = Graph(  # nemotron-h.cpp: no rope, relu^2 FFNs, experts on the FFN blocks
+    node_for_node=True,
+    builder=build_nemotron_h,
+    rope=False,
+    activation=FfnOp.RELU_SQR,
+    moe_layers=experts_on_ffn_layers,
+    routing=nemotron_h_routing,
+)
+LFM2MOE = replace(SAME_SHORT_CONV, routing=lfm2moe_routing)
+PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1's), a fused QKV with q/k norms
+    recurrent_in=mamba_in,
+    mixer=Mixer.PLAMO2,
+    builder=build_plamo2,
+    fused_qkv=True,
+    qk_norm=True,
+    fused_up=True,
+    node_for_node=True,
+)
 # deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
 DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
 MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
@@ -831,8 +787,8 @@ STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clam
     hidden_output=True,
     qk_norm=True,
     head_gate=head_gate_where_present,
-    clamps=swiglu_clamps,
-    routing=sigmoid_routing,
+    ffn_clamp=shexp_clamp,
+    routing=step35_routing,
     moe_layers=experts_where_routed_else_leading_dense,
     node_for_node=True,
 )
@@ -1086,9 +1042,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(no_kv_heads, reads_group_count=False),
         graph=JAMBA,
     ),
-    "plamo2": ArchRule(  # plamo2.cpp builds its own Mamba mixer
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=Graph(mixer=Mixer.PLAMO2)
-    ),
+    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=PLAMO2),
     "granitehybrid": ArchRule(
         tensors=tensors_granitehybrid,
         memory=Memory.HYBRID,
@@ -1102,7 +1056,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=every_layer,
         recurrence=_ALL_RECURRENT,
-        graph=DECODER,
+        graph=FALCON_H1,
         parameters=Counting(attention_beside_ssm=True),
         counted=True,
     ),
@@ -1110,13 +1064,15 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        graph=DECODER,
+        graph=NEMOTRON_H,
+        parameters=NON_GATED_FFN,
     ),
     "nemotron_h_moe": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        graph=Graph(moe_layers=experts_on_ffn_layers),
+        graph=NEMOTRON_H,
+        parameters=NON_GATED_FFN,
     ),
     "lfm2": ArchRule(
         tensors=tensors_lfm2,
@@ -1127,7 +1083,7 @@ RULES: dict[str, ArchRule] = {
         graph=SAME_SHORT_CONV,
         counted=True,
     ),
-    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=SHORT_CONV),
+    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=LFM2MOE),
     "qwen3next": ArchRule(
         tensors=tensors_qwen3next,
         memory=Memory.HYBRID,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window, layer_tensor
+from memfit.estimator.arch_rules import RULES, ArchRule, Memory, Window
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.hparams import HParams, Layers, key_name
+from memfit.estimator.hparams import HParams, Layers, NewerKeys, key_name
 from memfit.estimator.layout import (
     AttentionLayer,
     GraphLayer,
@@ -22,6 +22,7 @@ from memfit.estimator.layout import (
     Routing,
     Ssm,
 )
+from memfit.estimator.moe_rules import layer_tensor
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
@@ -172,13 +173,14 @@ def graph_shape(
     )
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
     mamba1 = graph.mixer is Mixer.MAMBA
-    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's sizes
+    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's / build_plamo2_mamba_layer's sizes
         hp.optional_int(SSM.INNER_SIZE, 0),
         hp.optional_int(SSM.STATE_SIZE, 0),
         0 if mamba1 else hp.optional_int(SSM.GROUP_COUNT, 0),
         hp.optional_int(SSM.TIME_STEP_RANK, 0),
         hp.optional_int(SSM.CONV_KERNEL, 0),
         norms=mamba1 and graph.ssm_norms(hp),
+        grouped_norm=graph.ssm_norm(layers),
     )
     state_elements = state.r_elements + state.s_elements if state else 0
     rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else graph.rope
@@ -195,7 +197,9 @@ def graph_shape(
         if mla:  # the heads before absorption (key_length_mla, value_length_mla); the cache holds latent + rope
             head_k, head_v = hp.require_int(ATTN.KEY_LENGTH_MLA), hp.require_int(ATTN.VALUE_LENGTH_MLA)
         moe = n_expert > 0 and graph.moe_layers(layers, il)
-        clamped_ffn, clamped_experts = graph.clamps(layers, il)
+        routing = graph.routing(layers, il, n_vocab) if moe else Routing()
+        if routing is None:  # build_moe_ffn's call in this block is not rebuilt
+            return None
         dense_ff = 0 if moe or (recurrent and graph.ffn_in_recurrence) else layers.ff[il]
         blocks.append(
             GraphLayer(
@@ -217,18 +221,18 @@ def graph_shape(
                 kv_lora=kv_lora if mla and attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=_rope_part(hp, layers, kv_lora, mla) if kv_lora and attends else 0,
-                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA) else None,
+                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2) else None,
                 wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
                 rope=rope or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
                 qk_norm=graph.qk_norm and attends,
                 fused_up=graph.fused_up and dense_ff > 0,
                 wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
+                activation=graph.activation,
                 low_rank_kv=kv_lora if low_rank and attends else 0,
-                routing=graph.routing(layers, il, n_vocab) if moe else Routing(),
+                routing=routing,
                 attn_gate=attends and graph.head_gate(layers, il),
-                clamped_ffn=clamped_ffn,
-                clamped_experts=clamped_experts and moe,
+                clamped_ffn=graph.ffn_clamp(layers, il),
             )
         )
     return GraphShape(

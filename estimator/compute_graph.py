@@ -39,25 +39,20 @@ from memfit.estimator.ggml_graph import (
     transpose,
     view,
 )
+from memfit.estimator.graph_ffn import build_ffn, routed_experts
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import (
-    SIGMOID,
-    SOFTMAX,
-    SOFTMAX_WEIGHT,
-    SQRT_SOFTPLUS,
     GraphLayer,
     GraphShape,
     Mixer,
-    Routing,
     Ssm,
 )
 from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
 FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and strides count in these
-Activation = Callable[[Tensor, Tensor], Tensor]  # build_moe_ffn's activation of the experts' gate and up
 
 
 def buildable(graph: GraphShape) -> bool:
@@ -69,6 +64,8 @@ def buildable(graph: GraphShape) -> bool:
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
     if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
         return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
+    if graph.builder is not None:  # the architecture's own builder: its blocks' Mamba sizes, where it has them
+        return graph.logits and all(_whole(graph, b.ssm) for b in graph.layers if b.recurrent_in)
     return (
         graph.logits
         and graph.cache_attention
@@ -82,11 +79,14 @@ def buildable(graph: GraphShape) -> bool:
 
 def _whole(graph: GraphShape, ssm: Ssm | None) -> bool:
     """Sizes the loaders accept, all set: llama_model_mamba2, d_inner a multiple of the heads and of the groups;
-    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2)."""
+    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2);
+    build_plamo2_mamba_layer, no groups and d_inner a multiple of the heads."""
     if ssm is None or min(ssm.d_inner, ssm.d_state, ssm.n_head, ssm.d_conv) <= 0:
         return False
     if graph.mixer is Mixer.MAMBA:
         return ssm.d_inner == 2 * graph.n_embd
+    if graph.mixer is Mixer.PLAMO2:
+        return ssm.n_group == 0 and ssm.d_inner % ssm.n_head == 0
     return (
         graph.mixer is Mixer.MAMBA2
         and ssm.n_group > 0
@@ -132,15 +132,35 @@ class DecoderGraph:
         self.inputs: dict[bool, CacheInputs] = {}
         self.s_copy: Tensor | None = None
 
-    def build(self) -> Graph:
+    def embeddings(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
+        """build_inp_embd (the token rows, expanded; the embeddings input allocated, never read), build_inp_pos
+        (n_pos_per_embd positions a token) and build_inp_out_ids: (rows, output ids)."""
         gf, t, e = self.gf, self.t, self.shape.n_embd
         tokens = new_tensor(I32, t, input=True)  # build_inp_embd
         inp_l = gf.expand(get_rows(None, tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
-        self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
-        out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+        self.pos = new_tensor(I32, t * pos_per_token, input=True)  # build_inp_pos
+        return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+
+    def head(self, cur: Tensor, out_ids: Tensor | None = None, hidden: bool = False) -> Graph:
+        """output_norm (result_norm, t_embd), the output rows where the trunk kept every row (taken after the norm,
+        whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits): t_embd and t_logits
+        are graph outputs."""
+        cur = self.block_norm(cur)
+        if out_ids is not None:
+            cur.output = hidden
+            cur = get_rows(cur, out_ids, self.shape.n_embd)
+        head_in = same_shape(cur, "SCALE") if self.shape.head_scale else cur  # minicpm3: a scaled copy of an output
+        logits = mul_mat(None, head_in, self.n_vocab)  # result_output
+        cur.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
+        self.gf.expand(logits)
+        return self.gf
+
+    def build(self) -> Graph:
+        gf, t, e = self.gf, self.t, self.shape.n_embd
+        inp_l, out_ids = self.embeddings()
         if self.shape.mixer is Mixer.RWKV:  # src/models/rwkv*.cpp: token shifts, time mixes, channel mixes
-            rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, self.dense)
+            rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, build_ffn)
             return rwkv.build(inp_l, out_ids, self.n_vocab)
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
@@ -164,12 +184,7 @@ class DecoderGraph:
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
-        result_norm = self.block_norm(inp_l)
-        head_in = same_shape(result_norm, "SCALE") if self.shape.head_scale else result_norm  # an output's copy
-        logits = mul_mat(None, head_in, self.n_vocab)  # result_output
-        result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
-        gf.expand(logits)
-        return gf
+        return self.head(inp_l)
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -449,7 +464,8 @@ class DecoderGraph:
         y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
         y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
         y = glu(cont(z), y)
-        y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
+        if ssm.grouped_norm:  # ssm_norm
+            y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
         return mul_mat(None, reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
 
     def short_conv(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -527,58 +543,15 @@ class DecoderGraph:
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
+        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed
+        experts are: nemotron-h's are up alone)."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated, b.fused_up, b.clamped_ffn)
-        out = self.moe(b, cur)
-        return (
-            same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True, clamped=b.clamped_ffn)) if b.n_ff_shexp else out
-        )
-
-    @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False, clamped: bool = False) -> Tensor:
-        """build_ffn: gate and up, then GLU (a new tensor; a clamped SwiGLU in place) | one up 2 x n_ff wide,
-        ggml_swiglu over its halves (a new tensor) | up, then the activation in place; then down."""
-        if fused_up:
-            up = mul_mat(None, cur, 2 * n_ff)
-            act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
-        elif gated:
-            act = swiglu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), clamped)
-        else:
-            act = same_shape(mul_mat(None, cur, n_ff), "GELU")
-        return mul_mat(None, act, cur.ne[0])
-
-    def routing(self, b: GraphLayer) -> Routing:
-        """The block's build_moe_ffn choices (a builder whose blocks share one routing answers it instead)."""
-        return b.routing
-
-    def moe(
-        self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, activation: Activation | None = None
-    ) -> Tensor:
-        """build_moe_ffn: the router's logits (or `logits`, probs_in), the gating, the selection (biased by
-        ffn_exp_probs_b, limited to the best expert groups), the picked weights (soft-maxed, normalized, scaled)
-        expanded early; the experts' gate and up (one fused matmul's views, or two), the activation (SwiGLU, or
-        clamped where the layer's swiglu_clamp_exp is set, or `activation`), down, the weights, each expert's view,
-        the partial sums."""
-        r, gf = self.routing(b), self.gf
-        t, width, n_exp, k = cur.ne[1], cur.ne[0], b.n_expert, b.n_expert_used  # the last block's: the output rows
-        probs, selection = route(r, mul_mat(None, cur, n_exp) if logits is None else logits)  # ffn_moe_logits
-        picked = argsort_top_k(selection, k)  # ffn_moe_topk
-        weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, n_exp, t), picked, 1)))  # [1, k, T]
-        rows, ff = reshape(cur, width, 1, t), b.n_ff_exp
-        if r.fused_gate_up:  # one gate_up matmul, gate and up its halves' views
-            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
-            gate, up = (view(gate_up, (ff, k, t), gate_up.nb[1:3], i * ff * FLOAT) for i in (0, 1))
-        else:
-            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-        act = activation(gate, up) if activation is not None else swiglu(gate, up, b.clamped_experts)
-        experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
-        views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
-        out = views[0] if k > 1 else cont(views[0])
-        for x in views[1:]:
-            out = gf.expand(op("ADD", F32, (width, t), out, x))
-        return out
+            return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn)
+        out = routed_experts(self.gf, b, cur)
+        if not b.n_ff_shexp:
+            return out
+        shared = build_ffn(cur, b.n_ff_shexp, b.routing.gated, activation=b.activation, clamped=b.clamped_ffn)
+        return same_shape(out, "ADD", shared)
 
 
 class EncoderGraph:
@@ -617,7 +590,7 @@ class EncoderGraph:
             if il == last:
                 cur, inp_l = get_rows(cur, out_ids, e), get_rows(inp_l, out_ids, e)
             ffn_inp = self.norm(same_shape(cur, "ADD", inp_l))
-            cur = self.norm(same_shape(DecoderGraph.dense(ffn_inp, b.n_ff, b.gated), "ADD", ffn_inp))
+            cur = self.norm(same_shape(build_ffn(ffn_inp, b.n_ff, b.gated), "ADD", ffn_inp))
         cur.output = True  # result_embd
         gf.expand(cur)
         return gf
@@ -640,67 +613,6 @@ class EncoderGraph:
         v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
         kqv = mul_mat_t(v_cont, kq)
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
-
-
-def same(x: Tensor, *ops: str) -> Tensor:
-    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
-    for name in ops:
-        x = same_shape(x, name)
-    return x
-
-
-def argsort_top_k(x: Tensor, k: int) -> Tensor:
-    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
-    ranked = op("ARGSORT", I32, x.ne, x)
-    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
-
-
-def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
-    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
-    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
-
-
-def swiglu(gate: Tensor, up: Tensor, clamped: bool) -> Tensor:
-    """build_ffn's / build_moe_ffn's SwiGLU: ggml_swiglu_split (a new tensor), or clamped (in place)."""
-    return clamped_swiglu(gate, up) if clamped else glu(gate, up)
-
-
-GATINGS = {SOFTMAX: ("SOFT_MAX",), SIGMOID: ("SIGMOID",), SQRT_SOFTPLUS: ("SOFTPLUS", "SQRT")}  # SOFTMAX_WEIGHT: none
-
-
-def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
-    """build_moe_ffn's gating: the probabilities the weights are read from (in place over the logits; the logits
-    themselves for SOFTMAX_WEIGHT), and those the experts are picked on: biased by ffn_exp_probs_b (a new tensor:
-    the probabilities stay for the weights), then limited to the best expert groups."""
-    probs = same(logits, *GATINGS.get(r.gating, ()))
-    selection = same_shape(probs, "ADD") if r.probs_bias else probs
-    return probs, group_limited(selection, r.groups, r.groups_used) if r.groups > 1 else selection
-
-
-def group_limited(selection: Tensor, groups: int, used: int) -> Tensor:
-    """build_moe_ffn with n_expert_groups > 1: each group scored by its two best experts, the best `used` groups
-    kept, the others' experts filled with -inf (a filled copy the kept rows are set into)."""
-    n_exp, t = selection.ne[0], selection.ne[1]
-    per = n_exp // groups
-    grouped = reshape(selection, per, groups, t)
-    best = get_rows(reshape(grouped, 1, per, groups, t), argsort_top_k(grouped, 2), 1)  # [1, 2, groups, T]
-    scores = reshape(op("SUM_ROWS", F32, (1, groups, t), reshape(best, 2, groups, t)), groups, t)
-    kept = argsort_top_k(scores, used)
-    picked = get_rows(grouped, kept, per)  # [per, used, T]
-    return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
-
-
-def expert_weights(r: Routing, weights: Tensor) -> Tensor:
-    """build_moe_ffn's picked experts' weights [1, k, T]: soft-maxed (SOFTMAX_WEIGHT, in place), divided by their
-    clamped sum (a new tensor: the rows are read twice), scaled (in place)."""
-    k, t = weights.ne[1], weights.ne[2]
-    if r.gating == SOFTMAX_WEIGHT:
-        weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
-    if r.norm:
-        flat = reshape(weights, k, t)
-        total = same_shape(op("SUM_ROWS", F32, (1, t), flat), "CLAMP")
-        weights = reshape(same_shape(flat, "DIV", total), 1, k, t)
-    return same_shape(weights, "SCALE") if r.scale else weights
 
 
 def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.cpu_variant import CpuVariant
+from memfit.estimator.machine import CpuArch
 from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.integers import round_up
-from memfit.readers.cpu_features import CpuArch
 
 TENSOR_ALIGNMENT = 32  # every CPU buffer type (CPU, CPU_REPACK, AMX) aligns each tensor to 32 bytes
 

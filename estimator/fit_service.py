@@ -25,6 +25,7 @@ from memfit.estimator.fit_types import (
     ModelEntry,
     Observation,
     ObservationReceipt,
+    ObservationRow,
     ObservedParts,
     ObservedWorkload,
     PlanResult,
@@ -35,6 +36,7 @@ from memfit.estimator.forecast import forecast_parts, workspace_ceiling, workspa
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
+from memfit.estimator.machine import CpuFeatures, GpuMemory, HostMemory
 from memfit.estimator.model_ids import Suggestions, suggestions, typed_id
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, is_quant_tag, maxima, precision_key
 from memfit.estimator.registry import ModelIndex
@@ -51,10 +53,8 @@ from memfit.estimator.vocabulary import (
     Verdict,
 )
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
-from memfit.readers.cpu_features import CpuFeatures
-from memfit.readers.gpu_memory import GpuMemory, GpuReader
-from memfit.readers.history_db import REPLACED, HistoryDB, ObservationRow
-from memfit.readers.host_memory import HostMemory
+from memfit.readers.gpu_memory import GpuReader
+from memfit.readers.history_db import REPLACED, HistoryDB
 from memfit.readers.model_roots import LocalArtifact
 from memfit.readers.state_health import (
     HEADERS,

@@ -26,6 +26,7 @@ from memfit.estimator.ggml_graph import (
     op,
     permute,
     reshape,
+    same,
     same_shape,
     transpose,
     view,
@@ -51,13 +52,6 @@ def slice_of(x: Tensor, idx: int, count: int = 1) -> Tensor:
     """ggml_view_2d_slice (count 1) / the view_3d of `count` slices from `idx`: slices of x's third dimension."""
     e, t = x.ne[0], x.ne[1]
     return view(x, (e, t, count), (x.nb[1], x.nb[2]), idx * e * t * FLOAT)
-
-
-def same(x: Tensor, *ops: str) -> Tensor:
-    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
-    for name in ops:
-        x = same_shape(x, name)
-    return x
 
 
 class Gemma3nGraph(DecoderGraph):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memfit.estimator.fit_types import ObservationRow
 from memfit.estimator.subject import Subject
 from memfit.estimator.workload import Workload
-from memfit.readers.history_db import HistoryDB, ObservationRow
+from memfit.readers.history_db import HistoryDB
 
 KV_ROUNDING = 10_486  # llama.cpp logs buffers in MiB with two decimals: 0.01 MiB
 

@@ -22,6 +22,19 @@ ATTN = Keys.Attention
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: llama.cpp refuses a block_count above it
 
 
+class NewerKeys:
+    """GGUF keys the llama.cpp the rules mirror (arch_rules.LLAMA_CPP_RELEASE) reads that the pinned gguf package
+    (0.19.0) has no `Keys` entry for."""
+
+    RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS
+    INDEXER_TYPES = "{arch}.attention.indexer.types"  # LLM_KV_ATTENTION_INDEXER_TYPES
+    PLE_LAYERS = "{arch}.ple.layers"  # LLM_KV_PLE_LAYERS
+    KDA_GATE_LOWER_BOUND = "{arch}.kda.gate_lower_bound"  # LLM_KV_KDA_GATE_LOWER_BOUND
+    ATTN_RES_BLOCK_SIZE = "{arch}.attn_res.block_size"  # LLM_KV_ATTN_RES_BLOCK_SIZE
+    SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"  # LLM_KV_ACTIVATION_SITU_LINEAR_BETA
+    EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"  # LLM_KV_EXPERT_LATENT_LENGTH
+
+
 # The keys llama.cpp reads from every model's first file, with the type its getter takes
 # (llama_model_loader::get_key: GGUFMeta::GKV::get_kv throws on any other type, integer widths included).
 GENERAL_KEY_TYPES = {

@@ -9,13 +9,14 @@ from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.history import History
+from memfit.estimator.machine import CpuFeatures, HostMemory
 from memfit.estimator.registry import FALLBACK_POLL_SECONDS, ModelIndex
-from memfit.readers.cpu_features import CpuFeatures, read_cpu_features
+from memfit.readers.cpu_features import read_cpu_features
 from memfit.readers.engines import EngineScanner
 from memfit.readers.gpu_memory import FirstGpuReading, GpuReader
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB, UnopenedHistoryDB
-from memfit.readers.host_memory import HostMemory, read_host_memory
+from memfit.readers.host_memory import read_host_memory
 from memfit.readers.metal import MetalReader
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader

@@ -411,8 +411,8 @@ def test_the_tables_show_the_same_answers_the_api_gives(public_models: Path) -> 
     same values: fit (local, catalog, refused), plan, and the model listing."""
     from memfit import plain, wire
     from memfit.config import model_roots
+    from memfit.estimator.machine import HostMemory
     from memfit.generated.models import WireFitVerdictRequest
-    from memfit.readers.host_memory import HostMemory
     from memfit.readers.nvml import NvmlReader
     from memfit.service_builder import build_service
 

@@ -24,8 +24,8 @@ import pytest
 
 from memfit.cli import main
 from memfit.estimator.budget import BudgetSetting
+from memfit.estimator.machine import HostMemory
 from memfit.generated.models import WireFitPlanBatch, WireFitVerdictBatch, WireModelList
-from memfit.readers.host_memory import HostMemory
 from memfit.readers.model_roots import Root, RootKind
 from memfit.server_proof import CHALLENGE_HEADER, PROOF_HEADER, proof
 from memfit.server_record import (

@@ -22,8 +22,8 @@ from memfit.estimator.artifact import ArtifactFacts, weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
+from memfit.estimator.machine import HostMemory
 from memfit.generated.models import WireFitVerdictRequest
-from memfit.readers.host_memory import HostMemory
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.accuracy import (
@@ -215,6 +215,7 @@ TIGHT = {
     "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
     "arwkv7", "rwkv6", "rwkv6qwen2", "rwkv7",
     "bailingmoe3", "kimi-k3", "kimi-linear", "qwen35", "qwen35moe", "qwen3next",
+    "falcon-h1", "nemotron_h", "nemotron_h_moe", "plamo2",
 }  # fmt: skip
 
 

@@ -126,6 +126,7 @@ NODE_FOR_NODE = (
     "llama-gqa-f16", "mamba2-f16", "granitehybrid-f16", "command-r", "mamba", "jamba", "gemma3n-shared", "phi3-swa",
     "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "qwen3next", "qwen35", "qwen35moe",
     "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3", "qwen3next-legacy", "kimi-k3-res", "bailingmoe3-clamp",
+    "falcon-h1", "nemotron-h", "nemotron-h-moe", "nemotron-h-moe-latent", "plamo2", "lfm2moe",
     "deepseek2-mla", "deepseek2-mha", "deepseek2-mla-nextn", "deepseek2-v3", "mistral4-mla", "mistral4-fused",
     "minicpm3", "mimo2-nextn", "mimo2-fused", "step35-nextn", "step35-clamped", "glm4moe-nextn", "glm4moe-fused",
 )  # fmt: skip

@@ -50,6 +50,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.RWKV_SHAPES,
         **recurrent.DELTA_NET_SHAPES,
         **recurrent.DELTA_NET_VARIANTS,
+        **recurrent.HYBRID_SHAPES,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,

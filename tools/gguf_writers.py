@@ -307,8 +307,18 @@ def moe_feed_forward(
 
 
 def mamba2_block(
-    m: Model, i: int, embd: int, d_inner: int, d_state: int, groups: int, heads: int, d_conv: int, qtype: QT
+    m: Model,
+    i: int,
+    embd: int,
+    d_inner: int,
+    d_state: int,
+    groups: int,
+    heads: int,
+    d_conv: int,
+    qtype: QT,
+    ssm_norm: bool = True,
 ) -> None:
+    """A Mamba-2 mixer (ssm_norm False: no grouped norm, as the published Falcon-H1 files)."""
     conv_dim = d_inner + 2 * groups * d_state
     m.tensor(f"blk.{i}.attn_norm.weight", [embd], QT.F32)
     m.tensor(f"blk.{i}.ssm_in.weight", [embd, 2 * d_inner + 2 * groups * d_state + heads], qtype)
@@ -317,7 +327,8 @@ def mamba2_block(
     m.tensor(f"blk.{i}.ssm_dt.bias", [heads], QT.F32)
     m.tensor(f"blk.{i}.ssm_a", [1, heads], QT.F32)
     m.tensor(f"blk.{i}.ssm_d", [1, heads], QT.F32)
-    m.tensor(f"blk.{i}.ssm_norm.weight", [d_inner // groups, groups], QT.F32)
+    if ssm_norm:
+        m.tensor(f"blk.{i}.ssm_norm.weight", [d_inner // groups, groups], QT.F32)
     m.tensor(f"blk.{i}.ssm_out.weight", [d_inner, embd], qtype)
 
 

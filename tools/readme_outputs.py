@@ -34,8 +34,7 @@ SAMPLE = re.compile(
 
 def _described_service(*args: Any, **kwargs: Any) -> Any:
     """memfit's service on the described host (the readers the CLI would use, replaced)."""
-    from memfit.readers.cpu_features import CpuArch, CpuFeatures
-    from memfit.readers.host_memory import HostMemory
+    from memfit.estimator.machine import CpuArch, CpuFeatures, HostMemory
     from memfit.service_builder import build_service
 
     class NoGpu:

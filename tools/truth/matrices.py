@@ -81,6 +81,17 @@ DELTA_NET_UBATCHES = [
         (8192, 4, "f16", "auto", 2048, {"unified": 1}),
     )
 ]
+# The Mamba / short-convolution hybrids' ubatches: the Mamba-1 families' runs, then 7 sequences (the ubatch rounded up
+# to a multiple of 7), unified caches with flash attention on and off, a q8_0 K cache with flash attention off (a
+# quantized V needs flash attention) and a context below a 2048-token ubatch over one sequence.
+HYBRID_UBATCHES = MAMBA1_UBATCHES + [
+    _s(7000, 7, n_ubatch=1024),
+    _s(8192, 7, fa="off", n_ubatch=2048),
+    _s(8192, 4, unified=1, n_ubatch=2048),
+    _s(8192, 8, fa="off", unified=1, n_ubatch=512),
+    _s(8192, 4, fa="off", n_ubatch=2048) | dict(type_k="q8_0"),
+    _s(1000, 1, fa="off", n_ubatch=2048),
+]
 # Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
 # on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
 # phase rule does not.
@@ -176,6 +187,9 @@ SHAPES = [
         (8192, 2, "f16", "off", 0, 128),
     )
 ]
+# The recurrent shapes' dry runs past SHAPES' ubatches: 1024 over 32k tokens, a 4096 request (capped at n_batch 2048)
+# over 4 sequences with flash attention off, 8 sequences at 2048.
+SHAPES_PAST_512 = [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)]
 
 # Ubatches past 512 (to 4096) with flash attention on and off and 1, 3 and 4 streams, as launchers pass `-ub`:
 # dry runs of the families whose graph is rebuilt node for node.
@@ -196,6 +210,7 @@ RWKV_UBATCHES = [
 RWKV = ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
 # The delta-net families (src/models/delta-net-base.cpp's users): gated delta net and Kimi delta attention.
 DELTA_NET = ("qwen3next", "qwen35", "qwen35moe", "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3")
+HYBRIDS = ("falcon-h1", "nemotron-h", "nemotron-h-moe", "nemotron-h-moe-latent", "plamo2", "lfm2moe")  # Mamba hybrids
 # The published RWKV shapes' dry runs: the default context and ubatch, 4 and 8 sequences, a 2048-token ubatch over
 # 32k tokens, a 128-token ubatch, and a 4096-token request (capped at n_batch 2048).
 RWKV_SHAPE_RUNS = [
@@ -280,6 +295,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
+    "results_hybrid_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *HYBRIDS), HYBRID_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
     "results_delta_net_ubatch.jsonl": TruthFile(
         _subset(recurrent.FAMILY_SET, *DELTA_NET) | recurrent.DELTA_NET_VARIANTS, DELTA_NET_UBATCHES
@@ -309,7 +325,14 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_mamba1_shapes_dryrun.jsonl": TruthFile(
         recurrent.SHAPE_SET,
-        SHAPES + [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)],
+        SHAPES + SHAPES_PAST_512,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_hybrid_shapes_dryrun.jsonl": TruthFile(
+        recurrent.HYBRID_SHAPES,
+        SHAPES + SHAPES_PAST_512 + [_s(16384, 7, fa="off", n_ubatch=1024)],
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
@@ -331,6 +354,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, *RWKV)
         | _subset(recurrent.FAMILY_SET, *DELTA_NET)
         | recurrent.DELTA_NET_VARIANTS
+        | _subset(recurrent.FAMILY_SET, *HYBRIDS)
         | _subset(attention.FAMILY_SET, *MLA_MODELS, "deepseek2-mla-nextn")
         | _subset(more.FAMILY_SET, *NEXTN_MODELS),
         [_s(512, 1), _s(2048, 4, fa="off")],
