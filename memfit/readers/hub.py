@@ -31,7 +31,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TypeVar, cast
@@ -57,6 +57,7 @@ REMEMBERED = 64  # lookups held in memory (a batch names at most 32 models, a pl
 MAX_GGUF_FILES = 4096  # GGUF files of one listing kept; a repository with more is cut there
 MAX_MODELS_LISTED = 1000  # models asked before that GET /v1/models lists
 CHUNK = 1 << 16  # a response body is taken in pieces of at most this much
+NAMED_QUANTS = 16  # a reason names at most this many of a repository's quants
 
 HUB_ID = re.compile(
     r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})"
@@ -240,7 +241,9 @@ def choose(listing: Listing, tag: str) -> Chosen:
     if files is None and not wanted and len(groups) == 1:
         files = groups[0][1]
     if files is None:
-        has = f"it has {', '.join(sorted(by_tag))}" if by_tag else "it has no GGUF model file"
+        tags = sorted(by_tag)
+        more = f" and {len(tags) - NAMED_QUANTS} more" if len(tags) > NAMED_QUANTS else ""
+        has = f"it has {', '.join(tags[:NAMED_QUANTS])}{more}" if tags else "it has no GGUF model file"
         raise HubError(
             f"{listing.repo} has no {wanted or DEFAULT_QUANT} GGUF file at {listing.revision} ({has})", absent=True
         )
@@ -301,6 +304,13 @@ def _hub_errors(what: str, endpoint: str) -> Iterator[None]:
         raise HubError(f"{what} is not a Hub repository id ({type(exc).__name__})", absent=True) from None
 
 
+def _model_file(name: object) -> bool:
+    """A GGUF file's path in a repository that can be an id and a URL's path: printable, relative, no `..`."""
+    if not isinstance(name, str) or not name.lower().endswith(".gguf") or not name.isprintable():
+        return False
+    return not name.startswith("/") and "\\" not in name and ".." not in name.split("/") and len(name) <= 1024
+
+
 def _origin(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     return parts.scheme, parts.netloc.lower()
@@ -329,17 +339,18 @@ class HubClient:
         commit = info.sha or ""
         if not COMMIT.match(commit):
             raise HubError(f"the Hub named no commit for {repo}@{revision}")
+        named = info.id if isinstance(info.id, str) and info.id.lower() == repo.lower() else repo
         files: list[HubFile] = []
         for sibling in info.siblings or ():
             name = sibling.rfilename
-            if not name.lower().endswith(".gguf") or len(files) >= MAX_GGUF_FILES:
+            if not _model_file(name) or len(files) >= MAX_GGUF_FILES:
                 continue
             lfs = sibling.lfs
             size = lfs.size if lfs is not None else sibling.size
             etag = lfs.sha256 if lfs is not None else sibling.blob_id
             if isinstance(size, int) and size >= 0 and etag:
                 files.append(HubFile(name, size, str(etag)))
-        return Listing(info.id or repo, revision, commit, tuple(sorted(files, key=lambda f: f.path)), time.time())
+        return Listing(named, revision, commit, tuple(sorted(files, key=lambda f: f.path)), time.time())
 
     def open(self, repo: str, commit: str, file: HubFile, tally: Tally) -> RemoteFile:
         """Where the file's bytes are, their ETag and size (a HEAD of its resolve URL)."""
@@ -522,7 +533,7 @@ class HubModels:
         self._lock = threading.Lock()
         self._remembered: OrderedDict[tuple, tuple[float, object]] = OrderedDict()
         self._running: dict[object, Future] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._workers = threading.BoundedSemaphore(WORKERS)
         self._listed: dict[str, dict] = {}  # the models this process recorded, as recorded
 
     # -- a batch's lookups, at once
@@ -564,15 +575,24 @@ class HubModels:
         return answers
 
     def _started(self, key: tuple, do: Callable[[], object]) -> Future:
-        """The running work for `key`, started when none is."""
+        """The running work for `key`, started when none is: on a daemon thread, at most WORKERS at once, so that
+        a lookup still running past its deadline never holds the process's exit."""
         with self._lock:
             future = self._running.get(key)
-            if future is None:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="memfit-hub")
-                future = self._running[key] = self._pool.submit(do)
-                future.add_done_callback(lambda _: self._finished(key))
-            return future
+            if future is not None:
+                return future
+            future = self._running[key] = Future()
+        future.add_done_callback(lambda _: self._finished(key))
+
+        def run() -> None:
+            with self._workers:
+                try:
+                    future.set_result(do())
+                except BaseException as exc:  # kept for whoever waits on it
+                    future.set_exception(exc)
+
+        threading.Thread(target=run, name="memfit-hub", daemon=True).start()
+        return future
 
     def _finished(self, key: object) -> None:
         with self._lock:
