@@ -136,10 +136,10 @@ def _running_server(args: argparse.Namespace) -> tuple[RemoteServer | None, Serv
     record = _recorded_server(args)
     if record is None:
         return None, None
-    if HubSettings.from_environment(args.offline).offline and not record.hub_offline:
+    if args.offline and not record.hub_offline:
         _say(
-            f"the server in {record.path} may ask the Hugging Face Hub; offline (--offline or HF_HUB_OFFLINE),"
-            " answering here with its model directories and settings"
+            f"the server in {record.path} may ask the Hugging Face Hub; --offline: answering here with its model"
+            " directories and settings"
         )
         return None, record
     if not process_alive(record.pid):

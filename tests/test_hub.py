@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -84,6 +86,7 @@ def _repos(d: Path) -> list[HubRepo]:
     ]
     repos += [HubRepo(f"hostile/{p.stem}", {p.name: p}) for p in sorted((d / "hostile").glob("*.gguf"))]
     repos += [HubRepo(f"slow/S{i}-GGUF", tiny, fault="slow", delay=2.0) for i in range(8)]
+    repos += [HubRepo(f"many/M{i:02d}-GGUF", tiny) for i in range(32)]
     return repos
 
 
@@ -303,6 +306,17 @@ def test_a_slow_hub_is_waited_for_within_the_deadline_and_its_lookups_run_at_onc
     assert [r.model_id for r in batch.results] == slow and took < 10, took  # one after another: 16 s or more
 
 
+def test_a_batch_of_32_hub_models_is_looked_up_at_once(online: LocalHub, tmp_path: Path) -> None:
+    many = [f"many/M{i:02d}-GGUF:Q4_K_M" for i in range(32)]
+    batch = _fit(_hub_service(online, tmp_path), *many)
+    assert [r.model_id for r in batch.results] == many and batch.left_out == []
+    assert len({r.identity.revision for r in batch.results}) == 32
+    requests = online.taken()
+    assert len(requests) == 3 * 32  # per model: its listing, a HEAD, one ranged GET of its small header
+    # 32 lookups on 8 threads: the storage saw several at once
+    assert _fetched(requests)[1] == 32
+
+
 def test_hostile_files_on_the_hub_degrade_only_themselves(online: LocalHub, tmp_path: Path) -> None:
     hostile = [r.repo for r in online.repos if r.repo.startswith("hostile/")]
     batch = _fit(_hub_service(online, tmp_path), *hostile[:15], "acme/Tiny-GGUF:Q4_K_M")
@@ -409,6 +423,9 @@ def test_memfit_fit_of_a_hub_id_is_exact_then_free_then_offline(hub: LocalHub, f
     assert "memfit: not found: 'acme/Tiny-GGUF:Q4_K_M': acme/Tiny-GGUF@main is not in memfit's cache" in offline.stderr
     assert json.loads(offline.stdout)["results"][0]["identity"]["modelId"] == "acme/Gemma-Shape-GGUF:Q4_K_M"
 
+    switched_off = _memfit({**env, "HF_HUB_OFFLINE": "1"}, "fit", "acme/Tiny-GGUF:Q4_K_M")
+    assert switched_off.returncode == 6 and hub.taken() == []
+
     gated = _memfit(env, "fit", "acme/Gated-GGUF:Q4_K_M")
     assert gated.returncode == 6 and "is gated: accept its conditions" in gated.stderr
     assert "Traceback" not in gated.stderr
@@ -416,3 +433,39 @@ def test_memfit_fit_of_a_hub_id_is_exact_then_free_then_offline(hub: LocalHub, f
     assert [m["source"] for m in json.loads(models.stdout)["models"]] == ["hub"]
     plan = _memfit(env, "plan", "acme/Multi-GGUF")
     assert plan.returncode in (0, 3, 4, 5) and "acme/Multi-GGUF:UD-Q4_K_XL" in plan.stdout, plan.stderr
+
+
+def test_memfit_serve_asks_the_hub_unless_offline_and_logs_why_a_model_was_left_out(
+    hub: LocalHub, tmp_path: Path
+) -> None:
+    env = _cli_env(hub, tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memfit.cli", "serve", "--port", str(port), "--no-usual-dirs"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert server.stdout is not None
+        lines = []
+        while not (line := server.stdout.readline()).startswith("server record:"):
+            assert line, "serve ended before it wrote its record"
+            lines.append(line)
+        assert f"Hugging Face Hub: {hub.endpoint} for ids that name no file here" in "".join(lines)
+        hub.taken()
+        asked = _memfit(env, "fit", "acme/Tiny-GGUF:Q4_K_M", "acme/Nowhere-GGUF:Q4_K_M")
+        assert asked.returncode == 6 and "answering here" not in asked.stderr  # the server answered
+        assert "has no repository acme/Nowhere-GGUF@main" in asked.stderr
+        assert _fetched(hub.taken())[1] == 1
+        here = _memfit(env, "fit", "acme/Tiny-GGUF:Q4_K_M", "--offline")
+        assert "may ask the Hugging Face Hub; --offline: answering here" in here.stderr
+        assert hub.taken() == [] and here.returncode in (0, 3, 4, 5)  # the cache the server filled answers
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=60)
+    assert "hub: acme/Nowhere-GGUF:Q4_K_M@main: http" in err and "has no repository" in err  # the server's log
