@@ -6,7 +6,7 @@ import contextlib
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -213,16 +213,20 @@ class FitService:
             gpus=self.gpu_reader.read(),
         )
 
-    def subject(self, model_id: str, choice: VariantChoice | None = None) -> Subject | None:
+    def subject(
+        self, model_id: str, choice: VariantChoice | None = None, looked_up: Mapping[str, object] | None = None
+    ) -> Subject | None:
         """A model on disk beats the Hub's header of its repository, which beats a catalog entry with the same id
         (measured beats exact beats proxy); its weights under the CPU variants `choice` names (by default the one
-        ggml's loader picks on this host). A catalog answer for an id the Hub could not answer says why."""
+        ggml's loader picks on this host). A catalog answer for an id the Hub could not answer says why.
+        `looked_up`: what this request's lookups found on the Hub (hub_lookup's answer), so that each answer says
+        what its own request fetched; an id not in it is looked up now."""
         variants = (choice or self.auto).variants
         model_id = typed_id(model_id)
         artifact = self._local(model_id)
         if artifact is not None:
             return local_subject(artifact, self.cache, variants)
-        found = self.hub_lookup([model_id]).get(model_id)
+        found = (looked_up if looked_up and model_id in looked_up else self.hub_lookup([model_id])).get(model_id)
         if isinstance(found, HubArtifact):
             remote = hub_subject(found, self.cache, variants)
             self._listed_from_hub(remote, found)
@@ -284,12 +288,12 @@ class FitService:
         """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
-        self.hub_lookup([r.model_id for r in requests], cancelled)  # at once; each answer below finds its own
+        looked_up = self.hub_lookup([r.model_id for r in requests], cancelled)  # at once
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
-            answer = self.answer(request)
+            answer = self.answer(request, looked_up)
             if answer is not None:
                 answers.append(answer)
         return self.judge(answers, environment)
@@ -513,9 +517,9 @@ class FitService:
 
     # --- one model --------------------------------------------------------------------------------
 
-    def answer(self, request: FitRequest) -> Answer | None:
+    def answer(self, request: FitRequest, looked_up: Mapping[str, object] | None = None) -> Answer | None:
         choice = self.variant_choice(request)
-        subject = self.subject(request.model_id, choice)
+        subject = self.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
         return self.answer_for(request, subject, choice)
@@ -545,17 +549,19 @@ class FitService:
 
     # --- plans: the largest context each verdict holds at ----------------------------------------------
 
-    def plan_subjects(self, model_id: str, choice: VariantChoice | None = None) -> tuple[list[Subject], bool]:
+    def plan_subjects(
+        self, model_id: str, choice: VariantChoice | None = None, looked_up: Mapping[str, object] | None = None
+    ) -> tuple[list[Subject], bool]:
         """The models a plan request names, highest precision first, and whether it named a repository: a
         repository id without a tag means every quant its file list on the Hub holds (else, the Hub not asked or
         not answering, every quant the catalog lists for it), and every quant-tagged artifact of it on this machine
         (a file beats the Hub's header, which beats the catalog entry with the same id)."""
         model_id = typed_id(model_id)
         tags = self._quant_tags(model_id)
-        subjects = [s for tag in tags if (s := self.subject(_tagged(model_id, tag), choice)) is not None]
+        subjects = [s for tag in tags if (s := self.subject(_tagged(model_id, tag), choice, looked_up)) is not None]
         if subjects:
             return sorted(subjects, key=lambda s: precision_key(s.model_id.rpartition(":")[2])), True
-        subject = self.subject(model_id, choice)
+        subject = self.subject(model_id, choice, looked_up)
         return ([subject] if subject is not None else []), False
 
     def _quant_tags(self, repository: str) -> list[str]:
@@ -572,16 +578,16 @@ class FitService:
                 tags.setdefault(tag.upper())
         return list(tags)
 
-    def _prefetch_plans(self, requests: Sequence[FitRequest], cancelled: Callable[[], bool]) -> int:
+    def _prefetch_plans(self, requests: Sequence[FitRequest], cancelled: Callable[[], bool]) -> tuple[int, dict]:
         """Ask the Hub at once for what the plans will answer: the repositories' file lists, then every quant's
-        headers. The number of models the plans name (at most: an id that names none is counted)."""
+        headers. The number of models the plans name (at most: an id that names none is counted), and what the
+        Hub answered."""
         ids = [typed_id(r.model_id) for r in requests]
         repositories = [i for i in ids if ":" not in i]
         self._hub_quants(repositories, cancelled)
         wanted = [_tagged(i, tag) for i in repositories for tag in self._quant_tags(i)]
         wanted += [i for i in ids if ":" in i or not self._quant_tags(i)]
-        self.hub_lookup(wanted, cancelled)
-        return len(wanted)
+        return len(wanted), self.hub_lookup(wanted, cancelled)
 
     def left_out(self, model_ids: Sequence[str], repositories: bool = False) -> list[tuple[str, Suggestions, str]]:
         """The ids, each once in order, that no model answers to (with `repositories`, as a plan reads them: nor a
@@ -621,12 +627,12 @@ class FitService:
         the derived estimate (estimator/plan.py), and the full answer at the requested context, else at the
         good maximum, else at the default; all against ONE environment reading. Past `budget` (the quants
         named, checked before any search; the estimates computed), OverBudget."""
-        named_quants = self._prefetch_plans(requests, cancelled)
+        named_quants, looked_up = self._prefetch_plans(requests, cancelled)
         if budget is not None:
             budget.check_quants(named_quants)  # before the Hub is asked for a header more
         choices = [self.variant_choice(request) for request in requests]
         named = [
-            (request, choice, *self.plan_subjects(request.model_id, choice))
+            (request, choice, *self.plan_subjects(request.model_id, choice, looked_up))
             for request, choice in zip(requests, choices, strict=True)
         ]
         if budget is not None:

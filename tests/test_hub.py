@@ -371,6 +371,9 @@ def test_the_api_lists_models_asked_before_and_a_fault_is_never_a_500(online: Lo
     with LiveServer(_hub_service(online, tmp_path)) as server, server.client() as client:
         ok = client.post("/v1/models/fit", json={"modelId": "acme/Tiny-GGUF:Q4_K_M"})
         assert ok.status_code == 200 and ok.json()["identity"]["revision"] == online.repo("acme/Tiny-GGUF").commit
+        assert "bytes fetched in 3 requests for this answer" in ok.json()["estimate"]["parts"][0]["note"]
+        again = client.post("/v1/models/fit", json={"modelId": "acme/Tiny-GGUF:Q4_K_M"}).json()["estimate"]
+        assert "nothing fetched for this answer" in again["parts"][0]["note"]  # each answer says what it fetched
         gated = client.post("/v1/models/fit", json={"modelId": "acme/Gated-GGUF:Q4_K_M"})
         assert gated.status_code == 404 and "is gated" in gated.json()["detail"]
         batch = client.post("/v1/models/fit/batch", json=[{"modelId": m} for m in FAULTS])

@@ -21,6 +21,7 @@ storage. What memfit adds:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -52,8 +53,10 @@ DEADLINE_S = 30.0  # a batch waits this long for its Hub lookups; those still ru
 TIMEOUT_S = 10.0  # one request's read timeout (its connection: CONNECT_TIMEOUT_S)
 CONNECT_TIMEOUT_S = 5.0
 WORKERS = 8  # lookups at once (each reads its files one after another)
-MISS_TTL_S = 30.0  # a failed lookup is answered again from memory this long (a batch's leftOut, then its next ask)
-REMEMBERED = 64  # lookups held in memory (a batch names at most 32 models, a plan at most 64 quants)
+# A lookup is answered again from memory this long (a batch's answers, then its leftOut; a plan's quants), then from
+# the state directory's cache; at most REMEMBERED of them (a batch names at most 32 models, a plan 64 quants).
+REMEMBER_S = 30.0
+REMEMBERED = 64
 MAX_GGUF_FILES = 4096  # GGUF files of one listing kept; a repository with more is cut there
 MAX_MODELS_LISTED = 1000  # models asked before that GET /v1/models lists
 CHUNK = 1 << 16  # a response body is taken in pieces of at most this much
@@ -609,6 +612,7 @@ class HubModels:
         return self._remember((*hid.key, "quants"), found)
 
     def _recalled(self, key: tuple) -> object | None:
+        """A lookup remembered, as an answer that fetched nothing (an earlier ask fetched what it holds)."""
         with self._lock:
             held = self._remembered.get(key)
             if held is None:
@@ -618,19 +622,15 @@ class HubModels:
                 del self._remembered[key]
                 return None
             self._remembered.move_to_end(key)
-            return found
+        return dataclasses.replace(found, tally=Tally()) if isinstance(found, HubArtifact) else found
 
     def _remember(self, key: tuple, found: T, replace: bool = True) -> T:
-        """Hold `found` for the next asks (a miss briefly, a model as long as its listing holds); with `replace`
-        False, an answer that came meanwhile is kept and returned instead."""
-        if isinstance(found, HubMiss) or (self.settings.offline and not COMMIT.match(key[2])):
-            ttl = MISS_TTL_S
-        else:
-            ttl = float("inf") if COMMIT.match(key[2]) else self.settings.listing_ttl_s
+        """Hold `found` for the next asks, REMEMBER_S; with `replace` False, an answer that came meanwhile is kept
+        and returned instead."""
         with self._lock:
             if not replace and key in self._remembered:
                 return self._remembered[key][1]  # type: ignore[return-value]
-            self._remembered[key] = (time.monotonic() + ttl, found)
+            self._remembered[key] = (time.monotonic() + REMEMBER_S, found)
             self._remembered.move_to_end(key)
             while len(self._remembered) > REMEMBERED:
                 self._remembered.popitem(last=False)
