@@ -306,7 +306,7 @@ def _hub_line(service: FitService) -> str:
     hub = service.hub
     if hub is None or hub.settings.offline:
         return "Hugging Face Hub: not asked (offline: --offline or HF_HUB_OFFLINE); its cached headers still answer"
-    return f"Hugging Face Hub: {hub.settings.endpoint} for ids that name no file here (--offline: never)"
+    return f"Hugging Face Hub: {hub.settings.shown} for ids that name no file here (--offline: never)"
 
 
 def _stop(_signum: int, _frame: object) -> None:

@@ -340,6 +340,15 @@ def test_a_header_past_the_cap_is_not_a_model(files: Path) -> None:
             read_sized(RangedFile(fetch, size, cap=2 << 20), size)
 
 
+def test_an_endpoint_s_credentials_are_never_shown() -> None:
+    from memfit.readers.hub import HubSettings
+
+    settings = HubSettings.from_environment(
+        environ={"HF_ENDPOINT": "https://me:secret@hub.example/", "HF_HUB_OFFLINE": "1"}
+    )
+    assert settings.offline and settings.shown == "https://hub.example" and "secret" not in settings.shown
+
+
 def test_only_hub_shaped_ids_reach_the_hub() -> None:
     assert hub_id("org/repo:Q4_K_M@main") is not None and hub_id("org/repo").tag == ""
     assert hub_id("org/repo:UD-Q4_K_XL@refs/pr/1").revision == "refs/pr/1"

@@ -92,6 +92,12 @@ class HubSettings:
         switches = (env.get("HF_HUB_OFFLINE") or env.get("TRANSFORMERS_OFFLINE") or "").upper()
         return cls(endpoint=endpoint, offline=offline or switches in TRUE)
 
+    @property
+    def shown(self) -> str:
+        """The endpoint as answers and logs name it: without a user or password it may carry."""
+        parts = urlsplit(self.endpoint)
+        return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl()
+
 
 @dataclass(frozen=True)
 class HubId:
@@ -333,7 +339,7 @@ class HubClient:
     def listing(self, repo: str, revision: str, tally: Tally) -> Listing:
         """The repository's GGUF files at `revision` and the commit it names, in one request."""
         tally.requests += 1
-        with _hub_errors(f"{repo}@{revision}", self.settings.endpoint):
+        with _hub_errors(f"{repo}@{revision}", self.settings.shown):
             info = (
                 hub_library()
                 .HfApi(endpoint=self.settings.endpoint)
@@ -360,7 +366,7 @@ class HubClient:
         hf = hub_library()
         endpoint = self.settings.endpoint
         tally.requests += 1
-        with _hub_errors(f"{repo}/{file.path}", endpoint):
+        with _hub_errors(f"{repo}/{file.path}", self.settings.shown):
             url = hf.hf_hub_url(repo, file.path, revision=commit, endpoint=endpoint)
             meta = hf.get_hf_file_metadata(url, timeout=self.settings.timeout_s, endpoint=endpoint)
         size = meta.size if meta.size is not None else file.size
@@ -376,7 +382,7 @@ class HubClient:
             headers.update(utils.build_hf_headers())
         tally.requests += 1
         with (
-            _hub_errors(remote.path, self.settings.endpoint),
+            _hub_errors(remote.path, self.settings.shown),
             utils.get_session().stream("GET", remote.location, headers=headers, timeout=self._timeout()) as response,
         ):
             _check_range(response.status_code, response.headers, remote, start, end)
@@ -661,7 +667,7 @@ class HubModels:
             except HubError as exc:
                 problem = exc.reason
         return HubArtifact(
-            chosen.model_id, listing.repo, listing.commit, self.settings.endpoint, shards, projector, problem, tally
+            chosen.model_id, listing.repo, listing.commit, self.settings.shown, shards, projector, problem, tally
         )
 
     # -- the cache, and what is not in it
