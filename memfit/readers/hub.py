@@ -52,6 +52,7 @@ LISTING_TTL_S = 3600.0  # how long a branch's listing (the commit it names, its 
 DEADLINE_S = 30.0  # a batch waits this long for its Hub lookups; those still running are answered without the Hub
 TIMEOUT_S = 10.0  # one request's read timeout (its connection: CONNECT_TIMEOUT_S)
 CONNECT_TIMEOUT_S = 5.0
+READ_LIMIT_S = 60.0  # the most one ranged read may take in all (a server that trickles its bytes is dropped)
 WORKERS = 8  # lookups at once (each reads its files one after another)
 # A lookup is answered again from memory this long (a batch's answers, then its leftOut; a plan's quants), then from
 # the state directory's cache; at most REMEMBERED of them (a batch names at most 32 models, a plan 64 quants).
@@ -387,11 +388,14 @@ class HubClient:
         ):
             _check_range(response.status_code, response.headers, remote, start, end)
             body = bytearray()
+            began = time.monotonic()
             for piece in response.iter_bytes(CHUNK):
                 tally.bytes += len(piece)
                 body += piece
                 if len(body) > end - start:
                     raise HubError(f"{remote.path}: the server sent more than the {end - start} bytes asked")
+                if time.monotonic() - began > READ_LIMIT_S:
+                    raise HubError(f"{remote.path}: the server took over {READ_LIMIT_S:g} s for {end - start} bytes")
         if len(body) != end - start:
             raise HubError(f"{remote.path}: the server sent {len(body)} of the {end - start} bytes asked")
         return bytes(body)
