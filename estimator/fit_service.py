@@ -10,8 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
+from memfit.estimator.artifact import HubArtifact, HubMiss
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
@@ -35,7 +36,7 @@ from memfit.estimator.forecast import forecast_parts, workspace_ceiling, workspa
 from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
-from memfit.estimator.model_ids import Suggestions, suggestions, typed_id
+from memfit.estimator.model_ids import Suggestions, hub_id, suggestions, typed_id
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, is_quant_tag, maxima, precision_key
 from memfit.estimator.registry import ModelIndex
 from memfit.estimator.subject import Subject, hub_subject, local_subject
@@ -55,7 +56,6 @@ from memfit.readers.cpu_features import CpuFeatures
 from memfit.readers.gpu_memory import GpuMemory, GpuReader
 from memfit.readers.history_db import REPLACED, HistoryDB, ObservationRow
 from memfit.readers.host_memory import HostMemory
-from memfit.readers.hub import HubArtifact, HubMiss, HubModels, hub_id
 from memfit.readers.model_roots import LocalArtifact
 from memfit.readers.state_health import (
     HEADERS,
@@ -67,6 +67,22 @@ from memfit.readers.state_health import (
 )
 
 T = TypeVar("T")
+
+
+class HubLookups(Protocol):
+    """The Hugging Face Hub as the service asks it (memfit.readers.hub.HubModels): models and repositories' quants
+    by id, at once within a deadline, each a HubArtifact (or a tuple of quant tags) or a HubMiss; the models
+    answered before, for GET /v1/models; `version` moves when one is recorded."""
+
+    version: int
+
+    def lookup(self, model_ids: Sequence[str], cancelled: Callable[[], bool] = ...) -> Mapping[str, object]: ...
+
+    def quants(self, repos: Sequence[str], cancelled: Callable[[], bool] = ...) -> Mapping[str, object]: ...
+
+    def remember_model(self, entry: dict) -> None: ...
+
+    def models(self) -> list[dict]: ...
 
 
 @dataclass(frozen=True)
@@ -115,7 +131,7 @@ class FitService:
         read_committed: Callable[[], int | None],
         cpu: CpuFeatures,
         state: StateHealth | None = None,
-        hub: HubModels | None = None,
+        hub: HubLookups | None = None,
     ) -> None:
         self.index = index
         self.hub = hub  # the Hugging Face Hub, for ids that name no local file (None: not asked)
@@ -248,7 +264,9 @@ class FitService:
                 return None
         return artifact
 
-    def hub_lookup(self, model_ids: Sequence[str], cancelled: Callable[[], bool] = lambda: False) -> dict:
+    def hub_lookup(
+        self, model_ids: Sequence[str], cancelled: Callable[[], bool] = lambda: False
+    ) -> Mapping[str, object]:
         """What the Hub holds for each of these ids that names no local file (all looked up at once, within the
         Hub's deadline; each answered from memfit's cache when it was asked before): a HubArtifact, or a HubMiss
         that says why not. Empty without a Hub."""
@@ -257,7 +275,9 @@ class FitService:
         wanted = [m for m in (typed_id(i) for i in model_ids) if self._local(m) is None]
         return self.hub.lookup(wanted, cancelled) if wanted else {}
 
-    def _hub_quants(self, repositories: Sequence[str], cancelled: Callable[[], bool] = lambda: False) -> dict:
+    def _hub_quants(
+        self, repositories: Sequence[str], cancelled: Callable[[], bool] = lambda: False
+    ) -> Mapping[str, object]:
         """Each Hub repository's quant tags from its file list (or a HubMiss), at once; empty without a Hub."""
         if self.hub is None:
             return {}
@@ -578,7 +598,9 @@ class FitService:
                 tags.setdefault(tag.upper())
         return list(tags)
 
-    def _prefetch_plans(self, requests: Sequence[FitRequest], cancelled: Callable[[], bool]) -> tuple[int, dict]:
+    def _prefetch_plans(
+        self, requests: Sequence[FitRequest], cancelled: Callable[[], bool]
+    ) -> tuple[int, Mapping[str, object]]:
         """Ask the Hub at once for what the plans will answer: the repositories' file lists, then every quant's
         headers. The number of models the plans name (at most: an id that names none is counted), and what the
         Hub answered."""

@@ -6,7 +6,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from memfit.estimator.artifact import ArtifactFacts, weights_on
+from memfit.estimator.artifact import ArtifactFacts, HubArtifact, RemoteHeader, weights_on
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_variant import CpuVariant
@@ -14,7 +14,6 @@ from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.gguf_constants import GGUFType
-from memfit.readers.hub import HubArtifact, RemoteHeader
 from memfit.readers.model_roots import LocalArtifact
 
 NO_VARIANT = "the workload's CPU variant is not one this host's llama.cpp can load"

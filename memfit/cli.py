@@ -109,8 +109,12 @@ def _service(args: argparse.Namespace, record: ServerRecord | None = None) -> Fi
     else:
         _check_model_dirs(args.models)
         roots = model_roots(args.models, usual=not args.no_usual_dirs)
-    hub = HubSettings.from_environment(args.offline)
-    return build_service(roots, state_dir=default_state_dir(), settings=_settings(args, record), hub=hub)
+    return build_service(roots, state_dir=default_state_dir(), settings=_settings(args, record), hub=_hub(args))
+
+
+def _hub(args: argparse.Namespace) -> HubSettings:
+    """How this process asks the Hugging Face Hub: HF_ENDPOINT's Hub, unless --offline or HF_HUB_OFFLINE."""
+    return HubSettings.from_environment(args.offline)
 
 
 def _configures_estimator(args: argparse.Namespace) -> bool:
@@ -261,7 +265,7 @@ def serve(args: argparse.Namespace) -> int:
         margin=settings.margin,
         budget=settings.budget,
         token_from_env=token.path is None,
-        hub_offline=service.hub is None or service.hub.settings.offline,
+        hub_offline=_hub(args).offline,
     )
     stopping = {sig: signal.signal(sig, handler) for sig, handler in _STOP_HANDLERS.items()}
     try:  # from here a Ctrl-C, SIGTERM or SIGHUP is a clean shutdown: connections queue on the socket already
@@ -270,7 +274,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/{workers})", flush=True)
         print(f"bearer token: {where}", flush=True)
         print(_directories(service.index.roots), flush=True)
-        print(_hub_line(service), flush=True)
+        print(_hub_line(_hub(args)), flush=True)
         try:
             print(f"server record: {write_record(state_dir, record)} (memfit fit, plan and models ask this server)")
         except OSError as exc:
@@ -279,8 +283,7 @@ def serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         sys.stdout.flush()
-        hub = service.hub.settings if service.hub is not None else None
-        service_settings = ServiceSettings(tuple(service.index.roots), state_dir, service.settings, hub)
+        service_settings = ServiceSettings(tuple(service.index.roots), state_dir, service.settings, _hub(args))
         if args.workers > 1:
             del service
             worker_settings = WorkerSettings(service_settings, token.value, args.metrics_public)
@@ -301,12 +304,11 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hub_line(service: FitService) -> str:
+def _hub_line(hub: HubSettings) -> str:
     """Whether `serve` asks the Hugging Face Hub for ids that name no file here, and which."""
-    hub = service.hub
-    if hub is None or hub.settings.offline:
+    if hub.offline:
         return "Hugging Face Hub: not asked (offline: --offline or HF_HUB_OFFLINE); its cached headers still answer"
-    return f"Hugging Face Hub: {hub.settings.shown} for ids that name no file here (--offline: never)"
+    return f"Hugging Face Hub: {hub.shown} for ids that name no file here (--offline: never)"
 
 
 def _stop(_signum: int, _frame: object) -> None:

@@ -33,11 +33,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TypeVar, cast
 from urllib.parse import urlsplit
 
+from memfit.estimator.artifact import HubArtifact, HubMiss, Lookup, RemoteHeader, Tally
+from memfit.estimator.model_ids import COMMIT, HubId, hub_id
 from memfit.quant_names import DEFAULT_QUANT
 from memfit.readers.gguf_header import GGUFError, GGUFHeader, KeyType, TensorInfo, Value, read_sized
 from memfit.readers.header_store import HeaderStore, decode_value, encode_value
@@ -63,11 +65,6 @@ MAX_MODELS_LISTED = 1000  # models asked before that GET /v1/models lists
 CHUNK = 1 << 16  # a response body is taken in pieces of at most this much
 NAMED_QUANTS = 16  # a reason names at most this many of a repository's quants
 
-HUB_ID = re.compile(
-    r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})"
-    r"(?::(?P<tag>[A-Za-z0-9][A-Za-z0-9_.-]{0,63}))?(?:@(?P<revision>[A-Za-z0-9][A-Za-z0-9_./-]{0,127}))?$"
-)
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
 CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 TRUE = {"1", "ON", "YES", "TRUE"}  # what huggingface_hub reads as a set switch
 
@@ -100,29 +97,6 @@ class HubSettings:
         return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl()
 
 
-@dataclass(frozen=True)
-class HubId:
-    """`org/repo[:QUANT][@revision]`: a repository of the Hub, one of its quants (else its default), a revision."""
-
-    repo: str
-    tag: str = ""
-    revision: str = "main"
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return self.repo.lower(), self.tag.upper(), self.revision
-
-
-def hub_id(model_id: str) -> HubId | None:
-    """The Hub repository, quant and revision an id names; None for one that is not a Hub id (a path of a model
-    directory, an Ollama name, anything with `..`). Ids are looked up, never used as paths: only these characters
-    reach a URL, and huggingface_hub quotes the revision."""
-    match = HUB_ID.match(model_id)
-    if match is None or ".." in model_id or "--" in match["repo"]:
-        return None
-    return HubId(match["repo"], match["tag"] or "", match["revision"] or "main")
-
-
 class HubError(Exception):
     """A lookup that failed: `reason` says why in words fit for a user (never a token), `absent` when the Hub says
     there is no such repository, revision or file, `offline` when memfit's cache did not hold it and the Hub was
@@ -134,13 +108,8 @@ class HubError(Exception):
         self.absent = absent
         self.offline = offline
 
-
-@dataclass
-class Tally:
-    """What one lookup cost: the requests it made and the body bytes it received."""
-
-    requests: int = 0
-    bytes: int = 0
+    def miss(self) -> HubMiss:
+        return HubMiss(self.reason, self.absent, self.offline)
 
 
 @dataclass(frozen=True)
@@ -175,50 +144,6 @@ class RemoteFile:
     etag: str
     size: int
     storage_etag: str | None = None
-
-
-@dataclass(frozen=True)
-class RemoteHeader:
-    """One file's header as read from the Hub (or memfit's cache of it); `unreadable` says why there is none."""
-
-    path: str
-    etag: str
-    size: int
-    header: GGUFHeader | None
-    unreadable: str = ""
-    fetched_bytes: int = 0  # what reading it took when it was read (this lookup, or an earlier one)
-    requests: int = 0
-
-
-@dataclass(frozen=True)
-class HubArtifact:
-    """One quant of a repository at a commit: its files' headers, first split first, and its projector's."""
-
-    model_id: str  # `org/repo:QUANT` as the Hub spells the repository and the file names the quant
-    repo: str
-    commit: str
-    endpoint: str
-    shards: tuple[RemoteHeader, ...]
-    projector: RemoteHeader | None = None
-    projector_problem: str = ""  # why the projector the repository holds could not be read
-    tally: Tally = field(default_factory=Tally)  # what this lookup fetched (nothing when all came from the cache)
-
-
-@dataclass(frozen=True)
-class HubMiss:
-    """A lookup that found no model: why; whether the Hub said there is none (else it could not be read); whether
-    it was not asked (offline, and memfit's cache did not hold it)."""
-
-    reason: str
-    absent: bool = False
-    offline: bool = False
-
-    @staticmethod
-    def of(exc: HubError) -> HubMiss:
-        return HubMiss(exc.reason, exc.absent, exc.offline)
-
-
-Lookup = HubArtifact | HubMiss
 
 
 @dataclass(frozen=True)
@@ -615,7 +540,7 @@ class HubModels:
         try:
             found: tuple[str, ...] | HubMiss = quants_of(self._listing(hid, Tally()))
         except HubError as exc:
-            found = HubMiss.of(exc)
+            found = exc.miss()
         except Exception as exc:  # a fault of this lookup only (a library's surprise): never the batch's
             log.exception("hub: %s could not be listed", hid.repo)
             found = HubMiss(f"the listing failed ({type(exc).__name__})")
@@ -652,7 +577,7 @@ class HubModels:
         try:
             found: Lookup = self._read(hid, tally)
         except HubError as exc:
-            found = HubMiss.of(exc)
+            found = exc.miss()
         except Exception as exc:  # a fault of this lookup only (a library's surprise): never the batch's
             log.exception("hub: %s could not be looked up", hid.repo)
             found = HubMiss(f"the lookup failed ({type(exc).__name__})")
