@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 
-from memfit.estimator.artifact import ArtifactFacts, HubArtifact, RemoteHeader, weights_on
-from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.artifact import ArtifactFacts, HubArtifact, RemoteHeader
 from memfit.estimator.bounds import Part
-from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
-from memfit.estimator.vocabulary import Basis, Component, Limit
-from memfit.gguf_constants import GGUFType
-from memfit.readers.model_roots import LocalArtifact
+from memfit.estimator.vocabulary import Component, Limit
 
 NO_VARIANT = "the workload's CPU variant is not one this host's llama.cpp can load"
 
@@ -49,79 +44,7 @@ def allocation_key(kind: str, identity: tuple) -> str:
     return f"{kind}-{digest}"
 
 
-def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, list[Limit], str]:
-    """The projector part, its limits, and its allocation key."""
-    if artifact.projector is None:
-        return Part.not_applicable(Component.COMPANIONS, "no multimodal projector beside the model"), [], ""
-    name = os.path.basename(artifact.projector)
-    try:
-        identity = cache.identity((artifact.projector,))
-        facts = cache.facts((artifact.projector,), identity)
-    except EvidenceError as exc:
-        return Part.unknown(Component.COMPANIONS, f"projector {name}: {exc}"), [exc.limit], ""
-    return (
-        Part(
-            Component.COMPANIONS,
-            facts.weights_bytes,
-            Basis.MEASURED_ARTIFACT,
-            f"projector {name}: tensor bytes as llama.cpp allocates them",
-        ),
-        [],
-        allocation_key("projector", identity),
-    )
-
-
-def _adapters(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[int, str, tuple]:
-    """The LoRA adapters' tensor bytes (loaded with the weights), the note saying so, and their identities;
-    EvidenceError when one cannot be read."""
-    if not artifact.adapters:
-        return 0, "", ()
-    identity = cache.identity(artifact.adapters)
-    nbytes = sum(
-        cache.tensor_bytes(path, i, kind=GGUFType.ADAPTER) for path, i in zip(artifact.adapters, identity, strict=True)
-    )
-    count = len(artifact.adapters)
-    return nbytes, f"; with the {nbytes} tensor bytes of {count} LoRA adapter{'s' * (count > 1)} it loads", identity
-
-
-def local_subject(artifact: LocalArtifact, cache: ArtifactCache, variants: tuple[CpuVariant, ...]) -> Subject:
-    """A subject for a GGUF file set on disk: measured weights (under each of the CPU `variants`; the cached
-    facts hold for any), the layout its metadata states."""
-    companions, limits, companions_key = _companions(artifact, cache)
-    weights_key = ""
-    identity = None
-    try:
-        identity = cache.identity(artifact.paths)
-        weights_key = allocation_key("weights", identity)
-        facts = cache.facts(artifact.paths, identity)
-    except EvidenceError as exc:
-        on_disk = sum(i.size for i in identity) if identity is not None else None  # on disk, unreadable
-        keys = (weights_key, companions_key)
-        return _unreadable(artifact.model_id, artifact.revision, on_disk, exc, companions, limits, keys)
-    floor, slack, note = weights_on(facts, variants) if variants else (0, 0, "")
-    try:
-        adapter_bytes, adapter_note, adapter_identity = _adapters(artifact, cache)
-    except EvidenceError as exc:  # the model is known; what its adapter adds is not
-        weights = Part.unknown(Component.WEIGHTS, f"{note}; a LoRA adapter it loads: {exc}")
-        limits.insert(0, exc.limit)
-    else:
-        weights = Part(
-            Component.WEIGHTS, floor + adapter_bytes, Basis.MEASURED_ARTIFACT, note + adapter_note, slack=slack
-        )
-        weights_key = allocation_key("weights", identity + adapter_identity)
-    return _read_subject(
-        facts,
-        artifact.model_id,
-        artifact.revision,
-        sum(i.size for i in identity),
-        weights if variants else Part.unknown(Component.WEIGHTS, NO_VARIANT),
-        companions,
-        limits,
-        (weights_key, companions_key),
-    )
-
-
-def _unreadable(
+def unreadable_subject(
     model_id: str,
     revision: str,
     artifact_bytes: int | None,
@@ -149,7 +72,7 @@ def _unreadable(
     )
 
 
-def _read_subject(
+def read_subject(
     facts: ArtifactFacts,
     model_id: str,
     revision: str,
@@ -188,7 +111,7 @@ def hub_key(kind: str, files: tuple) -> str:
     return f"{kind}-{hashlib.sha256(repr(files).encode()).hexdigest()[:16]}"
 
 
-def _hub_files(found: HubArtifact, headers: tuple[RemoteHeader, ...]) -> tuple:
+def hub_files(found: HubArtifact, headers: tuple[RemoteHeader, ...]) -> tuple:
     return (found.repo.lower(), found.commit, tuple((h.path, h.etag) for h in headers))
 
 
@@ -202,47 +125,3 @@ def hub_source(found: HubArtifact) -> str:
         return f"{where}: {found.tally.bytes} bytes fetched in {found.tally.requests} requests for this answer"
     first = sum(h.fetched_bytes for h in shards)
     return f"{where}, cached by memfit when first read ({first} bytes then): nothing fetched for this answer"
-
-
-def _hub_companions(found: HubArtifact, cache: ArtifactCache) -> tuple[Part, list[Limit], str]:
-    """The projector part of a Hub model, read from its header as the model's are."""
-    if found.projector is None and not found.projector_problem:
-        return Part.not_applicable(Component.COMPANIONS, "no multimodal projector in the repository"), [], ""
-    if found.projector is None:
-        return Part.unknown(Component.COMPANIONS, f"the repository's projector: {found.projector_problem}"), [], ""
-    projector = found.projector
-    name = projector.path.rpartition("/")[2]
-    files = _hub_files(found, (projector,))
-    try:
-        facts = cache.header_facts(files, [projector.header or projector.unreadable], name)
-    except EvidenceError as exc:
-        return Part.unknown(Component.COMPANIONS, f"projector {name}: {exc}"), [exc.limit], ""
-    note = f"projector {name} on the Hub: tensor bytes from its header, as llama.cpp allocates them"
-    return Part(Component.COMPANIONS, facts.weights_bytes, Basis.DERIVED_LAYOUT, note), [], hub_key("projector", files)
-
-
-def hub_subject(found: HubArtifact, cache: ArtifactCache, variants: tuple[CpuVariant, ...]) -> Subject:
-    """A subject for a quant of a Hub repository, from its files' headers: the weights are exact (the tensor infos
-    a file on disk would give), `derivedLayout` because the bytes were not measured on this machine (nothing is on
-    disk: `artifactNotOnDisk`), the layout its metadata states."""
-    companions, limits, companions_key = _hub_companions(found, cache)
-    limits.insert(0, Limit.ARTIFACT_NOT_ON_DISK)
-    files = _hub_files(found, found.shards)
-    weights_key = hub_key("weights", files)
-    name = found.shards[0].path.rpartition("/")[2]
-    try:
-        facts = cache.header_facts(files, [h.header or h.unreadable for h in found.shards], name)
-    except EvidenceError as exc:
-        return _unreadable(found.model_id, found.commit, None, exc, companions, limits, (weights_key, companions_key))
-    floor, slack, note = weights_on(facts, variants) if variants else (0, 0, "")
-    weights = Part(Component.WEIGHTS, floor, Basis.DERIVED_LAYOUT, f"{note}; {hub_source(found)}", slack=slack)
-    return _read_subject(
-        facts,
-        found.model_id,
-        found.commit,
-        None,
-        weights if variants else Part.unknown(Component.WEIGHTS, NO_VARIANT),
-        companions,
-        limits,
-        (weights_key, companions_key),
-    )

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
-from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
 from memfit.readers.hub import HubSettings
 from memfit.readers.model_roots import Root
 from memfit.readers.state_health import StateFileError
 from memfit.remote import Refused, RemoteServer, Unauthorized, Unproven, Unreachable
 from memfit.server_record import RecordError, ServerRecord, process_alive, read_record
+from memfit.service.answers import Settings
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from memfit.terminal import printable, printable_json
 from memfit.token_file import UnsafeStateError, UnusableTokenError, read_token

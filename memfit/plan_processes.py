@@ -17,10 +17,11 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from memfit.estimator.fit_service import FitService, Settings
 from memfit.handlers.plan_runner import PlanProcessLost
 from memfit.readers.hub import HubSettings
 from memfit.readers.model_roots import Root
+from memfit.service.answers import Settings
+from memfit.service.fit_service import FitService
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
-from memfit.estimator.fit_service import FitService, Settings
-from memfit.estimator.history import History
 from memfit.estimator.machine import CpuFeatures, HostMemory
-from memfit.estimator.registry import FALLBACK_POLL_SECONDS, ModelIndex
+from memfit.readers.catalog_file import load_catalog_file
 from memfit.readers.cpu_features import read_cpu_features
 from memfit.readers.engines import EngineScanner
 from memfit.readers.gpu_memory import FirstGpuReading, GpuReader
@@ -22,6 +19,11 @@ from memfit.readers.metal import MetalReader
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader
 from memfit.readers.state_health import StateFileError, StateHealth
+from memfit.service.answers import Settings
+from memfit.service.artifact_cache import ArtifactCache
+from memfit.service.fit_service import FitService
+from memfit.service.history import History
+from memfit.service.index import FALLBACK_POLL_SECONDS, ModelIndex
 
 HISTORY_FILE = "history.sqlite3"  # the measurement history, in the state directory
 HEADERS_FILE = "headers.sqlite3"  # parsed header summaries, in the state directory
@@ -64,7 +66,7 @@ def build_service(
         gpus=FirstGpuReading(
             [nvml if nvml is not None else NvmlReader(), metal if metal is not None else MetalReader()]
         ),
-        catalog=Catalog(),
+        catalog=Catalog(load_catalog_file()),
         history=History(history_db),
         read_committed=read_committed or EngineScanner().committed_bytes,
         cpu=read_cpu(),

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memfit.estimator.fit_service import FitService
 from memfit.estimator.fit_types import (
     FitRequest,
     FitResult,
@@ -25,6 +24,7 @@ from memfit.estimator.fit_types import (
 from memfit.estimator.model_ids import Suggestions
 from memfit.estimator.plan import PlanBudget
 from memfit.estimator.workload import WorkloadRequest
+from memfit.service.fit_service import FitService
 
 if TYPE_CHECKING:
     from memfit.generated import models as wire
@@ -291,7 +291,7 @@ def record_observation(
 
 def observation_list(service: FitService, limit: int, model_id: str | None) -> wire.WireObservationList:
     return generated().WireObservationList(
-        observations=[stored_observation(o) for o in service.observations(limit, model_id)]
+        observations=[stored_observation(o) for o in service.observations.newest(limit, model_id)]
     )
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.compute_buffer import REPLAY_SLACK_CHECKED
 from memfit.estimator.compute_graph import build_graph, buildable
@@ -16,6 +15,8 @@ from memfit.estimator.ggml_graph import F32 as T_F32
 from memfit.estimator.ggml_graph import Graph, new_tensor, op, same_shape
 from memfit.estimator.graph_alloc import FreeList, reserved_bytes
 from memfit.estimator.layout import GraphShape
+from memfit.readers.catalog_file import load_catalog_file
+from memfit.service.artifact_cache import ArtifactCache
 from tools import accuracy
 from tools.gguf_writers import Model, write_model
 from tools.truth import DATA, load, run_id
@@ -50,7 +51,7 @@ def test_an_in_place_op_reuses_its_only_source_and_outputs_are_never_freed() -> 
 def _measured_runs() -> list[tuple[str, dict, object, int]]:
     """(run id, run, layout, n_vocab) of every measured run whose architecture's graph is rebuilt node for node."""
     models = Path(accuracy.tempfile.mkdtemp())
-    cache, by_id, found = ArtifactCache(), {e.model_id: e for e in Catalog().entries}, []
+    cache, by_id, found = ArtifactCache(), {e.model_id: e for e in Catalog(load_catalog_file()).entries}, []
     for path in sorted(DATA.glob("*.jsonl")):
         runs = [r for r in load(path) if "compute_bytes" in r and not accuracy.unmodelled(r)]
         if path == accuracy.CATALOG_TRUTH:
@@ -101,7 +102,7 @@ def test_falcon_h1_norms_the_mamba_output_only_where_the_file_has_ssm_norm(tmp_p
     the catalog's entries, whose tensor names are unknown) do not."""
     files = accuracy.write_models({"falcon-h1", "falcon-h1-7b-shape-f16"}, tmp_path)
     norms = {name: _graph_of(path) for name, path in files.items()}
-    entry = next(e for e in Catalog().entries if e.architecture == "falcon-h1")
+    entry = next(e for e in Catalog(load_catalog_file()).entries if e.architecture == "falcon-h1")
     norms["catalog"] = derive_layout(entry.metadata, entry.architecture).graph
     grouped = {name: {b.ssm.grouped_norm for b in g.layers if b.ssm} for name, g in norms.items() if g is not None}
     assert grouped == {"falcon-h1": {True}, "falcon-h1-7b-shape-f16": {False}, "catalog": {False}}

@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 
 from memfit import wire
-from memfit.estimator.fit_service import FitService
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.gguf_header import GGUFError, read_header, read_sized
 from memfit.readers.hub import WINDOW, RangedFile, hub_id, hub_library
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tests.test_discovery import projector

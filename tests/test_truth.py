@@ -19,12 +19,12 @@ import pytest
 from memfit import wire
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.artifact import ArtifactFacts, weights_on
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.machine import HostMemory
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.artifact_cache import ArtifactCache
 from memfit.service_builder import build_service
 from tools.accuracy import (
     CATALOG_TRUTH,

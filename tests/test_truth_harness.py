@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.arch_rules import LLAMA_CPP_COMMIT
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.ggml_graph import Graph
 from memfit.estimator.graph_alloc import reserved_bytes
+from memfit.service.artifact_cache import ArtifactCache
 from tools import accuracy
 from tools.truth import DATA, load, run_id
 from tools.truth.matrices import NOT_REGENERATED, RELEASE, TRUTH_FILES

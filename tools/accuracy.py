@@ -23,7 +23,6 @@ from pathlib import Path
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.artifact import weights_on
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import ContextGeometry, llama_geometry
 from memfit.estimator.cpu_variant import CpuVariant
@@ -32,6 +31,8 @@ from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.workspace import output_buffer, workspace_bounds
+from memfit.readers.catalog_file import load_catalog_file
+from memfit.service.artifact_cache import ArtifactCache
 from tools.gguf_writers import Model, write_model
 from tools.truth import DATA, load, measured_variant, run_id
 
@@ -300,7 +301,7 @@ def file_bounds(records: Iterable[dict], models: dict[str, Path]) -> list[Bounds
 
 def catalog_bounds(records: Iterable[dict], catalog: Catalog | None = None) -> list[BoundsRow]:
     """Catalog shapes: the layout from the entry's published metadata (no file: weights are not checked)."""
-    by_id = {e.model_id: e for e in (catalog or Catalog()).entries}
+    by_id = {e.model_id: e for e in (catalog or Catalog(load_catalog_file())).entries}
     rows = []
     for record in records:
         why = unmodelled(record)
