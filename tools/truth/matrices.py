@@ -139,6 +139,12 @@ RWKV_SHAPE_RUNS = [
     _s(8192, 2, n_ubatch=128),
     _s(8192, 1, n_ubatch=4096),
 ]
+# The attention decoders rebuilt node for node after the first ones: their tiny models' graph dumps.
+ATTN_DUMPS = ("cohere2-swa", "gemma4-shared", "llama-embed")
+MORE_DUMPS = (
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
+    "llama4-nochunk", "afmoe-swa", "laguna-swa",
+)  # fmt: skip
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
 
@@ -227,7 +233,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, "mamba", "jamba")
         | _subset(attention.FAMILY_SET, "gemma3n-shared")
         | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr")
-        | _subset(recurrent.FAMILY_SET, *RWKV),
+        | _subset(recurrent.FAMILY_SET, *RWKV)
+        | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
+        | _subset(more.FAMILY_SET, *MORE_DUMPS),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
