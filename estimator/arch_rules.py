@@ -63,6 +63,7 @@ LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3
 
 ATTN, SSM = Keys.Attention, Keys.SSM
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
+ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
 
 
 class NewerKeys:
@@ -503,6 +504,97 @@ def command_r_qk_norm(ly: Layers) -> bool:
     return ly.n_trunk >= 64
 
 
+# --- which layers rope Q and K: (layers, is_swa(il) for every layer, il) -----------------------------------
+
+RopeLayers = Callable[[Layers, tuple[bool, ...], int], bool]
+NO_ROPE_LAYER_STEP = 4  # llama_hparams::n_no_rope_layer_step's default
+
+
+def every_layer_ropes(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    return True
+
+
+def no_rope_every_4th(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # smollm3.cpp, afmoe.cpp: use_rope = (il + 1) % n_no_rope_layer_step != 0
+    return (il + 1) % NO_ROPE_LAYER_STEP != 0
+
+
+def llama4_ropes(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # llama_model_llama4::load_arch_hparams: without chunked attention n_no_rope_layer_step = n_layer (the last
+    # layer still skips rope in llama4.cpp's (il + 1) % n_no_rope_layer_step != 0)
+    return (il + 1) % (NO_ROPE_LAYER_STEP if any(sliding) else ly.n_trunk) != 0
+
+
+def sliding_layers_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # cohere2.cpp: rope only where is_swa(il)
+    return sliding[il]
+
+
+def sliding_or_dense_lead_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # cohere2moe.cpp: is_swa(il) || il < n_layer_dense_lead
+    return sliding[il] or il < ly.hp.optional_int(Keys.LLM.LEADING_DENSE_BLOCK_COUNT, 0)
+
+
+def sliding_layers_or_no_window_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # exaone4.cpp: use_rope = is_swa(il) || swa_type == LLAMA_SWA_TYPE_NONE
+    return sliding[il] or not any(sliding)
+
+
+# --- the attention output's gate, per token (0: none) --------------------------------------------------------
+
+
+def no_attn_gate(ly: Layers, il: int) -> int:
+    return 0
+
+
+def gate_per_element(ly: Layers, il: int) -> int:
+    # llama_model_afmoe::load_arch_tensors: wqkv_gate [n_embd, n_embd_head_k * n_head]
+    return ly.heads[il] * ly.head_dims(il, False)[0]
+
+
+def gate_as_stored(ly: Layers, il: int) -> int:
+    # llama_model_laguna::load_arch_tensors: attn_gate's width as the file stores it, n_head (one per head) or
+    # n_embd_head_k * n_head (per element); n_head where the file has none
+    shape = ly.tensors.get(ATTN_GATE.format(bid=il)) if ly.tensors is not None else None
+    return shape[1] if shape is not None and len(shape) > 1 else ly.heads[il]
+
+
+# --- build_moe_ffn's options and the shared experts ----------------------------------------------------------
+
+
+def never(hp: HParams) -> bool:
+    return False
+
+
+def expert_weights_norm_key(hp: HParams) -> bool:
+    # llama_model_<arch>::load_arch_hparams: expert_weights_norm, false when absent
+    return hp.optional_bool(Keys.LLM.EXPERT_WEIGHTS_NORM, False)
+
+
+def rms_eps_missing(hp: HParams) -> bool:
+    # cohere2moe.cpp: LLM_NORM where the file has no attention.layer_norm_rms_epsilon (f_norm_rms_eps 0)
+    return not hp.has(Keys.Attention.LAYERNORM_RMS_EPS)
+
+
+def shared_width_or_count(hp: HParams, ff_exp: int) -> int:
+    # llama_model_<arch>::load_arch_tensors: expert_shared_feed_forward_length, else n_expert_shared x n_ff_exp
+    return hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
+        hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
+    )
+
+
+def shared_width_or_one(hp: HParams, ff_exp: int) -> int:
+    # llama_model_laguna::load_arch_hparams: n_expert_shared defaults to 1
+    return hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
+        hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 1) * ff_exp
+    )
+
+
+def one_shared_expert(hp: HParams, ff_exp: int) -> int:
+    # llama_model_llama4::load_arch_tensors: n_ff_shexp = n_ff_exp, in every MoE layer
+    return ff_exp
+
+
 @dataclass(frozen=True)
 class Graph:
     """How llama.cpp builds the architecture's graph (src/models/<arch>.cpp over llama-graph.cpp), where it
@@ -532,6 +624,19 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
+    roped: RopeLayers = every_layer_ropes  # the layers whose builder ropes Q and K
+    pre_norm: bool = True  # False: no attn_norm / ffn_norm before attention and the FFN (olmo2, exaone4)
+    qk_norm_whole: bool = False  # olmo2.cpp: RMS norms over the whole Q and K projections, before the reshape
+    attn_gate: Callable[[Layers, int], int] = no_attn_gate  # the attention output's gate width per token
+    expert_probs_bias: bool = False  # exp_probs_b: the experts chosen from probs + bias (afmoe, laguna)
+    expert_weights_norm: Callable[[HParams], bool] = never  # build_moe_ffn's norm_w
+    shared_expert: Callable[[HParams, int], int] = shared_width_or_count  # the shared experts' width (n_ff_exp)
+    layer_norm_when: Callable[[HParams], bool] = never  # LLM_NORM for the trunk's norms on this condition
+    normed_hidden_output: bool = False  # res->t_h_nextn after output_norm, the rows selected after it
+    attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input
+    llama4_routing: bool = False  # build_moe_ffn's LLM_ARCH_LLAMA4 branches
+    v_norm: bool = False  # ggml_rms_norm of V (gemma4.cpp)
+    geglu: bool = False  # build_ffn with LLM_FFN_GELU, LLM_FFN_PAR: ggml_geglu_split
 
 
 DECODER = Graph()
@@ -546,7 +651,48 @@ COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_
 PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
 OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
 DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
-EMBEDDER = Graph(logits=False, cache_attention=False)
+STARCODER2 = Graph(layer_norm=True, node_for_node=True)  # src/models/starcoder2.cpp: LayerNorms, biases in place
+SMOLLM3 = Graph(roped=no_rope_every_4th, node_for_node=True)  # src/models/smollm3.cpp
+OLMO2 = Graph(pre_norm=False, qk_norm_whole=True, node_for_node=True)  # src/models/olmo2.cpp: post norms only
+EXAONE4 = Graph(pre_norm=False, qk_norm=True, roped=sliding_layers_or_no_window_rope, node_for_node=True)
+COHERE2 = replace(COMMAND_R, qk_layer_norm=no_qk_layer_norm, roped=sliding_layers_rope)  # src/models/cohere2.cpp
+COHERE2MOE = Graph(  # src/models/cohere2moe.cpp: command-r's parallel block, routed experts, t_h_nextn after the norm
+    layer_norm_when=rms_eps_missing,
+    parallel_block=True,
+    roped=sliding_or_dense_lead_rope,
+    expert_weights_norm=expert_weights_norm_key,
+    hidden_output=True,
+    normed_hidden_output=True,
+    node_for_node=True,
+)
+GEMMA4 = Graph(  # src/models/gemma4.cpp: q/k norms, V's rms_norm, GEGLU, shared-KV layers, t_h_nextn after the norm
+    qk_norm=True,
+    v_norm=True,
+    geglu=True,
+    hidden_output=True,
+    normed_hidden_output=True,
+    node_for_node=True,
+)
+LLAMA4 = Graph(  # src/models/llama4.cpp
+    moe_layers=experts_interleaved,
+    roped=llama4_ropes,
+    attn_temperature=True,
+    shared_expert=one_shared_expert,
+    llama4_routing=True,
+    node_for_node=True,
+)
+AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attention's output, post norms
+    qk_norm=True,
+    roped=no_rope_every_4th,
+    attn_gate=gate_per_element,
+    expert_probs_bias=True,
+    expert_weights_norm=expert_weights_norm_key,
+    node_for_node=True,
+)
+LAGUNA = replace(  # src/models/laguna.cpp: afmoe's attention with a softplus gate as wide as stored, no post norms
+    AFMOE, roped=every_layer_ropes, attn_gate=gate_as_stored, shared_expert=shared_width_or_one, reads_tensors=True
+)
+EMBEDDER = Graph(logits=False, cache_attention=False, node_for_node=True)  # llama.cpp's graph<embed>: no cache or head
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
 MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA, node_for_node=True)
 JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
@@ -639,7 +785,7 @@ RULES: dict[str, ArchRule] = {
     "mpt": PLAIN,
     "baichuan": PLAIN,
     "starcoder": ArchRule(parameters=LEARNED_POSITIONS),
-    "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=DECODER, parameters=NON_GATED_FFN, counted=True),
+    "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=STARCODER2, parameters=NON_GATED_FFN, counted=True),
     "refact": PLAIN,
     "bloom": PLAIN,
     "stablelm": ArchRule(tensors=tensors_stablelm, counted=True),
@@ -690,7 +836,7 @@ RULES: dict[str, ArchRule] = {
     "hunyuan-moe": PLAIN,
     "hunyuan-dense": PLAIN,
     "hunyuan_vl": PLAIN,
-    "smollm3": ArchRule(tensors=tensors_llama, graph=DECODER, counted=True),
+    "smollm3": ArchRule(tensors=tensors_llama, graph=SMOLLM3, counted=True),
     "seed_oss": PLAIN,
     "grovemoe": PLAIN,
     "apertus": PLAIN,
@@ -755,18 +901,18 @@ RULES: dict[str, ArchRule] = {
     "gemma4": ArchRule(
         window=Window(array_pattern, pattern_required=True),
         kv_from_start=shared_kv_layers_reuse,
-        graph=DECODER,
+        graph=GEMMA4,
         tied_embedding_twice=True,
     ),
-    "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=DECODER, counted=True),
+    "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=COHERE2, counted=True),
     "gpt-oss": ArchRule(
         tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=SAME_NEXTN_DECODER, counted=True
     ),
     "olmo2": ArchRule(
-        tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=DECODER, counted=True
+        tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2, counted=True
     ),
-    "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=DECODER),
-    "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=DECODER),
+    "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=AFMOE),
+    "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=LAGUNA),
     "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
@@ -774,13 +920,13 @@ RULES: dict[str, ArchRule] = {
     ),
     "exaone4": ArchRule(
         window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
-        graph=DECODER,
+        graph=EXAONE4,
         counted=True,
     ),
     "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=SAME_DECODER),
     "llama4": ArchRule(
         window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192),
-        graph=Graph(moe_layers=experts_interleaved),
+        graph=LLAMA4,
     ),
     "mellum": ArchRule(
         window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
@@ -791,7 +937,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "cohere2moe": ArchRule(
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
-        graph=DECODER,
+        graph=COHERE2MOE,
     ),
     "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=NEXTN_DECODER),
     "step35": ArchRule(

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.hparams import HParams, Layers, key_name
+from memfit.estimator.hparams import HParams, Layers, TensorShapes, key_name
 from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, Mixer, RecurrentLayer, Ssm
 from memfit.estimator.tensor_list import deepseek2_is_lite
 from memfit.estimator.vocabulary import Limit
@@ -20,7 +20,7 @@ ATTN = Keys.Attention
 SSM = Keys.SSM
 
 
-def layers_of(rule: ArchRule, hp: HParams, tensors: frozenset[str] | None = None) -> Layers:
+def layers_of(rule: ArchRule, hp: HParams, tensors: TensorShapes | None = None) -> Layers:
     """The per-layer hyperparameters, with the layers the arch's rule marks recurrent."""
     return Layers(hp, rule.recurrence.layers if rule.recurrence else None, tensors)
 
@@ -98,9 +98,9 @@ def _v_width_max(layers: Layers, sliding: tuple[bool, ...]) -> int:
 
 
 def derive_layout(
-    metadata: Mapping, arch: str, tensors: frozenset[str] | None = None, n_vocab: int | None = None
+    metadata: Mapping, arch: str, tensors: TensorShapes | None = None, n_vocab: int | None = None
 ) -> Layout:
-    """The layout of a model of architecture `arch` (`tensors`: its file's tensor names, `n_vocab` its vocabulary
+    """The layout of a model of architecture `arch` (`tensors`: its file's tensors and shapes, `n_vocab` its vocabulary
     size, where known); EvidenceError when memfit has no rule or the metadata is short."""
     rule = RULES.get(arch)
     if rule is None:
@@ -155,9 +155,6 @@ def graph_shape(
     q_lora = hp.optional_int(ATTN.Q_LORA_RANK, 0) if mla and not deepseek2_is_lite(hp.n_layer, n_vocab) else 0
     n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
     ff_exp = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0)
-    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
-        hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
-    )
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
     mamba1 = graph.mixer is Mixer.MAMBA
     ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's sizes
@@ -170,7 +167,7 @@ def graph_shape(
     )
     state_elements = state.r_elements + state.s_elements if state else 0
     rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else graph.rope
-    blocks = []
+    blocks, kv_start = [], rule.kv_from_start(layers)
     for il in range(layers.n_trunk):
         recurrent = layers.recurrent[il]
         attends = (
@@ -184,6 +181,7 @@ def graph_shape(
             head_k, head_v = hp.require_int(ATTN.KEY_LENGTH_MLA), hp.require_int(ATTN.VALUE_LENGTH_MLA)
         moe = n_expert > 0 and graph.moe_layers(layers, il)
         dense_ff = 0 if moe or (recurrent and graph.ffn_in_recurrence) else layers.ff[il]
+        n_ff_exp = (ff_exp or layers.ff[il]) if moe else 0
         blocks.append(
             GraphLayer(
                 n_head=layers.heads[il] if attends else 0,
@@ -195,8 +193,8 @@ def graph_shape(
                 gated=rule.parameters.gated_ffn,
                 n_expert=n_expert if moe else 0,
                 n_expert_used=hp.optional_int(Keys.LLM.EXPERT_USED_COUNT, 0) if moe else 0,
-                n_ff_exp=(ff_exp or layers.ff[il]) if moe else 0,
-                n_ff_shexp=shexp if moe else 0,
+                n_ff_exp=n_ff_exp,
+                n_ff_shexp=graph.shared_expert(hp, n_ff_exp) if moe else 0,
                 recurrent_in=recurrent_in if recurrent else 0,
                 recurrent_state=state_elements if recurrent else 0,
                 fused_qkv=graph.fused_qkv and attends,
@@ -205,11 +203,17 @@ def graph_shape(
                 n_rot=layers.head_k - kv_lora if mla and attends else 0,
                 ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA) else None,
                 wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
-                rope=rope or not attends,
+                rope=rope and graph.roped(layers, sliding, il) or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
                 qk_norm=graph.qk_norm and attends,
                 fused_up=graph.fused_up and dense_ff > 0,
                 wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
+                qk_norm_whole=graph.qk_norm_whole and attends,
+                attn_gate=graph.attn_gate(layers, il) if attends else 0,
+                expert_probs_bias=graph.expert_probs_bias and moe,
+                expert_weights_norm=moe and graph.expert_weights_norm(hp),
+                v_norm=graph.v_norm and attends,
+                kv_shared=attends and il >= kv_start,
             )
         )
     return GraphShape(
@@ -222,13 +226,18 @@ def graph_shape(
         bert_block=graph.bert_block,
         mixer=graph.mixer if rule.recurrence else Mixer.NONE,
         learned_positions=rule.parameters.position_embeddings,
-        layer_norm=graph.layer_norm,
+        layer_norm=graph.layer_norm or graph.layer_norm_when(hp),
         parallel_block=graph.parallel_block,
-        kv_from_start=rule.kv_from_start(layers),
+        kv_from_start=kv_start,
         builder=graph.builder,
         deci_blocks=graph.deci_blocks,
         residual_first=graph.residual_first,
         ffn_residual_first=graph.ffn_residual_first,
+        pre_norm=graph.pre_norm,
+        normed_hidden_output=graph.normed_hidden_output,
+        attn_temperature=graph.attn_temperature,
+        llama4_routing=graph.llama4_routing,
+        geglu=graph.geglu,
     )
 
 

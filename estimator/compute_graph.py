@@ -50,15 +50,15 @@ FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and stride
 
 
 def buildable(graph: GraphShape) -> bool:
-    """Whether this module builds the graph: a BERT encoder, or a causal decoder with an LM head whose blocks each
-    attend or run a rebuilt mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both."""
+    """Whether this module builds the graph: a BERT encoder, or a decoder whose blocks each attend or run a rebuilt
+    mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both (every block attends where the
+    attention has no cache: an embedding decoder)."""
     if graph.bert_block:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
     return (
-        graph.logits
-        and graph.cache_attention
+        (graph.cache_attention or all(b.n_head for b in graph.layers))  # no cache: llm_graph_input_attn_no_cache
         and all(
             ((b.n_head > 0) != (b.recurrent_in > 0) or graph.deci_blocks and not b.recurrent_in)
             and (not b.recurrent_in or graph.mixer is Mixer.SHORT_CONV or _whole(graph, b.ssm))
@@ -118,6 +118,9 @@ class DecoderGraph:
         self.gf = Graph()
         self.inputs: dict[bool, CacheInputs] = {}
         self.s_copy: Tensor | None = None
+        self.attn_scale: Tensor | None = None  # llama4's temperature input, made where a layer first reads it
+        self.mask: Tensor | None = None  # the mask of attention without a cache
+        self.sliding = any(b.window is not None for b in shape.layers)  # llama_kv_cache_iswa (build_attn_inp_kv_iswa)
 
     def build(self) -> Graph:
         gf, t, e = self.gf, self.t, self.shape.n_embd
@@ -131,31 +134,46 @@ class DecoderGraph:
             return rwkv.build(inp_l, out_ids, self.n_vocab)
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
+            rows = out_ids if il == last and not self.shape.hidden_output else None  # the last layer's output rows
             if self.shape.parallel_block:
-                inp_l = self.parallel_block(block, inp_l, out_ids if il == last else None)
+                inp_l = self.parallel_block(block, inp_l, rows)
                 continue
             if self.shape.deci_blocks:
-                inp_l = self.deci_block(block, inp_l, out_ids if il == last else None)
+                inp_l = self.deci_block(block, inp_l, rows)
                 continue
             inp_sa = inp_l
-            cur = self.mixer(block, self.block_norm(inp_l))
-            if il == last and not self.shape.hidden_output:  # the last layer keeps only the output rows
-                cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
+            cur = self.mixer(block, self.pre_norm(inp_l))
+            if rows is not None:
+                cur, inp_sa = get_rows(cur, rows, e), get_rows(inp_sa, rows, e)
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
-            out = self.ffn(block, self.block_norm(ffn_inp))
+            out = self.ffn(block, self.pre_norm(ffn_inp))
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
-        if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
+        return self.head(inp_l, out_ids)
+
+    def head(self, inp_l: Tensor, out_ids: Tensor) -> Graph:
+        """After the trunk: res->t_h_nextn (where the builder keeps the hidden state: the trunk's output, or the
+        output norm's over every token), the output rows, output_norm (t_embd) and the LM head (t_logits)."""
+        if self.shape.hidden_output and not self.shape.normed_hidden_output:
             inp_l.output = True
-            inp_l = get_rows(inp_l, out_ids, e)
+            inp_l = get_rows(inp_l, out_ids, self.shape.n_embd)
         result_norm = self.block_norm(inp_l)
-        logits = mul_mat(None, result_norm, self.n_vocab)  # result_output
-        result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
-        gf.expand(logits)
-        return gf
+        if self.shape.normed_hidden_output:
+            result_norm.output = True
+            result_norm = get_rows(result_norm, out_ids, self.shape.n_embd)
+        result_norm.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
+        if self.shape.logits:
+            result_norm = mul_mat(None, result_norm, self.n_vocab)  # result_output
+            result_norm.output = True
+        self.gf.expand(result_norm)  # an embedding graph ends at t_embd
+        return self.gf
+
+    def pre_norm(self, x: Tensor) -> Tensor:
+        """attn_norm / ffn_norm before the block's attention or FFN, where the builder has them."""
+        return self.block_norm(x) if self.shape.pre_norm else x
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -249,26 +267,55 @@ class DecoderGraph:
         if b.kv_lora:
             return self.mla_attention(b, cur)
         gf, t = self.gf, self.t
-        q, k, v = build_qkv(b, cur, t)
+        if b.kv_shared:
+            return self.attend_shared(b, cur)
+        q, k, v = build_qkv(b, cur, t, self.norm if b.qk_norm_whole else None)
         if b.qk_norm:
             q, k = self.norm(q), self.norm(k)
         if b.qk_layer_norm:
             q, k = self.layer_norm(q), self.layer_norm(k)
         if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        elif self.shape.attn_temperature:  # llama4.cpp: Q times build_inp_attn_scale's [1, 1, T] input
+            if self.attn_scale is None:
+                self.attn_scale = new_tensor(F32, 1, 1, t, input=True)
+            q = same_shape(q, "MUL", self.attn_scale)
+        if not self.shape.cache_attention:  # build_attn with llm_graph_input_attn_no_cache
+            if self.mask is None:
+                self.mask = new_tensor(F16 if self.geometry.flash_attention else F32, t, t, input=True)
+            return self.out_proj(b, attend_over_ubatch(gf, b, (q, k, v), self.mask, self.geometry, t), cur)
+        if b.v_norm:
+            v = same_shape(v, "RMS_NORM")
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
             q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
         if v_rot is not None:
             v = self.hadamard(v, v_rot)
-        for x in (q, v, k):
+        for x in (q, k, v) if self.sliding else (q, v, k):  # build_attn's order: the iswa input's, or the kv's
             gf.expand(x)
-        return self.store_and_attend(b, q, k, v, inputs)
+        return self.store_and_attend(b, q, k, v, inputs, cur)
 
-    def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+    def query(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """Q alone: wq reshaped to the heads, its norm, rope."""
+        q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, self.t)
+        q = self.norm(q) if b.qk_norm else q
+        return same_shape(q, "ROPE", self.pos) if b.rope else q
+
+    def attend_shared(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_kv_iswa) without K and V: Q (rotated where the cache rotates K)
+        attends over the cells an earlier layer stored; the output rotated back where V is."""
+        inputs = self.cache_inputs(b)
+        q = self.query(b, cur)
+        q = self.hadamard(q, inputs.k_rot) if inputs.k_rot is not None else q
+        out = self.mha(b, self.gf.expand(q), inputs.mask)
+        return self.out_proj(b, self.hadamard(out, inputs.v_rot) if inputs.v_rot is not None else out, cur)
+
+    def store_and_attend(
+        self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs, attn_in: Tensor | None = None
+    ) -> Tensor:
         """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha, the
-        output projection."""
+        output projection (`attn_in`: the attention's input, which an output gate reads)."""
         gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
@@ -289,6 +336,19 @@ class DecoderGraph:
         cur = self.mha(b, q, inputs.mask)
         if v_rot is not None:
             cur = self.hadamard(cur, v_rot)
+        return self.out_proj(b, cur, attn_in)
+
+    def out_proj(self, b: GraphLayer, cur: Tensor, attn_in: Tensor | None) -> Tensor:
+        """wo, after the output gate where the builder has one (afmoe.cpp, laguna.cpp: build_attn without wo, the
+        gate's projection of the attention's input, its activation in place, times the output per element or per
+        head)."""
+        if b.attn_gate and attn_in is not None:
+            gate = mul_mat(None, attn_in, b.attn_gate)  # wqkv_gate
+            if b.attn_gate == b.n_head:  # one gate per head, broadcast over the head's values
+                heads = same_shape(reshape(cur, b.head_v, b.n_head, self.t), "MUL", reshape(gate, 1, b.n_head, self.t))
+                cur = reshape(heads, b.head_v * b.n_head, self.t)
+            else:
+                cur = same_shape(cur, "MUL", gate)
         return mul_mat(None, cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
@@ -464,37 +524,49 @@ class DecoderGraph:
 
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
+        act = "GEGLU" if self.shape.geglu else "SWIGLU"
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated, b.fused_up)
+            return self.dense(cur, b.n_ff, b.gated, b.fused_up, act)
         out = self.moe(b, cur)
-        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True)) if b.n_ff_shexp else out
+        return same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True, glu_op=act)) if b.n_ff_shexp else out
 
     @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False) -> Tensor:
-        """build_ffn: gate and up, then GLU (a new tensor) | one up 2 x n_ff wide, ggml_swiglu over its halves (a
-        new tensor) | up, then the activation in place; then down."""
+    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False, glu_op: str = "SWIGLU") -> Tensor:
+        """build_ffn: gate and up, then GLU (`glu_op`, a new tensor) | one up 2 x n_ff wide, ggml_swiglu over its
+        halves (a new tensor) | up, then the activation in place; then down."""
         if fused_up:
             up = mul_mat(None, cur, 2 * n_ff)
             act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
         elif gated:
-            act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff))
+            act = glu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), glu_op)
         else:
             act = same_shape(mul_mat(None, cur, n_ff), "GELU")
         return mul_mat(None, act, cur.ne[0])
 
     def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
-        it expands the weights early, then the weighted experts, each expert's view and each partial sum."""
+        it expands the weights early, then the weighted experts, each expert's view and each partial sum. The
+        gating (soft_max, sigmoid) works in place over the logits and is left out, but where the logits also
+        choose the experts (llama4): there it is a tensor of its own."""
         t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
-        probs = same_shape(mul_mat(None, cur, b.n_expert), "SOFT_MAX")  # ffn_moe_logits, ffn_moe_probs in place
-        ranked = op("ARGSORT", I32, (b.n_expert, t), probs)
+        logits = mul_mat(None, cur, b.n_expert)  # ffn_moe_logits
+        llama4 = self.shape.llama4_routing
+        probs = same_shape(logits, "SIGMOID") if llama4 else logits  # ffn_moe_probs
+        chosen_from = same_shape(probs, "ADD") if b.expert_probs_bias else logits if llama4 else probs
+        ranked = op("ARGSORT", I32, (b.n_expert, t), chosen_from)
         topk = view(ranked, (k, t), (ranked.nb[1],))
-        weights = self.gf.expand(get_rows(reshape(probs, 1, b.n_expert, t), topk, 1))  # ffn_moe_weights [1, k, T]
+        weights = get_rows(reshape(probs, 1, b.n_expert, t), topk, 1)  # ffn_moe_weights [1, k, T]
+        if b.expert_weights_norm:  # divided by their sum (clamped in place)
+            flat = reshape(weights, k, t)
+            weights = reshape(same_shape(flat, "DIV", op("SUM_ROWS", F32, (1, t), flat)), 1, k, t)
+        self.gf.expand(weights)
         rows = reshape(cur, e, 1, t)
-        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+        if llama4:  # weight_before_ffn: the input repeated per chosen expert, times its weight
+            rows = same_shape(op("REPEAT", F32, (e, k, t), rows), "MUL", weights)
         up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
+        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
         down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
-        weighted = self.gf.expand(same_shape(down, "MUL", weights))
+        weighted = self.gf.expand(down if llama4 else same_shape(down, "MUL", weights))
         experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
         out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
         for x in experts[2:]:
@@ -544,28 +616,19 @@ class EncoderGraph:
         return gf
 
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        t, g = self.t, self.geometry
-        rope = not self.shape.learned_positions
+        t = self.t
         q, k, v = build_qkv(b, cur, t)
-        if rope:
+        if not self.shape.learned_positions:
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        for x in (q, k, v):
-            self.gf.expand(x)
-        q = permute(q, 0, 2, 1, 3)
-        k, v = permute(k, 0, 2, 1, 3), permute(v, 0, 2, 1, 3)
-        if g.flash_attention:  # build_attn_mha: F32 K and V cast to F16
-            k16, v16 = op("CPY", F16, k.ne, k), op("CPY", F16, v.ne, v)
-            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t, 1), q, k16, v16, self.mask)
-            return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
-        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", self.mask)  # [T, T, H]
-        v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
-        kqv = mul_mat_t(v_cont, kq)
-        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+        return attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, t)
 
 
-def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
+def build_qkv(
+    b: GraphLayer, cur: Tensor, t: int, norm: Callable[[Tensor], Tensor] | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
-    view with the same strides) | wq, wk, wv, each reshaped to [head, heads, T]."""
+    view with the same strides) | wq, wk, wv, each reshaped to [head, heads, T] (`norm`: olmo2.cpp's norms of the
+    whole Q and K projections, before the reshape)."""
     if b.fused_qkv:
         qkv = mul_mat(None, cur, (b.n_head + 2 * b.n_head_kv) * b.head_k)
         nb = (b.head_k * FLOAT, qkv.nb[1])
@@ -573,10 +636,30 @@ def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tenso
         k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
         v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
         return q, k, v
-    q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
-    k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+    q, k = mul_mat(None, cur, b.n_head * b.head_k), mul_mat(None, cur, b.n_head_kv * b.head_k)
+    if norm is not None:
+        q, k = norm(q), norm(k)
+    q, k = reshape(q, b.head_k, b.n_head, t), reshape(k, b.head_k, b.n_head_kv, t)
     v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
     return q, k, v
+
+
+def attend_over_ubatch(
+    gf: Graph, b: GraphLayer, qkv: tuple[Tensor, Tensor, Tensor], mask: Tensor, g: ContextGeometry, t: int
+) -> Tensor:
+    """build_attn with llm_graph_input_attn_no_cache: Q, K and V expanded, then build_attn_mha over the ubatch's own
+    keys (non-causal: one [T, T] mask; flash attention casts K and V to F16; else kq, soft_max in place, V
+    transposed into a copy, kqv), [Dv * H, T]."""
+    for x in qkv:
+        gf.expand(x)
+    q, k, v = (permute(x, 0, 2, 1, 3) for x in qkv)
+    if g.flash_attention:
+        k16, v16 = op("CPY", F16, k.ne, k), op("CPY", F16, v.ne, v)
+        out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t, 1), q, k16, v16, mask)
+        return gf.expand(reshape(out, b.head_v * b.n_head, t))
+    kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
+    kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
+    return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

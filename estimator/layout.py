@@ -110,6 +110,12 @@ class GraphLayer:
     qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)
     fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
     wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
+    qk_norm_whole: bool = False  # RMS norms over the whole Q and K projections, before the heads' reshape (olmo2)
+    attn_gate: int = 0  # the attention output's gate per token (afmoe, laguna): n_head (per head) or per element
+    expert_probs_bias: bool = False  # build_moe_ffn's exp_probs_b: experts chosen from probs + bias (a new tensor)
+    expert_weights_norm: bool = False  # build_moe_ffn's norm_w: the chosen weights divided by their sum
+    v_norm: bool = False  # ggml_rms_norm of V, without a weight (gemma4)
+    kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -136,6 +142,11 @@ class GraphShape:
     deci_blocks: bool = False  # src/models/deci.cpp: blocks without attention or without FFN (see DecoderGraph)
     residual_first: bool = False  # ffn_inp = ggml_add(residual, the mixer's output), not (output, residual)
     ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
+    pre_norm: bool = True  # False: attention and the FFN read the residual stream itself (olmo2, exaone4: post norms)
+    normed_hidden_output: bool = False  # with hidden_output: res->t_h_nextn is the output norm's result, rows after
+    attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
+    llama4_routing: bool = False  # build_moe_ffn's LLM_ARCH_LLAMA4: top-k of the logits, weights before the experts
+    geglu: bool = False  # the gated FFN is LLM_FFN_GELU's ggml_geglu_split, not ggml_swiglu_split
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

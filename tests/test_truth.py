@@ -213,6 +213,7 @@ TIGHT = {
     "llama4", "mamba", "mamba2", "mellum", "mimo2", "minicpm3", "mistral3", "mistral4", "muse-glimmer", "nomic-bert",
     "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
     "arwkv7", "rwkv6", "rwkv6qwen2", "rwkv7",
+    "cohere2", "gemma4", "llama-embed", "olmo2", "smollm3", "starcoder2",
 }  # fmt: skip
 
 
