@@ -133,6 +133,7 @@ def derive_layout(
         note=_describe(arch, attention, states),
         head_dims=head_dims,
         same_cache_types=rule.mla(hp),
+        causal=hp.optional_bool(ATTN.CAUSAL, True),  # llama_model_base::load_hparams: hparams.causal_attn
         graph=graph_shape(rule, layers, sliding, size, width, n_vocab),
     )
 

@@ -136,7 +136,8 @@ def dumped_graphs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, 
     for r in rows:
         facts = cache.facts((str(files[r["model"]]),))
         assert facts.layout is not None and facts.layout.graph is not None
-        out.append((r, build_graph(facts.layout.graph, accuracy.run_geometry(r, facts.architecture), facts.n_vocab)))
+        geometry = accuracy.run_geometry(r, facts.architecture, facts.layout.causal)
+        out.append((r, build_graph(facts.layout.graph, geometry, facts.n_vocab)))
     return out
 
 

@@ -78,6 +78,31 @@ ATTN_UBATCH = [
     _s(16384, 8, fa="off", n_ubatch=4096),
     _s(3000, 3, n_ubatch=4096),
 ]
+# The attention families rebuilt node for node after phi3, openelm and deci: ubatches 64 to 4096 (4096 asks past
+# n_batch's 2048), flash attention on and off, 1 to 8 sequences (3, 5 and 7 round the ubatch up), a context below the
+# ubatch, q8_0 caches, a unified cache, and full-size sliding windows (swa_full: the same as without for full ones).
+ATTN_FAMILY_UBATCH = [
+    _s(8192, 1, n_ubatch=64),
+    _s(8192, 2, fa="off", n_ubatch=64),
+    _s(8192, 3, n_ubatch=256),
+    _s(8192, 5, fa="off", n_ubatch=1024),
+    _s(8192, 1, n_ubatch=2048),
+    _s(8192, 4, fa="off", n_ubatch=2048),
+    _s(16384, 8, n_ubatch=2048),
+    _s(16384, 7, fa="off", n_ubatch=4096),
+    _s(32768, 2, n_ubatch=4096),
+    _s(1000, 3, n_ubatch=2048),
+    _s(8192, 4, "q8_0", n_ubatch=1024),
+    _s(16384, 1, "q8_0", n_ubatch=2048),
+    _s(8192, 4, unified=1, n_ubatch=1024),
+    _s(8192, 4, fa="off", unified=1, n_ubatch=2048),
+    _s(8192, 1, swa_full=1, n_ubatch=2048),
+    _s(8192, 4, fa="off", swa_full=1, n_ubatch=1024),
+]
+ATTN_FAMILY_MODELS = (
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "cohere2moe-arr-nextn", "exaone4-64", "llama4-chunked",
+    "afmoe-swa", "laguna-swa",
+)  # fmt: skip
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
@@ -187,6 +212,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_attn.jsonl": TruthFile(attention.FAMILY_SET, FULL),
     "results_attn_ubatch.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"), ATTN_UBATCH
+    ),
+    "results_attn_family_ubatch.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, "cohere2-swa", "gemma4-shared", "llama-embed")
+        | _subset(more.FAMILY_SET, *ATTN_FAMILY_MODELS),
+        ATTN_FAMILY_UBATCH,
     ),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
