@@ -27,6 +27,7 @@ from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.graph_gemma3n import build_gemma3n
+from memfit.estimator.graph_gemma4 import build_gemma4
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
 from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer, Wkv
 from memfit.estimator.tensor_list import (
@@ -64,6 +65,9 @@ LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3
 ATTN, SSM = Keys.Attention, Keys.SSM
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
 ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
+ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
+GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"  # blk.{bid}.ffn_gate_up_exps.weight
+DOWN_EXPS_SCALE = TENSOR_NAMES[MODEL_TENSOR.FFN_DOWN_EXP] + ".scale"  # blk.{bid}.ffn_down_exps.scale
 
 
 class NewerKeys:
@@ -576,23 +580,42 @@ def rms_eps_missing(hp: HParams) -> bool:
     return not hp.has(Keys.Attention.LAYERNORM_RMS_EPS)
 
 
-def shared_width_or_count(hp: HParams, ff_exp: int) -> int:
+def shared_width_or_count(ly: Layers, il: int, ff_exp: int) -> int:
     # llama_model_<arch>::load_arch_tensors: expert_shared_feed_forward_length, else n_expert_shared x n_ff_exp
-    return hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
-        hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
+    return ly.hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
+        ly.hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
     )
 
 
-def shared_width_or_one(hp: HParams, ff_exp: int) -> int:
+def shared_width_or_one(ly: Layers, il: int, ff_exp: int) -> int:
     # llama_model_laguna::load_arch_hparams: n_expert_shared defaults to 1
-    return hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
-        hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 1) * ff_exp
+    return ly.hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
+        ly.hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 1) * ff_exp
     )
 
 
-def one_shared_expert(hp: HParams, ff_exp: int) -> int:
+def one_shared_expert(ly: Layers, il: int, ff_exp: int) -> int:
     # llama_model_llama4::load_arch_tensors: n_ff_shexp = n_ff_exp, in every MoE layer
     return ff_exp
+
+
+def layer_ffn_beside(ly: Layers, il: int, ff_exp: int) -> int:
+    # llama_model_gemma4::load_arch_tensors: an expert layer keeps its dense FFN (n_ff(il)) beside the experts
+    return ly.ff[il]
+
+
+def weights_always_normed(hp: HParams) -> bool:
+    # gemma4.cpp: build_moe_ffn(..., norm_w = true, ...)
+    return True
+
+
+def no_attn_v(ly: Layers, il: int) -> bool:
+    # llama_model_gemma4::load_arch_tensors: attn_v is not required; without it gemma4.cpp's Vcur is Kcur
+    return ly.tensors is not None and ATTN_V.format(bid=il) not in ly.tensors
+
+
+def has_attn_v(ly: Layers, il: int) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
@@ -630,7 +653,10 @@ class Graph:
     attn_gate: Callable[[Layers, int], int] = no_attn_gate  # the attention output's gate width per token
     expert_probs_bias: bool = False  # exp_probs_b: the experts chosen from probs + bias (afmoe, laguna)
     expert_weights_norm: Callable[[HParams], bool] = never  # build_moe_ffn's norm_w
-    shared_expert: Callable[[HParams, int], int] = shared_width_or_count  # the shared experts' width (n_ff_exp)
+    shared_expert: Callable[[Layers, int, int], int] = shared_width_or_count  # the shared experts' width (n_ff_exp)
+    expert_tensors: bool = False  # the builder passes gate_up_exps and the experts' scales to build_moe_ffn
+    v_from_k: Callable[[Layers, int], bool] = has_attn_v  # layers whose V is K's projection (no wv)
+    per_layer_embd: bool = False  # gemma4.cpp: per-layer embeddings, embedding_length_per_layer_input wide
     layer_norm_when: Callable[[HParams], bool] = never  # LLM_NORM for the trunk's norms on this condition
     normed_hidden_output: bool = False  # res->t_h_nextn after output_norm, the rows selected after it
     attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input
@@ -661,14 +687,23 @@ COHERE2MOE = Graph(  # src/models/cohere2moe.cpp: command-r's parallel block, ro
     parallel_block=True,
     roped=sliding_or_dense_lead_rope,
     expert_weights_norm=expert_weights_norm_key,
+    expert_tensors=True,
     hidden_output=True,
     normed_hidden_output=True,
     node_for_node=True,
 )
-GEMMA4 = Graph(  # src/models/gemma4.cpp: q/k norms, V's rms_norm, GEGLU, shared-KV layers, t_h_nextn after the norm
+GEMMA4 = Graph(  # src/models/gemma4.cpp, rebuilt by estimator/graph_gemma4.py
+    builder=build_gemma4,
     qk_norm=True,
     v_norm=True,
+    v_from_k=no_attn_v,
     geglu=True,
+    moe_layers=experts_where_routed,
+    shared_expert=layer_ffn_beside,
+    expert_weights_norm=weights_always_normed,
+    expert_tensors=True,
+    per_layer_embd=True,
+    reads_tensors=True,
     hidden_output=True,
     normed_hidden_output=True,
     node_for_node=True,

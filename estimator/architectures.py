@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window
+from memfit.estimator.arch_rules import DOWN_EXPS_SCALE, GATE_UP_EXPS, RULES, ArchRule, Memory, NewerKeys, Window
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, TensorShapes, key_name
 from memfit.estimator.layout import AttentionLayer, GraphLayer, GraphShape, KvCache, Layout, Mixer, RecurrentLayer, Ssm
@@ -195,7 +195,7 @@ def graph_shape(
                 n_expert=n_expert if moe else 0,
                 n_expert_used=hp.optional_int(Keys.LLM.EXPERT_USED_COUNT, 0) if moe else 0,
                 n_ff_exp=n_ff_exp,
-                n_ff_shexp=graph.shared_expert(hp, n_ff_exp) if moe else 0,
+                n_ff_shexp=graph.shared_expert(layers, il, n_ff_exp) if moe else 0,
                 recurrent_in=recurrent_in if recurrent else 0,
                 recurrent_state=state_elements if recurrent else 0,
                 fused_qkv=graph.fused_qkv and attends,
@@ -215,6 +215,9 @@ def graph_shape(
                 expert_weights_norm=moe and graph.expert_weights_norm(hp),
                 v_norm=graph.v_norm and attends,
                 kv_shared=attends and il >= kv_start,
+                v_from_k=attends and graph.v_from_k(layers, il),
+                experts_gate_up=moe and graph.expert_tensors and has_tensor(layers, GATE_UP_EXPS, il),
+                experts_down_scale=moe and graph.expert_tensors and has_tensor(layers, DOWN_EXPS_SCALE, il),
             )
         )
     return GraphShape(
@@ -239,7 +242,13 @@ def graph_shape(
         attn_temperature=graph.attn_temperature,
         llama4_routing=graph.llama4_routing,
         geglu=graph.geglu,
+        per_layer_embd=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if graph.per_layer_embd else 0,
     )
+
+
+def has_tensor(layers: Layers, name: str, il: int) -> bool:
+    """Whether the file holds layer il's tensor `name` (a template over bid), where its tensors are known."""
+    return layers.tensors is not None and name.format(bid=il) in layers.tensors
 
 
 def _describe(arch: str, attention: tuple[AttentionLayer, ...], states: tuple[RecurrentLayer, ...]) -> str:

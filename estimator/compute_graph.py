@@ -543,13 +543,13 @@ class DecoderGraph:
             act = same_shape(mul_mat(None, cur, n_ff), "GELU")
         return mul_mat(None, act, cur.ne[0])
 
-    def moe(self, b: GraphLayer, cur: Tensor) -> Tensor:
+    def moe(self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
         """build_moe_ffn: router probabilities, top-k, the experts' gate/up/GLU/down over [E, k, T], weighted sum;
         it expands the weights early, then the weighted experts, each expert's view and each partial sum. The
         gating (soft_max, sigmoid) works in place over the logits and is left out, but where the logits also
-        choose the experts (llama4): there it is a tensor of its own."""
+        choose the experts (llama4): there it is a tensor of its own. `logits`: the builder's own (probs_in)."""
         t, e, k = cur.ne[1], self.shape.n_embd, b.n_expert_used  # the last block's: the output rows only
-        logits = mul_mat(None, cur, b.n_expert)  # ffn_moe_logits
+        logits = mul_mat(None, cur, b.n_expert) if logits is None else logits  # ffn_moe_logits
         llama4 = self.shape.llama4_routing
         probs = same_shape(logits, "SIGMOID") if llama4 else logits  # ffn_moe_probs
         chosen_from = same_shape(probs, "ADD") if b.expert_probs_bias else logits if llama4 else probs
@@ -563,9 +563,18 @@ class DecoderGraph:
         rows = reshape(cur, e, 1, t)
         if llama4:  # weight_before_ffn: the input repeated per chosen expert, times its weight
             rows = same_shape(op("REPEAT", F32, (e, k, t), rows), "MUL", weights)
-        up = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        gate = op("MUL_MAT_ID", F32, (b.n_ff_exp, k, t), rows, topk)
-        down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up), topk)
+        ff = b.n_ff_exp
+        if b.experts_gate_up:  # one gate_up_exps product, gate and up views of its halves
+            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, topk)
+            nb = (gate_up.nb[1], gate_up.nb[2])
+            gate, up = view(gate_up, (ff, k, t), nb), view(gate_up, (ff, k, t), nb, ff * FLOAT)
+        else:
+            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, topk)
+            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, topk)
+        down = op("MUL_MAT_ID", F32, (e, k, t), glu(gate, up, "GEGLU" if self.shape.geglu else "SWIGLU"), topk)
+        if b.experts_down_scale:  # build_lora_mm_id: each chosen expert's scale, [1, E_n, T] repeated, its rows
+            scales = get_rows(op("REPEAT", F32, (1, b.n_expert, t)), topk, 1)
+            down = same_shape(down, "MUL", scales)
         weighted = self.gf.expand(down if llama4 else same_shape(down, "MUL", weights))
         experts = [self.gf.expand(view(weighted, (e, t), (weighted.nb[2],), i * weighted.nb[1])) for i in range(k)]
         out = self.gf.expand(op("ADD", F32, (e, t), experts[0], experts[1])) if k > 1 else cont(experts[0])
@@ -637,11 +646,11 @@ def build_qkv(
         v = view(qkv, (b.head_v, b.n_head_kv, t), nb, (b.n_head + b.n_head_kv) * b.head_k * FLOAT)
         return q, k, v
     q, k = mul_mat(None, cur, b.n_head * b.head_k), mul_mat(None, cur, b.n_head_kv * b.head_k)
+    v = k if b.v_from_k else mul_mat(None, cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
     if norm is not None:
         q, k = norm(q), norm(k)
     q, k = reshape(q, b.head_k, b.n_head, t), reshape(k, b.head_k, b.n_head_kv, t)
-    v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
-    return q, k, v
+    return q, k, reshape(v, b.head_v, b.n_head_kv, t)
 
 
 def attend_over_ubatch(

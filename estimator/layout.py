@@ -116,6 +116,9 @@ class GraphLayer:
     expert_weights_norm: bool = False  # build_moe_ffn's norm_w: the chosen weights divided by their sum
     v_norm: bool = False  # ggml_rms_norm of V, without a weight (gemma4)
     kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
+    v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
+    experts_gate_up: bool = False  # build_moe_ffn with gate_up_exps: one MUL_MAT_ID, gate and up views of it
+    experts_down_scale: bool = False  # build_lora_mm_id with down_exps_s: the experts' scales repeated, rows, mul
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -147,6 +150,7 @@ class GraphShape:
     attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
     llama4_routing: bool = False  # build_moe_ffn's LLM_ARCH_LLAMA4: top-k of the logits, weights before the experts
     geglu: bool = False  # the gated FFN is LLM_FFN_GELU's ggml_geglu_split, not ggml_swiglu_split
+    per_layer_embd: int = 0  # gemma4's per-layer embeddings' width (n_embd_per_layer; 0: none)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -165,7 +165,7 @@ RWKV_SHAPE_RUNS = [
     _s(8192, 1, n_ubatch=4096),
 ]
 # The attention decoders rebuilt node for node after the first ones: their tiny models' graph dumps.
-ATTN_DUMPS = ("cohere2-swa", "gemma4-shared", "llama-embed")
+ATTN_DUMPS = ("cohere2-swa", "gemma4-shared", "gemma4-moe", "gemma4-ple", "llama-embed")
 MORE_DUMPS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
     "llama4-nochunk", "afmoe-swa", "laguna-swa",
@@ -214,7 +214,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr"), ATTN_UBATCH
     ),
     "results_attn_family_ubatch.jsonl": TruthFile(
-        _subset(attention.FAMILY_SET, "cohere2-swa", "gemma4-shared", "llama-embed")
+        _subset(attention.FAMILY_SET, "cohere2-swa", "gemma4-shared", "llama-embed", "gemma4-moe", "gemma4-ple")
         | _subset(more.FAMILY_SET, *ATTN_FAMILY_MODELS),
         ATTN_FAMILY_UBATCH,
     ),
