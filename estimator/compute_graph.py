@@ -4,10 +4,11 @@ llama_context::sched_reserve builds the prompt-processing graph for one worst-ca
 n_ubatch) rounded up to a multiple of n_seq, one output per token before the rounding, every KV cell visible)
 and ggml-alloc sizes the buffer for it (estimator/graph_alloc.py). This module builds that graph, as llama.cpp's
 builders lay it out, for decoders whose blocks are attention (full or sliding-window, grouped-query or MLA, flash
-attention on or off), a Mamba-2 or a short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph),
-and for BERT encoders (EncoderGraph). Weights and in-place ops on a tensor's only consumer (biases, norms'
-weights, rope, q/k norms, scales, soft caps) take no memory of their own and are left out where they do not change
-what is alive; every tensor that takes memory is here, in llama.cpp's order.
+attention on or off; over the KV cache, or over the ubatch alone in a non-causal embedding decoder), a Mamba-2 or a
+short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph), and for BERT encoders (EncoderGraph).
+Weights and in-place ops on a tensor's only consumer (biases, norms' weights, rope, q/k norms, scales, soft caps,
+gating) take no memory of their own and are left out where they do not change what is alive; every tensor that
+takes memory is here, in llama.cpp's order.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ NODE_FOR_NODE = (
     "llama-gqa-f16", "mamba2-f16", "granitehybrid-f16", "command-r", "mamba", "jamba", "gemma3n-shared", "phi3-swa",
     "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "starcoder2", "smollm3", "olmo2-swa",
     "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple", "exaone4-64-key", "exaone4-4-key",
-    "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "llama-embed",
+    "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full", "llama-embed",
 )  # fmt: skip
 
 

@@ -39,7 +39,7 @@ from tools.truth import DATA, load, measured_variant, run_id
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
-    from tools.families import attention, more, recurrent, shapes, tiny_real
+    from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -51,6 +51,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
+        **attn_scale.SHAPES,
     }
 
 

@@ -554,7 +554,7 @@ def gemma4_model(name: str, layers: int, ff: int | list[int], d: Gemma4Dims) -> 
         head_dim=d.head,
         rope_base=1000000.0,
         name=name,
-        file_type=gguf.LlamaFileType.MOSTLY_F16,
+        file_type=gguf.LlamaFileType.MOSTLY_F16 if d.qtype == F16 else gguf.LlamaFileType.MOSTLY_Q4_0,
     )
     m.arch_kv(
         attention__key_length_swa=d.head_swa,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.families import attention, more, recurrent, shapes, tiny_real
+from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
 from tools.gguf_writers import PUBLIC_SET, SHAPE_SET, Model
 
 Settings = dict[str, Any]
@@ -101,8 +101,22 @@ ATTN_FAMILY_UBATCH = [
 ]
 ATTN_FAMILY_MODELS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "cohere2moe-arr-nextn", "exaone4-64", "llama4-chunked",
-    "afmoe-swa", "laguna-swa",
+    "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
+# The attention families' real-scale shapes in dry runs (no_alloc=1): contexts 1500 to 65536, 1 to 8 sequences,
+# ubatch 512 to 4096 (capped at n_batch 2048), flash attention on and off, q8_0, a unified cache, swa_full.
+ATTN_SHAPE_RUNS = [
+    _s(4096, 1),
+    _s(32768, 1, "q8_0"),
+    _s(32768, 4, fa="off"),
+    _s(32768, 1, n_ubatch=2048),
+    _s(32768, 4, fa="off", n_ubatch=2048),
+    _s(65536, 8, n_ubatch=4096),
+    _s(8192, 3, n_ubatch=1024),
+    _s(16384, 2, unified=1, n_ubatch=1024),
+    _s(32768, 1, swa_full=1, n_ubatch=2048),
+    _s(1500, 1, n_ubatch=2048),
+]
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
@@ -168,7 +182,7 @@ RWKV_SHAPE_RUNS = [
 ATTN_DUMPS = ("cohere2-swa", "gemma4-shared", "gemma4-moe", "gemma4-ple", "llama-embed")
 MORE_DUMPS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
-    "llama4-nochunk", "afmoe-swa", "laguna-swa",
+    "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
@@ -252,6 +266,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_floors_dryrun.jsonl": TruthFile(
         _subset(SHAPE_SET, *SCALE_SHAPES) | shapes.FAMILY_SET,
         None,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_attn_family_dryrun.jsonl": TruthFile(
+        attn_scale.SHAPES,
+        ATTN_SHAPE_RUNS,
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
