@@ -26,10 +26,17 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.graph_delta_net import (
+    build_bailingmoe3,
+    build_kimi_k3,
+    build_kimi_linear,
+    build_qwen3next,
+    build_qwen35,
+)
 from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.graph_gemma4 import build_gemma4
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import AttentionLayer, GraphBuilder, KvCache, Mixer, Wkv
+from memfit.estimator.layout import AttentionLayer, DeltaNet, GraphBuilder, KvCache, Mixer, Routing, Wkv
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
@@ -60,9 +67,13 @@ from memfit.integers import is_int
 from memfit.readers.gguf_header import SkippedArray
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
-LLAMA_CPP_RELEASE = "llama.cpp v0.4.0 (the prebuilt libllama of node-llama-cpp 3.21.1)"
+# The llama.cpp every rule mirrors and every recorded run measured: its commit (tools/truth/releases.json), which
+# node-llama-cpp 3.21.1 bundles under its own tag v0.4.0 and builds as its prebuilt libllama
+LLAMA_CPP_COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed"
+LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's prebuilt libllama)"
 
 ATTN, SSM = Keys.Attention, Keys.SSM
+SWIGLU_CLAMP_EPS = 1e-6  # llm_graph_context::build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
 ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
 ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
@@ -76,6 +87,10 @@ class NewerKeys:
     RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS
     INDEXER_TYPES = "{arch}.attention.indexer.types"  # LLM_KV_ATTENTION_INDEXER_TYPES
     PLE_LAYERS = "{arch}.ple.layers"  # LLM_KV_PLE_LAYERS
+    KDA_GATE_LOWER_BOUND = "{arch}.kda.gate_lower_bound"  # LLM_KV_KDA_GATE_LOWER_BOUND
+    ATTN_RES_BLOCK_SIZE = "{arch}.attn_res.block_size"  # LLM_KV_ATTN_RES_BLOCK_SIZE
+    SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"  # LLM_KV_ACTIVATION_SITU_LINEAR_BETA
+    EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"  # LLM_KV_EXPERT_LATENT_LENGTH
 
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
@@ -476,6 +491,135 @@ def arwkv7_wkv(ly: Layers, il: int) -> Wkv:
     return replace(rwkv7_wkv(ly, il), group_norm=False, channel_mix=0)
 
 
+def _has_tensor(ly: Layers, suffix: str, unknown: bool) -> bool:
+    """Whether the file holds a tensor named blk.N.<suffix> (`unknown` where its tensor names are not known)."""
+    return unknown if ly.tensors is None else any(name.endswith(suffix) for name in ly.tensors)
+
+
+def _routing(ly: Layers, gating: int | None, norm: bool | None, probs_bias: bool, scale: bool = True) -> Routing:
+    # build_moe_ffn's arguments as the builder passes them: a fixed gating function and norm, or the file's
+    # (expert_gating_func, expert_weights_norm); expert_weights_scale where the loader reads it; ffn_exp_probs_b
+    # where it requires it; llama_model_base::load_hparams's expert groups; create_tensor_gate_up_exps's fused
+    # ffn_gate_up_exps where the file has it
+    hp, llm = ly.hp, Keys.LLM
+    w_scale = hp.optional_float(llm.EXPERT_WEIGHTS_SCALE) if scale else None
+    groups = hp.optional_int(llm.EXPERT_GROUP_COUNT, 0)
+    return Routing(
+        gating=hp.optional_int(llm.EXPERT_GATING_FUNC, 0) if gating is None else gating,
+        probs_bias=probs_bias,
+        norm=hp.optional_bool(llm.EXPERT_WEIGHTS_NORM, False) if norm is None else norm,
+        scale=w_scale not in (None, 0.0, 1.0),
+        groups=groups if groups > 1 else 0,
+        groups_used=hp.optional_int(llm.EXPERT_GROUP_USED_COUNT, 0) if groups > 1 else 0,
+        fused_gate_up=ly.tensors is not None and _has_tensor(ly, ".ffn_gate_up_exps.weight", False),
+    )
+
+
+def _gated_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_qwen3next / _qwen35 / _qwen35moe::load_arch_hparams: head_k_dim = ssm_d_state, num_k_heads =
+    # ssm_n_group, num_v_heads = ssm_dt_rank, head_v_dim = ssm_d_inner / num_v_heads; the experts softmax-gated and
+    # normalized (expert_weights_scale unread), the shared expert n_ff_shexp wide, else n_ff (load_block_trunk)
+    hp = ly.hp
+    v_heads, experts = hp.optional_int(SSM.TIME_STEP_RANK, 0), hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
+    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (ly.ff[0] if ly.n_all else 0)
+    return DeltaNet(
+        head_k=hp.optional_int(SSM.STATE_SIZE, 0),
+        k_heads=hp.optional_int(SSM.GROUP_COUNT, 0),
+        head_v=hp.optional_int(SSM.INNER_SIZE, 0) // v_heads if v_heads else 0,
+        v_heads=v_heads,
+        d_conv=hp.optional_int(SSM.CONV_KERNEL, 0),
+        routing=_routing(ly, gating=1, norm=True, probs_bias=False, scale=False),
+        n_ff_shexp=shexp if experts else 0,
+    )
+
+
+def qwen3next_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_qwen3next::graph::build_qkvz: the legacy ssm_in where the file has no attn_qkv
+    return replace(_gated_delta_net(ly), legacy_qkvz=not _has_tensor(ly, ".attn_qkv.weight", True))
+
+
+def qwen35_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_qwen35(moe)::load_arch_tensors: attn_qkv and attn_gate, ssm_beta and ssm_alpha
+    return _gated_delta_net(ly)
+
+
+def _kda(ly: Layers, routing: Routing, shexp: int) -> DeltaNet:
+    # llama_model_kimi_linear / _kimi_k3 / _bailingmoe3: kda.head_dim wide heads, n_head of them for q, k and v
+    # (their graphs' MHA fallback where the file has the legacy attn_kv_b is not rebuilt)
+    hp = ly.hp
+    head, heads = hp.optional_int(Keys.KDA.HEAD_DIM, 0), ly.heads[0] if ly.n_all else 0
+    legacy = _has_tensor(ly, ".attn_kv_b.weight", False)
+    return DeltaNet(
+        head,
+        heads,
+        head,
+        heads,
+        hp.optional_int(SSM.CONV_KERNEL, 0),
+        routing=routing,
+        n_ff_shexp=shexp,
+        not_rebuilt="MLA without attn_k_b / attn_v_b" if legacy else "",
+    )
+
+
+def _shexp_of_shared_count(ly: Layers) -> int:
+    # the shared experts n_ff_exp * max(1, n_expert_shared) wide (ffn_*_shexp, optional in kimi's loaders)
+    hp = ly.hp
+    shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0)
+    present = _has_tensor(ly, ".ffn_up_shexp.weight", True)
+    return hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0) * max(1, shared) if present else 0
+
+
+def kimi_linear_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_kimi_linear: low-rank f and g, the file's gating, normalized and scaled weights, ffn_exp_probs_b;
+    # no low-rank Q (its loader never reads q_lora_rank)
+    return _kda(ly, _routing(ly, gating=None, norm=True, probs_bias=True), _shexp_of_shared_count(ly))
+
+
+def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ, the latent experts;
+    # the MLA output gate (attn_gate, optional) per element
+    hp = ly.hp
+    bound = hp.optional_float(NewerKeys.KDA_GATE_LOWER_BOUND)
+    latent = hp.optional_int(NewerKeys.EXPERT_LATENT_LENGTH, 0)
+    heads = ly.heads[0] if ly.n_all else 0
+    v_mla = hp.optional_int(ATTN.VALUE_LENGTH_MLA, 0)
+    base = _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), _shexp_of_shared_count(ly))
+    return replace(
+        base,
+        q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0) if _has_tensor(ly, ".attn_q_a_norm.weight", True) else 0,
+        lower_bound=bound is not None and bound != float("-inf"),
+        attn_gate=heads * v_mla if _has_tensor(ly, ".attn_gate.weight", True) else 0,
+        situ_linear=(hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0,
+        latent=latent,
+        latent_norm=latent > 0 and _has_tensor(ly, ".ffn_routed_norm.weight", True),
+        attn_res=hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0),
+    )
+
+
+def bailingmoe3_delta_net(ly: Layers) -> DeltaNet:
+    # llama_model_bailingmoe3::load_arch_hparams: full-rank f and g, low-rank Q by q_lora_rank, a per-head MLA
+    # output gate, the shared experts expert_shared_feed_forward_length wide, else n_ff_exp * max(1, shared)
+    hp = ly.hp
+    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or hp.optional_int(
+        Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0
+    ) * max(1, hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0))
+    return replace(
+        _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp),
+        q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0),
+        attn_gate=ly.heads[0] if ly.n_all else 0,
+        clamped_experts=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_EXP),
+        clamped_shexp=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP),
+    )
+
+
+def _clamped_layers(ly: Layers, key: str) -> frozenset[int]:
+    # llama_model_bailingmoe3::load_arch_hparams: swiglu_clamp_exp / _shexp read with get_key_or_arr (one number
+    # for every layer, or one per layer); build_moe_ffn / build_ffn clamp where a layer's limit exceeds 1e-6
+    value = ly.hp.metadata.get(ly.hp.key(key))
+    limits = value if isinstance(value, tuple) else (value,) * ly.n_all
+    return frozenset(il for il, v in enumerate(limits) if isinstance(v, (int, float)) and v > SWIGLU_CLAMP_EPS)
+
+
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
     # llama_model_<arch>::load_arch_tensors: ffn_*_exps from layer leading_dense_block_count on
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and il >= ly.hp.optional_int(
@@ -663,6 +807,7 @@ class Graph:
     llama4_routing: bool = False  # build_moe_ffn's LLM_ARCH_LLAMA4 branches
     v_norm: bool = False  # ggml_rms_norm of V (gemma4.cpp)
     geglu: bool = False  # build_ffn with LLM_FFN_GELU, LLM_FFN_PAR: ggml_geglu_split
+    delta_net: Callable[[Layers], DeltaNet] | None = None  # a delta-net model's blocks (estimator/graph_delta_net.py)
 
 
 DECODER = Graph()
@@ -739,8 +884,13 @@ JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     residual_first=True,
     ffn_residual_first=True,
 )
-GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET)
-KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA)
+GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET, node_for_node=True)
+QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net)
+QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net)
+KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA, node_for_node=True)
+KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net)
+KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net)
+BAILINGMOE3 = replace(KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net)
 SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True, ffn_residual_first=True)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)
@@ -1048,7 +1198,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        graph=GDN,
+        graph=QWEN3NEXT,
         parameters=GATED_DELTA_NET,
         counted=True,
     ),
@@ -1056,14 +1206,14 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        graph=GDN,
+        graph=QWEN35,
         parameters=GATED_DELTA_NET,
     ),
     "qwen35moe": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
-        graph=GDN,
+        graph=QWEN35,
         parameters=GATED_DELTA_NET,
     ),
     "qwen4exp": ArchRule(
@@ -1078,13 +1228,13 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(every_8th_attends, lightning_attention=True),
     ),
     "kimi-linear": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KIMI_LINEAR
     ),
     "kimi-k3": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KIMI_K3
     ),
     "bailingmoe3": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KDA
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=BAILINGMOE3
     ),
 }
 

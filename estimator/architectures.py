@@ -243,6 +243,7 @@ def graph_shape(
         llama4_routing=graph.llama4_routing,
         geglu=graph.geglu,
         per_layer_embd=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if graph.per_layer_embd else 0,
+        delta_net=graph.delta_net(layers) if graph.delta_net else None,
     )
 
 

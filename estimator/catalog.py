@@ -98,7 +98,8 @@ class Catalog:
         self._subjects: dict[tuple[str, str, tuple[CpuVariant, ...]], Subject] = {}
 
     def find(self, model_id: str) -> tuple[CatalogEntry, str] | None:
-        """`org/repo` (its default quant) or `org/repo:QUANT` of a catalog entry, case-insensitive."""
+        """`org/repo` (its default quant) or `org/repo:QUANT` of a catalog entry, case-insensitive: a quant the
+        repository publishes, or one llama-quantize's recipe makes for the entry's tensors (`computable`)."""
         repo, sep, quant = model_id.rpartition(":")
         if not sep:
             repo, quant = model_id, ""
@@ -106,7 +107,7 @@ class Catalog:
         if entry is None:
             return None
         quant = quant.upper() or entry.default_quant
-        return (entry, quant) if quant in entry.quants else None
+        return (entry, quant) if quant in entry.quants or computable(entry, quant) else None
 
     def quants(self, repo: str) -> tuple[str, ...]:
         """The quants the catalog lists for repository `repo` (any case), as the catalog spells them; none when it
@@ -165,6 +166,13 @@ def proxy_weights(
 
 def entry_shape(entry: CatalogEntry) -> Shape:
     return Shape(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings)
+
+
+def computable(entry: CatalogEntry, quant: str) -> bool:
+    """Whether memfit types every tensor of `quant` as llama-quantize would for the entry (a quant the repository
+    need not publish)."""
+    rule = RULES.get(entry.architecture)
+    return quant in DEFAULT_TYPE and rule is not None and rule.tensors is not None  # as entry_tensors finds a list
 
 
 def entry_tensors(entry: CatalogEntry) -> list[Tensor] | None:
@@ -247,6 +255,10 @@ def catalog_subject(
     except (EvidenceError, KeyError) as exc:
         weights = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}")
         limits.append(Limit.LAYOUT_UNPUBLISHED)
+    if quant not in entry.quants:
+        weights = replace(
+            weights, note=f"{weights.note}; the repository does not list {quant}: a file it may not publish"
+        )
     if entry.quants_note:
         weights = replace(weights, note=f"{weights.note}; {entry.quants_note}")
     try:

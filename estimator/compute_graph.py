@@ -58,6 +58,8 @@ def buildable(graph: GraphShape) -> bool:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
+    if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
+        return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
     return (
         (graph.cache_attention or all(b.n_head for b in graph.layers))  # no cache: llm_graph_input_attn_no_cache
         and all(
@@ -153,9 +155,9 @@ class DecoderGraph:
             out = self.ffn(block, self.pre_norm(ffn_inp))
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
-        return self.head(inp_l, out_ids)
+        return self.lm_head(inp_l, out_ids)
 
-    def head(self, inp_l: Tensor, out_ids: Tensor) -> Graph:
+    def lm_head(self, inp_l: Tensor, out_ids: Tensor) -> Graph:
         """After the trunk: res->t_h_nextn (where the builder keeps the hidden state: the trunk's output, or the
         output norm's over every token), the output rows, output_norm (t_embd) and the LM head (t_logits)."""
         if self.shape.hidden_output and not self.shape.normed_hidden_output:
@@ -267,9 +269,9 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        gf, t = self.gf, self.t
         if b.kv_shared:
             return self.attend_shared(b, cur)
+        t = self.t
         q, k, v = build_qkv(b, cur, t, self.norm if b.qk_norm_whole else None)
         if b.qk_norm:
             q, k = self.norm(q), self.norm(k)
@@ -284,18 +286,24 @@ class DecoderGraph:
         if not self.shape.cache_attention:  # build_attn with llm_graph_input_attn_no_cache
             if self.mask is None:
                 self.mask = new_tensor(F16 if self.geometry.flash_attention else F32, t, t, input=True)
-            return self.out_proj(b, attend_over_ubatch(gf, b, (q, k, v), self.mask, self.geometry, t), cur)
+            return self.out_proj(b, attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, t), cur)
         if b.v_norm:
             v = same_shape(v, "RMS_NORM")
+        return self.out_proj(b, self.build_attn(b, q, k, v), cur)
+
+    def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_kv, or _kv_iswa with sliding layers) over the roped Q, K and V, to its
+        output before wo: the Hadamard rotations of a quantized cache, Q, V and K expanded (Q, K and V with the
+        iswa input), then `attended`."""
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         if k_rot is not None:
             q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
         if v_rot is not None:
             v = self.hadamard(v, v_rot)
-        for x in (q, k, v) if self.sliding else (q, v, k):  # build_attn's order: the iswa input's, or the kv's
-            gf.expand(x)
-        return self.store_and_attend(b, q, k, v, inputs, cur)
+        for x in (q, k, v) if self.sliding else (q, v, k):
+            self.gf.expand(x)
+        return self.attended(b, q, k, v, inputs)
 
     def query(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """Q alone: wq reshaped to the heads, its norm, rope."""
@@ -312,11 +320,13 @@ class DecoderGraph:
         out = self.mha(b, self.gf.expand(q), inputs.mask)
         return self.out_proj(b, self.hadamard(out, inputs.v_rot) if inputs.v_rot is not None else out, cur)
 
-    def store_and_attend(
-        self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs, attn_in: Tensor | None = None
-    ) -> Tensor:
-        """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha, the
-        output projection (`attn_in`: the attention's input, which an output gate reads)."""
+    def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+        """build_attn after Q, K and V are expanded, then the output projection."""
+        return mul_mat(None, self.attended(b, q, k, v, inputs), self.shape.n_embd)  # wo
+
+    def attended(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
+        """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha (the
+        output before wo)."""
         gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
@@ -335,15 +345,13 @@ class DecoderGraph:
                 )
             )
         cur = self.mha(b, q, inputs.mask)
-        if v_rot is not None:
-            cur = self.hadamard(cur, v_rot)
-        return self.out_proj(b, cur, attn_in)
+        return self.hadamard(cur, v_rot) if v_rot is not None else cur
 
-    def out_proj(self, b: GraphLayer, cur: Tensor, attn_in: Tensor | None) -> Tensor:
+    def out_proj(self, b: GraphLayer, cur: Tensor, attn_in: Tensor) -> Tensor:
         """wo, after the output gate where the builder has one (afmoe.cpp, laguna.cpp: build_attn without wo, the
         gate's projection of the attention's input, its activation in place, times the output per element or per
         head)."""
-        if b.attn_gate and attn_in is not None:
+        if b.attn_gate:
             gate = mul_mat(None, attn_in, b.attn_gate)  # wqkv_gate
             if b.attn_gate == b.n_head:  # one gate per head, broadcast over the head's values
                 heads = same_shape(reshape(cur, b.head_v, b.n_head, self.t), "MUL", reshape(gate, 1, b.n_head, self.t))
@@ -474,7 +482,7 @@ class DecoderGraph:
         """llama_model_deepseek2's absorbed multi-head latent attention: the query's no-rope part times wk_b into
         the latent, concatenated with its roped part; the key is the normed latent and the roped key part (one
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
-        gf, t, g = self.gf, self.t, self.geometry
+        t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
         cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
         q = reshape(mul_mat(None, cur_q, heads * b.head_k), b.head_k, heads, t)  # wq / wq_b
@@ -486,6 +494,13 @@ class DecoderGraph:
         v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
         k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT), "ROPE", self.pos)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
+        return mul_mat(None, self.mla_attend(b, q, k, v), self.shape.n_embd)  # wo
+
+    def mla_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_k) over MLA's Q [latent + rope, H, T], K [latent + rope, 1, T] and V
+        (the normed latent), to its output [head_v * H, T] before wo: K into the cache, build_attn_mha with wv_b."""
+        gf, t, g = self.gf, self.t, self.geometry
+        latent, rope, heads = b.kv_lora, b.n_rot, b.n_head
         inputs = self.cache_inputs(b)
         for x in (q, v, k):
             gf.expand(x)
@@ -505,8 +520,7 @@ class DecoderGraph:
             v_cont = op("CONT", F16, (n_kv, latent, 1, ns), new_tensor(F16, latent, n_kv, 1, ns, external=True))
             kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
             cur = cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t)
-        gf.expand(cur)
-        return mul_mat(None, cur, self.shape.n_embd)  # wo
+        return gf.expand(cur)
 
     def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:
         """build_attn_mha over the whole cache (n_kv = every cell of this layer's cache)."""

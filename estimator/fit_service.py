@@ -314,12 +314,13 @@ class FitService:
                 )
         return tuple(entries)
 
-    def record_observation(self, observation: Observation) -> ObservationReceipt:
+    def record_observation(self, observation: Observation, store: bool = True) -> ObservationReceipt:
         """Store what a runtime allocated. An observation answers would use (a known model, under exactly the
         strong identity memfit derives from) is refused when a part contradicts what memfit derives exactly: a
         workspace below its floor or above its derived ceiling, or a KV cache off the derived one by more than
         llama.cpp's log rounding.
-        Any other observation about a known model is stored, its contradicting KV cache flagged."""
+        Any other observation about a known model is stored, its contradicting KV cache flagged. With `store`
+        false it is checked the same way and not stored (a dry run: no observation id)."""
         subject = self.subject(observation.model_id)
         p = observation.parts
         w = resolve_workload(observation.workload, subject.context_limit if subject is not None else None)
@@ -355,7 +356,7 @@ class FitService:
             observed_at=observed_at,
             note=note.lstrip("; "),
         )
-        observation_id = self._history_request(HISTORY_WRITES, lambda: self.history.record(row))
+        observation_id = self._history_request(HISTORY_WRITES, lambda: self.history.record(row)) if store else None
         return ObservationReceipt(
             observation_id=observation_id, model_id=model_id, known=subject is not None, flags=tuple(flags)
         )

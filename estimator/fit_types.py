@@ -75,7 +75,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class ObservationReceipt:
-    observation_id: int
+    observation_id: int | None  # None: checked as it would be stored, not stored (a dry run)
     model_id: str
     known: bool
     flags: tuple[str, ...]

@@ -52,9 +52,20 @@ def recurrent_part(layout: Layout, geometry: ContextGeometry) -> Part:
     return Part(Component.RECURRENT_STATE, r + s, Basis.DERIVED_LAYOUT, note)
 
 
+def no_layout(subject: Subject) -> str:
+    """Why a part that needs the model's layout is unknown: an unreadable file's reason is said once, by the
+    weights; another part points there."""
+    if subject.unreadable:
+        return "not derived: the file could not be read (the weights say why)"
+    return str(subject.layout_problem) if subject.layout_problem else "layout unknown"
+
+
 def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
     """Derived from the graph llama.cpp reserves where the architecture's graph is derived, else unknown."""
-    graph = subject.layout.graph if subject.layout is not None else None
+    if subject.layout is None:
+        why = no_layout(subject) if subject.unreadable else "not derived: the model's layout is unknown (see kvCache)"
+        return Part.unknown(Component.WORKSPACE, why)
+    graph = subject.layout.graph
     bounds = None
     if geometry is not None and subject.n_vocab is not None and graph is not None:
         bounds = workspace_bounds(graph, subject.n_vocab, geometry)
@@ -125,7 +136,7 @@ def _derived_parts(subject: Subject, workload: Workload, history: HistoryMatch) 
     limits: list[Limit] = []
     geometry = None
     if subject.layout is None:
-        why = str(subject.layout_problem) if subject.layout_problem else "layout unknown"
+        why = no_layout(subject)
         kv = Part.unknown(Component.KV_CACHE, why)
         recurrent = Part.unknown(Component.RECURRENT_STATE, why)
     else:

@@ -37,7 +37,7 @@ class Gemma4Graph(DecoderGraph):
                 gated = same_shape(same_shape(mul_mat(None, cur, width), "GELU"), "MUL", slice_of(per_layer, il))
                 cur = same_shape(cur, "ADD", mul_mat(None, gated, e))  # per_layer_post_norm in place
             inp_l = cur
-        return self.head(inp_l, out_ids)
+        return self.lm_head(inp_l, out_ids)
 
     def feed_forward(self, b: GraphLayer, attn_out: Tensor) -> Tensor:
         """ffn_norm and the GEGLU FFN; in an expert layer beside it pre_norm_2 and the experts, whose router reads

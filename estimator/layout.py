@@ -47,8 +47,8 @@ class Mixer(Enum):
     MAMBA2 = "mamba2"  # llm_build_mamba_base::build_mamba2_layer (rebuilt)
     SHORT_CONV = "short_conv"  # lfm2.cpp's build_shortconv_block (rebuilt; the block adds to the residual first)
     MAMBA = "mamba"  # llm_build_mamba_base::build_mamba_layer (rebuilt)
-    GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35
-    KDA = "kda"  # kimi-linear's delta attention
+    GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35 (rebuilt: estimator/graph_delta_net.py)
+    KDA = "kda"  # kimi-linear's delta attention (rebuilt: estimator/graph_delta_net.py)
     RWKV = "rwkv"  # the RWKV time and channel mixes (rebuilt: estimator/graph_rwkv.py)
     PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer
 
@@ -80,6 +80,53 @@ class Wkv:
     gated_linear: bool = False  # 6 without time_mix_first (QRWKV): ggml_gated_linear_attn, a sigmoid gate
     group_norm: bool = True  # time_mix_ln: the WKV output's group norm
     channel_mix: int = 0  # the channel mix's width (LayerNorms, a two-row token shift); 0: RMS norms, a SwiGLU FFN
+
+
+@dataclass(frozen=True)
+class Routing:
+    """build_moe_ffn's choices beyond the widths (llama_hparams expert_*): how experts are picked and weighted."""
+
+    gating: int = 1  # expert_gating_func: 1 softmax, 2 sigmoid, 3 softmax over the picked weights, 4 sqrt(softplus)
+    probs_bias: bool = False  # ffn_exp_probs_b: a selection bias added to the probabilities
+    norm: bool = False  # the picked weights normalized (expert_weights_norm, or the builder's true)
+    scale: bool = False  # expert_weights_scale neither 0 nor 1: the weights scaled
+    groups: int = 0  # expert_group_count (more than 1: experts picked from the best expert_group_used_count groups)
+    groups_used: int = 0
+    fused_gate_up: bool = False  # ffn_gate_up_exps: one expert matmul, its gate and up halves viewed
+
+
+@dataclass(frozen=True)
+class DeltaNet:
+    """A delta-net model's recurrent blocks and the builder's choices around them (src/models/delta-net-base.cpp's
+    users: qwen3next, qwen35, qwen35moe with gated delta nets; kimi-linear, kimi-k3, bailingmoe3 with Kimi delta
+    attention), the same for every block (estimator/graph_delta_net.py rebuilds them)."""
+
+    head_k: int  # S_k: ssm_d_state (gated delta net), kda.head_dim (KDA)
+    k_heads: int  # H_k: ssm_n_group, n_head
+    head_v: int  # S_v: ssm_d_inner / ssm_dt_rank, kda.head_dim
+    v_heads: int  # H_v: ssm_dt_rank, n_head
+    d_conv: int  # ssm_d_conv
+    routing: Routing = Routing()
+    n_ff_shexp: int = 0  # the shared experts' width (0: none)
+    legacy_qkvz: bool = False  # qwen3next: one ssm_in (q, k, v, z per k head) instead of attn_qkv and attn_gate
+    q_lora: int = 0  # MLA: the query's low-rank width (wq_a, q_a_norm, wq_b; 0: one wq)
+    lower_bound: bool = False  # kimi-k3: kda.gate_lower_bound set (the decay bound * sigmoid(-x), not softplus(x))
+    attn_gate: int = 0  # the MLA output gate's width per token (0: none; n_head: one per head; else per element)
+    situ_linear: bool = False  # kimi-k3's situ activation with a linear beta: the up branch transformed too
+    latent: int = 0  # kimi-k3: the routed experts' latent width (0: n_embd)
+    latent_norm: bool = False  # kimi-k3: ffn_routed_norm on the routed experts' output
+    attn_res: int = 0  # kimi-k3: attn_res.block_size (0: no attention residuals)
+    clamped_experts: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_exp
+    clamped_shexp: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_shexp (build_ffn)
+    not_rebuilt: str = ""  # what the rebuilt graph leaves out, where the model has it
+
+    @property
+    def buildable(self) -> bool:
+        """Sizes the loaders accept (every size set, the value heads a multiple of the key heads, S_k == S_v) and
+        nothing the rebuilt graph leaves out."""
+        sizes = (self.head_k, self.k_heads, self.head_v, self.v_heads, self.d_conv)
+        whole = min(sizes) > 0 and self.v_heads % self.k_heads == 0 and self.head_k == self.head_v
+        return whole and not self.not_rebuilt
 
 
 @dataclass(frozen=True)
@@ -151,6 +198,7 @@ class GraphShape:
     llama4_routing: bool = False  # build_moe_ffn's LLM_ARCH_LLAMA4: top-k of the logits, weights before the experts
     geglu: bool = False  # the gated FFN is LLM_FFN_GELU's ggml_geglu_split, not ggml_swiglu_split
     per_layer_embd: int = 0  # gemma4's per-layer embeddings' width (n_embd_per_layer; 0: none)
+    delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

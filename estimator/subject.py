@@ -89,6 +89,7 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, variants: tuple
     facts hold for any), the layout its metadata states."""
     companions, limits, companions_key = _companions(artifact, cache)
     weights_key = ""
+    identity = None
     try:
         identity = cache.identity(artifact.paths)
         weights_key = allocation_key("weights", identity)
@@ -98,7 +99,7 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, variants: tuple
             model_id=artifact.model_id,
             revision=artifact.revision,
             quant="",
-            artifact_bytes=None,
+            artifact_bytes=sum(i.size for i in identity) if identity is not None else None,  # on disk, unreadable
             context_limit=None,
             n_vocab=None,
             layout=None,

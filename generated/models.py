@@ -390,6 +390,30 @@ class WireObservationReceipt(WireModel):
     """
 
 
+class WireObservationCheck(WireModel):
+    """
+    What storing an observation would have answered (a dry run), without its id.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    model_id: Annotated[str, Field(alias="modelId")]
+    """
+    The id the observation would be stored under.
+    """
+    known: bool
+    """
+    Whether memfit knows a model with this id (on disk or in its catalog).
+    """
+    flags: list[str]
+    """
+    `kvContradictsDerived` when the observed KV cache differs from memfit's derived one by more than
+    rounding. Tolerate unknown values.
+
+    """
+
+
 class WireStoredObservation(WireModel):
     """
     An observation as memfit keeps it.

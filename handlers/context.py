@@ -12,13 +12,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from memfit.estimator.fit_service import FitService
+from memfit.handlers.plan_runner import PlanRunner
 from memfit.http.plan_limit import PlanLimit
-from memfit.metrics import Metrics
-from memfit.plan_processes import PlanProcesses
+from memfit.http.scope import CANCEL_KEY, STATE_KEY
+from memfit.telemetry import Metrics
 
 M = TypeVar("M", bound=BaseModel)
-STATE_KEY = "memfit.state"
-CANCEL_KEY = "memfit.cancel"  # a threading.Event the app sets when the client goes away or the server stops
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class ServerState:
     spec_yaml: bytes
     metrics: Metrics
     plans: PlanLimit = field(default_factory=PlanLimit)  # the plans computed at once
-    plan_processes: PlanProcesses | None = None  # where they are computed (None: on worker threads)
+    plan_processes: PlanRunner | None = None  # where they are computed (None: on worker threads)
 
 
 def current() -> ServerState:

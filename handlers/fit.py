@@ -9,9 +9,9 @@ from memfit import wire
 from memfit.estimator.errors import Cancelled, OverBudget
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.context import cancellation, current, json_response, parse
-from memfit.handlers.problems import problem_response
+from memfit.handlers.plan_runner import PlanProcessLost
 from memfit.http.plan_limit import RETRY_AFTER_S
-from memfit.plan_processes import PlanProcessLost
+from memfit.http.problems import problem_response
 
 
 async def fit_batch(body: list[dict]) -> Response:

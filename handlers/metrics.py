@@ -6,7 +6,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfit.handlers.context import current
-from memfit.metrics import CONTENT_TYPE
+from memfit.telemetry import CONTENT_TYPE
 
 
 async def get_metrics() -> Response:

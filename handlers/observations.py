@@ -12,11 +12,12 @@ from memfit import wire
 from memfit.estimator.errors import ObservationRefused
 from memfit.generated.models import WireObservation
 from memfit.handlers.context import current, json_response, parse
-from memfit.handlers.problems import problem_response
+from memfit.http.problems import problem_response
 from memfit.readers.state_health import StateFileError
 
 DEFAULT_LIMIT = 100  # openapi.yaml's default for `limit`
-QUERY = {"limit", "modelId"}
+LIST_QUERY = {"limit", "modelId"}
+RECORD_QUERY = {"dryRun"}
 RETRY_AFTER = "10"  # seconds: a lock another process holds is usually let go by then
 
 
@@ -32,23 +33,33 @@ def _unavailable(exc: StateFileError, outcome: str, done: str) -> Response:
     )
 
 
-async def record_observation(body: dict) -> Response:
+def _unknown_query(takes: set[str]) -> Response | None:
+    """A 400 naming a query parameter the operation does not take: a misspelt `dryRun` would store, a misspelt
+    filter list every model's observations."""
+    unknown = sorted(set(request.query_params) - takes)
+    if not unknown:
+        return None
+    return problem_response(400, f"unknown query parameter {unknown[0][:64]!r}; this operation takes {sorted(takes)}")
+
+
+async def record_observation(body: dict, dryRun: bool = False) -> Response:  # noqa: N803
+    refused = _unknown_query(RECORD_QUERY)
+    if refused is not None:
+        return refused
     observation = parse(WireObservation, body)
     try:
-        receipt = await run_in_threadpool(wire.record_observation, current().service, observation)
+        receipt = await run_in_threadpool(wire.record_observation, current().service, observation, not dryRun)
     except StateFileError as exc:  # never acknowledged: the runtime may send it again later
         return _unavailable(exc, "the observation was not stored", "written")
     except ObservationRefused as exc:
         return problem_response(400, str(exc))
-    return json_response(receipt, status=201)
+    return json_response(receipt, status=200 if dryRun else 201)
 
 
 async def list_observations(limit: int = DEFAULT_LIMIT, modelId: str | None = None) -> Response:  # noqa: N803
-    unknown = sorted(set(request.query_params) - QUERY)
-    if unknown:  # a misspelt filter would otherwise list every model's observations
-        return problem_response(
-            400, f"unknown query parameter {unknown[0][:64]!r}; this operation takes {sorted(QUERY)}"
-        )
+    refused = _unknown_query(LIST_QUERY)
+    if refused is not None:
+        return refused
     try:
         observations = await run_in_threadpool(wire.observation_list, current().service, limit, modelId)
     except StateFileError as exc:

@@ -20,28 +20,29 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
 from memfit.estimator.fit_service import FitService
-from memfit.handlers.context import STATE_KEY, ServerState
+from memfit.handlers.context import ServerState
 from memfit.handlers.health import health_of
-from memfit.handlers.problems import problem_from_exception
 from memfit.http.auth import RequireToken
 from memfit.http.body import BodyLimit
 from memfit.http.cancellation import Cancellation
 from memfit.http.concurrency import ConcurrencyLimit
 from memfit.http.direct import Direct
+from memfit.http.errors import problem_from_exception
 from memfit.http.host import HostCheck
 from memfit.http.json_depth import JsonDepth
 from memfit.http.log_redaction import query_parameters, redact_access_log
-from memfit.http.metrics import RequestMetrics
 from memfit.http.plan_limit import PlanSlots
 from memfit.http.proof import HEALTH_PATH, ServerProof
+from memfit.http.request_metrics import RequestMetrics
 from memfit.http.revision import ApiRevision
 from memfit.http.root import RootRedirect
 from memfit.http.routing import RouteTable, Routing
+from memfit.http.scope import STATE_KEY
 from memfit.http.state import WithState
 from memfit.http.tarpit import Refusals, Tarpit, quiet_refusals
 from memfit.http.validation import VALIDATORS
-from memfit.metrics import Metrics
 from memfit.plan_processes import PlanProcesses
+from memfit.telemetry import Metrics
 
 PLAN = "fitPlan"  # the operation that takes a plan slot
 SPEC_PATH = Path(str(resources.files("memfit.generated").joinpath("openapi.yaml")))  # scripts/regenerate copies it

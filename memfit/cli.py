@@ -19,6 +19,7 @@ from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
+from memfit.readers.model_roots import Root
 from memfit.readers.state_health import StateFileError
 from memfit.remote import Refused, RemoteServer, Unauthorized, Unproven, Unreachable
 from memfit.server_record import RecordError, ServerRecord, process_alive, read_record
@@ -208,6 +209,14 @@ def _add_local_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _directories(roots: Sequence[Root]) -> str:
+    """The model directories `serve` watches: those there now, then those it will watch once they appear."""
+    there = [f"{r.path} ({r.kind})" for r in roots if os.path.isdir(r.path)]
+    later = [f"{r.path} ({r.kind})" for r in roots if not os.path.isdir(r.path)]
+    line = f"model directories: {', '.join(there) or '(none)'}"
+    return line + (f"\nwatched for once they appear: {', '.join(later)}" if later else "")
+
+
 def serve(args: argparse.Namespace) -> int:
     from memfit.http.plan_limit import PLAN_SLOTS
     from memfit.plan_processes import PlanProcesses, ServiceSettings
@@ -225,13 +234,6 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     service = _service(args)  # with --workers, each worker builds its own; this one makes the state directory
     settings = _settings(args)
-    where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
-    workers = f", {args.workers} worker processes" if args.workers > 1 else ""
-    print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/{workers})", flush=True)
-    print(f"bearer token: {where}", flush=True)
-    print(
-        f"model directories: {', '.join(f'{r.path} ({r.kind})' for r in service.index.roots) or '(none)'}", flush=True
-    )
     try:
         sock = _listen(args.host, args.port)
     except OSError as exc:
@@ -248,6 +250,11 @@ def serve(args: argparse.Namespace) -> int:
     )
     stopping = {sig: signal.signal(sig, handler) for sig, handler in _STOP_HANDLERS.items()}
     try:  # from here a Ctrl-C, SIGTERM or SIGHUP is a clean shutdown: connections queue on the socket already
+        where = f"in {token.path}" if token.path else "from MEMFIT_TOKEN"
+        workers = f", {args.workers} worker processes" if args.workers > 1 else ""
+        print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/{workers})", flush=True)
+        print(f"bearer token: {where}", flush=True)
+        print(_directories(service.index.roots), flush=True)
         try:
             print(f"server record: {write_record(state_dir, record)} (memfit fit, plan and models ask this server)")
         except OSError as exc:

@@ -26,7 +26,8 @@ def model_roots(
     flags: Sequence[str] | None, usual: bool = True, environ: Mapping[str, str] | None = None
 ) -> list[Root]:
     """`--models` when given, else MEMFIT_MODELS (an os.pathsep list); then, unless turned off, the usual
-    places that exist (the Hugging Face hub cache, llama.cpp's cache, LM Studio's models folder, Ollama's store)."""
+    places, existing or not yet (the Hugging Face hub cache, llama.cpp's cache, LM Studio's models folder, Ollama's
+    store)."""
     env = os.environ if environ is None else environ
     plain = list(flags) if flags else [p for p in env.get("MEMFIT_MODELS", "").split(os.pathsep) if p]
     roots = [Root(path, RootKind.PLAIN) for path in plain]

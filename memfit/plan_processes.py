@@ -18,11 +18,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from memfit.estimator.fit_service import FitService, Settings
+from memfit.handlers.plan_runner import PlanProcessLost
 from memfit.readers.model_roots import Root
-
-
-class PlanProcessLost(Exception):
-    """The process computing the plan ended before it answered."""
 
 
 @dataclass(frozen=True)

@@ -204,7 +204,12 @@ def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
         )
     if ceiling is None:
         unknown = [p for p in e.parts if p.bytes is None or p.basis == "unknown"]
-        which = "; ".join(f"{p.component} ({human_note(p.note)})" if p.note else p.component for p in unknown)
+        by_note: dict[str, list[str]] = {}  # parts unknown for the same reason, named together with it once
+        for p in unknown:
+            by_note.setdefault(human_note(p.note) if p.note else "", []).append(p.component)
+        which = "; ".join(
+            f"{', '.join(parts)} ({note})" if note else ", ".join(parts) for note, parts in by_note.items()
+        )
         return (
             f"{verdict}: the floor {size(floor)} fits the budget {size(budget)} but the ceiling is unknown:"
             f" a part is unknown: {which or ', '.join(e.missing) or '?'}"
@@ -305,6 +310,19 @@ def _tokens(n: int | None) -> str:
     return "-" if n is None else str(n)
 
 
+def _plan_blocks(rows: Sequence[Sequence[str]], verdicts: Sequence[str], width: int, colour: bool) -> list[str]:
+    """The plan's rows where its table does not fit: the id (shortened in the middle, its `:QUANT` whole) and the
+    verdict on one line, the numbers indented below it."""
+    out = []
+    for (model, tokens, bounds, maxima, word), verdict in zip(rows, verdicts, strict=True):
+        shown = _verdict_word(verdict, True) if colour else word
+        out.append(f"{shorten(model, width - len(word) - 2)}  {shown}")
+        out += textwrap.wrap(
+            f"{tokens}  {bounds}  max {maxima}", width, initial_indent="    ", subsequent_indent="    "
+        )
+    return out
+
+
 def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = None, colour: bool = False) -> str:
     """One row per model and quant: floor..ceiling and the verdict at the asked context, the largest context whose
     verdict is good, whose ceiling fits and whose floor fits; a repository's best quant marked with `*`."""
@@ -328,12 +346,14 @@ def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = Non
             verdicts.append(q.fit.verdict)
     header = ["  MODEL", "TOKENSxS", "FLOOR..CEILING", "MAX GOOD/TIGHT/POSSIBLE", "VERDICT"]
     rendered = table(rows, header, width, shrink=(0,))
-    lines = rendered.splitlines()
-    if colour:
-        for k, verdict in enumerate(verdicts, 2):
-            word = verdict.upper()
-            lines[k] = lines[k][: len(lines[k]) - len(word)] + _verdict_word(verdict, True)
-    out = lines
+    if max(map(len, rendered.splitlines())) > width:  # a narrow terminal: two lines a quant
+        out = _plan_blocks(rows, verdicts, width, colour)
+    else:
+        out = rendered.splitlines()
+        if colour:
+            for k, verdict in enumerate(verdicts, 2):
+                word = verdict.upper()
+                out[k] = out[k][: len(out[k]) - len(word)] + _verdict_word(verdict, True)
     first = next((q for p in plans for q in p.quants), None)
     if first is not None:
         b = first.fit.budget

@@ -45,7 +45,7 @@ from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import Process
 
 from memfit.http.plan_limit import PLAN_SLOTS
-from memfit.http_server import server_config
+from memfit.http.server import server_config
 from memfit.plan_processes import PlanProcesses, ServiceSettings
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -68,7 +68,7 @@ class WorkerSettings:
 
 def quiet_warnings() -> None:
     """Before connexion is imported: it imports starlette's test client, which warns about httpx (nothing a user of
-    memfit can act on). This module imports nothing that imports connexion, nor does memfit.http_server: a worker
+    memfit can act on). This module imports nothing that imports connexion, nor does memfit.http.server: a worker
     imports them first, to unpickle its configuration."""
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
 

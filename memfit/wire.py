@@ -158,8 +158,12 @@ def model_entry(e: ModelEntry, models: Any = None) -> wire.WireModelEntry:
     )
 
 
-def receipt(r: ObservationReceipt) -> wire.WireObservationReceipt:
-    return generated().WireObservationReceipt(
+def receipt(r: ObservationReceipt) -> wire.WireObservationReceipt | wire.WireObservationCheck:
+    """A stored observation's receipt, or a dry run's check (no observation id)."""
+    m = generated()
+    if r.observation_id is None:
+        return m.WireObservationCheck(model_id=r.model_id, known=r.known, flags=list(r.flags))
+    return m.WireObservationReceipt(
         observation_id=r.observation_id, model_id=r.model_id, known=r.known, flags=list(r.flags)
     )
 
@@ -278,8 +282,10 @@ def model_list_json(service: FitService) -> bytes:
     return _converted(service)[1]
 
 
-def record_observation(service: FitService, body: wire.WireObservation) -> wire.WireObservationReceipt:
-    return receipt(service.record_observation(observation(body)))
+def record_observation(
+    service: FitService, body: wire.WireObservation, store: bool = True
+) -> wire.WireObservationReceipt | wire.WireObservationCheck:
+    return receipt(service.record_observation(observation(body), store))
 
 
 def observation_list(service: FitService, limit: int, model_id: str | None) -> wire.WireObservationList:

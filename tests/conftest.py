@@ -14,7 +14,7 @@ import uvicorn
 
 from memfit.app import create_app
 from memfit.estimator.fit_service import FitService
-from memfit.http_server import server_config
+from memfit.http.server import server_config
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.gguf_writers import PUBLIC_SET, write_model

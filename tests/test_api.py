@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import psutil
 import pytest
@@ -232,6 +234,17 @@ def test_broken_files_degrade_only_their_answer(client: httpx.Client) -> None:
         assert weights["basis"] == "unknown" and weights["bytes"] is None
         assert broken["estimate"]["upperBoundBytes"] is None and broken["verdict"] in ("unknown", "oversize")
     assert results[1]["estimate"]["parts"][0]["basis"] == "measuredArtifact"
+
+
+def test_a_truncated_file_gives_its_reason_once(client: httpx.Client, public_models: Path) -> None:
+    """The weights say why the file cannot be read; the parts that need its layout point there instead of
+    repeating it (or giving a reason of their own), and the file on disk keeps its size."""
+    (result,) = client.post(BATCH, json=[{"modelId": "broken/truncated"}]).json()["results"]
+    weights, *others = [p for p in result["estimate"]["parts"] if p["basis"] == "unknown"]
+    assert weights["component"] == "weights" and weights["note"].startswith("not a readable GGUF file")
+    assert [p["component"] for p in others] == ["kvCache", "recurrentState", "workspace"]
+    assert all(p["note"] == "not derived: the file could not be read (the weights say why)" for p in others)
+    assert result["identity"]["artifactBytes"] == (public_models / "broken" / "truncated.gguf").stat().st_size
 
 
 def test_single_fit_and_404(client: httpx.Client) -> None:

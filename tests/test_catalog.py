@@ -136,6 +136,22 @@ def test_catalog_only_answer() -> None:
     assert result.estimate.upper_bound_bytes > result.estimate.lower_bound_bytes
 
 
+def test_a_quant_the_repository_does_not_list_answers_from_the_recipe() -> None:
+    """Qwen3-8B's repository publishes Q4_K_M, Q5_K_M, Q6_K and Q8_0: Q4_K_S is what llama-quantize would make
+    (its bytes as the quantizer wrote them for this shape), IQ4_XS a range (its ffn_down depends on an importance
+    matrix), and each says the repository may not publish it."""
+    service = build_service()
+    q4_k_s = _answer(service, "qwen/qwen3-8b-gguf:q4_k_s", cpu_variant="haswell")
+    weights = next(p for p in q4_k_s.estimate.parts if p.component == "weights")
+    assert q4_k_s.identity.model_id == "Qwen/Qwen3-8B-GGUF:Q4_K_S" and weights.basis == "derivedLayout"
+    assert weights.bytes == weights.upper_bytes == QUANTIZED[("Qwen/Qwen3-8B-GGUF", "Q4_K_S")]
+    assert "the repository does not list Q4_K_S" in weights.note
+    iq4_xs = _answer(service, "Qwen/Qwen3-8B-GGUF:IQ4_XS", cpu_variant="haswell")
+    weights = next(p for p in iq4_xs.estimate.parts if p.component == "weights")
+    assert weights.bytes <= QUANTIZED[("Qwen/Qwen3-8B-GGUF", "IQ4_XS")] <= weights.upper_bytes
+    assert "the repository does not list IQ4_XS" in weights.note
+
+
 def test_default_quant_and_unknown_quant() -> None:
     service = build_service()
     assert _answer(service, "Qwen/Qwen3-8B-GGUF").identity.quant == "Q4_K_M"
@@ -199,7 +215,8 @@ def test_what_is_known_of_a_repositorys_files_is_said_and_the_rest_is_marked_unv
     assert all("quants" in m["unverified"] for m in document["models"])
     note = _answer(build_service(), "state-spaces/mamba2-2.7b").estimate.parts[0].note
     assert "not a GGUF repository" in note and mamba2.quants_note in note
-    assert wire.fit_batch(build_service(), [WireFitVerdictRequest(model_id="microsoft/phi-4-gguf:Q6_K")]).results == []
+    (q6_k,) = wire.fit_batch(build_service(), [WireFitVerdictRequest(model_id="microsoft/phi-4-gguf:Q6_K")]).results
+    assert "the repository does not list Q6_K" in q6_k.estimate.parts[0].note  # the recipe's, said so
 
 
 @pytest.mark.parametrize(

@@ -279,8 +279,9 @@ def test_a_busy_port_is_a_clear_message(capsys: pytest.CaptureFixture[str]) -> N
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        code, _, err = _run(capsys, "serve", "--port", str(port), "--no-usual-dirs")
+        code, out, err = _run(capsys, "serve", "--port", str(port), "--no-usual-dirs")
     assert code == 2 and f"cannot listen on 127.0.0.1:{port}: the address is already in use" in err
+    assert "serving" not in out  # said only once the port is bound
 
 
 def _memfit(*argv: str, sigint_ignored: bool = False) -> subprocess.Popen:

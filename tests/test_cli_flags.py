@@ -105,11 +105,17 @@ def test_help_shows_examples(capsys: pytest.CaptureFixture[str], command: str, e
 def test_a_narrow_table_keeps_each_ids_quant(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At 60 columns every quant of a repository once printed as `Qwen/…`: ids are shortened in the middle."""
-    monkeypatch.setenv("COLUMNS", "60")
-    code = main(["plan", "Qwen/Qwen3-8B-GGUF", "--local", "--no-usual-dirs"])
-    rows = capsys.readouterr().out.splitlines()[2:]
-    ids = [row[2:].split("  ")[0] for row in rows[: next(k for k, r in enumerate(rows) if r.startswith("budget"))]]
-    assert code in (0, 3, 4, 5) and len(ids) >= 4
-    assert all("…:" in i for i in ids) and len(set(ids)) == len(ids)  # each ends with its whole :QUANT
-    assert {i.rsplit(":", 1)[1] for i in ids} >= {"Q4_K_M", "Q8_0"}
+    """At 60 columns every quant of a repository once printed as `Qwen/…`, and the plan's table ran to 77
+    columns: a quant is a block of two lines (its whole id and verdict, then its numbers), within the width; an id
+    longer than the width is shortened in the middle, keeping the whole :QUANT."""
+    mistral = "bartowski/mistralai_Mistral-Small-3.1-24B-Instruct-2503-GGUF"
+    for repository, columns, shortened in (("Qwen/Qwen3-8B-GGUF", 60, False), (mistral, 50, True)):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        code = main(["plan", repository, "--local", "--no-usual-dirs"])
+        lines = capsys.readouterr().out.splitlines()
+        assert code in (0, 3, 4, 5) and max(map(len, lines)) <= columns, lines
+        blocks = lines[: next(k for k, line in enumerate(lines) if line.startswith("budget"))]
+        ids = [line[2:].split("  ")[0] for line in blocks if not line.startswith("    ")]
+        assert len(ids) >= 2 and len(set(ids)) == len(ids)
+        assert all(("…:" in i) == shortened for i in ids), ids  # each ends with its whole :QUANT
+        assert {i.rsplit(":", 1)[1] for i in ids} >= {"Q4_K_M", "Q8_0"}

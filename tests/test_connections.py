@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memfit import http_server
-from memfit.http_server import FILE_HEADROOM, MAX_CONNECTIONS, connection_budget
+from memfit.http import server as http_server
+from memfit.http.server import FILE_HEADROOM, MAX_CONNECTIONS, connection_budget
 from memfit.service_builder import build_service
 from tests.conftest import TOKEN, LiveServer
 from tests.test_requests import _connect, _read_answer

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -197,8 +198,54 @@ def test_usual_roots_follow_the_environment(tmp_path: Path, monkeypatch: pytest.
         ("hf/hub", RootKind.HF_CACHE),
         ("llama", RootKind.LLAMA_CACHE),
         ("home/.lmstudio/models", RootKind.LM_STUDIO),
+        ("home/.cache/lm-studio/models", RootKind.LM_STUDIO),  # not there (yet): watched for
+        ("home/.ollama/models", RootKind.OLLAMA),
+        ("no-ollama-service", RootKind.OLLAMA),
     ]
-    assert usual_roots({"HOME": str(tmp_path / "nowhere")}) == []
+    nowhere = usual_roots({"HOME": str(tmp_path / "nowhere")})
+    assert [r.kind for r in nowhere] == [RootKind.HF_CACHE, RootKind.LLAMA_CACHE] + [RootKind.LM_STUDIO] * 2 + [
+        RootKind.OLLAMA
+    ] * 2
+    assert all(Path(r.path).is_relative_to(tmp_path) for r in nowhere)
+
+
+def test_each_usual_folder_made_after_start_is_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh machine: none of the usual folders exists when the index starts. Each is made afterwards, as the
+    first download of its tool makes it, and its model is listed; the hub cache deleted and made again is listed
+    anew."""
+    from tests.test_ollama import MODEL, blob, manifest
+
+    home = tmp_path / "home"
+    monkeypatch.setattr(model_roots, "OLLAMA_SYSTEM_MODELS", str(tmp_path / "no-ollama-service"))
+    index = ModelIndex(usual_roots({"HOME": str(home)}), poll_seconds=3600)
+    index.start()
+    try:
+        assert index.artifacts() == ()
+        hub = home / ".cache" / "huggingface" / "hub"
+        _blob(hub, "acme/Late-GGUF", qwen3(), "Late-Q8_0.gguf")  # llama-server -hf's first download
+        (home / ".cache" / "llama.cpp").mkdir()
+        write_model(qwen3(), home / ".cache" / "llama.cpp" / "bart_Late-GGUF_Late-Q4_K_M.gguf")
+        lm_studio = home / ".lmstudio" / "models" / "lmstudio-community" / "Late-GGUF"
+        lm_studio.mkdir(parents=True)
+        write_model(qwen3(), lm_studio / "Late-IQ4_XS.gguf")
+        store = home / ".ollama" / "models"
+        manifest(store, "registry.ollama.ai/library/late/1b", [(MODEL, blob(store, qwen3()))])
+        expected = (
+            "acme/Late-GGUF:Q8_0",
+            "bart_Late-GGUF_Late-Q4_K_M",
+            "lmstudio-community/Late-GGUF:IQ4_XS",
+            "late:1b",
+        )
+        assert index.wait_for(lambda: all(index.get(i) is not None for i in expected), timeout=30), [
+            a.model_id for a in index.artifacts()
+        ]
+        shutil.rmtree(hub)  # the models last listed there stay listed while it is gone (a vanished root)
+        _blob(hub, "acme/Again-GGUF", qwen3(), "Again-Q8_0.gguf")
+        assert index.wait_for(lambda: index.get("acme/Again-GGUF:Q8_0") is not None, timeout=30)
+        assert index.wait_for(lambda: index.get("acme/Late-GGUF:Q8_0") is None, timeout=30)  # listed anew
+        assert index.mode == "watch"
+    finally:
+        index.stop()
 
 
 def test_a_thousand_files_are_scanned_off_the_request_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,6 +73,27 @@ def test_an_observation_measures_the_workspace_of_that_identity_and_workload_onl
     assert _parts(client, "llama-gqa-f16")[0]["workspace"]["basis"] == "derivedLayout"
 
 
+def test_a_dry_run_checks_the_observation_and_stores_nothing(client: httpx.Client, public_models: Path) -> None:
+    """`dryRun` (what the docs page's Try-it-out sends): the answer storing would give, with no id, a 200; the
+    same refusal as storing; and no answer changes, nothing is listed."""
+    size = os.path.getsize(public_models / "mamba2-f16.gguf")
+    derived = _parts(client, "mamba2-f16", allocatedTokens=2048)[0]["workspace"]
+    before = client.get(OBSERVATIONS, params={"modelId": "mamba2-f16"}).json()["observations"]
+    ok = _observation("mamba2-f16", size, 2048, workspace=derived["bytes"] + 1)
+    checked = client.post(OBSERVATIONS, params={"dryRun": "true"}, json=ok)
+    assert checked.status_code == 200 and checked.json() == {"modelId": "mamba2-f16", "known": True, "flags": []}
+    low = _observation("mamba2-f16", size, 2048, workspace=0)
+    refused = client.post(OBSERVATIONS, params={"dryRun": "true"}, json=low)
+    assert refused.status_code == 400 and refused.json()["detail"].startswith("parts.workspace:")
+    misspelt = client.post(OBSERVATIONS, params={"dryrun": "true"}, json=ok)  # would have stored it
+    assert misspelt.status_code == 400 and "'dryrun'" in misspelt.json()["detail"]
+    assert client.get(OBSERVATIONS, params={"modelId": "mamba2-f16"}).json()["observations"] == before
+    assert _parts(client, "mamba2-f16", allocatedTokens=2048)[0]["workspace"] == derived
+    stored = client.post(OBSERVATIONS, params={"dryRun": "false"}, json=ok)
+    assert stored.status_code == 201 and stored.json()["observationId"] >= 1  # the same body, stored
+    assert client.delete(f"{OBSERVATIONS}/{stored.json()['observationId']}").status_code == 204
+
+
 def test_a_weak_identity_keeps_the_derived_number(client: httpx.Client) -> None:
     """A catalog model has no revision and no artifact bytes: a record about it cannot be trusted."""
     observation = _observation("Qwen/Qwen3-8B-GGUF", None, quant="Q4_K_M", workspace=1)

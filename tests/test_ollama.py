@@ -196,14 +196,18 @@ def test_usual_roots_include_ollama(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "system").mkdir()
     home = {"HOME": str(tmp_path / "home")}
-    assert [(r.path, r.kind) for r in usual_roots(home)] == [
+
+    def ollama(env: dict[str, str]) -> list[tuple[str, RootKind]]:
+        return [(r.path, r.kind) for r in usual_roots(env) if r.kind is RootKind.OLLAMA]
+
+    assert ollama(home) == [
         (str(tmp_path / "home/.ollama/models"), RootKind.OLLAMA),
         (str(tmp_path / "system"), RootKind.OLLAMA),
     ]
-    moved = usual_roots({**home, "OLLAMA_MODELS": str(tmp_path / "elsewhere")})
-    assert [r.path for r in moved] == [str(tmp_path / "elsewhere"), str(tmp_path / "system")]
-    same = usual_roots({**home, "OLLAMA_MODELS": str(tmp_path / "system")})
-    assert [r.path for r in same] == [str(tmp_path / "system")]  # the service's store, once
+    moved = ollama({**home, "OLLAMA_MODELS": str(tmp_path / "elsewhere")})
+    assert [path for path, _ in moved] == [str(tmp_path / "elsewhere"), str(tmp_path / "system")]
+    same = ollama({**home, "OLLAMA_MODELS": str(tmp_path / "system")})
+    assert [path for path, _ in same] == [str(tmp_path / "system")]  # the service's store, once
 
 
 def test_a_blob_named_by_many_layers_is_counted_once_and_never_as_its_own_adapter(tmp_path: Path) -> None:

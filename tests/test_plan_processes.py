@@ -21,7 +21,8 @@ from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.errors import OverBudget
 from memfit.estimator.fit_service import Settings
 from memfit.generated.models import WireFitVerdictRequest
-from memfit.plan_processes import PlanProcesses, PlanProcessLost, ServiceSettings
+from memfit.handlers.plan_runner import PlanProcessLost
+from memfit.plan_processes import PlanProcesses, ServiceSettings
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.test_plan_budget import hub  # noqa: F401 - the fixture

@@ -24,8 +24,10 @@ until stopped, or rewrites the checkout.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -215,6 +217,54 @@ def test_readme_example_works_as_written(block: Block, world: World) -> None:
     assert not re.search(r'"results":\s*\[\]', output), where
     for model_id in re.findall(r'"modelId": "([^"]+)"|model_id="([^"]+)"', block.code):  # each id is answered
         assert "".join(model_id) in done.stdout, f"{''.join(model_id)} is not in the answer of {where}"
+
+
+TS_CLIENT = ROOT / "clients" / "ts"
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed (the README calls it optional)")
+def test_the_typescript_example_runs_as_written(world: World, tmp_path: Path) -> None:
+    """The README's TypeScript block, with the types openapi-typescript generates from openapi.yaml beside it as
+    `./memfit`: type-checked (strict), compiled and run by Node.js against the live server; it prints the model."""
+    (block,) = re.findall(r"^```typescript\n(.*?)^```", README.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    if not (TS_CLIENT / "node_modules" / ".bin" / "tsc").exists():  # what scripts/check-clients ts installs
+        npm = ["npm", "ci", "--prefix", str(TS_CLIENT), "--no-audit", "--no-fund", "--loglevel=error"]
+        subprocess.run(npm, check=True, capture_output=True, timeout=300)
+    bin_ = TS_CLIENT / "node_modules" / ".bin"
+    generate = [str(bin_ / "openapi-typescript"), str(ROOT / "openapi.yaml"), "-o", str(tmp_path / "memfit.d.ts")]
+    subprocess.run(generate, check=True, capture_output=True, timeout=120)
+    (tmp_path / "readme.ts").write_text(block.replace(README_ADDRESS, world.url))
+    config = {
+        "compilerOptions": {
+            "target": "ES2022",
+            "module": "ES2022",
+            "moduleResolution": "bundler",
+            "strict": True,
+            "outDir": "out",
+            "typeRoots": [str(TS_CLIENT / "node_modules" / "@types")],
+            "types": ["node"],
+        },
+        "files": ["readme.ts"],
+    }
+    (tmp_path / "tsconfig.json").write_text(json.dumps(config))
+    compiled = subprocess.run([str(bin_ / "tsc"), "-p", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    (tmp_path / "out" / "package.json").write_text('{"type": "module"}')
+    ran = subprocess.run(
+        ["node", str(tmp_path / "out" / "readme.js")], env=world.env, capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("Qwen/Qwen3-8B-GGUF:Q4_K_M "), ran.stdout
+
+
+def test_the_sample_outputs_are_what_memfit_prints() -> None:
+    """Each `$ memfit ...` block shows what the command prints on the host the README describes
+    (tools/readme_outputs.py: rewrite them with `python -m tools.readme_outputs`)."""
+    from tools import readme_outputs
+
+    text = README.read_text(encoding="utf-8")
+    assert len(list(readme_outputs.samples(text))) >= 2
+    assert readme_outputs.stale(text) == []
 
 
 def test_the_python_example_reports_a_wrong_token_without_a_traceback(world: World) -> None:

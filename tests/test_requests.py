@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memfit import http_server
-from memfit.auth import UnsafeStateError, load_token
 from memfit.http import body as body_module
 from memfit.http import concurrency, json_depth
+from memfit.http import server as http_server
+from memfit.token_file import UnsafeStateError, load_token
 from tests.conftest import TOKEN, LiveServer
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memfit import http_server
+from memfit.http import server as http_server
 from memfit.http import tarpit
 from memfit.http.spread import SLOTS, spread
 from memfit.http.tarpit import FLOOD_REFUSALS_PER_S, QuietRefusals, Refusals

@@ -214,6 +214,7 @@ TIGHT = {
     "openelm", "phi3", "plamo3", "qwen2", "qwen3", "qwen3moe", "smallthinker", "step35",
     "arwkv7", "rwkv6", "rwkv6qwen2", "rwkv7",
     "cohere2", "gemma4", "llama-embed", "olmo2", "smollm3", "starcoder2",
+    "bailingmoe3", "kimi-k3", "kimi-linear", "qwen35", "qwen35moe", "qwen3next",
 }  # fmt: skip
 
 

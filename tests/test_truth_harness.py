@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from memfit.estimator.arch_rules import LLAMA_CPP_COMMIT
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.ggml_graph import Graph
@@ -70,6 +71,8 @@ def test_the_pinned_releases_name_their_llama_cpp_commits() -> None:
     other = next(v for v in RELEASES if v != RELEASE)
     label = relabelled(TRUTH_FILES["results_probe.jsonl"], other).label
     assert f"node-llama-cpp {other} " in label and RELEASES[other]["llama_cpp_tag"] in label and tag not in label
+    # what answers cite as the llama.cpp they mirror is the commit the recorded runs measured
+    assert LLAMA_CPP_COMMIT == RELEASES[RELEASE]["llama_cpp_commit"]
 
 
 def test_the_harness_names_no_machine_path() -> None:
@@ -121,9 +124,11 @@ def test_differences_name_the_changed_field_and_ignore_rss() -> None:
 # Architectures whose rebuilt graph (estimator/compute_graph.py) follows llama.cpp's node order in the recorded dumps.
 NODE_FOR_NODE = (
     "llama-gqa-f16", "mamba2-f16", "granitehybrid-f16", "command-r", "mamba", "jamba", "gemma3n-shared", "phi3-swa",
-    "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "starcoder2", "smollm3", "olmo2-swa",
-    "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple", "exaone4-64-key", "exaone4-4-key",
-    "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full", "llama-embed",
+    "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "qwen3next", "qwen35", "qwen35moe",
+    "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3", "qwen3next-legacy", "kimi-k3-res", "bailingmoe3-clamp",
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple",
+    "exaone4-64-key", "exaone4-4-key", "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
+    "llama-embed",
 )  # fmt: skip
 
 

@@ -48,6 +48,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.FAMILY_SET,
         **recurrent.SHAPE_SET,
         **recurrent.RWKV_SHAPES,
+        **recurrent.DELTA_NET_SHAPES,
+        **recurrent.DELTA_NET_VARIANTS,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,

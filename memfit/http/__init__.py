@@ -7,7 +7,7 @@ host.py         refuses a request whose Host does not name this server (421)
 proof.py        answers a challenged /health with the proof that this server holds the token
 routing.py      which operation a request is for (method and path): its path template, whether it needs the
                 token, takes a body
-metrics.py      counts every request and its latency by route template, method and status (memfit/metrics.py)
+request_metrics.py counts every request and its latency by route template, method and status (memfit/telemetry.py)
 auth.py         refuses a secured operation without the bearer token (401), before any body is read
 body.py         reads the body up to its size limit and deadline (413, 408)
 concurrency.py  limits the requests worked on at once (503 past it)
@@ -18,4 +18,8 @@ direct.py       answers GET /health without connexion's stack
 validation.py   connexion's request-body validation, compiled
 log_redaction.py keeps query values other than the contract's out of the access log
 tally.py        one log line per 10 s for events a flood repeats; spread.py: deadlines spread over their upper half
+
+and beside them: scope.py (what the app puts in the scope for the layers above), problems.py (every problem
+document, without connexion), errors.py (connexion's error handler), server.py (uvicorn's settings and each
+connection's deadlines and caps). Nothing here imports the handlers, the service or the estimator's answers.
 """

@@ -1,6 +1,6 @@
 """The bearer token check on a request: the presented token against the server's, in constant time, for
 connexion (bearer_info) and, before any body is read, for every secured operation (RequireToken).
-(Loading or creating the token is memfit.auth's job.)"""
+(Loading or creating the token is memfit.token_file's job.)"""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import hmac
 from connexion.lifecycle import ConnexionRequest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memfit.handlers.context import STATE_KEY
-from memfit.handlers.problems import UNAUTHORIZED, send_problem
+from memfit.http.problems import UNAUTHORIZED, send_problem
 from memfit.http.routing import ROUTE_KEY
+from memfit.http.scope import token_of
 
 
 def token_matches(presented: str, expected: str) -> bool:
@@ -21,8 +21,8 @@ def token_matches(presented: str, expected: str) -> bool:
 
 
 def bearer_info(token: str, request: ConnexionRequest) -> dict | None:
-    """connexion's x-bearerInfoFunc (openapi.yaml names it through memfit.auth)."""
-    if token_matches(token, request.scope[STATE_KEY].token):
+    """connexion's x-bearerInfoFunc (openapi.yaml names it)."""
+    if token_matches(token, token_of(request.scope)):
         return {"sub": "memfit-client"}
     return None
 
@@ -43,7 +43,7 @@ class RequireToken:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = scope.get(ROUTE_KEY) if scope["type"] == "http" else None
-        if route is not None and route.secured and not presents_token(scope, scope[STATE_KEY].token):
+        if route is not None and route.secured and not presents_token(scope, token_of(scope)):
             await send_problem(send, 401, UNAUTHORIZED)
             return
         await self.app(scope, receive, send)

@@ -11,8 +11,8 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memfit.handlers.problems import send_problem
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.problems import send_problem
 from memfit.http.routing import ROUTE_KEY
 
 MAX_BODY_BYTES = 1 << 20  # 32 requests take a few KiB; anything near this is not a fit request

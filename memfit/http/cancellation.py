@@ -11,9 +11,9 @@ import threading
 
 from starlette.types import Message, Receive, Scope, Send
 
-from memfit.handlers.context import CANCEL_KEY
-from memfit.handlers.problems import send_problem
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.problems import send_problem
+from memfit.http.scope import CANCEL_KEY
 
 log = logging.getLogger("memfit.http")
 

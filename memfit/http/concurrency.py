@@ -9,8 +9,8 @@ import logging
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memfit.handlers.problems import send_problem
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.problems import send_problem
 from memfit.http.routing import ROUTE_KEY
 
 MAX_CONCURRENT_REQUESTS = 64  # the worker threads are 40; a batch of 32 models takes milliseconds when cached

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memfit.handlers.problems import FAILED_DETAIL, send_problem
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.problems import FAILED_DETAIL, send_problem
 
 Answer = Callable[[Scope], Awaitable[Response]]
 

@@ -11,8 +11,8 @@ import socket
 
 from starlette.types import Receive, Scope, Send
 
-from memfit.handlers.problems import send_problem
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.problems import send_problem
 
 MISDIRECTED = 421
 LOCALHOST = "localhost"

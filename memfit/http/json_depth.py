@@ -17,9 +17,9 @@ import sys
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from memfit.handlers.problems import send_problem
 from memfit.http.body import replay
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.problems import send_problem
 
 MAX_JSON_DEPTH = 64  # a fit request nests 3 deep; parsers deeper down the stack would overflow on thousands
 MAX_DIGITS = sys.get_int_max_str_digits()

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memfit.handlers.problems import send_problem
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.problems import send_problem
 from memfit.http.routing import ROUTE_KEY
 
 PLAN_SLOTS = max(1, (os.cpu_count() or 1) // 2)  # half the cores: the rest answer everything else

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from starlette.types import Message, Receive, Scope, Send
 
-from memfit.handlers.context import STATE_KEY
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.scope import token_of
 from memfit.server_proof import CHALLENGE, CHALLENGE_HEADER, PROOF_HEADER, proof
 
 HEALTH_PATH = "/health"
@@ -20,7 +20,7 @@ class ServerProof(HttpMiddleware):
         if scope["path"] != HEALTH_PATH or server is None or not CHALLENGE.fullmatch(nonce):
             await self.app(scope, receive, send)
             return
-        answer = proof(scope[STATE_KEY].token, nonce, server[0], server[1]).encode()
+        answer = proof(token_of(scope), nonce, server[0], server[1]).encode()
 
         async def proven(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -18,17 +18,17 @@ from typing import Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memfit.handlers.context import STATE_KEY
 from memfit.http.auth import presents_token
 from memfit.http.log_redaction import ACCESS_LOGGER
 from memfit.http.middleware import HttpMiddleware
+from memfit.http.scope import token_of
 from memfit.http.spread import spread
 from memfit.http.tally import Tally
 
 FLOOD_REFUSALS_PER_S = 100
 HOLD_S = 2.0
 REFUSED = frozenset({401, 404, 405, 421})
-CONNECTION_KEY = "memfit.connection"  # the scope's connection (memfit.http_server), told when its answer is held
+CONNECTION_KEY = "memfit.connection"  # the scope's connection (memfit.http.server), told when its answer is held
 _STATUS_ARG = 4  # uvicorn's access line: '%s - "%s %s HTTP/%s" %d' (client, method, path, version, status)
 
 log = logging.getLogger("memfit.http")
@@ -79,7 +79,7 @@ class Tarpit(HttpMiddleware):
             if (
                 message["type"] == "http.response.start"
                 and message["status"] in REFUSED
-                and not presents_token(scope, scope[STATE_KEY].token)
+                and not presents_token(scope, token_of(scope))
                 and self.refusals.count()
             ):
                 connection: HeldConnection | None = scope.get(CONNECTION_KEY)

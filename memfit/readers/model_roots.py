@@ -544,7 +544,9 @@ def regions_of(root: Root, path: str) -> list[Region] | None:
 
 
 def usual_roots(environ: Mapping[str, str] | None = None) -> list[Root]:
-    """The places local tools keep models, in the order their environment variables choose them."""
+    """The places local tools keep models, in the order their environment variables choose them, whether or not
+    they exist yet: the index looks for a missing one every second and watches it once it appears (the Hugging
+    Face cache, say, made by the first `llama-server -hf` after memfit started)."""
     env = os.environ if environ is None else environ
     home = Path(env.get("HOME") or Path.home())
     cache = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
@@ -570,6 +572,6 @@ def usual_roots(environ: Mapping[str, str] | None = None) -> list[Root]:
     ]
     roots: list[Root] = []
     for root in candidates:  # OLLAMA_MODELS may be the system store itself
-        if os.path.isdir(root.path) and all(os.path.realpath(r.path) != os.path.realpath(root.path) for r in roots):
+        if all(os.path.realpath(r.path) != os.path.realpath(root.path) for r in roots):
             roots.append(root)
     return roots

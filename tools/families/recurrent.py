@@ -12,6 +12,7 @@ Three measured models (mamba2-f16, granitehybrid-f16, lfm2-f16) are the public s
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -394,94 +395,131 @@ def nemotron_h_moe() -> Model:
     )
 
 
-def _gated_delta_net(m: Model, i: int, E: int, ba_fused: bool) -> None:
-    """The gated delta-net block of the qwen3next / qwen35 / qwen4exp family (d_state 32, 2 k / 4 v heads)."""
-    d_state, v_heads, d_conv = 32, 4, 4
-    key_dim, value_dim = d_state * 2, d_state * v_heads
+@dataclass(frozen=True)
+class QwenNext:
+    """The qwen3next / qwen35 / qwen4exp sizes: the tiny models' by default (gated attention 4 heads (2 kv) of 64,
+    rope on a quarter of the head; gated delta-net d_state 32 with 2 k / 4 v heads; experts with a shared one)."""
+
+    embd: int = 256
+    heads: int = 4
+    heads_kv: int = 2
+    head: int = 64
+    ff: int = 512
+    rope_dims: int = 16
+    d_state: int = 32  # the delta net's head size (k and v)
+    k_heads: int = 2
+    v_heads: int = 4
+    d_conv: int = 4
+    experts: int = 4
+    experts_used: int = 2
+    expert_ff: int = 128
+    shared_ff: int = 256
+    vocab: int = VOCAB
+    ctx: int = 262144
+    sections: tuple[int, ...] = (4, 2, 2, 0)  # rope.dimension_sections (qwen35's IMRoPE)
+
+
+TINY_QWEN_NEXT = QwenNext()
+
+
+def _gated_delta_net(m: Model, i: int, s: QwenNext, ba_fused: bool) -> None:
+    """The gated delta-net block of the qwen3next / qwen35 / qwen4exp family."""
+    E, key_dim, value_dim = s.embd, s.d_state * s.k_heads, s.d_state * s.v_heads
     m.tensor(f"blk.{i}.attn_qkv.weight", [E, 2 * key_dim + value_dim], F16)
     m.tensor(f"blk.{i}.attn_gate.weight", [E, value_dim], F16)
-    m.tensor(f"blk.{i}.ssm_conv1d.weight", [d_conv, 2 * key_dim + value_dim], F32)
-    m.tensor(f"blk.{i}.ssm_dt.bias", [v_heads], F32)
-    m.tensor(f"blk.{i}.ssm_a", [v_heads], F32)
+    m.tensor(f"blk.{i}.ssm_conv1d.weight", [s.d_conv, 2 * key_dim + value_dim], F32)
+    m.tensor(f"blk.{i}.ssm_dt.bias", [s.v_heads], F32)
+    m.tensor(f"blk.{i}.ssm_a", [s.v_heads], F32)
     if ba_fused:
-        m.tensor(f"blk.{i}.ssm_ba.weight", [E, 2 * v_heads], F16)
+        m.tensor(f"blk.{i}.ssm_ba.weight", [E, 2 * s.v_heads], F16)
     else:
-        m.tensor(f"blk.{i}.ssm_beta.weight", [E, v_heads], F16)
-        m.tensor(f"blk.{i}.ssm_alpha.weight", [E, v_heads], F16)
-    _norm(m, f"blk.{i}.ssm_norm.weight", d_state)
+        m.tensor(f"blk.{i}.ssm_beta.weight", [E, s.v_heads], F16)
+        m.tensor(f"blk.{i}.ssm_alpha.weight", [E, s.v_heads], F16)
+    _norm(m, f"blk.{i}.ssm_norm.weight", s.d_state)
     m.tensor(f"blk.{i}.ssm_out.weight", [value_dim, E], F16)
 
 
-def _qwen_next_model(arch: str, name: str, layers: int, moe: bool = True, sections: bool = True) -> Model:
-    """The qwen3next / qwen35 / qwen4exp hyperparameters: gated attention 4 heads (2 kv) of 64, rope on a
-    quarter of the head, gated delta-net d_state 32 with 2 k / 4 v heads, MoE with a shared expert."""
+def _qwen_next_model(
+    arch: str, name: str, layers: int, moe: bool = True, sections: bool = True, s: QwenNext = TINY_QWEN_NEXT
+) -> Model:
+    """The qwen3next / qwen35 / qwen4exp hyperparameters of `s`."""
     m = _model(
         arch,
         name,
-        ctx=262144,
-        embd=256,
+        ctx=s.ctx,
+        embd=s.embd,
         layers=layers,
-        ff=512,
-        heads=4,
-        heads_kv=2,
-        head_dim=64,
+        ff=s.ff,
+        heads=s.heads,
+        heads_kv=s.heads_kv,
+        head_dim=s.head,
         eps=1e-6,
         rope_base=1e7,
+        vocab=s.vocab,
     )
-    m.arch_kv(rope__dimension_count=16)
+    m.arch_kv(rope__dimension_count=s.rope_dims)
     if sections:
-        m.arch_kv(rope__dimension_sections=[4, 2, 2, 0])
+        m.arch_kv(rope__dimension_sections=list(s.sections))
     if moe:
-        _experts(m, 4, 2, 128, 256)
-    ssm_kv(m, d_conv=4, d_inner=128, d_state=32, heads=4, groups=2)
+        _experts(m, s.experts, s.experts_used, s.expert_ff, s.shared_ff)
+    d_inner = s.d_state * s.v_heads
+    ssm_kv(m, d_conv=s.d_conv, d_inner=d_inner, d_state=s.d_state, heads=s.v_heads, groups=s.k_heads)
     return m
 
 
-def _qwen_next_ffn(m: Model, i: int, moe: bool) -> None:
+def _qwen_next_ffn(m: Model, i: int, moe: bool, s: QwenNext = TINY_QWEN_NEXT) -> None:
     if moe:
-        moe_feed_forward(m, i, 256, 128, 4, F16, norm=False, shared_ff=256, shared_gate_inp=True)
+        moe_feed_forward(
+            m, i, s.embd, s.expert_ff, s.experts, F16, norm=False, shared_ff=s.shared_ff, shared_gate_inp=True
+        )
     else:
-        feed_forward(m, i, 256, 512, F16, norm=False)
+        feed_forward(m, i, s.embd, s.ff, F16, norm=False)
 
 
-def _qwen_next_layer(m: Model, i: int, recurrent: bool, moe: bool, ba_fused: bool = False) -> None:
-    E = 256
-    _norm(m, f"blk.{i}.attn_norm.weight", E)
-    _norm(m, f"blk.{i}.post_attention_norm.weight", E)
+def _qwen_next_layer(m: Model, i: int, recurrent: bool, moe: bool, ba_fused: bool, s: QwenNext) -> None:
+    _norm(m, f"blk.{i}.attn_norm.weight", s.embd)
+    _norm(m, f"blk.{i}.post_attention_norm.weight", s.embd)
     if recurrent:
-        _gated_delta_net(m, i, E, ba_fused)
+        _gated_delta_net(m, i, s, ba_fused)
     else:
-        attention(m, i, E, 4, 2, 64, F16, qk_norm=True, norm=False, gated=True)
-    _qwen_next_ffn(m, i, moe)
+        attention(m, i, s.embd, s.heads, s.heads_kv, s.head, F16, qk_norm=True, norm=False, gated=True)
+    _qwen_next_ffn(m, i, moe, s)
 
 
-def qwen3next() -> Model:
+def qwen3next(name: str = "tiny-qwen3next", layers: int = 6, interval: int = 3, s: QwenNext = TINY_QWEN_NEXT) -> Model:
     """Qwen3-Next: gated delta-net + gated attention, full_attention_interval 3 (layers 2 and 5 attention)."""
-    m = _qwen_next_model("qwen3next", "tiny-qwen3next", 6, sections=False)
-    m.arch_kv(full_attention_interval=3)
-    embeddings(m, 256, VOCAB, F16, tied=False)
-    for i in range(6):
-        _qwen_next_layer(m, i, (i + 1) % 3 != 0, moe=True, ba_fused=True)
+    m = _qwen_next_model("qwen3next", name, layers, sections=False, s=s)
+    m.arch_kv(full_attention_interval=interval)
+    embeddings(m, s.embd, s.vocab, F16, tied=False)
+    for i in range(layers):
+        _qwen_next_layer(m, i, (i + 1) % interval != 0, moe=True, ba_fused=True, s=s)
     return m
 
 
 def _qwen35(
-    name: str, recurrent: list[bool] | None = None, interval: int | None = None, nextn: int = 0, moe: bool = False
+    name: str,
+    recurrent: list[bool] | None = None,
+    interval: int | None = None,
+    nextn: int = 0,
+    moe: bool = False,
+    layers: int = 4,
+    s: QwenNext = TINY_QWEN_NEXT,
+    tied: bool = False,
 ) -> Model:
-    m = _qwen_next_model("qwen35moe" if moe else "qwen35", name, 4 + nextn, moe=moe)
+    m = _qwen_next_model("qwen35moe" if moe else "qwen35", name, layers + nextn, moe=moe, s=s)
     if nextn:
         m.arch_kv(nextn_predict_layers=nextn)
     if recurrent is not None:
         m.arch_kv(attention__recurrent_layers=recurrent + [False] * nextn)
     if interval is not None:
         m.arch_kv(full_attention_interval=interval)
-    recurrent = recurrent or [(i + 1) % (interval or 4) != 0 for i in range(4)]
-    embeddings(m, 256, VOCAB, F16, tied=False)
-    for i in range(4):
-        _qwen_next_layer(m, i, recurrent[i], moe)
-    for i in range(4, 4 + nextn):
-        _qwen_next_layer(m, i, False, moe)
-        _nextn(m, i, 256)
+    recurrent = recurrent or [(i + 1) % (interval or 4) != 0 for i in range(layers)]
+    embeddings(m, s.embd, s.vocab, F16, tied=tied)
+    for i in range(layers):
+        _qwen_next_layer(m, i, recurrent[i], moe, False, s)
+    for i in range(layers, layers + nextn):
+        _qwen_next_layer(m, i, False, moe, False, s)
+        _nextn(m, i, s.embd)
     return m
 
 
@@ -605,6 +643,27 @@ def minimax01() -> Model:
     return m
 
 
+@dataclass(frozen=True)
+class KdaMla:
+    """The kimi-linear / kimi-k3 / bailingmoe3 sizes beside the KDA head: the tiny models' by default (4 heads over
+    256, MLA with a 96-wide latent, a 32-wide rope part, 64 / 32 heads; experts of 128 with a shared one)."""
+
+    embd: int = 256
+    heads: int = 4
+    ff: int = 512
+    experts: int = 4
+    experts_used: int = 2
+    expert_ff: int = 128
+    kv_lora: int = 96
+    rope: int = 32
+    k_head: int = 64
+    v_head: int = 32
+    vocab: int = VOCAB
+
+
+TINY_KDA_MLA = KdaMla()
+
+
 def _kda(m: Model, i: int, E: int, H: int, hd: int, d_conv: int, style: str) -> None:
     """Kimi Delta Attention. style: "kimi-linear" (low-rank f and g), "bailingmoe3" (full-rank f and g),
     "kimi-k3" (low-rank f, full-rank g); width d = hd * n_head."""
@@ -639,38 +698,47 @@ def _kda_mla(
     nextn: int = 0,
     q_lora: int = 0,
     gate: int = 0,
+    s: KdaMla = TINY_KDA_MLA,
+    routing: dict[str, Any] | None = None,
     **hparams: Any,
 ) -> Model:
     """KDA layers (head_count_kv 0, recurrent: R = 3*(d_conv-1)*n_head*kda.head_dim, S = kda.head_dim^2*n_head)
-    and MLA attention (K cache only, kv_lora_rank + rope = 128 wide); layer 0 dense, then MoE with a shared
-    expert. gate: the attn_gate width of gated MLA (0: none). An MTP block (last layer) is built here as an
-    MLA + MoE layer; its nextn tensors are the caller's."""
-    E, H, FF, NE, FFE = 256, 4, 512, 4, 128
-    m = _model(arch, name, embd=E, layers=len(heads_kv), ff=FF, heads=H, heads_kv=heads_kv, **hparams)
-    mla_kv(m, kv_lora=96, rope=32, k_head=64, v_head=32)
+    and MLA attention (K cache only, kv_lora_rank + rope wide); layer 0 dense, then MoE with a shared expert.
+    gate: the attn_gate width of gated MLA (0: none); routing: more expert keys (scale, groups). An MTP block (last
+    layer) is built here as an MLA + MoE layer; its nextn tensors are the caller's."""
+    E, H = s.embd, s.heads
+    m = _model(arch, name, embd=E, layers=len(heads_kv), ff=s.ff, heads=H, heads_kv=heads_kv, vocab=s.vocab, **hparams)
+    mla_kv(m, kv_lora=s.kv_lora, rope=s.rope, k_head=s.k_head, v_head=s.v_head)
     if q_lora:
         m.arch_kv(attention__q_lora_rank=q_lora)
     m.arch_kv(ssm__conv_kernel=d_conv, kda__head_dim=kda_head)
-    _experts(m, NE, 2, FFE, expert_shared_count=1, leading_dense_block_count=1, expert_gating_func=2)
-    embeddings(m, E, VOCAB, F16, tied=False)
+    shared = dict(expert_shared_count=1, leading_dense_block_count=1, expert_gating_func=2)
+    _experts(m, s.experts, s.experts_used, s.expert_ff, **shared, **(routing or {}))
+    embeddings(m, E, s.vocab, F16, tied=False)
     for i, kv in enumerate(heads_kv):
         _norm(m, f"blk.{i}.attn_norm.weight", E)
         if kv:
-            mla_attention(m, i, E, H, 96, 32, 64, 32, F16, q_lora=q_lora)
+            mla_attention(m, i, E, H, s.kv_lora, s.rope, s.k_head, s.v_head, F16, q_lora=q_lora)
             if gate:
                 m.tensor(f"blk.{i}.attn_gate.weight", [E, gate], F16)
         else:
             _kda(m, i, E, H, kda_head, d_conv, arch)
         if i == 0:
-            feed_forward(m, i, E, FF, F16)
+            feed_forward(m, i, E, s.ff, F16)
         else:
-            moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=True)
+            moe_feed_forward(m, i, E, s.expert_ff, s.experts, F16, shared_ff=s.expert_ff, probs_bias=True)
     return m
 
 
-def kimi_linear() -> Model:
+def kimi_linear(
+    name: str = "tiny-kimi-linear",
+    heads_kv: tuple[int, ...] = (0, 0, 0, 1),
+    kda_head: int = 32,
+    s: KdaMla = TINY_KDA_MLA,
+    routing: dict[str, Any] | None = None,
+) -> Model:
     """Kimi-Linear: KDA + MLA attention (head_count_kv 1) on layer 3."""
-    return _kda_mla("kimi-linear", "tiny-kimi-linear", [0, 0, 0, 1], 32, 4, ctx=1048576, rope_base=5e4)
+    return _kda_mla("kimi-linear", name, list(heads_kv), kda_head, 4, s=s, routing=routing, ctx=1048576, rope_base=5e4)
 
 
 def kimi_k3() -> Model:
@@ -680,13 +748,29 @@ def kimi_k3() -> Model:
     return m
 
 
-def bailingmoe3() -> Model:
-    """Ling/Ring 2.5-style bailingmoe3: KDA + gated MLA and one NextN/MTP block; the hybrid memory's default
-    attention filter (!is_recr over all layers) gives the MTP block a K cache in the main context."""
-    m = _kda_mla("bailingmoe3", "tiny-bailingmoe3", [0, 0, 0, 1, 1], 32, 3, q_lora=96, gate=4, rope_base=1e6)
-    m.arch_kv(kda__gate_lower_bound=-5.0, nextn_predict_layers=1)
-    _nextn(m, 4, 256, shared_head_norm=False)
-    _norm(m, "blk.4.layer_output_norm.weight", 256)
+def bailingmoe3(
+    name: str = "tiny-bailingmoe3",
+    heads_kv: tuple[int, ...] = (0, 0, 0, 1, 1),
+    kda_head: int = 32,
+    nextn: int = 1,
+    q_lora: int = 96,
+    d_conv: int = 3,
+    s: KdaMla = TINY_KDA_MLA,
+    routing: dict[str, Any] | None = None,
+    **hparams: Any,
+) -> Model:
+    """Ling/Ring 2.5-style bailingmoe3: KDA + gated MLA and (nextn) one NextN/MTP block; the hybrid memory's
+    default attention filter (!is_recr over all layers) gives the MTP block a K cache in the main context."""
+    m = _kda_mla(
+        "bailingmoe3", name, list(heads_kv), kda_head, d_conv, q_lora=q_lora, gate=s.heads, s=s, routing=routing,
+        rope_base=1e6, **hparams,
+    )  # fmt: skip
+    m.arch_kv(kda__gate_lower_bound=-5.0)
+    if nextn:
+        last = len(heads_kv) - 1
+        m.arch_kv(nextn_predict_layers=nextn)
+        _nextn(m, last, s.embd, shared_head_norm=False)
+        _norm(m, f"blk.{last}.layer_output_norm.weight", s.embd)
     return m
 
 
@@ -727,7 +811,7 @@ def _qwen4exp(name: str, ple_layer: int | None = None) -> Model:
         for mixer in ("attn", "ffn"):
             _hyper_connection(m, f"blk.{i}.hc_{mixer}", hc, LR, inject=HC)
         if i % 2 == 0:
-            _gated_delta_net(m, i, E, ba_fused=False)
+            _gated_delta_net(m, i, TINY_QWEN_NEXT, ba_fused=False)
         else:
             attention(m, i, E, 4, 2, 64, F16, qk_norm=True, norm=False, gated=True)
             m.tensor(f"blk.{i}.indexer.q_proj.weight", [E, IDX_H * IDX_D], F16)
@@ -884,6 +968,139 @@ SHAPE_SET: dict[str, Callable[[], Model]] = {
     "falcon-mamba-7b-shape-f16": lambda: mamba("falcon-mamba-7b", E=4096, L=64, DTR=256, V=65024, dt_b_c_rms=True),
     "jamba-1.5-mini-shape-f16": lambda: jamba(
         "jamba-1.5-mini", E=4096, H=32, FF=14336, NE=16, DTR=256, heads_kv=(0, 0, 0, 0, 8, 0, 0, 0), V=65536
+    ),
+}
+
+
+def qwen3next_legacy() -> Model:
+    """Qwen3-Next as its first conversions wrote it: one ssm_in (q, k, v and z side by side per key head) in place of
+    attn_qkv and attn_gate (build_qkvz's legacy path), and each layer's experts' gate and up in one
+    ffn_gate_up_exps (build_moe_ffn's fused matmul)."""
+    m, s = qwen3next("tiny-qwen3next-legacy"), TINY_QWEN_NEXT
+    qkvz = 2 * s.d_state * s.k_heads + 2 * s.d_state * s.v_heads
+    tensors = []
+    for name, ne, qtype in m.tensors:
+        if name.endswith(("attn_gate.weight", "ffn_up_exps.weight")):
+            continue
+        if name.endswith("attn_qkv.weight"):
+            name, ne = name.replace("attn_qkv", "ssm_in"), (s.embd, qkvz)
+        if name.endswith("ffn_gate_exps.weight"):
+            name, ne = name.replace("ffn_gate_exps", "ffn_gate_up_exps"), (s.embd, 2 * s.expert_ff, s.experts)
+        tensors.append((name, ne, qtype))
+    m.tensors = tensors
+    return m
+
+
+def kimi_k3_res() -> Model:
+    """Kimi-K3 with attention residuals (attn_res.block_size 2: layers 0, 2 and 4 bank their input), latent
+    experts (expert_latent_length 64: ffn_routed_down, ffn_routed_norm, ffn_routed_up, the experts 64 wide), situ
+    with a linear beta and a KDA gate lower bound."""
+    E, latent = TINY_KDA_MLA.embd, 64
+    m = _kda_mla(
+        "kimi-k3", "tiny-kimi-k3-res", [0, 1, 0, 0, 1], 16, 5, q_lora=96, gate=4 * 32, ctx=1048576, rope_base=5e4
+    )
+    m.arch_kv(attn_res__block_size=2, activation__situ_beta=1.0, activation__situ_linear_beta=2.0)
+    m.arch_kv(expert_latent_length=latent, kda__gate_lower_bound=-5.0)
+    tensors = []
+    for name, ne, qtype in m.tensors:
+        if name.endswith(("ffn_gate_exps.weight", "ffn_up_exps.weight")):
+            ne = (latent, *ne[1:])
+        if name.endswith("ffn_down_exps.weight"):
+            ne = (ne[0], latent, ne[2])
+        tensors.append((name, ne, qtype))
+        if name.endswith("ffn_gate_inp.weight"):
+            prefix = name.removesuffix("ffn_gate_inp.weight")
+            tensors += [(f"{prefix}ffn_routed_down.weight", (E, latent), F16)]
+            tensors += [
+                (f"{prefix}ffn_routed_up.weight", (latent, E), F16),
+                (f"{prefix}ffn_routed_norm.weight", (latent,), F32),
+            ]
+    m.tensors = tensors
+    _norm(m, "output_res_score.weight", E)
+    for i in range(5):
+        _norm(m, f"blk.{i}.attn_res_score.weight", E)
+        _norm(m, f"blk.{i}.ffn_res_score.weight", E)
+    return m
+
+
+def bailingmoe3_clamp() -> Model:
+    """bailingmoe3 with SwiGLU limits (swiglu_clamp_exp / _shexp, as its converter writes expert_swiglu_limit_list
+    and share_expert_swiglu_limit_list): the experts clamped on layers 1 and 3, the shared experts and the leading
+    dense FFN on layers 0 and 2."""
+    m = bailingmoe3("tiny-bailingmoe3-clamp")
+    m.arch_kv(swiglu_clamp_exp=[0.0, 7.0, 0.0, 7.0, 7.0], swiglu_clamp_shexp=[7.0, 0.0, 7.0, 0.0, 0.0])
+    return m
+
+
+# The delta-net builders' variants no tiny model of results_rec.jsonl has, measured in graph_dumps.jsonl and
+# results_delta_net_ubatch.jsonl.
+DELTA_NET_VARIANTS: dict[str, Callable[[], Model]] = {
+    "qwen3next-legacy": qwen3next_legacy,
+    "kimi-k3-res": kimi_k3_res,
+    "bailingmoe3-clamp": bailingmoe3_clamp,
+}
+
+
+# Published delta-net shapes, full size (sparse), measured in llama.cpp's dry run
+# (tests/data/results_delta_net_dryrun.jsonl): Qwen/Qwen3-Next-80B-A3B (the catalog entry's keys), Qwen/Qwen3.5-4B
+# (dense, tied embeddings) and Qwen/Qwen3.5-35B-A3B (experts), moonshotai/Kimi-Linear-48B-A3B (MLA on layers
+# 4, 8, ..., 24 and 27 of 27, sigmoid routing scaled by 2.446) and inclusionAI/Ling-3.0-tiny (bailingmoe3: MLA on
+# every fourth of 24 layers, low-rank Q, experts in 8 groups of which 4 are kept).
+_QWEN35 = QwenNext(
+    heads=16, heads_kv=4, head=256, rope_dims=64, d_state=128, k_heads=16, v_heads=32, vocab=248320,
+    sections=(11, 11, 10, 0),
+)  # fmt: skip
+DELTA_NET_SHAPES: dict[str, Callable[[], Model]] = {
+    "qwen3next-80b-a3b-shape": partial(
+        qwen3next,
+        "qwen3next-80b-a3b",
+        layers=48,
+        interval=4,
+        s=replace(
+            _QWEN35,
+            embd=2048,
+            heads_kv=2,
+            ff=5120,
+            experts=512,
+            experts_used=10,
+            expert_ff=512,
+            shared_ff=512,
+            vocab=151936,
+        ),
+    ),
+    "qwen3.5-4b-shape": partial(_qwen35, "qwen3.5-4b", layers=32, tied=True, s=replace(_QWEN35, embd=2560, ff=9216)),
+    "qwen3.5-35b-a3b-shape": partial(
+        _qwen35,
+        "qwen3.5-35b-a3b",
+        moe=True,
+        layers=40,
+        s=replace(_QWEN35, embd=2048, heads_kv=2, ff=512, experts=256, experts_used=8, expert_ff=512, shared_ff=512),
+    ),
+    "kimi-linear-48b-a3b-shape": partial(
+        kimi_linear,
+        "kimi-linear-48b-a3b",
+        heads_kv=tuple(int(il + 1 in (4, 8, 12, 16, 20, 24, 27)) for il in range(27)),
+        kda_head=128,
+        s=KdaMla(2304, 32, 9216, 256, 8, 1024, 512, 64, 192, 128, 163840),
+        routing={"expert_weights_scale": 2.446},
+    ),
+    "ling-3.0-tiny-shape": partial(
+        bailingmoe3,
+        "ling-3.0-tiny",
+        heads_kv=tuple(int((il + 1) % 4 == 0) for il in range(24)),
+        kda_head=128,
+        nextn=0,
+        q_lora=256,
+        d_conv=4,
+        s=KdaMla(1536, 16, 4608, 128, 8, 512, 512, 64, 192, 128, 157184),
+        routing={
+            "expert_weights_scale": 2.5,
+            "expert_weights_norm": True,
+            "expert_group_count": 8,
+            "expert_group_used_count": 4,
+            "expert_shared_feed_forward_length": 512,
+        },
+        ctx=131072,
     ),
 }
 

@@ -61,6 +61,26 @@ MAMBA1_UBATCHES = [
         (8192, 4, "q8_0", "auto", 1024),
     )
 ]
+# The delta-net families' ubatches beside FULL's 128 and 512: 64 to 4096 (4096 asks past n_batch's 2048, which caps
+# it), flash attention on and off, 1 to 8 sequences (3, 5 and 7 round the ubatch up to a multiple), a context below
+# the ubatch, a q8_0 cache (the attention layers' Hadamard rotations) and a unified cache.
+DELTA_NET_UBATCHES = [
+    _s(c, n, t, fa, n_ubatch=ub, **more_)
+    for c, n, t, fa, ub, more_ in (
+        *((8192, n, "f16", fa, ub, {}) for ub in (1024, 2048, 4096) for n in (1, 4) for fa in ("auto", "off")),
+        (2048, 1, "f16", "auto", 64, {}),
+        (2048, 4, "f16", "off", 64, {}),
+        (4096, 2, "f16", "auto", 256, {}),
+        (8192, 8, "f16", "auto", 2048, {}),
+        (8192, 8, "f16", "off", 1024, {}),
+        (3000, 3, "f16", "off", 2048, {}),
+        (1500, 5, "f16", "auto", 4096, {}),
+        (4096, 7, "f16", "auto", 1024, {}),
+        (8192, 4, "q8_0", "auto", 1024, {}),
+        (8192, 2, "q8_0", "auto", 4096, {}),
+        (8192, 4, "f16", "auto", 2048, {"unified": 1}),
+    )
+]
 # Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
 # on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
 # phase rule does not.
@@ -168,6 +188,8 @@ RWKV_UBATCHES = [
     for n, fa in ((1, "auto"), (3, "auto"), (4, "auto"), (8, "auto"), (1, "off"), (8, "off"))
 ] + [_s(1000, 3, n_ubatch=1024), _s(1000, 7, n_ubatch=2048)]
 RWKV = ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
+# The delta-net families (src/models/delta-net-base.cpp's users): gated delta net and Kimi delta attention.
+DELTA_NET = ("qwen3next", "qwen35", "qwen35moe", "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3")
 # The published RWKV shapes' dry runs: the default context and ubatch, 4 and 8 sequences, a 2048-token ubatch over
 # 32k tokens, a 128-token ubatch, and a 4096-token request (capped at n_batch 2048).
 RWKV_SHAPE_RUNS = [
@@ -184,6 +206,20 @@ MORE_DUMPS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
     "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
+# The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
+# sequences over 32k tokens at ubatches 1024-2048, flash attention off, a 128-token ubatch, a 4096-token request
+# (capped at n_batch 2048), and 3 sequences over a context below the ubatch.
+DELTA_NET_SHAPE_RUNS = [
+    _s(4096, 1),
+    _s(4096, 1, "q8_0"),
+    _s(32768, 1, fa="off", n_ubatch=2048),
+    _s(32768, 4, n_ubatch=2048),
+    _s(32768, 8, n_ubatch=1024),
+    _s(32768, 4, fa="off"),
+    _s(8192, 2, n_ubatch=128),
+    _s(8192, 1, n_ubatch=4096),
+    _s(1000, 3, n_ubatch=2048),
+]
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
 
@@ -240,10 +276,20 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
+    "results_delta_net_ubatch.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, *DELTA_NET) | recurrent.DELTA_NET_VARIANTS, DELTA_NET_UBATCHES
+    ),
     "results_rwkv.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *RWKV), RWKV_UBATCHES),
     "results_rwkv_dryrun.jsonl": TruthFile(
         recurrent.RWKV_SHAPES,
         RWKV_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_delta_net_dryrun.jsonl": TruthFile(
+        recurrent.DELTA_NET_SHAPES,
+        DELTA_NET_SHAPE_RUNS,
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
@@ -285,6 +331,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(attention.FAMILY_SET, "gemma3n-shared")
         | _subset(attention.FAMILY_SET, "phi3-swa", "openelm-arr", "deci-arr")
         | _subset(recurrent.FAMILY_SET, *RWKV)
+        | _subset(recurrent.FAMILY_SET, *DELTA_NET)
+        | recurrent.DELTA_NET_VARIANTS
         | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
         | _subset(more.FAMILY_SET, *MORE_DUMPS),
         [_s(512, 1), _s(2048, 4, fa="off")],

@@ -1,6 +1,6 @@
 """What /metrics reports, in Prometheus' text format: one CollectorRegistry per app (tests build many apps; the
 process-wide default registry would mix them). Requests and latencies by route (the contract's path template,
-never the raw path), method and status, recorded by memfit/http/metrics.py; batch sizes, recorded by the fit
+never the raw path), method and status, recorded by memfit/http/request_metrics.py; batch sizes, recorded by the fit
 handler; and, read when scraped, the header cache's hits and misses, the index's artifacts per root and the
 measurement history's rows. All of it is the answering process's own (with `memfit serve --workers N`, one
 worker's: memfit_process_id names it)."""
@@ -18,7 +18,6 @@ from prometheus_client.registry import Collector
 from memfit.estimator.fit_service import FitService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text exposition format
-UNMATCHED_ROUTE = "unmatched"  # a path the contract does not name (404s, the Swagger UI's pages)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32)
 
 

@@ -150,7 +150,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._connections = None
 
     def _refuse(self, cap: int) -> None:
-        from memfit.handlers.problems import PROBLEM_JSON, problem_body  # here: a worker imports this module first
+        from memfit.http.problems import PROBLEM_JSON, problem_body  # here: a worker imports this module first
 
         log.warning("503: %d connections open, none of them idle", cap)
         body = problem_body(503, f"the server holds {cap} connections, all busy; retry in {RETRY_AFTER_S} s")
@@ -206,7 +206,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._awaiting_headers, self._header_bytes = True, 0  # a pipelined request may follow
 
     def _headers_too_large(self) -> None:
-        from memfit.handlers.problems import PROBLEM_JSON, problem_body
+        from memfit.http.problems import PROBLEM_JSON, problem_body
 
         log.warning("431: request headers over %d bytes", MAX_HEADER_BYTES)
         body = problem_body(431, f"the request line and headers are larger than {MAX_HEADER_BYTES >> 10} KiB")

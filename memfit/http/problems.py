@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import functools
-import logging
 
-from connexion.exceptions import ProblemException
-from connexion.lifecycle import ConnexionRequest, ConnexionResponse
-from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import Send
 
 from memfit.estimator.vocabulary import ProblemType
 from memfit.generated.models import Problem, Suggestions
-from memfit.http.routing import ALLOW_KEY
-
-log = logging.getLogger("memfit.http")
 
 TYPE_FOR_STATUS = {401: ProblemType.UNAUTHORIZED, 404: ProblemType.NOT_FOUND, 499: ProblemType.CANCELLED}
 TITLES = {
@@ -72,27 +65,3 @@ async def send_problem(send: Send, status: int, detail: str, extra: list[tuple[b
     headers.extend(extra or [])
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-def problem_from_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    """connexion's error handler: every error it or a handler raises, as a problem with the contract's words."""
-    if isinstance(exc, ProblemException):
-        status, detail, headers = exc.status, str(exc.detail or exc.title or ""), dict(exc.headers or {})
-    elif isinstance(exc, HTTPException):
-        status, detail, headers = exc.status_code, str(exc.detail or ""), dict(exc.headers or {})
-    else:
-        log.error("request failed", exc_info=exc)
-        status, detail, headers = 500, FAILED_DETAIL, {}
-    if status == 401:
-        detail = UNAUTHORIZED
-    if status == 405 and request.scope.get(ALLOW_KEY):  # starlette names only the first route of a path
-        headers["Allow"] = request.scope[ALLOW_KEY]
-    if len(detail) > MAX_DETAIL:
-        detail = detail[:MAX_DETAIL] + "..."
-    response = problem_response(status, detail, headers)
-    return ConnexionResponse(
-        status_code=status,
-        mimetype=PROBLEM_JSON,
-        body=response.body,
-        headers={k: v for k, v in response.headers.items() if k != "content-type"},
-    )

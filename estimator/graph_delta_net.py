@@ -1,0 +1,540 @@
+"""The graph llama.cpp reserves for the delta-net families, rebuilt node for node: src/models/qwen3next.cpp,
+qwen35.cpp and qwen35moe.cpp (gated delta nets beside gated attention), kimi-linear.cpp, kimi-k3.cpp and
+bailingmoe3.cpp (Kimi delta attention beside multi-head latent attention), over src/models/delta-net-base.cpp.
+
+A recurrent block projects its input to q, k and v, runs a short convolution over them after the conv state (its
+last columns copied back into the cache), L2-normalizes q and k and computes the decay (g) and the mixing rate
+(beta); on the CPU llama.cpp takes build_delta_net's fused path (cparams.fused_gdn_ar / fused_gdn_ch are on and the
+CPU backend runs GGML_OP_GATED_DELTA_NET), one op whose output holds the tokens' results and then the new states
+(copied back into the cache); the results are RMS-normed, gated and projected out. Ops in place on a tensor's only
+consumer take no memory of their own; every view an op reads through is kept, since ggml-alloc never reuses
+memory in place through a view. Weights, biases and the conv / recurrent caches are left out (not the compute
+buffer's).
+"""
+
+from __future__ import annotations
+
+from memfit.estimator.compute_graph import FLOAT, DecoderGraph, ubatch_outputs
+from memfit.estimator.context import ContextGeometry
+from memfit.estimator.ggml_graph import (
+    F32,
+    I32,
+    Graph,
+    Tensor,
+    cont,
+    copy_into,
+    get_rows,
+    glu,
+    mul_mat,
+    new_tensor,
+    op,
+    permute,
+    reshape,
+    same_shape,
+    set_rows,
+    transpose,
+    view,
+)
+from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape
+
+SOFTMAX, SIGMOID, SOFTMAX_WEIGHT, SQRT_SOFTPLUS = 1, 2, 3, 4  # llama_expert_gating_func_type
+IMROPE_POSITIONS = 4  # llama_hparams::n_pos_per_embd: qwen35's LLAMA_ROPE_TYPE_IMROPE reads four positions a token
+
+
+def same(x: Tensor, *ops: str) -> Tensor:
+    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
+    for name in ops:
+        x = same_shape(x, name)
+    return x
+
+
+def argsort_top_k(x: Tensor, k: int) -> Tensor:
+    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
+    ranked = op("ARGSORT", I32, x.ne, x)
+    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
+
+
+def situ(gate: Tensor, up: Tensor, linear: bool) -> Tensor:
+    """kimi_k3_situ / build_moe_ffn's LLM_FFN_SITU: beta * tanh(gate / beta) * sigmoid(gate) times up (itself
+    lb * tanh(up / lb) where the linear beta is set)."""
+    act = same_shape(same(same_shape(gate, "SCALE"), "TANH", "SCALE"), "MUL", same_shape(gate, "SIGMOID"))
+    if linear:
+        up = same(up, "SCALE", "TANH", "SCALE")
+    return same_shape(act, "MUL", up)
+
+
+def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
+    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
+    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
+
+
+class DeltaNetGraph(DecoderGraph):
+    """The pieces the delta-net builders share: llm_build_delta_net_base, build_moe_ffn with its routing, and
+    DecoderGraph's inputs, caches and attention."""
+
+    def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int):
+        super().__init__(shape, geometry, n_vocab)
+        assert shape.delta_net is not None
+        self.dn: DeltaNet = shape.delta_net
+        self.n = geometry.n_seq
+        self.tokens = self.t // self.n  # ubatch.n_seq_tokens
+        self.e = shape.n_embd
+
+    def embedded(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
+        """build_inp_embd (the token rows; the embeddings input allocated, never read), build_inp_pos (used by the
+        builders that rope; n_pos_per_embd positions a token), build_inp_out_ids: the trunk's input and the output
+        rows' ids."""
+        tokens = new_tensor(I32, self.t, input=True)
+        inp_l = self.gf.expand(get_rows(None, tokens, self.e))
+        self.gf.expand(new_tensor(F32, self.e, self.t, input=True))
+        self.pos = new_tensor(I32, self.t * pos_per_token, input=True)
+        return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)
+
+    def head(self, cur: Tensor, out_ids: Tensor | None, hidden: bool) -> Graph:
+        """output_norm, the output rows (where the trunk kept every row: after the norm, whose result is
+        t_h_nextn when `hidden`), the LM head; t_embd and t_logits are graph outputs."""
+        cur = self.norm(cur)
+        if out_ids is not None:
+            cur.output = hidden
+            cur = get_rows(cur, out_ids, self.e)
+        logits = mul_mat(None, cur, self.n_vocab)  # result_output
+        cur.output = logits.output = True
+        self.gf.expand(logits)
+        return self.gf
+
+    # --- llm_build_delta_net_base -----------------------------------------------------------------------------
+
+    def delta_net(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> Tensor:
+        """build_delta_net_fused: ggml_gated_delta_net (one snapshot) over q, k, v [S, H, tokens, seqs], the gate,
+        beta and the state; [S_v * H_v, tokens * seqs + S_v * seqs]: the tokens' results, then the new states."""
+        dn, n = self.dn, self.n
+        width = dn.head_v * dn.v_heads
+        return op("GATED_DELTA_NET", F32, (width, self.tokens * n + dn.head_v * n), q, k, v, g, beta, state)
+
+    def results(self, out: Tensor) -> Tensor:
+        """build_delta_net_fused's output: the tokens' results [S_v, H_v, tokens, seqs] (a view)."""
+        sv, hv, row = self.dn.head_v, self.dn.v_heads, self.dn.head_v * FLOAT
+        return view(out, (sv, hv, self.tokens, self.n), (row, row * hv, row * hv * self.tokens))
+
+    def store_states(self, out: Tensor) -> None:
+        """The new states (a view of the op's output past the results) copied into the recurrent cache."""
+        dn, n = self.dn, self.n
+        sv, hv, row = dn.head_v, dn.v_heads, dn.head_v * FLOAT
+        states = view(out, (sv, sv, hv, n), (row, row * sv, row * sv * hv), row * hv * self.tokens * n)
+        self.gf.expand(copy_into(states, new_tensor(F32, sv * sv * hv, n, external=True)))
+
+    def recurrent_attn(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> Tensor:
+        """build_recurrent_attn without rollback snapshots: build_delta_net, the new states stored, the results."""
+        out = self.delta_net(q, k, v, g, beta, state)
+        self.store_states(out)
+        return self.results(out)
+
+    def state(self) -> Tensor:
+        """build_rs of the delta net's state, reshaped [S_v, S_v, H_v, seqs]."""
+        sv, hv = self.dn.head_v, self.dn.v_heads
+        return reshape(self.state_rows(sv * sv * hv), sv, sv, hv, self.n)
+
+    def conv_input(self, states: Tensor, x: Tensor, channels: int) -> Tensor:
+        """build_conv_state's / the KDA builders' causal conv input: the conv state [d_conv - 1, channels, seqs]
+        followed by the tokens (x transposed), its last d_conv - 1 columns copied back into the cache."""
+        d, tokens, n = self.dn.d_conv - 1, self.tokens, self.n
+        conv_x = op("CONCAT", F32, (d + tokens, channels, n), states, transpose(x))
+        last = view(conv_x, (d, channels, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
+        self.gf.expand(copy_into(last, new_tensor(F32, d, channels, n, external=True)))
+        return conv_x
+
+    def l2_norm(self, x: Tensor) -> Tensor:
+        return op("L2_NORM", F32, x.ne, x)  # ggml_l2_norm: a new tensor
+
+    # --- build_ffn / build_moe_ffn ------------------------------------------------------------------------------
+
+    def moe(self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, activation: str = "SWIGLU") -> Tensor:
+        """build_moe_ffn: the router's logits (or `logits`, probs_in), the gating function, the selection (biased
+        by ffn_exp_probs_b, limited to the best expert groups), the picked weights (normalized, scaled) expanded
+        early; the experts' gate and up (one fused matmul's views, or two), the activation, down, the weights,
+        each expert's view, the partial sums."""
+        r, gf = self.dn.routing, self.gf
+        t, width, n_exp, k = cur.ne[1], cur.ne[0], b.n_expert, b.n_expert_used
+        if logits is None:
+            logits = mul_mat(None, cur, n_exp)  # ffn_moe_logits
+        probs = {SOFTMAX: "SOFT_MAX", SIGMOID: "SIGMOID", SQRT_SOFTPLUS: "SOFTPLUS"}.get(r.gating)
+        probs_t = same_shape(logits, probs) if probs else logits
+        if r.gating == SQRT_SOFTPLUS:
+            probs_t = same_shape(probs_t, "SQRT")
+        selection = same_shape(probs_t, "ADD") if r.probs_bias else probs_t
+        if r.groups > 1:
+            selection = self.group_limited(selection, r.groups, r.groups_used)
+        picked = argsort_top_k(selection, k)  # ffn_moe_topk
+        weights = get_rows(reshape(probs_t, 1, n_exp, t), picked, 1)  # ffn_moe_weights [1, k, T]
+        if r.gating == SOFTMAX_WEIGHT:
+            weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
+        if r.norm:  # weights / clamp(sum(weights))
+            flat = reshape(weights, k, t)
+            total = same_shape(op("SUM_ROWS", F32, (1, t), flat), "CLAMP")
+            weights = reshape(same_shape(flat, "DIV", total), 1, k, t)
+        if r.scale:
+            weights = same_shape(weights, "SCALE")
+        gf.expand(weights)
+        rows = reshape(cur, width, 1, t)
+        ff = b.n_ff_exp
+        if r.fused_gate_up:
+            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
+            gate = view(gate_up, (ff, k, t), gate_up.nb[1:3])
+            up = view(gate_up, (ff, k, t), gate_up.nb[1:3], ff * FLOAT)
+        else:
+            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
+            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
+        if activation == "SITU":
+            act = situ(gate, up, self.dn.situ_linear)
+        else:  # CLAMP: the layer's swiglu_clamp_exp, silu(gate) clamped times the clamped up (in place)
+            act = clamped_swiglu(gate, up) if activation == "CLAMP" else glu(gate, up)
+        experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
+        views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
+        out = views[0] if k > 1 else cont(views[0])
+        for x in views[1:]:
+            out = gf.expand(op("ADD", F32, (width, t), out, x))
+        return out
+
+    @staticmethod
+    def group_limited(selection: Tensor, groups: int, used: int) -> Tensor:
+        """build_moe_ffn with n_expert_groups > 1: each group scored by its two best experts, the best `used`
+        groups kept, the others' experts filled with -inf."""
+        n_exp, t = selection.ne[0], selection.ne[1]
+        per = n_exp // groups
+        grouped = reshape(selection, per, groups, t)
+        best = get_rows(reshape(grouped, 1, per, groups, t), argsort_top_k(grouped, 2), 1)  # [1, 2, groups, T]
+        scores = reshape(op("SUM_ROWS", F32, (1, groups, t), reshape(best, 2, groups, t)), groups, t)
+        kept = argsort_top_k(scores, used)
+        picked = get_rows(grouped, kept, per)  # [per, used, T]
+        return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
+
+
+class QwenNextGraph(DeltaNetGraph):
+    """llama_model_qwen3next::graph and llama_model_qwen35(moe)::graph: gated delta nets and gated attention, the
+    attention's residual, the post-attention norm, the FFN (qwen3next's and qwen35moe's experts beside a
+    sigmoid-gated shared expert), its residual; all rows through the trunk, then output_norm (t_h_nextn) and the
+    output rows."""
+
+    def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int, next_: bool):
+        super().__init__(shape, geometry, n_vocab)
+        self.next = next_  # qwen3next: beta and alpha in one matmul, q / k heads repeated to the value heads
+
+    def build(self) -> Graph:
+        inp_l, out_ids = self.embedded(1 if self.next else IMROPE_POSITIONS)
+        for b in self.shape.layers:
+            inp_sa = inp_l
+            cur = self.gf.expand(self.norm(inp_l))
+            cur = self.linear_attn(cur) if b.recurrent_in else self.gated_attention(b, cur)
+            ffn_residual = same_shape(cur, "ADD", inp_sa)
+            out = self.ffn_out(b, self.norm(ffn_residual))
+            inp_l = same_shape(out, "ADD", ffn_residual)
+        return self.head(inp_l, out_ids, hidden=True)
+
+    def gated_attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_layer_attn: one wq of query and gate per head, q and k RMS-normed and roped, build_attn, the
+        output times sigmoid(gate) (its view made contiguous), wo."""
+        head, heads, t = b.head_k, b.n_head, self.t
+        q_full = mul_mat(None, cur, 2 * head * heads)
+        nb = (2 * head * FLOAT, 2 * head * heads * FLOAT)
+        q, gate = (view(q_full, (head, heads, t), nb, i * head * FLOAT) for i in (0, 1))
+        k = reshape(mul_mat(None, cur, b.n_head_kv * head), head, b.n_head_kv, t)
+        v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
+        q, k = (same_shape(self.norm(x), "ROPE", self.pos) for x in (q, k))
+        out = self.build_attn(b, q, k, v)
+        gated = same_shape(out, "MUL", same_shape(cont(gate, head * heads, t), "SIGMOID"))
+        return mul_mat(None, gated, self.e)  # wo
+
+    def qkvz(self, cur: Tensor, channels: int) -> tuple[Tensor, Tensor]:
+        """build_qkvz: attn_qkv (q, k, v) and attn_gate (z); or qwen3next's legacy ssm_in with q, k, v, z side by
+        side per k head: z made contiguous, q, k and v each flattened and concatenated."""
+        dn, tokens, n = self.dn, self.tokens, self.n
+        value = dn.head_v * dn.v_heads
+        if not dn.legacy_qkvz:
+            return reshape(mul_mat(None, cur, channels), channels, tokens, n), mul_mat(None, cur, value)
+        per_head = value // dn.k_heads  # head_v_dim * num_v_heads / num_k_heads
+        mixed = reshape(mul_mat(None, cur, channels + value), 2 * dn.head_k + 2 * per_head, dn.k_heads, tokens, n)
+        nb = mixed.nb[1:]
+        widths = (dn.head_k, dn.head_k, per_head, per_head)
+        starts = (0, dn.head_k, 2 * dn.head_k, 2 * dn.head_k + per_head)
+        parts = zip(widths, starts, strict=True)
+        q, k, v, z = (view(mixed, (w, dn.k_heads, tokens, n), nb, s * FLOAT) for w, s in parts)
+        z = cont(z)
+        key = dn.head_k * dn.k_heads
+        q, k, v = (cont(x, w, tokens, n) for x, w in ((q, key), (k, key), (v, value)))
+        qk = op("CONCAT", F32, (2 * key, tokens, n), q, k)
+        return op("CONCAT", F32, (channels, tokens, n), qk, v), z
+
+    def gate_and_beta(self, cur: Tensor) -> tuple[Tensor, Tensor]:
+        """The decay g = softplus(alpha + dt_bias) * A and beta = sigmoid(b), each [1, H_v, tokens, seqs]:
+        qwen3next's one ssm_beta_alpha matmul viewed per k head (b made contiguous, a flattened), or qwen35's
+        ssm_beta and ssm_alpha."""
+        dn, tokens, n = self.dn, self.tokens, self.n
+        hv = dn.v_heads
+        if self.next:
+            per = hv // dn.k_heads
+            mixed = reshape(mul_mat(None, cur, 2 * hv), 2 * per, dn.k_heads, tokens, n)
+            b_, a_ = (view(mixed, (per, dn.k_heads, tokens, n), mixed.nb[1:], i * per * FLOAT) for i in (0, 1))
+            beta = same_shape(cont(b_), "SIGMOID")
+            alpha = cont(a_, hv, tokens, n)
+        else:
+            beta = same_shape(reshape(mul_mat(None, cur, hv), 1, hv, tokens, n), "SIGMOID")
+            alpha = reshape(mul_mat(None, cur, hv), hv, tokens, n)
+        gate = same(alpha, "ADD", "SOFTPLUS", "MUL")
+        return reshape(gate, 1, hv, tokens, n), reshape(beta, 1, hv, tokens, n)
+
+    def linear_attn(self, cur: Tensor) -> Tensor:
+        """build_layer_attn_linear: q k v and z, beta and the decay, the conv after its state, silu, q / k / v
+        viewed, q and k L2-normed (qwen3next: repeated to the value heads), build_recurrent_attn, the gated norm
+        (RMS-normed results times silu(z)), ssm_out."""
+        dn, tokens, n = self.dn, self.tokens, self.n
+        key, value = dn.head_k * dn.k_heads, dn.head_v * dn.v_heads
+        channels = 2 * key + value
+        qkv, z = self.qkvz(cur, channels)
+        gate, beta = self.gate_and_beta(cur)
+        states = reshape(self.state_rows((dn.d_conv - 1) * channels), dn.d_conv - 1, channels, n)
+        conv_x = self.conv_input(states, qkv, channels)
+        state = self.state()
+        conv = same_shape(op("SSM_CONV", F32, (channels, tokens, n), conv_x), "SILU")
+        row = channels * FLOAT
+        q, k = (view(conv, (dn.head_k, dn.k_heads, tokens, n), (dn.head_k * FLOAT, row, row * tokens), s * key * FLOAT)
+                for s in (0, 1))  # fmt: skip
+        v = view(conv, (dn.head_v, dn.v_heads, tokens, n), (dn.head_v * FLOAT, row, row * tokens), 2 * key * FLOAT)
+        q, k = self.l2_norm(q), self.l2_norm(k)
+        if self.next and dn.k_heads != dn.v_heads:  # repeated interleaved up to the value heads
+            q, k = self.repeated(q), self.repeated(k)
+        out = self.recurrent_attn(q, k, v, gate, beta, state)
+        z = reshape(z, dn.head_v, dn.v_heads, tokens, n)
+        normed = same_shape(self.norm(out), "MUL", same_shape(z, "SILU"))  # build_norm_gated
+        out = mul_mat(None, reshape(normed, value, tokens, n), self.e)  # ssm_out
+        return reshape(out, self.e, self.t)
+
+    def repeated(self, x: Tensor) -> Tensor:
+        """qwen3next's repeat interleave: [S, 1, H_k, T] repeated to [S, H_v / H_k, H_k, T], viewed per value head."""
+        dn = self.dn
+        rows = reshape(x, dn.head_k, 1, dn.k_heads, self.t)
+        out = op("REPEAT", F32, (dn.head_k, dn.v_heads // dn.k_heads, dn.k_heads, self.t), rows)
+        return reshape(out, dn.head_k, dn.v_heads, self.tokens, self.n)
+
+    def ffn_out(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_layer_ffn: the dense FFN, or the experts plus the shared expert times sigmoid(its gate)."""
+        if not b.n_expert:
+            return self.dense(cur, b.n_ff, True)
+        out = self.moe(b, cur)
+        if not self.dn.n_ff_shexp:
+            return out
+        shared = self.dense(cur, self.dn.n_ff_shexp, True)
+        gate = same_shape(mul_mat(None, cur, 1), "SIGMOID")  # ffn_gate_inp_shexp
+        return same_shape(out, "ADD", same_shape(shared, "MUL", gate))
+
+
+class KdaGraph(DeltaNetGraph):
+    """llama_model_kimi_linear::graph, llama_model_kimi_k3::graph and llama_model_bailingmoe3::graph: Kimi delta
+    attention beside absorbed MLA (kimi-linear and kimi-k3: no rope; kimi-k3 and bailingmoe3: an output gate),
+    leading dense FFNs then experts beside shared experts."""
+
+    def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int, arch: str):
+        super().__init__(shape, geometry, n_vocab)
+        self.arch = arch
+        self.checkpoints: Tensor | None = None  # kimi-k3's banked residual streams [E, checkpoints, T]
+
+    def build(self) -> Graph:
+        if self.arch == "kimi-k3":
+            return self.build_k3()
+        inp_l, out_ids = self.embedded()
+        last = len(self.shape.layers) - 1
+        bailing = self.arch == "bailingmoe3"
+        for il, b in enumerate(self.shape.layers):
+            inp_sa = inp_l
+            cur = self.norm(inp_l)
+            if not bailing:  # bailingmoe3 does not expand the norm first: its conv states' rows come before it
+                self.gf.expand(cur)
+            cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
+            if il == last and not bailing:  # kimi-linear: the last layer keeps only the output rows
+                cur, inp_sa = get_rows(cur, out_ids, self.e), get_rows(inp_sa, out_ids, self.e)
+            ffn_inp = same_shape(cur, "ADD", inp_sa)
+            cur = self.norm(ffn_inp)
+            if b.n_expert:
+                clamped = il in self.dn.clamped_shexp
+                shared = self.dense_ffn(cur, self.dn.n_ff_shexp, clamped)
+                routed = self.moe(b, cur, activation="CLAMP" if il in self.dn.clamped_experts else "SWIGLU")
+                out = same_shape(routed, "ADD", shared)
+            else:
+                out = self.dense_ffn(cur, b.n_ff, il in self.dn.clamped_shexp)
+            inp_l = same_shape(out, "ADD", ffn_inp)
+        return self.head(inp_l, out_ids if bailing else None, hidden=bailing)
+
+    def build_k3(self) -> Graph:
+        """kimi-k3's trunk: the residual stream (prefix_sum) first in each add; with attention residuals
+        (attn_res.block_size), the block's and the FFN's inputs mixed from the banked streams, every block_size-th
+        layer's input banked (the attention's output then restarting the stream); the output rows after the
+        trunk's final mix."""
+        inp_l, out_ids = self.embedded()
+        every = self.dn.attn_res
+        for il, b in enumerate(self.shape.layers):
+            prefix_sum = inp_l
+            cur = self.res_mix(prefix_sum) if every else prefix_sum
+            banked = bool(every) and il % every == 0
+            if banked:
+                self.res_push(prefix_sum)
+            cur = self.gf.expand(self.norm(cur))
+            cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
+            prefix_sum = cur if banked else same_shape(prefix_sum, "ADD", cur)
+            cur = self.res_mix(prefix_sum) if every else prefix_sum
+            inp_l = same_shape(prefix_sum, "ADD", self.ffn_k3(b, self.norm(cur)))
+        cur = self.res_mix(inp_l) if every else inp_l
+        return self.head(get_rows(cur, out_ids, self.e), None, hidden=False)
+
+    def res_push(self, cur: Tensor) -> None:
+        """llama_model_kimi_k3::graph::res_push: the stream [E, 1, T] appended to the checkpoints (ggml_concat)."""
+        checkpoint = reshape(cur, self.e, 1, self.t)
+        stack = self.checkpoints
+        if stack is not None:
+            checkpoint = op("CONCAT", F32, (self.e, stack.ne[1] + 1, self.t), stack, checkpoint)
+        self.checkpoints = checkpoint
+
+    def res_mix(self, cur: Tensor) -> Tensor:
+        """llama_model_kimi_k3::graph::res_mix: every checkpoint and the stream scored (rms_norm, the score weight,
+        sum_rows), softmax over the scores, ggml_dsv4_hc_pre of the checkpoints by theirs plus the stream times its
+        own."""
+        stack, t = self.checkpoints, self.t
+        if stack is None:
+            return cur
+        n = stack.ne[1]
+        scored = op("SUM_ROWS", F32, (1, n, t), same(stack, "RMS_NORM", "MUL"))
+        own = op("SUM_ROWS", F32, (1, t), same(cur, "RMS_NORM", "MUL"))
+        probs = same_shape(op("CONCAT", F32, (n + 1, t), reshape(scored, n, t), own), "SOFT_MAX")
+        p_stack = cont(view(probs, (n, t), (probs.nb[1],)))
+        p_own = cont(view(probs, (1, t), (probs.nb[1],), n * FLOAT))
+        mixed = op("DSV4_HC_PRE", F32, (self.e, t), stack, p_stack)
+        return same_shape(mixed, "ADD", same_shape(cur, "MUL", p_own))
+
+    def dense_ffn(self, cur: Tensor, n_ff: int, clamped: bool) -> Tensor:
+        """build_ffn (SiLU, parallel gate): swiglu of gate and up, or, where the layer's swiglu_clamp_shexp is set,
+        silu(gate) clamped times the clamped up (all in place); then down."""
+        if not clamped:
+            return self.dense(cur, n_ff, True)
+        up, gate = mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff)
+        return mul_mat(None, clamped_swiglu(gate, up), cur.ne[0])
+
+    def conv(self, states: Tensor, i: int, cur: Tensor) -> Tensor:
+        """causal_conv1d (kimi-linear), kimi_k3_conv1d, bailingmoe3_causal_conv1d: q, k or v (`i`) projected, after
+        its part of the conv state, ssm_conv, silu (of a reshape: a new tensor), [head_dim, H, tokens, seqs]."""
+        dn, tokens, n = self.dn, self.tokens, self.n
+        width = dn.head_k * dn.k_heads
+        size = (dn.d_conv - 1) * width
+        part = view(states, (dn.d_conv - 1, width, n), ((dn.d_conv - 1) * FLOAT, 3 * size * FLOAT), i * size * FLOAT)
+        x = reshape(mul_mat(None, cur, width), width, tokens, n)
+        conv = reshape(op("SSM_CONV", F32, (width, tokens, n), self.conv_input(part, x, width)), width, self.t)
+        return reshape(same_shape(conv, "SILU"), dn.head_k, dn.k_heads, tokens, n)
+
+    def decay(self, cur: Tensor) -> Tensor:
+        """g1 = f + dt_bias (f: kimi-linear's and kimi-k3's low-rank f_b(f_a(x)), bailingmoe3's full-rank f_a(x)),
+        then softplus and times A (kimi-linear; kimi-k3 without a lower bound), or times A then bound * sigmoid(-x)
+        (kimi-k3) or bound * sigmoid(x) (bailingmoe3)."""
+        dn, t, bailing = self.dn, self.t, self.arch == "bailingmoe3"
+        head, heads = dn.head_k, dn.k_heads
+        f = mul_mat(None, cur, head * heads) if bailing else mul_mat(None, mul_mat(None, cur, head), head * heads)
+        f = same_shape(f, "ADD")  # dt_bias
+        if bailing or dn.lower_bound:
+            g = same_shape(reshape(f, head, heads, t), "MUL")  # A
+            g = same(g, "SIGMOID", "SCALE") if bailing else same(g, "SCALE", "SIGMOID", "SCALE")
+        else:
+            g = same_shape(reshape(same_shape(f, "SOFTPLUS"), head, heads, t), "MUL")
+        return reshape(g, head, heads, self.tokens, self.n)
+
+    def kda(self, cur: Tensor) -> Tensor:
+        """The KDA block: build_rs of the three conv states, q / k / v convolved, the decay and beta, build_rs of the
+        state, q and k L2-normed, build_delta_net (bailingmoe3: build_recurrent_attn), its results made contiguous,
+        RMS-normed and times sigmoid of the output gate (low-rank g_a g_b, full-rank ssm_g / g_a), wo."""
+        dn, tokens, n, t = self.dn, self.tokens, self.n, self.t
+        head, heads = dn.head_k, dn.k_heads
+        width = head * heads
+        states = self.state_rows(3 * (dn.d_conv - 1) * width)
+        q, k, v = (self.conv(states, i, cur) for i in range(3))
+        g = self.decay(cur)
+        beta = same_shape(reshape(mul_mat(None, cur, heads), 1, heads, tokens, n), "SIGMOID")
+        if self.arch == "bailingmoe3":
+            q, k = self.l2_norm(q), self.l2_norm(k)
+            out = cont(self.recurrent_attn(q, k, v, g, beta, self.state()))
+            out_gate = mul_mat(None, cur, width)  # ssm_g_a
+        else:
+            state = self.state()
+            q, k = self.l2_norm(q), self.l2_norm(k)
+            result = self.delta_net(q, k, v, g, beta, state)
+            out = cont(self.results(result))
+            self.store_states(result)
+            low_rank = self.arch == "kimi-linear"
+            out_gate = mul_mat(None, mul_mat(None, cur, head), width) if low_rank else mul_mat(None, cur, width)
+        gate = same_shape(reshape(out_gate, head, heads, t), "SIGMOID")
+        gated = same_shape(self.norm(reshape(out, head, heads, t)), "MUL", gate)
+        return mul_mat(None, cont(gated, width, t), self.e)  # wo
+
+    def mla(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """The MLA block (wk_b / wv_b: the cache keeps the latent): q (low-rank where wq_a is), the latent and the
+        key's rope part (roped by bailingmoe3 only: new tensors over views), the latent RMS-normed, q's no-rope part
+        absorbed, build_attn with wv_b, the output gate (kimi-k3: per element; bailingmoe3: per head, over the
+        output reshaped), wo."""
+        t, dn = self.t, self.dn
+        latent, rope, heads, head_k = b.kv_lora, b.n_rot, b.n_head, b.head_k
+        nope = head_k - rope
+        q = self.norm(mul_mat(None, cur, dn.q_lora)) if dn.q_lora else cur  # wq_a, q_a_norm
+        q = mul_mat(None, q, heads * head_k)  # wq / wq_b
+        nb = (head_k * FLOAT, head_k * heads * FLOAT)
+        q_nope, q_pe = view(q, (nope, heads, t), nb), view(q, (rope, heads, t), nb, nope * FLOAT)
+        kv = mul_mat(None, cur, latent + rope)  # wkv_a_mqa
+        kv_cmpr = view(kv, (latent, t), (kv.nb[1],))
+        k_pe = view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT)
+        if self.arch == "bailingmoe3":
+            q_pe, k_pe = same_shape(q_pe, "ROPE", self.pos), same_shape(k_pe, "ROPE", self.pos)
+        v = reshape(self.norm(kv_cmpr), latent, 1, t)
+        absorbed = permute(mul_mat(None, permute(q_nope, 0, 2, 1, 3), latent), 0, 2, 1, 3)  # wk_b
+        q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
+        k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
+        out = self.mla_attend(b, q, k, v)
+        if self.arch == "bailingmoe3":
+            gate = same_shape(reshape(mul_mat(None, cur, heads), 1, heads, t), "SIGMOID")
+            out = cont(same_shape(reshape(out, b.head_v, heads, t), "MUL", gate), b.head_v * heads, t)
+        elif dn.attn_gate:
+            out = same_shape(out, "MUL", same_shape(mul_mat(None, cur, dn.attn_gate), "SIGMOID"))
+        return mul_mat(None, out, self.e)  # wo
+
+    def ffn_k3(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """kimi-k3's FFN: a leading dense block with situ; else build_latent_moe: the router's logits from the
+        normed input, the experts in the latent space (routed_down, routed_norm, routed_up), the shared experts
+        with situ."""
+        linear = self.dn.situ_linear
+        if not b.n_expert:
+            return mul_mat(None, situ(mul_mat(None, cur, b.n_ff), mul_mat(None, cur, b.n_ff), linear), self.e)
+        latent = self.dn.latent
+        routed = mul_mat(None, cur, latent) if latent else cur  # ffn_routed_down
+        logits = mul_mat(None, cur, b.n_expert)
+        out = self.moe(b, routed, logits, "SITU")
+        if latent and self.dn.latent_norm:
+            out = self.norm(out)
+        if latent:
+            out = mul_mat(None, out, self.e)  # ffn_routed_up
+        if not self.dn.n_ff_shexp:
+            return out
+        ff = self.dn.n_ff_shexp
+        shared = mul_mat(None, situ(mul_mat(None, cur, ff), mul_mat(None, cur, ff), linear), self.e)
+        return same_shape(out, "ADD", shared)
+
+
+def build_qwen3next(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return QwenNextGraph(shape, geometry, n_vocab, next_=True).build()
+
+
+def build_qwen35(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return QwenNextGraph(shape, geometry, n_vocab, next_=False).build()
+
+
+def build_kimi_linear(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return KdaGraph(shape, geometry, n_vocab, "kimi-linear").build()
+
+
+def build_kimi_k3(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return KdaGraph(shape, geometry, n_vocab, "kimi-k3").build()
+
+
+def build_bailingmoe3(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return KdaGraph(shape, geometry, n_vocab, "bailingmoe3").build()
