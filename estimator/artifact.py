@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import RULES
@@ -297,3 +297,54 @@ def matmul_weights(tensors: Iterable[tuple[str, int, int, int, int, int]]) -> tu
         if rest == 1 and ne1 > 1 and name.endswith(".weight") and name not in _ROW_TABLES
     )
     return tuple(Matrix(t, shape, n) for (t, shape), n in sorted(counts.items()))
+
+
+# --- file sets on the Hugging Face Hub (memfit.readers.hub reads them) -----------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What one lookup cost: the requests it made and the body bytes it received."""
+
+    requests: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class RemoteHeader:
+    """One file's header as read from the Hub (or memfit's cache of it); `unreadable` says why there is none."""
+
+    path: str
+    etag: str
+    size: int
+    header: GGUFHeader | None
+    unreadable: str = ""
+    fetched_bytes: int = 0  # what reading it took when it was read (this lookup, or an earlier one)
+    requests: int = 0
+
+
+@dataclass(frozen=True)
+class HubArtifact:
+    """One quant of a repository at a commit: its files' headers, first split first, and its projector's."""
+
+    model_id: str  # `org/repo:QUANT` as the Hub spells the repository and the file names the quant
+    repo: str
+    commit: str
+    endpoint: str
+    shards: tuple[RemoteHeader, ...]
+    projector: RemoteHeader | None = None
+    projector_problem: str = ""  # why the projector the repository holds could not be read
+    tally: Tally = field(default_factory=Tally)  # what this lookup fetched (nothing when all came from the cache)
+
+
+@dataclass(frozen=True)
+class HubMiss:
+    """A lookup that found no model: why; whether the Hub said there is none (else it could not be read); whether
+    it was not asked (offline, and memfit's cache did not hold it)."""
+
+    reason: str
+    absent: bool = False
+    offline: bool = False
+
+
+Lookup = HubArtifact | HubMiss

@@ -6,12 +6,13 @@ import contextlib
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
+from memfit.estimator.artifact import HubArtifact, HubMiss
 from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
@@ -37,10 +38,10 @@ from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.history import KV_ROUNDING, NO_MATCH, History, HistoryMatch, kv_contradiction, weak_identity
 from memfit.estimator.kv_cache import is_llama_cpp_type
 from memfit.estimator.machine import CpuFeatures, GpuMemory, HostMemory
-from memfit.estimator.model_ids import Suggestions, suggestions, typed_id
+from memfit.estimator.model_ids import Suggestions, hub_id, suggestions, typed_id
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, is_quant_tag, maxima, precision_key
 from memfit.estimator.registry import ModelIndex
-from memfit.estimator.subject import Subject, local_subject
+from memfit.estimator.subject import Subject, hub_subject, local_subject
 from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
 from memfit.estimator.vocabulary import (
     Basis,
@@ -66,6 +67,22 @@ from memfit.readers.state_health import (
 )
 
 T = TypeVar("T")
+
+
+class HubLookups(Protocol):
+    """The Hugging Face Hub as the service asks it (memfit.readers.hub.HubModels): models and repositories' quants
+    by id, at once within a deadline, each a HubArtifact (or a tuple of quant tags) or a HubMiss; the models
+    answered before, for GET /v1/models; `version` moves when one is recorded."""
+
+    version: int
+
+    def lookup(self, model_ids: Sequence[str], cancelled: Callable[[], bool] = ...) -> Mapping[str, object]: ...
+
+    def quants(self, repos: Sequence[str], cancelled: Callable[[], bool] = ...) -> Mapping[str, object]: ...
+
+    def remember_model(self, entry: dict) -> None: ...
+
+    def models(self) -> list[dict]: ...
 
 
 @dataclass(frozen=True)
@@ -114,8 +131,10 @@ class FitService:
         read_committed: Callable[[], int | None],
         cpu: CpuFeatures,
         state: StateHealth | None = None,
+        hub: HubLookups | None = None,
     ) -> None:
         self.index = index
+        self.hub = hub  # the Hugging Face Hub, for ids that name no local file (None: not asked)
         self.cache = cache
         self.catalog = catalog
         self.history = history
@@ -126,7 +145,7 @@ class FitService:
         self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
         self.auto = resolve_variant(AUTO, cpu)  # the variant ggml's loader picks here
         self.state = state if state is not None else StateHealth()  # faults of the state directory's files
-        self._listing: tuple[tuple[int, int], tuple[ModelEntry, ...]] | None = None
+        self._listing: tuple[tuple[int, int, int], tuple[ModelEntry, ...]] | None = None
         self._listing_lock = threading.Lock()
         self.listings_built = 0  # work counted: how often the listing was derived
         self._local_entries: dict[tuple, ModelEntry] = {}  # (artifact, file identities) -> its listing entry
@@ -210,15 +229,73 @@ class FitService:
             gpus=self.gpu_reader.read(),
         )
 
-    def subject(self, model_id: str, choice: VariantChoice | None = None) -> Subject | None:
-        """A model on disk beats a catalog entry with the same id (measured beats proxy); its weights under the
-        CPU variants `choice` names (by default the one ggml's loader picks on this host)."""
+    def subject(
+        self, model_id: str, choice: VariantChoice | None = None, looked_up: Mapping[str, object] | None = None
+    ) -> Subject | None:
+        """A model on disk beats the Hub's header of its repository, which beats a catalog entry with the same id
+        (measured beats exact beats proxy); its weights under the CPU variants `choice` names (by default the one
+        ggml's loader picks on this host). A catalog answer for an id the Hub could not answer says why.
+        `looked_up`: what this request's lookups found on the Hub (hub_lookup's answer), so that each answer says
+        what its own request fetched; an id not in it is looked up now."""
         variants = (choice or self.auto).variants
         model_id = typed_id(model_id)
-        artifact = self.index.get(model_id)
+        artifact = self._local(model_id)
         if artifact is not None:
             return local_subject(artifact, self.cache, variants)
-        return self.catalog.subject(model_id, variants)
+        found = (looked_up if looked_up and model_id in looked_up else self.hub_lookup([model_id])).get(model_id)
+        if isinstance(found, HubArtifact):
+            remote = hub_subject(found, self.cache, variants)
+            self._listed_from_hub(remote, found)
+            return remote
+        subject = self.catalog.subject(model_id.partition("@")[0], variants)
+        if subject is not None and isinstance(found, HubMiss) and not found.offline:
+            note = f"{subject.weights.note}; the Hub was not used ({found.reason}): the bundled catalog answers"
+            subject = replace(subject, weights=replace(subject.weights, note=note))
+        return subject
+
+    def _local(self, model_id: str) -> LocalArtifact | None:
+        """The local artifact an id names; `org/repo:QUANT@revision` names one of a hub cache's snapshot when the
+        revision is its commit or `main`."""
+        artifact = self.index.get(model_id)
+        if artifact is None and "@" in model_id:
+            base, _, revision = model_id.partition("@")
+            artifact = self.index.get(base)
+            if artifact is not None and revision not in ("main", artifact.revision):
+                return None
+        return artifact
+
+    def hub_lookup(
+        self, model_ids: Sequence[str], cancelled: Callable[[], bool] = lambda: False
+    ) -> Mapping[str, object]:
+        """What the Hub holds for each of these ids that names no local file (all looked up at once, within the
+        Hub's deadline; each answered from memfit's cache when it was asked before): a HubArtifact, or a HubMiss
+        that says why not. Empty without a Hub."""
+        if self.hub is None:
+            return {}
+        wanted = [m for m in (typed_id(i) for i in model_ids) if self._local(m) is None]
+        return self.hub.lookup(wanted, cancelled) if wanted else {}
+
+    def _hub_quants(
+        self, repositories: Sequence[str], cancelled: Callable[[], bool] = lambda: False
+    ) -> Mapping[str, object]:
+        """Each Hub repository's quant tags from its file list (or a HubMiss), at once; empty without a Hub."""
+        if self.hub is None:
+            return {}
+        return self.hub.quants([typed_id(r) for r in repositories], cancelled)
+
+    def _listed_from_hub(self, subject: Subject, found: HubArtifact) -> None:
+        """Record a model answered from the Hub, for GET /v1/models (a file that is not a model is not listed)."""
+        if self.hub is not None and subject.is_model and not subject.unreadable:
+            self.hub.remember_model(
+                {
+                    "model_id": subject.model_id,
+                    "revision": found.commit,
+                    "architecture": subject.architecture,
+                    "quant": subject.quant,
+                    "context_limit": subject.context_limit,
+                    "has_projector": found.projector is not None,
+                }
+            )
 
     def variant_choice(self, request: FitRequest) -> VariantChoice:
         """The CPU variants a request's `cpuVariant` names on this host."""
@@ -231,11 +308,12 @@ class FitService:
         """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
+        looked_up = self.hub_lookup([r.model_id for r in requests], cancelled)  # at once
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
-            answer = self.answer(request)
+            answer = self.answer(request, looked_up)
             if answer is not None:
                 answers.append(answer)
         return self.judge(answers, environment)
@@ -252,19 +330,22 @@ class FitService:
 
         A maintained view: derived again only when the index moved (a rescan, a file changed in place) or new
         facts were cached; otherwise the same tuple is returned, at no cost per model."""
-        key = (self.index.generation, self.cache.version)
+        key = self._listing_key()
         listing = self._listing
         if listing is not None and listing[0] == key:
             return listing[1]
         with self._listing_lock:
             listing = self._listing
-            key = (self.index.generation, self.cache.version)
+            key = self._listing_key()
             if listing is not None and listing[0] == key:
                 return listing[1]
             entries = self._derive_list()
             self.listings_built += 1
             self._listing = (key, entries)  # the key taken before deriving: facts read meanwhile move it again
             return entries
+
+    def _listing_key(self) -> tuple[int, int, int]:
+        return self.index.generation, self.cache.version, self.hub.version if self.hub is not None else 0
 
     def _derive_list(self) -> tuple[ModelEntry, ...]:
         """The listing; a local artifact's entry is taken from the last listing while the index saw its files
@@ -296,9 +377,14 @@ class FitService:
             if key is not None and local.unreadable is None:
                 self._local_entries[key] = local
             entries.append(local)
+        listed = {e.model_id.lower() for e in entries}
+        for remote in self._hub_entries():
+            if remote.model_id.lower() not in listed:
+                listed.add(remote.model_id.lower())
+                entries.append(remote)
         for entry, quant in self.catalog.ids():
             model_id = f"{entry.model_id}:{quant}"
-            if self.index.get(model_id) is None:
+            if model_id.lower() not in listed and self.index.get(model_id) is None:
                 entries.append(
                     ModelEntry(
                         model_id=model_id,
@@ -313,6 +399,26 @@ class FitService:
                     )
                 )
         return tuple(entries)
+
+    def _hub_entries(self) -> list[ModelEntry]:
+        """The models answered from the Hub before (by any process of this state directory), newest first."""
+        entries = []
+        for e in self.hub.models() if self.hub is not None else ():
+            limit = e.get("context_limit")
+            entries.append(
+                ModelEntry(
+                    model_id=str(e.get("model_id", "")),
+                    source=ModelSource.HUB,
+                    root="",
+                    architecture=str(e.get("architecture", "")),
+                    quant=str(e.get("quant", "")),
+                    revision=str(e.get("revision", "")),
+                    artifact_bytes=None,
+                    context_limit=limit if isinstance(limit, int) and limit >= 0 else None,
+                    has_projector=e.get("has_projector") is True,
+                )
+            )
+        return [e for e in entries if hub_id(e.model_id) is not None]
 
     def record_observation(self, observation: Observation, store: bool = True) -> ObservationReceipt:
         """Store what a runtime allocated. An observation answers would use (a known model, under exactly the
@@ -431,9 +537,9 @@ class FitService:
 
     # --- one model --------------------------------------------------------------------------------
 
-    def answer(self, request: FitRequest) -> Answer | None:
+    def answer(self, request: FitRequest, looked_up: Mapping[str, object] | None = None) -> Answer | None:
         choice = self.variant_choice(request)
-        subject = self.subject(request.model_id, choice)
+        subject = self.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
         return self.answer_for(request, subject, choice)
@@ -463,44 +569,74 @@ class FitService:
 
     # --- plans: the largest context each verdict holds at ----------------------------------------------
 
-    def plan_subjects(self, model_id: str, choice: VariantChoice | None = None) -> tuple[list[Subject], bool]:
+    def plan_subjects(
+        self, model_id: str, choice: VariantChoice | None = None, looked_up: Mapping[str, object] | None = None
+    ) -> tuple[list[Subject], bool]:
         """The models a plan request names, highest precision first, and whether it named a repository: a
-        repository id without a tag means every quant the catalog lists for it and every quant-tagged artifact of
-        it on this machine (a file beats the catalog entry with the same id)."""
+        repository id without a tag means every quant its file list on the Hub holds (else, the Hub not asked or
+        not answering, every quant the catalog lists for it), and every quant-tagged artifact of it on this machine
+        (a file beats the Hub's header, which beats the catalog entry with the same id)."""
         model_id = typed_id(model_id)
         tags = self._quant_tags(model_id)
-        subjects = [s for tag in tags if (s := self.subject(f"{model_id}:{tag}", choice)) is not None]
+        subjects = [s for tag in tags if (s := self.subject(_tagged(model_id, tag), choice, looked_up)) is not None]
         if subjects:
             return sorted(subjects, key=lambda s: precision_key(s.model_id.rpartition(":")[2])), True
-        subject = self.subject(model_id, choice)
+        subject = self.subject(model_id, choice, looked_up)
         return ([subject] if subject is not None else []), False
 
     def _quant_tags(self, repository: str) -> list[str]:
-        """The quants a repository id without a tag names: the catalog's, then those of its quant-tagged artifacts
-        on this machine; none for an id with a tag."""
+        """The quants a repository id without a tag names: its files' on the Hub (else the catalog's), then those
+        of its quant-tagged artifacts on this machine; none for an id with a tag."""
         if ":" in repository:
             return []
-        tags = dict.fromkeys(self.catalog.quants(repository))
+        base = repository.partition("@")[0]
+        listed = self._hub_quants([repository]).get(repository)
+        tags = dict.fromkeys(listed if isinstance(listed, tuple) else self.catalog.quants(base))
         for artifact in self.index.artifacts():
             repo, sep, tag = artifact.model_id.rpartition(":")
-            if sep and repo == repository and is_quant_tag(tag):
+            if sep and repo == base and is_quant_tag(tag):
                 tags.setdefault(tag.upper())
         return list(tags)
 
-    def left_out(self, model_ids: Sequence[str], repositories: bool = False) -> list[tuple[str, Suggestions]]:
+    def _prefetch_plans(
+        self, requests: Sequence[FitRequest], cancelled: Callable[[], bool]
+    ) -> tuple[int, Mapping[str, object]]:
+        """Ask the Hub at once for what the plans will answer: the repositories' file lists, then every quant's
+        headers. The number of models the plans name (at most: an id that names none is counted), and what the
+        Hub answered."""
+        ids = [typed_id(r.model_id) for r in requests]
+        repositories = [i for i in ids if ":" not in i]
+        self._hub_quants(repositories, cancelled)
+        wanted = [_tagged(i, tag) for i in repositories for tag in self._quant_tags(i)]
+        wanted += [i for i in ids if ":" in i or not self._quant_tags(i)]
+        return len(wanted), self.hub_lookup(wanted, cancelled)
+
+    def left_out(self, model_ids: Sequence[str], repositories: bool = False) -> list[tuple[str, Suggestions, str]]:
         """The ids, each once in order, that no model answers to (with `repositories`, as a plan reads them: nor a
-        repository with quants), each with the known ids to suggest instead."""
-        missing = [m for m in dict.fromkeys(model_ids) if not self._names_a_model(typed_id(m), repositories)]
+        repository with quants), each with the known ids to suggest instead and why it was left out where more is
+        known than that no model has the id (the Hub's answer; '' otherwise)."""
+        why = {m: self._why_left_out(m, repositories) for m in dict.fromkeys(model_ids)}
+        missing = [(m, reason) for m, reason in why.items() if reason is not None]
         if not missing:
             return []
         known = [e.model_id for e in self.model_list()]
-        return [(m, suggestions(m, known)) for m in missing]
+        return [(m, suggestions(m, known), why) for m, why in missing]
 
-    def _names_a_model(self, model_id: str, repositories: bool) -> bool:
-        """What `subject` (and with `repositories`, `plan_subjects`) finds, without building a subject."""
-        if self.index.get(model_id) is not None or self.catalog.find(model_id) is not None:
+    def _why_left_out(self, model_id: str, repositories: bool) -> str | None:
+        """None when `subject` (and with `repositories`, `plan_subjects`) finds a model, without building one; else
+        why it finds none."""
+        model_id = typed_id(model_id)
+        if self._names_a_model(model_id):
+            return None
+        if repositories and any(self._names_a_model(_tagged(model_id, t)) for t in self._quant_tags(model_id)):
+            return None
+        found = self.hub_lookup([model_id]).get(model_id)
+        return found.reason if isinstance(found, HubMiss) else ""
+
+    def _names_a_model(self, model_id: str) -> bool:
+        if self._local(model_id) is not None or self.catalog.find(model_id.partition("@")[0]) is not None:
             return True
-        return repositories and bool(self._quant_tags(model_id))
+        return isinstance(self.hub_lookup([model_id]).get(model_id), HubArtifact)
 
     def plan_batch(
         self,
@@ -513,9 +649,12 @@ class FitService:
         the derived estimate (estimator/plan.py), and the full answer at the requested context, else at the
         good maximum, else at the default; all against ONE environment reading. Past `budget` (the quants
         named, checked before any search; the estimates computed), OverBudget."""
+        named_quants, looked_up = self._prefetch_plans(requests, cancelled)
+        if budget is not None:
+            budget.check_quants(named_quants)  # before the Hub is asked for a header more
         choices = [self.variant_choice(request) for request in requests]
         named = [
-            (request, choice, *self.plan_subjects(request.model_id, choice))
+            (request, choice, *self.plan_subjects(request.model_id, choice, looked_up))
             for request, choice in zip(requests, choices, strict=True)
         ]
         if budget is not None:
@@ -602,3 +741,9 @@ class FitService:
                 )
             )
         return results
+
+
+def _tagged(repository: str, tag: str) -> str:
+    """The id of one quant of a repository id (`org/repo@revision` -> `org/repo:TAG@revision`)."""
+    base, at, revision = repository.partition("@")
+    return f"{base}:{tag}{at}{revision}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from memfit.estimator.fit_service import FitService, Settings
 from memfit.handlers.plan_runner import PlanProcessLost
+from memfit.readers.hub import HubSettings
 from memfit.readers.model_roots import Root
 
 
@@ -29,6 +30,7 @@ class ServiceSettings:
     roots: tuple[Root, ...]
     state_dir: str
     settings: Settings
+    hub: HubSettings | None = None  # how it asks the Hugging Face Hub (None: never)
 
 
 _service: FitService | None = None  # in a plan process: its service
@@ -43,7 +45,11 @@ def _start(settings: ServiceSettings, server: int) -> None:
     end_with_supervisor(server)
     quiet_warnings()
     _service = build_service(
-        settings.roots, state_dir=settings.state_dir, settings=settings.settings, history_required=False
+        settings.roots,
+        state_dir=settings.state_dir,
+        settings=settings.settings,
+        history_required=False,
+        hub=settings.hub,
     )
     _service.index.start()
 

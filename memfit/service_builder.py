@@ -17,6 +17,7 @@ from memfit.readers.gpu_memory import FirstGpuReading, GpuReader
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB, UnopenedHistoryDB
 from memfit.readers.host_memory import read_host_memory
+from memfit.readers.hub import HubModels, HubSettings
 from memfit.readers.metal import MetalReader
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader
@@ -39,12 +40,14 @@ def build_service(
     poll_seconds: float = FALLBACK_POLL_SECONDS,
     index: ModelIndex | None = None,
     history_required: bool = True,
+    hub: HubSettings | None = None,
 ) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
     The host, CPU, GPU (NVML, then Metal) and process-table readers default to the real ones (the CPU is read
     once, here); the GPUs are those of the first GPU reader that answers;
-    `index` replaces the index of `roots`.
+    `index` replaces the index of `roots`. With `hub`, an id that names no local file is looked up on the Hugging Face
+    Hub (its headers cached in the state directory's header cache); without, never.
 
     A header cache that cannot be read is moved aside and made anew (or, failing that, not used); a measurement
     history that cannot be opened raises state_health.StateFileError, which names the file and the fix, unless
@@ -66,6 +69,7 @@ def build_service(
         read_committed=read_committed or EngineScanner().committed_bytes,
         cpu=read_cpu(),
         state=state,
+        hub=HubModels(hub, store) if hub is not None else None,
     )
 
 

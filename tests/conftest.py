@@ -19,6 +19,10 @@ from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.gguf_writers import PUBLIC_SET, write_model
 
+# No test reaches the real Hugging Face Hub: the CLI and `memfit serve` ask it by default (the subprocesses tests start
+# inherit this); the tests of Hub lookups point HF_ENDPOINT at tools/hub_server.py's local Hub and lift it.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
 TOKEN = "test-token-1f0e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

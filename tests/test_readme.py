@@ -3,7 +3,9 @@ live `memfit serve` (a real subprocess on a free port), and fails when one no lo
 
 The world they run in is a fresh machine's, faked: HOME is a temporary folder whose Hugging Face cache
 (`~/.cache/huggingface/hub`) holds a sparse GGUF under the one local id the README uses
-(`unsloth/Qwen3-4B-Instruct-2507-GGUF:Q4_K_M`); every other id the README names must be a catalog entry.
+(`unsloth/Qwen3-4B-Instruct-2507-GGUF:Q4_K_M`), and HF_ENDPOINT names a local Hugging Face Hub (tools/hub_server.py)
+whose one repository is the Hub id the README uses (`unsloth/gemma-3-12b-it-GGUF`); every other id the README names
+must be a catalog entry (the local Hub has no such repository: the catalog answers).
 MEMFIT_STATE_DIR is the default state directory under that HOME and MEMFIT_TOKEN is set, as is TOKEN (what the
 "Asking it" block defines, as a reader's shell would still have it for the later blocks).
 
@@ -40,6 +42,7 @@ import httpx
 import pytest
 
 from tools.gguf_writers import qwen3, write_model
+from tools.hub_server import HubRepo, LocalHub
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -47,6 +50,7 @@ README_ADDRESS = "http://127.0.0.1:9998"
 TOKEN = "readme-token-5c2a"
 LOCAL_REPO = "unsloth/Qwen3-4B-Instruct-2507-GGUF"
 LOCAL_FILE = "Qwen3-4B-Instruct-2507-Q4_K_M.gguf"
+HUB_REPO = "unsloth/gemma-3-12b-it-GGUF"
 COMMIT = "c0ffee" + "0" * 34
 MARKER = "# not run by tests:"
 
@@ -116,9 +120,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     link.symlink_to(os.path.relpath(blob, link.parent))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(COMMIT)
+    on_the_hub = tmp_path_factory.mktemp("hub-files") / "gemma-3-12b-it-Q4_K_M.gguf"
+    write_model(qwen3(), on_the_hub)
+    hub = LocalHub([HubRepo(HUB_REPO, {on_the_hub.name: on_the_hub})]).start()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFIT_", "HF_", "XDG_", "LLAMA_"))}
     env.update(
+        HF_ENDPOINT=hub.endpoint,
         HOME=str(home),
         MEMFIT_STATE_DIR=str(home / ".local" / "share" / "memfit"),
         MEMFIT_TOKEN=TOKEN,
@@ -172,6 +180,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         server.terminate()
         server.wait(timeout=10)
         log.close()
+        hub.stop()
 
 
 # `memfit fit` and `memfit plan` exit 3, 4 or 5 for a tight, oversize or unknown verdict: answers (which depend on

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, KeyType, SkippedArray, SkippedString, TensorInfo, Value
@@ -156,13 +156,21 @@ def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_en
     return walked, pos + cur
 
 
+class Seekable(Protocol):
+    """What the reader needs of a file: a local one, or a remote one read by ranges (memfit.readers.hub)."""
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 class _Source:
     """The file's bytes, read on demand in windows: a header of any size without holding the whole file, and
     no mmap, so a file truncated while it is read is an error here rather than a SIGBUS."""
 
     CHUNK = 1 << 16  # the least read at once
 
-    def __init__(self, data: bytes | None = None, file: BinaryIO | None = None, size: int = 0) -> None:
+    def __init__(self, data: bytes | None = None, file: Seekable | None = None, size: int = 0) -> None:
         self.file = file
         self.buf = data if data is not None else b""
         self.base = 0
@@ -405,6 +413,13 @@ def _parse(source: _Source) -> GGUFHeader:
         raise GGUFError(f"{gguf.Keys.General.ALIGNMENT} {alignment!r} is not a power of two")
     data_offset = round_up(cur.pos, alignment)
     return GGUFHeader(version, metadata, tensors, alignment, data_offset, source.size, key_types)
+
+
+def read_sized(file: Seekable, size: int) -> GGUFHeader:
+    """Read the header of a file of `size` bytes through `file`'s seek and read, from its start (a file on the Hub,
+    read by ranges); the same walk, checks and caps as a file on disk. Raises GGUFError, or what `file` raises."""
+    file.seek(0)
+    return _parse(_Source(file=file, size=size))
 
 
 def read_header(source: str | os.PathLike[str] | BinaryIO) -> GGUFHeader:

@@ -36,7 +36,8 @@ BUSY_TIMEOUT_S = 1.0  # another process's lock makes a miss, not a wait
 log = logging.getLogger("memfit.state")
 
 
-def _encode(value: object) -> object:
+def encode_value(value: object) -> object:
+    """A metadata value as JSON holds it."""
     if isinstance(value, SkippedArray):
         return {"skipped": [value.item_type, value.count]}
     if isinstance(value, SkippedString):
@@ -44,7 +45,8 @@ def _encode(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _decode(value: object) -> object:
+def decode_value(value: object) -> object:
+    """A metadata value from its JSON (encode_value's inverse)."""
     if isinstance(value, dict) and "skipped" in value:
         return SkippedArray(*value["skipped"])
     if isinstance(value, dict) and "skipped_string" in value:
@@ -54,12 +56,12 @@ def _decode(value: object) -> object:
 
 def dumps(metadata: dict, tensors: tuple, head: str) -> str:
     """A summary, with `head`: the digest of the file's first bytes it was read from."""
-    return json.dumps({"metadata": {k: _encode(v) for k, v in metadata.items()}, "tensors": tensors, "head": head})
+    return json.dumps({"metadata": {k: encode_value(v) for k, v in metadata.items()}, "tensors": tensors, "head": head})
 
 
 def loads(text: str) -> tuple[dict, tuple, str]:
     data = json.loads(text)
-    metadata = {k: _decode(v) for k, v in data["metadata"].items()}
+    metadata = {k: decode_value(v) for k, v in data["metadata"].items()}
     return metadata, tuple(tuple(t) for t in data["tensors"]), data.get("head", "")
 
 
@@ -192,6 +194,24 @@ class HeaderStore:
             (keep,),
         )
         self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
+
+    def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, str]]:
+        """The rows whose identity starts with `prefix` (at most `limit`, the most recently used first); none when
+        the store cannot be read."""
+        if self.health.resting(HEADERS):
+            return []
+        try:
+            with self._pool.use() as db:
+                rows = db.execute(
+                    "SELECT identity, summary FROM headers WHERE identity >= ? AND identity < ?"
+                    " ORDER BY used DESC LIMIT ?",
+                    (prefix, prefix + "\U0010ffff", limit),
+                ).fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
+            return []
+        self.health.ok(HEADERS)
+        return [(identity, summary) for identity, summary in rows]
 
     def stored_bytes(self) -> int:
         with self._pool.use() as db:
