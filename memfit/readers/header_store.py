@@ -129,7 +129,8 @@ class HeaderStore:
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once; asking again takes no lock
+                db.execute("PRAGMA journal_mode=WAL")
         except BaseException:
             db.close()
             raise
@@ -146,7 +147,7 @@ class HeaderStore:
             with self._pool.use() as db:
                 row = db.execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
                 if row:
-                    db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))
+                    _touch(db, identity)
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return None
@@ -236,3 +237,10 @@ def _not_a_file(path: str) -> bool:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+def _touch(db: sqlite3.Connection, identity: str) -> None:
+    """Mark a summary used now, for the eviction order. Only a hint: when other writers hold the database past the
+    busy timeout (many threads reading at once), the read it follows still hits, and nothing is faulted."""
+    with contextlib.suppress(sqlite3.OperationalError):
+        db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))
