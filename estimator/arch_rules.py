@@ -788,11 +788,9 @@ class Graph:
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
 
 
-DECODER = Graph()
 SAME_DECODER = Graph(node_for_node=True)
 GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
-FUSED_QKV = Graph(fused_qkv=True)
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
