@@ -270,7 +270,8 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
     n_vocab = _vocab_size(metadata, arch)
     try:
-        layout, error = derive_layout(metadata, arch, frozenset(sizes), n_vocab), None
+        shapes = {name: t[3:] for name, t in loaded.items()}  # (ne0, ne1, the rest)
+        layout, error = derive_layout(metadata, arch, shapes, n_vocab), None
     except EvidenceError as exc:
         layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it
     return ArtifactFacts(

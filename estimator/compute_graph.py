@@ -4,10 +4,11 @@ llama_context::sched_reserve builds the prompt-processing graph for one worst-ca
 n_ubatch) rounded up to a multiple of n_seq, one output per token before the rounding, every KV cell visible)
 and ggml-alloc sizes the buffer for it (estimator/graph_alloc.py). This module builds that graph, as llama.cpp's
 builders lay it out, for decoders whose blocks are attention (full or sliding-window, grouped-query or MLA, flash
-attention on or off), a Mamba-2 or a short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph),
-and for BERT encoders (EncoderGraph). Weights and in-place ops on a tensor's only consumer (biases, norms'
-weights, rope, q/k norms, scales, soft caps) take no memory of their own and are left out where they do not change
-what is alive; every tensor that takes memory is here, in llama.cpp's order.
+attention on or off; over the KV cache, or over the ubatch alone in a non-causal embedding decoder), a Mamba-2 or a
+short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph), and for BERT encoders (EncoderGraph).
+Weights and in-place ops on a tensor's only consumer (biases, norms' weights, rope, q/k norms, scales, soft caps,
+gating) take no memory of their own and are left out where they do not change what is alive; every tensor that
+takes memory is here, in llama.cpp's order.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and stride
 
 
 def buildable(graph: GraphShape) -> bool:
-    """Whether this module builds the graph: a BERT encoder, or a causal decoder with an LM head whose blocks each
-    attend or run a rebuilt mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both."""
+    """Whether this module builds the graph: a BERT encoder, or a decoder whose blocks each attend or run a rebuilt
+    mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both (every block attends where the
+    attention has no cache: an embedding decoder)."""
     if graph.bert_block:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
@@ -67,8 +69,7 @@ def buildable(graph: GraphShape) -> bool:
     if graph.builder is not None:  # the architecture's own builder: its blocks' Mamba sizes, where it has them
         return graph.logits and all(_whole(graph, b.ssm) for b in graph.layers if b.recurrent_in)
     return (
-        graph.logits
-        and graph.cache_attention
+        (graph.cache_attention or all(b.n_head for b in graph.layers))  # no cache: llm_graph_input_attn_no_cache
         and all(
             ((b.n_head > 0) != (b.recurrent_in > 0) or graph.deci_blocks and not b.recurrent_in)
             and (not b.recurrent_in or graph.mixer is Mixer.SHORT_CONV or _whole(graph, b.ssm))
@@ -131,6 +132,8 @@ class DecoderGraph:
         self.gf = Graph()
         self.inputs: dict[bool, CacheInputs] = {}
         self.s_copy: Tensor | None = None
+        self.attn_scale: Tensor | None = None  # llama4's temperature input, made where a layer first reads it
+        self.mask: Tensor | None = None  # the mask of attention without a cache
 
     def embeddings(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
         """build_inp_embd (the token rows, expanded; the embeddings input allocated, never read), build_inp_pos
@@ -144,16 +147,18 @@ class DecoderGraph:
 
     def head(self, cur: Tensor, out_ids: Tensor | None = None, hidden: bool = False) -> Graph:
         """output_norm (result_norm, t_embd), the output rows where the trunk kept every row (taken after the norm,
-        whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits): t_embd and t_logits
-        are graph outputs."""
+        whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits; minicpm3's input a
+        scaled copy of t_embd; an embedding graph has none and ends at t_embd): t_embd and t_logits are graph
+        outputs."""
         cur = self.block_norm(cur)
         if out_ids is not None:
             cur.output = hidden
             cur = get_rows(cur, out_ids, self.shape.n_embd)
-        head_in = same_shape(cur, "SCALE") if self.shape.head_scale else cur  # minicpm3: a scaled copy of an output
-        logits = mul_mat(None, head_in, self.n_vocab)  # result_output
-        cur.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
-        self.gf.expand(logits)
+        cur.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
+        if self.shape.logits:
+            cur = mul_mat(None, same_shape(cur, "SCALE") if self.shape.head_scale else cur, self.n_vocab)
+            cur.output = True  # result_output
+        self.gf.expand(cur)
         return self.gf
 
     def build(self) -> Graph:
@@ -164,27 +169,34 @@ class DecoderGraph:
             return rwkv.build(inp_l, out_ids, self.n_vocab)
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
+            rows = out_ids if il == last and not self.shape.hidden_output else None  # the last layer's output rows
             if self.shape.parallel_block:
-                inp_l = self.parallel_block(block, inp_l, out_ids if il == last else None)
+                inp_l = self.parallel_block(block, inp_l, rows)
                 continue
             if self.shape.deci_blocks:
-                inp_l = self.deci_block(block, inp_l, out_ids if il == last else None)
+                inp_l = self.deci_block(block, inp_l, rows)
                 continue
             inp_sa = inp_l
-            cur = self.mixer(block, self.block_norm(inp_l))
-            if il == last and not self.shape.hidden_output:  # the last layer keeps only the output rows
-                cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
+            cur = self.mixer(block, self.pre_norm(inp_l))
+            if rows is not None:
+                cur, inp_sa = get_rows(cur, rows, e), get_rows(inp_sa, rows, e)
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
-            out = self.ffn(block, self.block_norm(ffn_inp))
+            out = self.ffn(block, self.pre_norm(ffn_inp))
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
+        if self.shape.normed_hidden_output:  # output_norm over every row is res->t_h_nextn, the rows after it
+            return self.head(inp_l, out_ids, hidden=True)
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
         return self.head(inp_l)
+
+    def pre_norm(self, x: Tensor) -> Tensor:
+        """attn_norm / ffn_norm before the block's attention or FFN, where the builder has them."""
+        return self.block_norm(x) if self.shape.pre_norm else x
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -277,27 +289,32 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        if b.low_rank_kv:
-            q, k, v = self.low_rank_qkv(b, cur)
-        else:
-            q, k, v = build_qkv(b, cur, self.t)
-            if b.qk_norm:
-                q, k = self.norm(q), self.norm(k)
-            if b.qk_layer_norm:
-                q, k = self.layer_norm(q), self.layer_norm(k)
-            if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
-                q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        out = self.build_attn(b, q, k, v)
-        if b.attn_gate:
-            out = self.head_gate(b, out, cur)
-        return mul_mat(None, out, self.shape.n_embd)  # wo
+        if b.kv_shared:
+            return self.attend_shared(b, cur)
+        q, k, v = self.low_rank_qkv(b, cur) if b.low_rank_kv else self.qkv(b, cur)
+        if not self.shape.cache_attention:  # build_attn with llm_graph_input_attn_no_cache
+            if self.mask is None:
+                self.mask = new_tensor(F16 if self.geometry.flash_attention else F32, self.t, self.t, input=True)
+            return self.out_proj(b, attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, self.t), cur)
+        if b.v_norm:
+            v = same_shape(v, "RMS_NORM")
+        return self.out_proj(b, self.build_attn(b, q, k, v), cur)
 
-    def head_gate(self, b: GraphLayer, out: Tensor, cur: Tensor) -> Tensor:
-        """step35.cpp's head-wise output gate: sigmoid(wqkv_gate x) [H, T] (in place) times each head's output (in
-        place over attention's [Dv * H, T]), `cur` the block's normed input."""
-        t = out.ne[1]
-        gate = reshape(same_shape(mul_mat(None, cur, b.n_head), "SIGMOID"), 1, b.n_head, t)
-        return reshape(same_shape(reshape(out, b.head_v, b.n_head, t), "MUL", gate), b.head_v * b.n_head, t)
+    def qkv(self, b: GraphLayer, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """build_qkv, the Q and K norms, rope (in place over Q and K's own tensors, a new tensor over a fused QKV's
+        views), or llama4.cpp's temperature on a layer without rope: Q times build_inp_attn_scale's [1, 1, T]."""
+        q, k, v = build_qkv(b, cur, self.t, self.norm if b.qk_norm_whole else None)
+        if b.qk_norm:
+            q, k = self.norm(q), self.norm(k)
+        if b.qk_layer_norm:
+            q, k = self.layer_norm(q), self.layer_norm(k)
+        if b.rope:
+            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        elif self.shape.attn_temperature:
+            if self.attn_scale is None:
+                self.attn_scale = new_tensor(F32, 1, 1, self.t, input=True)
+            q = same_shape(q, "MUL", self.attn_scale)
+        return q, k, v
 
     def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """build_attn (llm_graph_input_attn_kv) over the roped Q, K and V, to its output before wo: the Hadamard
@@ -318,7 +335,7 @@ class DecoderGraph:
         rope key roped and repeated over the heads beside K's no-rope part."""
         t, heads, latent, rope = self.t, b.n_head, b.low_rank_kv, b.n_rot
         nope, width = b.head_k - rope, b.head_k - rope + b.head_v
-        q = self.low_rank_q(b, cur)
+        q = self.project_q(b, cur)
         kv_pe = mul_mat(None, cur, latent + rope)  # wkv_a_mqa
         kv = mul_mat(None, self.norm(view(kv_pe, (latent, t), (kv_pe.nb[1],))), heads * width)  # wkv_b
         nb = (width * FLOAT, heads * width * FLOAT)
@@ -333,10 +350,25 @@ class DecoderGraph:
         )
         return same_shape(q, "ROPE", self.pos), k, v
 
-    def low_rank_q(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """MLA's query: wq_a, q_a_norm and wq_b where the model has a q_lora_rank, else wq; [head_k, H, T]."""
+    def project_q(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """Q [head_k, H, T]: wq, or MLA's low-rank query (wq_a, q_a_norm, wq_b) where the layer has a q_lora_rank."""
         cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
         return reshape(mul_mat(None, cur_q, b.n_head * b.head_k), b.head_k, b.n_head, self.t)  # wq / wq_b
+
+    def query(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """Q alone: wq reshaped to the heads, its norm, rope."""
+        q = self.project_q(b, cur)
+        q = self.norm(q) if b.qk_norm else q
+        return same_shape(q, "ROPE", self.pos) if b.rope else q
+
+    def attend_shared(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_kv_iswa) without K and V: Q (rotated where the cache rotates K)
+        attends over the cells an earlier layer stored; the output rotated back where V is."""
+        inputs = self.cache_inputs(b)
+        q = self.query(b, cur)
+        q = self.hadamard(q, inputs.k_rot) if inputs.k_rot is not None else q
+        out = self.mha(b, self.gf.expand(q), inputs.mask)
+        return self.out_proj(b, self.hadamard(out, inputs.v_rot) if inputs.v_rot is not None else out, cur)
 
     def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded, then the output projection."""
@@ -364,6 +396,13 @@ class DecoderGraph:
             )
         cur = self.mha(b, q, inputs.mask)
         return self.hadamard(cur, v_rot) if v_rot is not None else cur
+
+    def out_proj(self, b: GraphLayer, cur: Tensor, attn_in: Tensor) -> Tensor:
+        """wo over attention's output [Dv * H, T], after the layer's output gate where it has one (`attn_in`: the
+        attention's input, which the gate projects)."""
+        if b.attn_gate:
+            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head)
+        return mul_mat(None, cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
         """build_rs with get_rows: the sequences' rows of a recurrent state."""
@@ -490,7 +529,7 @@ class DecoderGraph:
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
         t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
-        q = self.low_rank_q(b, cur)
+        q = self.project_q(b, cur)
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
         absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
         q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
@@ -547,10 +586,10 @@ class DecoderGraph:
         experts are: nemotron-h's are up alone)."""
         if not b.n_expert:
             return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn)
-        out = routed_experts(self.gf, b, cur)
-        if not b.n_ff_shexp:
+        out, r = routed_experts(self.gf, b, cur), b.routing
+        if not r.shared_ff:
             return out
-        shared = build_ffn(cur, b.n_ff_shexp, b.routing.gated, activation=b.activation, clamped=b.clamped_ffn)
+        shared = build_ffn(cur, r.shared_ff, r.gated, activation=b.activation, clamped=b.clamped_ffn)
         return same_shape(out, "ADD", shared)
 
 
@@ -590,34 +629,38 @@ class EncoderGraph:
             if il == last:
                 cur, inp_l = get_rows(cur, out_ids, e), get_rows(inp_l, out_ids, e)
             ffn_inp = self.norm(same_shape(cur, "ADD", inp_l))
-            cur = self.norm(same_shape(build_ffn(ffn_inp, b.n_ff, b.gated), "ADD", ffn_inp))
+            cur = self.norm(same_shape(build_ffn(ffn_inp, b.n_ff, b.gated, activation=b.activation), "ADD", ffn_inp))
         cur.output = True  # result_embd
         gf.expand(cur)
         return gf
 
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        t, g = self.t, self.geometry
-        rope = not self.shape.learned_positions
+        t = self.t
         q, k, v = build_qkv(b, cur, t)
-        if rope:
+        if not self.shape.learned_positions:
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        for x in (q, k, v):
-            self.gf.expand(x)
-        q = permute(q, 0, 2, 1, 3)
-        k, v = permute(k, 0, 2, 1, 3), permute(v, 0, 2, 1, 3)
-        if g.flash_attention:  # build_attn_mha: F32 K and V cast to F16
-            k16, v16 = op("CPY", F16, k.ne, k), op("CPY", F16, v.ne, v)
-            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t, 1), q, k16, v16, self.mask)
-            return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
-        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", self.mask)  # [T, T, H]
-        v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
-        kqv = mul_mat_t(v_cont, kq)
-        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+        return attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, t)
 
 
-def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
+def output_gate(out: Tensor, attn_in: Tensor, width: int, heads: int) -> Tensor:
+    """The gate builders put on attention's output before wo (step35.cpp, afmoe.cpp, laguna.cpp, kimi-k3.cpp,
+    bailingmoe3.cpp): wqkv_gate's projection of attention's input `attn_in`, its sigmoid (laguna: softplus) in place,
+    times the output [Dv * H, T] in place: one gate per head (`width` the `heads`: [1, H, T] broadcast over the
+    output viewed [Dv, H, T], viewed back) or one per element."""
+    gate, t = mul_mat(None, attn_in, width), out.ne[1]
+    if width != heads:
+        return same_shape(out, "MUL", gate)
+    per_head = same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", reshape(gate, 1, heads, t))
+    return reshape(per_head, out.ne[0], t)
+
+
+def build_qkv(
+    b: GraphLayer, cur: Tensor, t: int, norm: Callable[[Tensor], Tensor] | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
-    view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]."""
+    view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]
+    (`norm`: olmo2.cpp's norms of the whole Q and K projections, before the reshape; gemma4.cpp's V, where the layer
+    has no wv, is K's projection)."""
     if b.fused_qkv:
         qkv = mul_mat(None, cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
         nb = (b.head_k * FLOAT, qkv.nb[1])
@@ -626,10 +669,30 @@ def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tenso
         v_at = (b.n_head + b.n_head_kv) * b.head_k * FLOAT
         v = view(qkv, (b.head_v, b.n_head_kv, t), (b.head_v * FLOAT, qkv.nb[1]), v_at)
         return q, k, v
-    q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
-    k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
-    v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
-    return q, k, v
+    q, k = mul_mat(None, cur, b.n_head * b.head_k), mul_mat(None, cur, b.n_head_kv * b.head_k)
+    v = k if b.v_from_k else mul_mat(None, cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
+    if norm is not None:
+        q, k = norm(q), norm(k)
+    q, k = reshape(q, b.head_k, b.n_head, t), reshape(k, b.head_k, b.n_head_kv, t)
+    return q, k, reshape(v, b.head_v, b.n_head_kv, t)
+
+
+def attend_over_ubatch(
+    gf: Graph, b: GraphLayer, qkv: tuple[Tensor, Tensor, Tensor], mask: Tensor, g: ContextGeometry, t: int
+) -> Tensor:
+    """build_attn with llm_graph_input_attn_no_cache: Q, K and V expanded, then build_attn_mha over the ubatch's own
+    keys (non-causal: one [T, T] mask; flash attention casts K and V to F16; else kq, soft_max in place, V
+    transposed into a copy, kqv), [Dv * H, T]."""
+    for x in qkv:
+        gf.expand(x)
+    q, k, v = (permute(x, 0, 2, 1, 3) for x in qkv)
+    if g.flash_attention:
+        k16, v16 = op("CPY", F16, k.ne, k), op("CPY", F16, v.ne, v)
+        out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t, 1), q, k16, v16, mask)
+        return gf.expand(reshape(out, b.head_v * b.n_head, t))
+    kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
+    kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
+    return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

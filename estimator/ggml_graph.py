@@ -159,9 +159,9 @@ def copy_into(src: Tensor, dst: Tensor) -> Tensor:
     return result
 
 
-def glu(a: Tensor, b: Tensor) -> Tensor:
-    """ggml_swiglu_split / ggml_geglu_split: a new tensor (GLU ops are not in place)."""
-    return op("SWIGLU", F32, a.ne, a, b)
+def glu(a: Tensor, b: Tensor, name: str = "SWIGLU") -> Tensor:
+    """ggml_swiglu_split / ggml_geglu_split (`name` GEGLU): a new tensor (GLU ops are not in place)."""
+    return op(name, F32, a.ne, a, b)
 
 
 @dataclass

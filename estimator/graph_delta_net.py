@@ -14,7 +14,7 @@ buffer's).
 
 from __future__ import annotations
 
-from memfit.estimator.compute_graph import FLOAT, DecoderGraph
+from memfit.estimator.compute_graph import FLOAT, DecoderGraph, output_gate
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F32,
@@ -206,10 +206,10 @@ class QwenNextGraph(DeltaNetGraph):
         """build_layer_ffn: the dense FFN, or the experts plus the shared expert times sigmoid(its gate)."""
         if not b.n_expert:
             return build_ffn(cur, b.n_ff)
-        out = routed_experts(self.gf, b, cur)
-        if not self.dn.n_ff_shexp:
+        out, width = routed_experts(self.gf, b, cur), b.routing.shared_ff
+        if not width:
             return out
-        shared = build_ffn(cur, self.dn.n_ff_shexp)
+        shared = build_ffn(cur, width)
         gate = same_shape(mul_mat(None, cur, 1), "SIGMOID")  # ffn_gate_inp_shexp
         return same_shape(out, "ADD", same_shape(shared, "MUL", gate))
 
@@ -241,7 +241,7 @@ class KdaGraph(DeltaNetGraph):
             ffn_inp = same_shape(cur, "ADD", inp_sa)
             cur = self.norm(ffn_inp)
             if b.n_expert:
-                shared = build_ffn(cur, self.dn.n_ff_shexp, clamped=b.clamped_ffn)
+                shared = build_ffn(cur, b.routing.shared_ff, clamped=b.clamped_ffn)
                 out = same_shape(routed_experts(self.gf, b, cur), "ADD", shared)
             else:
                 out = build_ffn(cur, b.n_ff, clamped=b.clamped_ffn)
@@ -368,11 +368,10 @@ class KdaGraph(DeltaNetGraph):
         q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
         out = self.mla_attend(b, q, k, v)
-        if self.arch == "bailingmoe3":
-            gate = same_shape(reshape(mul_mat(None, cur, heads), 1, heads, t), "SIGMOID")
-            out = cont(same_shape(reshape(out, b.head_v, heads, t), "MUL", gate), b.head_v * heads, t)
-        elif dn.attn_gate:
-            out = same_shape(out, "MUL", same_shape(mul_mat(None, cur, dn.attn_gate), "SIGMOID"))
+        if dn.attn_gate:
+            out = output_gate(out, cur, dn.attn_gate, heads)
+        if self.arch == "bailingmoe3":  # its gated heads made contiguous (ggml_cont_2d) for wo
+            out = cont(out)
         return mul_mat(None, out, self.e)  # wo
 
     def ffn_k3(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -380,8 +379,8 @@ class KdaGraph(DeltaNetGraph):
         where it has one) plus the shared experts with situ."""
         if not b.n_expert:
             return self.situ_ffn(cur, b.n_ff)
-        out = routed_experts(self.gf, b, cur)
-        return same_shape(out, "ADD", self.situ_ffn(cur, self.dn.n_ff_shexp)) if self.dn.n_ff_shexp else out
+        out, width = routed_experts(self.gf, b, cur), b.routing.shared_ff
+        return same_shape(out, "ADD", self.situ_ffn(cur, width)) if width else out
 
     def situ_ffn(self, cur: Tensor, n_ff: int) -> Tensor:
         """kimi-k3's dense and shared FFNs: gate and up, kimi_k3_situ, down."""

@@ -35,11 +35,12 @@ GATING_OPS = {
 }
 
 
-def swiglu(gate: Tensor, up: Tensor, clamped: bool) -> Tensor:
-    """build_ffn's / build_moe_ffn's SwiGLU: ggml_swiglu_split (a new tensor), or with a swiglu clamp limit silu(gate)
-    clamped times the clamped up, each in place."""
+def gated_op(gate: Tensor, up: Tensor, activation: FfnOp, clamped: bool) -> Tensor:
+    """build_ffn's / build_moe_ffn's type_op over a gate and up: LLM_FFN_SILU's ggml_swiglu_split or LLM_FFN_GELU's
+    ggml_geglu_split (a new tensor), or with a swiglu clamp limit silu(gate) clamped times the clamped up, each in
+    place."""
     if not clamped:
-        return glu(gate, up)
+        return glu(gate, up, "GEGLU" if activation is FfnOp.GELU else "SWIGLU")
     return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
 
 
@@ -57,16 +58,16 @@ def build_ffn(
     n_ff: int,
     gated: bool = True,
     fused_up: bool = False,
-    activation: FfnOp = FfnOp.GELU,
+    activation: FfnOp = FfnOp.SILU,
     clamped: bool = False,
 ) -> Tensor:
-    """build_ffn with a parallel gate: gate and up, then their GLU (`swiglu`) | one up 2 x n_ff wide, ggml_swiglu over
+    """build_ffn with a parallel gate: gate and up, then their GLU (`gated_op`) | one up 2 x n_ff wide, ggml_swiglu over
     its halves (a new tensor) | up, then the activation in place; then down."""
     if fused_up:
         up = mul_mat(None, cur, 2 * n_ff)
         act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
     elif gated:
-        act = swiglu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), clamped)
+        act = gated_op(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), activation, clamped)
     else:
         act = same(mul_mat(None, cur, n_ff), *UNGATED[activation])
     return mul_mat(None, act, cur.ne[0])
@@ -74,10 +75,13 @@ def build_ffn(
 
 def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
     """build_moe_ffn's gating: the probabilities the weights are read from (in place over the logits), and those the
-    experts are picked on: biased by exp_probs_b (a new tensor: the probabilities stay for the weights), then
-    limited to the best expert groups."""
+    experts are picked on: biased by exp_probs_b (a new tensor: the probabilities stay for the weights), llama4's
+    logits themselves (the gating is then a new tensor: the logits are read twice), then limited to the best expert
+    groups."""
     probs = same(logits, *GATING_OPS[r.gating])
     selection = same_shape(probs, "ADD") if r.probs_bias else probs  # ffn_moe_probs_biased
+    if r.weight_before_ffn:  # LLM_ARCH_LLAMA4: the experts picked on the logits, the gating only weighs them
+        selection = logits
     return probs, best_groups(selection, r.groups, r.groups_used) if r.groups > 1 else selection
 
 
@@ -114,13 +118,15 @@ def expert_activation(r: Routing, gate: Tensor | None, up: Tensor) -> Tensor:
         return situ(gate, up, r.situ_linear)
     if gate is None:
         return same(up, *UNGATED[r.activation])
-    return swiglu(gate, up, r.clamped)
+    return gated_op(gate, up, r.activation, r.clamped)
 
 
 def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
     """build_moe_ffn over cur [width, T] (the router's logits computed here, or given: probs_in): the gating, the
-    selection, top-k, the picked weights expanded early; the experts' gate and up (one gate_up matmul's views, or
-    two; or up alone), the activation, down, times the weights, each expert's view, the partial sums."""
+    selection, top-k, the picked weights expanded early; llama4's input repeated per picked expert and weighted
+    (weight_before_ffn); the experts' gate and up (one gate_up matmul's views, or two; or up alone), the activation,
+    down (scaled per picked expert by down_exps_s), times the weights (not llama4's), each expert's view, the
+    partial sums."""
     r, width, t, k = b.routing, cur.ne[0], cur.ne[1], b.n_expert_used
     if logits is None:
         logits = mul_mat(None, cur, b.n_expert)  # ffn_moe_logits
@@ -128,6 +134,8 @@ def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None =
     picked = argsort_top_k(selection, k)  # ffn_moe_topk
     weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, b.n_expert, t), picked, 1)))
     rows, ff = reshape(cur, width, 1, t), b.n_ff_exp
+    if r.weight_before_ffn:  # ffn_moe_weighted: cur repeated to [width, k, T], times the weights
+        rows = same_shape(op("REPEAT", F32, (width, k, t), rows), "MUL", weights)
     gate: Tensor | None = None
     if r.fused_gate_up:  # ffn_moe_gate_up: gate and up its halves' views
         gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
@@ -137,7 +145,9 @@ def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None =
         if r.gated:
             gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
     down = op("MUL_MAT_ID", F32, (width, k, t), expert_activation(r, gate, up), picked)
-    experts = gf.expand(same_shape(down, "MUL", weights))  # ffn_moe_weighted
+    if r.down_scale:  # build_lora_mm_id: the scales [1, E] repeated over the tokens, the picked experts' rows
+        down = same_shape(down, "MUL", get_rows(op("REPEAT", F32, (1, b.n_expert, t)), picked, 1))
+    experts = gf.expand(down if r.weight_before_ffn else same_shape(down, "MUL", weights))  # ffn_moe_weighted
     views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
     out = views[0]
     for x in views[1:]:

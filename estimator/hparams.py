@@ -188,6 +188,7 @@ class HParams:
 
 # A per-layer rule, as llama.cpp's hybrids pass filter functions (il -> bool) to their memory.
 LayerPredicate = Callable[["Layers", int], bool]
+TensorShapes = Mapping[str, tuple[int, ...]]  # a file's tensors by name, each its shape (ne)
 
 
 class Layers:
@@ -195,10 +196,10 @@ class Layers:
     are recurrent (llama_hparams::recurrent_layer_arr, as the architecture's `is_recurrent` marks them)."""
 
     def __init__(
-        self, hp: HParams, is_recurrent: LayerPredicate | None = None, tensors: frozenset[str] | None = None
+        self, hp: HParams, is_recurrent: LayerPredicate | None = None, tensors: TensorShapes | None = None
     ) -> None:
         self.hp = hp
-        self.tensors = tensors  # the file's tensor names, where known (a catalog entry has none)
+        self.tensors = tensors  # the file's tensors and their shapes, where known (a catalog entry has none)
         self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
         self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
         if self.n_trunk < 0:

@@ -17,6 +17,8 @@ from memfit.integers import is_int
 LLM = Keys.LLM
 SWIGLU_CLAMP_EPS = 1e-6  # build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"  # blk.{bid}.ffn_gate_up_exps.weight
+DOWN_EXPS_SCALE = TENSOR_NAMES[MODEL_TENSOR.FFN_DOWN_EXP] + ".scale"  # blk.{bid}.ffn_down_exps.scale
+SHARED_UP = TENSOR_NAMES[MODEL_TENSOR.FFN_UP_SHEXP] + ".weight"  # blk.{bid}.ffn_up_shexp.weight
 ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
 ROUTED_NORM = "blk.{bid}.ffn_routed_norm.weight"  # LLM_TENSOR_FFN_ROUTED_NORM (kimi-k3)
 GLM_LITE_VOCAB, GLM_LITE_TRUNKS = 154880, (47, 48)  # GLM 4.7 Lite's shape, which deepseek2's loader routes by sigmoid
@@ -63,17 +65,43 @@ def swiglu_clamped(ly: Layers, key: str, il: int) -> bool:
     return (is_int(limit) or isinstance(limit, float)) and float(limit) > SWIGLU_CLAMP_EPS
 
 
+def expert_width(ly: Layers, il: int) -> int:
+    # llama_hparams::n_ff_exp: expert_feed_forward_length, else the layer's feed_forward_length
+    return ly.hp.optional_int(LLM.EXPERT_FEED_FORWARD_LENGTH, 0) or ly.ff[il]
+
+
+def shared_width(ly: Layers, il: int, count: int = 0) -> int:
+    # llama_model_<arch>::load_arch_tensors: the shared experts expert_shared_feed_forward_length wide, else
+    # n_expert_shared (`count` where the file has none) x n_ff_exp
+    width = ly.hp.optional_int(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0)
+    return width or ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, count) * expert_width(ly, il)
+
+
 def shared(ly: Layers, il: int, call: Routing) -> Routing:
     # what every builder's build_moe_ffn call shares beside its own arguments: hparams.n_expert_groups / n_group_used
     # (llama_model_base::load_hparams, any architecture) and create_tensor_gate_up_exps's merged experts where the
-    # layer holds them
+    # layer holds them; and the shared experts beside the call, by the loaders' usual width (shared_width)
     groups = ly.hp.optional_int(LLM.EXPERT_GROUP_COUNT, 0)
     return replace(
         call,
         groups=groups if groups > 1 else 0,
         groups_used=ly.hp.optional_int(LLM.EXPERT_GROUP_USED_COUNT, 0) if groups > 1 else 0,
         fused_gate_up=layer_tensor(ly, GATE_UP_EXPS, il) is True,
+        shared_ff=shared_width(ly, il),
     )
+
+
+def scaled_experts(ly: Layers, il: int, call: Routing) -> Routing:
+    # the builders that pass build_moe_ffn ffn_down_exps_s (llama_model_base creates it, not required, for every
+    # layer with experts): where the layer holds it
+    return replace(call, down_scale=layer_tensor(ly, DOWN_EXPS_SCALE, il) is True)
+
+
+def shared_of_count(ly: Layers, il: int, width: int) -> int:
+    # kimi's and ling's loaders: the shared experts n_ff_exp * max(1, n_expert_shared) wide (ffn_*_shexp not
+    # required: none where the layer has no ffn_up_shexp)
+    count = max(1, ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0))
+    return width * count if layer_tensor(ly, SHARED_UP, il) is not False else 0
 
 
 def _from_file(ly: Layers, il: int, gating: Gating | None, probs_bias: bool) -> Routing | None:
@@ -98,8 +126,9 @@ def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | Non
 
 
 def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
-    # llama_model_glm4_moe / _step35::load_arch_hparams: expert_gating_func, sigmoid when absent; expert_weights_norm,
-    # _scale; exp_probs_b (required by glm4moe's loader, carried by Step-3.5's checkpoints)
+    # llama_model_glm4_moe / _step35 / _afmoe::load_arch_hparams: expert_gating_func, sigmoid when absent;
+    # expert_weights_norm, _scale; exp_probs_b (required by glm4moe's and afmoe's loaders, carried by Step-3.5's
+    # checkpoints)
     return _from_file(ly, il, file_gating(ly, Gating.SIGMOID), biased(ly, il, True))
 
 
@@ -131,14 +160,17 @@ def nemotron_h_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | No
 
 
 def qwen_next_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
-    # llama_model_qwen3next / _qwen35moe::graph: softmax, no exp_probs_b, norm_w true; expert_weights_scale unread
-    return shared(ly, il, Routing(norm=True))
+    # llama_model_qwen3next / _qwen35moe::graph: softmax, no exp_probs_b, norm_w true (expert_weights_scale unread),
+    # the experts' scales; load_block_trunk: the shared expert expert_shared_feed_forward_length wide, else n_ff
+    width = ly.hp.optional_int(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (ly.ff[0] if ly.n_all else 0)
+    return replace(scaled_experts(ly, il, shared(ly, il, Routing(norm=True))), shared_ff=width)
 
 
 def kimi_linear_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_kimi_linear::graph: expert_gating_func, exp_probs_b, norm_w true, expert_weights_scale
     call = _from_file(ly, il, file_gating(ly), True)
-    return replace(call, norm=True) if call else None
+    width = shared_of_count(ly, il, ly.hp.optional_int(LLM.EXPERT_FEED_FORWARD_LENGTH, 0))
+    return replace(call, norm=True, shared_ff=width) if call else None
 
 
 def kimi_k3_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
@@ -148,12 +180,47 @@ def kimi_k3_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     latent = hp.optional_int(NewerKeys.EXPERT_LATENT_LENGTH, 0)
     situ_linear = (hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0
     latent_norm = latent > 0 and layer_tensor(ly, ROUTED_NORM, il) is not False
+    width = shared_of_count(ly, il, hp.optional_int(LLM.EXPERT_FEED_FORWARD_LENGTH, 0))
     if call is None:
         return None
-    return replace(call, activation=FfnOp.SITU, situ_linear=situ_linear, latent=latent, latent_norm=latent_norm)
+    return replace(
+        call, activation=FfnOp.SITU, situ_linear=situ_linear, latent=latent, latent_norm=latent_norm, shared_ff=width
+    )
 
 
 def bailingmoe3_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
-    # llama_model_bailingmoe3::graph: the file's gating, norm and scale, exp_probs_b; the layer's swiglu_clamp_exp
-    call = _from_file(ly, il, file_gating(ly), True)
-    return replace(call, clamped=swiglu_clamped(ly, LLM.SWIGLU_CLAMP_EXP, il)) if call else None
+    # llama_model_bailingmoe3::graph: the file's gating, norm and scale, exp_probs_b; the layer's swiglu_clamp_exp;
+    # the shared experts expert_shared_feed_forward_length wide, else n_ff_exp * max(1, n_expert_shared)
+    call, hp = _from_file(ly, il, file_gating(ly), True), ly.hp
+    width = hp.optional_int(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or hp.optional_int(
+        LLM.EXPERT_FEED_FORWARD_LENGTH, 0
+    ) * max(1, hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0))
+    return replace(call, clamped=swiglu_clamped(ly, LLM.SWIGLU_CLAMP_EXP, il), shared_ff=width) if call else None
+
+
+def laguna_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_laguna::load_arch_hparams: afmoe's and glm4moe's router (sigmoid_routing); n_expert_shared 1 where
+    # the file has none
+    call = sigmoid_routing(ly, il, n_vocab)
+    return replace(call, shared_ff=shared_width(ly, il, count=1)) if call else None
+
+
+def cohere2moe_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # cohere2moe.cpp: no exp_probs_b; expert_gating_func (sigmoid when absent), expert_weights_norm, _scale; the
+    # file's gate_up_exps and the experts' scales passed on
+    call = _from_file(ly, il, file_gating(ly, Gating.SIGMOID), False)
+    return scaled_experts(ly, il, call) if call else None
+
+
+def llama4_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama4.cpp: build_moe_ffn(..., norm_w = false, expert_weights_scale, SIGMOID) under LLM_ARCH_LLAMA4's
+    # branches (weight_before_ffn); llama_model_llama4::load_arch_tensors: a shared expert n_ff_exp wide
+    call = shared(ly, il, Routing(Gating.SIGMOID, scale=file_scale(ly), weight_before_ffn=True))
+    return replace(call, shared_ff=expert_width(ly, il))
+
+
+def gemma4_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # gemma4.cpp: build_moe_ffn(..., LLM_FFN_GELU, norm_w = true, w_scale = 1.0f, SOFTMAX, probs_in, gate_up_exps,
+    # the experts' scales); the layer's own FFN (n_ff(il)) beside the experts
+    call = shared(ly, il, Routing(norm=True, activation=FfnOp.GELU))
+    return replace(scaled_experts(ly, il, call), shared_ff=ly.ff[il])

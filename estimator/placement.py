@@ -191,7 +191,7 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
         for (name, nbytes, ggml_type, ne0, ne1, rest), offset in zip(s.tensors, _offsets(s, alignment), strict=True):
             weights.append(Weight(name, ggml_type, (ne0, ne1, rest, 1), nbytes, file, offset))
     skipped = mtp_tensors(metadata, arch, {w.name: w.nbytes for w in weights})
-    layers = layers_of(rule, HParams(metadata, arch), frozenset(w.name for w in weights))
+    layers = layers_of(rule, HParams(metadata, arch), {w.name: w.ne[:3] for w in weights})  # (ne0, ne1, the rest)
     kv = tuple(il for il, keep in enumerate(kv_layer_flags(rule, layers)) if keep)
     recurrent = tuple(il for il in range(layers.n_trunk) if layers.recurrent[il])
     return ModelTensors(

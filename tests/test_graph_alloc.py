@@ -68,7 +68,7 @@ def _measured_runs() -> list[tuple[str, dict, object, int]]:
         for r, layout, n_vocab, arch in pairs:
             graph = layout.graph if layout is not None else None
             if graph is not None and graph.node_for_node and buildable(graph):
-                found.append((run_id(r), r, (graph, arch), n_vocab))
+                found.append((run_id(r), r, (graph, arch, layout.causal), n_vocab))
     return found
 
 
@@ -83,8 +83,8 @@ def test_the_rebuilt_graph_gives_llama_cpps_buffer(checked_runs: list) -> None:
     the byte on almost all of them."""
     assert len(checked_runs) > 1000
     exact = 0
-    for name, run, (graph, arch), n_vocab in checked_runs:
-        geometry = accuracy.run_geometry(run, arch)
+    for name, run, (graph, arch, causal), n_vocab in checked_runs:
+        geometry = accuracy.run_geometry(run, arch, causal)
         replayed = reserved_bytes(build_graph(graph, geometry, n_vocab))
         assert abs(replayed - run["compute_bytes"]) <= REPLAY_SLACK_CHECKED, name
         exact += replayed == run["compute_bytes"]

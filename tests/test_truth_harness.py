@@ -129,6 +129,9 @@ NODE_FOR_NODE = (
     "falcon-h1", "nemotron-h", "nemotron-h-moe", "nemotron-h-moe-latent", "plamo2", "lfm2moe",
     "deepseek2-mla", "deepseek2-mha", "deepseek2-mla-nextn", "deepseek2-v3", "mistral4-mla", "mistral4-fused",
     "minicpm3", "mimo2-nextn", "mimo2-fused", "step35-nextn", "step35-clamped", "glm4moe-nextn", "glm4moe-fused",
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple",
+    "exaone4-64-key", "exaone4-4-key", "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
+    "llama-embed",
 )  # fmt: skip
 
 
@@ -141,7 +144,8 @@ def dumped_graphs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, 
     for r in rows:
         facts = cache.facts((str(files[r["model"]]),))
         assert facts.layout is not None and facts.layout.graph is not None
-        out.append((r, build_graph(facts.layout.graph, accuracy.run_geometry(r, facts.architecture), facts.n_vocab)))
+        geometry = accuracy.run_geometry(r, facts.architecture, facts.layout.causal)
+        out.append((r, build_graph(facts.layout.graph, geometry, facts.n_vocab)))
     return out
 
 

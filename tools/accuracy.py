@@ -40,7 +40,7 @@ from tools.truth import DATA, load, measured_variant, run_id
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
-    from tools.families import attention, more, recurrent, shapes, tiny_real
+    from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -55,6 +55,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
+        **attn_scale.SHAPES,
     }
 
 
@@ -178,16 +179,19 @@ def architecture(record: dict) -> str:
     return record.get("architecture") or record.get("model_desc", "?").split()[0]
 
 
-def run_geometry(record: dict, arch: str) -> ContextGeometry:
-    """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it."""
+def run_geometry(record: dict, arch: str, causal: bool | None = None) -> ContextGeometry:
+    """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it (`causal`: the
+    layout's, where known; else whether the architecture has a memory module)."""
     s = settings(record)
+    if causal is None:
+        causal = RULES[arch].memory is not Memory.NONE if arch in RULES else True
     geometry = llama_geometry(
         s["n_ctx"],
         s["n_seq"],
         record["n_ubatch"],
         unified=bool(s.get("unified")),
         swa_full=bool(s.get("swa_full")),
-        causal=RULES[arch].memory is not Memory.NONE if arch in RULES else True,
+        causal=causal,
         quantized_k=GGML_CACHE_TYPES[s["type_k"]].quantized,
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
     )
@@ -247,7 +251,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     """memfit's KV, recurrent state and workspace for a run, and whether llama.cpp's allocation lies between
     the bounds; `weights` None (a catalog shape, no file) checks the workspace and the caches only."""
     s = settings(record)
-    geometry = run_geometry(record, arch)
+    geometry = run_geometry(record, arch, layout.causal)
     k, v = kv_cache_bytes(
         layout,
         geometry,

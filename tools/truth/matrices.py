@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.families import attention, more, recurrent, shapes, tiny_real
+from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
 from tools.gguf_writers import PUBLIC_SET, SHAPE_SET, Model
 
 Settings = dict[str, Any]
@@ -154,6 +154,45 @@ MLA_SHAPES = (
     "step-3.5-flash-shape",
     "glm-4.5-air-shape",
 )
+# The attention families rebuilt node for node after phi3, openelm and deci: ubatches 64 to 4096 (4096 asks past
+# n_batch's 2048), flash attention on and off, 1 to 8 sequences (3, 5 and 7 round the ubatch up), a context below the
+# ubatch, q8_0 caches, a unified cache, and full-size sliding windows (swa_full: the same as without for full ones).
+ATTN_FAMILY_UBATCH = [
+    _s(8192, 1, n_ubatch=64),
+    _s(8192, 2, fa="off", n_ubatch=64),
+    _s(8192, 3, n_ubatch=256),
+    _s(8192, 5, fa="off", n_ubatch=1024),
+    _s(8192, 1, n_ubatch=2048),
+    _s(8192, 4, fa="off", n_ubatch=2048),
+    _s(16384, 8, n_ubatch=2048),
+    _s(16384, 7, fa="off", n_ubatch=4096),
+    _s(32768, 2, n_ubatch=4096),
+    _s(1000, 3, n_ubatch=2048),
+    _s(8192, 4, "q8_0", n_ubatch=1024),
+    _s(16384, 1, "q8_0", n_ubatch=2048),
+    _s(8192, 4, unified=1, n_ubatch=1024),
+    _s(8192, 4, fa="off", unified=1, n_ubatch=2048),
+    _s(8192, 1, swa_full=1, n_ubatch=2048),
+    _s(8192, 4, fa="off", swa_full=1, n_ubatch=1024),
+]
+ATTN_FAMILY_MODELS = (
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "cohere2moe-arr-nextn", "exaone4-64", "llama4-chunked",
+    "afmoe-swa", "laguna-swa", "laguna-full",
+)  # fmt: skip
+# The attention families' real-scale shapes in dry runs (no_alloc=1): contexts 1500 to 65536, 1 to 8 sequences,
+# ubatch 512 to 4096 (capped at n_batch 2048), flash attention on and off, q8_0, a unified cache, swa_full.
+ATTN_SHAPE_RUNS = [
+    _s(4096, 1),
+    _s(32768, 1, "q8_0"),
+    _s(32768, 4, fa="off"),
+    _s(32768, 1, n_ubatch=2048),
+    _s(32768, 4, fa="off", n_ubatch=2048),
+    _s(65536, 8, n_ubatch=4096),
+    _s(8192, 3, n_ubatch=1024),
+    _s(16384, 2, unified=1, n_ubatch=1024),
+    _s(32768, 1, swa_full=1, n_ubatch=2048),
+    _s(1500, 1, n_ubatch=2048),
+]
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
@@ -221,6 +260,12 @@ RWKV_SHAPE_RUNS = [
     _s(8192, 2, n_ubatch=128),
     _s(8192, 1, n_ubatch=4096),
 ]
+# The attention decoders rebuilt node for node after the first ones: their tiny models' graph dumps.
+ATTN_DUMPS = ("cohere2-swa", "gemma4-shared", "gemma4-moe", "gemma4-ple", "llama-embed")
+MORE_DUMPS = (
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
+    "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
+)  # fmt: skip
 # The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
 # sequences over 32k tokens at ubatches 1024-2048, flash attention off, a 128-token ubatch, a 4096-token request
 # (capped at n_batch 2048), and 3 sequences over a context below the ubatch.
@@ -288,6 +333,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
+    "results_attn_family_ubatch.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, "cohere2-swa", "gemma4-shared", "llama-embed", "gemma4-moe", "gemma4-ple")
+        | _subset(more.FAMILY_SET, *ATTN_FAMILY_MODELS),
+        ATTN_FAMILY_UBATCH,
+    ),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
         SWA_FULL,
@@ -344,6 +394,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
+    "results_attn_family_dryrun.jsonl": TruthFile(
+        attn_scale.SHAPES,
+        ATTN_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
     # The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer).
     "graph_dumps.jsonl": TruthFile(
         _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16")
@@ -356,7 +413,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | recurrent.DELTA_NET_VARIANTS
         | _subset(recurrent.FAMILY_SET, *HYBRIDS)
         | _subset(attention.FAMILY_SET, *MLA_MODELS, "deepseek2-mla-nextn")
-        | _subset(more.FAMILY_SET, *NEXTN_MODELS),
+        | _subset(more.FAMILY_SET, *NEXTN_MODELS)
+        | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
+        | _subset(more.FAMILY_SET, *MORE_DUMPS),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
