@@ -71,6 +71,11 @@ class Block:
     lang: str
     line: int
     code: str
+    document: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line}"
 
     @property
     def first_command(self) -> str:
@@ -84,11 +89,15 @@ class Block:
 
 
 def readme_blocks() -> list[Block]:
-    text = README.read_text(encoding="utf-8")
-    return [
-        Block(m["lang"], text.count("\n", 0, m.start()) + 1, m["code"])
-        for m in re.finditer(r"^```(?P<lang>bash|python)\n(?P<code>.*?)^```", text, re.MULTILINE | re.DOTALL)
-    ]
+    """The README's blocks, then those of the design notes in docs/ it links to."""
+    blocks = []
+    for path in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        blocks += [
+            Block(m["lang"], text.count("\n", 0, m.start()) + 1, m["code"], path.relative_to(ROOT).as_posix())
+            for m in re.finditer(r"^```(?P<lang>bash|python)\n(?P<code>.*?)^```", text, re.MULTILINE | re.DOTALL)
+        ]
+    return blocks
 
 
 BLOCKS = readme_blocks()
@@ -208,18 +217,18 @@ def test_the_readme_has_examples_and_skips_only_the_listed_ones() -> None:
     assert {b.lang for b in BLOCKS} == {"bash", "python"}
     for block in BLOCKS:
         if block.skip_reason is not None:
-            assert block.first_command in SKIPPED, f"README.md:{block.line} is skipped but not listed in SKIPPED"
-            assert block.skip_reason, f"README.md:{block.line}: say why it is not run"
+            assert block.first_command in SKIPPED, f"{block.where} is skipped but not listed in SKIPPED"
+            assert block.skip_reason, f"{block.where}: say why it is not run"
     assert sum(b.skip_reason is None for b in BLOCKS) >= 4
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"README.md:{b.line}-{b.lang}" for b in BLOCKS])
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b.where}-{b.lang}" for b in BLOCKS])
 def test_readme_example_works_as_written(block: Block, world: World) -> None:
     if block.skip_reason is not None:
-        pytest.skip(f"README.md:{block.line}: {block.skip_reason}")
+        pytest.skip(f"{block.where}: {block.skip_reason}")
     done = _run(block, world)
     output = done.stdout + done.stderr
-    where = f"README.md:{block.line} ({block.lang}) exited {done.returncode}:\n{output}"
+    where = f"{block.where} ({block.lang}) exited {done.returncode}:\n{output}"
     assert done.returncode == 0, where
     assert not PROBLEM.search(output), where
     assert "answering here" not in done.stderr, where  # the CLI examples ask the running server (its server.json)
