@@ -183,7 +183,7 @@ def cold_and_warm(models: dict[str, Path]) -> list[tuple[str, float, float, floa
 def plan_and_fit_ms() -> tuple[float, float, int]:
     """(warm plan of PLAN_REPO, warm fit of its Q4_K_M, quants planned), each a whole service call against one
     environment reading of a fixed budget."""
-    from memfit.readers.host_memory import HostMemory
+    from memfit.estimator.machine import HostMemory
 
     service = build_service(read_host=lambda: HostMemory(available=PLAN_BUDGET, total=PLAN_BUDGET))
     plan, fit = [FitRequest(PLAN_REPO)], [FitRequest(f"{PLAN_REPO}:Q4_K_M")]

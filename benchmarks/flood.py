@@ -253,7 +253,7 @@ class Server:
             _, hard_limit = resource.getrlimit(resource.RLIMIT_NOFILE)
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile if hard else hard_limit))
 
-        argv = ["serve", "--port", str(self.port), "--models", str(models), "--no-usual-dirs"]
+        argv = ["serve", "--port", str(self.port), "--models", str(models), "--no-usual-dirs", "--offline"]
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "memfit.cli", *argv],

@@ -16,8 +16,8 @@ import tempfile
 import time
 from dataclasses import replace
 
-from memfit.estimator.fit_types import FitRequest
-from memfit.readers.history_db import COLUMNS, ObservationRow
+from memfit.estimator.fit_types import FitRequest, ObservationRow
+from memfit.readers.history_db import COLUMNS
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.gguf_writers import PUBLIC_SET, write_model

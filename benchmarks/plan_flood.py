@@ -108,6 +108,7 @@ def main(argv: list[str]) -> int:
         subprocess.run([sys.executable, "-m", "tools.gguf_writers", models], check=True)
         port, token = free_port(), secrets.token_urlsafe(24)
         env = {**os.environ, "MEMFIT_STATE_DIR": os.path.join(work, "state"), "MEMFIT_TOKEN": token}
+        env["HF_HUB_OFFLINE"] = "1"  # catalog answers, as before the Hub lookups (an older --memfit ignores it)
         command = [args.memfit, "serve", "--port", str(port), "--models", models, "--no-usual-dirs"]
         with open(os.path.join(work, "server.log"), "wb") as log:
             server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from memfit import wire
-from memfit.estimator.artifact_cache import ArtifactCache
-from memfit.estimator.fit_service import FitService
 from memfit.readers.gguf_header import read_header
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.artifact_cache import ArtifactCache
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tools.gguf_writers import gemma3_4b, qwen3, write_model
 

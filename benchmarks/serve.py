@@ -19,9 +19,9 @@ from starlette.routing import Route
 
 from memfit import wire
 from memfit.app import create_app
-from memfit.estimator.fit_service import FitService
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 
 TOKEN = "bench-token"

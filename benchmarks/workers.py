@@ -83,7 +83,7 @@ class Serve:
         env = {**os.environ, "MEMFIT_STATE_DIR": str(state), "PYTHONWARNINGS": "ignore"}
         argv = ["serve", "--workers", str(workers), "--port", str(self.port), "--models", str(models)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "memfit.cli", *argv, "--no-usual-dirs"],
+            [sys.executable, "-m", "memfit.cli", *argv, "--no-usual-dirs", "--offline"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

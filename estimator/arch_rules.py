@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.gguf_file import SkippedArray
 from memfit.estimator.graph_delta_net import (
     build_bailingmoe3,
     build_kimi_k3,
@@ -34,17 +35,30 @@ from memfit.estimator.graph_delta_net import (
     build_qwen35,
 )
 from memfit.estimator.graph_gemma3n import build_gemma3n
-from memfit.estimator.hparams import HParams, LayerPredicate, Layers, key_name
-from memfit.estimator.layout import (
-    SIGMOID,
-    SOFTMAX,
-    AttentionLayer,
-    DeltaNet,
-    GraphBuilder,
-    KvCache,
-    Mixer,
-    Routing,
-    Wkv,
+from memfit.estimator.graph_gemma4 import build_gemma4
+from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
+from memfit.estimator.graph_plamo2 import build_plamo2
+from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys, key_name
+from memfit.estimator.layout import AttentionLayer, DeltaNet, FfnOp, GraphBuilder, KvCache, Mixer, Wkv
+from memfit.estimator.moe_rules import (
+    RoutingRule,
+    bailingmoe3_routing,
+    cohere2moe_routing,
+    deepseek2_routing,
+    gemma4_routing,
+    kimi_k3_routing,
+    kimi_linear_routing,
+    laguna_routing,
+    layer_tensor,
+    lfm2moe_routing,
+    llama4_routing,
+    mimo2_routing,
+    nemotron_h_routing,
+    plain_routing,
+    qwen_next_routing,
+    sigmoid_routing,
+    step35_routing,
+    swiglu_clamped,
 )
 from memfit.estimator.tensor_list import (
     Shape,
@@ -74,7 +88,6 @@ from memfit.estimator.tensor_list import (
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 from memfit.integers import is_int
-from memfit.readers.gguf_header import SkippedArray
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
 # The llama.cpp every rule mirrors and every recorded run measured: its commit (tools/truth/releases.json), which
@@ -83,22 +96,10 @@ LLAMA_CPP_COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed"
 LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's prebuilt libllama)"
 
 ATTN, SSM = Keys.Attention, Keys.SSM
-SWIGLU_CLAMP_EPS = 1e-6  # llm_graph_context::build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
-ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
-HEAD_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
-
-
-class NewerKeys:
-    """GGUF keys LLAMA_CPP_RELEASE reads that the pinned gguf package (0.19.0) has no `Keys` entry for."""
-
-    RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS
-    INDEXER_TYPES = "{arch}.attention.indexer.types"  # LLM_KV_ATTENTION_INDEXER_TYPES
-    PLE_LAYERS = "{arch}.ple.layers"  # LLM_KV_PLE_LAYERS
-    KDA_GATE_LOWER_BOUND = "{arch}.kda.gate_lower_bound"  # LLM_KV_KDA_GATE_LOWER_BOUND
-    ATTN_RES_BLOCK_SIZE = "{arch}.attn_res.block_size"  # LLM_KV_ATTN_RES_BLOCK_SIZE
-    SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"  # LLM_KV_ACTIVATION_SITU_LINEAR_BETA
-    EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"  # LLM_KV_EXPERT_LATENT_LENGTH
+SSM_NORM = TENSOR_NAMES[MODEL_TENSOR.SSM_NORM] + ".weight"  # blk.{bid}.ssm_norm.weight
+ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
+ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
 
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
@@ -504,40 +505,17 @@ def _has_tensor(ly: Layers, suffix: str, unknown: bool) -> bool:
     return unknown if ly.tensors is None else any(name.endswith(suffix) for name in ly.tensors)
 
 
-def _routing(ly: Layers, gating: int | None, norm: bool | None, probs_bias: bool, scale: bool = True) -> Routing:
-    # build_moe_ffn's arguments as the builder passes them: a fixed gating function and norm, or the file's
-    # (expert_gating_func, expert_weights_norm); expert_weights_scale where the loader reads it; ffn_exp_probs_b
-    # where it requires it; llama_model_base::load_hparams's expert groups; create_tensor_gate_up_exps's fused
-    # ffn_gate_up_exps where the file has it
-    hp, llm = ly.hp, Keys.LLM
-    w_scale = hp.optional_float(llm.EXPERT_WEIGHTS_SCALE) if scale else None
-    groups = hp.optional_int(llm.EXPERT_GROUP_COUNT, 0)
-    return Routing(
-        gating=hp.optional_int(llm.EXPERT_GATING_FUNC, 0) if gating is None else gating,
-        probs_bias=probs_bias,
-        norm=hp.optional_bool(llm.EXPERT_WEIGHTS_NORM, False) if norm is None else norm,
-        scale=w_scale not in (None, 0.0, 1.0),
-        groups=groups if groups > 1 else 0,
-        groups_used=hp.optional_int(llm.EXPERT_GROUP_USED_COUNT, 0) if groups > 1 else 0,
-        fused_gate_up=ly.tensors is not None and _has_tensor(ly, ".ffn_gate_up_exps.weight", False),
-    )
-
-
 def _gated_delta_net(ly: Layers) -> DeltaNet:
     # llama_model_qwen3next / _qwen35 / _qwen35moe::load_arch_hparams: head_k_dim = ssm_d_state, num_k_heads =
-    # ssm_n_group, num_v_heads = ssm_dt_rank, head_v_dim = ssm_d_inner / num_v_heads; the experts softmax-gated and
-    # normalized (expert_weights_scale unread), the shared expert n_ff_shexp wide, else n_ff (load_block_trunk)
+    # ssm_n_group, num_v_heads = ssm_dt_rank, head_v_dim = ssm_d_inner / num_v_heads
     hp = ly.hp
-    v_heads, experts = hp.optional_int(SSM.TIME_STEP_RANK, 0), hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
-    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (ly.ff[0] if ly.n_all else 0)
+    v_heads = hp.optional_int(SSM.TIME_STEP_RANK, 0)
     return DeltaNet(
         head_k=hp.optional_int(SSM.STATE_SIZE, 0),
         k_heads=hp.optional_int(SSM.GROUP_COUNT, 0),
         head_v=hp.optional_int(SSM.INNER_SIZE, 0) // v_heads if v_heads else 0,
         v_heads=v_heads,
         d_conv=hp.optional_int(SSM.CONV_KERNEL, 0),
-        routing=_routing(ly, gating=1, norm=True, probs_bias=False, scale=False),
-        n_ff_shexp=shexp if experts else 0,
     )
 
 
@@ -551,7 +529,7 @@ def qwen35_delta_net(ly: Layers) -> DeltaNet:
     return _gated_delta_net(ly)
 
 
-def _kda(ly: Layers, routing: Routing, shexp: int) -> DeltaNet:
+def _kda(ly: Layers) -> DeltaNet:
     # llama_model_kimi_linear / _kimi_k3 / _bailingmoe3: kda.head_dim wide heads, n_head of them for q, k and v
     # (their graphs' MHA fallback where the file has the legacy attn_kv_b is not rebuilt)
     hp = ly.hp
@@ -563,69 +541,52 @@ def _kda(ly: Layers, routing: Routing, shexp: int) -> DeltaNet:
         head,
         heads,
         hp.optional_int(SSM.CONV_KERNEL, 0),
-        routing=routing,
-        n_ff_shexp=shexp,
         not_rebuilt="MLA without attn_k_b / attn_v_b" if legacy else "",
     )
 
 
-def _shexp_of_shared_count(ly: Layers) -> int:
-    # the shared experts n_ff_exp * max(1, n_expert_shared) wide (ffn_*_shexp, optional in kimi's loaders)
-    hp = ly.hp
-    shared = hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0)
-    present = _has_tensor(ly, ".ffn_up_shexp.weight", True)
-    return hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0) * max(1, shared) if present else 0
-
-
 def kimi_linear_delta_net(ly: Layers) -> DeltaNet:
-    # llama_model_kimi_linear: low-rank f and g, the file's gating, normalized and scaled weights, ffn_exp_probs_b;
-    # no low-rank Q (its loader never reads q_lora_rank)
-    return _kda(ly, _routing(ly, gating=None, norm=True, probs_bias=True), _shexp_of_shared_count(ly))
+    # llama_model_kimi_linear: low-rank f and g; no low-rank Q (its loader never reads q_lora_rank)
+    return _kda(ly)
 
 
 def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
-    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ, the latent experts;
-    # the MLA output gate (attn_gate, optional) per element
+    # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ (the dense and
+    # shared FFNs' kimi_k3_situ); the MLA output gate (attn_gate, optional) per element
     hp = ly.hp
     bound = hp.optional_float(NewerKeys.KDA_GATE_LOWER_BOUND)
-    latent = hp.optional_int(NewerKeys.EXPERT_LATENT_LENGTH, 0)
     heads = ly.heads[0] if ly.n_all else 0
     v_mla = hp.optional_int(ATTN.VALUE_LENGTH_MLA, 0)
-    base = _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), _shexp_of_shared_count(ly))
+    base = _kda(ly)
     return replace(
         base,
         q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0) if _has_tensor(ly, ".attn_q_a_norm.weight", True) else 0,
         lower_bound=bound is not None and bound != float("-inf"),
         attn_gate=heads * v_mla if _has_tensor(ly, ".attn_gate.weight", True) else 0,
         situ_linear=(hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0,
-        latent=latent,
-        latent_norm=latent > 0 and _has_tensor(ly, ".ffn_routed_norm.weight", True),
         attn_res=hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0),
     )
 
 
 def bailingmoe3_delta_net(ly: Layers) -> DeltaNet:
     # llama_model_bailingmoe3::load_arch_hparams: full-rank f and g, low-rank Q by q_lora_rank, a per-head MLA
-    # output gate, the shared experts expert_shared_feed_forward_length wide, else n_ff_exp * max(1, shared)
+    # output gate
     hp = ly.hp
-    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or hp.optional_int(
-        Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0
-    ) * max(1, hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0))
     return replace(
-        _kda(ly, _routing(ly, gating=None, norm=None, probs_bias=True), shexp),
+        _kda(ly),
         q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0),
         attn_gate=ly.heads[0] if ly.n_all else 0,
-        clamped_experts=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_EXP),
-        clamped_shexp=_clamped_layers(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP),
     )
 
 
-def _clamped_layers(ly: Layers, key: str) -> frozenset[int]:
-    # llama_model_bailingmoe3::load_arch_hparams: swiglu_clamp_exp / _shexp read with get_key_or_arr (one number
-    # for every layer, or one per layer); build_moe_ffn / build_ffn clamp where a layer's limit exceeds 1e-6
-    value = ly.hp.metadata.get(ly.hp.key(key))
-    limits = value if isinstance(value, tuple) else (value,) * ly.n_all
-    return frozenset(il for il, v in enumerate(limits) if isinstance(v, (int, float)) and v > SWIGLU_CLAMP_EPS)
+def no_ffn_clamp(ly: Layers, il: int) -> bool:
+    return False
+
+
+def shexp_clamp(ly: Layers, il: int) -> bool:
+    # llama_model_bailingmoe3 / _step35::load_arch_hparams: swiglu_clamp_shexp, which build_ffn reads for the
+    # layer's dense and shared FFNs
+    return swiglu_clamped(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP, il)
 
 
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
@@ -659,43 +620,15 @@ def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
 
 
-def layer_tensor(ly: Layers, template: str, il: int) -> bool | None:
-    # a tensor the loader creates TENSOR_NOT_REQUIRED: in the file or not (None: the file's names are unknown)
-    return None if ly.tensors is None else template.format(bid=il) in ly.tensors
+def ssm_norm_required(ly: Layers) -> bool:
+    # llama_model_mamba2 / _granite_hybrid / _nemotron_h::load_arch_tensors: ssm_norm is required
+    return True
 
 
-def _biased(ly: Layers, il: int, unknown: bool) -> bool:
-    # ffn_exp_probs_b (TENSOR_NOT_REQUIRED in these loaders): where the layer holds it, `unknown` where the file's
-    # names are not known
-    present = layer_tensor(ly, ROUTER_BIAS, il)
-    return unknown if present is None else present
-
-
-def plain_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # build_moe_ffn as the decoders not yet rebuilt with their own routing take it: softmax over the chosen experts
-    return Routing()
-
-
-def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # llama_model_deepseek2::load_arch_hparams: no expert_gating_func is softmax (V2, V2.5), or sigmoid on GLM 4.7
-    # Lite's shape (47 or 48 trunk layers, 154880 tokens); expert_weights_norm, _scale; exp_probs_b on the grouped
-    # routers (tensor_list.tensors_deepseek2) where the file's names are unknown
-    lite_glm = ly.n_trunk in (47, 48) and n_vocab == 154880
-    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or (SIGMOID if lite_glm else SOFTMAX)
-    grouped = ly.hp.optional_int(Keys.LLM.EXPERT_GROUP_COUNT, 0) > 1
-    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, grouped))
-
-
-def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # llama_model_glm4_moe / llama_model_step35::load_arch_hparams: expert_gating_func, sigmoid when absent;
-    # expert_weights_norm, _scale; exp_probs_b (required by glm4moe's loader, carried by Step-3.5's checkpoints)
-    gating = ly.hp.optional_int(Keys.LLM.EXPERT_GATING_FUNC, 0) or SIGMOID
-    return _routing(ly, gating=gating, norm=None, probs_bias=_biased(ly, il, True))
-
-
-def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing:
-    # mimo2.cpp: build_moe_ffn(..., ffn_exp_probs_b, norm_w = true, expert_weights_scale, SIGMOID)
-    return _routing(ly, gating=SIGMOID, norm=True, probs_bias=_biased(ly, il, True))
+def ssm_norm_listed(ly: Layers) -> bool:
+    # llama_model_falcon_h1::load_arch_tensors: ssm_norm not required (the converter writes it where the checkpoint
+    # has one); without the file's tensor names, the published files' (tensors_falcon_h1: none)
+    return ly.tensors is not None and SSM_NORM.format(bid=0) in ly.tensors
 
 
 def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
@@ -708,28 +641,6 @@ def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
     return hp.require_int(ATTN.Q_LORA_RANK)
 
 
-def no_head_gate(ly: Layers, il: int) -> bool:
-    return False
-
-
-def head_gate_where_present(ly: Layers, il: int) -> bool:
-    # llama_model_step35::load_arch_tensors: attn_gate (TENSOR_NOT_REQUIRED); Step-3.5 checkpoints carry it, so a
-    # model whose names are unknown is taken to
-    present = layer_tensor(ly, HEAD_GATE, il)
-    return True if present is None else present
-
-
-def no_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
-    return False, False
-
-
-def swiglu_clamps(ly: Layers, il: int) -> tuple[bool, bool]:
-    # llama_model_step35::load_arch_hparams: swiglu_clamp_shexp (build_ffn: the dense and shared FFNs) and
-    # swiglu_clamp_exp (build_moe_ffn: the experts), one limit or one per layer
-    shexp, exp = Keys.LLM.SWIGLU_CLAMP_SHEXP, Keys.LLM.SWIGLU_CLAMP_EXP
-    return il in _clamped_layers(ly, shexp), il in _clamped_layers(ly, exp)
-
-
 def no_qk_layer_norm(ly: Layers) -> bool:
     return False
 
@@ -737,6 +648,94 @@ def no_qk_layer_norm(ly: Layers) -> bool:
 def command_r_qk_norm(ly: Layers) -> bool:
     # llama_model_command_r::load_arch_tensors: attn_q_norm / attn_k_norm (LLM_NORM in its builder) from 64 layers
     return ly.n_trunk >= 64
+
+
+# --- which layers rope Q and K: (layers, is_swa(il) for every layer, il) -----------------------------------
+
+RopeLayers = Callable[[Layers, tuple[bool, ...], int], bool]
+NO_ROPE_LAYER_STEP = 4  # llama_hparams::n_no_rope_layer_step's default
+
+
+def every_layer_ropes(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    return True
+
+
+def no_rope_every_4th(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # smollm3.cpp, afmoe.cpp: use_rope = (il + 1) % n_no_rope_layer_step != 0
+    return (il + 1) % NO_ROPE_LAYER_STEP != 0
+
+
+def llama4_ropes(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # llama_model_llama4::load_arch_hparams: without chunked attention n_no_rope_layer_step = n_layer (the last
+    # layer still skips rope in llama4.cpp's (il + 1) % n_no_rope_layer_step != 0)
+    return (il + 1) % (NO_ROPE_LAYER_STEP if any(sliding) else ly.n_trunk) != 0
+
+
+def sliding_layers_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # cohere2.cpp: rope only where is_swa(il)
+    return sliding[il]
+
+
+def sliding_or_dense_lead_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # cohere2moe.cpp: is_swa(il) || il < n_layer_dense_lead
+    return sliding[il] or il < ly.hp.optional_int(Keys.LLM.LEADING_DENSE_BLOCK_COUNT, 0)
+
+
+def sliding_layers_or_no_window_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # exaone4.cpp: use_rope = is_swa(il) || swa_type == LLAMA_SWA_TYPE_NONE
+    return sliding[il] or not any(sliding)
+
+
+# --- the gate on attention's output (compute_graph.output_gate): wqkv_gate's width per token (0: none) --------------
+
+
+def no_attn_gate(ly: Layers, il: int) -> int:
+    return 0
+
+
+def gate_per_head_where_present(ly: Layers, il: int) -> int:
+    # llama_model_step35::load_arch_tensors: attn_gate [n_embd, n_head] (TENSOR_NOT_REQUIRED); Step-3.5 checkpoints
+    # carry it, so a model whose names are unknown is taken to
+    return 0 if layer_tensor(ly, ATTN_GATE, il) is False else ly.heads[il]
+
+
+def gate_per_element(ly: Layers, il: int) -> int:
+    # llama_model_afmoe::load_arch_tensors: wqkv_gate [n_embd, n_embd_head_k * n_head]
+    return ly.heads[il] * ly.head_dims(il, False)[0]
+
+
+def gate_as_stored(ly: Layers, il: int) -> int:
+    # llama_model_laguna::load_arch_tensors: attn_gate's width as the file stores it, n_head (one per head) or
+    # n_embd_head_k * n_head (per element); n_head where the file has none
+    shape = ly.tensors.get(ATTN_GATE.format(bid=il)) if ly.tensors is not None else None
+    return shape[1] if shape is not None and len(shape) > 1 else ly.heads[il]
+
+
+# --- the trunk's norms, V, and build_ffn's type_op ----------------------------------------------------------------
+
+
+def never(hp: HParams) -> bool:
+    return False
+
+
+def rms_eps_missing(hp: HParams) -> bool:
+    # cohere2moe.cpp: LLM_NORM where the file has no attention.layer_norm_rms_epsilon (f_norm_rms_eps 0)
+    return not hp.has(Keys.Attention.LAYERNORM_RMS_EPS)
+
+
+def no_attn_v(ly: Layers, il: int) -> bool:
+    # llama_model_gemma4::load_arch_tensors: attn_v is not required; without it gemma4.cpp's Vcur is Kcur
+    return ly.tensors is not None and ATTN_V.format(bid=il) not in ly.tensors
+
+
+def wv_everywhere(ly: Layers, il: int) -> bool:
+    return False
+
+
+def ffn_op(activation: FfnOp | None, gated: bool) -> FfnOp:
+    # the type_op a builder passes build_ffn: its Graph's, else llama.cpp's usual LLM_FFN_SILU with a parallel gate
+    # (swiglu) and LLM_FFN_GELU without one
+    return activation or (FfnOp.SILU if gated else FfnOp.GELU)
 
 
 @dataclass(frozen=True)
@@ -769,27 +768,79 @@ class Graph:
     residual_first: bool = False  # the builder adds attention's output to the residual: ggml_add(residual, cur)
     ffn_residual_first: bool = False  # and the FFN's output to its input: ggml_add(ffn_inp, cur)
     wkv: WkvSizes | None = None  # an RWKV block's sizes (estimator/graph_rwkv.py rebuilds its graph)
-    routing: Callable[[Layers, int, int | None], Routing] = plain_routing  # build_moe_ffn's routing, per MoE layer
+    routing: RoutingRule = plain_routing  # build_moe_ffn's call in a block that routes experts (None: not rebuilt)
     low_rank_kv: bool = False  # kv_lora_rank's latent decompressed by wkv_b where the model is not MLA (MHA cache)
     q_lora: Callable[[HParams, int | None], int] = q_lora_unless_lite  # MLA / low-rank KV: the query's rank
-    head_gate: LayerPredicate = no_head_gate  # a head-wise sigmoid gate on attention's output (step35.cpp)
-    clamps: Callable[[Layers, int], tuple[bool, bool]] = no_clamps  # SwiGLU clamps: (dense / shared, experts)
+    attn_gate: Callable[[Layers, int], int] = no_attn_gate  # wqkv_gate's width: the gate on attention's output
     head_scale: bool = False  # minicpm3.cpp: the final norm scaled before the LM head
+    roped: RopeLayers = every_layer_ropes  # the layers whose builder ropes Q and K
+    pre_norm: bool = True  # False: no attn_norm / ffn_norm before attention and the FFN (olmo2, exaone4)
+    qk_norm_whole: bool = False  # olmo2.cpp: RMS norms over the whole Q and K projections, before the reshape
+    v_from_k: Callable[[Layers, int], bool] = wv_everywhere  # layers whose V is K's projection (no wv)
+    per_layer_embd: bool = False  # gemma4.cpp: per-layer embeddings, embedding_length_per_layer_input wide
+    layer_norm_when: Callable[[HParams], bool] = never  # LLM_NORM for the trunk's norms on this condition
+    normed_hidden_output: bool = False  # res->t_h_nextn after output_norm, the rows selected after it
+    attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input
+    v_norm: bool = False  # ggml_rms_norm of V (gemma4.cpp)
     delta_net: Callable[[Layers], DeltaNet] | None = None  # a delta-net model's blocks (estimator/graph_delta_net.py)
+    activation: FfnOp | None = None  # build_ffn's type_op (None: ffn_op's default, SILU with a gate, GELU without)
+    ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
+    ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
 
 
-DECODER = Graph()
 SAME_DECODER = Graph(node_for_node=True)
 GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
-FUSED_QKV = Graph(fused_qkv=True)
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
 PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
 OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
 DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
-EMBEDDER = Graph(logits=False, cache_attention=False)
+STARCODER2 = Graph(layer_norm=True, node_for_node=True)  # src/models/starcoder2.cpp: LayerNorms, biases in place
+SMOLLM3 = Graph(roped=no_rope_every_4th, node_for_node=True)  # src/models/smollm3.cpp
+OLMO2 = Graph(pre_norm=False, qk_norm_whole=True, node_for_node=True)  # src/models/olmo2.cpp: post norms only
+EXAONE4 = Graph(pre_norm=False, qk_norm=True, roped=sliding_layers_or_no_window_rope, node_for_node=True)
+COHERE2 = replace(COMMAND_R, qk_layer_norm=no_qk_layer_norm, roped=sliding_layers_rope)  # src/models/cohere2.cpp
+COHERE2MOE = Graph(  # src/models/cohere2moe.cpp: command-r's parallel block, routed experts, t_h_nextn after the norm
+    layer_norm_when=rms_eps_missing,
+    parallel_block=True,
+    roped=sliding_or_dense_lead_rope,
+    routing=cohere2moe_routing,
+    hidden_output=True,
+    normed_hidden_output=True,
+    node_for_node=True,
+)
+GEMMA4 = Graph(  # src/models/gemma4.cpp, rebuilt by estimator/graph_gemma4.py (t_h_nextn after the norm)
+    builder=build_gemma4,
+    qk_norm=True,
+    v_norm=True,
+    v_from_k=no_attn_v,
+    activation=FfnOp.GELU,  # build_ffn(..., LLM_FFN_GELU, LLM_FFN_PAR): geglu
+    moe_layers=experts_where_routed,
+    routing=gemma4_routing,
+    per_layer_embd=True,
+    reads_tensors=True,
+    node_for_node=True,
+)
+LLAMA4 = Graph(  # src/models/llama4.cpp
+    moe_layers=experts_interleaved,
+    roped=llama4_ropes,
+    attn_temperature=True,
+    routing=llama4_routing,
+    node_for_node=True,
+)
+AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attention's output, post norms
+    qk_norm=True,
+    roped=no_rope_every_4th,
+    attn_gate=gate_per_element,
+    routing=sigmoid_routing,
+    node_for_node=True,
+)
+LAGUNA = replace(  # src/models/laguna.cpp: afmoe's attention with a softplus gate as wide as stored, no post norms
+    AFMOE, roped=every_layer_ropes, attn_gate=gate_as_stored, routing=laguna_routing, reads_tensors=True
+)
+EMBEDDER = Graph(logits=False, cache_attention=False, node_for_node=True)  # llama.cpp's graph<embed>: no cache or head
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
 MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA, node_for_node=True)
 JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
@@ -802,19 +853,42 @@ JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     ffn_residual_first=True,
 )
 GDN = Graph(recurrent_in=gated_delta_net_in, mixer=Mixer.GATED_DELTA_NET, node_for_node=True)
-QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net)
-QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net)
+QWEN3NEXT = replace(GDN, builder=build_qwen3next, delta_net=qwen3next_delta_net, routing=qwen_next_routing)
+QWEN35 = replace(GDN, builder=build_qwen35, delta_net=qwen35_delta_net, routing=qwen_next_routing)
 KDA = Graph(recurrent_in=kda_in, mixer=Mixer.KDA, node_for_node=True)
-KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net)
-KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net)
-BAILINGMOE3 = replace(KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net)
-SHORT_CONV = Graph(recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, residual_first=True, ffn_residual_first=True)
+KIMI_LINEAR = replace(KDA, builder=build_kimi_linear, delta_net=kimi_linear_delta_net, routing=kimi_linear_routing)
+KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net, routing=kimi_k3_routing)
+BAILINGMOE3 = replace(
+    KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net, routing=bailingmoe3_routing, ffn_clamp=shexp_clamp
+)
+SHORT_CONV = Graph(  # lfm2.cpp: q and k RMS-normed, the residual added first
+    recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, qk_norm=True, residual_first=True, ffn_residual_first=True
+)
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)
 RWKV_TIME_MIX = Graph(recurrent_in=rwkv_time_mix_in, mixer=Mixer.RWKV, node_for_node=True)
 RWKV6, RWKV7 = (replace(RWKV_CHANNEL_MIX, wkv=sizes) for sizes in (rwkv6_wkv, rwkv7_wkv))
 RWKV6_QWEN2, ARWKV7 = (replace(RWKV_TIME_MIX, wkv=sizes) for sizes in (rwkv6qwen2_wkv, arwkv7_wkv))
 GEMMA3N = Graph(node_for_node=True, builder=build_gemma3n)  # AltUp, LAuReL, per-layer inputs, shared KV
+FALCON_H1 = Graph(node_for_node=True, builder=build_falcon_h1, ssm_norm=ssm_norm_listed)
+NEMOTRON_H = Graph(  # nemotron-h.cpp: no rope, relu^2 FFNs, experts on the FFN blocks
+    node_for_node=True,
+    builder=build_nemotron_h,
+    rope=False,
+    activation=FfnOp.RELU_SQR,
+    moe_layers=experts_on_ffn_layers,
+    routing=nemotron_h_routing,
+)
+LFM2MOE = replace(SAME_SHORT_CONV, routing=lfm2moe_routing)
+PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1's), a fused QKV with q/k norms
+    recurrent_in=mamba_in,
+    mixer=Mixer.PLAMO2,
+    builder=build_plamo2,
+    fused_qkv=True,
+    qk_norm=True,
+    fused_up=True,
+    node_for_node=True,
+)
 # deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
 DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
 MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
@@ -830,9 +904,9 @@ MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last laye
 STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clamps, the trunk's state kept
     hidden_output=True,
     qk_norm=True,
-    head_gate=head_gate_where_present,
-    clamps=swiglu_clamps,
-    routing=sigmoid_routing,
+    attn_gate=gate_per_head_where_present,
+    ffn_clamp=shexp_clamp,
+    routing=step35_routing,
     moe_layers=experts_where_routed_else_leading_dense,
     node_for_node=True,
 )
@@ -907,7 +981,7 @@ RULES: dict[str, ArchRule] = {
     "mpt": PLAIN,
     "baichuan": PLAIN,
     "starcoder": ArchRule(parameters=LEARNED_POSITIONS),
-    "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=DECODER, parameters=NON_GATED_FFN, counted=True),
+    "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=STARCODER2, parameters=NON_GATED_FFN, counted=True),
     "refact": PLAIN,
     "bloom": PLAIN,
     "stablelm": ArchRule(tensors=tensors_stablelm, counted=True),
@@ -958,7 +1032,7 @@ RULES: dict[str, ArchRule] = {
     "hunyuan-moe": PLAIN,
     "hunyuan-dense": PLAIN,
     "hunyuan_vl": PLAIN,
-    "smollm3": ArchRule(tensors=tensors_llama, graph=DECODER, counted=True),
+    "smollm3": ArchRule(tensors=tensors_llama, graph=SMOLLM3, counted=True),
     "seed_oss": PLAIN,
     "grovemoe": PLAIN,
     "apertus": PLAIN,
@@ -1023,18 +1097,18 @@ RULES: dict[str, ArchRule] = {
     "gemma4": ArchRule(
         window=Window(array_pattern, pattern_required=True),
         kv_from_start=shared_kv_layers_reuse,
-        graph=DECODER,
+        graph=GEMMA4,
         tied_embedding_twice=True,
     ),
-    "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=DECODER, counted=True),
+    "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=COHERE2, counted=True),
     "gpt-oss": ArchRule(
         tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=SAME_NEXTN_DECODER, counted=True
     ),
     "olmo2": ArchRule(
-        tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=DECODER, counted=True
+        tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2, counted=True
     ),
-    "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=DECODER),
-    "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=DECODER),
+    "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=AFMOE),
+    "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=LAGUNA),
     "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
@@ -1042,13 +1116,13 @@ RULES: dict[str, ArchRule] = {
     ),
     "exaone4": ArchRule(
         window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
-        graph=DECODER,
+        graph=EXAONE4,
         counted=True,
     ),
     "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=SAME_DECODER),
     "llama4": ArchRule(
         window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192),
-        graph=Graph(moe_layers=experts_interleaved),
+        graph=LLAMA4,
     ),
     "mellum": ArchRule(
         window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
@@ -1059,7 +1133,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "cohere2moe": ArchRule(
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
-        graph=DECODER,
+        graph=COHERE2MOE,
     ),
     "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=MIMO2),
     "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=STEP35),
@@ -1086,9 +1160,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(no_kv_heads, reads_group_count=False),
         graph=JAMBA,
     ),
-    "plamo2": ArchRule(  # plamo2.cpp builds its own Mamba mixer
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=Graph(mixer=Mixer.PLAMO2)
-    ),
+    "plamo2": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=PLAMO2),
     "granitehybrid": ArchRule(
         tensors=tensors_granitehybrid,
         memory=Memory.HYBRID,
@@ -1102,7 +1174,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=every_layer,
         recurrence=_ALL_RECURRENT,
-        graph=DECODER,
+        graph=FALCON_H1,
         parameters=Counting(attention_beside_ssm=True),
         counted=True,
     ),
@@ -1110,13 +1182,15 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        graph=DECODER,
+        graph=NEMOTRON_H,
+        parameters=NON_GATED_FFN,
     ),
     "nemotron_h_moe": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=attention_without_ffn,
         recurrence=Recurrence(no_kv_heads_no_ffn),
-        graph=Graph(moe_layers=experts_on_ffn_layers),
+        graph=NEMOTRON_H,
+        parameters=NON_GATED_FFN,
     ),
     "lfm2": ArchRule(
         tensors=tensors_lfm2,
@@ -1127,7 +1201,7 @@ RULES: dict[str, ArchRule] = {
         graph=SAME_SHORT_CONV,
         counted=True,
     ),
-    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=SHORT_CONV),
+    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=LFM2MOE),
     "qwen3next": ArchRule(
         tensors=tensors_qwen3next,
         memory=Memory.HYBRID,

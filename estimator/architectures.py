@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memfit.estimator.arch_rules import RULES, ArchRule, Memory, NewerKeys, Window, layer_tensor
+from memfit.estimator.arch_rules import RULES, ArchRule, Memory, Window, ffn_op
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.hparams import HParams, Layers, key_name
+from memfit.estimator.hparams import HParams, Layers, NewerKeys, TensorShapes, key_name
 from memfit.estimator.layout import (
     AttentionLayer,
     GraphLayer,
@@ -22,6 +22,7 @@ from memfit.estimator.layout import (
     Routing,
     Ssm,
 )
+from memfit.estimator.moe_rules import expert_width, layer_tensor
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
@@ -31,7 +32,7 @@ ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
 SSM = Keys.SSM
 
 
-def layers_of(rule: ArchRule, hp: HParams, tensors: frozenset[str] | None = None) -> Layers:
+def layers_of(rule: ArchRule, hp: HParams, tensors: TensorShapes | None = None) -> Layers:
     """The per-layer hyperparameters, with the layers the arch's rule marks recurrent."""
     return Layers(hp, rule.recurrence.layers if rule.recurrence else None, tensors)
 
@@ -109,9 +110,9 @@ def _v_width_max(layers: Layers, sliding: tuple[bool, ...]) -> int:
 
 
 def derive_layout(
-    metadata: Mapping, arch: str, tensors: frozenset[str] | None = None, n_vocab: int | None = None
+    metadata: Mapping, arch: str, tensors: TensorShapes | None = None, n_vocab: int | None = None
 ) -> Layout:
-    """The layout of a model of architecture `arch` (`tensors`: its file's tensor names, `n_vocab` its vocabulary
+    """The layout of a model of architecture `arch` (`tensors`: its file's tensors and shapes, `n_vocab` its vocabulary
     size, where known); EvidenceError when memfit has no rule or the metadata is short."""
     rule = RULES.get(arch)
     if rule is None:
@@ -144,6 +145,7 @@ def derive_layout(
         note=_describe(arch, attention, states),
         head_dims=head_dims,
         same_cache_types=rule.mla(hp),
+        causal=hp.optional_bool(ATTN.CAUSAL, True),  # llama_model_base::load_hparams: hparams.causal_attn
         graph=graph_shape(rule, layers, sliding, size, width, n_vocab),
     )
 
@@ -166,23 +168,20 @@ def graph_shape(
     kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla or low_rank else 0  # llama_model_deepseek2, _minicpm3
     q_lora = graph.q_lora(hp, n_vocab) if kv_lora else 0
     n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
-    ff_exp = hp.optional_int(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH, 0)
-    shexp = hp.optional_int(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (
-        hp.optional_int(Keys.LLM.EXPERT_SHARED_COUNT, 0) * ff_exp
-    )
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
     mamba1 = graph.mixer is Mixer.MAMBA
-    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's sizes
+    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's / build_plamo2_mamba_layer's sizes
         hp.optional_int(SSM.INNER_SIZE, 0),
         hp.optional_int(SSM.STATE_SIZE, 0),
         0 if mamba1 else hp.optional_int(SSM.GROUP_COUNT, 0),
         hp.optional_int(SSM.TIME_STEP_RANK, 0),
         hp.optional_int(SSM.CONV_KERNEL, 0),
         norms=mamba1 and graph.ssm_norms(hp),
+        grouped_norm=graph.ssm_norm(layers),
     )
     state_elements = state.r_elements + state.s_elements if state else 0
     rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else graph.rope
-    blocks = []
+    blocks, kv_start = [], rule.kv_from_start(layers)
     for il in range(layers.n_trunk):
         recurrent = layers.recurrent[il]
         attends = (
@@ -195,7 +194,9 @@ def graph_shape(
         if mla:  # the heads before absorption (key_length_mla, value_length_mla); the cache holds latent + rope
             head_k, head_v = hp.require_int(ATTN.KEY_LENGTH_MLA), hp.require_int(ATTN.VALUE_LENGTH_MLA)
         moe = n_expert > 0 and graph.moe_layers(layers, il)
-        clamped_ffn, clamped_experts = graph.clamps(layers, il)
+        routing = graph.routing(layers, il, n_vocab) if moe else Routing()
+        if routing is None:  # build_moe_ffn's call in this block is not rebuilt
+            return None
         dense_ff = 0 if moe or (recurrent and graph.ffn_in_recurrence) else layers.ff[il]
         blocks.append(
             GraphLayer(
@@ -208,8 +209,7 @@ def graph_shape(
                 gated=rule.parameters.gated_ffn,
                 n_expert=n_expert if moe else 0,
                 n_expert_used=hp.optional_int(Keys.LLM.EXPERT_USED_COUNT, 0) if moe else 0,
-                n_ff_exp=(ff_exp or layers.ff[il]) if moe else 0,
-                n_ff_shexp=shexp if moe else 0,
+                n_ff_exp=expert_width(layers, il) if moe else 0,
                 recurrent_in=recurrent_in if recurrent else 0,
                 recurrent_state=state_elements if recurrent else 0,
                 fused_qkv=attends
@@ -217,18 +217,22 @@ def graph_shape(
                 kv_lora=kv_lora if mla and attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=_rope_part(hp, layers, kv_lora, mla) if kv_lora and attends else 0,
-                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA) else None,
+                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2) else None,
                 wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
-                rope=rope or not attends,
+                rope=rope and graph.roped(layers, sliding, il) or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
                 qk_norm=graph.qk_norm and attends,
                 fused_up=graph.fused_up and dense_ff > 0,
                 wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
+                activation=ffn_op(graph.activation, rule.parameters.gated_ffn),
                 low_rank_kv=kv_lora if low_rank and attends else 0,
-                routing=graph.routing(layers, il, n_vocab) if moe else Routing(),
-                attn_gate=attends and graph.head_gate(layers, il),
-                clamped_ffn=clamped_ffn,
-                clamped_experts=clamped_experts and moe,
+                routing=routing,
+                attn_gate=graph.attn_gate(layers, il) if attends else 0,
+                clamped_ffn=graph.ffn_clamp(layers, il),
+                qk_norm_whole=graph.qk_norm_whole and attends,
+                v_norm=graph.v_norm and attends,
+                kv_shared=attends and il >= kv_start,
+                v_from_k=attends and graph.v_from_k(layers, il),
             )
         )
     return GraphShape(
@@ -241,15 +245,19 @@ def graph_shape(
         bert_block=graph.bert_block,
         mixer=graph.mixer if rule.recurrence else Mixer.NONE,
         learned_positions=rule.parameters.position_embeddings,
-        layer_norm=graph.layer_norm,
+        layer_norm=graph.layer_norm or graph.layer_norm_when(hp),
         parallel_block=graph.parallel_block,
-        kv_from_start=rule.kv_from_start(layers),
+        kv_from_start=kv_start,
         builder=graph.builder,
         deci_blocks=graph.deci_blocks,
         residual_first=graph.residual_first,
         ffn_residual_first=graph.ffn_residual_first,
         iswa=size is not None,
         head_scale=graph.head_scale,
+        pre_norm=graph.pre_norm,
+        normed_hidden_output=graph.normed_hidden_output,
+        attn_temperature=graph.attn_temperature,
+        per_layer_embd=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if graph.per_layer_embd else 0,
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
     )
 

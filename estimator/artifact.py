@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import RULES
@@ -13,6 +13,7 @@ from memfit.estimator.architectures import derive_layout
 from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, tied_copy_bytes
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
+from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, SkippedArray
 from memfit.estimator.hparams import HParams, refuse_mistyped_keys
 from memfit.estimator.layout import Layout
 from memfit.estimator.tensor_list import Shape
@@ -21,7 +22,6 @@ from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
-from memfit.readers.gguf_header import MAX_DIMS, STRING, GGUFHeader, SkippedArray
 
 TOKEN_EMBD = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"
 OUTPUT = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
@@ -181,7 +181,7 @@ def _token_count(metadata: dict) -> int | None:
     """The tokenizer's token count, when its list is strings (as llama.cpp's vocab loader requires)."""
     tokens = metadata.get(Keys.Tokenizer.LIST)
     if isinstance(tokens, SkippedArray):
-        return tokens.count if tokens.item_type == STRING else None
+        return tokens.count if tokens.item_type == gguf.GGUFValueType.STRING else None
     if isinstance(tokens, tuple):
         return len(tokens) if all(isinstance(t, str) for t in tokens) else None
     return None
@@ -270,7 +270,8 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
     n_vocab = _vocab_size(metadata, arch)
     try:
-        layout, error = derive_layout(metadata, arch, frozenset(sizes), n_vocab), None
+        shapes = {name: t[3:] for name, t in loaded.items()}  # (ne0, ne1, the rest)
+        layout, error = derive_layout(metadata, arch, shapes, n_vocab), None
     except EvidenceError as exc:
         layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it
     return ArtifactFacts(
@@ -296,3 +297,54 @@ def matmul_weights(tensors: Iterable[tuple[str, int, int, int, int, int]]) -> tu
         if rest == 1 and ne1 > 1 and name.endswith(".weight") and name not in _ROW_TABLES
     )
     return tuple(Matrix(t, shape, n) for (t, shape), n in sorted(counts.items()))
+
+
+# --- file sets on the Hugging Face Hub (memfit.readers.hub reads them) -----------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What one lookup cost: the requests it made and the body bytes it received."""
+
+    requests: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class RemoteHeader:
+    """One file's header as read from the Hub (or memfit's cache of it); `unreadable` says why there is none."""
+
+    path: str
+    etag: str
+    size: int
+    header: GGUFHeader | None
+    unreadable: str = ""
+    fetched_bytes: int = 0  # what reading it took when it was read (this lookup, or an earlier one)
+    requests: int = 0
+
+
+@dataclass(frozen=True)
+class HubArtifact:
+    """One quant of a repository at a commit: its files' headers, first split first, and its projector's."""
+
+    model_id: str  # `org/repo:QUANT` as the Hub spells the repository and the file names the quant
+    repo: str
+    commit: str
+    endpoint: str
+    shards: tuple[RemoteHeader, ...]
+    projector: RemoteHeader | None = None
+    projector_problem: str = ""  # why the projector the repository holds could not be read
+    tally: Tally = field(default_factory=Tally)  # what this lookup fetched (nothing when all came from the cache)
+
+
+@dataclass(frozen=True)
+class HubMiss:
+    """A lookup that found no model: why; whether the Hub said there is none (else it could not be read); whether
+    it was not asked (offline, and memfit's cache did not hold it)."""
+
+    reason: str
+    absent: bool = False
+    offline: bool = False
+
+
+Lookup = HubArtifact | HubMiss

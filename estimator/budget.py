@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memfit.estimator.machine import HostMemory
 from memfit.estimator.vocabulary import BudgetBasis
-from memfit.readers.host_memory import HostMemory
 
 
 class BudgetSetting(StrEnum):

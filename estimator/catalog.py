@@ -29,7 +29,6 @@ from memfit.estimator.subject import NO_VARIANT, Subject
 from memfit.estimator.tensor_list import Shape, Tensor
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.quant_names import DEFAULT_QUANT
-from memfit.readers.catalog_file import load_catalog_file
 
 F32_BYTES = 4  # norms, biases and routers stay F32 in every quant
 TENSOR_PADDING = 32  # every tensor is padded to 32 bytes; a block has at most this many tensors
@@ -74,8 +73,8 @@ def _frozen(value: object) -> object:
 
 
 class Catalog:
-    def __init__(self, document: Mapping | None = None) -> None:
-        document = document if document is not None else load_catalog_file()
+    def __init__(self, document: Mapping) -> None:
+        """`document`: the catalog's data (memfit/data/catalog.json, read by memfit.readers.catalog_file)."""
         self.spreads = {name: QuantSpread(**spec) for name, spec in document["quant_spreads"].items()}
         self.entries = tuple(
             CatalogEntry(

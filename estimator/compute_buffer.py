@@ -90,7 +90,8 @@ def ffn_phase(layer: GraphLayer, n_embd: int, t: int) -> int:
         router = 2 * t * layer.n_expert * F32  # build_moe_ffn: router logits / probs, argsort_top_k (I32, full)
         k, ff = layer.n_expert_used, layer.n_ff_exp
         moe = router + max(3 * t * k * ff, t * k * (ff + n_embd)) * F32  # mul_mat_id up, gate, swiglu | down [E,k,T]
-    shexp = (t * n_embd + 3 * t * layer.n_ff_shexp) * F32 if layer.n_ff_shexp else 0  # moe_out beside the shared FFN
+    shared = layer.routing.shared_ff
+    shexp = (t * n_embd + 3 * t * shared) * F32 if shared else 0  # moe_out beside the shared FFN
     return max(dense, moe, shexp)
 
 
@@ -139,9 +140,8 @@ def widest_row(graph: GraphShape) -> int:
 
 def widest_ffn_row(graph: GraphShape) -> int:
     """The widest per-token activation of a feed-forward or recurrent block."""
-    return max(
-        [0] + [max(b.n_ff, b.n_expert_used * b.n_ff_exp, b.n_ff_shexp, b.recurrent_in) for b in graph.distinct_layers]
-    )
+    widths = [max(b.n_ff, b.n_expert_used * b.n_ff_exp, b.routing.shared_ff, b.recurrent_in) for b in graph.layers]
+    return max(widths, default=0)
 
 
 def derived_for(graph: GraphShape, geometry: ContextGeometry) -> bool:

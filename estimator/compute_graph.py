@@ -4,10 +4,11 @@ llama_context::sched_reserve builds the prompt-processing graph for one worst-ca
 n_ubatch) rounded up to a multiple of n_seq, one output per token before the rounding, every KV cell visible)
 and ggml-alloc sizes the buffer for it (estimator/graph_alloc.py). This module builds that graph, as llama.cpp's
 builders lay it out, for decoders whose blocks are attention (full or sliding-window, grouped-query or MLA, flash
-attention on or off), a Mamba-2 or a short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph),
-and for BERT encoders (EncoderGraph). Weights and in-place ops on a tensor's only consumer (biases, norms'
-weights, rope, q/k norms, scales, soft caps) take no memory of their own and are left out where they do not change
-what is alive; every tensor that takes memory is here, in llama.cpp's order.
+attention on or off; over the KV cache, or over the ubatch alone in a non-causal embedding decoder), a Mamba-2 or a
+short-convolution mixer, followed by a dense or a routed FFN (DecoderGraph), and for BERT encoders (EncoderGraph).
+Weights and in-place ops on a tensor's only consumer (biases, norms' weights, rope, q/k norms, scales, soft caps,
+gating) take no memory of their own and are left out where they do not change what is alive; every tensor that
+takes memory is here, in llama.cpp's order.
 """
 
 from __future__ import annotations
@@ -39,39 +40,36 @@ from memfit.estimator.ggml_graph import (
     transpose,
     view,
 )
+from memfit.estimator.graph_ffn import build_ffn, routed_experts
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import (
-    SIGMOID,
-    SOFTMAX,
-    SOFTMAX_WEIGHT,
-    SQRT_SOFTPLUS,
     GraphLayer,
     GraphShape,
     Mixer,
-    Routing,
     Ssm,
 )
 from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
 FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and strides count in these
-Activation = Callable[[Tensor, Tensor], Tensor]  # build_moe_ffn's activation of the experts' gate and up
 
 
 def buildable(graph: GraphShape) -> bool:
-    """Whether this module builds the graph: a BERT encoder, or a causal decoder with an LM head whose blocks each
-    attend or run a rebuilt mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both."""
+    """Whether this module builds the graph: a BERT encoder, or a decoder whose blocks each attend or run a rebuilt
+    mixer (Mamba-2 with sizes llama.cpp accepts, short convolution), never both (every block attends where the
+    attention has no cache: an embedding decoder)."""
     if graph.bert_block:
         return all(b.n_head and not b.recurrent_in and not b.n_expert for b in graph.layers)
     if graph.mixer is Mixer.RWKV:  # estimator/graph_rwkv.py: every block a time mix, with sizes the loaders accept
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
     if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
         return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
+    if graph.builder is not None:  # the architecture's own builder: its blocks' Mamba sizes, where it has them
+        return graph.logits and all(_whole(graph, b.ssm) for b in graph.layers if b.recurrent_in)
     return (
-        graph.logits
-        and graph.cache_attention
+        (graph.cache_attention or all(b.n_head for b in graph.layers))  # no cache: llm_graph_input_attn_no_cache
         and all(
             ((b.n_head > 0) != (b.recurrent_in > 0) or graph.deci_blocks and not b.recurrent_in)
             and (not b.recurrent_in or graph.mixer is Mixer.SHORT_CONV or _whole(graph, b.ssm))
@@ -82,11 +80,14 @@ def buildable(graph: GraphShape) -> bool:
 
 def _whole(graph: GraphShape, ssm: Ssm | None) -> bool:
     """Sizes the loaders accept, all set: llama_model_mamba2, d_inner a multiple of the heads and of the groups;
-    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2)."""
+    llama_model_mamba / llama_model_jamba (Mamba-1), d_inner twice n_embd (only an expansion factor of 2);
+    build_plamo2_mamba_layer, no groups and d_inner a multiple of the heads."""
     if ssm is None or min(ssm.d_inner, ssm.d_state, ssm.n_head, ssm.d_conv) <= 0:
         return False
     if graph.mixer is Mixer.MAMBA:
         return ssm.d_inner == 2 * graph.n_embd
+    if graph.mixer is Mixer.PLAMO2:
+        return ssm.n_group == 0 and ssm.d_inner % ssm.n_head == 0
     return (
         graph.mixer is Mixer.MAMBA2
         and ssm.n_group > 0
@@ -131,45 +132,71 @@ class DecoderGraph:
         self.gf = Graph()
         self.inputs: dict[bool, CacheInputs] = {}
         self.s_copy: Tensor | None = None
+        self.attn_scale: Tensor | None = None  # llama4's temperature input, made where a layer first reads it
+        self.mask: Tensor | None = None  # the mask of attention without a cache
 
-    def build(self) -> Graph:
+    def embeddings(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
+        """build_inp_embd (the token rows, expanded; the embeddings input allocated, never read), build_inp_pos
+        (n_pos_per_embd positions a token) and build_inp_out_ids: (rows, output ids)."""
         gf, t, e = self.gf, self.t, self.shape.n_embd
         tokens = new_tensor(I32, t, input=True)  # build_inp_embd
         inp_l = gf.expand(get_rows(None, tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
-        self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
-        out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+        self.pos = new_tensor(I32, t * pos_per_token, input=True)  # build_inp_pos
+        return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
+
+    def head(self, cur: Tensor, out_ids: Tensor | None = None, hidden: bool = False) -> Graph:
+        """output_norm (result_norm, t_embd), the output rows where the trunk kept every row (taken after the norm,
+        whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits; minicpm3's input a
+        scaled copy of t_embd; an embedding graph has none and ends at t_embd): t_embd and t_logits are graph
+        outputs."""
+        cur = self.block_norm(cur)
+        if out_ids is not None:
+            cur.output = hidden
+            cur = get_rows(cur, out_ids, self.shape.n_embd)
+        cur.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
+        if self.shape.logits:
+            cur = mul_mat(None, same_shape(cur, "SCALE") if self.shape.head_scale else cur, self.n_vocab)
+            cur.output = True  # result_output
+        self.gf.expand(cur)
+        return self.gf
+
+    def build(self) -> Graph:
+        gf, t, e = self.gf, self.t, self.shape.n_embd
+        inp_l, out_ids = self.embeddings()
         if self.shape.mixer is Mixer.RWKV:  # src/models/rwkv*.cpp: token shifts, time mixes, channel mixes
-            rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, self.dense)
+            rwkv = RwkvGraph(self.shape, gf, t, self.geometry.n_seq, self.state_rows, build_ffn)
             return rwkv.build(inp_l, out_ids, self.n_vocab)
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
+            rows = out_ids if il == last and not self.shape.hidden_output else None  # the last layer's output rows
             if self.shape.parallel_block:
-                inp_l = self.parallel_block(block, inp_l, out_ids if il == last else None)
+                inp_l = self.parallel_block(block, inp_l, rows)
                 continue
             if self.shape.deci_blocks:
-                inp_l = self.deci_block(block, inp_l, out_ids if il == last else None)
+                inp_l = self.deci_block(block, inp_l, rows)
                 continue
             inp_sa = inp_l
-            cur = self.mixer(block, self.block_norm(inp_l))
-            if il == last and not self.shape.hidden_output:  # the last layer keeps only the output rows
-                cur, inp_sa = get_rows(cur, out_ids, e), get_rows(inp_sa, out_ids, e)
+            cur = self.mixer(block, self.pre_norm(inp_l))
+            if rows is not None:
+                cur, inp_sa = get_rows(cur, rows, e), get_rows(inp_sa, rows, e)
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
-            out = self.ffn(block, self.block_norm(ffn_inp))
+            out = self.ffn(block, self.pre_norm(ffn_inp))
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
+        if self.shape.normed_hidden_output:  # output_norm over every row is res->t_h_nextn, the rows after it
+            return self.head(inp_l, out_ids, hidden=True)
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
-        result_norm = self.block_norm(inp_l)
-        head_in = same_shape(result_norm, "SCALE") if self.shape.head_scale else result_norm  # an output's copy
-        logits = mul_mat(None, head_in, self.n_vocab)  # result_output
-        result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
-        gf.expand(logits)
-        return gf
+        return self.head(inp_l)
+
+    def pre_norm(self, x: Tensor) -> Tensor:
+        """attn_norm / ffn_norm before the block's attention or FFN, where the builder has them."""
+        return self.block_norm(x) if self.shape.pre_norm else x
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -262,27 +289,32 @@ class DecoderGraph:
         """build_qkv, rope, build_attn (llm_graph_input_attn_kv) and build_attn_mha, then the output projection."""
         if b.kv_lora:
             return self.mla_attention(b, cur)
-        if b.low_rank_kv:
-            q, k, v = self.low_rank_qkv(b, cur)
-        else:
-            q, k, v = build_qkv(b, cur, self.t)
-            if b.qk_norm:
-                q, k = self.norm(q), self.norm(k)
-            if b.qk_layer_norm:
-                q, k = self.layer_norm(q), self.layer_norm(k)
-            if b.rope:  # in place over Q and K's own tensors, a new one over a fused QKV's views
-                q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        out = self.build_attn(b, q, k, v)
-        if b.attn_gate:
-            out = self.head_gate(b, out, cur)
-        return mul_mat(None, out, self.shape.n_embd)  # wo
+        if b.kv_shared:
+            return self.attend_shared(b, cur)
+        q, k, v = self.low_rank_qkv(b, cur) if b.low_rank_kv else self.qkv(b, cur)
+        if not self.shape.cache_attention:  # build_attn with llm_graph_input_attn_no_cache
+            if self.mask is None:
+                self.mask = new_tensor(F16 if self.geometry.flash_attention else F32, self.t, self.t, input=True)
+            return self.out_proj(b, attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, self.t), cur)
+        if b.v_norm:
+            v = same_shape(v, "RMS_NORM")
+        return self.out_proj(b, self.build_attn(b, q, k, v), cur)
 
-    def head_gate(self, b: GraphLayer, out: Tensor, cur: Tensor) -> Tensor:
-        """step35.cpp's head-wise output gate: sigmoid(wqkv_gate x) [H, T] (in place) times each head's output (in
-        place over attention's [Dv * H, T]), `cur` the block's normed input."""
-        t = out.ne[1]
-        gate = reshape(same_shape(mul_mat(None, cur, b.n_head), "SIGMOID"), 1, b.n_head, t)
-        return reshape(same_shape(reshape(out, b.head_v, b.n_head, t), "MUL", gate), b.head_v * b.n_head, t)
+    def qkv(self, b: GraphLayer, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """build_qkv, the Q and K norms, rope (in place over Q and K's own tensors, a new tensor over a fused QKV's
+        views), or llama4.cpp's temperature on a layer without rope: Q times build_inp_attn_scale's [1, 1, T]."""
+        q, k, v = build_qkv(b, cur, self.t, self.norm if b.qk_norm_whole else None)
+        if b.qk_norm:
+            q, k = self.norm(q), self.norm(k)
+        if b.qk_layer_norm:
+            q, k = self.layer_norm(q), self.layer_norm(k)
+        if b.rope:
+            q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
+        elif self.shape.attn_temperature:
+            if self.attn_scale is None:
+                self.attn_scale = new_tensor(F32, 1, 1, self.t, input=True)
+            q = same_shape(q, "MUL", self.attn_scale)
+        return q, k, v
 
     def build_attn(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """build_attn (llm_graph_input_attn_kv) over the roped Q, K and V, to its output before wo: the Hadamard
@@ -303,7 +335,7 @@ class DecoderGraph:
         rope key roped and repeated over the heads beside K's no-rope part."""
         t, heads, latent, rope = self.t, b.n_head, b.low_rank_kv, b.n_rot
         nope, width = b.head_k - rope, b.head_k - rope + b.head_v
-        q = self.low_rank_q(b, cur)
+        q = self.project_q(b, cur)
         kv_pe = mul_mat(None, cur, latent + rope)  # wkv_a_mqa
         kv = mul_mat(None, self.norm(view(kv_pe, (latent, t), (kv_pe.nb[1],))), heads * width)  # wkv_b
         nb = (width * FLOAT, heads * width * FLOAT)
@@ -318,10 +350,25 @@ class DecoderGraph:
         )
         return same_shape(q, "ROPE", self.pos), k, v
 
-    def low_rank_q(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """MLA's query: wq_a, q_a_norm and wq_b where the model has a q_lora_rank, else wq; [head_k, H, T]."""
+    def project_q(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """Q [head_k, H, T]: wq, or MLA's low-rank query (wq_a, q_a_norm, wq_b) where the layer has a q_lora_rank."""
         cur_q = self.norm(mul_mat(None, cur, b.q_lora)) if b.q_lora else cur  # wq_a, q_a_norm
         return reshape(mul_mat(None, cur_q, b.n_head * b.head_k), b.head_k, b.n_head, self.t)  # wq / wq_b
+
+    def query(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """Q alone: wq reshaped to the heads, its norm, rope."""
+        q = self.project_q(b, cur)
+        q = self.norm(q) if b.qk_norm else q
+        return same_shape(q, "ROPE", self.pos) if b.rope else q
+
+    def attend_shared(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_attn (llm_graph_input_attn_kv_iswa) without K and V: Q (rotated where the cache rotates K)
+        attends over the cells an earlier layer stored; the output rotated back where V is."""
+        inputs = self.cache_inputs(b)
+        q = self.query(b, cur)
+        q = self.hadamard(q, inputs.k_rot) if inputs.k_rot is not None else q
+        out = self.mha(b, self.gf.expand(q), inputs.mask)
+        return self.out_proj(b, self.hadamard(out, inputs.v_rot) if inputs.v_rot is not None else out, cur)
 
     def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded, then the output projection."""
@@ -349,6 +396,13 @@ class DecoderGraph:
             )
         cur = self.mha(b, q, inputs.mask)
         return self.hadamard(cur, v_rot) if v_rot is not None else cur
+
+    def out_proj(self, b: GraphLayer, cur: Tensor, attn_in: Tensor) -> Tensor:
+        """wo over attention's output [Dv * H, T], after the layer's output gate where it has one (`attn_in`: the
+        attention's input, which the gate projects)."""
+        if b.attn_gate:
+            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head)
+        return mul_mat(None, cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
         """build_rs with get_rows: the sequences' rows of a recurrent state."""
@@ -449,7 +503,8 @@ class DecoderGraph:
         y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
         y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
         y = glu(cont(z), y)
-        y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
+        if ssm.grouped_norm:  # ssm_norm
+            y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
         return mul_mat(None, reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
 
     def short_conv(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -474,7 +529,7 @@ class DecoderGraph:
         head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
         t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
-        q = self.low_rank_q(b, cur)
+        q = self.project_q(b, cur)
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
         absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
         q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
@@ -527,58 +582,15 @@ class DecoderGraph:
         return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them."""
+        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed
+        experts are: nemotron-h's are up alone)."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, b.gated, b.fused_up, b.clamped_ffn)
-        out = self.moe(b, cur)
-        return (
-            same_shape(out, "ADD", self.dense(cur, b.n_ff_shexp, True, clamped=b.clamped_ffn)) if b.n_ff_shexp else out
-        )
-
-    @staticmethod
-    def dense(cur: Tensor, n_ff: int, gated: bool, fused_up: bool = False, clamped: bool = False) -> Tensor:
-        """build_ffn: gate and up, then GLU (a new tensor; a clamped SwiGLU in place) | one up 2 x n_ff wide,
-        ggml_swiglu over its halves (a new tensor) | up, then the activation in place; then down."""
-        if fused_up:
-            up = mul_mat(None, cur, 2 * n_ff)
-            act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
-        elif gated:
-            act = swiglu(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), clamped)
-        else:
-            act = same_shape(mul_mat(None, cur, n_ff), "GELU")
-        return mul_mat(None, act, cur.ne[0])
-
-    def routing(self, b: GraphLayer) -> Routing:
-        """The block's build_moe_ffn choices (a builder whose blocks share one routing answers it instead)."""
-        return b.routing
-
-    def moe(
-        self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, activation: Activation | None = None
-    ) -> Tensor:
-        """build_moe_ffn: the router's logits (or `logits`, probs_in), the gating, the selection (biased by
-        ffn_exp_probs_b, limited to the best expert groups), the picked weights (soft-maxed, normalized, scaled)
-        expanded early; the experts' gate and up (one fused matmul's views, or two), the activation (SwiGLU, or
-        clamped where the layer's swiglu_clamp_exp is set, or `activation`), down, the weights, each expert's view,
-        the partial sums."""
-        r, gf = self.routing(b), self.gf
-        t, width, n_exp, k = cur.ne[1], cur.ne[0], b.n_expert, b.n_expert_used  # the last block's: the output rows
-        probs, selection = route(r, mul_mat(None, cur, n_exp) if logits is None else logits)  # ffn_moe_logits
-        picked = argsort_top_k(selection, k)  # ffn_moe_topk
-        weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, n_exp, t), picked, 1)))  # [1, k, T]
-        rows, ff = reshape(cur, width, 1, t), b.n_ff_exp
-        if r.fused_gate_up:  # one gate_up matmul, gate and up its halves' views
-            gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
-            gate, up = (view(gate_up, (ff, k, t), gate_up.nb[1:3], i * ff * FLOAT) for i in (0, 1))
-        else:
-            up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-        act = activation(gate, up) if activation is not None else swiglu(gate, up, b.clamped_experts)
-        experts = gf.expand(same_shape(op("MUL_MAT_ID", F32, (width, k, t), act, picked), "MUL", weights))
-        views = [gf.expand(view(experts, (width, t), (experts.nb[2],), i * experts.nb[1])) for i in range(k)]
-        out = views[0] if k > 1 else cont(views[0])
-        for x in views[1:]:
-            out = gf.expand(op("ADD", F32, (width, t), out, x))
-        return out
+            return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn)
+        out, r = routed_experts(self.gf, b, cur), b.routing
+        if not r.shared_ff:
+            return out
+        shared = build_ffn(cur, r.shared_ff, r.gated, activation=b.activation, clamped=b.clamped_ffn)
+        return same_shape(out, "ADD", shared)
 
 
 class EncoderGraph:
@@ -617,95 +629,38 @@ class EncoderGraph:
             if il == last:
                 cur, inp_l = get_rows(cur, out_ids, e), get_rows(inp_l, out_ids, e)
             ffn_inp = self.norm(same_shape(cur, "ADD", inp_l))
-            cur = self.norm(same_shape(DecoderGraph.dense(ffn_inp, b.n_ff, b.gated), "ADD", ffn_inp))
+            cur = self.norm(same_shape(build_ffn(ffn_inp, b.n_ff, b.gated, activation=b.activation), "ADD", ffn_inp))
         cur.output = True  # result_embd
         gf.expand(cur)
         return gf
 
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        t, g = self.t, self.geometry
-        rope = not self.shape.learned_positions
+        t = self.t
         q, k, v = build_qkv(b, cur, t)
-        if rope:
+        if not self.shape.learned_positions:
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
-        for x in (q, k, v):
-            self.gf.expand(x)
-        q = permute(q, 0, 2, 1, 3)
-        k, v = permute(k, 0, 2, 1, 3), permute(v, 0, 2, 1, 3)
-        if g.flash_attention:  # build_attn_mha: F32 K and V cast to F16
-            k16, v16 = op("CPY", F16, k.ne, k), op("CPY", F16, v.ne, v)
-            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t, 1), q, k16, v16, self.mask)
-            return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
-        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", self.mask)  # [T, T, H]
-        v_cont = cont(transpose(v))  # v_cont [T, Dv, H]
-        kqv = mul_mat_t(v_cont, kq)
-        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+        return attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, t)
 
 
-def same(x: Tensor, *ops: str) -> Tensor:
-    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
-    for name in ops:
-        x = same_shape(x, name)
-    return x
+def output_gate(out: Tensor, attn_in: Tensor, width: int, heads: int) -> Tensor:
+    """The gate builders put on attention's output before wo (step35.cpp, afmoe.cpp, laguna.cpp, kimi-k3.cpp,
+    bailingmoe3.cpp): wqkv_gate's projection of attention's input `attn_in`, its sigmoid (laguna: softplus) in place,
+    times the output [Dv * H, T] in place: one gate per head (`width` the `heads`: [1, H, T] broadcast over the
+    output viewed [Dv, H, T], viewed back) or one per element."""
+    gate, t = mul_mat(None, attn_in, width), out.ne[1]
+    if width != heads:
+        return same_shape(out, "MUL", gate)
+    per_head = same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", reshape(gate, 1, heads, t))
+    return reshape(per_head, out.ne[0], t)
 
 
-def argsort_top_k(x: Tensor, k: int) -> Tensor:
-    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
-    ranked = op("ARGSORT", I32, x.ne, x)
-    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
-
-
-def clamped_swiglu(gate: Tensor, up: Tensor) -> Tensor:
-    """build_ffn's / build_moe_ffn's SiLU with a swiglu clamp: clamp(silu(gate)) * clamp(up), each in place."""
-    return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
-
-
-def swiglu(gate: Tensor, up: Tensor, clamped: bool) -> Tensor:
-    """build_ffn's / build_moe_ffn's SwiGLU: ggml_swiglu_split (a new tensor), or clamped (in place)."""
-    return clamped_swiglu(gate, up) if clamped else glu(gate, up)
-
-
-GATINGS = {SOFTMAX: ("SOFT_MAX",), SIGMOID: ("SIGMOID",), SQRT_SOFTPLUS: ("SOFTPLUS", "SQRT")}  # SOFTMAX_WEIGHT: none
-
-
-def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
-    """build_moe_ffn's gating: the probabilities the weights are read from (in place over the logits; the logits
-    themselves for SOFTMAX_WEIGHT), and those the experts are picked on: biased by ffn_exp_probs_b (a new tensor:
-    the probabilities stay for the weights), then limited to the best expert groups."""
-    probs = same(logits, *GATINGS.get(r.gating, ()))
-    selection = same_shape(probs, "ADD") if r.probs_bias else probs
-    return probs, group_limited(selection, r.groups, r.groups_used) if r.groups > 1 else selection
-
-
-def group_limited(selection: Tensor, groups: int, used: int) -> Tensor:
-    """build_moe_ffn with n_expert_groups > 1: each group scored by its two best experts, the best `used` groups
-    kept, the others' experts filled with -inf (a filled copy the kept rows are set into)."""
-    n_exp, t = selection.ne[0], selection.ne[1]
-    per = n_exp // groups
-    grouped = reshape(selection, per, groups, t)
-    best = get_rows(reshape(grouped, 1, per, groups, t), argsort_top_k(grouped, 2), 1)  # [1, 2, groups, T]
-    scores = reshape(op("SUM_ROWS", F32, (1, groups, t), reshape(best, 2, groups, t)), groups, t)
-    kept = argsort_top_k(scores, used)
-    picked = get_rows(grouped, kept, per)  # [per, used, T]
-    return reshape(set_rows(same_shape(grouped, "FILL"), picked, kept), n_exp, t)
-
-
-def expert_weights(r: Routing, weights: Tensor) -> Tensor:
-    """build_moe_ffn's picked experts' weights [1, k, T]: soft-maxed (SOFTMAX_WEIGHT, in place), divided by their
-    clamped sum (a new tensor: the rows are read twice), scaled (in place)."""
-    k, t = weights.ne[1], weights.ne[2]
-    if r.gating == SOFTMAX_WEIGHT:
-        weights = reshape(same_shape(reshape(weights, k, t), "SOFT_MAX"), 1, k, t)
-    if r.norm:
-        flat = reshape(weights, k, t)
-        total = same_shape(op("SUM_ROWS", F32, (1, t), flat), "CLAMP")
-        weights = reshape(same_shape(flat, "DIV", total), 1, k, t)
-    return same_shape(weights, "SCALE") if r.scale else weights
-
-
-def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tensor]:
+def build_qkv(
+    b: GraphLayer, cur: Tensor, t: int, norm: Callable[[Tensor], Tensor] | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
-    view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]."""
+    view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]
+    (`norm`: olmo2.cpp's norms of the whole Q and K projections, before the reshape; gemma4.cpp's V, where the layer
+    has no wv, is K's projection)."""
     if b.fused_qkv:
         qkv = mul_mat(None, cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
         nb = (b.head_k * FLOAT, qkv.nb[1])
@@ -714,10 +669,30 @@ def build_qkv(b: GraphLayer, cur: Tensor, t: int) -> tuple[Tensor, Tensor, Tenso
         v_at = (b.n_head + b.n_head_kv) * b.head_k * FLOAT
         v = view(qkv, (b.head_v, b.n_head_kv, t), (b.head_v * FLOAT, qkv.nb[1]), v_at)
         return q, k, v
-    q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
-    k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
-    v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
-    return q, k, v
+    q, k = mul_mat(None, cur, b.n_head * b.head_k), mul_mat(None, cur, b.n_head_kv * b.head_k)
+    v = k if b.v_from_k else mul_mat(None, cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
+    if norm is not None:
+        q, k = norm(q), norm(k)
+    q, k = reshape(q, b.head_k, b.n_head, t), reshape(k, b.head_k, b.n_head_kv, t)
+    return q, k, reshape(v, b.head_v, b.n_head_kv, t)
+
+
+def attend_over_ubatch(
+    gf: Graph, b: GraphLayer, qkv: tuple[Tensor, Tensor, Tensor], mask: Tensor, g: ContextGeometry, t: int
+) -> Tensor:
+    """build_attn with llm_graph_input_attn_no_cache: Q, K and V expanded, then build_attn_mha over the ubatch's own
+    keys (non-causal: one [T, T] mask; flash attention casts K and V to F16; else kq, soft_max in place, V
+    transposed into a copy, kqv), [Dv * H, T]."""
+    for x in qkv:
+        gf.expand(x)
+    q, k, v = (permute(x, 0, 2, 1, 3) for x in qkv)
+    if g.flash_attention:
+        k16, v16 = op("CPY", F16, k.ne, k), op("CPY", F16, v.ne, v)
+        out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t, 1), q, k16, v16, mask)
+        return gf.expand(reshape(out, b.head_v * b.n_head, t))
+    kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
+    kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
+    return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

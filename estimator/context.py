@@ -44,6 +44,7 @@ def llama_geometry(
     """
     n_ctx = round_up(n_ctx_req, CELL_PADDING)
     n_ctx_seq = n_ctx if unified else round_up(n_ctx // n_seq, CELL_PADDING)
+    n_ctx = n_ctx_seq * (1 if unified else n_seq)  # n_ctx made n_ctx_seq x n_seq_max where the two differ
     n_batch = min(DEFAULT_N_BATCH, n_ctx_req) if causal else DEFAULT_N_BATCH  # capped by the unpadded request
     return ContextGeometry(
         n_ctx=n_ctx,

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.cpu_variant import CpuVariant
+from memfit.estimator.machine import CpuArch
 from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.integers import round_up
-from memfit.readers.cpu_features import CpuArch
 
 TENSOR_ALIGNMENT = 32  # every CPU buffer type (CPU, CPU_REPACK, AMX) aligns each tensor to 32 bytes
 
@@ -111,12 +111,21 @@ def placement(variant: CpuVariant, m: Matrix) -> tuple[str, int]:
     (unpadded; ggml_backend_buft_get_alloc_size). Its type is one ggml knows: summarize refused the others."""
     qtype = QT(m.ggml_type)
     for buft in extra_buffer_types(variant):
-        accepts = buft.accepts.get(qtype)
-        if accepts is None or m.shape[1] % accepts.rows or m.shape[0] % accepts.cols:
+        accepts = takes(buft, m)
+        if accepts is None:
             continue
         blocks = m.nbytes // gguf.GGML_QUANT_SIZES[qtype][1]
         return buft.name, m.nbytes + blocks * accepts.extra_per_block
     return CPU, m.nbytes
+
+
+def takes(buft: BufferType, m: Matrix) -> Accepts | None:
+    """How `buft` takes a matrix of `m`'s type and shape (its supports_op: the type packed, the rows and columns
+    whole multiples of its interleave), or None when it does not."""
+    accepts = buft.accepts.get(QT(m.ggml_type))
+    if accepts is None or m.shape[1] % accepts.rows or m.shape[0] % accepts.cols:
+        return None
+    return accepts
 
 
 def packing_bytes(variant: CpuVariant, matrices: Iterable[Matrix]) -> int:

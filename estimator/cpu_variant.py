@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memfit.readers.cpu_features import CpuArch, CpuFeatures
+from memfit.estimator.machine import CpuArch, CpuFeatures
 
 AUTO = "auto"
 ANY = "any"

@@ -127,3 +127,25 @@ class PlanResult:
     model_id: str  # as the request named it
     quants: tuple[QuantPlan, ...]
     best_quant: str | None  # a repository's highest-precision quant whose verdict is good; None otherwise
+
+
+@dataclass(frozen=True)
+class ObservationRow:
+    model_id: str
+    revision: str
+    quant: str
+    artifact_bytes: int | None
+    allocated_tokens: int
+    streams: int
+    key_element_bytes: int
+    value_element_bytes: int
+    mode: str
+    weights_bytes: int | None
+    kv_cache_bytes: int | None
+    recurrent_state_bytes: int | None
+    workspace_bytes: int | None
+    companions_bytes: int | None
+    runtime: str
+    observed_at: str
+    note: str = ""
+    id: int | None = None

@@ -7,15 +7,15 @@ from dataclasses import replace
 from memfit.estimator.bounds import Part, bounds
 from memfit.estimator.compute_graph import buildable
 from memfit.estimator.context import ContextGeometry, context_geometry
-from memfit.estimator.history import NO_MATCH, HistoryMatch, kv_contradiction
+from memfit.estimator.fit_types import ObservationRow
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
 from memfit.estimator.layout import Layout
+from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.estimator.workload import Workload, flash_attention_for, refused_setting
 from memfit.estimator.workspace import output_buffer, workspace_bounds
-from memfit.readers.history_db import ObservationRow
 
 
 def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload) -> Part:

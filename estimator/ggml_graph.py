@@ -112,6 +112,19 @@ def same_shape(src: Tensor, opname: str, *others: Tensor | None) -> Tensor:
     return op(opname, F32, src.ne, src, *others)
 
 
+def same(x: Tensor, *ops: str) -> Tensor:
+    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
+    for name in ops:
+        x = same_shape(x, name)
+    return x
+
+
+def argsort_top_k(x: Tensor, k: int) -> Tensor:
+    """ggml_argsort_top_k: the whole ARGSORT (I32), viewed to its first k columns."""
+    ranked = op("ARGSORT", I32, x.ne, x)
+    return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
+
+
 def mul_mat(a: Tensor | None, b: Tensor, rows: int) -> Tensor:
     """ggml_mul_mat(a, b) with `a` a weight of `rows` output rows: [rows, b.ne1, b.ne2, b.ne3]."""
     return op("MUL_MAT", F32, (rows, b.ne[1], b.ne[2], b.ne[3]), a, b)
@@ -146,9 +159,9 @@ def copy_into(src: Tensor, dst: Tensor) -> Tensor:
     return result
 
 
-def glu(a: Tensor, b: Tensor) -> Tensor:
-    """ggml_swiglu_split / ggml_geglu_split: a new tensor (GLU ops are not in place)."""
-    return op("SWIGLU", F32, a.ne, a, b)
+def glu(a: Tensor, b: Tensor, name: str = "SWIGLU") -> Tensor:
+    """ggml_swiglu_split / ggml_geglu_split (`name` GEGLU): a new tensor (GLU ops are not in place)."""
+    return op(name, F32, a.ne, a, b)
 
 
 @dataclass

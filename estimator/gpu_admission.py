@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memfit.estimator.bounds import Part
+from memfit.estimator.machine import GpuMemory
 from memfit.estimator.vocabulary import Component, Mode
-from memfit.readers.gpu_memory import GpuMemory
 
 # What each mode keeps on the GPU: everything, or (weights in host memory) the KV cache and workspace.
 ON_GPU = {

@@ -14,11 +14,10 @@ buffer's).
 
 from __future__ import annotations
 
-from memfit.estimator.compute_graph import FLOAT, DecoderGraph, clamped_swiglu, same, ubatch_outputs
+from memfit.estimator.compute_graph import FLOAT, DecoderGraph, output_gate
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F32,
-    I32,
     Graph,
     Tensor,
     cont,
@@ -29,27 +28,20 @@ from memfit.estimator.ggml_graph import (
     op,
     permute,
     reshape,
+    same,
     same_shape,
     transpose,
     view,
 )
-from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape, Routing
+from memfit.estimator.graph_ffn import build_ffn, routed_experts, situ
+from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape
 
 IMROPE_POSITIONS = 4  # llama_hparams::n_pos_per_embd: qwen35's LLAMA_ROPE_TYPE_IMROPE reads four positions a token
 
 
-def situ(gate: Tensor, up: Tensor, linear: bool) -> Tensor:
-    """kimi_k3_situ / build_moe_ffn's LLM_FFN_SITU: beta * tanh(gate / beta) * sigmoid(gate) times up (itself
-    lb * tanh(up / lb) where the linear beta is set)."""
-    act = same_shape(same(same_shape(gate, "SCALE"), "TANH", "SCALE"), "MUL", same_shape(gate, "SIGMOID"))
-    if linear:
-        up = same(up, "SCALE", "TANH", "SCALE")
-    return same_shape(act, "MUL", up)
-
-
 class DeltaNetGraph(DecoderGraph):
-    """The pieces the delta-net builders share: llm_build_delta_net_base, build_moe_ffn with its routing, and
-    DecoderGraph's inputs, caches and attention."""
+    """The pieces the delta-net builders share: llm_build_delta_net_base, and DecoderGraph's inputs, caches and
+    attention."""
 
     def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int):
         super().__init__(shape, geometry, n_vocab)
@@ -58,28 +50,6 @@ class DeltaNetGraph(DecoderGraph):
         self.n = geometry.n_seq
         self.tokens = self.t // self.n  # ubatch.n_seq_tokens
         self.e = shape.n_embd
-
-    def embedded(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
-        """build_inp_embd (the token rows; the embeddings input allocated, never read), build_inp_pos (used by the
-        builders that rope; n_pos_per_embd positions a token), build_inp_out_ids: the trunk's input and the output
-        rows' ids."""
-        tokens = new_tensor(I32, self.t, input=True)
-        inp_l = self.gf.expand(get_rows(None, tokens, self.e))
-        self.gf.expand(new_tensor(F32, self.e, self.t, input=True))
-        self.pos = new_tensor(I32, self.t * pos_per_token, input=True)
-        return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)
-
-    def head(self, cur: Tensor, out_ids: Tensor | None, hidden: bool) -> Graph:
-        """output_norm, the output rows (where the trunk kept every row: after the norm, whose result is
-        t_h_nextn when `hidden`), the LM head; t_embd and t_logits are graph outputs."""
-        cur = self.norm(cur)
-        if out_ids is not None:
-            cur.output = hidden
-            cur = get_rows(cur, out_ids, self.e)
-        logits = mul_mat(None, cur, self.n_vocab)  # result_output
-        cur.output = logits.output = True
-        self.gf.expand(logits)
-        return self.gf
 
     # --- llm_build_delta_net_base -----------------------------------------------------------------------------
 
@@ -125,11 +95,6 @@ class DeltaNetGraph(DecoderGraph):
     def l2_norm(self, x: Tensor) -> Tensor:
         return op("L2_NORM", F32, x.ne, x)  # ggml_l2_norm: a new tensor
 
-    # --- build_ffn / build_moe_ffn ------------------------------------------------------------------------------
-
-    def routing(self, b: GraphLayer) -> Routing:
-        return self.dn.routing  # one routing for every block
-
 
 class QwenNextGraph(DeltaNetGraph):
     """llama_model_qwen3next::graph and llama_model_qwen35(moe)::graph: gated delta nets and gated attention, the
@@ -142,7 +107,7 @@ class QwenNextGraph(DeltaNetGraph):
         self.next = next_  # qwen3next: beta and alpha in one matmul, q / k heads repeated to the value heads
 
     def build(self) -> Graph:
-        inp_l, out_ids = self.embedded(1 if self.next else IMROPE_POSITIONS)
+        inp_l, out_ids = self.embeddings(1 if self.next else IMROPE_POSITIONS)
         for b in self.shape.layers:
             inp_sa = inp_l
             cur = self.gf.expand(self.norm(inp_l))
@@ -240,11 +205,11 @@ class QwenNextGraph(DeltaNetGraph):
     def ffn_out(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_layer_ffn: the dense FFN, or the experts plus the shared expert times sigmoid(its gate)."""
         if not b.n_expert:
-            return self.dense(cur, b.n_ff, True)
-        out = self.moe(b, cur)
-        if not self.dn.n_ff_shexp:
+            return build_ffn(cur, b.n_ff)
+        out, width = routed_experts(self.gf, b, cur), b.routing.shared_ff
+        if not width:
             return out
-        shared = self.dense(cur, self.dn.n_ff_shexp, True)
+        shared = build_ffn(cur, width)
         gate = same_shape(mul_mat(None, cur, 1), "SIGMOID")  # ffn_gate_inp_shexp
         return same_shape(out, "ADD", same_shape(shared, "MUL", gate))
 
@@ -262,7 +227,7 @@ class KdaGraph(DeltaNetGraph):
     def build(self) -> Graph:
         if self.arch == "kimi-k3":
             return self.build_k3()
-        inp_l, out_ids = self.embedded()
+        inp_l, out_ids = self.embeddings()
         last = len(self.shape.layers) - 1
         bailing = self.arch == "bailingmoe3"
         for il, b in enumerate(self.shape.layers):
@@ -276,12 +241,10 @@ class KdaGraph(DeltaNetGraph):
             ffn_inp = same_shape(cur, "ADD", inp_sa)
             cur = self.norm(ffn_inp)
             if b.n_expert:
-                clamped = il in self.dn.clamped_shexp
-                shared = self.dense(cur, self.dn.n_ff_shexp, True, clamped=clamped)
-                routed = self.moe(b, cur, activation=clamped_swiglu if il in self.dn.clamped_experts else None)
-                out = same_shape(routed, "ADD", shared)
+                shared = build_ffn(cur, b.routing.shared_ff, clamped=b.clamped_ffn)
+                out = same_shape(routed_experts(self.gf, b, cur), "ADD", shared)
             else:
-                out = self.dense(cur, b.n_ff, True, clamped=il in self.dn.clamped_shexp)
+                out = build_ffn(cur, b.n_ff, clamped=b.clamped_ffn)
             inp_l = same_shape(out, "ADD", ffn_inp)
         return self.head(inp_l, out_ids if bailing else None, hidden=bailing)
 
@@ -290,7 +253,7 @@ class KdaGraph(DeltaNetGraph):
         (attn_res.block_size), the block's and the FFN's inputs mixed from the banked streams, every block_size-th
         layer's input banked (the attention's output then restarting the stream); the output rows after the
         trunk's final mix."""
-        inp_l, out_ids = self.embedded()
+        inp_l, out_ids = self.embeddings()
         every = self.dn.attn_res
         for il, b in enumerate(self.shape.layers):
             prefix_sum = inp_l
@@ -405,33 +368,23 @@ class KdaGraph(DeltaNetGraph):
         q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
         out = self.mla_attend(b, q, k, v)
-        if self.arch == "bailingmoe3":
-            gate = same_shape(reshape(mul_mat(None, cur, heads), 1, heads, t), "SIGMOID")
-            out = cont(same_shape(reshape(out, b.head_v, heads, t), "MUL", gate), b.head_v * heads, t)
-        elif dn.attn_gate:
-            out = same_shape(out, "MUL", same_shape(mul_mat(None, cur, dn.attn_gate), "SIGMOID"))
+        if dn.attn_gate:
+            out = output_gate(out, cur, dn.attn_gate, heads)
+        if self.arch == "bailingmoe3":  # its gated heads made contiguous (ggml_cont_2d) for wo
+            out = cont(out)
         return mul_mat(None, out, self.e)  # wo
 
     def ffn_k3(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """kimi-k3's FFN: a leading dense block with situ; else build_latent_moe: the router's logits from the
-        normed input, the experts in the latent space (routed_down, routed_norm, routed_up), the shared experts
-        with situ."""
-        linear = self.dn.situ_linear
+        """kimi-k3's FFN: a leading dense block with situ; else build_latent_moe (the experts with situ, in the latent
+        where it has one) plus the shared experts with situ."""
         if not b.n_expert:
-            return mul_mat(None, situ(mul_mat(None, cur, b.n_ff), mul_mat(None, cur, b.n_ff), linear), self.e)
-        latent = self.dn.latent
-        routed = mul_mat(None, cur, latent) if latent else cur  # ffn_routed_down
-        logits = mul_mat(None, cur, b.n_expert)
-        out = self.moe(b, routed, logits, lambda gate, up: situ(gate, up, self.dn.situ_linear))
-        if latent and self.dn.latent_norm:
-            out = self.norm(out)
-        if latent:
-            out = mul_mat(None, out, self.e)  # ffn_routed_up
-        if not self.dn.n_ff_shexp:
-            return out
-        ff = self.dn.n_ff_shexp
-        shared = mul_mat(None, situ(mul_mat(None, cur, ff), mul_mat(None, cur, ff), linear), self.e)
-        return same_shape(out, "ADD", shared)
+            return self.situ_ffn(cur, b.n_ff)
+        out, width = routed_experts(self.gf, b, cur), b.routing.shared_ff
+        return same_shape(out, "ADD", self.situ_ffn(cur, width)) if width else out
+
+    def situ_ffn(self, cur: Tensor, n_ff: int) -> Tensor:
+        """kimi-k3's dense and shared FFNs: gate and up, kimi_k3_situ, down."""
+        return mul_mat(None, situ(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), self.dn.situ_linear), self.e)
 
 
 def build_qwen3next(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

@@ -26,6 +26,7 @@ from memfit.estimator.ggml_graph import (
     op,
     permute,
     reshape,
+    same,
     same_shape,
     transpose,
     view,
@@ -53,11 +54,18 @@ def slice_of(x: Tensor, idx: int, count: int = 1) -> Tensor:
     return view(x, (e, t, count), (x.nb[1], x.nb[2]), idx * e * t * FLOAT)
 
 
-def same(x: Tensor, *ops: str) -> Tensor:
-    """Element-wise ops one after the other (each in place where ggml-alloc can)."""
-    for name in ops:
-        x = same_shape(x, name)
-    return x
+def per_layer_inputs(graph: DecoderGraph, inp: Tensor, width: int) -> Tensor:
+    """build_inp_per_layer (gemma3n.cpp, gemma4.cpp): its own tokens input, their rows of the per-layer token
+    embeddings [width, n_layer, T] scaled, expanded; then project_per_layer_inputs: the embeddings' projection,
+    scaled, normed, added to those rows, scaled, permuted to [width, T, n_layer] and made contiguous (not
+    expanded: the first layer that reads its slice visits it)."""
+    t, n_layer = graph.t, len(graph.shape.layers)
+    tokens = new_tensor(I32, t, input=True)
+    rows = graph.gf.expand(same_shape(reshape(get_rows(None, tokens, width * n_layer), width, n_layer, t), "SCALE"))
+    proj = same_shape(mul_mat(None, inp, width * n_layer), "SCALE")
+    proj = graph.norm(reshape(proj, width, n_layer, t))
+    summed = same_shape(same_shape(proj, "ADD", rows), "SCALE")
+    return cont(permute(summed, 0, 2, 1, 3))
 
 
 class Gemma3nGraph(DecoderGraph):
@@ -68,16 +76,13 @@ class Gemma3nGraph(DecoderGraph):
         self.n_altup, self.e_altup = GEMMA3N_ALTUP, GEMMA3N_PER_LAYER_EMBD
 
     def build(self) -> Graph:
-        gf, t, e, n_layer = self.gf, self.t, self.shape.n_embd, len(self.shape.layers)
+        gf, t, e = self.gf, self.t, self.shape.n_embd
         tokens = new_tensor(I32, t, input=True)  # build_inp_embd
         inp_l = gf.expand(get_rows(None, tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         inp_l = same_shape(inp_l, "SCALE")  # inp_scaled
         self.pos = new_tensor(I32, t, input=True)  # build_inp_pos
-        per_layer_tokens = new_tensor(I32, t, input=True)  # build_inp_per_layer: its own tokens input
-        rows = get_rows(None, per_layer_tokens, self.e_altup * n_layer)
-        per_layer = gf.expand(same_shape(reshape(rows, self.e_altup, n_layer, t), "SCALE"))
-        per_layer = self.project_per_layer_inputs(inp_l, per_layer)
+        per_layer = per_layer_inputs(self, inp_l, self.e_altup)
         inp_l = self.stack(inp_l)
         for il, block in enumerate(self.shape.layers):
             inp_l = self.block(il, block, inp_l, per_layer)
@@ -88,15 +93,6 @@ class Gemma3nGraph(DecoderGraph):
         result_norm.output = logits.output = True
         gf.expand(logits)
         return gf
-
-    def project_per_layer_inputs(self, inp: Tensor, per_layer: Tensor) -> Tensor:
-        """project_per_layer_inputs: the embeddings' projection, scaled, normed, added to the per-layer rows,
-        scaled, permuted to [E_altup, T, n_layer] and made contiguous."""
-        n_layer = len(self.shape.layers)
-        proj = same_shape(mul_mat(None, inp, self.e_altup * n_layer), "SCALE")
-        proj = self.norm(reshape(proj, self.e_altup, n_layer, self.t))
-        summed = same_shape(same_shape(proj, "ADD", per_layer), "SCALE")
-        return cont(permute(summed, 0, 2, 1, 3))
 
     def stack(self, inp: Tensor) -> Tensor:
         """The n_altup - 1 other copies: the embeddings repeated, altup_proj, rescaled to the embeddings'

@@ -6,11 +6,11 @@ from collections.abc import Callable, Mapping
 from typing import overload
 
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.gguf_file import KeyType, SkippedArray, Value
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import GGUFValueType as VT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int
-from memfit.readers.gguf_header import KeyType, SkippedArray, Value
 
 
 def key_name(template: str) -> str:
@@ -20,6 +20,19 @@ def key_name(template: str) -> str:
 
 ATTN = Keys.Attention
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: llama.cpp refuses a block_count above it
+
+
+class NewerKeys:
+    """GGUF keys the llama.cpp the rules mirror (arch_rules.LLAMA_CPP_RELEASE) reads that the pinned gguf package
+    (0.19.0) has no `Keys` entry for."""
+
+    RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS
+    INDEXER_TYPES = "{arch}.attention.indexer.types"  # LLM_KV_ATTENTION_INDEXER_TYPES
+    PLE_LAYERS = "{arch}.ple.layers"  # LLM_KV_PLE_LAYERS
+    KDA_GATE_LOWER_BOUND = "{arch}.kda.gate_lower_bound"  # LLM_KV_KDA_GATE_LOWER_BOUND
+    ATTN_RES_BLOCK_SIZE = "{arch}.attn_res.block_size"  # LLM_KV_ATTN_RES_BLOCK_SIZE
+    SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"  # LLM_KV_ACTIVATION_SITU_LINEAR_BETA
+    EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"  # LLM_KV_EXPERT_LATENT_LENGTH
 
 
 # The keys llama.cpp reads from every model's first file, with the type its getter takes
@@ -175,6 +188,7 @@ class HParams:
 
 # A per-layer rule, as llama.cpp's hybrids pass filter functions (il -> bool) to their memory.
 LayerPredicate = Callable[["Layers", int], bool]
+TensorShapes = Mapping[str, tuple[int, ...]]  # a file's tensors by name, each its shape (ne)
 
 
 class Layers:
@@ -182,10 +196,10 @@ class Layers:
     are recurrent (llama_hparams::recurrent_layer_arr, as the architecture's `is_recurrent` marks them)."""
 
     def __init__(
-        self, hp: HParams, is_recurrent: LayerPredicate | None = None, tensors: frozenset[str] | None = None
+        self, hp: HParams, is_recurrent: LayerPredicate | None = None, tensors: TensorShapes | None = None
     ) -> None:
         self.hp = hp
-        self.tensors = tensors  # the file's tensor names, where known (a catalog entry has none)
+        self.tensors = tensors  # the file's tensors and their shapes, where known (a catalog entry has none)
         self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
         self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
         if self.n_trunk < 0:

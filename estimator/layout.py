@@ -50,7 +50,7 @@ class Mixer(Enum):
     GATED_DELTA_NET = "gated_delta_net"  # qwen3next / qwen35 (rebuilt: estimator/graph_delta_net.py)
     KDA = "kda"  # kimi-linear's delta attention (rebuilt: estimator/graph_delta_net.py)
     RWKV = "rwkv"  # the RWKV time and channel mixes (rebuilt: estimator/graph_rwkv.py)
-    PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer
+    PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer (rebuilt: estimator/graph_plamo2.py)
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class Ssm:
     n_head: int  # ssm_dt_rank (Mamba-1: the rank of dt)
     d_conv: int
     norms: bool = False  # Mamba-1: RMS norms on dt, B and C (ssm_dt_b_c_rms, or jamba's dt / B / C norm weights)
+    grouped_norm: bool = True  # Mamba-2: ssm_norm, the grouped RMS norm of y (falcon-h1's loader does not require it)
 
 
 @dataclass(frozen=True)
@@ -82,20 +83,46 @@ class Wkv:
     channel_mix: int = 0  # the channel mix's width (LayerNorms, a two-row token shift); 0: RMS norms, a SwiGLU FFN
 
 
-SOFTMAX, SIGMOID, SOFTMAX_WEIGHT, SQRT_SOFTPLUS = 1, 2, 3, 4  # llama_expert_gating_func_type
+class Gating(Enum):
+    """llama_expert_gating_func_type: how build_moe_ffn turns the router's logits into probabilities."""
+
+    SOFTMAX = 1
+    SIGMOID = 2
+    SOFTMAX_WEIGHT = 3  # the logits select; a softmax over the picked experts' logits weighs them
+    SQRT_SOFTPLUS = 4
+
+
+class FfnOp(Enum):
+    """llm_ffn_op_type, as build_ffn and build_moe_ffn run it."""
+
+    SILU = "silu"  # with a gate: swiglu (clamped where the layer has a limit); without: silu
+    GELU = "gelu"  # with a gate: geglu (ggml_geglu_split, gemma4); without: gelu
+    RELU_SQR = "relu_sqr"  # no gate: relu, then sqr
+    SITU = "situ"  # build_moe_ffn (kimi-k3): beta * tanh(gate / beta) * sigmoid(gate), times up
 
 
 @dataclass(frozen=True)
 class Routing:
-    """build_moe_ffn's choices beyond the widths (llama_hparams expert_*): how experts are picked and weighted."""
+    """One block's call of llm_graph_context::build_moe_ffn beyond the widths (n_expert, n_expert_used, n_ff_exp):
+    how the router's logits become probabilities and the experts are picked, what is done to the picked weights,
+    how the experts run, the latent a builder runs them in, and the shared experts its build_ffn runs beside them."""
 
-    gating: int = 1  # expert_gating_func: 1 softmax, 2 sigmoid, 3 softmax over the picked weights, 4 sqrt(softplus)
-    probs_bias: bool = False  # ffn_exp_probs_b: a selection bias added to the probabilities
-    norm: bool = False  # the picked weights normalized (expert_weights_norm, or the builder's true)
-    scale: bool = False  # expert_weights_scale neither 0 nor 1: the weights scaled
-    groups: int = 0  # expert_group_count (more than 1: experts picked from the best expert_group_used_count groups)
+    gating: Gating = Gating.SOFTMAX  # gating_op
+    probs_bias: bool = False  # exp_probs_b: the experts picked on probs + bias (a new tensor; the weights from probs)
+    groups: int = 0  # hparams.n_expert_groups (more than 1: the experts picked in the n_group_used best groups)
     groups_used: int = 0
-    fused_gate_up: bool = False  # ffn_gate_up_exps: one expert matmul, its gate and up halves viewed
+    norm: bool = False  # norm_w: the picked weights divided by their clamped sum
+    scale: bool = False  # w_scale neither 0 nor 1: the weights scaled
+    fused_gate_up: bool = False  # gate_up_exps: one expert matmul 2 x n_ff_exp wide, gate and up its views
+    gated: bool = True  # gate_exps (or gate_up_exps); False: up_exps alone, then the activation
+    activation: FfnOp = FfnOp.SILU  # type_op
+    situ_linear: bool = False  # FfnOp.SITU with hparams.situ_linear_beta > 0: the up branch transformed too
+    clamped: bool = False  # hparams.swiglu_clamp_exp[il] > 1e-6: silu(gate) and up clamped (FfnOp.SILU)
+    latent: int = 0  # the experts' width where the builder projects their input into a latent and back (0: none)
+    latent_norm: bool = False  # the experts' output RMS-normed in the latent (kimi-k3's ffn_routed_norm)
+    weight_before_ffn: bool = False  # LLM_ARCH_LLAMA4: picked on the logits, the weights times the experts' input
+    down_scale: bool = False  # down_exps_s: build_lora_mm_id scales each picked expert's output
+    shared_ff: int = 0  # the shared experts' width: build_ffn beside the routed experts, its output added (0: none)
 
 
 @dataclass(frozen=True)
@@ -109,18 +136,12 @@ class DeltaNet:
     head_v: int  # S_v: ssm_d_inner / ssm_dt_rank, kda.head_dim
     v_heads: int  # H_v: ssm_dt_rank, n_head
     d_conv: int  # ssm_d_conv
-    routing: Routing = Routing()
-    n_ff_shexp: int = 0  # the shared experts' width (0: none)
     legacy_qkvz: bool = False  # qwen3next: one ssm_in (q, k, v, z per k head) instead of attn_qkv and attn_gate
     q_lora: int = 0  # MLA: the query's low-rank width (wq_a, q_a_norm, wq_b; 0: one wq)
     lower_bound: bool = False  # kimi-k3: kda.gate_lower_bound set (the decay bound * sigmoid(-x), not softplus(x))
     attn_gate: int = 0  # the MLA output gate's width per token (0: none; n_head: one per head; else per element)
     situ_linear: bool = False  # kimi-k3's situ activation with a linear beta: the up branch transformed too
-    latent: int = 0  # kimi-k3: the routed experts' latent width (0: n_embd)
-    latent_norm: bool = False  # kimi-k3: ffn_routed_norm on the routed experts' output
     attn_res: int = 0  # kimi-k3: attn_res.block_size (0: no attention residuals)
-    clamped_experts: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_exp
-    clamped_shexp: frozenset[int] = frozenset()  # bailingmoe3: the layers with a swiglu_clamp_shexp (build_ffn)
     not_rebuilt: str = ""  # what the rebuilt graph leaves out, where the model has it
 
     @property
@@ -146,7 +167,6 @@ class GraphLayer:
     n_expert: int = 0  # routed experts (0: no MoE in this block)
     n_expert_used: int = 0
     n_ff_exp: int = 0
-    n_ff_shexp: int = 0  # the shared experts' width (0: none)
     recurrent_in: int = 0  # the recurrent in-projection's width (0: not recurrent)
     recurrent_state: int = 0  # F32 elements of state per sequence (R + S)
     fused_qkv: bool = False  # one attn_qkv matmul whose output stays alive under the Q/K/V views
@@ -160,11 +180,15 @@ class GraphLayer:
     qk_norm: bool = False  # RMS norms on Q and K (over a fused QKV's views: a new tensor each, openelm)
     fused_up: bool = False  # one ffn_up 2 x n_ff wide, its halves gated by swiglu (phi3)
     wo_only: bool = False  # deci's "linear attention" (heads, no KV heads): attn_norm and wo alone
+    activation: FfnOp = FfnOp.SILU  # build_ffn's type_op: with a gate its GLU (SILU: swiglu, GELU: geglu), else itself
+    clamped_ffn: bool = False  # hparams.swiglu_clamp_shexp[il] > 1e-6: build_ffn's SwiGLU clamped (dense, shared)
+    routing: Routing = Routing()  # build_moe_ffn's call and the shared experts beside it (n_expert > 0)
     low_rank_kv: int = 0  # the latent of a decompressed low-rank KV (kv_lora_rank; wkv_b to K nope and V per head)
-    routing: Routing = Routing()  # build_moe_ffn's choices for the routed experts (n_expert > 0)
-    attn_gate: bool = False  # a head-wise sigmoid gate on attention's output before wo (step35.cpp's wqkv_gate)
-    clamped_ffn: bool = False  # swiglu_clamp_shexp: the dense / shared FFN's SwiGLU clamped (silu and mul in place)
-    clamped_experts: bool = False  # swiglu_clamp_exp: the experts' SwiGLU clamped
+    attn_gate: int = 0  # wqkv_gate's width: the gate on attention's output, n_head (one per head) or per element
+    qk_norm_whole: bool = False  # RMS norms over the whole Q and K projections, before the heads' reshape (olmo2)
+    v_norm: bool = False  # ggml_rms_norm of V, without a weight (gemma4)
+    kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
+    v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -193,6 +217,10 @@ class GraphShape:
     ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
     iswa: bool = False  # llama_kv_cache_iswa (swa_type set): build_attn expands Q, K, V in that order
     head_scale: bool = False  # the final norm (an output) scaled before the LM head: a new tensor (minicpm3.cpp)
+    pre_norm: bool = True  # False: attention and the FFN read the residual stream itself (olmo2, exaone4: post norms)
+    normed_hidden_output: bool = False  # with hidden_output: res->t_h_nextn is the output norm's result, rows after
+    attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
+    per_layer_embd: int = 0  # gemma4's per-layer embeddings' width (n_embd_per_layer; 0: none)
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
 
     @cached_property

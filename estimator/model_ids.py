@@ -7,6 +7,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# A Hugging Face Hub id: org/repo, a quant tag, a revision (a branch, a tag, refs/pr/N, a commit)
+HUB_ID = re.compile(
+    r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})"
+    r"(?::(?P<tag>[A-Za-z0-9][A-Za-z0-9_.-]{0,63}))?(?:@(?P<revision>[A-Za-z0-9][A-Za-z0-9_./-]{0,127}))?$"
+)
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # A Hub repository's address as Ollama (`ollama run hf.co/org/repo:QUANT`) and browsers write it
 HUB_PREFIXES = ("https://huggingface.co/", "https://hf.co/", "huggingface.co/", "hf.co/")
 
@@ -89,3 +95,26 @@ def _closeness(asked: str, name: str) -> tuple[int, float]:
 def _pick(ids: list[str], quant: str) -> str:
     """Of one name's ids, the one with `quant` (any case), else the first."""
     return next((i for i in ids if i.partition(":")[2].lower() == quant.lower()), ids[0]) if quant else ids[0]
+
+
+@dataclass(frozen=True)
+class HubId:
+    """`org/repo[:QUANT][@revision]`: a repository of the Hub, one of its quants (else its default), a revision."""
+
+    repo: str
+    tag: str = ""
+    revision: str = "main"
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.repo.lower(), self.tag.upper(), self.revision
+
+
+def hub_id(model_id: str) -> HubId | None:
+    """The Hub repository, quant and revision an id names; None for one that is not a Hub id (a path of a model
+    directory, an Ollama name, anything with `..`). Ids are looked up, never used as paths: only these characters
+    reach a URL, and huggingface_hub quotes the revision."""
+    match = HUB_ID.match(model_id)
+    if match is None or ".." in model_id or "--" in match["repo"]:
+        return None
+    return HubId(match["repo"], match["tag"] or "", match["revision"] or "main")

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 
-from memfit.estimator.artifact import weights_on
-from memfit.estimator.artifact_cache import ArtifactCache
+from memfit.estimator.artifact import ArtifactFacts, HubArtifact, RemoteHeader
 from memfit.estimator.bounds import Part
-from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
-from memfit.estimator.vocabulary import Basis, Component, Limit
-from memfit.gguf_constants import GGUFType
-from memfit.readers.model_roots import LocalArtifact
+from memfit.estimator.vocabulary import Component, Limit
 
 NO_VARIANT = "the workload's CPU variant is not one this host's llama.cpp can load"
 
@@ -49,95 +44,84 @@ def allocation_key(kind: str, identity: tuple) -> str:
     return f"{kind}-{digest}"
 
 
-def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, list[Limit], str]:
-    """The projector part, its limits, and its allocation key."""
-    if artifact.projector is None:
-        return Part.not_applicable(Component.COMPANIONS, "no multimodal projector beside the model"), [], ""
-    name = os.path.basename(artifact.projector)
-    try:
-        identity = cache.identity((artifact.projector,))
-        facts = cache.facts((artifact.projector,), identity)
-    except EvidenceError as exc:
-        return Part.unknown(Component.COMPANIONS, f"projector {name}: {exc}"), [exc.limit], ""
-    return (
-        Part(
-            Component.COMPANIONS,
-            facts.weights_bytes,
-            Basis.MEASURED_ARTIFACT,
-            f"projector {name}: tensor bytes as llama.cpp allocates them",
-        ),
-        [],
-        allocation_key("projector", identity),
-    )
-
-
-def _adapters(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[int, str, tuple]:
-    """The LoRA adapters' tensor bytes (loaded with the weights), the note saying so, and their identities;
-    EvidenceError when one cannot be read."""
-    if not artifact.adapters:
-        return 0, "", ()
-    identity = cache.identity(artifact.adapters)
-    nbytes = sum(
-        cache.tensor_bytes(path, i, kind=GGUFType.ADAPTER) for path, i in zip(artifact.adapters, identity, strict=True)
-    )
-    count = len(artifact.adapters)
-    return nbytes, f"; with the {nbytes} tensor bytes of {count} LoRA adapter{'s' * (count > 1)} it loads", identity
-
-
-def local_subject(artifact: LocalArtifact, cache: ArtifactCache, variants: tuple[CpuVariant, ...]) -> Subject:
-    """A subject for a GGUF file set on disk: measured weights (under each of the CPU `variants`; the cached
-    facts hold for any), the layout its metadata states."""
-    companions, limits, companions_key = _companions(artifact, cache)
-    weights_key = ""
-    identity = None
-    try:
-        identity = cache.identity(artifact.paths)
-        weights_key = allocation_key("weights", identity)
-        facts = cache.facts(artifact.paths, identity)
-    except EvidenceError as exc:
-        return Subject(
-            model_id=artifact.model_id,
-            revision=artifact.revision,
-            quant="",
-            artifact_bytes=sum(i.size for i in identity) if identity is not None else None,  # on disk, unreadable
-            context_limit=None,
-            n_vocab=None,
-            layout=None,
-            layout_problem=exc,
-            weights=Part.unknown(Component.WEIGHTS, str(exc)),
-            companions=companions,
-            limits=(exc.limit, *limits),
-            weights_key=weights_key,
-            companions_key=companions_key,
-            unreadable=str(exc),
-        )
-    layout_limits = [facts.layout_error.limit] if facts.layout_error else []
-    floor, slack, note = weights_on(facts, variants) if variants else (0, 0, "")
-    try:
-        adapter_bytes, adapter_note, adapter_identity = _adapters(artifact, cache)
-    except EvidenceError as exc:  # the model is known; what its adapter adds is not
-        weights = Part.unknown(Component.WEIGHTS, f"{note}; a LoRA adapter it loads: {exc}")
-        layout_limits.append(exc.limit)
-    else:
-        weights = Part(
-            Component.WEIGHTS, floor + adapter_bytes, Basis.MEASURED_ARTIFACT, note + adapter_note, slack=slack
-        )
-        weights_key = allocation_key("weights", identity + adapter_identity)
-    if not variants:
-        weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
+def unreadable_subject(
+    model_id: str,
+    revision: str,
+    artifact_bytes: int | None,
+    exc: EvidenceError,
+    companions: Part,
+    limits: list[Limit],
+    keys: tuple[str, str],
+) -> Subject:
+    """The subject of a file set that cannot be read: nothing known of it but its size on disk and why."""
     return Subject(
-        model_id=artifact.model_id,
-        revision=artifact.revision,
+        model_id=model_id,
+        revision=revision,
+        quant="",
+        artifact_bytes=artifact_bytes,
+        context_limit=None,
+        n_vocab=None,
+        layout=None,
+        layout_problem=exc,
+        weights=Part.unknown(Component.WEIGHTS, str(exc)),
+        companions=companions,
+        limits=tuple(dict.fromkeys((exc.limit, *limits))),
+        weights_key=keys[0],
+        companions_key=keys[1],
+        unreadable=str(exc),
+    )
+
+
+def read_subject(
+    facts: ArtifactFacts,
+    model_id: str,
+    revision: str,
+    artifact_bytes: int | None,
+    weights: Part,
+    companions: Part,
+    limits: list[Limit],
+    keys: tuple[str, str],
+) -> Subject:
+    """The subject of a file set whose headers were read: its weights, the layout its metadata states."""
+    layout_limits = [facts.layout_error.limit] if facts.layout_error else []
+    return Subject(
+        model_id=model_id,
+        revision=revision,
         quant=facts.quant,
-        artifact_bytes=sum(i.size for i in identity),
+        artifact_bytes=artifact_bytes,
         context_limit=facts.context_limit,
         n_vocab=facts.n_vocab,
         layout=facts.layout,
         layout_problem=facts.layout_error,
         weights=weights,
         companions=companions,
-        limits=(*layout_limits, *limits),
-        weights_key=weights_key,
-        companions_key=companions_key,
+        limits=tuple(dict.fromkeys((*layout_limits, *limits))),
+        weights_key=keys[0],
+        companions_key=keys[1],
         architecture=facts.architecture,
     )
+
+
+# --- a repository of the Hub, read by its headers ---------------------------------------------------------------
+
+
+def hub_key(kind: str, files: tuple) -> str:
+    """A stable opaque id of a file set on the Hub (its files' ETags at a commit), as allocation_key is of one on
+    disk."""
+    return f"{kind}-{hashlib.sha256(repr(files).encode()).hexdigest()[:16]}"
+
+
+def hub_files(found: HubArtifact, headers: tuple[RemoteHeader, ...]) -> tuple:
+    return (found.repo.lower(), found.commit, tuple((h.path, h.etag) for h in headers))
+
+
+def hub_source(found: HubArtifact) -> str:
+    """Where a Hub answer's bytes came from, and what this answer fetched: for the weights' note."""
+    shards = found.shards
+    names = shards[0].path if len(shards) == 1 else f"{shards[0].path} and {len(shards) - 1} more splits"
+    where = f"read from the header{'s' * (len(shards) > 1)} on the Hub ({found.endpoint}/{found.repo} at"
+    where += f" {found.commit[:12]}: {names})"
+    if found.tally.requests:
+        return f"{where}: {found.tally.bytes} bytes fetched in {found.tally.requests} requests for this answer"
+    first = sum(h.fetched_bytes for h in shards)
+    return f"{where}, cached by memfit when first read ({first} bytes then): nothing fetched for this answer"

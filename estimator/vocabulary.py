@@ -75,6 +75,7 @@ class FlashAttention(StrEnum):
 
 class ModelSource(StrEnum):
     LOCAL = "local"
+    HUB = "hub"
     CATALOG = "catalog"
 
 

@@ -198,6 +198,8 @@ class WireFitMemoryPart(WireModel):
     basis: str
     """
     `measuredArtifact`, `derivedLayout`, `parameterProxy`, `notApplicable` or `unknown`.
+    Weights read from a file on disk are `measuredArtifact`; weights read from a header on the Hugging
+    Face Hub are `derivedLayout` (exact, from the same tensor infos, but not measured on this machine).
     Tolerate unknown values.
 
     """
@@ -301,11 +303,14 @@ class WireModelEntry(WireModel):
     model_id: Annotated[str, Field(alias="modelId")]
     source: str
     """
-    `local` (a file on this machine) or `catalog` (the bundled catalog). Tolerate unknown values.
+    `local` (a file on this machine), `hub` (a model of the Hugging Face Hub answered from its header
+    before: its revision is the commit the header was read at, its artifact bytes null) or `catalog` (the
+    bundled catalog). Tolerate unknown values.
+
     """
     root: str
     """
-    The model directory the artifact was found under; empty for a catalog entry.
+    The model directory the artifact was found under; empty for a catalog entry or a model of the Hub.
     """
     architecture: str
     """
@@ -321,7 +326,7 @@ class WireModelEntry(WireModel):
     """
     artifact_bytes: Annotated[int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)]
     """
-    Bytes of the file set on disk; null for a catalog entry.
+    Bytes of the file set on disk; null for a catalog entry or a model of the Hub.
     """
     context_limit: Annotated[int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)]
     """
@@ -380,7 +385,7 @@ class WireObservationReceipt(WireModel):
     """
     known: bool
     """
-    Whether memfit knows a model with this id (on disk or in its catalog).
+    Whether memfit knows a model with this id (on disk, on the Hugging Face Hub or in its catalog).
     """
     flags: list[str]
     """
@@ -404,7 +409,7 @@ class WireObservationCheck(WireModel):
     """
     known: bool
     """
-    Whether memfit knows a model with this id (on disk or in its catalog).
+    Whether memfit knows a model with this id (on disk, on the Hugging Face Hub or in its catalog).
     """
     flags: list[str]
     """
@@ -506,7 +511,7 @@ class Problem(WireModel):
 
 class WireLeftOut(WireModel):
     """
-    A requested id that no model on this machine or in the bundled catalog answers to.
+    A requested id that no model on this machine, on the Hugging Face Hub or in the bundled catalog answers to.
     """
 
     model_config = ConfigDict(
@@ -517,6 +522,14 @@ class WireLeftOut(WireModel):
     The id as the request wrote it.
     """
     suggestions: Suggestions
+    reason: str | None = None
+    """
+    Why no model answers to it, where more is known than that no model has the id: what the Hugging Face
+    Hub answered (no such repository, revision or quant file, a gated repository without a token, no
+    answer within the deadline, a server that ignored the Range request, ...). Absent or null otherwise
+    (since 1.13.0).
+
+    """
 
 
 class WireFitMemoryEstimate(WireModel):

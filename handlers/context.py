@@ -11,10 +11,10 @@ from connexion.exceptions import BadRequestProblem
 from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
-from memfit.estimator.fit_service import FitService
 from memfit.handlers.plan_runner import PlanRunner
 from memfit.http.plan_limit import PlanLimit
 from memfit.http.scope import CANCEL_KEY, STATE_KEY
+from memfit.service.fit_service import FitService
 from memfit.telemetry import Metrics
 
 M = TypeVar("M", bound=BaseModel)

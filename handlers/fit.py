@@ -48,7 +48,7 @@ async def fit_one(body: dict) -> Response:
     service = current().service
     result = await run_in_threadpool(wire.fit_one, service, request)
     if result is None:
-        suggested = await run_in_threadpool(wire.suggested_ids, service, request.model_id)
-        detail = "no model on this machine or in the bundled catalog has that id"
-        return problem_response(404, detail, suggestions=suggested)
+        suggested, why = await run_in_threadpool(wire.suggested_ids, service, request.model_id)
+        detail = "no model on this machine, on the Hugging Face Hub or in the bundled catalog has that id"
+        return problem_response(404, f"{detail}: {why}" if why else detail, suggestions=suggested)
     return json_response(result)

@@ -19,7 +19,6 @@ from connexion.resolver import Resolver
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
-from memfit.estimator.fit_service import FitService
 from memfit.handlers.context import ServerState
 from memfit.handlers.health import health_of
 from memfit.http.auth import RequireToken
@@ -42,6 +41,7 @@ from memfit.http.state import WithState
 from memfit.http.tarpit import Refusals, Tarpit, quiet_refusals
 from memfit.http.validation import VALIDATORS
 from memfit.plan_processes import PlanProcesses
+from memfit.service.fit_service import FitService
 from memfit.telemetry import Metrics
 
 PLAN = "fitPlan"  # the operation that takes a plan slot

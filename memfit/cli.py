@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
-from memfit.estimator.fit_service import FitService, Settings
 from memfit.estimator.verdict import DEFAULT_MARGIN
+from memfit.readers.hub import HubSettings
 from memfit.readers.model_roots import Root
 from memfit.readers.state_health import StateFileError
 from memfit.remote import Refused, RemoteServer, Unauthorized, Unproven, Unreachable
 from memfit.server_record import RecordError, ServerRecord, process_alive, read_record
+from memfit.service.answers import Settings
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from memfit.terminal import printable, printable_json
 from memfit.token_file import UnsafeStateError, UnusableTokenError, read_token
@@ -108,7 +110,12 @@ def _service(args: argparse.Namespace, record: ServerRecord | None = None) -> Fi
     else:
         _check_model_dirs(args.models)
         roots = model_roots(args.models, usual=not args.no_usual_dirs)
-    return build_service(roots, state_dir=default_state_dir(), settings=_settings(args, record))
+    return build_service(roots, state_dir=default_state_dir(), settings=_settings(args, record), hub=_hub(args))
+
+
+def _hub(args: argparse.Namespace) -> HubSettings:
+    """How this process asks the Hugging Face Hub: HF_ENDPOINT's Hub, unless --offline or HF_HUB_OFFLINE."""
+    return HubSettings.from_environment(args.offline)
 
 
 def _configures_estimator(args: argparse.Namespace) -> bool:
@@ -134,6 +141,12 @@ def _running_server(args: argparse.Namespace) -> tuple[RemoteServer | None, Serv
     record = _recorded_server(args)
     if record is None:
         return None, None
+    if args.offline and not record.hub_offline:
+        _say(
+            f"the server in {record.path} may ask the Hugging Face Hub; --offline: answering here with its model"
+            " directories and settings"
+        )
+        return None, record
     if not process_alive(record.pid):
         _say(
             f"the server in {record.path} (pid {record.pid}, {record.url}) is not running;"
@@ -193,6 +206,12 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
         choices=[b.value for b in BudgetSetting],
         help="judge against available (default) or total host memory",
     )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="never ask the Hugging Face Hub: answer from this machine's files, memfit's cache of headers read from"
+        " the Hub before, and the bundled catalog (also HF_HUB_OFFLINE=1)",
+    )
 
 
 ASKS_THE_SERVER = (
@@ -247,6 +266,7 @@ def serve(args: argparse.Namespace) -> int:
         margin=settings.margin,
         budget=settings.budget,
         token_from_env=token.path is None,
+        hub_offline=_hub(args).offline,
     )
     stopping = {sig: signal.signal(sig, handler) for sig, handler in _STOP_HANDLERS.items()}
     try:  # from here a Ctrl-C, SIGTERM or SIGHUP is a clean shutdown: connections queue on the socket already
@@ -255,6 +275,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"memfit serving http://{args.host}:{args.port} (API at /v1, docs at /v1/ui/{workers})", flush=True)
         print(f"bearer token: {where}", flush=True)
         print(_directories(service.index.roots), flush=True)
+        print(_hub_line(_hub(args)), flush=True)
         try:
             print(f"server record: {write_record(state_dir, record)} (memfit fit, plan and models ask this server)")
         except OSError as exc:
@@ -263,7 +284,7 @@ def serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         sys.stdout.flush()
-        service_settings = ServiceSettings(tuple(service.index.roots), state_dir, service.settings)
+        service_settings = ServiceSettings(tuple(service.index.roots), state_dir, service.settings, _hub(args))
         if args.workers > 1:
             del service
             worker_settings = WorkerSettings(service_settings, token.value, args.metrics_public)
@@ -282,6 +303,13 @@ def serve(args: argparse.Namespace) -> int:
         for sig, handler in stopping.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _hub_line(hub: HubSettings) -> str:
+    """Whether `serve` asks the Hugging Face Hub for ids that name no file here, and which."""
+    if hub.offline:
+        return "Hugging Face Hub: not asked (offline: --offline or HF_HUB_OFFLINE); its cached headers still answer"
+    return f"Hugging Face Hub: {hub.shown} for ids that name no file here (--offline: never)"
 
 
 def _stop(_signum: int, _frame: object) -> None:
@@ -373,7 +401,7 @@ def fit(args: argparse.Namespace) -> int:
     batch, known, record = _answer(
         args, lambda s: s.fit_batch(requests), lambda f: wire.fit_batch(f, requests, models=_answers(args))
     )
-    missing = _say_missing(known, args.model, {r.model_id for r in batch.results})
+    missing = _say_missing(known, args.model, {r.model_id for r in batch.results}, _reasons(batch))
     if args.json:
         print(printable_json(batch.model_dump_json(indent=2)))
     elif batch.results:
@@ -435,13 +463,22 @@ def _remote_ids(server: RemoteServer) -> list[str]:
         return []
 
 
-def _say_missing(known_ids: Callable[[], list[str]], asked: Sequence[str], found: set[str]) -> bool:
-    """Name every id not found on stderr, with the nearest known ids; whether any was missing."""
+def _reasons(batch: object) -> dict[str, str]:
+    """Why each id a batch left out was left out, where the answer says (the Hub's answer)."""
+    return {e.model_id: e.reason for e in getattr(batch, "left_out", None) or () if getattr(e, "reason", None)}
+
+
+def _say_missing(
+    known_ids: Callable[[], list[str]], asked: Sequence[str], found: set[str], reasons: dict[str, str]
+) -> bool:
+    """Name every id not found on stderr, with why (where the answer says) and the nearest known ids; whether any
+    was missing."""
     missing = [m for m in dict.fromkeys(asked) if m not in found]
     if missing:
         known = known_ids()
         for m in missing:
-            print(f"memfit: not found: {m!r}: {printable(suggestions(m, known))}", file=sys.stderr)
+            why = f"{reasons[m]}; " if m in reasons else ""
+            print(f"memfit: not found: {m!r}: {printable(why + suggestions(m, known))}", file=sys.stderr)
     return bool(missing)
 
 
@@ -454,7 +491,7 @@ def plan(args: argparse.Namespace) -> int:
     plans, known, _ = _answer(
         args, lambda s: s.fit_plan(requests), lambda f: wire.fit_plan(f, requests, models=_answers(args))
     )
-    missing = _say_missing(known, args.model, {p.model_id for p in plans.results})
+    missing = _say_missing(known, args.model, {p.model_id for p in plans.results}, _reasons(plans))
     if args.json:
         print(printable_json(plans.model_dump_json(indent=2)))
     elif plans.results:

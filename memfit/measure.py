@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from types import ModuleType
 
 from memfit.estimator.context import DEFAULT_N_BATCH
+from memfit.estimator.fit_types import ObservationRow
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
 from memfit.estimator.vocabulary import FlashAttention, Mode
 from memfit.estimator.workload import Workload
-from memfit.readers.history_db import ObservationRow
 
 MIB = 1 << 20
 BUFFER_LINE = re.compile(r"\b(\S+)\s+(model|KV|RS|compute|output) buffer size =\s+([\d.]+) MiB")

@@ -17,9 +17,11 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from memfit.estimator.fit_service import FitService, Settings
 from memfit.handlers.plan_runner import PlanProcessLost
+from memfit.readers.hub import HubSettings
 from memfit.readers.model_roots import Root
+from memfit.service.answers import Settings
+from memfit.service.fit_service import FitService
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class ServiceSettings:
     roots: tuple[Root, ...]
     state_dir: str
     settings: Settings
+    hub: HubSettings | None = None  # how it asks the Hugging Face Hub (None: never)
 
 
 _service: FitService | None = None  # in a plan process: its service
@@ -43,7 +46,11 @@ def _start(settings: ServiceSettings, server: int) -> None:
     end_with_supervisor(server)
     quiet_warnings()
     _service = build_service(
-        settings.roots, state_dir=settings.state_dir, settings=settings.settings, history_required=False
+        settings.roots,
+        state_dir=settings.state_dir,
+        settings=settings.settings,
+        history_required=False,
+        hub=settings.hub,
     )
     _service.index.start()
 

@@ -45,6 +45,7 @@ class ServerRecord:
     budget: BudgetSetting
     token_from_env: bool  # started with MEMFIT_TOKEN (else the state directory's token file)
     path: str = ""  # the file it was read from
+    hub_offline: bool = False  # started with --offline or HF_HUB_OFFLINE: it never asks the Hugging Face Hub
 
 
 def record_path(state_dir: str) -> str:
@@ -66,6 +67,7 @@ def _document(record: ServerRecord) -> dict[str, Any]:
         "margin": str(record.margin),
         "budget": record.budget.value,
         "tokenFromEnvironment": record.token_from_env,
+        "hubOffline": record.hub_offline,
     }
 
 
@@ -145,7 +147,10 @@ def _parse(doc: Any, path: str) -> ServerRecord:
     token_from_env = doc["tokenFromEnvironment"]
     if not isinstance(token_from_env, bool):
         raise TypeError("tokenFromEnvironment is not a boolean")
-    return ServerRecord(url, pid, roots, margin, BudgetSetting(doc["budget"]), token_from_env, path)
+    hub_offline = doc.get("hubOffline", False)  # a record of a memfit before the Hub lookups has none
+    if not isinstance(hub_offline, bool):
+        raise TypeError("hubOffline is not a boolean")
+    return ServerRecord(url, pid, roots, margin, BudgetSetting(doc["budget"]), token_from_env, path, hub_offline)
 
 
 def _string(value: Any) -> str:

@@ -5,21 +5,25 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
-from memfit.estimator.fit_service import FitService, Settings
-from memfit.estimator.history import History
-from memfit.estimator.registry import FALLBACK_POLL_SECONDS, ModelIndex
-from memfit.readers.cpu_features import CpuFeatures, read_cpu_features
+from memfit.estimator.machine import CpuFeatures, HostMemory
+from memfit.readers.catalog_file import load_catalog_file
+from memfit.readers.cpu_features import read_cpu_features
 from memfit.readers.engines import EngineScanner
 from memfit.readers.gpu_memory import FirstGpuReading, GpuReader
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB, UnopenedHistoryDB
-from memfit.readers.host_memory import HostMemory, read_host_memory
+from memfit.readers.host_memory import read_host_memory
+from memfit.readers.hub import HubModels, HubSettings
 from memfit.readers.metal import MetalReader
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader
 from memfit.readers.state_health import StateFileError, StateHealth
+from memfit.service.answers import Settings
+from memfit.service.artifact_cache import ArtifactCache
+from memfit.service.fit_service import FitService
+from memfit.service.history import History
+from memfit.service.index import FALLBACK_POLL_SECONDS, ModelIndex
 
 HISTORY_FILE = "history.sqlite3"  # the measurement history, in the state directory
 HEADERS_FILE = "headers.sqlite3"  # parsed header summaries, in the state directory
@@ -38,12 +42,14 @@ def build_service(
     poll_seconds: float = FALLBACK_POLL_SECONDS,
     index: ModelIndex | None = None,
     history_required: bool = True,
+    hub: HubSettings | None = None,
 ) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
     The host, CPU, GPU (NVML, then Metal) and process-table readers default to the real ones (the CPU is read
     once, here); the GPUs are those of the first GPU reader that answers;
-    `index` replaces the index of `roots`.
+    `index` replaces the index of `roots`. With `hub`, an id that names no local file is looked up on the Hugging Face
+    Hub (its headers cached in the state directory's header cache); without, never.
 
     A header cache that cannot be read is moved aside and made anew (or, failing that, not used); a measurement
     history that cannot be opened raises state_health.StateFileError, which names the file and the fix, unless
@@ -60,11 +66,12 @@ def build_service(
         gpus=FirstGpuReading(
             [nvml if nvml is not None else NvmlReader(), metal if metal is not None else MetalReader()]
         ),
-        catalog=Catalog(),
+        catalog=Catalog(load_catalog_file()),
         history=History(history_db),
         read_committed=read_committed or EngineScanner().committed_bytes,
         cpu=read_cpu(),
         state=state,
+        hub=HubModels(hub, store) if hub is not None else None,
     )
 
 

@@ -109,6 +109,7 @@ def worker_app(settings: WorkerSettings, supervisor: int) -> ASGIApp:
             state_dir=settings.service.state_dir,
             settings=settings.service.settings,
             history_required=False,
+            hub=settings.service.hub,
         )
         service.check_state()
         app = create_app(

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memfit.estimator.fit_service import FitService
 from memfit.estimator.fit_types import (
     FitRequest,
     FitResult,
@@ -25,6 +24,7 @@ from memfit.estimator.fit_types import (
 from memfit.estimator.model_ids import Suggestions
 from memfit.estimator.plan import PlanBudget
 from memfit.estimator.workload import WorkloadRequest
+from memfit.service.fit_service import FitService
 
 if TYPE_CHECKING:
     from memfit.generated import models as wire
@@ -230,13 +230,14 @@ def left_out_entries(
     """A batch's `leftOut`: the ids it names that no model answers to, with the ids to suggest instead."""
     m = models or generated()
     missing = service.left_out([r.model_id for r in requests], repositories)
-    return [m.WireLeftOut(model_id=i, suggestions=list(_capped(s))) for i, s in missing]
+    return [m.WireLeftOut(model_id=i, suggestions=list(_capped(s)), reason=why or None) for i, s, why in missing]
 
 
-def suggested_ids(service: FitService, model_id: str) -> tuple[str, ...]:
-    """The ids to suggest for one that no model answers to (a single fit's 404)."""
+def suggested_ids(service: FitService, model_id: str) -> tuple[tuple[str, ...], str]:
+    """The ids to suggest for one that no model answers to (a single fit's 404), and why it names none where more
+    is known than that ('' otherwise)."""
     missing = service.left_out([model_id])
-    return _capped(missing[0][1]) if missing else ()
+    return (_capped(missing[0][1]), missing[0][2]) if missing else ((), "")
 
 
 def _capped(found: Suggestions) -> tuple[str, ...]:
@@ -290,7 +291,7 @@ def record_observation(
 
 def observation_list(service: FitService, limit: int, model_id: str | None) -> wire.WireObservationList:
     return generated().WireObservationList(
-        observations=[stored_observation(o) for o in service.observations(limit, model_id)]
+        observations=[stored_observation(o) for o in service.observations.newest(limit, model_id)]
     )
 
 

@@ -13,11 +13,15 @@ import pytest
 import uvicorn
 
 from memfit.app import create_app
-from memfit.estimator.fit_service import FitService
 from memfit.http.server import server_config
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tools.gguf_writers import PUBLIC_SET, write_model
+
+# No test reaches the real Hugging Face Hub: the CLI and `memfit serve` ask it by default (the subprocesses tests start
+# inherit this); the tests of Hub lookups point HF_ENDPOINT at tools/hub_server.py's local Hub and lift it.
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 TOKEN = "test-token-1f0e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

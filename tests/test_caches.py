@@ -11,13 +11,13 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 
 from memfit import wire
-from memfit.estimator import artifact_cache
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.fit_service import FitService
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.header_store import HeaderStore, dumps, loads
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service import artifact_cache
+from memfit.service.artifact_cache import ArtifactCache
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tools.gguf_writers import gemma3_4b, llama_gqa, qwen3, write_model

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memfit.estimator.registry import ModelIndex
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.index import ModelIndex
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 

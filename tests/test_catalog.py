@@ -12,21 +12,21 @@ from gguf import GGMLQuantizationType as QT
 from memfit import wire
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.artifact import weights_on
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog, CatalogEntry, entry_tensors, proxy_weights
 from memfit.estimator.cpu_variant import VARIANTS
-from memfit.estimator.fit_service import FitService
 from memfit.estimator.model_ids import suggestions
 from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.estimator.tensor_list import parameter_count
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.catalog_file import load_catalog_file
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.artifact_cache import ArtifactCache
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tools.accuracy import model_writers
 from tools.gguf_writers import gemma3_4b, llama31_8b, qwen3_30b_a3b, write_model
 
-CATALOG = Catalog()
+CATALOG = Catalog(load_catalog_file())
 ENTRIES = {e.model_id: e for e in CATALOG.entries}
 # the output tensor bytes of llama.cpp's quantizer per (catalog entry, file type): tests/test_quant_recipe.py
 QUANTIZED = {

@@ -343,12 +343,12 @@ SERVER_STACK = ("connexion", "uvicorn", "starlette", "prometheus_client")
 
 
 def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
-    """`memfit fit <id>` starts fast: the server's libraries, pydantic (the table is built with memfit.plain), and
-    numpy with the whole gguf package, stay out."""
+    """`memfit fit <id>` starts fast: the server's libraries, pydantic (the table is built with memfit.plain),
+    numpy with the whole gguf package, and huggingface_hub (offline: the Hub is not asked), stay out."""
     probe = (
         "import json, sys\n"
         "from memfit.cli import main\n"
-        "code = main(['fit', 'Qwen/Qwen3-8B-GGUF:Q4_K_M', '--no-usual-dirs'])\n"
+        "code = main(['fit', 'Qwen/Qwen3-8B-GGUF:Q4_K_M', '--no-usual-dirs', '--offline'])\n"
         "print(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules})]))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
@@ -357,6 +357,7 @@ def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
     assert [m for m in SERVER_STACK if m in modules] == []
     assert "pydantic" not in modules and "importlib.metadata" not in modules
     assert "numpy" not in modules and "gguf" in modules  # gguf.constants alone (memfit.gguf_constants)
+    assert "huggingface_hub" not in modules and "httpx2" not in modules
 
 
 def test_gguf_constants_are_gguf_s_own_once_gguf_is_imported() -> None:
@@ -411,8 +412,8 @@ def test_the_tables_show_the_same_answers_the_api_gives(public_models: Path) -> 
     same values: fit (local, catalog, refused), plan, and the model listing."""
     from memfit import plain, wire
     from memfit.config import model_roots
+    from memfit.estimator.machine import HostMemory
     from memfit.generated.models import WireFitVerdictRequest
-    from memfit.readers.host_memory import HostMemory
     from memfit.readers.nvml import NvmlReader
     from memfit.service_builder import build_service
 

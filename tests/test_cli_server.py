@@ -24,8 +24,8 @@ import pytest
 
 from memfit.cli import main
 from memfit.estimator.budget import BudgetSetting
+from memfit.estimator.machine import HostMemory
 from memfit.generated.models import WireFitPlanBatch, WireFitVerdictBatch, WireModelList
-from memfit.readers.host_memory import HostMemory
 from memfit.readers.model_roots import Root, RootKind
 from memfit.server_proof import CHALLENGE_HEADER, PROOF_HEADER, proof
 from memfit.server_record import (
@@ -329,6 +329,7 @@ def test_memfit_serve_records_itself_the_cli_asks_it_and_ctrl_c_removes_the_reco
         HOME=str(tmp_path),
         XDG_CACHE_HOME=str(tmp_path / ".cache"),
         PYTHONWARNINGS="ignore",
+        HF_HUB_OFFLINE="1",  # a fresh machine without the network: the Hub is never asked
     )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

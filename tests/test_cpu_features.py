@@ -11,14 +11,8 @@ from gguf import GGMLQuantizationType as QT
 from memfit.estimator.artifact import padded
 from memfit.estimator.cpu_repack import CPU, Matrix, placement, tied_copy_bytes
 from memfit.estimator.cpu_variant import ANY, BY_NAME, VARIANTS, resolve_variant
-from memfit.readers.cpu_features import (
-    UNKNOWN_CPU,
-    CpuArch,
-    CpuFeatures,
-    darwin_features,
-    parse_cpuinfo,
-    read_cpu_features,
-)
+from memfit.estimator.machine import UNKNOWN_CPU, CpuArch, CpuFeatures
+from memfit.readers.cpu_features import darwin_features, parse_cpuinfo, read_cpu_features
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.gguf_writers import gemma3_4b, llama31_8b, tensor_nbytes, write_model

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memfit.readers.cpu_features import CpuArch, CpuFeatures
+from memfit.estimator.machine import CpuArch, CpuFeatures
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer

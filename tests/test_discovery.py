@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from memfit import wire
-from memfit.estimator.registry import ModelIndex
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import model_roots
 from memfit.readers.model_roots import Region, Root, RootKind, quant_tag, usual_roots
+from memfit.service.index import ModelIndex
 from memfit.service_builder import build_service
 from tools.gguf_writers import Model, embeddings, llama_gqa, qwen3, write_model
 
@@ -249,7 +249,7 @@ def test_each_usual_folder_made_after_start_is_indexed(tmp_path: Path, monkeypat
 
 
 def test_a_thousand_files_are_scanned_off_the_request_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memfit.estimator import registry
+    from memfit.service import index as registry
 
     for i in range(1000):
         (tmp_path / f"d{i % 20}").mkdir(exist_ok=True)
@@ -453,7 +453,7 @@ def test_the_index_polls_when_the_watcher_cannot_start(tmp_path: Path, monkeypat
 
 
 def test_roots_on_network_file_systems_are_told_apart() -> None:
-    from memfit.estimator.registry import network_filesystem
+    from memfit.service.index import network_filesystem
 
     mounts = (
         "/dev/sda1 / ext4 rw 0 0\n"
@@ -473,7 +473,7 @@ def test_roots_on_network_file_systems_are_told_apart() -> None:
 def test_a_root_on_a_network_file_system_is_polled_beside_the_watched_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memfit.estimator import registry
+    from memfit.service import index as registry
 
     local, remote = tmp_path / "local", tmp_path / "remote"
     local.mkdir()
@@ -558,7 +558,7 @@ def test_a_root_renamed_away_and_replaced_is_watched_again(tmp_path: Path) -> No
 def test_a_change_under_a_large_root_rescans_and_reads_only_what_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memfit.estimator import registry
+    from memfit.service import index as registry
 
     template = tmp_path / "template.gguf"
     write_model(qwen3(), template)

@@ -16,12 +16,13 @@ import pytest
 from memfit import wire
 from memfit.estimator.bounds import Part
 from memfit.estimator.gpu_admission import gpu_admits
+from memfit.estimator.machine import GpuMemory
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import engines
 from memfit.readers.metal import MetalReader, read_wired_limit_mb
 from memfit.readers.model_roots import Root, RootKind
-from memfit.readers.nvml import GpuMemory, NvmlReader, visible
+from memfit.readers.nvml import NvmlReader, visible
 from memfit.service_builder import build_service
 
 # --- committed memory: a real stand-in engine process ---------------------------------------------

@@ -10,10 +10,11 @@ import gguf
 import numpy as np
 import pytest
 
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.gguf_file import SkippedArray
 from memfit.estimator.vocabulary import Limit
-from memfit.readers.gguf_header import GGUFError, SkippedArray, parse_header, read_header
+from memfit.readers.gguf_header import GGUFError, parse_header, read_header
+from memfit.service.artifact_cache import ArtifactCache
 from tools.gguf_writers import granitehybrid, llama_gqa, qwen3, write_model
 from tools.hostile import LLAMA_CPP_REFUSES
 

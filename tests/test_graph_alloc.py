@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from memfit.estimator.architectures import derive_layout
+from memfit.estimator.catalog import Catalog
 from memfit.estimator.compute_buffer import REPLAY_SLACK_CHECKED
 from memfit.estimator.compute_graph import build_graph
+from memfit.estimator.context import llama_geometry
 from memfit.estimator.ggml_graph import F32 as T_F32
 from memfit.estimator.ggml_graph import Graph, new_tensor, op, same_shape
 from memfit.estimator.graph_alloc import FreeList, reserved_bytes
+from memfit.estimator.layout import GraphShape
+from memfit.readers.catalog_file import load_catalog_file
+from memfit.service.artifact_cache import ArtifactCache
 from tests.rebuilt_runs import RebuiltRun
 from tools import accuracy
+from tools.gguf_writers import Model, write_model
 
 KiB = 1024
 
@@ -53,8 +62,46 @@ def test_the_rebuilt_graph_gives_llama_cpps_buffer(checked_runs: list[RebuiltRun
     exact = 0
     for checked in checked_runs:
         run = checked.run
-        geometry = accuracy.run_geometry(run, checked.architecture)
+        geometry = accuracy.run_geometry(run, checked.architecture, checked.causal)
         replayed = reserved_bytes(build_graph(checked.graph, geometry, checked.n_vocab))
         assert abs(replayed - run["compute_bytes"]) <= REPLAY_SLACK_CHECKED, checked.name
         exact += replayed == run["compute_bytes"]
     assert exact >= 0.95 * len(checked_runs), (exact, len(checked_runs))
+
+
+def _graph_of(path: Path) -> GraphShape | None:
+    facts = ArtifactCache().facts((str(path),))
+    assert facts.layout is not None
+    return facts.layout.graph
+
+
+def test_falcon_h1_norms_the_mamba_output_only_where_the_file_has_ssm_norm(tmp_path: Path) -> None:
+    """llama_model_falcon_h1 does not require ssm_norm: the tiny model has it, the published files (the 7B shape,
+    the catalog's entries, whose tensor names are unknown) do not."""
+    files = accuracy.write_models({"falcon-h1", "falcon-h1-7b-shape-f16"}, tmp_path)
+    norms = {name: _graph_of(path) for name, path in files.items()}
+    entry = next(e for e in Catalog(load_catalog_file()).entries if e.architecture == "falcon-h1")
+    norms["catalog"] = derive_layout(entry.metadata, entry.architecture).graph
+    grouped = {name: {b.ssm.grouped_norm for b in g.layers if b.ssm} for name, g in norms.items() if g is not None}
+    assert grouped == {"falcon-h1": {True}, "falcon-h1-7b-shape-f16": {False}, "catalog": {False}}
+
+
+@pytest.mark.parametrize("name", ["lfm2moe", "nemotron-h-moe"])
+def test_a_router_that_selects_expert_groups_is_rebuilt_with_its_groups(name: str, tmp_path: Path) -> None:
+    """build_moe_ffn picks the experts among the best expert groups (expert_group_count > 1) for any builder: the
+    group-limited selection (graph_ffn.best_groups, as bailingmoe3's published shape measures it) is in the graph of
+    every architecture whose builder routes experts."""
+    model = accuracy.model_writers()[name]()
+    plain = _graph_of(write(model, tmp_path / "plain.gguf"))
+    model.arch_kv(expert_group_count=2, expert_group_used_count=1)
+    grouped = _graph_of(write(model, tmp_path / "grouped.gguf"))
+    assert plain is not None and grouped is not None
+    assert {(b.routing.groups, b.routing.groups_used) for b in grouped.layers if b.n_expert} == {(2, 1)}
+    geometry = llama_geometry(4096, 1)
+    fills = [sum(t.op == "FILL" for t in build_graph(g, geometry, 1000).nodes) for g in (plain, grouped)]
+    assert fills == [0, sum(1 for b in grouped.layers if b.n_expert)]
+
+
+def write(model: Model, path: Path) -> Path:
+    write_model(model, path)
+    return path

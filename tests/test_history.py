@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memfit.estimator.fit_service import FitService
-from memfit.estimator.fit_types import FitRequest
-from memfit.estimator.history import KV_ROUNDING
+from memfit.estimator.fit_types import FitRequest, ObservationRow
+from memfit.estimator.observations import KV_ROUNDING
 from memfit.readers.header_store import HeaderStore
-from memfit.readers.history_db import COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB, ObservationRow
+from memfit.readers.history_db import COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tools.gguf_writers import llama_gqa, write_model

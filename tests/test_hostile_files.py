@@ -91,8 +91,8 @@ def test_headers_llama_cpp_refuses_degrade_only_their_answer_in_a_served_batch(t
 
 def test_a_cached_refusal_is_raised_afresh_each_time(tmp_path: Path) -> None:
     """A refusal is cached as plain values: raising it again never grows a traceback or keeps frames alive."""
-    from memfit.estimator.artifact_cache import ArtifactCache
     from memfit.estimator.errors import EvidenceError
+    from memfit.service.artifact_cache import ArtifactCache
 
     path = tmp_path / "broken.gguf"
     path.write_bytes(mutate(BASE, MUTATIONS[0], 0, 0))

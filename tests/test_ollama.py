@@ -13,10 +13,10 @@ from gguf import GGMLQuantizationType as QT
 
 from memfit import wire
 from memfit.estimator.artifact import padded
-from memfit.estimator.registry import ModelIndex
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import model_roots
 from memfit.readers.model_roots import Root, RootKind, ollama_id, usual_roots
+from memfit.service.index import ModelIndex
 from memfit.service_builder import build_service
 from tests.test_discovery import projector
 from tools.gguf_writers import Model, llama_gqa, qwen3, tensor_nbytes, write_model

@@ -19,16 +19,17 @@ import yaml
 from memfit.estimator.bounds import bounds
 from memfit.estimator.compute_buffer import MAX_DERIVED_UBATCH
 from memfit.estimator.compute_graph import buildable
-from memfit.estimator.fit_service import FitService
 from memfit.estimator.fit_types import FitRequest
 from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.machine import HostMemory
 from memfit.estimator.plan import Estimator, Probes, StepEnds, maxima, precision_key
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Verdict
 from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
-from memfit.readers.host_memory import HostMemory, read_host_memory
+from memfit.readers.host_memory import read_host_memory
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tools.families.attention import bert_embd, deepseek2_mla, llama_hd96

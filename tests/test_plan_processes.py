@@ -19,11 +19,11 @@ import pytest
 from memfit import wire
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.errors import OverBudget
-from memfit.estimator.fit_service import Settings
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.plan_runner import PlanProcessLost
 from memfit.plan_processes import PlanProcesses, ServiceSettings
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.answers import Settings
 from memfit.service_builder import build_service
 from tests.test_plan_budget import hub  # noqa: F401 - the fixture
 from tests.test_workers import WAIT_S, _free_port, _kill, _until

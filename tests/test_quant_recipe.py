@@ -23,9 +23,10 @@ from memfit.estimator.catalog import Catalog, entry_tensors, recipe_facts
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.quant_recipe import fallback, tensor_types, use_more_bits
 from memfit.estimator.tensor_list import Tensor
+from memfit.readers.catalog_file import load_catalog_file
 
 RECORDS = [json.loads(line) for line in (Path(__file__).parent / "data" / "quantized_catalog.jsonl").open()]
-CATALOG = Catalog()
+CATALOG = Catalog(load_catalog_file())
 ENTRIES = {e.model_id: e for e in CATALOG.entries}
 BLK = re.compile(r"blk\.(\d+)\.(.+)")
 PLAIN_VARIANT = (BY_NAME["x64"],)

@@ -3,7 +3,9 @@ live `memfit serve` (a real subprocess on a free port), and fails when one no lo
 
 The world they run in is a fresh machine's, faked: HOME is a temporary folder whose Hugging Face cache
 (`~/.cache/huggingface/hub`) holds a sparse GGUF under the one local id the README uses
-(`unsloth/Qwen3-4B-Instruct-2507-GGUF:Q4_K_M`); every other id the README names must be a catalog entry.
+(`unsloth/Qwen3-4B-Instruct-2507-GGUF:Q4_K_M`), and HF_ENDPOINT names a local Hugging Face Hub (tools/hub_server.py)
+whose one repository is the Hub id the README uses (`unsloth/gemma-3-12b-it-GGUF`); every other id the README names
+must be a catalog entry (the local Hub has no such repository: the catalog answers).
 MEMFIT_STATE_DIR is the default state directory under that HOME and MEMFIT_TOKEN is set, as is TOKEN (what the
 "Asking it" block defines, as a reader's shell would still have it for the later blocks).
 
@@ -40,6 +42,7 @@ import httpx
 import pytest
 
 from tools.gguf_writers import qwen3, write_model
+from tools.hub_server import HubRepo, LocalHub
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -47,6 +50,7 @@ README_ADDRESS = "http://127.0.0.1:9998"
 TOKEN = "readme-token-5c2a"
 LOCAL_REPO = "unsloth/Qwen3-4B-Instruct-2507-GGUF"
 LOCAL_FILE = "Qwen3-4B-Instruct-2507-Q4_K_M.gguf"
+HUB_REPO = "unsloth/gemma-3-12b-it-GGUF"
 COMMIT = "c0ffee" + "0" * 34
 MARKER = "# not run by tests:"
 
@@ -67,6 +71,11 @@ class Block:
     lang: str
     line: int
     code: str
+    document: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line}"
 
     @property
     def first_command(self) -> str:
@@ -80,11 +89,15 @@ class Block:
 
 
 def readme_blocks() -> list[Block]:
-    text = README.read_text(encoding="utf-8")
-    return [
-        Block(m["lang"], text.count("\n", 0, m.start()) + 1, m["code"])
-        for m in re.finditer(r"^```(?P<lang>bash|python)\n(?P<code>.*?)^```", text, re.MULTILINE | re.DOTALL)
-    ]
+    """The README's blocks, then those of the design notes in docs/ it links to."""
+    blocks = []
+    for path in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        blocks += [
+            Block(m["lang"], text.count("\n", 0, m.start()) + 1, m["code"], path.relative_to(ROOT).as_posix())
+            for m in re.finditer(r"^```(?P<lang>bash|python)\n(?P<code>.*?)^```", text, re.MULTILINE | re.DOTALL)
+        ]
+    return blocks
 
 
 BLOCKS = readme_blocks()
@@ -116,9 +129,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     link.symlink_to(os.path.relpath(blob, link.parent))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(COMMIT)
+    on_the_hub = tmp_path_factory.mktemp("hub-files") / "gemma-3-12b-it-Q4_K_M.gguf"
+    write_model(qwen3(), on_the_hub)
+    hub = LocalHub([HubRepo(HUB_REPO, {on_the_hub.name: on_the_hub})]).start()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFIT_", "HF_", "XDG_", "LLAMA_"))}
     env.update(
+        HF_ENDPOINT=hub.endpoint,
         HOME=str(home),
         MEMFIT_STATE_DIR=str(home / ".local" / "share" / "memfit"),
         MEMFIT_TOKEN=TOKEN,
@@ -172,6 +189,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         server.terminate()
         server.wait(timeout=10)
         log.close()
+        hub.stop()
 
 
 # `memfit fit` and `memfit plan` exit 3, 4 or 5 for a tight, oversize or unknown verdict: answers (which depend on
@@ -199,18 +217,18 @@ def test_the_readme_has_examples_and_skips_only_the_listed_ones() -> None:
     assert {b.lang for b in BLOCKS} == {"bash", "python"}
     for block in BLOCKS:
         if block.skip_reason is not None:
-            assert block.first_command in SKIPPED, f"README.md:{block.line} is skipped but not listed in SKIPPED"
-            assert block.skip_reason, f"README.md:{block.line}: say why it is not run"
+            assert block.first_command in SKIPPED, f"{block.where} is skipped but not listed in SKIPPED"
+            assert block.skip_reason, f"{block.where}: say why it is not run"
     assert sum(b.skip_reason is None for b in BLOCKS) >= 4
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"README.md:{b.line}-{b.lang}" for b in BLOCKS])
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b.where}-{b.lang}" for b in BLOCKS])
 def test_readme_example_works_as_written(block: Block, world: World) -> None:
     if block.skip_reason is not None:
-        pytest.skip(f"README.md:{block.line}: {block.skip_reason}")
+        pytest.skip(f"{block.where}: {block.skip_reason}")
     done = _run(block, world)
     output = done.stdout + done.stderr
-    where = f"README.md:{block.line} ({block.lang}) exited {done.returncode}:\n{output}"
+    where = f"{block.where} ({block.lang}) exited {done.returncode}:\n{output}"
     assert done.returncode == 0, where
     assert not PROBLEM.search(output), where
     assert "answering here" not in done.stderr, where  # the CLI examples ask the running server (its server.json)

@@ -145,7 +145,7 @@ def test_every_recorded_run_replays_as_the_full_replay(
     contexts of its regime, run at the run's own cells, gives the full replay's buffer and live bytes."""
     groups: dict[tuple, dict[ContextGeometry, RebuiltRun]] = {}
     for r in (r for r in rebuilt if r.source == source):  # by structure and regime, each workload once
-        geometry = accuracy.run_geometry(r.run, r.architecture)
+        geometry = accuracy.run_geometry(r.run, r.architecture, r.causal)
         lo, _ = replay_table.regime(r.graph, geometry, geometry.n_ctx_seq)
         key = (r.graph, r.n_vocab, replay_table.structure_key(geometry), lo)
         groups.setdefault(key, {}).setdefault(geometry, r)

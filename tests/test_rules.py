@@ -11,10 +11,10 @@ from memfit.estimator.budget import BudgetSetting, budget_from
 from memfit.estimator.context import context_geometry, llama_geometry
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type, kv_cache_bytes, layer_cells
 from memfit.estimator.layout import AttentionLayer, KvCache, Layout
+from memfit.estimator.machine import HostMemory
 from memfit.estimator.verdict import verdict
 from memfit.estimator.vocabulary import Basis, BudgetBasis, Component, ContextSource, Refusal, Verdict
 from memfit.estimator.workload import WorkloadRequest, exceeds_limit, input_refusal, resolve_workload
-from memfit.readers.host_memory import HostMemory
 
 # --- context geometry (llama.cpp pads to 256 cells, per stream when not unified) --------------------
 

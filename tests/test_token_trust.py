@@ -56,6 +56,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
         HOME=str(tmp_path),
         XDG_CACHE_HOME=str(tmp_path / ".cache"),
         PYTHONWARNINGS="ignore",
+        HF_HUB_OFFLINE="1",  # a fresh machine without the network: the Hub is never asked
     )
     return env
 

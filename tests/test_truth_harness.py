@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.arch_rules import LLAMA_CPP_COMMIT
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.ggml_graph import Graph
 from memfit.estimator.graph_alloc import reserved_bytes
+from memfit.service.artifact_cache import ArtifactCache
 from tools import accuracy
 from tools.truth import DATA, load, run_id
 from tools.truth.matrices import NOT_REGENERATED, RELEASE, TRUTH_FILES
@@ -126,8 +126,12 @@ NODE_FOR_NODE = (
     "llama-gqa-f16", "mamba2-f16", "granitehybrid-f16", "command-r", "mamba", "jamba", "gemma3n-shared", "phi3-swa",
     "openelm-arr", "deci-arr", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "qwen3next", "qwen35", "qwen35moe",
     "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3", "qwen3next-legacy", "kimi-k3-res", "bailingmoe3-clamp",
+    "falcon-h1", "nemotron-h", "nemotron-h-moe", "nemotron-h-moe-latent", "plamo2", "lfm2moe",
     "deepseek2-mla", "deepseek2-mha", "deepseek2-mla-nextn", "deepseek2-v3", "mistral4-mla", "mistral4-fused",
     "minicpm3", "mimo2-nextn", "mimo2-fused", "step35-nextn", "step35-clamped", "glm4moe-nextn", "glm4moe-fused",
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple",
+    "exaone4-64-key", "exaone4-4-key", "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
+    "llama-embed",
 )  # fmt: skip
 
 
@@ -140,7 +144,8 @@ def dumped_graphs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, 
     for r in rows:
         facts = cache.facts((str(files[r["model"]]),))
         assert facts.layout is not None and facts.layout.graph is not None
-        out.append((r, build_graph(facts.layout.graph, accuracy.run_geometry(r, facts.architecture), facts.n_vocab)))
+        geometry = accuracy.run_geometry(r, facts.architecture, facts.layout.causal)
+        out.append((r, build_graph(facts.layout.graph, geometry, facts.n_vocab)))
     return out
 
 

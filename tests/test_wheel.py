@@ -65,7 +65,7 @@ def test_the_wheel_holds_only_memfit_with_its_spec_and_catalog(wheel: Path) -> N
     for needed in (
         "memfit/generated/openapi.yaml",
         "memfit/generated/models.py",
-        "memfit/estimator/fit_service.py",
+        "memfit/service/fit_service.py",
         "memfit/handlers/fit.py",
         "memfit/data/catalog.json",
         "memfit/app.py",

@@ -23,7 +23,6 @@ from pathlib import Path
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.artifact import weights_on
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import ContextGeometry, llama_geometry
 from memfit.estimator.cpu_variant import CpuVariant
@@ -32,6 +31,8 @@ from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.workspace import output_buffer, workspace_bounds
+from memfit.readers.catalog_file import load_catalog_file
+from memfit.service.artifact_cache import ArtifactCache
 from tools.gguf_writers import Model, write_model
 from tools.truth import DATA, load, measured_variant, run_id
 
@@ -39,7 +40,7 @@ from tools.truth import DATA, load, measured_variant, run_id
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
-    from tools.families import attention, more, recurrent, shapes, tiny_real
+    from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -50,9 +51,11 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.RWKV_SHAPES,
         **recurrent.DELTA_NET_SHAPES,
         **recurrent.DELTA_NET_VARIANTS,
+        **recurrent.HYBRID_SHAPES,
         **more.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
+        **attn_scale.SHAPES,
     }
 
 
@@ -176,16 +179,19 @@ def architecture(record: dict) -> str:
     return record.get("architecture") or record.get("model_desc", "?").split()[0]
 
 
-def run_geometry(record: dict, arch: str) -> ContextGeometry:
-    """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it."""
+def run_geometry(record: dict, arch: str, causal: bool | None = None) -> ContextGeometry:
+    """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it (`causal`: the
+    layout's, where known; else whether the architecture has a memory module)."""
     s = settings(record)
+    if causal is None:
+        causal = RULES[arch].memory is not Memory.NONE if arch in RULES else True
     geometry = llama_geometry(
         s["n_ctx"],
         s["n_seq"],
         record["n_ubatch"],
         unified=bool(s.get("unified")),
         swa_full=bool(s.get("swa_full")),
-        causal=RULES[arch].memory is not Memory.NONE if arch in RULES else True,
+        causal=causal,
         quantized_k=GGML_CACHE_TYPES[s["type_k"]].quantized,
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
     )
@@ -245,7 +251,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     """memfit's KV, recurrent state and workspace for a run, and whether llama.cpp's allocation lies between
     the bounds; `weights` None (a catalog shape, no file) checks the workspace and the caches only."""
     s = settings(record)
-    geometry = run_geometry(record, arch)
+    geometry = run_geometry(record, arch, layout.causal)
     k, v = kv_cache_bytes(
         layout,
         geometry,
@@ -299,7 +305,7 @@ def file_bounds(records: Iterable[dict], models: dict[str, Path]) -> list[Bounds
 
 def catalog_bounds(records: Iterable[dict], catalog: Catalog | None = None) -> list[BoundsRow]:
     """Catalog shapes: the layout from the entry's published metadata (no file: weights are not checked)."""
-    by_id = {e.model_id: e for e in (catalog or Catalog()).entries}
+    by_id = {e.model_id: e for e in (catalog or Catalog(load_catalog_file())).entries}
     rows = []
     for record in records:
         why = unmodelled(record)

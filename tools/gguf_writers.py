@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gguf
@@ -124,18 +125,8 @@ def _add_tokenizer(w: gguf.GGUFWriter, kind: str, n_vocab: int, extra_merges: in
 
 def write_model(model: Model, path: str | os.PathLike[str]) -> int:
     """Write `model` to `path` with a sparse data region; returns the file's size."""
-    w = gguf.GGUFWriter(str(path), model.arch)
-    for key, value in model.kv.items():
-        _add_kv(w, key, value)
-    if model.vocab:
-        _add_tokenizer(w, model.tokenizer, model.vocab, model.merges)
-    data_bytes = 0
-    for name, ne, qtype in model.tensors:
-        nbytes = tensor_nbytes(ne, qtype)
-        shape = tuple(reversed(ne))
-        byte_shape = shape[:-1] + (nbytes // max(1, int(np.prod(shape[:-1]))),)
-        w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), nbytes, raw_dtype=qtype)
-        data_bytes += round_up(nbytes, ALIGNMENT)
+    w = _header_writer(model, path)
+    data_bytes = sum(round_up(tensor_nbytes(ne, qtype), ALIGNMENT) for _, ne, qtype in model.tensors)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
@@ -145,6 +136,37 @@ def write_model(model: Model, path: str | os.PathLike[str]) -> int:
     if model.seed is not None:
         _fill_random(model, path, data_offset)
     return data_offset + data_bytes
+
+
+def write_split_model(model: Model, path: str | os.PathLike[str], max_tensors: int) -> list[Path]:
+    """Write `model` as the converter's `--split-max-tensors` does: `name-00001-of-0000N.gguf` beside `path`, the
+    first with every key, each with its own tensor infos and the split keys (`split.no`, `split.count`,
+    `split.tensors.count`), data regions sparse. Returns the files, first split first."""
+    w = _header_writer(model, path, max_tensors)
+    files = w.format_shard_names(Path(path))
+    w.write_header_to_file(Path(path))
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    for file, tensors in zip(files, w.tensors, strict=True):
+        data_offset = round_up(os.path.getsize(file), ALIGNMENT)
+        os.truncate(file, data_offset + sum(round_up(t.nbytes, ALIGNMENT) for t in tensors.values()))
+    return files
+
+
+def _header_writer(model: Model, path: str | os.PathLike[str], max_tensors: int = 0) -> gguf.GGUFWriter:
+    """A writer holding the model's keys, tokenizer and tensor infos (split every `max_tensors` tensors)."""
+    w = gguf.GGUFWriter(str(path), model.arch, split_max_tensors=max_tensors)
+    for key, value in model.kv.items():
+        _add_kv(w, key, value)
+    if model.vocab:
+        _add_tokenizer(w, model.tokenizer, model.vocab, model.merges)
+    for name, ne, qtype in model.tensors:
+        nbytes = tensor_nbytes(ne, qtype)
+        shape = tuple(reversed(ne))
+        byte_shape = shape[:-1] + (nbytes // max(1, int(np.prod(shape[:-1]))),)
+        w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), nbytes, raw_dtype=qtype)
+    return w
 
 
 def _random_data(rng: np.random.Generator, name: str, ne: tuple[int, ...], qtype: QT) -> bytes:
@@ -307,8 +329,18 @@ def moe_feed_forward(
 
 
 def mamba2_block(
-    m: Model, i: int, embd: int, d_inner: int, d_state: int, groups: int, heads: int, d_conv: int, qtype: QT
+    m: Model,
+    i: int,
+    embd: int,
+    d_inner: int,
+    d_state: int,
+    groups: int,
+    heads: int,
+    d_conv: int,
+    qtype: QT,
+    ssm_norm: bool = True,
 ) -> None:
+    """A Mamba-2 mixer (ssm_norm False: no grouped norm, as the published Falcon-H1 files)."""
     conv_dim = d_inner + 2 * groups * d_state
     m.tensor(f"blk.{i}.attn_norm.weight", [embd], QT.F32)
     m.tensor(f"blk.{i}.ssm_in.weight", [embd, 2 * d_inner + 2 * groups * d_state + heads], qtype)
@@ -317,7 +349,8 @@ def mamba2_block(
     m.tensor(f"blk.{i}.ssm_dt.bias", [heads], QT.F32)
     m.tensor(f"blk.{i}.ssm_a", [1, heads], QT.F32)
     m.tensor(f"blk.{i}.ssm_d", [1, heads], QT.F32)
-    m.tensor(f"blk.{i}.ssm_norm.weight", [d_inner // groups, groups], QT.F32)
+    if ssm_norm:
+        m.tensor(f"blk.{i}.ssm_norm.weight", [d_inner // groups, groups], QT.F32)
     m.tensor(f"blk.{i}.ssm_out.weight", [d_inner, embd], qtype)
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from memfit.estimator.artifact_cache import ArtifactCache
 from memfit.estimator.errors import EvidenceError
 from memfit.integers import round_up
+from memfit.service.artifact_cache import ArtifactCache
 from tools.gguf_writers import Model, llama_gqa, write_model
 
 ALIGN = 32

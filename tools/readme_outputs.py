@@ -26,7 +26,10 @@ from unittest import mock
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 GiB = 1 << 30
-DESCRIBED = "24 GiB available of 32 GiB, no GPU, an AVX2 CPU (ggml's haswell variant), no engine running"
+DESCRIBED = (
+    "24 GiB available of 32 GiB, no GPU, an AVX2 CPU (ggml's haswell variant), no engine running, offline (the"
+    " catalog answers)"
+)
 SAMPLE = re.compile(
     r"^```\n(?P<command>\$ memfit (?P<args>[^\n]*?)(?P<echo>; echo \$\?)?)\n(?P<out>.*?)^```", re.M | re.S
 )
@@ -34,8 +37,7 @@ SAMPLE = re.compile(
 
 def _described_service(*args: Any, **kwargs: Any) -> Any:
     """memfit's service on the described host (the readers the CLI would use, replaced)."""
-    from memfit.readers.cpu_features import CpuArch, CpuFeatures
-    from memfit.readers.host_memory import HostMemory
+    from memfit.estimator.machine import CpuArch, CpuFeatures, HostMemory
     from memfit.service_builder import build_service
 
     class NoGpu:
@@ -59,7 +61,12 @@ def _described_machine() -> Iterator[None]:
     from memfit.render import DEFAULT_WIDTH
 
     with tempfile.TemporaryDirectory() as home:
-        env = {"HOME": home, "MEMFIT_STATE_DIR": os.path.join(home, "state"), "COLUMNS": str(DEFAULT_WIDTH)}
+        env = {
+            "HOME": home,
+            "MEMFIT_STATE_DIR": os.path.join(home, "state"),
+            "COLUMNS": str(DEFAULT_WIDTH),
+            "HF_HUB_OFFLINE": "1",  # the catalog answers, as on a machine without a network
+        }
         cleared = [k for k in os.environ if k.startswith(("MEMFIT_", "HF_", "XDG_", "LLAMA_", "OLLAMA_"))]
         with mock.patch.dict(os.environ, env), mock.patch("memfit.cli.build_service", _described_service):
             for key in cleared:

@@ -61,11 +61,9 @@ def answers() -> dict[tuple[str, str], Any]:
     from starlette.testclient import TestClient
 
     from memfit.app import create_app
+    from memfit.estimator.machine import CpuArch, CpuFeatures, GpuMemory, HostMemory
     from memfit.http.body import BODY_TIMEOUT_S
     from memfit.http.problems import FAILED_DETAIL
-    from memfit.readers.cpu_features import CpuArch, CpuFeatures
-    from memfit.readers.gpu_memory import GpuMemory
-    from memfit.readers.host_memory import HostMemory
     from memfit.service_builder import build_service
 
     class OneGpu:

@@ -10,21 +10,14 @@ from __future__ import annotations
 import platform
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum
 from functools import cache
+
+from memfit.estimator.machine import UNKNOWN_CPU, CpuArch, CpuFeatures
 
 CPUINFO = "/proc/cpuinfo"
 _X86 = {"x86_64", "amd64", "x64"}
 _ARM = {"aarch64", "arm64"}
 _MAX_CPUINFO = 4 << 20  # /proc/cpuinfo of a large machine is well under this
-
-
-class CpuArch(Enum):
-    X86_64 = "x86-64"
-    ARM64 = "arm64"
-    OTHER = "other architecture"  # none of ggml's CPU variants is built for it
-    UNKNOWN = "unknown"
 
 
 # ggml's feature names (ggml_add_cpu_backend_variant) and the cpuinfo flags each needs; x86 from
@@ -52,16 +45,6 @@ ARM_FLAGS: dict[str, frozenset[str]] = {
     "SVE2": frozenset({"sve2"}),
     "SME": frozenset({"sme"}),
 }
-
-
-@dataclass(frozen=True)
-class CpuFeatures:
-    arch: CpuArch
-    features: frozenset[str] = frozenset()  # ggml's names of the features the host has
-    source: str = ""  # where the fact came from, for notes and logs
-
-
-UNKNOWN_CPU = CpuFeatures(CpuArch.UNKNOWN)
 
 
 def named_features(flags: set[str], table: dict[str, frozenset[str]]) -> frozenset[str]:

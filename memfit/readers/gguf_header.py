@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, Protocol
 
 from memfit import gguf_constants as gguf
+from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, KeyType, SkippedArray, SkippedString, TensorInfo, Value
 from memfit.integers import is_int, round_up
 from memfit.readers.regular_files import open_regular
 
 GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
-MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_NAME = 64  # GGML_MAX_NAME: gguf_init refuses a tensor name of this many bytes or more
 # Numeric arrays up to this length are kept (per-layer hyperparameters); longer ones only counted.
 KEPT_ARRAY_LENGTH = 4096
@@ -58,49 +57,6 @@ _SCALAR_FORMATS: dict[int, str] = {
 
 class GGUFError(ValueError):
     """The file is not a GGUF header this reader can trust."""
-
-
-@dataclass(frozen=True)
-class SkippedArray:
-    """A long array whose items were not built: its item type and length only."""
-
-    item_type: int
-    count: int
-
-
-@dataclass(frozen=True)
-class SkippedString:
-    """A string value too long to be anything an estimate reads: its length only."""
-
-    length: int
-
-
-Value = int | float | bool | str | tuple | SkippedArray | SkippedString
-
-
-class KeyType(NamedTuple):
-    """A key's GGUF value type, and its items' type when it is an array (what llama.cpp's getters check)."""
-
-    type: int
-    item: int | None = None
-
-
-class TensorInfo(NamedTuple):
-    name: str
-    shape: tuple[int, ...]  # ne[0], ne[1], ... as ggml orders them
-    ggml_type: int
-    offset: int  # relative to the start of the data section
-
-
-@dataclass(frozen=True)
-class GGUFHeader:
-    version: int
-    metadata: dict[str, Value]
-    tensors: tuple[TensorInfo, ...]
-    alignment: int
-    data_offset: int
-    file_size: int
-    key_types: dict[str, KeyType]
 
 
 SKIP_WINDOW = 1 << 23  # the most of a long string array read at once
@@ -200,13 +156,21 @@ def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_en
     return walked, pos + cur
 
 
+class Seekable(Protocol):
+    """What the reader needs of a file: a local one, or a remote one read by ranges (memfit.readers.hub)."""
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 class _Source:
     """The file's bytes, read on demand in windows: a header of any size without holding the whole file, and
     no mmap, so a file truncated while it is read is an error here rather than a SIGBUS."""
 
     CHUNK = 1 << 16  # the least read at once
 
-    def __init__(self, data: bytes | None = None, file: BinaryIO | None = None, size: int = 0) -> None:
+    def __init__(self, data: bytes | None = None, file: Seekable | None = None, size: int = 0) -> None:
         self.file = file
         self.buf = data if data is not None else b""
         self.base = 0
@@ -449,6 +413,13 @@ def _parse(source: _Source) -> GGUFHeader:
         raise GGUFError(f"{gguf.Keys.General.ALIGNMENT} {alignment!r} is not a power of two")
     data_offset = round_up(cur.pos, alignment)
     return GGUFHeader(version, metadata, tensors, alignment, data_offset, source.size, key_types)
+
+
+def read_sized(file: Seekable, size: int) -> GGUFHeader:
+    """Read the header of a file of `size` bytes through `file`'s seek and read, from its start (a file on the Hub,
+    read by ranges); the same walk, checks and caps as a file on disk. Raises GGUFError, or what `file` raises."""
+    file.seek(0)
+    return _parse(_Source(file=file, size=size))
 
 
 def read_header(source: str | os.PathLike[str] | BinaryIO) -> GGUFHeader:

@@ -4,17 +4,9 @@ Mac (memfit.readers.metal). gpu_admission pools the readings' free memory; it ne
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-
-@dataclass(frozen=True)
-class GpuMemory:
-    index: int
-    uuid: str  # NVML's GPU UUID; `metal:<device name>` for a Metal device
-    free: int  # what llama.cpp's backend reports free for the device
-    total: int
-    unified: bool = False  # the host's memory (Apple silicon): the same pool the host budget is read from
+from memfit.estimator.machine import GpuMemory
 
 
 class GpuReader(Protocol):

@@ -15,7 +15,7 @@ import sqlite3
 import stat
 import time
 
-from memfit.readers.gguf_header import SkippedArray, SkippedString
+from memfit.estimator.gguf_file import SkippedArray, SkippedString
 from memfit.readers.sqlite_files import ConnectionPool, make_private, rewrite_header, without_waiting
 from memfit.readers.state_health import HEADERS, StateHealth, describe, is_damaged
 
@@ -36,7 +36,8 @@ BUSY_TIMEOUT_S = 1.0  # another process's lock makes a miss, not a wait
 log = logging.getLogger("memfit.state")
 
 
-def _encode(value: object) -> object:
+def encode_value(value: object) -> object:
+    """A metadata value as JSON holds it."""
     if isinstance(value, SkippedArray):
         return {"skipped": [value.item_type, value.count]}
     if isinstance(value, SkippedString):
@@ -44,7 +45,8 @@ def _encode(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _decode(value: object) -> object:
+def decode_value(value: object) -> object:
+    """A metadata value from its JSON (encode_value's inverse)."""
     if isinstance(value, dict) and "skipped" in value:
         return SkippedArray(*value["skipped"])
     if isinstance(value, dict) and "skipped_string" in value:
@@ -54,12 +56,12 @@ def _decode(value: object) -> object:
 
 def dumps(metadata: dict, tensors: tuple, head: str) -> str:
     """A summary, with `head`: the digest of the file's first bytes it was read from."""
-    return json.dumps({"metadata": {k: _encode(v) for k, v in metadata.items()}, "tensors": tensors, "head": head})
+    return json.dumps({"metadata": {k: encode_value(v) for k, v in metadata.items()}, "tensors": tensors, "head": head})
 
 
 def loads(text: str) -> tuple[dict, tuple, str]:
     data = json.loads(text)
-    metadata = {k: _decode(v) for k, v in data["metadata"].items()}
+    metadata = {k: decode_value(v) for k, v in data["metadata"].items()}
     return metadata, tuple(tuple(t) for t in data["tensors"]), data.get("head", "")
 
 
@@ -127,7 +129,8 @@ class HeaderStore:
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once; asking again takes no lock
+                db.execute("PRAGMA journal_mode=WAL")
         except BaseException:
             db.close()
             raise
@@ -144,7 +147,7 @@ class HeaderStore:
             with self._pool.use() as db:
                 row = db.execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
                 if row:
-                    db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))
+                    _touch(db, identity)
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return None
@@ -193,6 +196,24 @@ class HeaderStore:
         )
         self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
 
+    def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, str]]:
+        """The rows whose identity starts with `prefix` (at most `limit`, the most recently used first); none when
+        the store cannot be read."""
+        if self.health.resting(HEADERS):
+            return []
+        try:
+            with self._pool.use() as db:
+                rows = db.execute(
+                    "SELECT identity, summary FROM headers WHERE identity >= ? AND identity < ?"
+                    " ORDER BY used DESC LIMIT ?",
+                    (prefix, prefix + "\U0010ffff", limit),
+                ).fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
+            return []
+        self.health.ok(HEADERS)
+        return [(identity, summary) for identity, summary in rows]
+
     def stored_bytes(self) -> int:
         with self._pool.use() as db:
             return db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0]
@@ -216,3 +237,10 @@ def _not_a_file(path: str) -> bool:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+def _touch(db: sqlite3.Connection, identity: str) -> None:
+    """Mark a summary used now, for the eviction order. Only a hint: when other writers hold the database past the
+    busy timeout (many threads reading at once), the read it follows still hits, and nothing is faulted."""
+    with contextlib.suppress(sqlite3.OperationalError):
+        db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))

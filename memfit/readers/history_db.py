@@ -23,8 +23,8 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from memfit.estimator.fit_types import ObservationRow
 from memfit.readers.sqlite_files import ConnectionPool, make_private, rewrite_header, without_waiting
 from memfit.readers.state_health import StateFileError, describe, fix_for
 
@@ -87,28 +87,6 @@ IDENTITY = ("model_id", "revision", "quant", "artifact_bytes")
 WORKLOAD = ("allocated_tokens", "streams", "key_element_bytes", "value_element_bytes", "mode")
 SELECT = f"SELECT {', '.join(COLUMNS)}, id FROM observations"
 KEY_WHERE = " AND ".join(f"{c} IS ?" for c in (*IDENTITY, *WORKLOAD))  # IS: artifact_bytes may be NULL
-
-
-@dataclass(frozen=True)
-class ObservationRow:
-    model_id: str
-    revision: str
-    quant: str
-    artifact_bytes: int | None
-    allocated_tokens: int
-    streams: int
-    key_element_bytes: int
-    value_element_bytes: int
-    mode: str
-    weights_bytes: int | None
-    kv_cache_bytes: int | None
-    recurrent_state_bytes: int | None
-    workspace_bytes: int | None
-    companions_bytes: int | None
-    runtime: str
-    observed_at: str
-    note: str = ""
-    id: int | None = None
 
 
 class HistoryDB:

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import psutil
 
-
-@dataclass(frozen=True)
-class HostMemory:
-    available: int | None  # what a new allocation could claim now
-    total: int | None  # the physical ceiling
+from memfit.estimator.machine import HostMemory
 
 
 def read_host_memory() -> HostMemory:

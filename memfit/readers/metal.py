@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from memfit.readers.gpu_memory import GpuMemory
+from memfit.estimator.machine import GpuMemory
 
 SYSCTL = "/usr/sbin/sysctl"
 WIRED_LIMIT = "iogpu.wired_limit_mb"

@@ -9,9 +9,9 @@ import os
 import sys
 from types import ModuleType
 
-from memfit.readers.gpu_memory import GpuMemory
+from memfit.estimator.machine import GpuMemory
 
-__all__ = ["GpuMemory", "NvmlReader", "visible"]
+__all__ = ["NvmlReader", "visible"]
 
 
 def _nvml_library_present() -> bool:

@@ -10,6 +10,7 @@ F32) and every vocabulary has 512 tokens; the tokenizer's contents differ from t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gguf
@@ -525,6 +526,106 @@ def gemma4_shared() -> Model:
     return m
 
 
+@dataclass(frozen=True)
+class Gemma4Dims:
+    """A gemma4's sizes: SWA heads of `head_swa` over `kv_swa` KV heads, full heads of `head` over `kv_full` (their V
+    K's projection: no attn_v), every `period`-th layer full; `experts` (count, used, width) beside every layer's
+    FFN; `per_layer` the per-layer embeddings' width (0: none); the last `shared` layers reuse earlier ones' KV."""
+
+    embd: int = 256
+    heads: int = 4
+    head: int = 128
+    head_swa: int = 64
+    kv_full: int = 1
+    kv_swa: int = 2
+    period: int = 3
+    window: int = 128
+    vocab: int = VOCAB
+    experts: tuple[int, int, int] | None = None
+    per_layer: int = 0
+    shared: int = 0
+    qtype: QT = F16
+
+
+def gemma4_model(name: str, layers: int, ff: int | list[int], d: Gemma4Dims) -> Model:
+    """gemma4 as its converter writes it (conversion/gemma.py): `ff` the FFN width, or each layer's."""
+    E, H = d.embd, d.heads
+    widths = ff if isinstance(ff, list) else [ff] * layers
+    swa = [il % d.period != d.period - 1 for il in range(layers)]
+    heads_kv = [d.kv_swa if s else d.kv_full for s in swa]
+    m = Model("gemma4", vocab=d.vocab, tokenizer="llama")
+    transformer_kv(
+        m,
+        ctx=131072,
+        embd=E,
+        layers=layers,
+        ff=ff,
+        heads=H,
+        heads_kv=heads_kv,
+        head_dim=d.head,
+        rope_base=1000000.0,
+        name=name,
+        file_type=gguf.LlamaFileType.MOSTLY_F16 if d.qtype == F16 else gguf.LlamaFileType.MOSTLY_Q4_0,
+    )
+    m.arch_kv(
+        attention__key_length_swa=d.head_swa,
+        attention__value_length_swa=d.head_swa,
+        rope__dimension_count=d.head,
+        rope__dimension_count_swa=d.head_swa,
+        attention__sliding_window=d.window,
+        attention__sliding_window_pattern=swa,
+        attention__shared_kv_layers=d.shared,
+        embedding_length_per_layer_input=d.per_layer,
+        rope__freq_base_swa=10000.0,
+        final_logit_softcapping=30.0,
+    )
+    if d.experts is not None:
+        m.arch_kv(expert_count=d.experts[0], expert_used_count=d.experts[1], expert_feed_forward_length=d.experts[2])
+    embeddings(m, E, d.vocab, d.qtype, tied=True)
+    m.tensor("rope_freqs.weight", [d.head // 2], F32)
+    if d.per_layer:
+        m.tensor("per_layer_token_embd.weight", [d.per_layer * layers, d.vocab], d.qtype)
+        m.tensor("per_layer_model_proj.weight", [E, d.per_layer * layers], d.qtype)
+        m.tensor("per_layer_proj_norm.weight", [d.per_layer], F32)
+    for i, is_swa in enumerate(swa):
+        hd = d.head_swa if is_swa else d.head
+        m.tensor(f"blk.{i}.attn_norm.weight", [E], F32)
+        m.tensor(f"blk.{i}.attn_q.weight", [E, H * hd], d.qtype)
+        m.tensor(f"blk.{i}.attn_k.weight", [E, heads_kv[i] * hd], d.qtype)
+        if is_swa:
+            m.tensor(f"blk.{i}.attn_v.weight", [E, heads_kv[i] * hd], d.qtype)
+        m.tensor(f"blk.{i}.attn_output.weight", [H * hd, E], d.qtype)
+        for norm, n in (("attn_q_norm", hd), ("attn_k_norm", hd), ("post_attention_norm", E)):
+            m.tensor(f"blk.{i}.{norm}.weight", [n], F32)
+        m.tensor(f"blk.{i}.layer_output_scale.weight", [1], F32)
+        feed_forward(m, i, E, widths[i], d.qtype, post_norm=True)
+        if d.experts is not None:
+            n_exp, _, width = d.experts
+            m.tensor(f"blk.{i}.ffn_gate_inp.weight", [E, n_exp], d.qtype)
+            m.tensor(f"blk.{i}.ffn_gate_inp.scale", [E], F32)
+            for norm in ("pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"):
+                m.tensor(f"blk.{i}.{norm}.weight", [E], F32)
+            m.tensor(f"blk.{i}.ffn_gate_up_exps.weight", [E, 2 * width, n_exp], d.qtype)
+            m.tensor(f"blk.{i}.ffn_down_exps.weight", [width, E, n_exp], d.qtype)
+            m.tensor(f"blk.{i}.ffn_down_exps.scale", [n_exp], F32)
+        if d.per_layer:
+            m.tensor(f"blk.{i}.inp_gate.weight", [E, d.per_layer], d.qtype)
+            m.tensor(f"blk.{i}.proj.weight", [d.per_layer, E], d.qtype)
+            m.tensor(f"blk.{i}.post_norm.weight", [E], F32)
+    return m
+
+
+def gemma4_moe() -> Model:
+    """gemma4 like the 26B-A4B: 4 experts of 128 (2 used) beside every layer's FFN, full layers' V from K."""
+    return gemma4_model("tiny-gemma4-moe", 6, 512, Gemma4Dims(experts=(4, 2, 128)))
+
+
+def gemma4_ple() -> Model:
+    """gemma4 like E2B / E4B: per-layer embeddings (64 wide), the last 3 of 9 layers reusing earlier KV with a
+    double-wide FFN (use_double_wide_mlp), full layers' V from K."""
+    return gemma4_model("tiny-gemma4-ple", 9, [512] * 6 + [1024] * 3, Gemma4Dims(per_layer=64, shared=3))
+
+
 # --- embedding-only (non-causal, no memory module) ------------------------------------------------
 
 
@@ -579,6 +680,8 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "deepseek2-v3": deepseek2_v3,
     "gemma3n-shared": gemma3n_shared,
     "gemma4-shared": gemma4_shared,
+    "gemma4-moe": gemma4_moe,
+    "gemma4-ple": gemma4_ple,
     "bert-embd": bert_embd,
     "nomic-bert-embd": nomic_bert_embd,
 }

@@ -232,6 +232,20 @@ def laguna_swa() -> Model:
     return m
 
 
+def laguna_full() -> Model:
+    """laguna like M.1: no sliding window (the plain KV cache input), an output gate per element, 3 leading dense
+    layers, the experts' weights normalized."""
+    m = _model("laguna", "tiny-laguna-full", ctx=131072, layers=5, head_dim=HD, rope_base=500000.0)
+    m.arch_kv(rope__dimension_count=HD)
+    _experts(m, leading_dense_block_count=3, expert_shared_feed_forward_length=FFE, expert_weights_norm=True)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(5):
+        attention(m, i, E, H, HKV, HD, F16, qk_norm=True)
+        _attn_gate(m, i, H * HD)
+        _ffn(m, i, i >= 3, probs_bias=True)
+    return m
+
+
 def plamo3_swa() -> Model:
     """plamo3, window 128, no pattern key: default period 8 (layer 7 full); fused qkv and gate+up."""
     m = _model("plamo3", "tiny-plamo3-swa", ctx=8192, layers=8, head_dim=HD, rope_base=1000000.0)
@@ -686,6 +700,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "smallthinker-swa": smallthinker_swa,
     "afmoe-swa": afmoe_swa,
     "laguna-swa": laguna_swa,
+    "laguna-full": laguna_full,
     "plamo3-swa": plamo3_swa,
     "mellum-scal": mellum_scal,
     "mellum-arr": mellum_arr,

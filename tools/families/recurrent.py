@@ -300,121 +300,170 @@ def jamba(
     return m
 
 
-def falcon_h1() -> Model:
-    """Falcon-H1: every layer has both a Mamba-2 mixer (recurrent state) and attention (KV)."""
-    E, H, HKV, HD, FF = 256, 4, 2, 64, 512
-    DI, DS, NG, NH, DC = 384, 32, 2, 6, 4
-    m = _model(
-        "falcon-h1",
-        "tiny-falcon-h1",
-        ctx=262144,
-        embd=E,
-        layers=4,
-        ff=FF,
-        heads=H,
-        heads_kv=HKV,
-        head_dim=HD,
-        rope_base=1e6,
-    )
-    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(4):
-        mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16)
-        attention(m, i, E, H, HKV, HD, F16, norm=False)
-        _norm(m, f"blk.{i}.ffn_norm", E)  # falcon-h1 asks for "blk.%d.ffn_norm", without ".weight"
-        feed_forward(m, i, E, FF, F16, norm=False)
-    return m
-
-
-def _nemotron_h(arch: str, name: str, heads_kv: list[int], ff: list[int], moe: dict[str, int] | None) -> Model:
-    """Three layer kinds from two per-layer arrays: mamba2 (kv 0, ff 0), attention (kv > 0, ff 0) and MLP or
-    MoE (ff > 0). With moe, a last NextN/MTP block (ff > 0 and kv > 0) follows the trunk."""
-    E, H, HD = 256, 8, 32
-    DI, DS, NG, NH, DC = 512, 32, 4, 8, 4
-    m = _model(arch, name, ctx=262144, embd=E, layers=len(ff), ff=ff, heads=H, heads_kv=heads_kv, head_dim=HD)
-    m.arch_kv(attention__layer_norm_epsilon=1e-5)
-    ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=NG)
-    if moe:
-        _experts(m, moe["experts"], 2, moe["ff"], moe["shared_ff"], expert_shared_count=1, nextn_predict_layers=1)
-    embeddings(m, E, VOCAB, F16, tied=False)
-    trunk = len(ff) - (1 if moe else 0)
-    for i in range(trunk):
-        if ff[i]:
-            _norm(m, f"blk.{i}.attn_norm.weight", E)
-            if moe:
-                moe_feed_forward(
-                    m,
-                    i,
-                    E,
-                    ff[i],
-                    moe["experts"],
-                    F16,
-                    norm=False,
-                    gate=False,
-                    shared_ff=moe["shared_ff"],
-                    probs_bias=True,
-                )
-            else:
-                feed_forward(m, i, E, ff[i], F16, norm=False, gate=False)
-        elif heads_kv[i]:
-            attention(m, i, E, H, heads_kv[i], HD, F16)
-        else:
-            mamba2_block(m, i, E, DI, DS, NG, NH, DC, F16)
-    if moe:
-        _nextn(m, trunk, E)
-        attention(m, trunk, E, H, heads_kv[trunk], HD, F16, post_norm=True)
-        moe_feed_forward(
-            m,
-            trunk,
-            E,
-            ff[trunk],
-            moe["experts"],
-            F16,
-            norm=False,
-            gate=False,
-            shared_ff=moe["shared_ff"],
-            probs_bias=True,
-        )
-    return m
-
-
-def nemotron_h() -> Model:
-    """Nemotron-H; layer 4 is an MLP layer with head_count_kv > 0: the cache filter (n_ff == 0) gives it no KV."""
-    return _nemotron_h("nemotron_h", "tiny-nemotron-h", [0, 0, 2, 0, 2, 2], [0, 768, 0, 0, 768, 0], None)
-
-
-def nemotron_h_moe() -> Model:
-    """Nemotron-H MoE with one NextN/MTP block (block_count 6 + 1): the MTP block has ff > 0 and
-    head_count_kv > 0, so the main context's filter (n_ff == 0) gives it no KV."""
-    return _nemotron_h(
-        "nemotron_h_moe",
-        "tiny-nemotron-h-moe",
-        [0, 0, 2, 0, 0, 2, 2],
-        [0, 128, 0, 0, 128, 0, 128],
-        {"experts": 4, "ff": 128, "shared_ff": 256},
-    )
-
-
 @dataclass(frozen=True)
-class QwenNext:
-    """The qwen3next / qwen35 / qwen4exp sizes: the tiny models' by default (gated attention 4 heads (2 kv) of 64,
-    rope on a quarter of the head; gated delta-net d_state 32 with 2 k / 4 v heads; experts with a shared one)."""
+class Sizes:
+    """What a tiny writer's model is as wide as, the tiny models' by default (a published shape passes its own): the
+    trunk, attention `heads` over `heads_kv` of `head`, the dense FFN, the routed experts (`experts_used` of them,
+    `expert_ff` wide, beside a shared one `shared_ff` wide), the vocabulary. A family's own sizes extend it."""
 
     embd: int = 256
     heads: int = 4
     heads_kv: int = 2
     head: int = 64
     ff: int = 512
-    rope_dims: int = 16
-    d_state: int = 32  # the delta net's head size (k and v)
-    k_heads: int = 2
-    v_heads: int = 4
-    d_conv: int = 4
     experts: int = 4
     experts_used: int = 2
     expert_ff: int = 128
     shared_ff: int = 256
     vocab: int = VOCAB
+
+
+@dataclass(frozen=True)
+class Hybrid(Sizes):
+    """The Mamba / short-convolution hybrids' (falcon-h1, nemotron-h, plamo2, lfm2): the Mamba mixer's d_inner,
+    d_state, groups and ssm_heads; each family's tiny model's in its TINY_* (falcon-h1's by default)."""
+
+    d_inner: int = 384
+    d_state: int = 32
+    groups: int = 2
+    ssm_heads: int = 6
+
+
+TINY_FALCON_H1 = Hybrid()
+TINY_NEMOTRON_H = Hybrid(heads=8, head=32, d_inner=512, groups=4, ssm_heads=8)
+TINY_PLAMO2 = Hybrid(d_inner=512, d_state=24, groups=0, ssm_heads=8)
+TINY_LFM2 = Hybrid(heads=8)
+HYBRID_D_CONV = 4  # ssm.conv_kernel of every hybrid writer
+
+
+def falcon_h1(
+    name: str = "tiny-falcon-h1", layers: int = 4, s: Hybrid = TINY_FALCON_H1, ssm_norm: bool = True
+) -> Model:
+    """Falcon-H1: every layer has both a Mamba-2 mixer (recurrent state) and attention (KV); ssm_norm False: no
+    grouped norm (the published files have none)."""
+    E, DC = s.embd, HYBRID_D_CONV
+    m = _model(
+        "falcon-h1",
+        name,
+        ctx=262144,
+        embd=E,
+        layers=layers,
+        ff=s.ff,
+        heads=s.heads,
+        heads_kv=s.heads_kv,
+        head_dim=s.head,
+        rope_base=1e6,
+        vocab=s.vocab,
+    )
+    ssm_kv(m, d_conv=DC, d_inner=s.d_inner, d_state=s.d_state, heads=s.ssm_heads, groups=s.groups)
+    embeddings(m, E, s.vocab, F16, tied=False)
+    for i in range(layers):
+        mamba2_block(m, i, E, s.d_inner, s.d_state, s.groups, s.ssm_heads, DC, F16, ssm_norm=ssm_norm)
+        attention(m, i, E, s.heads, s.heads_kv, s.head, F16, norm=False)
+        _norm(m, f"blk.{i}.ffn_norm", E)  # falcon-h1 asks for "blk.%d.ffn_norm", without ".weight"
+        feed_forward(m, i, E, s.ff, F16, norm=False)
+    return m
+
+
+def _nemotron_h(
+    arch: str,
+    name: str,
+    heads_kv: list[int],
+    ff: list[int],
+    s: Hybrid = TINY_NEMOTRON_H,
+    moe: bool = False,
+    nextn: int = 1,
+    routing: dict[str, Any] | None = None,
+    latent: int = 0,
+) -> Model:
+    """Three layer kinds from two per-layer arrays: mamba2 (kv 0, ff 0), attention (kv > 0, ff 0) and MLP or
+    MoE (ff > 0). With moe, a last NextN/MTP block (ff > 0 and kv > 0) follows the trunk unless nextn is 0;
+    routing: the router's keys (expert_weights_norm / _scale); latent: moe_latent_size (0: none)."""
+    E, DC = s.embd, HYBRID_D_CONV
+    m = _model(
+        arch, name, ctx=262144, embd=E, layers=len(ff), ff=ff, heads=s.heads, heads_kv=heads_kv, head_dim=s.head,
+        vocab=s.vocab,
+    )  # fmt: skip
+    m.arch_kv(attention__layer_norm_epsilon=1e-5)
+    ssm_kv(m, d_conv=DC, d_inner=s.d_inner, d_state=s.d_state, heads=s.ssm_heads, groups=s.groups)
+    nextn = nextn if moe else 0
+    if moe:
+        more = {"nextn_predict_layers": nextn} if nextn else {}
+        _experts(m, s.experts, s.experts_used, s.expert_ff, s.shared_ff, expert_shared_count=1, **more)
+        m.arch_kv(**(routing or {}))
+        if latent:
+            m.arch_kv(moe_latent_size=latent)
+    embeddings(m, E, s.vocab, F16, tied=False)
+    trunk = len(ff) - nextn
+    for i in range(trunk):
+        if ff[i]:
+            _norm(m, f"blk.{i}.attn_norm.weight", E)
+            if moe:
+                _nemotron_moe(m, i, ff[i], s, latent)
+            else:
+                feed_forward(m, i, E, ff[i], F16, norm=False, gate=False)
+        elif heads_kv[i]:
+            attention(m, i, E, s.heads, heads_kv[i], s.head, F16)
+        else:
+            mamba2_block(m, i, E, s.d_inner, s.d_state, s.groups, s.ssm_heads, DC, F16)
+    if nextn:
+        _nextn(m, trunk, E)
+        attention(m, trunk, E, s.heads, heads_kv[trunk], s.head, F16, post_norm=True)
+        _nemotron_moe(m, trunk, ff[trunk], s, latent)
+    return m
+
+
+def _nemotron_moe(m: Model, i: int, ff: int, s: Hybrid, latent: int) -> None:
+    """A Nemotron-H MoE block: up and down experts (`latent` wide between ffn_latent_down and _up, where set), the
+    router's exp_probs_b, a relu^2 shared expert."""
+    E, n, shared = s.embd, s.experts, s.shared_ff
+    if not latent:
+        moe_feed_forward(m, i, E, ff, n, F16, norm=False, gate=False, shared_ff=shared, probs_bias=True)
+        return
+    m.tensor(f"blk.{i}.ffn_gate_inp.weight", [E, n], F32)
+    m.tensor(f"blk.{i}.ffn_latent_down.weight", [E, latent], F16)
+    m.tensor(f"blk.{i}.ffn_latent_up.weight", [latent, E], F16)
+    m.tensor(f"blk.{i}.ffn_up_exps.weight", [latent, ff, n], F16)
+    m.tensor(f"blk.{i}.ffn_down_exps.weight", [ff, latent, n], F16)
+    m.tensor(f"blk.{i}.exp_probs_b.bias", [n], F32)
+    m.tensor(f"blk.{i}.ffn_up_shexp.weight", [E, shared], F16)
+    m.tensor(f"blk.{i}.ffn_down_shexp.weight", [shared, E], F16)
+
+
+def nemotron_h() -> Model:
+    """Nemotron-H; layer 4 is an MLP layer with head_count_kv > 0: the cache filter (n_ff == 0) gives it no KV."""
+    return _nemotron_h("nemotron_h", "tiny-nemotron-h", [0, 0, 2, 0, 2, 2], [0, 768, 0, 0, 768, 0])
+
+
+def nemotron_h_moe() -> Model:
+    """Nemotron-H MoE with one NextN/MTP block (block_count 6 + 1): the MTP block has ff > 0 and
+    head_count_kv > 0, so the main context's filter (n_ff == 0) gives it no KV."""
+    return _nemotron_h(
+        "nemotron_h_moe", "tiny-nemotron-h-moe", [0, 0, 2, 0, 0, 2, 2], [0, 128, 0, 0, 128, 0, 128], moe=True
+    )
+
+
+NORMED_SCALED = {"expert_weights_norm": True, "expert_weights_scale": 2.5}  # the router's weights normalized, scaled
+
+
+def nemotron_h_moe_latent() -> Model:
+    """Nemotron-H MoE with its experts in a 64-wide latent (moe_latent_size: ffn_latent_down / _up, as Nemotron 3
+    Super), 3 of 4 experts used, the weights normalized and scaled by 2.5; no NextN block."""
+    heads_kv, ff, s = [0, 0, 2, 0, 0, 2], [0, 128, 0, 0, 128, 0], replace(TINY_NEMOTRON_H, experts_used=3)
+    latent = dict(nextn=0, routing=NORMED_SCALED, latent=64)
+    return _nemotron_h("nemotron_h_moe", "tiny-nemotron-h-moe-latent", heads_kv, ff, s, moe=True, **latent)
+
+
+@dataclass(frozen=True)
+class QwenNext(Sizes):
+    """The qwen3next / qwen35 / qwen4exp sizes (tiny: gated attention 4 heads (2 kv) of 64, rope on a quarter of the
+    head; gated delta-net d_state 32 with 2 k / 4 v heads; experts with a shared one)."""
+
+    rope_dims: int = 16
+    d_state: int = 32  # the delta net's head size (k and v)
+    k_heads: int = 2
+    v_heads: int = 4
+    d_conv: int = 4
     ctx: int = 262144
     sections: tuple[int, ...] = (4, 2, 2, 0)  # rope.dimension_sections (qwen35's IMRoPE)
 
@@ -540,11 +589,16 @@ def qwen35_mtp() -> Model:
     return _qwen35("tiny-qwen35-mtp", interval=2, nextn=1)
 
 
-def _lfm2(arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers: int | None = None) -> Model:
+def _lfm2(
+    arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers: int | None = None, s: Hybrid = TINY_LFM2
+) -> Model:
     """LFM2: short-conv layers (head_count_kv 0) and attention; after `dense_layers` dense layers, MoE."""
-    E, H, FF = 256, 8, 512
-    m = _model(arch, name, ctx=128000, embd=E, layers=6, ff=FF, heads=H, heads_kv=heads_kv, rope_base=1e6)
-    m.tensor("token_embd.weight", [E, VOCAB], F16)
+    E, H = s.embd, s.heads
+    m = _model(
+        arch, name, ctx=128000, embd=E, layers=len(heads_kv), ff=s.ff, heads=H, heads_kv=heads_kv, rope_base=1e6,
+        vocab=s.vocab,
+    )  # fmt: skip
+    m.tensor("token_embd.weight", [E, s.vocab], F16)
     _norm(m, "token_embd_norm.weight", E)  # LFM2's final norm is stored under this name
     for i, kv in enumerate(heads_kv):
         if kv:
@@ -555,18 +609,21 @@ def _lfm2(arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers:
             m.tensor(f"blk.{i}.shortconv.in_proj.weight", [E, 3 * E], F16)
             m.tensor(f"blk.{i}.shortconv.out_proj.weight", [E, E], F16)
         if dense_layers is not None and i >= dense_layers:
-            moe_feed_forward(m, i, E, 128, 4, F16, probs_bias=True)
+            moe_feed_forward(m, i, E, s.expert_ff, s.experts, F16, probs_bias=True)
         else:
-            feed_forward(m, i, E, FF, F16)
+            feed_forward(m, i, E, s.ff, F16)
     m.arch_kv(shortconv__l_cache=l_cache)
     return m
 
 
-def lfm2moe() -> Model:
-    """LFM2-MoE: 2 leading dense layers, then MoE; shortconv.l_cache 4: R = (l_cache-1)*n_embd, S = 0."""
-    m = _lfm2("lfm2moe", "tiny-lfm2moe", [0, 0, 2, 0, 4, 0], 4, dense_layers=2)
+def lfm2moe(
+    name: str = "tiny-lfm2moe", heads_kv: tuple[int, ...] = (0, 0, 2, 0, 4, 0), l_cache: int = 4, s: Hybrid = TINY_LFM2
+) -> Model:
+    """LFM2-MoE: 2 leading dense layers, then MoE (sigmoid gating); shortconv.l_cache 4: R = (l_cache-1)*n_embd,
+    S = 0."""
+    m = _lfm2("lfm2moe", name, list(heads_kv), l_cache, dense_layers=2, s=s)
     m.arch_kv(leading_dense_block_count=2)
-    _experts(m, 4, 2, 128, expert_gating_func=2)
+    _experts(m, s.experts, s.experts_used, s.expert_ff, expert_gating_func=2)
     return m
 
 
@@ -577,18 +634,17 @@ def lfm2_swa() -> Model:
     return m
 
 
-def plamo2() -> Model:
+def plamo2(name: str = "tiny-plamo2", heads_kv: tuple[int, ...] = (0, 2, 0, 1), s: Hybrid = TINY_PLAMO2) -> Model:
     """PLaMo-2: Mamba layers (head_count_kv 0) + attention; ssm.group_count present and 0:
     R = (d_conv-1)*d_inner, S = d_state*d_inner."""
-    E, H, HD, FF = 256, 4, 64, 512
-    DI, DS, NH, DC = 512, 24, 8, 4
-    heads_kv = [0, 2, 0, 1]
+    E, H, HD, DI, DS, NH, DC = s.embd, s.heads, s.head, s.d_inner, s.d_state, s.ssm_heads, HYBRID_D_CONV
     dt = max(64, E // 16)
     m = _model(
-        "plamo2", "tiny-plamo2", ctx=32768, embd=E, layers=4, ff=FF, heads=H, heads_kv=heads_kv, head_dim=HD, eps=1e-6
-    )
+        "plamo2", name, ctx=32768, embd=E, layers=len(heads_kv), ff=s.ff, heads=H, heads_kv=list(heads_kv),
+        head_dim=HD, eps=1e-6, vocab=s.vocab,
+    )  # fmt: skip
     ssm_kv(m, d_conv=DC, d_inner=DI, d_state=DS, heads=NH, groups=0)
-    embeddings(m, E, VOCAB, F16, tied=False)
+    embeddings(m, E, s.vocab, F16, tied=False)
     for i, kv in enumerate(heads_kv):
         _norm(m, f"blk.{i}.attn_norm.weight", E)
         if kv:
@@ -607,8 +663,8 @@ def plamo2() -> Model:
                 _norm(m, f"blk.{i}.ssm_{part}_norm", n)  # plamo2 asks for these without ".weight"
         _norm(m, f"blk.{i}.post_attention_norm", E)
         _norm(m, f"blk.{i}.ffn_norm.weight", E)
-        m.tensor(f"blk.{i}.ffn_down.weight", [FF, E], F16)
-        m.tensor(f"blk.{i}.ffn_up.weight", [E, 2 * FF], F16)
+        m.tensor(f"blk.{i}.ffn_down.weight", [s.ff, E], F16)
+        m.tensor(f"blk.{i}.ffn_up.weight", [E, 2 * s.ff], F16)
         _norm(m, f"blk.{i}.post_ffw_norm", E)
     return m
 
@@ -644,21 +700,14 @@ def minimax01() -> Model:
 
 
 @dataclass(frozen=True)
-class KdaMla:
-    """The kimi-linear / kimi-k3 / bailingmoe3 sizes beside the KDA head: the tiny models' by default (4 heads over
-    256, MLA with a 96-wide latent, a 32-wide rope part, 64 / 32 heads; experts of 128 with a shared one)."""
+class KdaMla(Sizes):
+    """The kimi-linear / kimi-k3 / bailingmoe3 sizes beside the KDA head (tiny: 4 heads over 256, MLA with a 96-wide
+    latent, a 32-wide rope part, 64 / 32 heads; experts of 128 with a shared one as wide)."""
 
-    embd: int = 256
-    heads: int = 4
-    ff: int = 512
-    experts: int = 4
-    experts_used: int = 2
-    expert_ff: int = 128
     kv_lora: int = 96
     rope: int = 32
     k_head: int = 64
     v_head: int = 32
-    vocab: int = VOCAB
 
 
 TINY_KDA_MLA = KdaMla()
@@ -952,6 +1001,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "minimax01": minimax01,
     "kimi-linear": kimi_linear,
     "nemotron-h-moe": nemotron_h_moe,
+    "nemotron-h-moe-latent": nemotron_h_moe_latent,
     "bailingmoe3": bailingmoe3,
     "kimi-k3": kimi_k3,
     "qwen4exp": qwen4exp,
@@ -1081,7 +1131,19 @@ DELTA_NET_SHAPES: dict[str, Callable[[], Model]] = {
         "kimi-linear-48b-a3b",
         heads_kv=tuple(int(il + 1 in (4, 8, 12, 16, 20, 24, 27)) for il in range(27)),
         kda_head=128,
-        s=KdaMla(2304, 32, 9216, 256, 8, 1024, 512, 64, 192, 128, 163840),
+        s=KdaMla(
+            2304,
+            32,
+            ff=9216,
+            experts=256,
+            experts_used=8,
+            expert_ff=1024,
+            kv_lora=512,
+            rope=64,
+            k_head=192,
+            v_head=128,
+            vocab=163840,
+        ),
         routing={"expert_weights_scale": 2.446},
     ),
     "ling-3.0-tiny-shape": partial(
@@ -1092,7 +1154,19 @@ DELTA_NET_SHAPES: dict[str, Callable[[], Model]] = {
         nextn=0,
         q_lora=256,
         d_conv=4,
-        s=KdaMla(1536, 16, 4608, 128, 8, 512, 512, 64, 192, 128, 157184),
+        s=KdaMla(
+            1536,
+            16,
+            ff=4608,
+            experts=128,
+            experts_used=8,
+            expert_ff=512,
+            kv_lora=512,
+            rope=64,
+            k_head=192,
+            v_head=128,
+            vocab=157184,
+        ),
         routing={
             "expert_weights_scale": 2.5,
             "expert_weights_norm": True,
@@ -1138,4 +1212,72 @@ RWKV_SHAPES: dict[str, Callable[[], Model]] = {
             ),
         ),
     )
+}
+
+
+def _blocks(pattern: str, heads_kv: int, ff: int) -> tuple[list[int], list[int]]:
+    """Nemotron-H's hybrid_override_pattern as the converter writes it: per layer head_count_kv (attention, `*`) and
+    feed_forward_length (an MLP `-` or experts `E`); a Mamba-2 layer (`M`) has neither."""
+    return [heads_kv if c == "*" else 0 for c in pattern], [ff if c in "-E" else 0 for c in pattern]
+
+
+NEMOTRON_H_8B = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"  # nvidia/Nemotron-H-8B-Base-8K
+NEMOTRON_3_NANO = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B
+# Published hybrid dimensions, for llama.cpp's dry runs (sparse files, tests/data/results_hybrid_shapes_dryrun.jsonl):
+# tiiuae/Falcon-H1-7B (44 layers of 3072, 12 heads over 2 KV heads of 128, FFN 12288, 24 Mamba-2 heads of 128,
+# d_state 256, one group, 130,048 tokens) and Falcon-H1-34B (72 of 5120, 20 heads over 4 KV heads, FFN 21504, 32
+# Mamba-2 heads of 128, 261,120 tokens), both without the grouped norm as published; Nemotron-H-8B (52 layers of
+# 4096: 24 Mamba-2 with 128 heads of 64, d_state 128, 8 groups; 4 attention with 32 heads over 8 KV heads; 24
+# relu^2 MLPs of 21504); Nemotron-3-Nano-30B-A3B (52 of 2688: 23 Mamba-2 with 64 heads of 64; 6 attention with 32
+# heads over 2 KV heads; 23 MoE with 128 experts of 1856, 6 used, a shared expert of 3712, sigmoid routing with the
+# weights normalized and scaled by 2.5); PLaMo-2-8B (32 of 4096, attention on every second layer with 32 heads over
+# 4 KV heads of 128, 64 Mamba heads of 128, d_state 64, FFN 16384, 100,000 tokens) and LFM2-8B-A1B (24 of 2048,
+# attention at layers 2, 6, 10, 14, 18 and 21 with 32 heads over 8 KV heads, l_cache 3, 2 dense layers of 7168, then
+# 32 experts of 1792, 4 used, 65,536 tokens).
+_FALCON_H1_7B = Hybrid(3072, 12, head=128, ff=12288, vocab=130048, d_inner=3072, d_state=256, groups=1, ssm_heads=24)
+_NEMOTRON_H_8B = Hybrid(4096, 32, head=128, d_inner=8192, d_state=128, groups=8, ssm_heads=128, vocab=131072)
+HYBRID_SHAPES: dict[str, Callable[[], Model]] = {
+    "falcon-h1-7b-shape-f16": partial(falcon_h1, "falcon-h1-7b", 44, _FALCON_H1_7B, ssm_norm=False),
+    "falcon-h1-34b-shape-f16": partial(
+        falcon_h1,
+        "falcon-h1-34b",
+        72,
+        replace(_FALCON_H1_7B, embd=5120, heads=20, heads_kv=4, ff=21504, d_inner=4096, ssm_heads=32, vocab=261120),
+        ssm_norm=False,
+    ),
+    "nemotron-h-8b-shape-f16": partial(
+        _nemotron_h, "nemotron_h", "nemotron-h-8b", *_blocks(NEMOTRON_H_8B, 8, 21504), _NEMOTRON_H_8B
+    ),
+    "nemotron-3-nano-30b-a3b-shape-f16": partial(
+        _nemotron_h,
+        "nemotron_h_moe",
+        "nemotron-3-nano-30b-a3b",
+        *_blocks(NEMOTRON_3_NANO, 2, 1856),
+        replace(
+            _NEMOTRON_H_8B,
+            embd=2688,
+            d_inner=4096,
+            ssm_heads=64,
+            experts=128,
+            experts_used=6,
+            expert_ff=1856,
+            shared_ff=3712,
+        ),
+        moe=True,
+        nextn=0,
+        routing=NORMED_SCALED,
+    ),
+    "plamo-2-8b-shape-f16": partial(
+        plamo2,
+        "plamo-2-8b",
+        (0, 4) * 16,
+        Hybrid(4096, 32, head=128, ff=16384, d_inner=8192, d_state=64, ssm_heads=64, vocab=100000),
+    ),
+    "lfm2-8b-a1b-shape-f16": partial(
+        lfm2moe,
+        "lfm2-8b-a1b",
+        tuple(8 if i in (2, 6, 10, 14, 18, 21) else 0 for i in range(24)),
+        3,
+        Hybrid(2048, 32, ff=7168, experts=32, experts_used=4, expert_ff=1792, vocab=65536),
+    ),
 }

@@ -31,7 +31,8 @@ from tools.gguf_writers import (
 )
 
 
-def dense(
+def decoder(
+    arch: str,
     name: str,
     *,
     E: int,
@@ -39,20 +40,35 @@ def dense(
     L: int,
     H: int,
     Hkv: int,
-    D: int,
     V: int,
+    tied: bool,
+    D: int = 128,
+    eps: float | None = 1e-5,
+    pre_norm: bool = True,
+    post_norm: bool = False,
+    qk_norm: bool = False,
+    ffn_norm: bool = True,
+    tokenizer: str = "gpt2",
     w: QT = QT.Q4_0,
+    **kv: Any,
 ) -> Model:
-    """A llama: E embedding, F FFN width, L layers, H / Hkv heads of D, V tokens, untied output."""
-    m = Model("llama", vocab=V, tokenizer="llama")
+    """A llama-style decoder of `arch`: E embedding, F FFN width, L layers, H / Hkv heads of D, V tokens; RMS
+    pre-norms (pre_norm / ffn_norm False: none), post norms, per-head q/k norms, SwiGLU FFNs; `kv`: the
+    architecture's further keys."""
+    m = Model(arch, vocab=V, tokenizer=tokenizer)
     head_dim = None if D == E // H else D
-    transformer_kv(m, ctx=131072, embd=E, layers=L, ff=F, heads=H, heads_kv=Hkv, eps=1e-5, name=name, head_dim=head_dim)
-    m.arch_kv(rope__dimension_count=D, vocab_size=V)
-    embeddings(m, E, V, w, tied=False)
+    transformer_kv(m, ctx=131072, embd=E, layers=L, ff=F, heads=H, heads_kv=Hkv, eps=eps, name=name, head_dim=head_dim)
+    m.arch_kv(rope__dimension_count=D, vocab_size=V, **kv)
+    embeddings(m, E, V, w, tied=tied)
     for i in range(L):
-        attention(m, i, E, H, Hkv, D, w)
-        feed_forward(m, i, E, F, w)
+        attention(m, i, E, H, Hkv, D, w, qk_norm=qk_norm, post_norm=post_norm, norm=pre_norm)
+        feed_forward(m, i, E, F, w, post_norm=post_norm, norm=pre_norm and ffn_norm)
     return m
+
+
+def dense(name: str, *, E: int, F: int, L: int, H: int, Hkv: int, D: int, V: int, w: QT = QT.Q4_0) -> Model:
+    """A llama: E embedding, F FFN width, L layers, H / Hkv heads of D, V tokens, untied output."""
+    return decoder("llama", name, E=E, F=F, L=L, H=H, Hkv=Hkv, V=V, tied=False, D=D, tokenizer="llama", w=w)
 
 
 def moe(name: str, *, E: int, Fe: int, nexp: int, k: int, L: int, H: int, Hkv: int, D: int, V: int) -> Model:

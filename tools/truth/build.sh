@@ -5,6 +5,7 @@
 # bundle the package ships cloned beside it (headers only: the probe reads llama.cpp's own objects), and the
 # probe compiled and linked against the release's prebuilt libllama (CACHE/node-llama-cpp-VERSION/probe).
 # Fails when the llama.cpp tag or commit a release bundles differs from the one releases.json names.
+# MEMFIT_TRUTH_INSTALL_ONLY=1: install, clone and check the releases, without compiling the probe.
 # Needs node 20 with npm, g++, git and python3. Nothing is written into the repository.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +32,7 @@ pinned = json.load(open(path))[version]
 if (pinned["llama_cpp_tag"], pinned["llama_cpp_commit"]) != (tag, commit):
     sys.exit(f"releases.json names {pinned} for {version}, the package bundles {tag} {commit}")
 PY
+  [ -z "${MEMFIT_TRUTH_INSTALL_ONLY:-}" ] || continue  # the release and its source only (tools/truth/mock/build.sh)
   LLAMA=$(cd "$LIB" && ls libllama.*so | grep -v common | head -1)
   GGML=$(cd "$LIB" && ls libggml.*so | head -1)
   S="$R/llama.cpp"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.families import attention, more, recurrent, shapes, tiny_real
+from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
 from tools.gguf_writers import PUBLIC_SET, SHAPE_SET, Model
 
 Settings = dict[str, Any]
@@ -81,6 +81,17 @@ DELTA_NET_UBATCHES = [
         (8192, 4, "f16", "auto", 2048, {"unified": 1}),
     )
 ]
+# The Mamba / short-convolution hybrids' ubatches: the Mamba-1 families' runs, then 7 sequences (the ubatch rounded up
+# to a multiple of 7), unified caches with flash attention on and off, a q8_0 K cache with flash attention off (a
+# quantized V needs flash attention) and a context below a 2048-token ubatch over one sequence.
+HYBRID_UBATCHES = MAMBA1_UBATCHES + [
+    _s(7000, 7, n_ubatch=1024),
+    _s(8192, 7, fa="off", n_ubatch=2048),
+    _s(8192, 4, unified=1, n_ubatch=2048),
+    _s(8192, 8, fa="off", unified=1, n_ubatch=512),
+    _s(8192, 4, fa="off", n_ubatch=2048) | dict(type_k="q8_0"),
+    _s(1000, 1, fa="off", n_ubatch=2048),
+]
 # Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
 # on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
 # phase rule does not.
@@ -143,6 +154,45 @@ MLA_SHAPES = (
     "step-3.5-flash-shape",
     "glm-4.5-air-shape",
 )
+# The attention families rebuilt node for node after phi3, openelm and deci: ubatches 64 to 4096 (4096 asks past
+# n_batch's 2048), flash attention on and off, 1 to 8 sequences (3, 5 and 7 round the ubatch up), a context below the
+# ubatch, q8_0 caches, a unified cache, and full-size sliding windows (swa_full: the same as without for full ones).
+ATTN_FAMILY_UBATCH = [
+    _s(8192, 1, n_ubatch=64),
+    _s(8192, 2, fa="off", n_ubatch=64),
+    _s(8192, 3, n_ubatch=256),
+    _s(8192, 5, fa="off", n_ubatch=1024),
+    _s(8192, 1, n_ubatch=2048),
+    _s(8192, 4, fa="off", n_ubatch=2048),
+    _s(16384, 8, n_ubatch=2048),
+    _s(16384, 7, fa="off", n_ubatch=4096),
+    _s(32768, 2, n_ubatch=4096),
+    _s(1000, 3, n_ubatch=2048),
+    _s(8192, 4, "q8_0", n_ubatch=1024),
+    _s(16384, 1, "q8_0", n_ubatch=2048),
+    _s(8192, 4, unified=1, n_ubatch=1024),
+    _s(8192, 4, fa="off", unified=1, n_ubatch=2048),
+    _s(8192, 1, swa_full=1, n_ubatch=2048),
+    _s(8192, 4, fa="off", swa_full=1, n_ubatch=1024),
+]
+ATTN_FAMILY_MODELS = (
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "cohere2moe-arr-nextn", "exaone4-64", "llama4-chunked",
+    "afmoe-swa", "laguna-swa", "laguna-full",
+)  # fmt: skip
+# The attention families' real-scale shapes in dry runs (no_alloc=1): contexts 1500 to 65536, 1 to 8 sequences,
+# ubatch 512 to 4096 (capped at n_batch 2048), flash attention on and off, q8_0, a unified cache, swa_full.
+ATTN_SHAPE_RUNS = [
+    _s(4096, 1),
+    _s(32768, 1, "q8_0"),
+    _s(32768, 4, fa="off"),
+    _s(32768, 1, n_ubatch=2048),
+    _s(32768, 4, fa="off", n_ubatch=2048),
+    _s(65536, 8, n_ubatch=4096),
+    _s(8192, 3, n_ubatch=1024),
+    _s(16384, 2, unified=1, n_ubatch=1024),
+    _s(32768, 1, swa_full=1, n_ubatch=2048),
+    _s(1500, 1, n_ubatch=2048),
+]
 # FULL's 512- and 8192-token runs with swa_full=1: the sliding-window families' full-size SWA cache; then flash
 # attention off (the score matrices over the whole context) and ubatches 1024 and 2048, 1 and 4 streams.
 SWA_FULL = [s for s in FULL[:12] if s["n_ctx"] != 2048] + [
@@ -176,6 +226,9 @@ SHAPES = [
         (8192, 2, "f16", "off", 0, 128),
     )
 ]
+# The recurrent shapes' dry runs past SHAPES' ubatches: 1024 over 32k tokens, a 4096 request (capped at n_batch 2048)
+# over 4 sequences with flash attention off, 8 sequences at 2048.
+SHAPES_PAST_512 = [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)]
 
 # Ubatches past 512 (to 4096) with flash attention on and off and 1, 3 and 4 streams, as launchers pass `-ub`:
 # dry runs of the families whose graph is rebuilt node for node.
@@ -196,6 +249,7 @@ RWKV_UBATCHES = [
 RWKV = ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
 # The delta-net families (src/models/delta-net-base.cpp's users): gated delta net and Kimi delta attention.
 DELTA_NET = ("qwen3next", "qwen35", "qwen35moe", "qwen35-mtp", "kimi-linear", "kimi-k3", "bailingmoe3")
+HYBRIDS = ("falcon-h1", "nemotron-h", "nemotron-h-moe", "nemotron-h-moe-latent", "plamo2", "lfm2moe")  # Mamba hybrids
 # The published RWKV shapes' dry runs: the default context and ubatch, 4 and 8 sequences, a 2048-token ubatch over
 # 32k tokens, a 128-token ubatch, and a 4096-token request (capped at n_batch 2048).
 RWKV_SHAPE_RUNS = [
@@ -206,6 +260,12 @@ RWKV_SHAPE_RUNS = [
     _s(8192, 2, n_ubatch=128),
     _s(8192, 1, n_ubatch=4096),
 ]
+# The attention decoders rebuilt node for node after the first ones: their tiny models' graph dumps.
+ATTN_DUMPS = ("cohere2-swa", "gemma4-shared", "gemma4-moe", "gemma4-ple", "llama-embed")
+MORE_DUMPS = (
+    "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
+    "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
+)  # fmt: skip
 # The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
 # sequences over 32k tokens at ubatches 1024-2048, flash attention off, a 128-token ubatch, a 4096-token request
 # (capped at n_batch 2048), and 3 sequences over a context below the ubatch.
@@ -273,6 +333,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
+    "results_attn_family_ubatch.jsonl": TruthFile(
+        _subset(attention.FAMILY_SET, "cohere2-swa", "gemma4-shared", "llama-embed", "gemma4-moe", "gemma4-ple")
+        | _subset(more.FAMILY_SET, *ATTN_FAMILY_MODELS),
+        ATTN_FAMILY_UBATCH,
+    ),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
         SWA_FULL,
@@ -280,6 +345,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
+    "results_hybrid_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *HYBRIDS), HYBRID_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
     "results_delta_net_ubatch.jsonl": TruthFile(
         _subset(recurrent.FAMILY_SET, *DELTA_NET) | recurrent.DELTA_NET_VARIANTS, DELTA_NET_UBATCHES
@@ -309,7 +375,14 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_mamba1_shapes_dryrun.jsonl": TruthFile(
         recurrent.SHAPE_SET,
-        SHAPES + [_s(32768, 1, n_ubatch=1024), _s(32768, 4, fa="off", n_ubatch=4096), _s(32768, 8, n_ubatch=2048)],
+        SHAPES + SHAPES_PAST_512,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_hybrid_shapes_dryrun.jsonl": TruthFile(
+        recurrent.HYBRID_SHAPES,
+        SHAPES + SHAPES_PAST_512 + [_s(16384, 7, fa="off", n_ubatch=1024)],
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
@@ -317,6 +390,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_floors_dryrun.jsonl": TruthFile(
         _subset(SHAPE_SET, *SCALE_SHAPES) | shapes.FAMILY_SET,
         None,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_attn_family_dryrun.jsonl": TruthFile(
+        attn_scale.SHAPES,
+        ATTN_SHAPE_RUNS,
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
@@ -331,8 +411,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, *RWKV)
         | _subset(recurrent.FAMILY_SET, *DELTA_NET)
         | recurrent.DELTA_NET_VARIANTS
+        | _subset(recurrent.FAMILY_SET, *HYBRIDS)
         | _subset(attention.FAMILY_SET, *MLA_MODELS, "deepseek2-mla-nextn")
-        | _subset(more.FAMILY_SET, *NEXTN_MODELS),
+        | _subset(more.FAMILY_SET, *NEXTN_MODELS)
+        | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
+        | _subset(more.FAMILY_SET, *MORE_DUMPS),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,

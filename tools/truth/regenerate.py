@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,13 @@ def differences(recorded: list[dict[str, Any]], measured: list[dict[str, Any]]) 
     return out
 
 
+def report(name: str, runs: int, diff: list[str]) -> None:
+    """What regenerating a file measured: its runs, and the first of their differences from the recorded rows."""
+    print(f"{name}: {runs} runs, {len(diff)} differences from the recorded rows", flush=True)
+    for line in diff[:20]:
+        print(f"  {line}")
+
+
 def relabelled(spec: TruthFile, release: str) -> TruthFile:
     """`spec` with its label naming `release` and the llama.cpp tag it bundles (releases.json) instead of RELEASE's."""
     pinned = json.loads(RELEASES.read_text())
@@ -121,21 +129,33 @@ def relabelled(spec: TruthFile, release: str) -> TruthFile:
     return dataclasses.replace(spec, label=label.replace(*tags))
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path, help="folder to write the truth files into")
-    ap.add_argument("--only", default="", help="comma-separated file names (default: all of TRUTH_FILES)")
+def parser(doc: str | None, known: str) -> argparse.ArgumentParser:
+    """The arguments of a regeneration: the output folder, the files (of `known`), the models, the cache."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path, help="folder to write the files into")
+    ap.add_argument("--only", default="", help=f"comma-separated file names (default: all of {known})")
     ap.add_argument("--models", default="", help="comma-separated models: measure only their runs")
     ap.add_argument("--cache", type=Path, default=os.environ.get(CACHE_ENV), help=f"build.sh's folder (${CACHE_ENV})")
+    return ap
+
+
+def chosen(ap: argparse.ArgumentParser, a: argparse.Namespace, known: Collection[str]) -> list[str]:
+    """The files --only names (all of `known` by default); an argument error for an unknown one or no cache."""
+    if a.cache is None:
+        ap.error(f"--cache or ${CACHE_ENV} is required")
+    names = a.only.split(",") if a.only else list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        ap.error(f"no such file {', '.join(unknown)} (known: {', '.join(known)})")
+    return names
+
+
+def main(argv: list[str]) -> int:
+    ap = parser(__doc__, "TRUTH_FILES")
     ap.add_argument("--release", default=RELEASE, help="node-llama-cpp release (tools/truth/releases.json)")
     ap.add_argument("--cpu-variant", default="", help="force this CPU variant instead of each file's own")
     a = ap.parse_args(argv)
-    if a.cache is None:
-        ap.error(f"--cache or ${CACHE_ENV} is required")
-    names = a.only.split(",") if a.only else list(TRUTH_FILES)
-    unknown = [n for n in names if n not in TRUTH_FILES]
-    if unknown:
-        ap.error(f"no truth file {', '.join(unknown)} (known: {', '.join(TRUTH_FILES)})")
+    names = chosen(ap, a, TRUTH_FILES)
     if a.release not in json.loads(RELEASES.read_text()):
         ap.error(f"release {a.release} is not pinned in {RELEASES.name}")
     root = release_dir(a.cache, a.release)
@@ -150,10 +170,7 @@ def main(argv: list[str]) -> int:
             recorded = load(DATA / name) if (DATA / name).exists() else []  # a new file records nothing yet
             recorded = [r for r in recorded if not only or r["model"] in only]
             measured = regenerate(name, spec, probe, a.out / name, only)
-            diff = differences(recorded, measured)
-            print(f"{name}: {len(measured)} runs, {len(diff)} differences from the recorded rows", flush=True)
-            for line in diff[:20]:
-                print(f"  {line}")
+            report(name, len(measured), differences(recorded, measured))
     return 0
 
 

@@ -20,7 +20,7 @@ from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_fac
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import GGUFType, Keys
-from memfit.readers.gguf_header import GGUFError, read_header
+from memfit.readers.gguf_header import GGUFError, GGUFHeader, read_header
 from memfit.readers.header_store import HeaderStore, dumps, loads
 from memfit.readers.regular_files import open_regular
 
@@ -199,13 +199,34 @@ class ArtifactCache:
         except EvidenceError as exc:
             return Unreadable(exc.limit, str(exc))
 
+    def header_facts(self, key: tuple, headers: Sequence[GGUFHeader | str], file_name: str) -> ArtifactFacts:
+        """The facts of a file set read elsewhere (a repository of the Hub): `headers` its files' headers, first
+        split first (a string says why a file's could not be read), cached by `key`, which names the file set (its
+        files' ETags at a commit); EvidenceError (artifactUnreadable) as for a file on disk."""
+        cached = self._cached(("headers", key), lambda: _facts(lambda: [_summarized(h) for h in headers], file_name))
+        assert not isinstance(cached, int)
+        return cached
+
     def _read(self, paths: Sequence[str], key: tuple[FileIdentity, ...]) -> ArtifactFacts | Unreadable:
-        try:
-            summaries = [self._summary(p, identity) for p, identity in zip(paths, key, strict=True)]
-            return artifact_facts(summaries, os.path.basename(paths[0]))
-        except GGUFError as exc:
-            return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
-        except NotAModel as exc:
-            return Unreadable(exc.limit, str(exc), exc.kind)
-        except EvidenceError as exc:
-            return Unreadable(exc.limit, str(exc))
+        def summaries() -> list[HeaderSummary]:
+            return [self._summary(p, identity) for p, identity in zip(paths, key, strict=True)]
+
+        return _facts(summaries, os.path.basename(paths[0]))
+
+
+def _summarized(header: GGUFHeader | str) -> HeaderSummary:
+    if isinstance(header, str):
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, header)
+    return summarize(header)
+
+
+def _facts(summaries: Callable[[], list[HeaderSummary]], file_name: str) -> ArtifactFacts | Unreadable:
+    """The facts of a file set from its files' summaries, or why it cannot be read (cached as plain values)."""
+    try:
+        return artifact_facts(summaries(), file_name)
+    except GGUFError as exc:
+        return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
+    except NotAModel as exc:
+        return Unreadable(exc.limit, str(exc), exc.kind)
+    except EvidenceError as exc:
+        return Unreadable(exc.limit, str(exc))

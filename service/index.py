@@ -425,6 +425,8 @@ class ModelIndex:
         """Rescan what each batch of changes touched until the roots' layout changes (a root appeared, vanished,
         was replaced or moved to another file system) or the index stops; poll the roots on network file systems
         meanwhile, and list again those whose listing failed."""
+        from watchfiles import Change
+
         self._update()  # what changed before the watch began
         watched, polled, _ = layout
         missing = len(watched) + len(polled) < len(self.roots)
@@ -446,6 +448,9 @@ class ModelIndex:
             if self.failed or (polled and time.monotonic() - last_poll >= self.poll_seconds):
                 last_poll = time.monotonic()
                 self._update()
+            if isinstance(result, set) and any(c == Change.deleted and path in watched for c, path in result):
+                return  # a watched root itself was removed: its watch is gone, even if a folder made in its place
+                # took the same inode (so the layout would look the same): watch the roots as they are now
             if (missing or isinstance(result, set)) and self._layout() != layout:
                 return  # watch the roots as they are now
 

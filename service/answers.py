@@ -1,0 +1,166 @@
+"""Fit answers: one environment reading per request, one forecast per model, and every answer judged against that
+one reading."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
+from memfit.estimator.budget import Budget, BudgetSetting, budget_from
+from memfit.estimator.cpu_variant import VariantChoice
+from memfit.estimator.errors import Cancelled
+from memfit.estimator.fit_types import FitRequest, FitResult
+from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.gpu_admission import gpu_admits
+from memfit.estimator.machine import GpuMemory, HostMemory
+from memfit.estimator.subject import Subject
+from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
+from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Refusal
+from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
+from memfit.readers.gpu_memory import GpuReader
+from memfit.service.history import HistoryAccess
+from memfit.service.subjects import Subjects
+
+
+@dataclass(frozen=True)
+class Settings:
+    margin: Fraction = DEFAULT_MARGIN
+    budget: BudgetSetting = BudgetSetting.AVAILABLE
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What one request is judged against, read once and shared by every answer in it."""
+
+    budget: Budget
+    gpus: list[GpuMemory] | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    model_id: str  # as the request named it
+    subject: Subject
+    workload: Workload
+    refusal: Refusal
+    parts: list[Part]
+    bounds: Bounds
+    limits: list[Limit]
+
+
+class Answers:
+    def __init__(
+        self,
+        subjects: Subjects,
+        history: HistoryAccess,
+        settings: Settings,
+        read_host: Callable[[], HostMemory],
+        gpus: GpuReader,
+        read_committed: Callable[[], int | None],
+    ) -> None:
+        self.subjects = subjects
+        self.history = history
+        self.settings = settings
+        self.read_host = read_host
+        self.gpu_reader = gpus  # NVML's or Metal's (service_builder chooses)
+        self.read_committed = read_committed
+
+    def read_environment(self) -> Environment:
+        return Environment(
+            budget=budget_from(self.read_host(), self.settings.budget, self.read_committed()),
+            gpus=self.gpu_reader.read(),
+        )
+
+    def fit_batch(
+        self, requests: Sequence[FitRequest], cancelled: Callable[[], bool] = lambda: False
+    ) -> list[FitResult]:
+        """Answers in request order; a request naming no known model is left out. Raises Cancelled as soon as
+        `cancelled()` says so, between two models."""
+        environment = self.read_environment()
+        looked_up = self.subjects.hub_lookup([r.model_id for r in requests], cancelled)  # at once
+        answers: list[Answer] = []
+        for request in requests:
+            if cancelled():
+                raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
+            answer = self.answer(request, looked_up)
+            if answer is not None:
+                answers.append(answer)
+        return self.judge(answers, environment)
+
+    def fit_one(self, request: FitRequest) -> FitResult | None:
+        answer = self.answer(request)
+        if answer is None:
+            return None
+        return self.judge([answer], self.read_environment())[0]
+
+    def answer(self, request: FitRequest, looked_up: Mapping[str, object] | None = None) -> Answer | None:
+        choice = self.subjects.variant_choice(request)
+        subject = self.subjects.subject(request.model_id, choice, looked_up)
+        if subject is None:
+            return None
+        return self.answer_for(request, subject, choice)
+
+    def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
+        """The answer about `subject` (its weights under the CPU variants of `choice`), the model
+        `request.model_id` names."""
+        workload = replace(resolve_workload(request.workload, subject.context_limit), cpu_variant=choice.name)
+        refusal = input_refusal(workload)
+        parts: list[Part] = []
+        limits = list(subject.limits)
+        if not choice.variants:  # a variant this host cannot run: its weights are not llama.cpp's here
+            limits.append(Limit.WORKLOAD_UNSUPPORTED)
+        estimate = REFUSED
+        if refusal is None:
+            parts, more_limits = forecast_parts(subject, workload, self.history.match(subject, workload))
+            estimate = bounds(parts)
+            if estimate.overflows:
+                refusal = Refusal.NON_FINITE_INPUT
+            elif exceeds_limit(workload, subject.context_limit):
+                refusal = Refusal.CONTEXT_EXCEEDS_MODEL_LIMIT
+            else:
+                limits.extend(more_limits)
+        if refusal is not None:
+            return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
+        return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits)
+
+    def judge(self, answers: Sequence[Answer], environment: Environment) -> list[FitResult]:
+        """Answers judged against one environment; sharedKey marks file sets used twice."""
+        uses: Counter[str] = Counter()
+        for a in answers:
+            if a.parts:
+                uses.update({a.subject.weights_key, a.subject.companions_key} - {""})
+        budget = environment.budget
+        results = []
+        for a in answers:
+            keys = {Component.WEIGHTS: a.subject.weights_key, Component.COMPANIONS: a.subject.companions_key}
+            parts = tuple(
+                replace(p, shared_key=keys[p.component]) if uses[keys.get(p.component, "")] > 1 else p for p in a.parts
+            )
+            admits = None if a.refusal is not Refusal.NONE else gpu_admits(a.workload.mode, parts, environment.gpus)
+            limits = list(a.limits)
+            if budget.basis is BudgetBasis.UNKNOWN:
+                limits.append(Limit.HOST_TELEMETRY_UNAVAILABLE)
+            if environment.gpus is None:
+                limits.append(Limit.GPU_TELEMETRY_UNAVAILABLE)
+            results.append(
+                FitResult(
+                    model_id=a.model_id,
+                    subject=a.subject,
+                    workload=a.workload,
+                    refusal=a.refusal,
+                    parts=parts,
+                    bounds=a.bounds,
+                    verdict=verdict(a.bounds, budget.bytes, self.settings.margin, a.refusal is not Refusal.NONE),
+                    budget=budget,
+                    gpu_admits=admits,
+                    limits=_ordered_limits(limits),
+                )
+            )
+        return results
+
+
+def _ordered_limits(limits: Sequence[Limit]) -> tuple[str, ...]:
+    present = set(limits)
+    return tuple(limit.value for limit in Limit if limit in present)

@@ -1,0 +1,142 @@
+"""GET /v1/models' listing: local artifacts in index order, the models answered from the Hub before, then catalog
+entries not on disk; a maintained view, derived again only when what it shows moved."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from memfit.estimator.errors import EvidenceError
+from memfit.estimator.fit_types import ModelEntry
+from memfit.estimator.model_ids import hub_id
+from memfit.estimator.vocabulary import ModelSource
+from memfit.readers.model_roots import LocalArtifact
+from memfit.service.subjects import Subjects, local_subject
+
+
+class Listing:
+    """The known models, and the index's warming of the facts they are listed with."""
+
+    def __init__(self, subjects: Subjects) -> None:
+        self.subjects = subjects
+        self._listing: tuple[tuple[int, int, int], tuple[ModelEntry, ...]] | None = None
+        self._lock = threading.Lock()
+        self.built = 0  # work counted: how often the listing was derived
+        self._local_entries: dict[tuple, ModelEntry] = {}  # (artifact, file identities) -> its listing entry
+
+    def warm(self, artifacts: Sequence[LocalArtifact]) -> None:
+        """Read the facts of these artifacts and their projectors, where not yet cached (called by the index's
+        thread with what a change made new), then build the listing, so that requests find both ready."""
+        cache = self.subjects.cache
+        self._reserve(self.subjects.index.artifacts())
+        for artifact in artifacts:
+            for paths in (artifact.paths, (artifact.projector,) if artifact.projector else ()):
+                if paths:
+                    try:
+                        cache.facts(paths)
+                    except EvidenceError:  # answered (and cached) as unreadable; a request says why
+                        pass
+        self.models()
+
+    def _reserve(self, artifacts: Sequence[LocalArtifact]) -> None:
+        self.subjects.cache.reserve(len(artifacts) + len({a.projector for a in artifacts if a.projector}))
+
+    def models(self) -> tuple[ModelEntry, ...]:
+        """Local artifacts in index order (roots in order, then by id), then the models answered from the Hub
+        before, then catalog entries not on disk, by id. GGUFs that are not models (adapters, vocabulary-only
+        files) are left out.
+
+        A maintained view: derived again only when the index moved (a rescan, a file changed in place), new facts
+        were cached or a Hub model recorded; otherwise the same tuple is returned, at no cost per model."""
+        key = self._key()
+        listing = self._listing
+        if listing is not None and listing[0] == key:
+            return listing[1]
+        with self._lock:
+            listing = self._listing
+            key = self._key()
+            if listing is not None and listing[0] == key:
+                return listing[1]
+            entries = self._derive()
+            self.built += 1
+            self._listing = (key, entries)  # the key taken before deriving: facts read meanwhile move it again
+            return entries
+
+    def _key(self) -> tuple[int, int, int]:
+        s = self.subjects
+        return s.index.generation, s.cache.version, s.hub.version if s.hub is not None else 0
+
+    def _derive(self) -> tuple[ModelEntry, ...]:
+        """The listing; a local artifact's entry is taken from the last listing while the index saw its files
+        unchanged, so a change costs what it changed (an unreadable one is always read again)."""
+        s = self.subjects
+        artifacts = s.index.artifacts()
+        self._reserve(artifacts)
+        entries = []
+        known, self._local_entries = self._local_entries, {}
+        for artifact in artifacts:
+            seen = s.index.file_identities(artifact)
+            key = None if seen is None else (artifact, seen)
+            local = known.get(key) if key is not None else None
+            if local is None:
+                subject = local_subject(artifact, s.cache, s.auto.variants)
+                if not subject.is_model:
+                    continue
+                local = ModelEntry(
+                    model_id=artifact.model_id,
+                    source=ModelSource.LOCAL,
+                    root=artifact.root,
+                    architecture=subject.architecture,
+                    quant=subject.quant,
+                    revision=artifact.revision,
+                    artifact_bytes=subject.artifact_bytes,
+                    context_limit=subject.context_limit,
+                    has_projector=artifact.projector is not None,
+                    unreadable=subject.unreadable or None,
+                )
+            if key is not None and local.unreadable is None:
+                self._local_entries[key] = local
+            entries.append(local)
+        listed = {e.model_id.lower() for e in entries}
+        for remote in self._hub_entries():
+            if remote.model_id.lower() not in listed:
+                listed.add(remote.model_id.lower())
+                entries.append(remote)
+        for entry, quant in s.catalog.ids():
+            model_id = f"{entry.model_id}:{quant}"
+            if model_id.lower() not in listed and s.index.get(model_id) is None:
+                entries.append(
+                    ModelEntry(
+                        model_id=model_id,
+                        source=ModelSource.CATALOG,
+                        root="",
+                        architecture=entry.architecture,
+                        quant=quant,
+                        revision="",
+                        artifact_bytes=None,
+                        context_limit=entry.context_length,
+                        has_projector=False,
+                    )
+                )
+        return tuple(entries)
+
+    def _hub_entries(self) -> list[ModelEntry]:
+        """The models answered from the Hub before (by any process of this state directory), newest first."""
+        hub = self.subjects.hub
+        entries = []
+        for e in hub.models() if hub is not None else ():
+            limit = e.get("context_limit")
+            entries.append(
+                ModelEntry(
+                    model_id=str(e.get("model_id", "")),
+                    source=ModelSource.HUB,
+                    root="",
+                    architecture=str(e.get("architecture", "")),
+                    quant=str(e.get("quant", "")),
+                    revision=str(e.get("revision", "")),
+                    artifact_bytes=None,
+                    context_limit=limit if isinstance(limit, int) and limit >= 0 else None,
+                    has_projector=e.get("has_projector") is True,
+                )
+            )
+        return [e for e in entries if hub_id(e.model_id) is not None]

@@ -1,0 +1,173 @@
+"""The mock-GPU runs each file of tests/data/mock/ records: models (tools/ writers) and probe settings.
+
+A run is a label and the probe's key=value arguments (probe_mock.cpp's header lists them). The settings cover the
+launcher's placement flags: -ngl from 0 through the output layer's edge (n_layer, n_layer + 1, all), 1 to 4
+devices, -ts, -sm none with -mg, -ot (a layer or the output to the CPU, experts to another device), --n-cpu-moe,
+--cpu-moe, --n-cpu-ffn, --no-kv-offload, --no-host, --no-repack, a device without pinned host memory, mmap (a real
+load: llama.cpp's dry run cannot map), both allocation rules (plain, ggml-cuda's) and llama.cpp's fitter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tools.families import attention, recurrent, shapes
+from tools.gguf_writers import PUBLIC_SET, QT, SHAPE_SET, Model, llama_gqa
+
+Run = tuple[str, dict[str, str]]  # (label, probe arguments)
+RELEASE = "3.21.1"
+LABEL = f"node-llama-cpp {RELEASE} prebuilt libllama (llama.cpp v0.4.0), mock GPUs, haswell CPU variant"
+CPU_VARIANT = "haswell"  # CPU-side numbers that do not depend on the measuring host (tools/truth/variant.py)
+MIB = 1 << 20
+
+
+def llama_rope_freqs() -> Model:
+    """llama-gqa-q4_0 with a rope_freqs table: llama.cpp loads it into every layer (TENSOR_DUPLICATED), once per
+    buffer type the layers are in."""
+    m = llama_gqa(QT.Q4_0)
+    head_dim = m.kv["llama.embedding_length"] // m.kv["llama.attention.head_count"]
+    m.tensor("rope_freqs.weight", [head_dim // 2], QT.F32)
+    return m
+
+
+TINY: dict[str, Callable[[], Model]] = {
+    **{n: PUBLIC_SET[n] for n in ("llama-gqa-f16", "llama-gqa-q4_0", "qwen3-f16", "gemma3-swa-f16", "gemma2-swa-f16")},
+    **{n: PUBLIC_SET[n] for n in ("qwen3moe-f16", "mamba2-f16", "granitehybrid-f16", "lfm2-f16")},
+    **{n: attention.FAMILY_SET[n] for n in ("deepseek2-mla", "gptoss-swa-moe", "gemma3n-shared")},
+    "llama-gqa-ropefreqs-q4_0": llama_rope_freqs,
+}
+SHAPES: dict[str, Callable[[], Model]] = {
+    **{n: SHAPE_SET[n] for n in ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0")},
+    "mamba2-2.7b-shape-f16": SHAPE_SET["mamba2-2.7b-shape-f16"],
+    "granite-4.0-h-tiny-shape": shapes.FAMILY_SET["granite-4.0-h-tiny-shape"],
+    "deepseek-v3-shape": shapes.FAMILY_SET["deepseek-v3-shape"],
+    "jamba-1.5-mini-shape-f16": recurrent.SHAPE_SET["jamba-1.5-mini-shape-f16"],
+}
+
+
+def _n_layer(model: Model) -> int:
+    return int(model.kv[f"{model.arch}.block_count"])
+
+
+def _is_moe(model: Model) -> bool:
+    return any("_exps." in name for name, _, _ in model.tensors)
+
+
+def _has_dense_ffn(model: Model) -> bool:
+    return any(".ffn_up." in name for name, _, _ in model.tensors)
+
+
+def _tied(model: Model) -> bool:
+    return all(name != "output.weight" for name, _, _ in model.tensors)
+
+
+def _runs(model: Model, *, tiny: bool) -> list[Run]:
+    """The placement settings of one model (dry runs unless a run maps the file, which needs a real load)."""
+    nl = _n_layer(model)
+    half = nl // 2
+    g1, g2 = {"mock_gpus": "1"}, {"mock_gpus": "2"}
+    runs: list[Run] = [
+        ("g0", {"mock_gpus": "0"}),
+        ("g1_all", g1),
+        ("g1_ngl0", g1 | {"ngl": "0"}),
+        ("g1_ngl1", g1 | {"ngl": "1"}),
+        ("g1_half", g1 | {"ngl": str(half)}),
+        ("g1_nl-1", g1 | {"ngl": str(nl - 1)}),
+        ("g1_nl", g1 | {"ngl": str(nl)}),
+        ("g1_nl+1", g1 | {"ngl": str(nl + 1)}),
+        ("g1_cuda", g1 | {"mock_alloc": "cuda"}),
+        ("g1_cuda_q8", g1 | {"mock_alloc": "cuda", "type_k": "q8_0", "type_v": "q8_0"}),
+        ("g1_half_cuda", g1 | {"ngl": str(half), "mock_alloc": "cuda"}),
+        ("g1_fa_off", g1 | {"fa": "off"}),
+        ("g1_seq3", g1 | {"n_seq": "3"}),
+        ("g1_kv0", g1 | {"kv_offload": "0"}),
+        ("g1_half_kv0", g1 | {"ngl": str(half), "kv_offload": "0"}),
+        ("g1_nohost", g1 | {"no_host": "1"}),
+        ("g1_half_nohost", g1 | {"ngl": str(half), "no_host": "1"}),
+        ("g1_half_nohost_norepack", g1 | {"ngl": str(half), "no_host": "1", "repack": "0"}),
+        ("g1_nopinned", g1 | {"mock_host": "0"}),
+        ("g1_half_nopinned", g1 | {"ngl": str(half), "mock_host": "0"}),
+        ("g1_ot_layer0_cpu", g1 | {"ot": "blk\\.0\\.=CPU"}),
+        ("g2_11", g2 | {"ts": "1,1"}),
+        ("g2_31", g2 | {"ts": "3,1"}),
+        ("g2_13_half", g2 | {"ts": "1,3", "ngl": str(half)}),
+        ("g2_01", g2 | {"ts": "0,1"}),
+        ("g2_freesplit", g2 | {"mock_free_mib": "20000,10000"}),
+        ("g2_none_main1", g2 | {"split": "none", "main_gpu": "1"}),
+        ("g2_11_kv0", g2 | {"ts": "1,1", "kv_offload": "0"}),
+        ("g2_11_cuda", g2 | {"ts": "1,1", "mock_alloc": "cuda"}),
+        ("g2_ot_layer_mock1", g2 | {"ts": "1,1", "ot": "blk\\.0\\.=MOCK1"}),
+        ("g3_111", {"mock_gpus": "3", "ts": "1,1,1"}),
+        ("g4_4321", {"mock_gpus": "4", "ts": "4,3,2,1"}),
+        ("g4_1111_nl", {"mock_gpus": "4", "ts": "1,1,1,1", "ngl": str(nl)}),
+    ]
+    if _tied(model):
+        runs += [("g1_ot_embd_gpu", g1 | {"ot": "token_embd\\.weight=MOCK0"})]
+    else:
+        runs += [("g1_ot_output_cpu", g1 | {"ot": "output\\.weight=CPU"})]
+    if _has_dense_ffn(model):
+        runs += [("g1_ncffn2", g1 | {"n_cpu_ffn": "2"})]
+    if _is_moe(model):
+        runs += [
+            ("g1_ncmoe1", g1 | {"n_cpu_moe": "1"}),
+            ("g1_ncmoe_half", g1 | {"n_cpu_moe": str(half)}),
+            ("g1_ncmoe_all", g1 | {"n_cpu_moe": str(nl)}),
+            ("g1_cpumoe", g1 | {"cpu_moe": "1"}),
+            ("g1_ncmoe_half_nohost", g1 | {"n_cpu_moe": str(half), "no_host": "1"}),
+            ("g2_11_ncmoe_half", g2 | {"ts": "1,1", "n_cpu_moe": str(half)}),
+            ("g2_ot_exps_mock1", g2 | {"ts": "1,1", "ot": "blk\\.[0-1]\\.ffn_.*_exps=MOCK1"}),
+        ]
+    if tiny:  # mmap needs a real load (the dry run cannot map the file); the tiny models allocate in no time
+        real = {"no_alloc": "0"}
+        runs += [
+            ("g0_mmap", {"mock_gpus": "0", "mmap": "1"} | real),
+            ("g1_half_mmap", g1 | {"ngl": str(half), "mmap": "1"} | real),
+            ("g1_all_mmap", g1 | {"mmap": "1"} | real),
+            ("g1_half_real", g1 | {"ngl": str(half)} | real),
+            ("g2_11_mmap_nohost", g2 | {"ts": "1,1", "ngl": str(half), "mmap": "1", "no_host": "1"} | real),
+        ]
+        if _is_moe(model):
+            runs += [("g1_ncmoe1_mmap", g1 | {"n_cpu_moe": "1", "mmap": "1"} | real)]
+    return runs
+
+
+def fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
+    """llama.cpp's fitter (common_fit_params) on free memory that holds 60% of a full offload plus its 1 GiB
+    margin (one device, and two of half that), so that it must offload partially; the chosen -ngl, -ts and
+    overrides are echoed in the row's `fit` and `settings`."""
+    free = int(full_offload_bytes * 0.6 / MIB) + 1024
+    runs: list[Run] = [
+        ("fit1", {"mock_gpus": "1", "mock_free_mib": str(free), "mock_total_mib": str(free + 2048), "fit": "1"}),
+        (
+            "fit2",
+            {
+                "mock_gpus": "2",
+                "mock_free_mib": str(free // 2 + 512),
+                "mock_total_mib": str(free // 2 + 2048),
+                "fit": "1",
+            },
+        ),
+    ]
+    if moe:
+        runs.append(("fit1_m512", runs[0][1] | {"fit_margin_mib": "512"}))
+    return runs
+
+
+@dataclass(frozen=True)
+class MockFile:
+    """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
+
+    models: dict[str, Callable[[], Model]]
+    base: dict[str, str]
+    tiny: bool
+    fits: bool = False  # also run the fitter (its free memory sized from the model's full offload)
+
+    def runs(self, model: Model) -> list[Run]:
+        return [(label, self.base | args) for label, args in _runs(model, tiny=self.tiny)]
+
+
+MOCK_FILES: dict[str, MockFile] = {
+    "results_mock_tiny.jsonl": MockFile(TINY, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True),
+    "results_mock_shapes_dryrun.jsonl": MockFile(SHAPES, {"n_ctx": "8192", "no_alloc": "1"}, tiny=False, fits=True),
+}

@@ -1,0 +1,166 @@
+"""memfit's placement mirror asked about a recorded mock-GPU run: the devices, request and memory the run names.
+
+`compare(row, summaries)` lists every field where memfit's placement (estimator/placement.py) differs from what
+llama.cpp reported for the run: the layer and output devices, each layer's tensors per buffer type, the tensors
+outside the layers, the weights, KV cache and recurrent state per buffer type, per cache, per pool, and the output
+buffer. Empty when memfit mirrors the run to the byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from memfit.estimator.artifact import HeaderSummary, artifact_facts
+from memfit.estimator.context import llama_geometry
+from memfit.estimator.cpu_variant import BY_NAME
+from memfit.estimator.devices import AllocRule, Device, mock_gpus
+from memfit.estimator.kv_cache import GGML_CACHE_TYPES
+from memfit.estimator.placement import (
+    Memory,
+    ModelTensors,
+    Placement,
+    PlacementResult,
+    SplitMode,
+    model_tensors,
+    overrides,
+    place,
+)
+from tools.truth.mock import args_of
+from tools.truth.mock.matrix import CPU_VARIANT
+
+MIB = 1 << 20
+
+
+def devices_of(row: dict[str, Any]) -> tuple[Device, ...]:
+    """The mock GPUs the run registered, as memfit's devices."""
+    mock = row["mock"]
+    if not mock["n"]:
+        return ()
+    return mock_gpus(
+        mock["n"],
+        total=tuple(mock["total"]),
+        free=tuple(mock["free"]),
+        alloc=AllocRule(mock["alloc"]),
+        alignment=mock["align"],
+        host_buffer=bool(mock["host"]),
+        name=mock["name"],
+    )
+
+
+def request_of(row: dict[str, Any]) -> Placement:
+    """The run's placement flags; a fitter's run with the -ngl, -ts and overrides it chose."""
+    a, s = args_of(row), row["settings"]
+    ngl = s["ngl"]
+    split = [float(x) for x in a["ts"].split(",")] if "ts" in a else []
+    request = Placement(
+        gpu_layers=None if ngl < 0 else ngl,
+        split_mode=SplitMode(a.get("split", "layer")),
+        main_gpu=int(a.get("main_gpu", 0)),
+        tensor_split=tuple(split),
+        overrides=tuple(tuple(x.rsplit("=", 1)) for x in a.get("ot", "").split(";") if x),  # type: ignore[misc]
+        cpu_moe=a.get("cpu_moe") == "1",
+        n_cpu_moe=int(a.get("n_cpu_moe", 0)),
+        n_cpu_ffn=int(a.get("n_cpu_ffn", 0)),
+        kv_offload=a.get("kv_offload", "1") == "1",
+        op_offload=a.get("op_offload", "1") == "1",
+        no_host=a.get("no_host") == "1",
+        extra_buffers=a.get("repack", "1") == "1",
+        mmap=a.get("mmap") == "1",
+    )
+    if row.get("fit"):
+        fit = row["fit"]
+        return dataclasses.replace(
+            request,
+            gpu_layers=fit["n_gpu_layers"] if fit["n_gpu_layers"] >= 0 else None,
+            tensor_split=tuple(fit["tensor_split"][: row["mock"]["n"]]),
+            overrides=tuple((p, b) for p, b in fit["overrides"]),
+            cpu_moe=False,
+            n_cpu_moe=0,
+            n_cpu_ffn=0,
+        )
+    return request
+
+
+def memory_of(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str) -> tuple[ModelTensors, Memory]:
+    facts = artifact_facts(list(summaries), name)
+    a, c = args_of(row), row["cparams"]
+    k_type, v_type = GGML_CACHE_TYPES[a.get("type_k", "f16")], GGML_CACHE_TYPES[a.get("type_v", "f16")]
+    geometry = llama_geometry(
+        int(a.get("n_ctx", 2048)),
+        int(a.get("n_seq", 1)),
+        int(a.get("n_ubatch", 512)),
+        quantized_k=k_type.quantized,
+        quantized_v=v_type.quantized,
+        flash_attention=bool(c["flash_attn"]),
+    )
+    assert facts.layout is not None and facts.n_vocab is not None, facts.layout_error
+    return model_tensors(summaries, facts.n_vocab), Memory(facts.layout, geometry, k_type, v_type)
+
+
+def mirror(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> PlacementResult:
+    model, memory = memory_of(row, summaries, row["model"])
+    return place(model, memory, devices_of(row), request_of(row), BY_NAME[CPU_VARIANT])
+
+
+def _layer_counts(result: PlacementResult, n_layer: int) -> list[dict[str, int]]:
+    counts: list[Counter[str]] = [Counter() for _ in range(n_layer)]
+    for t in result.tensors:
+        if t.layer is not None:
+            counts[t.layer].update(t.buffer_types)
+    return [dict(c) for c in counts]
+
+
+def _io_tensors(result: PlacementResult) -> dict[str, str]:
+    return {t.name: "+".join(sorted(t.buffer_types)) for t in result.tensors if t.layer is None}
+
+
+def _cache_buffers(row: dict[str, Any]) -> dict[str, int]:
+    out: Counter[str] = Counter()
+    for cache in row["kv_caches"]:
+        out.update(cache["buffers"])
+    return {k: v for k, v in out.items() if v}
+
+
+def compare(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> list[str]:
+    """Where memfit's placement of the run differs from llama.cpp's."""
+    result = mirror(row, summaries)
+    model, _ = memory_of(row, summaries, row["model"])
+    got: dict[str, Any] = {
+        "model_devices": list(result.devices),
+        "layer_dev": list(result.layer_devices),
+        "output_dev": result.output_device,
+        "layer_bufts": _layer_counts(result, model.n_layer),
+        "io_tensors": _io_tensors(result),
+        "model_buffers": result.by_buffer_type("weights"),
+        "kv_buffers": result.by_buffer_type("kv"),
+        "rs_buffers": result.by_buffer_type("recurrent"),
+        "output_buffer_type": result.output_buffer_type,
+        "output_buffer_bytes": result.output_buffer_bytes,
+    }
+    pools = result.by_pool()
+    want: dict[str, Any] = {
+        "model_devices": row["model_devices"],
+        "layer_dev": row["layer_dev"],
+        "output_dev": row["output_dev"],
+        "layer_bufts": row["layer_bufts"],
+        "io_tensors": row["io_tensors"],
+        "model_buffers": {k: v for k, v in row["model_buffers"].items() if v},
+        "kv_buffers": _cache_buffers(row),
+        "rs_buffers": {k: v for k, v in (row["recurrent"] or {}).get("buffers", {}).items() if v},
+        "output_buffer_type": row["output_buffer_type"],
+        "output_buffer_bytes": row["output_buffer_bytes"],
+    }
+    out = [f"{k}: memfit {got[k]!r}, llama.cpp {want[k]!r}" for k in want if got[k] != want[k]]
+    for name, d in row["per_device"].items():
+        p = pools.get(name)
+        mine = (p.weights, p.kv + p.recurrent) if p else (0, 0)
+        if mine != (d["model"], d["context"]):
+            out.append(f"per_device {name}: memfit (model, context) {mine}, llama.cpp {(d['model'], d['context'])}")
+    if not row.get("fit"):
+        echoed = [tuple(x) for x in row["settings"]["overrides"]]
+        if overrides(request_of(row)) != echoed:
+            out.append(f"overrides: memfit {overrides(request_of(row))}, llama.cpp {echoed}")
+    return out
