@@ -328,6 +328,10 @@ class WireModelEntry(WireModel):
     """
     Bytes of the file set on disk; null for a catalog entry or a model of the Hub.
     """
+    weights_bytes: Annotated[int | None, Field(alias="weightsBytes", ge=0, le=9223372036854775807)] = None
+    """
+    For a catalog entry (no file on disk): the floor of the weights llama.cpp would load, on this host's CPU backend, as a fit of the entry answers its `weights` part (llama-quantize's recipe over the published tensors). Null for other models (their size is `artifactBytes`), or while the server is still computing it just after start-up (a second or two; the listing then says so again once it is known). Added in 1.14.0.
+    """
     context_limit: Annotated[int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)]
     """
     The model's trained context length in tokens; null when unknown.
