@@ -370,7 +370,8 @@ def models(args: argparse.Namespace) -> int:
     from memfit.render import render_models
 
     def listed_here(service: FitService) -> WireModelList:
-        service.listing.weigh_catalog()  # a server's index thread weighs them; here, nothing else would
+        service.listing.weigh_catalog()  # a server's index thread weighs them and reads every header; here,
+        service.listing.models(read_for=None)  # nothing else would
         return wire.model_list(service, _answers(args))
 
     listing, _, _ = _answer(args, RemoteServer.model_list, listed_here)

@@ -140,6 +140,7 @@ def table(
 
 
 WEIGHED = "~"  # marks a catalog row's size: its weights, not a file's bytes
+READING = "(reading)"  # a local row's architecture while the server has not read its header
 
 
 def _listed_size(m: wire.WireModelEntry) -> str:
@@ -163,7 +164,7 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
         row = [
             m.model_id,
             m.source,
-            m.architecture or ("UNREADABLE" if m.unreadable else "?"),
+            m.architecture or ("UNREADABLE" if m.unreadable else READING if getattr(m, "reading", None) else "?"),
             m.quant or "-",
             _listed_size(m),
             str(m.context_limit or "?"),
@@ -177,6 +178,12 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
     if any(m.artifact_bytes is None and getattr(m, "weights_bytes", None) is not None for m in listing.models):
         out += "\n\n" + textwrap.fill(
             f"{WEIGHED} the weights llama.cpp would load here (a catalog entry: no file on this machine)", width
+        )
+    reading = sum(1 for m in listing.models if getattr(m, "reading", None))
+    if reading:
+        out += "\n\n" + textwrap.fill(
+            f"{READING}: the server has not read the header of {reading} of these files yet; ask again in a moment",
+            width,
         )
     unreadable = [m for m in listing.models if m.unreadable]
     if unreadable:

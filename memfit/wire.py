@@ -156,6 +156,7 @@ def model_entry(e: ModelEntry, models: Any = None) -> wire.WireModelEntry:
         has_projector=e.has_projector,
         unreadable=e.unreadable,
         weights_bytes=e.weights_bytes,
+        reading=e.reading,
     )
 
 

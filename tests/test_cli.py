@@ -20,7 +20,7 @@ import pytest
 
 from memfit.cli import main
 from memfit.generated.models import WireFitVerdictBatch, WireFitVerdictResult, WireModelList
-from memfit.render import explain, size, use_colour
+from memfit.render import explain, render_models, size, use_colour
 from tools.truth import records
 
 EXIT_FOR_WORD = {"GOOD": 0, "TIGHT": 3, "OVERSIZE": 4, "UNKNOWN": 5}  # the README's exit codes
@@ -141,6 +141,14 @@ def test_catalog_rows_show_the_weights_a_fit_counts(public_models: Path, capsys:
     assert "~ the weights llama.cpp would load here" in out
     _, local, _ = _run(capsys, *_args(public_models, "models", "qwen3-f16"))
     assert "~" not in local
+
+
+def test_a_row_still_being_read_says_so() -> None:
+    entry = {"modelId": "m0", "source": "local", "root": "/m", "architecture": "", "quant": "", "revision": ""}
+    entry |= {"artifactBytes": None, "contextLimit": None, "hasProjector": False, "reading": True}
+    out = render_models(WireModelList.model_validate({"models": [entry]}), width=80)
+    assert out.splitlines()[2].split()[:3] == ["m0", "local", "(reading)"]
+    assert "(reading): the server has not read the header of 1 of these files yet; ask again" in " ".join(out.split())
 
 
 def _args(public_models: Path, *argv: str) -> list[str]:
