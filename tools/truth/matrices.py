@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
+from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
 from tools.gguf_writers import PUBLIC_SET, SHAPE_SET, Model
 
 Settings = dict[str, Any]
@@ -179,6 +179,10 @@ ATTN_FAMILY_MODELS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "cohere2moe-arr-nextn", "exaone4-64", "llama4-chunked",
     "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
+# The llama-style decoders rebuilt after the attention families (tools/families/plain.py, and plm): FULL's runs, then
+# ATTN_FAMILY_UBATCH's without swa_full (none of them slides): ubatch 64 to 4096, flash attention on and off, 1 to 8
+# sequences, a context below the ubatch, q8_0 and unified caches.
+PLAIN_RUNS = FULL + [s for s in ATTN_FAMILY_UBATCH if not s.get("swa_full")]
 # The attention families' real-scale shapes in dry runs (no_alloc=1): contexts 1500 to 65536, 1 to 8 sequences,
 # ubatch 512 to 4096 (capped at n_batch 2048), flash attention on and off, q8_0, a unified cache, swa_full.
 ATTN_SHAPE_RUNS = [
@@ -288,6 +292,9 @@ def _subset(models: dict[str, Callable[[], Model]], *names: str) -> dict[str, Ca
     return {n: models[n] for n in names}
 
 
+PLAIN_MODELS = plain.FAMILY_SET | _subset(more.FAMILY_SET, "plm")  # the models of PLAIN_RUNS
+
+
 @dataclass(frozen=True)
 class TruthFile:
     """How one tests/data file was measured."""
@@ -338,6 +345,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(more.FAMILY_SET, *ATTN_FAMILY_MODELS),
         ATTN_FAMILY_UBATCH,
     ),
+    "results_plain_families.jsonl": TruthFile(PLAIN_MODELS, PLAIN_RUNS),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
         SWA_FULL,
@@ -415,7 +423,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(attention.FAMILY_SET, *MLA_MODELS, "deepseek2-mla-nextn")
         | _subset(more.FAMILY_SET, *NEXTN_MODELS)
         | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
-        | _subset(more.FAMILY_SET, *MORE_DUMPS),
+        | _subset(more.FAMILY_SET, *MORE_DUMPS)
+        | PLAIN_MODELS,
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
