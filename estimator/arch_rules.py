@@ -53,6 +53,7 @@ from memfit.estimator.moe_rules import (
     lfm2moe_routing,
     llama4_routing,
     mimo2_routing,
+    minicpm_routing,
     nemotron_h_routing,
     plain_routing,
     qwen_next_routing,
@@ -100,6 +101,9 @@ ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_ga
 SSM_NORM = TENSOR_NAMES[MODEL_TENSOR.SSM_NORM] + ".weight"  # blk.{bid}.ssm_norm.weight
 ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
 ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
+ATTN_Q_NORM = TENSOR_NAMES[MODEL_TENSOR.ATTN_Q_NORM] + ".weight"  # blk.{bid}.attn_q_norm.weight
+FFN_NORM = TENSOR_NAMES[MODEL_TENSOR.FFN_NORM] + ".weight"  # blk.{bid}.ffn_norm.weight
+STABLELM_12B_LAYERS = 40  # llama_model_stablelm::load_arch_hparams: 40 layers is LLM_TYPE_12B (StableLM 2 12B)
 
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
@@ -641,6 +645,11 @@ def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
     return hp.require_int(ATTN.Q_LORA_RANK)
 
 
+def no_q_lora(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_plm::load_arch_hparams: q_lora_rank never read (one wq)
+    return 0
+
+
 def no_qk_layer_norm(ly: Layers) -> bool:
     return False
 
@@ -648,6 +657,24 @@ def no_qk_layer_norm(ly: Layers) -> bool:
 def command_r_qk_norm(ly: Layers) -> bool:
     # llama_model_command_r::load_arch_tensors: attn_q_norm / attn_k_norm (LLM_NORM in its builder) from 64 layers
     return ly.n_trunk >= 64
+
+
+def stablelm_qk_norm(ly: Layers) -> bool:
+    # llama_model_stablelm::load_arch_tensors: attn_q_norm / attn_k_norm not required (LLM_NORM in its builder) where
+    # the file holds them; StableLM 2 12B's (40 layers) carry them, so a model whose names are unknown is taken to
+    present = layer_tensor(ly, ATTN_Q_NORM, 0)
+    return ly.n_trunk == STABLELM_12B_LAYERS if present is None else present
+
+
+def no_parallel_residual(ly: Layers, il: int) -> bool:
+    return False
+
+
+def parallel_without_ffn_norm(ly: Layers, il: int) -> bool:
+    # stablelm.cpp: a layer without ffn_norm (not required) hands the FFN the attention's normed input ("parallel
+    # residual"); StableLM 2 12B has none, so a model whose names are unknown is taken to where it has 40 layers
+    present = layer_tensor(ly, FFN_NORM, il)
+    return ly.n_trunk == STABLELM_12B_LAYERS if present is None else not present
 
 
 # --- which layers rope Q and K: (layers, is_swa(il) for every layer, il) -----------------------------------
@@ -786,6 +813,7 @@ class Graph:
     activation: FfnOp | None = None  # build_ffn's type_op (None: ffn_op's default, SILU with a gate, GELU without)
     ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
+    parallel_residual: Callable[[Layers, int], bool] = no_parallel_residual  # the FFN reads attention's normed input
 
 
 SAME_DECODER = Graph(node_for_node=True)
@@ -794,6 +822,9 @@ SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
+STABLELM = Graph(  # src/models/stablelm.cpp: LayerNorms, Q/K LayerNorms and the parallel residual where present
+    layer_norm=True, qk_layer_norm=stablelm_qk_norm, parallel_residual=parallel_without_ffn_norm, node_for_node=True
+)
 PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
 OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
 DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
@@ -892,6 +923,12 @@ PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1'
 # deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
 DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
 MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
+# create_tensor_qkv's llama-style decoders: one attn_qkv matmul where the file holds it (internlm2.cpp; minicpm runs
+# granite.cpp's graph with rope always on: its scales work in place, its experts as minicpm_routing calls them)
+QKV_WHERE_PRESENT = Graph(qkv_where_present=True, node_for_node=True)
+MINICPM = replace(QKV_WHERE_PRESENT, routing=minicpm_routing)
+# plm.cpp: minicpm3's decompressed latent with one wq, a relu^2 FFN without gate, no scaled head
+PLM = Graph(low_rank_kv=True, q_lora=no_q_lora, activation=FfnOp.RELU_SQR, node_for_node=True)
 # glm4-moe.cpp: the trunk's hidden state is the final norm's output; build_qkv's fused path where the file has it
 GLM4_MOE = Graph(routing=sigmoid_routing, qkv_where_present=True, node_for_node=True)
 MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
@@ -984,7 +1021,7 @@ RULES: dict[str, ArchRule] = {
     "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=STARCODER2, parameters=NON_GATED_FFN, counted=True),
     "refact": PLAIN,
     "bloom": PLAIN,
-    "stablelm": ArchRule(tensors=tensors_stablelm, counted=True),
+    "stablelm": ArchRule(tensors=tensors_stablelm, graph=STABLELM, counted=True),
     "qwen": PLAIN,
     "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
@@ -999,8 +1036,8 @@ RULES: dict[str, ArchRule] = {
     "plamo": PLAIN,
     "codeshell": PLAIN,
     "orion": PLAIN,
-    "internlm2": ArchRule(tensors=tensors_llama, counted=True),
-    "minicpm": ArchRule(tensors=tensors_llama, counted=True),
+    "internlm2": ArchRule(tensors=tensors_llama, graph=QKV_WHERE_PRESENT, counted=True),
+    "minicpm": ArchRule(tensors=tensors_llama, graph=MINICPM, counted=True),
     "minicpm3": ArchRule(graph=MINICPM3),
     "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
     "xverse": PLAIN,
@@ -1022,7 +1059,7 @@ RULES: dict[str, ArchRule] = {
     "granite": ArchRule(graph=GRANITE, counted=True),
     "granitemoe": ArchRule(counted=True),
     "chameleon": PLAIN,
-    "plm": PLAIN,
+    "plm": ArchRule(graph=PLM, parameters=NON_GATED_FFN),
     "bailingmoe": PLAIN,
     "bailingmoe2": PLAIN,
     "dots1": PLAIN,

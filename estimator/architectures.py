@@ -233,6 +233,7 @@ def graph_shape(
                 v_norm=graph.v_norm and attends,
                 kv_shared=attends and il >= kv_start,
                 v_from_k=attends and graph.v_from_k(layers, il),
+                parallel_residual=graph.parallel_residual(layers, il),
             )
         )
     return GraphShape(

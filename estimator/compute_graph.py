@@ -176,15 +176,15 @@ class DecoderGraph:
             if self.shape.deci_blocks:
                 inp_l = self.deci_block(block, inp_l, rows)
                 continue
-            inp_sa = inp_l
-            cur = self.mixer(block, self.pre_norm(inp_l))
+            inp_sa, normed = inp_l, self.pre_norm(inp_l)
+            cur = self.mixer(block, normed)
             if rows is not None:
-                cur, inp_sa = get_rows(cur, rows, e), get_rows(inp_sa, rows, e)
+                cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
-            out = self.ffn(block, self.pre_norm(ffn_inp))
+            out = self.ffn(block, normed if block.parallel_residual else self.pre_norm(ffn_inp))
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
         if self.shape.normed_hidden_output:  # output_norm over every row is res->t_h_nextn, the rows after it

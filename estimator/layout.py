@@ -189,6 +189,7 @@ class GraphLayer:
     v_norm: bool = False  # ggml_rms_norm of V, without a weight (gemma4)
     kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
     v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
+    parallel_residual: bool = False  # the FFN reads the attention's normed input, not a norm of its sum (stablelm)
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph

@@ -16,6 +16,7 @@ from memfit.integers import is_int
 
 LLM = Keys.LLM
 SWIGLU_CLAMP_EPS = 1e-6  # build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
+GATE_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_EXP] + ".weight"  # blk.{bid}.ffn_gate_exps.weight
 GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"  # blk.{bid}.ffn_gate_up_exps.weight
 DOWN_EXPS_SCALE = TENSOR_NAMES[MODEL_TENSOR.FFN_DOWN_EXP] + ".scale"  # blk.{bid}.ffn_down_exps.scale
 SHARED_UP = TENSOR_NAMES[MODEL_TENSOR.FFN_UP_SHEXP] + ".weight"  # blk.{bid}.ffn_up_shexp.weight
@@ -142,6 +143,13 @@ def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # mimo2.cpp: build_moe_ffn(..., ffn_exp_probs_b, norm_w = true, expert_weights_scale, SIGMOID)
     call = _from_file(ly, il, Gating.SIGMOID, biased(ly, il, True))
     return replace(call, norm=True) if call else None
+
+
+def minicpm_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # granite.cpp's build_layer_ffn as llama_model_minicpm runs it: softmax, norm_w true, expert_weights_scale and
+    # n_ff_shexp never read by its loader (no scaling, no shared experts); ffn_gate_exps not required (up alone)
+    call = Routing(norm=True, gated=layer_tensor(ly, GATE_EXPS, il) is not False)
+    return replace(shared(ly, il, call), shared_ff=0)
 
 
 def lfm2moe_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
