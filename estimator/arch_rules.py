@@ -38,8 +38,18 @@ from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.graph_gemma4 import build_gemma4
 from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
 from memfit.estimator.graph_plamo2 import build_plamo2
+from memfit.estimator.graph_qwen4exp import build_qwen4exp
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys, key_name
-from memfit.estimator.layout import AttentionLayer, DeltaNet, FfnOp, GraphBuilder, KvCache, Mixer, Wkv
+from memfit.estimator.layout import (
+    AttentionLayer,
+    DeltaNet,
+    FfnOp,
+    GraphBuilder,
+    HyperConnections,
+    KvCache,
+    Mixer,
+    Wkv,
+)
 from memfit.estimator.moe_rules import (
     RoutingRule,
     bailingmoe3_routing,
@@ -56,6 +66,7 @@ from memfit.estimator.moe_rules import (
     minicpm_routing,
     nemotron_h_routing,
     plain_routing,
+    qwen4exp_routing,
     qwen_next_routing,
     sigmoid_routing,
     step35_routing,
@@ -87,7 +98,8 @@ from memfit.estimator.tensor_list import (
     tensors_starcoder2,
 )
 from memfit.estimator.vocabulary import Limit
-from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
+from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys, LlamaFileType
+from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.integers import is_int
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
@@ -813,6 +825,7 @@ class Graph:
     activation: FfnOp | None = None  # build_ffn's type_op (None: ffn_op's default, SILU with a gate, GELU without)
     ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
+    hyper: Callable[[Layers], HyperConnections] | None = None  # qwen4exp's residual streams (graph_qwen4exp.py)
     parallel_residual: Callable[[Layers, int], bool] = no_parallel_residual  # the FFN reads attention's normed input
 
 
@@ -948,6 +961,70 @@ STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clam
     node_for_node=True,
 )
 
+# --- qwen4exp: hyper-connections, QSA, the PLE n-gram embedding -------------------------------------------------
+
+PLE_CONV = "blk.{bid}.ple_conv1d.weight"  # LLM_TENSOR_PLE_CONV1D
+
+
+def qwen4exp_ple_layer(ly: Layers) -> int:
+    # llama_model_qwen4exp::load_arch_hparams: ple.layers (absent or empty: no PLE); llama.cpp refuses more than one
+    # layer, one out of range, or one that is not a linear-attention (recurrent) layer
+    value = ly.hp.metadata.get(ly.hp.key(NewerKeys.PLE_LAYERS))
+    if value is None or value == ():
+        return -1
+    layers = tuple(value) if isinstance(value, tuple) else ()
+    if len(layers) != 1 or not is_int(layers[0]) or not 0 <= layers[0] < ly.n_all or not ly.recurrent[layers[0]]:
+        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses {key_name(NewerKeys.PLE_LAYERS)} {value}")
+    return layers[0]
+
+
+def no_history(ly: Layers, il: int) -> int:
+    return 0
+
+
+def ple_conv_history(ly: Layers, il: int) -> int:
+    # llama_memory_recurrent: the PLE layer's own cache_ple_r row, llama_hparams::ple_conv_state() =
+    # (ple.conv_kernel - 1) * ple.ngram_size * hyper_connection.count * n_embd
+    if il != qwen4exp_ple_layer(ly):
+        return 0
+    hp = ly.hp
+    kernel, ngram = hp.require_int(NewerKeys.PLE_CONV_KERNEL), hp.require_int(NewerKeys.PLE_NGRAM_SIZE)
+    return max(0, kernel - 1) * ngram * hp.require_int(NewerKeys.HC_COUNT) * ly.n_embd
+
+
+def ple_conv_f32(ly: Layers, il: int) -> bool:
+    # qwen4exp.cpp build_ple: ple_conv1d keeps its type (any but F32 is cast); where the file's types are unknown,
+    # the file type's (the converter writes the kernel in it)
+    name = PLE_CONV.format(bid=il)
+    if ly.types is not None and name in ly.types:
+        return ly.types[name] == QT.F32
+    return ly.hp.metadata.get(Keys.General.FILE_TYPE) == LlamaFileType.ALL_F32
+
+
+def qwen4exp_hyper(ly: Layers) -> HyperConnections:
+    # llama_model_qwen4exp::load_arch_hparams: hyper_connection.count and .low_rank, the indexer's head count, key
+    # length and top_k, attention.compress_ratios (0 where absent: dense attention); the PLE layer's n-gram keys
+    hp, ple = ly.hp, qwen4exp_ple_layer(ly)
+    ngram, per_ngram = hp.optional_int(NewerKeys.PLE_NGRAM_SIZE, 0), hp.optional_int(NewerKeys.PLE_HEADS_PER_NGRAM, 0)
+    return HyperConnections(
+        count=hp.require_int(NewerKeys.HC_COUNT),
+        rank=hp.require_int(NewerKeys.HC_LOW_RANK),
+        ratios=hp.per_layer(NewerKeys.COMPRESS_RATIOS, default=0),
+        idx_heads=hp.require_int(ATTN.Indexer.HEAD_COUNT),
+        idx_head=hp.require_int(ATTN.Indexer.KEY_LENGTH),
+        idx_top_k=hp.require_int(ATTN.Indexer.TOP_K),
+        ple_layer=ple,
+        ple_heads=max(0, ngram - 1) * per_ngram if ple >= 0 else 0,
+        ple_head=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if ple >= 0 else 0,
+        ple_kernel=hp.optional_int(NewerKeys.PLE_CONV_KERNEL, 0) if ple >= 0 else 0,
+        ple_dilation=ngram if ple >= 0 else 0,
+        ple_conv_f32=ple >= 0 and ple_conv_f32(ly, ple),
+    )
+
+
+QWEN4EXP = replace(QWEN35, builder=build_qwen4exp, routing=qwen4exp_routing, hyper=qwen4exp_hyper)
+
+
 # --- the table ----------------------------------------------------------------------------------------------
 
 
@@ -963,6 +1040,7 @@ class Recurrence:
     layers: LayerPredicate  # is_recurrent(il) over the trunk
     reads_group_count: bool = True  # mamba-1 style loaders never read ssm.group_count (it counts as 0)
     lightning_attention: bool = False  # minimax-01: S = head_dim^2 * n_head, no conv state
+    history: Callable[[Layers, int], int] = no_history  # a layer's further F32 row beside R and S (qwen4exp's PLE)
 
 
 # --- llama_model::type where llama.cpp's quantizer reads it (LLM_TYPE_70B: more bits for attn_v) -----------
@@ -1265,8 +1343,10 @@ RULES: dict[str, ArchRule] = {
     "qwen4exp": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
-        recurrence=_QWEN_NEXT,
+        recurrence=Recurrence(every_4th_attends, history=ple_conv_history),
         indexer=beside_each_attention_layer,
+        graph=QWEN4EXP,
+        parameters=GATED_DELTA_NET,
     ),
     "minimax-01": ArchRule(
         memory=Memory.HYBRID,

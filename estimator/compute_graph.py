@@ -377,7 +377,13 @@ class DecoderGraph:
     def attended(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha (the
         output before wo)."""
-        gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
+        self.store_kv(b, k, v, inputs)
+        cur = self.mha(b, q, inputs.mask)
+        return self.hadamard(cur, inputs.v_rot) if inputs.v_rot is not None else cur
+
+    def store_kv(self, b: GraphLayer, k: Tensor, v: Tensor, inputs: CacheInputs) -> None:
+        """llama_kv_cache::cpy_k and cpy_v: K's rows into the cache, V's (transposed without flash attention)."""
+        gf, t, g = self.gf, self.t, self.geometry
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
         width_v = b.n_head_kv * b.head_v
@@ -394,8 +400,6 @@ class DecoderGraph:
                     inputs.v_idxs,
                 )
             )
-        cur = self.mha(b, q, inputs.mask)
-        return self.hadamard(cur, v_rot) if v_rot is not None else cur
 
     def out_proj(self, b: GraphLayer, cur: Tensor, attn_in: Tensor) -> Tensor:
         """wo over attention's output [Dv * H, T], after the layer's output gate where it has one (`attn_in`: the

@@ -174,6 +174,12 @@ def qwen_next_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | Non
     return replace(scaled_experts(ly, il, shared(ly, il, Routing(norm=True))), shared_ff=width)
 
 
+def qwen4exp_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_qwen4exp::graph::build_layer_ffn: qwen3.5's experts and sigmoid-gated shared expert; its loader's
+    # n_ff_exp where the file has no expert_feed_forward_length (n_ff / n_expert_used) is not rebuilt
+    return qwen_next_routing(ly, il, n_vocab) if ly.hp.has(LLM.EXPERT_FEED_FORWARD_LENGTH) else None
+
+
 def kimi_linear_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_kimi_linear::graph: expert_gating_func, exp_probs_b, norm_w true, expert_weights_scale
     call = _from_file(ly, il, file_gating(ly), True)

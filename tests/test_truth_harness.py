@@ -132,6 +132,7 @@ NODE_FOR_NODE = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple",
     "exaone4-64-key", "exaone4-4-key", "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
     "llama-embed", "plm", "stablelm", "stablelm-parallel", "internlm2", "internlm2-qkv", "minicpm", "minicpm-moe",
+    "qwen4exp", "qwen4exp-ple", "qwen4exp-qsa",
 )  # fmt: skip
 
 

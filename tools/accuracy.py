@@ -51,6 +51,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.RWKV_SHAPES,
         **recurrent.DELTA_NET_SHAPES,
         **recurrent.DELTA_NET_VARIANTS,
+        **recurrent.QWEN4EXP_VARIANTS,
         **recurrent.HYBRID_SHAPES,
         **more.FAMILY_SET,
         **plain.FAMILY_SET,

@@ -270,6 +270,9 @@ MORE_DUMPS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
     "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
+# qwen4exp's (tools/families/recurrent.py: dense attention, the PLE embedding, Qwen3.8-Flash-Next's QSA): FULL's runs
+# and the delta-net families' ubatches.
+QWEN4EXP_RUNS = FULL + DELTA_NET_UBATCHES
 # The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
 # sequences over 32k tokens at ubatches 1024-2048, flash attention off, a 128-token ubatch, a 4096-token request
 # (capped at n_batch 2048), and 3 sequences over a context below the ubatch.
@@ -358,6 +361,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_delta_net_ubatch.jsonl": TruthFile(
         _subset(recurrent.FAMILY_SET, *DELTA_NET) | recurrent.DELTA_NET_VARIANTS, DELTA_NET_UBATCHES
     ),
+    "results_qwen4exp_ubatch.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple") | recurrent.QWEN4EXP_VARIANTS, QWEN4EXP_RUNS
+    ),
     "results_rwkv.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *RWKV), RWKV_UBATCHES),
     "results_rwkv_dryrun.jsonl": TruthFile(
         recurrent.RWKV_SHAPES,
@@ -424,7 +430,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(more.FAMILY_SET, *NEXTN_MODELS)
         | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
         | _subset(more.FAMILY_SET, *MORE_DUMPS)
-        | PLAIN_MODELS,
+        | PLAIN_MODELS
+        | _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple")
+        | recurrent.QWEN4EXP_VARIANTS,
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
