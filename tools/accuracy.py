@@ -40,7 +40,7 @@ from tools.truth import DATA, load, measured_variant, run_id
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
-    from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
+    from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -51,8 +51,10 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.RWKV_SHAPES,
         **recurrent.DELTA_NET_SHAPES,
         **recurrent.DELTA_NET_VARIANTS,
+        **recurrent.QWEN4EXP_VARIANTS,
         **recurrent.HYBRID_SHAPES,
         **more.FAMILY_SET,
+        **plain.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
         **attn_scale.SHAPES,
@@ -260,8 +262,9 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
         flash_attention=geometry.flash_attention,
     )
     r, state = recurrent_state_bytes(layout.recurrent, geometry)
-    real_memory = record["kv_k_bytes"] + record["kv_v_bytes"] + record.get("rs_bytes", 0)
-    kv_exact = (k + v + r + state == record["memory_bytes"]) or (k + v + r + state == real_memory)
+    # llama.cpp's memory module: every cache's K and V (a sparse-attention indexer's cache too) and R + S
+    real_memory = record["memory_bytes"]
+    kv_exact = k + v + r + state == real_memory
     output_exact = output_buffer(n_vocab, geometry) == record["output_buffer_bytes_init"]
     window = workspace_bounds(layout.graph, n_vocab, geometry) if layout.graph is not None else None
     if window is None:
