@@ -26,6 +26,7 @@ from memfit.estimator.kv_cache import cache_type
 from memfit.estimator.machine import GpuMemory
 from memfit.estimator.placement import (
     Memory,
+    ModelTensors,
     Placement,
     PlacementResult,
     PlacementUnsupported,
@@ -61,6 +62,17 @@ class DeviceShare:
     @property
     def bounds(self) -> Bounds:
         return bounds(self.parts)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A model placed on the devices: what each backend's compute buffer is derived from."""
+
+    model: ModelTensors
+    memory: Memory  # the layout, the context geometry and the cache types
+    devices: tuple[Device, ...]
+    request: Placement
+    results: tuple[PlacementResult, ...]  # one per CPU variant of the answer (the first for what they share)
 
 
 @dataclass(frozen=True)
@@ -135,9 +147,9 @@ def device_shares(
     except PlacementUnsupported as exc:
         return _unknown_shares(str(exc), parts, gpus, devices, True)
     whole = {p.component: p for p in parts}
-    by_pool = [_pools(r) for r in placed]
+    by_pool = [_pools(r) for r in placed.results]
     pools = [HOST_POOL, *(d.name for d in devices)]
-    workspace = workspace_shares(placed[0], pools)
+    workspace = workspace_shares(placed, pools)
     first_gpu = devices[0].name  # mtmd's clip_ctx: the projector on the first GPU (llama-server's mmproj_use_gpu)
     out = []
     for pool, gpu in zip(pools, (None, *gpus), strict=True):
@@ -153,23 +165,22 @@ def device_shares(
                 gpu,
                 (*own, workspace[pool], companions),
                 bool(holds),
-                _layers_note(placed[0], pool),
+                _layers_note(placed.results[0], pool),
             )
         )
     return tuple(out)
 
 
-def workspace_shares(result: PlacementResult, pools: Sequence[str]) -> dict[str, Part]:
+def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
     """Each pool's workspace for a placement with a layer on a GPU: llama.cpp's output buffer (on the host) and the
     compute buffer each backend reserves for the scheduler's split graph (llama_context::sched_reserve). The split
     graph is not derived yet: every pool's is unknown."""
     why = "the compute buffer of each backend (llama.cpp's scheduler split graph) is not derived yet"
+    output = placed.results[0].output_buffer_bytes
     return {
         pool: Part.unknown(
             Component.WORKSPACE,
-            f"{why}; the host also holds the output buffer ({result.output_buffer_bytes} bytes)"
-            if pool == HOST_POOL
-            else why,
+            f"{why}; the host also holds the output buffer ({output} bytes)" if pool == HOST_POOL else why,
         )
         for pool in pools
     }
@@ -177,7 +188,7 @@ def workspace_shares(result: PlacementResult, pools: Sequence[str]) -> dict[str,
 
 def _placements(
     subject: Subject, workload: Workload, variants: tuple[CpuVariant, ...], devices: Sequence[Device]
-) -> list[PlacementResult]:
+) -> Placed:
     """The placement under each CPU variant (the host's weights may differ by variant: repacked or not)."""
     flags = workload.placement
     if flags.gpu_layers is None:
@@ -193,7 +204,8 @@ def _placements(
         cache_type(workload.value_element_bytes),
     )
     request = placement_request(flags, subject.tensors.n_layer)
-    return [place(subject.tensors, memory, devices, request, v) for v in variants]
+    results = tuple(place(subject.tensors, memory, devices, request, v) for v in variants)
+    return Placed(subject.tensors, memory, tuple(devices), request, results)
 
 
 def _pools(result: PlacementResult) -> dict[str, dict[Component, int]]:

@@ -336,6 +336,10 @@ def render_result(result: wire.WireFitVerdictResult, width: int | None = None) -
                 f"  (weakest basis {e.weakest_basis}{', missing ' + ', '.join(e.missing) if e.missing else ''})"
             )
         )
+    if len(result.devices) > 1:
+        rows = [[d.name, *(part_size(p) for p in d.parts)] for d in result.devices]
+        header = ["DEVICE", *(p.component for p in result.devices[0].parts)]
+        lines += ["  " + row for row in table(rows, header, width - 2).splitlines()]
     gpu = {True: "admits", False: "does not admit", None: "no answer"}[result.gpu_admits]
     lines.append(
         fill(

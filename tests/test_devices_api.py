@@ -290,3 +290,8 @@ def test_the_cli_prints_one_row_per_device_in_80_columns(
     rows = [line.split() for line in out.splitlines() if line.startswith("  ") and line.split()[0] in ("host", "CUDA0")]
     assert [(r[0], r[-1]) for r in rows] == [("host", "UNKNOWN"), ("CUDA0", "UNKNOWN")]
     assert "layers 0-28" in out and "layers 29-47, output" in out and "24.00 GiB declared" in out
+    assert main(["fit", BIG, *flags, "--detail"]) == 5
+    detail = capsys.readouterr().out
+    table = detail[detail.index("  DEVICE  weights") :].splitlines()[:4]  # the parts table above is the part's own
+    assert [line.split()[0] for line in table] == ["DEVICE", "------", "host", "CUDA0"]
+    assert all(len(line) <= 80 for line in table)
