@@ -9,6 +9,7 @@ device with ggml-cuda's rules, so the service's answer for the run's flags must 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,10 @@ import pytest
 
 from memfit import wire
 from memfit.cli import main
+from memfit.estimator.device_forecast import gpu_devices, places_nothing_on_gpus
 from memfit.estimator.devices import mock_gpus
 from memfit.estimator.machine import HostMemory
+from memfit.estimator.workload import PlacementFlags
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.declared_gpus import declared_gpu, declared_gpus
 from memfit.readers.model_roots import Root, RootKind
@@ -201,6 +204,10 @@ def test_memfit_gpus_and_the_flag_read_the_same() -> None:
         (40 * GIB, 48 * GIB, True, True),
     ]
     assert declared_gpus(None, {}) is None and declared_gpu("cuda:80GB", 0).total == 80 * 10**9
+    odd = declared_gpu("cuda:1.5TiB:512MiB", 0)
+    assert (odd.free, odd.total) == (512 << 20, 3 << 39)
+    with pytest.raises(ValueError, match="at most 16 GPUs"):
+        declared_gpus(["cuda:8GiB"] * 17, {})
     for bad in ("rocm:24GiB", "cuda", "cuda:0", "cuda:8GiB:9GiB", "cuda:24XB"):
         with pytest.raises(ValueError):
             declared_gpu(bad, 0)
@@ -295,3 +302,29 @@ def test_the_cli_prints_one_row_per_device_in_80_columns(
     table = detail[detail.index("  DEVICE  weights") :].splitlines()[:4]  # the parts table above is the part's own
     assert [line.split()[0] for line in table] == ["DEVICE", "------", "host", "CUDA0"]
     assert all(len(line) <= 80 for line in table)
+
+
+def test_gpus_are_numbered_per_backend_and_an_override_to_a_gpu_places_something_there() -> None:
+    gpus = declared_gpus(["cuda:8GiB", "metal:16GiB", "cuda:8GiB"], {})
+    assert gpus is not None
+    devices = gpu_devices(gpus)
+    assert [(d.name, d.alignment, d.host_buffer_type) for d in devices] == [
+        ("CUDA0", 128, "CUDA_Host"),
+        ("MTL0", 32, None),  # ggml-metal: 32-byte alignment, no pinned host buffer type
+        ("CUDA1", 128, "CUDA_Host"),
+    ]
+    none = PlacementFlags(gpu_layers=0)
+    assert places_nothing_on_gpus(none, devices) and places_nothing_on_gpus(PlacementFlags(), [])
+    assert places_nothing_on_gpus(replace(none, tensor_overrides=("exps=CUDA_Host",)), devices)
+    assert not places_nothing_on_gpus(replace(none, tensor_overrides=("exps=CUDA1",)), devices)
+    assert not places_nothing_on_gpus(PlacementFlags(gpu_layers=1), devices)
+
+
+def test_experts_overridden_onto_the_gpu_with_no_layer_there(nvml_24: LiveServer) -> None:
+    """-ngl 0 -ot exps=CUDA0: every layer on the host, but the experts in the GPU's own buffer type."""
+    answer = _fit(nvml_24, gpuLayers=0, tensorOverrides=["_exps\\.=CUDA0"])
+    host, gpu = answer["devices"]
+    assert (host["note"], gpu["note"]) == ("layers 0-47, output", "no layer")
+    # 48 layers of gate, up and down experts, down's 768-element rows padded by ggml-cuda (256 bytes aligned)
+    assert _part(gpu, "weights")["bytes"] == 48 * (3 * 128 * 2048 * 768 // 32 * 22 + 256)
+    assert _part(gpu, "kvCache")["bytes"] == 0 and answer["gpuAdmits"] is True

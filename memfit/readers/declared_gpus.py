@@ -32,6 +32,7 @@ UNITS = {
 }
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
 MAX_BYTES = 1 << 56  # 64 PiB: far past any device, well inside int64
+MAX_GPUS = 16  # ggml-cuda.h: GGML_CUDA_MAX_DEVICES, the most devices a backend registers
 
 
 def byte_size(text: str) -> int:
@@ -65,6 +66,8 @@ def declared_gpus(flags: Sequence[str] | None, environ: Mapping[str, str]) -> tu
     items = list(flags or []) or [s for s in environ.get(ENVIRONMENT, "").split(",") if s.strip()]
     if not items:
         return None
+    if len(items) > MAX_GPUS:
+        raise ValueError(f"at most {MAX_GPUS} GPUs (ggml-cuda's GGML_CUDA_MAX_DEVICES), got {len(items)}")
     return tuple(declared_gpu(text, i) for i, text in enumerate(items))
 
 
