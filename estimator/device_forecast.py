@@ -35,8 +35,8 @@ from memfit.estimator.placement import (
 )
 from memfit.estimator.subject import NO_VARIANT, Subject
 from memfit.estimator.verdict import verdict
-from memfit.estimator.vocabulary import Basis, Component, Verdict
-from memfit.estimator.workload import ALL_LAYERS, PlacementFlags, Workload
+from memfit.estimator.vocabulary import Basis, Component, Mode, Verdict
+from memfit.estimator.workload import ALL_LAYERS, PlacementFlags, Workload, mode_gpu_layers
 
 HOST_POOL = "host"  # the host's name in an answer's devices
 # the order the answer's verdict takes the worst pool's in: a pool already too small decides, then one not known
@@ -139,7 +139,7 @@ def device_shares(
     devices = gpu_devices(gpus)
     flags = workload.placement
     if places_nothing_on_gpus(flags, devices):
-        return _host_holds_all(parts, gpus, devices)
+        return _host_holds_all(parts, gpus, devices, _standing_in(workload))
     try:
         placed = _placements(subject, workload, variants, devices)
     except NoPlacement as exc:
@@ -242,9 +242,16 @@ def _layers_note(result: PlacementResult, pool: str) -> str:
     return text + (", output" if result.output_device == name else "")
 
 
-def _host_holds_all(parts: Sequence[Part], gpus: Sequence[GpuMemory], devices: Sequence[Device]) -> tuple:
+def _standing_in(workload: Workload) -> str:
+    """What the placement stands for, where it is not what was asked: cpuOffload's fitter, answered as -ngl 0."""
+    if workload.mode == Mode.CPU_OFFLOAD and workload.placement.gpu_layers == mode_gpu_layers(workload.mode):
+        return " (cpuOffload: llama.cpp's fitter's choice is not predicted yet, answered as -ngl 0)"
+    return ""
+
+
+def _host_holds_all(parts: Sequence[Part], gpus: Sequence[GpuMemory], devices: Sequence[Device], why: str) -> tuple:
     """Nothing of the model on a GPU: the host holds the whole estimate (the answer is the host's alone)."""
-    host = DeviceShare(HOST_POOL, None, tuple(parts), True, "every layer, output")
+    host = DeviceShare(HOST_POOL, None, tuple(parts), True, f"every layer, output{why}")
     offload = (
         "llama.cpp may reserve a compute buffer here for the matrix products it offloads from the host (op offload,"
         " ubatches of 32 tokens or more): not derived yet"

@@ -163,7 +163,8 @@ class Answers:
                     bounds=a.bounds,
                     verdict=Verdict.UNKNOWN if refused else judged.verdict,
                     budget=budget,
-                    gpu_admits=None if refused else judged.gpu_admits,
+                    # an unknown mode without gpuLayers names no placement to admit
+                    gpu_admits=None if refused or a.workload.placement.gpu_layers is None else judged.gpu_admits,
                     limits=_ordered_limits(limits),
                     devices=shares,
                     device_verdicts=judged.verdicts,

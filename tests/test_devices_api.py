@@ -110,6 +110,8 @@ def test_cpu_offload_and_no_gpu_layers_are_todays_answer(nvml_24: LiveServer) ->
         )
         assert (answer["verdict"], answer["decidedBy"], host["verdict"]) == ("oversize", "host", "oversize")
         assert gpu["lowerBoundBytes"] == 0 and gpu["note"] == "no layer" and answer["gpuAdmits"] is True
+        # what cpuOffload stands for (llama.cpp's fitter) is said where -ngl 0 answers for it
+        assert ("fitter's choice is not predicted yet" in host["note"]) is ("mode" in fields)
     assert answer["estimate"]["workload"]["gpuLayers"] == 0
 
 
