@@ -72,7 +72,7 @@ class Placed:
     memory: Memory  # the layout, the context geometry and the cache types
     devices: tuple[Device, ...]
     request: Placement
-    results: tuple[PlacementResult, ...]  # one per CPU variant of the answer (the first for what they share)
+    results: tuple[PlacementResult, ...]  # one per typing and CPU variant of the answer (the first: what they share)
 
 
 @dataclass(frozen=True)
@@ -189,11 +189,12 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
 def _placements(
     subject: Subject, workload: Workload, variants: tuple[CpuVariant, ...], devices: Sequence[Device]
 ) -> Placed:
-    """The placement under each CPU variant (the host's weights may differ by variant: repacked or not)."""
+    """The placement under each typing of the tensors (a catalog recipe's) and each CPU variant (the host's weights
+    may differ by variant: repacked or not)."""
     flags = workload.placement
     if flags.gpu_layers is None:
         raise NoPlacement(f"the mode {workload.mode!r} names no placement, and gpuLayers was not given")
-    if subject.tensors is None or subject.layout is None:
+    if not subject.tensors or subject.layout is None:
         raise NoPlacement(subject.tensors_problem)
     if not variants:
         raise NoPlacement(NO_VARIANT)
@@ -203,9 +204,10 @@ def _placements(
         cache_type(workload.key_element_bytes),
         cache_type(workload.value_element_bytes),
     )
-    request = placement_request(flags, subject.tensors.n_layer)
-    results = tuple(place(subject.tensors, memory, devices, request, v) for v in variants)
-    return Placed(subject.tensors, memory, tuple(devices), request, results)
+    model = subject.tensors[0]
+    request = placement_request(flags, model.n_layer)
+    results = tuple(place(t, memory, devices, request, v) for t in subject.tensors for v in variants)
+    return Placed(model, memory, tuple(devices), request, results)
 
 
 def _pools(result: PlacementResult) -> dict[str, dict[Component, int]]:

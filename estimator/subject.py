@@ -35,7 +35,9 @@ class Subject:
     companions_key: str = ""
     architecture: str = ""
     unreadable: str = ""  # why the artifact could not be read, when it could not
-    tensors: ModelTensors | None = None  # its tensors, for placement across devices (None: not derived)
+    # its tensors, for placement across devices: one model, or one per typing a catalog recipe allows (none: not
+    # derived)
+    tensors: tuple[ModelTensors, ...] = ()
     tensors_problem: str = "the model's tensors are not known (no file header was read)"  # why not, when not
 
     @property
@@ -105,7 +107,7 @@ def read_subject(
         weights_key=keys[0],
         companions_key=keys[1],
         architecture=facts.architecture,
-        tensors=facts.tensors,
+        tensors=(facts.tensors,) if facts.tensors is not None else (),
         tensors_problem=facts.tensors_problem,
     )
 

@@ -330,3 +330,16 @@ def test_experts_overridden_onto_the_gpu_with_no_layer_there(nvml_24: LiveServer
     # 48 layers of gate, up and down experts, down's 768-element rows padded by ggml-cuda (256 bytes aligned)
     assert _part(gpu, "weights")["bytes"] == 48 * (3 * 128 * 2048 * 768 // 32 * 22 + 256)
     assert _part(gpu, "kvCache")["bytes"] == 0 and answer["gpuAdmits"] is True
+
+
+def test_a_catalog_model_is_placed_from_its_recipes_tensors() -> None:
+    """A catalog id (no file, the Hub offline) is placed from the tensors its published layout lists, typed by
+    llama-quantize's recipe: -ngl all keeps only the token embedding on the host."""
+    service = build_service(settings=Settings(gpus=declared_gpus(["cuda:24GiB"], {})))
+    answer = wire.fit_batch(service, [WireFitVerdictRequest(modelId="Qwen/Qwen3-8B-GGUF:Q4_K_M")]).results[0]
+    host, gpu = ({p.component: p.bytes for p in d.parts} for d in answer.devices)
+    # token_embd, 151936 x 4096 in Q4_K (144 bytes a block of 256): Q4_K_M keeps the embedding in its default type
+    assert host["weights"] == 151936 * 4096 // 256 * 144 and host["kvCache"] == 0
+    # 36 layers of K and V, 8 heads of 128, 4096 cells in f16
+    assert gpu["kvCache"] == 36 * 2 * 8 * 128 * 4096 * 2 and answer.devices[1].note == "layers 0-35, output"
+    assert answer.gpu_admits is True
