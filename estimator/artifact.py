@@ -6,6 +6,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import RULES
@@ -22,6 +23,9 @@ from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.gguf_constants import Keys
 from memfit.integers import is_int, round_up
 from memfit.quant_names import QUANT_NAME
+
+if TYPE_CHECKING:
+    from memfit.estimator.placement import ModelTensors
 
 TOKEN_EMBD = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"
 OUTPUT = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
@@ -58,6 +62,8 @@ class ArtifactFacts:
     layout_error: EvidenceError | None
     tied: Matrix | None = None  # a tied token embedding, whose output copy depends on the CPU variant
     matrices: tuple[Matrix, ...] = ()  # the 2-D MUL_MAT weights an extra buffer type may pack, by type and shape
+    tensors: ModelTensors | None = None  # what placement needs (placement.model_tensors), where it is derived
+    tensors_problem: str = ""  # why it is not
 
 
 # (block elements, block bytes) by ggml type number: looked up per tensor, without making the enum member

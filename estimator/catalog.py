@@ -18,12 +18,21 @@ from dataclasses import dataclass, replace
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import LLAMA_CPP_RELEASE, RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import OUTPUT, TOKEN_EMBD, matmul_weights, padded, tensor_bytes, variant_weights
+from memfit.estimator.artifact import (
+    OUTPUT,
+    TOKEN_EMBD,
+    HeaderSummary,
+    matmul_weights,
+    padded,
+    tensor_bytes,
+    variant_weights,
+)
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_repack import Matrix, packing_bytes
 from memfit.estimator.cpu_variant import VARIANTS, CpuVariant
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.parameters import ParameterCount, count_parameters
+from memfit.estimator.placement import ModelTensors, PlacementUnsupported, model_tensors
 from memfit.estimator.quant_recipe import DEFAULT_TYPE, ModelFacts, tensor_types
 from memfit.estimator.subject import NO_VARIANT, Subject
 from memfit.estimator.tensor_list import Shape, Tensor
@@ -232,6 +241,26 @@ def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], varia
     return Part(Component.WEIGHTS, floor + low, Basis.DERIVED_LAYOUT, extras[0][2], slack=ceiling + high - floor - low)
 
 
+def catalog_tensors(entry: CatalogEntry, quant: str, tensors: list[Tensor]) -> tuple[ModelTensors, ...]:
+    """What placement needs of the entry under `quant`'s recipe: one model per typing (without and with an
+    importance matrix, where they differ), each as a file of those tensors would read."""
+    metadata = {**entry.metadata, gguf.Keys.General.ARCHITECTURE: entry.architecture}
+    facts = recipe_facts(entry)
+    typings = {tuple(tensor_types(tensors, quant, facts, imatrix).items()) for imatrix in (False, True)}
+    out = []
+    for typing in sorted(typings):
+        typed = dict(typing)
+        rows = tuple(_summary_row(t, typed[t.name]) for t in tensors)
+        out.append(model_tensors([HeaderSummary(metadata, rows)], entry.n_vocab or 0))
+    return tuple(out)
+
+
+def _summary_row(t: Tensor, qt: gguf.GGMLQuantizationType) -> tuple[str, int, int, int, int, int]:
+    """A tensor as a file's header summary lists it: name, bytes, type, ne[0], ne[1], the further dimensions."""
+    ne = (*t.ne, 1, 1)
+    return t.name, tensor_bytes(t.ne, qt), int(qt), ne[0], ne[1], math.prod(t.ne[2:])
+
+
 def catalog_subject(
     entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread], variants: tuple[CpuVariant, ...]
 ) -> Subject:
@@ -265,6 +294,13 @@ def catalog_subject(
     except EvidenceError as exc:
         layout, problem = None, exc.with_traceback(None)
         limits.append(exc.limit)
+    placed: tuple[ModelTensors, ...] = ()
+    why = f"memfit does not mirror llama-quantize's {quant} recipe for the catalog's layout of this model"
+    if layout is not None and tensors is not None and quant in DEFAULT_TYPE and entry.n_vocab is not None:
+        try:
+            placed = catalog_tensors(entry, quant, tensors)
+        except (PlacementUnsupported, EvidenceError, KeyError) as exc:
+            why = f"the catalog's tensors cannot be placed: {exc}"
     return Subject(
         model_id=f"{entry.model_id}:{quant}",
         revision="",
@@ -278,4 +314,6 @@ def catalog_subject(
         companions=Part.not_applicable(Component.COMPANIONS, "the catalog lists no projector for this model"),
         limits=tuple(dict.fromkeys(limits)),
         architecture=entry.architecture,
+        tensors=placed,
+        tensors_problem="" if placed else why,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from memfit.estimator.cpu_repack import TENSOR_ALIGNMENT
+from memfit.estimator.machine import GpuBackend, GpuMemory
 from memfit.gguf_constants import GGML_QUANT_SIZES
 from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.integers import round_up
@@ -24,6 +25,8 @@ HOST = "Host"  # the host pool: every is_host buffer type (CPU, a GPU's pinned h
 CPU_ALIGNMENT = TENSOR_ALIGNMENT
 # ggml-cuda.cu: MATRIX_ROW_PADDING, the elements a quantized row is padded to (its kernels read whole 512 blocks)
 MATRIX_ROW_PADDING = 512
+# ggml-metal.cpp: ggml_backend_metal_buffer_type_shared_get_alignment
+METAL_ALIGNMENT = 32
 # ggml_is_quantized: the types whose elements are stored in blocks
 _UNQUANTIZED = frozenset({QT.F32, QT.F16, QT.BF16, QT.F64, QT.I8, QT.I16, QT.I32, QT.I64})
 
@@ -116,3 +119,14 @@ def mock_gpus(
         )
         for i in range(count)
     )
+
+
+def device_of(gpu: GpuMemory, position: int) -> Device:
+    """A GPU that was read (or declared) as llama.cpp's backend registers it: the position-th device of its backend
+    (CUDA numbers the devices CUDA_VISIBLE_DEVICES shows from 0), with that backend's buffer rules: ggml-cuda's
+    128-byte alignment, padded quantized rows and pinned host buffer; ggml-metal's 32-byte alignment, plain sizes
+    and no host buffer type (its buffers are the host's memory)."""
+    name = f"{gpu.backend.value}{position}"
+    if gpu.backend is GpuBackend.METAL:
+        return Device(name, gpu.backend.value, gpu.free, gpu.total, METAL_ALIGNMENT, AllocRule.PLAIN, False)
+    return Device(name, gpu.backend.value, gpu.free, gpu.total)

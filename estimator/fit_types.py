@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memfit.estimator.bounds import Bounds, Part
 from memfit.estimator.budget import Budget
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ModelSource, Refusal, Verdict
 from memfit.estimator.workload import Workload, WorkloadRequest
+
+if TYPE_CHECKING:
+    from memfit.estimator.device_forecast import DeviceShare
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,10 @@ class FitResult:
     budget: Budget
     gpu_admits: bool | None
     limits: tuple[str, ...]  # in the contract's order
+    devices: tuple[DeviceShare, ...] = ()  # the host's share and each GPU's (none for a refusal)
+    device_verdicts: tuple[Verdict, ...] = ()  # one per device, each against its own budget
+    decided_by: str | None = None  # the device whose verdict is the answer's
+    host_total: int | None = None  # the host's physical memory, as read for the request
 
 
 @dataclass(frozen=True)

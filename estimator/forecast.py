@@ -132,6 +132,20 @@ def forecast_parts(
     ]
 
 
+def geometry_of(layout: Layout, workload: Workload, architecture: str) -> ContextGeometry:
+    """The context llama.cpp makes for the workload (an unknown flash attention setting: as on, both are tried)."""
+    return context_geometry(
+        workload.allocated_tokens,
+        workload.streams,
+        causal=layout.causal,
+        n_ubatch=workload.ubatch_tokens,
+        unified=workload.kv_unified,
+        flash_attention=flash_attention_for(workload, architecture) is not False,
+        quantized_k=cache_type(workload.key_element_bytes).quantized,
+        quantized_v=cache_type(workload.value_element_bytes).quantized,
+    )
+
+
 def _derived_parts(subject: Subject, workload: Workload, history: HistoryMatch) -> tuple[list[Part], list[Limit]]:
     limits: list[Limit] = []
     geometry = None
@@ -140,16 +154,7 @@ def _derived_parts(subject: Subject, workload: Workload, history: HistoryMatch) 
         kv = Part.unknown(Component.KV_CACHE, why)
         recurrent = Part.unknown(Component.RECURRENT_STATE, why)
     else:
-        geometry = context_geometry(
-            workload.allocated_tokens,
-            workload.streams,
-            causal=subject.layout.causal,
-            n_ubatch=workload.ubatch_tokens,
-            unified=workload.kv_unified,
-            flash_attention=flash_attention_for(workload, subject.architecture) is not False,  # unknown: both tried
-            quantized_k=cache_type(workload.key_element_bytes).quantized,
-            quantized_v=cache_type(workload.value_element_bytes).quantized,
-        )
+        geometry = geometry_of(subject.layout, workload, subject.architecture)
         problem = (
             cache_type_problem(
                 subject.layout, cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)

@@ -5,7 +5,7 @@ the machine itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,19 @@ class CpuFeatures:
 UNKNOWN_CPU = CpuFeatures(CpuArch.UNKNOWN)
 
 
+class GpuBackend(StrEnum):
+    """The llama.cpp backend a GPU is used through, by the name its devices take (CUDA0, MTL0)."""
+
+    CUDA = "CUDA"
+    METAL = "MTL"
+
+
 @dataclass(frozen=True)
 class GpuMemory:
     index: int
-    uuid: str  # NVML's GPU UUID; `metal:<device name>` for a Metal device
+    uuid: str  # NVML's GPU UUID; `metal:<device name>` for a Metal device; `declared:<n>` for a declared one
     free: int  # what llama.cpp's backend reports free for the device
     total: int
     unified: bool = False  # the host's memory (Apple silicon): the same pool the host budget is read from
+    backend: GpuBackend = GpuBackend.CUDA
+    declared: bool = False  # assumed in place of the ones read (memfit serve --gpu, MEMFIT_GPUS), not read

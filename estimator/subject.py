@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memfit.estimator.artifact import ArtifactFacts, HubArtifact, RemoteHeader
 from memfit.estimator.bounds import Part
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
 from memfit.estimator.vocabulary import Component, Limit
+
+if TYPE_CHECKING:
+    from memfit.estimator.placement import ModelTensors
 
 NO_VARIANT = "the workload's CPU variant is not one this host's llama.cpp can load"
 
@@ -31,6 +35,10 @@ class Subject:
     companions_key: str = ""
     architecture: str = ""
     unreadable: str = ""  # why the artifact could not be read, when it could not
+    # its tensors, for placement across devices: one model, or one per typing a catalog recipe allows (none: not
+    # derived)
+    tensors: tuple[ModelTensors, ...] = ()
+    tensors_problem: str = "the model's tensors are not known (no file header was read)"  # why not, when not
 
     @property
     def is_model(self) -> bool:
@@ -99,6 +107,8 @@ def read_subject(
         weights_key=keys[0],
         companions_key=keys[1],
         architecture=facts.architecture,
+        tensors=(facts.tensors,) if facts.tensors is not None else (),
+        tensors_problem=facts.tensors_problem,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memfit.estimator.context import DEFAULT_N_UBATCH
 from memfit.estimator.cpu_variant import AUTO
@@ -18,6 +18,10 @@ DEFAULT_FLASH_ATTENTION = FlashAttention.AUTO
 DEFAULT_UBATCH_TOKENS = DEFAULT_N_UBATCH
 DEFAULT_KV_UNIFIED = False
 DEFAULT_CPU_VARIANT = AUTO  # the variant ggml's loader picks on this host
+# common/common.h's defaults for the placement flags: -ngl (here: what the mode means), --n-cpu-moe 0, no -ot, no
+# -ts, -sm layer, -mg 0, KV offload on
+ALL_LAYERS = "all"  # -ngl all
+DEFAULT_SPLIT_MODE = "layer"
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -36,6 +40,35 @@ class WorkloadRequest:
     ubatch_tokens: int | None = None
     kv_unified: bool | None = None
     cpu_variant: str | None = None
+    gpu_layers: int | str | None = None  # a count, or ALL_LAYERS
+    n_cpu_moe: int | None = None
+    tensor_overrides: tuple[str, ...] | None = None  # PATTERN=BUFFER_TYPE, as -ot writes them
+    tensor_split: tuple[float, ...] | None = None
+    split_mode: str | None = None
+    main_gpu: int | None = None
+    kv_offload: bool | None = None
+
+
+@dataclass(frozen=True)
+class PlacementFlags:
+    """llama.cpp's placement flags as a request resolved them (common_params' defaults filled in); gpu_layers None:
+    an unknown mode named no count."""
+
+    gpu_layers: int | str | None = ALL_LAYERS
+    n_cpu_moe: int = 0
+    tensor_overrides: tuple[str, ...] = ()
+    tensor_split: tuple[float, ...] = ()
+    split_mode: str = DEFAULT_SPLIT_MODE
+    main_gpu: int = 0
+    kv_offload: bool = True
+
+
+def mode_gpu_layers(mode: str) -> int | str | None:
+    """What a mode means as -ngl: fullGpu every layer and the output layer; cpuOffload stands for the fitter's choice,
+    which memfit does not predict yet, and is answered as -ngl 0 (everything on the host but the compute the GPUs
+    take); an unknown mode names none."""
+    meaning: dict[str, int | str] = {Mode.FULL_GPU.value: ALL_LAYERS, Mode.CPU_OFFLOAD.value: 0}
+    return meaning.get(mode)
 
 
 @dataclass(frozen=True)
@@ -50,6 +83,7 @@ class Workload:
     ubatch_tokens: int = DEFAULT_UBATCH_TOKENS  # as requested, before llama.cpp's cap
     kv_unified: bool = DEFAULT_KV_UNIFIED
     cpu_variant: str = DEFAULT_CPU_VARIANT  # as requested, until the answer names the variant it resolved to
+    placement: PlacementFlags = field(default_factory=PlacementFlags)
 
     @property
     def knobs_at_defaults(self) -> bool:
@@ -82,6 +116,7 @@ class Workload:
             clamp(self.ubatch_tokens),
             self.kv_unified,
             self.cpu_variant,
+            self.placement,
         )
 
 
@@ -94,6 +129,7 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         source = ContextSource.DOCUMENTED_DEFAULT
     else:
         tokens, source = request.allocated_tokens, ContextSource.REQUESTED
+    mode = DEFAULT_MODE if request.mode is None else request.mode
     return Workload(
         allocated_tokens=tokens,
         context_source=source,
@@ -102,11 +138,26 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         value_element_bytes=DEFAULT_ELEMENT_BYTES
         if request.value_element_bytes is None
         else request.value_element_bytes,
-        mode=DEFAULT_MODE if request.mode is None else request.mode,
+        mode=mode,
         flash_attention=DEFAULT_FLASH_ATTENTION if request.flash_attention is None else request.flash_attention,
         ubatch_tokens=DEFAULT_UBATCH_TOKENS if request.ubatch_tokens is None else request.ubatch_tokens,
         kv_unified=DEFAULT_KV_UNIFIED if request.kv_unified is None else request.kv_unified,
         cpu_variant=DEFAULT_CPU_VARIANT if request.cpu_variant is None else request.cpu_variant,
+        placement=resolve_placement(request, mode),
+    )
+
+
+def resolve_placement(request: WorkloadRequest, mode: str) -> PlacementFlags:
+    """The placement flags, each as requested or llama.cpp's default; -ngl from the mode when not requested."""
+    d = PlacementFlags()
+    return PlacementFlags(
+        gpu_layers=mode_gpu_layers(mode) if request.gpu_layers is None else request.gpu_layers,
+        n_cpu_moe=d.n_cpu_moe if request.n_cpu_moe is None else request.n_cpu_moe,
+        tensor_overrides=d.tensor_overrides if request.tensor_overrides is None else request.tensor_overrides,
+        tensor_split=d.tensor_split if request.tensor_split is None else request.tensor_split,
+        split_mode=d.split_mode if request.split_mode is None else request.split_mode,
+        main_gpu=d.main_gpu if request.main_gpu is None else request.main_gpu,
+        kv_offload=d.kv_offload if request.kv_offload is None else request.kv_offload,
     )
 
 

@@ -3,10 +3,40 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 from memfit.generated.base import WireModel
 from pydantic import AwareDatetime, ConfigDict, Field, RootModel
+
+
+class GpuLayers(RootModel[int | None]):
+    root: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
+    """
+    llama.cpp's `-ngl`: how many layers to put on the GPUs, counted from the last, the output layer
+    counted as one (so `-ngl 1` is the output layer alone), or `all`. Default: what `mode` means (since
+    1.14.0).
+
+    """
+
+
+class GpuLayers1(StrEnum):
+    """
+    llama.cpp's `-ngl`: how many layers to put on the GPUs, counted from the last, the output layer
+    counted as one (so `-ngl 1` is the output layer alone), or `all`. Default: what `mode` means (since
+    1.14.0).
+
+    """
+
+    all = "all"
+
+
+class TensorOverride(RootModel[str]):
+    root: Annotated[str, Field(max_length=256, pattern="^[^=]+=[^=]+$")]
+
+
+class TensorSplitItem(RootModel[float]):
+    root: Annotated[float, Field(ge=0.0, le=1e+30)]
 
 
 class WireFitVerdictRequest(WireModel):
@@ -50,9 +80,54 @@ class WireFitVerdictRequest(WireModel):
     """
     mode: str | None = None
     """
-    Where the allocation lives: `fullGpu` or `cpuOffload`. Default `fullGpu`. Tolerate unknown
-    values: an unknown mode is echoed, host memory does not depend on it, and `gpuAdmits` is
-    null for it.
+    Where the allocation lives: `fullGpu` (every layer and the output layer on the GPUs, `-ngl all`) or
+    `cpuOffload` (llama.cpp's fitter's placement; answered as `-ngl 0` until memfit predicts the fitter:
+    see **Placement**). Default `fullGpu`. An explicit `gpuLayers` takes precedence. Tolerate unknown
+    values: an unknown mode is echoed, `gpuAdmits` is null for it, and with a GPU and no `gpuLayers` the
+    devices' shares are `unknown`.
+
+    """
+    gpu_layers: Annotated[GpuLayers | GpuLayers1 | None, Field(alias="gpuLayers")] = None
+    """
+    llama.cpp's `-ngl`: how many layers to put on the GPUs, counted from the last, the output layer
+    counted as one (so `-ngl 1` is the output layer alone), or `all`. Default: what `mode` means (since
+    1.14.0).
+
+    """
+    n_cpu_moe: Annotated[int | None, Field(alias="nCpuMoe", ge=0, le=9223372036854775807)] = None
+    """
+    llama.cpp's `--n-cpu-moe N`: the expert tensors of the first N layers stay on the CPU. Default 0
+    (since 1.14.0).
+
+    """
+    tensor_overrides: Annotated[list[TensorOverride] | None, Field(alias="tensorOverrides", max_length=64)] = None
+    """
+    llama.cpp's `-ot`: `PATTERN=BUFFER_TYPE` pairs in order, the first whose regular expression a tensor's
+    name contains deciding its buffer type (`CPU`, a device such as `CUDA0`, or a pinned host type such
+    as `CUDA_Host`). A pattern that is not a regular expression or a buffer type no device has makes the
+    devices' shares `unknown` with the limit `workloadUnsupported`. Default none (since 1.14.0).
+
+    """
+    tensor_split: Annotated[list[TensorSplitItem] | None, Field(alias="tensorSplit", max_length=128)] = None
+    """
+    llama.cpp's `-ts`: the share of the layers each GPU takes, in order. Default none: by each GPU's free
+    memory (since 1.14.0).
+
+    """
+    split_mode: Annotated[str | None, Field(alias="splitMode", max_length=64)] = None
+    """
+    llama.cpp's `-sm`: `layer` (default), `none` (the main GPU alone), `row` or `tensor` (not mirrored:
+    the devices' shares are `unknown` with `workloadUnsupported`). Tolerate unknown values (since 1.14.0).
+
+    """
+    main_gpu: Annotated[int | None, Field(alias="mainGpu", ge=-9223372036854775808, le=9223372036854775807)] = None
+    """
+    llama.cpp's `-mg`, the GPU `splitMode` `none` uses. Default 0 (since 1.14.0).
+    """
+    kv_offload: Annotated[bool | None, Field(alias="kvOffload")] = None
+    """
+    llama.cpp's KV offload: false is `--no-kv-offload`, every layer's KV cache and recurrent state on the
+    host. Default true (since 1.14.0).
 
     """
     flash_attention: Annotated[str | None, Field(alias="flashAttention", max_length=64)] = None
@@ -215,6 +290,25 @@ class WireFitMemoryPart(WireModel):
     """
 
 
+class GpuLayers2(RootModel[int | None]):
+    root: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
+    """
+    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
+    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
+
+    """
+
+
+class GpuLayers3(StrEnum):
+    """
+    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
+    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
+
+    """
+
+    all = "all"
+
+
 class WireFitWorkload(WireModel):
     """
     The workload actually evaluated, after any documented-default capacity cap.
@@ -262,6 +356,21 @@ class WireFitWorkload(WireModel):
     variant named. Tolerate unknown values.
 
     """
+    gpu_layers: Annotated[GpuLayers2 | GpuLayers3 | None, Field(alias="gpuLayers")]
+    """
+    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
+    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
+
+    """
+    n_cpu_moe: Annotated[int, Field(alias="nCpuMoe", ge=0, le=9223372036854775807)]
+    tensor_overrides: Annotated[list[str], Field(alias="tensorOverrides")]
+    tensor_split: Annotated[list[float], Field(alias="tensorSplit")]
+    split_mode: Annotated[str, Field(alias="splitMode")]
+    """
+    As requested (default `layer`). Tolerate unknown values.
+    """
+    main_gpu: Annotated[int, Field(alias="mainGpu", ge=-9223372036854775808, le=9223372036854775807)]
+    kv_offload: Annotated[bool, Field(alias="kvOffload")]
 
 
 class WireFitBudget(WireModel):
@@ -540,6 +649,73 @@ class WireLeftOut(WireModel):
     """
 
 
+class WireFitDevice(WireModel):
+    """
+    One memory pool and its share of the estimate: the host (every host buffer type: CPU, the mapped file, a
+    GPU backend's pinned host memory, the repacked CPU weights) or a GPU.
+
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: str
+    """
+    `host`, or the GPU as llama.cpp names it (`CUDA0`, `MTL0`).
+    """
+    kind: str
+    """
+    `host` or `gpu`. Tolerate unknown values.
+    """
+    source: str
+    """
+    Where its memory was read: for the host, the budget's basis (`hostAvailable`, `hostTotal`, `unknown`);
+    for a GPU, `nvml`, `metal` or `declared` (a what-if GPU the server was told to assume). Tolerate
+    unknown values.
+
+    """
+    declared: bool
+    """
+    A GPU the server was told to assume in place of the ones it reads (`--gpu`, `MEMFIT_GPUS`).
+    """
+    unified: bool
+    """
+    A GPU on the host's own memory (Apple silicon): its share counts against the host budget too, and
+    against its working set (`freeBytes`).
+
+    """
+    parts: list[WireFitMemoryPart]
+    """
+    This device's share of each part of the estimate, with what it rests on.
+    """
+    lower_bound_bytes: Annotated[int, Field(alias="lowerBoundBytes", ge=0, le=9223372036854775807)]
+    """
+    The sum of this device's floors.
+    """
+    upper_bound_bytes: Annotated[int | None, Field(alias="upperBoundBytes", ge=0, le=9223372036854775807)]
+    """
+    The sum of this device's ceilings; null when any share is unknown.
+    """
+    free_bytes: Annotated[int | None, Field(alias="freeBytes", ge=0, le=9223372036854775807)]
+    """
+    Free memory now: the host budget (`budget.bytes`) for the host, what llama.cpp's backend reports free
+    for a GPU (Metal: its working set less what is allocated). Null when unread.
+
+    """
+    total_bytes: Annotated[int | None, Field(alias="totalBytes", ge=0, le=9223372036854775807)]
+    """
+    The device's memory (the host's physical memory; Metal's working set). Null when unread.
+    """
+    verdict: str
+    """
+    This pool's verdict against its own budget (`freeBytes`). Tolerate unknown values.
+    """
+    note: str
+    """
+    What this device holds (its layers), and anything not counted.
+    """
+
+
 class WireFitMemoryEstimate(WireModel):
     """
     A complete memory forecast. `lowerBoundBytes` is always a real floor; `upperBoundBytes` is
@@ -645,12 +821,25 @@ class WireFitVerdictResult(WireModel):
     budget: WireFitBudget
     gpu_admits: Annotated[bool | None, Field(alias="gpuAdmits")]
     """
-    Whether GPU admission would admit the estimate's floor without evicting anything; null
-    when no GPU answer was obtainable (NVML missing or failing: `gpuTelemetryUnavailable`; an
-    unknown `mode`; a refusal). Not a reservation. Read from NVML once per request over the GPUs
-    `CUDA_VISIBLE_DEVICES` shows; their free memory is pooled, as llama.cpp splits layers across
-    devices. `fullGpu` admits when every part's floor fits; `cpuOffload` when the parts that mode
-    keeps on the GPU (`kvCache` and `workspace`) fit.
+    Whether every GPU's floor (its share in `devices`) fits its free memory now, without evicting
+    anything; false when no GPU is visible; null when no GPU answer was obtainable (NVML missing or
+    failing: `gpuTelemetryUnavailable`; an unknown `mode`; a placement memfit cannot derive; a refusal).
+    Not a reservation. Read from NVML once per request over the GPUs `CUDA_VISIBLE_DEVICES` shows (or
+    Metal's, or the declared ones). Since 1.14.0 per GPU; before, the floor of what `mode` kept on the
+    GPUs against their pooled free memory.
+
+    """
+    devices: Annotated[list[WireFitDevice], Field(max_length=65)]
+    """
+    Where the estimate lives (since 1.14.0): the host first, then every GPU in llama.cpp's order, each
+    with its share of the parts and its own verdict (see **Placement** and **Verdict**). The estimate's
+    parts and bounds stay the whole allocation. Empty for a refusal.
+
+    """
+    decided_by: Annotated[str | None, Field(alias="decidedBy")]
+    """
+    The `name` of the device whose verdict is the answer's (the first, in `devices` order, with the
+    answer's verdict); null for a refusal (since 1.14.0).
 
     """
     limits: list[str]

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, TypeVar
 from memfit.config import default_state_dir, model_roots
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.verdict import DEFAULT_MARGIN
+from memfit.readers.declared_gpus import ENVIRONMENT as GPUS_ENVIRONMENT
+from memfit.readers.declared_gpus import declared_gpus, gpu_flag
 from memfit.readers.hub import HubSettings
 from memfit.readers.model_roots import Root
 from memfit.readers.state_health import StateFileError
@@ -28,7 +30,14 @@ from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from memfit.terminal import printable, printable_json
 from memfit.token_file import UnsafeStateError, UnusableTokenError, read_token
-from memfit.workload_flags import EXAMPLES, add_workload_flags, count, tokens_per_stream
+from memfit.workload_flags import (
+    EXAMPLES,
+    add_placement_flags,
+    add_workload_flags,
+    count,
+    placement_fields,
+    tokens_per_stream,
+)
 
 if TYPE_CHECKING:
     import socket
@@ -101,7 +110,11 @@ def _settings(args: argparse.Namespace, record: ServerRecord | None = None) -> S
     """The flags', else the running server's (its record's), else the defaults."""
     margin = args.margin if args.margin is not None else record.margin if record else DEFAULT_MARGIN
     budget = BudgetSetting(args.budget) if args.budget is not None else record.budget if record else None
-    return Settings(margin=margin, budget=budget or BudgetSetting.AVAILABLE)
+    try:
+        gpus = declared_gpus(args.gpu, os.environ) if args.gpu or record is None else record.gpus
+    except ValueError as exc:
+        raise UsageError(f"--gpu or {GPUS_ENVIRONMENT}: {exc}") from None
+    return Settings(margin=margin, budget=budget or BudgetSetting.AVAILABLE, gpus=gpus)
 
 
 def _service(args: argparse.Namespace, record: ServerRecord | None = None) -> FitService:
@@ -122,7 +135,9 @@ def _hub(args: argparse.Namespace) -> HubSettings:
 
 def _configures_estimator(args: argparse.Namespace) -> bool:
     """Flags that say how to answer, which a running server cannot be asked to change: answered here."""
-    return bool(args.models) or args.no_usual_dirs or args.margin is not None or args.budget is not None
+    return (
+        bool(args.models) or args.no_usual_dirs or args.margin is not None or args.budget is not None or bool(args.gpu)
+    )
 
 
 def _recorded_server(args: argparse.Namespace) -> ServerRecord | None:
@@ -209,6 +224,14 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
         help="judge against available (default) or total host memory",
     )
     parser.add_argument(
+        "--gpu",
+        action="append",
+        type=gpu_flag,
+        metavar="BACKEND:TOTAL[:FREE]",
+        help="assume this GPU in place of those NVML or Metal report (repeatable; cuda or metal, e.g. cuda:24GiB or"
+        f" cuda:24GiB:20GiB); default: {GPUS_ENVIRONMENT}, comma-separated",
+    )
+    parser.add_argument(
         "--offline",
         action="store_true",
         help="never ask the Hugging Face Hub: answer from this machine's files, memfit's cache of headers read from"
@@ -218,7 +241,7 @@ def _add_service_flags(parser: argparse.ArgumentParser) -> None:
 
 ASKS_THE_SERVER = (
     "When a `memfit serve` of this state directory runs (its server.json), it is asked and its answer\n"
-    "shown; --models, --no-usual-dirs, --margin, --budget or --local answer in this process instead."
+    "shown; --models, --no-usual-dirs, --margin, --budget, --gpu or --local answer in this process instead."
 )
 
 
@@ -267,6 +290,7 @@ def serve(args: argparse.Namespace) -> int:
         roots=tuple(service.index.roots),
         margin=settings.margin,
         budget=settings.budget,
+        gpus=settings.gpus,
         token_from_env=token.path is None,
         hub_offline=_hub(args).offline,
     )
@@ -437,6 +461,7 @@ def _fit_requests(args: argparse.Namespace) -> list:
             ubatch_tokens=args.ubatch,
             kv_unified=args.kv_unified,
             cpu_variant=args.cpu_variant,
+            **placement_fields(args),
         )
         for m in args.model
     ]
@@ -640,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("model", nargs="+", help="model ids, e.g. Qwen/Qwen3-8B-GGUF:Q4_K_M (at most 32)")
     add_workload_flags(p)
+    add_placement_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     p.add_argument("--detail", action="store_true", help="each part of each answer, with its evidence and notes")
     _add_service_flags(p)
@@ -659,6 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="model ids (at most 32); a repository without a quant, e.g. Qwen/Qwen3-8B-GGUF, means every quant",
     )
     add_workload_flags(p)
+    add_placement_flags(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     _add_service_flags(p)
     _add_local_flag(p)

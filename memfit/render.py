@@ -199,11 +199,27 @@ def _verdict_word(verdict: str, colour: bool) -> str:
     return f"\033[{COLOURS[verdict]}m{word}\033[0m" if colour and verdict in COLOURS else word
 
 
+def _deciding(result: wire.WireFitVerdictResult) -> Any:
+    """The GPU whose verdict is the answer's, where one decided it (else None: the host's, the estimate's)."""
+    return next((d for d in result.devices if d.name == result.decided_by and d.kind == "gpu"), None)
+
+
 def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
-    """What the verdict means and what decided it, in one sentence."""
+    """What the verdict means and what decided it, in one sentence: the estimate against the host budget, or the
+    share of the GPU that decided it against its free memory."""
     e, budget = result.estimate, result.budget.bytes
     floor, ceiling = e.lower_bound_bytes, e.upper_bound_bytes
     verdict = result.verdict.upper()
+    gpu = _deciding(result)
+    if gpu is not None:
+        floor, ceiling, budget = gpu.lower_bound_bytes, gpu.upper_bound_bytes, gpu.free_bytes
+        verdict = f"{verdict} ({gpu.name})"
+        e = e.model_copy(update={"parts": gpu.parts, "missing": [p.component for p in gpu.parts if p.bytes is None]})
+    elif len(result.devices) > 1:
+        host = result.devices[0]
+        floor, ceiling = host.lower_bound_bytes, host.upper_bound_bytes
+        verdict = f"{verdict} (host)"
+        e = e.model_copy(update={"parts": host.parts, "missing": [p.component for p in host.parts if p.bytes is None]})
     percent = f"{float(margin) * 100:g}%"
     if e.refusal == Refusal.CONTEXT_EXCEEDS_MODEL_LIMIT and result.identity.context_limit is not None:
         limit = result.identity.context_limit
@@ -270,6 +286,8 @@ def render_fit(
             line = line[: len(line) - len(word)] + _verdict_word(r.verdict, True)
         out.append(line)
         out.append(textwrap.fill(explain(r, margin), width, initial_indent="  ", subsequent_indent="    "))
+        if len(r.devices) > 1:
+            out += ["  " + row for row in render_devices(r, width - 2, colour).splitlines()]
     if results:
         b = results[0].budget
         out.append(
@@ -281,6 +299,29 @@ def render_fit(
         )
     if detail:
         out += ["", *("\n\n".join(render_result(r, width) for r in results).splitlines())]
+    return "\n".join(out)
+
+
+def render_devices(result: wire.WireFitVerdictResult, width: int, colour: bool = False) -> str:
+    """One row per device: what it holds, its floor..ceiling, its free memory (a declared GPU's marked), its
+    verdict."""
+    rows = [
+        [
+            d.name,
+            d.note,
+            f"{size(d.lower_bound_bytes)}..{size(d.upper_bound_bytes)}",
+            size(d.free_bytes) + (" declared" if d.declared else ""),
+            d.verdict.upper(),
+        ]
+        for d in result.devices
+    ]
+    rendered = table(rows, ["DEVICE", "HOLDS", "FLOOR..CEILING", "FREE", "VERDICT"], width, shrink=(1,))
+    if not colour:
+        return rendered
+    out = rendered.splitlines()
+    for k, d in enumerate(result.devices, 2):
+        word = d.verdict.upper()
+        out[k] = out[k][: len(out[k]) - len(word)] + _verdict_word(d.verdict, True)
     return "\n".join(out)
 
 
@@ -317,6 +358,10 @@ def render_result(result: wire.WireFitVerdictResult, width: int | None = None) -
                 f"  (weakest basis {e.weakest_basis}{', missing ' + ', '.join(e.missing) if e.missing else ''})"
             )
         )
+    if len(result.devices) > 1:
+        rows = [[d.name, *(part_size(p) for p in d.parts)] for d in result.devices]
+        header = ["DEVICE", *(p.component for p in result.devices[0].parts)]
+        lines += ["  " + row for row in table(rows, header, width - 2).splitlines()]
     gpu = {True: "admits", False: "does not admit", None: "no answer"}[result.gpu_admits]
     lines.append(
         fill(

@@ -23,6 +23,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from memfit.estimator.budget import BudgetSetting
+from memfit.estimator.machine import GpuMemory
+from memfit.readers.declared_gpus import declared_gpu, gpu_spec
 from memfit.readers.model_roots import Root, RootKind
 from memfit.readers.regular_files import NotARegularFile, open_regular
 from memfit.token_file import UnsafeStateError, check_private, check_state_dir
@@ -46,6 +48,7 @@ class ServerRecord:
     token_from_env: bool  # started with MEMFIT_TOKEN (else the state directory's token file)
     path: str = ""  # the file it was read from
     hub_offline: bool = False  # started with --offline or HF_HUB_OFFLINE: it never asks the Hugging Face Hub
+    gpus: tuple[GpuMemory, ...] | None = None  # the GPUs it was told to assume (--gpu, MEMFIT_GPUS)
 
 
 def record_path(state_dir: str) -> str:
@@ -68,6 +71,7 @@ def _document(record: ServerRecord) -> dict[str, Any]:
         "budget": record.budget.value,
         "tokenFromEnvironment": record.token_from_env,
         "hubOffline": record.hub_offline,
+        "gpus": None if record.gpus is None else [gpu_spec(g) for g in record.gpus],
     }
 
 
@@ -150,7 +154,10 @@ def _parse(doc: Any, path: str) -> ServerRecord:
     hub_offline = doc.get("hubOffline", False)  # a record of a memfit before the Hub lookups has none
     if not isinstance(hub_offline, bool):
         raise TypeError("hubOffline is not a boolean")
-    return ServerRecord(url, pid, roots, margin, BudgetSetting(doc["budget"]), token_from_env, path, hub_offline)
+    gpus = doc.get("gpus")  # a record of a memfit before declared GPUs has none
+    declared = None if gpus is None else tuple(declared_gpu(_string(g), i) for i, g in enumerate(gpus))
+    budget = BudgetSetting(doc["budget"])
+    return ServerRecord(url, pid, roots, margin, budget, token_from_env, path, hub_offline, declared)
 
 
 def _string(value: Any) -> str:

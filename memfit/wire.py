@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memfit.estimator.bounds import Part
+from memfit.estimator.device_forecast import DeviceShare
 from memfit.estimator.fit_types import (
     FitRequest,
     FitResult,
@@ -21,8 +23,10 @@ from memfit.estimator.fit_types import (
     QuantPlan,
     StoredObservation,
 )
+from memfit.estimator.machine import GpuBackend
 from memfit.estimator.model_ids import Suggestions
 from memfit.estimator.plan import PlanBudget
+from memfit.estimator.vocabulary import Verdict
 from memfit.estimator.workload import WorkloadRequest
 from memfit.service.fit_service import FitService
 
@@ -55,8 +59,26 @@ def fit_request(request: wire.WireFitVerdictRequest) -> FitRequest:
             request.ubatch_tokens,
             request.kv_unified,
             request.cpu_variant,
+            _gpu_layers(request.gpu_layers),
+            request.n_cpu_moe,
+            _items(request.tensor_overrides),
+            _items(request.tensor_split),
+            request.split_mode,
+            request.main_gpu,
+            request.kv_offload,
         ),
     )
+
+
+def _items(values: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    """A list field's plain values (the generated model wraps each constrained item in a type of its own)."""
+    return None if values is None else tuple(getattr(v, "root", v) for v in values)
+
+
+def _gpu_layers(value: Any) -> int | str | None:
+    """-ngl as the request gave it: a count or `all` (the generated model wraps each in a type of its own)."""
+    value = getattr(value, "root", value)
+    return value if value is None or isinstance(value, int) else str(value.value if hasattr(value, "value") else value)
 
 
 def observation(body: wire.WireObservation) -> Observation:
@@ -89,17 +111,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
             context_limit=s.context_limit,
         ),
         estimate=m.WireFitMemoryEstimate(
-            parts=[
-                m.WireFitMemoryPart(
-                    component=p.component,
-                    bytes=p.bytes,
-                    upper_bytes=None if p.bytes is None else p.bytes + p.slack,
-                    basis=p.basis,
-                    shared_key=p.shared_key,
-                    note=p.note,
-                )
-                for p in r.parts
-            ],
+            parts=[memory_part(p, m) for p in r.parts],
             lower_bound_bytes=r.bounds.lower,
             upper_bound_bytes=r.bounds.upper,
             weakest_basis=r.bounds.weakest,
@@ -116,6 +128,13 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 ubatch_tokens=w.ubatch_tokens,
                 kv_unified=w.kv_unified,
                 cpu_variant=w.cpu_variant,
+                gpu_layers=w.placement.gpu_layers,
+                n_cpu_moe=w.placement.n_cpu_moe,
+                tensor_overrides=list(w.placement.tensor_overrides),
+                tensor_split=list(w.placement.tensor_split),
+                split_mode=w.placement.split_mode,
+                main_gpu=w.placement.main_gpu,
+                kv_offload=w.placement.kv_offload,
             ),
             refusal=r.refusal,
         ),
@@ -123,6 +142,43 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
         budget=m.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes, committed_bytes=r.budget.committed_bytes),
         gpu_admits=r.gpu_admits,
         limits=list(r.limits),
+        devices=[device(r, s, v, m) for s, v in zip(r.devices, r.device_verdicts, strict=True)],
+        decided_by=r.decided_by,
+    )
+
+
+def memory_part(p: Part, models: Any) -> wire.WireFitMemoryPart:
+    return models.WireFitMemoryPart(
+        component=p.component,
+        bytes=p.bytes,
+        upper_bytes=None if p.bytes is None else p.bytes + p.slack,
+        basis=p.basis,
+        shared_key=p.shared_key,
+        note=p.note,
+    )
+
+
+def device(r: FitResult, share: DeviceShare, verdict: Verdict, models: Any) -> wire.WireFitDevice:
+    """One pool of an answer: the host (its free memory the budget) or a GPU (NVML's, Metal's or a declared one)."""
+    gpu, b = share.gpu, share.bounds
+    if gpu is None:
+        kind, source, free, total = "host", str(r.budget.basis), r.budget.bytes, r.host_total
+    else:
+        kind, free, total = "gpu", gpu.free, gpu.total
+        source = "declared" if gpu.declared else "metal" if gpu.backend is GpuBackend.METAL else "nvml"
+    return models.WireFitDevice(
+        name=share.name,
+        kind=kind,
+        source=source,
+        declared=gpu is not None and gpu.declared,
+        unified=gpu is not None and gpu.unified,
+        parts=[memory_part(p, models) for p in share.parts],
+        lower_bound_bytes=b.lower,
+        upper_bound_bytes=b.upper,
+        free_bytes=free,
+        total_bytes=total,
+        verdict=verdict,
+        note=share.note,
     )
 
 

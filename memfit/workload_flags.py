@@ -13,18 +13,23 @@ import math
 import re
 
 from memfit.estimator.context import CELL_PADDING
+from memfit.estimator.devices import CPU
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES, GGML_CACHE_TYPES
+from memfit.estimator.placement import FFN_EXPS, SplitMode
 from memfit.estimator.vocabulary import INT64_MAX, FlashAttention, Mode
+from memfit.estimator.workload import ALL_LAYERS
 from memfit.integers import round_up
 
 SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20}
 _COUNT = re.compile(r"\s*(\d+)\s*([kKmM]?)\s*")
+SPLIT_MODES = [m.value for m in SplitMode]
 CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
 
 EXAMPLES = {
     "fit": """examples:
   memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M --tokens 32k --streams 2 --key-bytes 1
   memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M -c 64k -np 2 -ctk q8_0   # the same, in llama.cpp's flags
+  memfit fit Qwen/Qwen3-30B-A3B-GGUF -ngl 20 --n-cpu-moe 8 --gpu cuda:24GiB   # one row per device
 """,
     "plan": """examples:
   memfit plan Qwen/Qwen3-8B-GGUF --tokens 16k --streams 4   # every quant: the most context that fits
@@ -59,6 +64,101 @@ def cache_type(text: str) -> int:
     if name in GGML_CACHE_TYPES:
         raise argparse.ArgumentTypeError(f"llama.cpp takes {name}, but memfit's API names only {known}")
     raise argparse.ArgumentTypeError(f"expected a cache type ({known}), got {text!r}")
+
+
+def gpu_layers(text: str) -> int | str:
+    """llama.cpp's -ngl: a number of layers (0 or more) or `all`."""
+    if text.strip().lower() == ALL_LAYERS:
+        return ALL_LAYERS
+    if text.strip().isdigit():
+        return min(int(text), INT64_MAX)
+    raise argparse.ArgumentTypeError(f"expected a number of layers or all, got {text!r}")
+
+
+def layers(text: str) -> int:
+    """A count of 0 or more (--n-cpu-moe)."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of layers, got {text!r}")
+    return min(int(text), INT64_MAX)
+
+
+def tensor_split(text: str) -> list[float]:
+    """llama.cpp's -ts: proportions separated by , or / (common/arg.cpp splits on both)."""
+    try:
+        shares = [float(x) for x in re.split(r"[,/]", text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected proportions such as 3,1, got {text!r}") from None
+    if not all(0 <= x <= 1e30 for x in shares):
+        raise argparse.ArgumentTypeError(f"proportions must be 0 or more, got {text!r}")
+    return shares
+
+
+def tensor_overrides(text: str) -> list[str]:
+    """llama.cpp's -ot: PATTERN=BUFFER_TYPE pairs separated by commas."""
+    pairs = [p for p in text.split(",") if p]
+    bad = [p for p in pairs if p.count("=") != 1 or p.startswith("=") or p.endswith("=")]
+    if not pairs or bad:
+        raise argparse.ArgumentTypeError(f"expected PATTERN=BUFFER_TYPE pairs (e.g. exps=CPU), got {text!r}")
+    return pairs
+
+
+def add_placement_flags(parser: argparse.ArgumentParser) -> None:
+    """llama.cpp's placement flags, with its names and meanings."""
+    parser.add_argument(
+        "-ngl",
+        "--gpu-layers",
+        "--n-gpu-layers",
+        type=gpu_layers,
+        metavar="N",
+        help="llama.cpp's -ngl: layers on the GPUs, counted from the output layer, or all (default: what --mode means)",
+    )
+    parser.add_argument(
+        "--n-cpu-moe",
+        "-ncmoe",
+        type=layers,
+        metavar="N",
+        help="keep the expert tensors of the first N layers on the CPU",
+    )
+    parser.add_argument(
+        "--cpu-moe", "-cmoe", action="store_true", help="keep every expert tensor on the CPU (an -ot of llama.cpp's)"
+    )
+    parser.add_argument(
+        "-ot",
+        "--override-tensor",
+        type=tensor_overrides,
+        action="append",
+        metavar="PATTERN=TYPE,...",
+        help="llama.cpp's -ot: tensors whose names match PATTERN in buffer type TYPE (CPU, CUDA0, ...); repeatable",
+    )
+    parser.add_argument(
+        "-ts", "--tensor-split", type=tensor_split, metavar="N,N,...", help="each GPU's share of the layers, e.g. 3,1"
+    )
+    parser.add_argument("-sm", "--split-mode", choices=SPLIT_MODES, help="llama.cpp's -sm (default layer)")
+    parser.add_argument("-mg", "--main-gpu", type=int, metavar="N", help="the GPU -sm none uses (default 0)")
+    parser.add_argument(
+        "-nkvo",
+        "--no-kv-offload",
+        dest="kv_offload",
+        action="store_false",
+        default=None,
+        help="keep the KV cache and recurrent state on the host",
+    )
+
+
+def placement_fields(args: argparse.Namespace) -> dict[str, object]:
+    """The placement flags as the fit request's fields (--cpu-moe is llama.cpp's override of every expert tensor)."""
+    overrides = [o for group in args.override_tensor or [] for o in group]
+    if args.cpu_moe:
+        overrides.append(f"{FFN_EXPS}={CPU}")
+    return {
+        "gpu_layers": args.gpu_layers,
+        "n_cpu_moe": args.n_cpu_moe,
+        "tensor_overrides": overrides or None,
+        "tensor_split": args.tensor_split,
+        "split_mode": args.split_mode,
+        "main_gpu": args.main_gpu,
+        "kv_offload": args.kv_offload,
+    }
 
 
 def add_workload_flags(parser: argparse.ArgumentParser) -> None:

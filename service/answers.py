@@ -10,15 +10,15 @@ from fractions import Fraction
 
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
-from memfit.estimator.cpu_variant import VariantChoice
+from memfit.estimator.cpu_variant import CpuVariant, VariantChoice
+from memfit.estimator.device_forecast import device_shares, judge_devices
 from memfit.estimator.errors import Cancelled
 from memfit.estimator.fit_types import FitRequest, FitResult
 from memfit.estimator.forecast import forecast_parts
-from memfit.estimator.gpu_admission import gpu_admits
 from memfit.estimator.machine import GpuMemory, HostMemory
 from memfit.estimator.subject import Subject
-from memfit.estimator.verdict import DEFAULT_MARGIN, verdict
-from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Refusal
+from memfit.estimator.verdict import DEFAULT_MARGIN
+from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Refusal, Verdict
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
 from memfit.readers.gpu_memory import GpuReader
 from memfit.service.history import HistoryAccess
@@ -29,6 +29,7 @@ from memfit.service.subjects import Subjects
 class Settings:
     margin: Fraction = DEFAULT_MARGIN
     budget: BudgetSetting = BudgetSetting.AVAILABLE
+    gpus: tuple[GpuMemory, ...] | None = None  # declared GPUs (memfit serve --gpu), in place of those read
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Environment:
 
     budget: Budget
     gpus: list[GpuMemory] | None
+    host_total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Answer:
     parts: list[Part]
     bounds: Bounds
     limits: list[Limit]
+    variants: tuple[CpuVariant, ...] = ()  # the CPU variants its weights are for
 
 
 class Answers:
@@ -68,9 +71,11 @@ class Answers:
         self.read_committed = read_committed
 
     def read_environment(self) -> Environment:
+        host = self.read_host()
         return Environment(
-            budget=budget_from(self.read_host(), self.settings.budget, self.read_committed()),
-            gpus=self.gpu_reader.read(),
+            budget=budget_from(host, self.settings.budget, self.read_committed()),
+            gpus=list(self.settings.gpus) if self.settings.gpus is not None else self.gpu_reader.read(),
+            host_total=host.total,
         )
 
     def fit_batch(
@@ -123,7 +128,7 @@ class Answers:
                 limits.extend(more_limits)
         if refusal is not None:
             return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
-        return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits)
+        return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits, choice.variants)
 
     def judge(self, answers: Sequence[Answer], environment: Environment) -> list[FitResult]:
         """Answers judged against one environment; sharedKey marks file sets used twice."""
@@ -138,8 +143,12 @@ class Answers:
             parts = tuple(
                 replace(p, shared_key=keys[p.component]) if uses[keys.get(p.component, "")] > 1 else p for p in a.parts
             )
-            admits = None if a.refusal is not Refusal.NONE else gpu_admits(a.workload.mode, parts, environment.gpus)
+            refused = a.refusal is not Refusal.NONE
+            shares = () if refused else device_shares(a.subject, a.workload, parts, a.variants, environment.gpus or [])
+            judged = judge_devices(shares, budget.bytes, self.settings.margin, environment.gpus is not None)
             limits = list(a.limits)
+            if any(s.unsupported for s in shares):
+                limits.append(Limit.WORKLOAD_UNSUPPORTED)
             if budget.basis is BudgetBasis.UNKNOWN:
                 limits.append(Limit.HOST_TELEMETRY_UNAVAILABLE)
             if environment.gpus is None:
@@ -152,10 +161,15 @@ class Answers:
                     refusal=a.refusal,
                     parts=parts,
                     bounds=a.bounds,
-                    verdict=verdict(a.bounds, budget.bytes, self.settings.margin, a.refusal is not Refusal.NONE),
+                    verdict=Verdict.UNKNOWN if refused else judged.verdict,
                     budget=budget,
-                    gpu_admits=admits,
+                    # an unknown mode without gpuLayers names no placement to admit
+                    gpu_admits=None if refused or a.workload.placement.gpu_layers is None else judged.gpu_admits,
                     limits=_ordered_limits(limits),
+                    devices=shares,
+                    device_verdicts=judged.verdicts,
+                    decided_by=judged.decided_by,
+                    host_total=environment.host_total,
                 )
             )
         return results

@@ -13,11 +13,12 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO, NamedTuple
 
 from memfit.estimator.artifact import ArtifactFacts, HeaderSummary, artifact_facts, padded, summarize
 from memfit.estimator.errors import EvidenceError, NotAModel
+from memfit.estimator.placement import PlacementUnsupported, model_tensors
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import GGUFType, Keys
 from memfit.readers.gguf_header import GGUFError, GGUFHeader, read_header
@@ -233,10 +234,21 @@ def _summarized(header: GGUFHeader | str) -> HeaderSummary:
 def _facts(summaries: Callable[[], list[HeaderSummary]], file_name: str) -> ArtifactFacts | Unreadable:
     """The facts of a file set from its files' summaries, or why it cannot be read (cached as plain values)."""
     try:
-        return artifact_facts(summaries(), file_name)
+        read = summaries()
+        return with_tensors(artifact_facts(read, file_name), read)
     except GGUFError as exc:
         return Unreadable(Limit.ARTIFACT_UNREADABLE, f"not a readable GGUF file: {exc}")
     except NotAModel as exc:
         return Unreadable(exc.limit, str(exc), exc.kind)
     except EvidenceError as exc:
         return Unreadable(exc.limit, str(exc))
+
+
+def with_tensors(facts: ArtifactFacts, summaries: list[HeaderSummary]) -> ArtifactFacts:
+    """The facts with the tensors placement reads (estimator/placement.py), or why they are not derived."""
+    if facts.layout is None or facts.n_vocab is None:
+        return replace(facts, tensors_problem="the model's layout is unknown")
+    try:
+        return replace(facts, tensors=model_tensors(summaries, facts.n_vocab))
+    except (PlacementUnsupported, EvidenceError) as exc:
+        return replace(facts, tensors_problem=str(exc))

@@ -94,6 +94,7 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["MEMFIT_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
     os.environ.pop("MEMFIT_TOKEN", None)
     os.environ.pop("MEMFIT_MODELS", None)
+    os.environ.pop("MEMFIT_GPUS", None)  # the GPUs are read (or declared by a test), never the user's
 
 
 @pytest.fixture(scope="session")

@@ -200,7 +200,22 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "flashAttention": "auto",
         "ubatchTokens": 512,
         "kvUnified": False,
+        "gpuLayers": "all",  # what fullGpu means (since 1.14.0), and llama.cpp's placement defaults
+        "nCpuMoe": 0,
+        "tensorOverrides": [],
+        "tensorSplit": [],
+        "splitMode": "layer",
+        "mainGpu": 0,
+        "kvOffload": True,
     }
+    # no GPU read: the host holds the whole estimate, and decides the verdict
+    [host] = result["devices"]
+    assert (host["name"], host["parts"], host["lowerBoundBytes"]) == (
+        "host",
+        estimate["parts"],
+        estimate["lowerBoundBytes"],
+    )
+    assert (result["decidedBy"], host["verdict"]) == ("host", result["verdict"])
     numbered = sum(p["bytes"] for p in estimate["parts"] if p["bytes"] is not None)
     assert estimate["lowerBoundBytes"] == numbered
     assert estimate["upperBoundBytes"] == sum(p["upperBytes"] for p in estimate["parts"])

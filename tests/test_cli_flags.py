@@ -119,3 +119,60 @@ def test_a_narrow_table_keeps_each_ids_quant(
         assert len(ids) >= 2 and len(set(ids)) == len(ids)
         assert all(("…:" in i) == shortened for i in ids), ids  # each ends with its whole :QUANT
         assert {i.rsplit(":", 1)[1] for i in ids} >= {"Q4_K_M", "Q8_0"}
+
+
+def test_llama_cpp_placement_flags_are_the_requests_placement_fields(
+    public_models: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = _workload(
+        capsys,
+        public_models,
+        *("-ngl", "3", "--n-cpu-moe", "2", "-ot", "blk\\.0\\.=CPU,output=CUDA0", "-ot", "token_embd=CPU"),
+        *("-ts", "3/1", "-sm", "none", "-mg", "1", "--no-kv-offload", "--cpu-moe", "--gpu", "cuda:24GiB"),
+    )
+    assert (workload.gpu_layers.root, workload.n_cpu_moe, workload.split_mode, workload.main_gpu) == (3, 2, "none", 1)
+    assert [o.root if hasattr(o, "root") else o for o in workload.tensor_overrides] == [
+        "blk\\.0\\.=CPU",
+        "output=CUDA0",
+        "token_embd=CPU",
+        "\\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU",  # --cpu-moe: common/common.h's LLM_FFN_EXPS_REGEX to the CPU
+    ]
+    assert (workload.tensor_split, workload.kv_offload) == ([3.0, 1.0], False)
+    everything = _workload(capsys, public_models, "-ngl", "all", "--gpu", "cuda:24GiB")
+    assert (everything.gpu_layers.value, everything.kv_offload, everything.tensor_overrides) == ("all", True, [])
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("-ngl", "auto"), "expected a number of layers or all, got 'auto'"),
+        (("-ngl", "-1"), "expected a number of layers or all, got '-1'"),
+        (("--n-cpu-moe", "x"), "expected a whole number of layers, got 'x'"),
+        (("-ot", "exps"), "expected PATTERN=BUFFER_TYPE pairs (e.g. exps=CPU), got 'exps'"),
+        (("-ts", "3,x"), "expected proportions such as 3,1, got '3,x'"),
+        (("-sm", "graph"), "invalid choice: 'graph'"),
+        (("--gpu", "rocm:24GiB"), "expected BACKEND:TOTAL[:FREE] with BACKEND one of cuda, metal, got 'rocm:24GiB'"),
+        (("--gpu", "cuda:8GiB:9GiB"), "free memory above the total in 'cuda:8GiB:9GiB'"),
+    ],
+)
+def test_placement_flags_no_request_could_mean_are_usage_errors(
+    public_models: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], said: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "qwen3-f16", *flags, "--models", str(public_models), "--no-usual-dirs"])
+    assert exit_.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_memfit_gpus_in_the_environment_declares_the_gpus(
+    public_models: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMFIT_GPUS", "cuda:24GiB,cuda:8GiB:6GiB")
+    main(["fit", "qwen3-f16", "--json", "--models", str(public_models), "--no-usual-dirs"])
+    (result,) = WireFitVerdictBatch.model_validate_json(capsys.readouterr().out).results
+    assert [(d.name, d.declared, d.free_bytes) for d in result.devices[1:]] == [
+        ("CUDA0", True, 24 << 30),
+        ("CUDA1", True, 6 << 30),
+    ]
+    monkeypatch.setenv("MEMFIT_GPUS", "cuda:lots")
+    assert main(["fit", "qwen3-f16", "--models", str(public_models), "--no-usual-dirs"]) == 2
+    assert "MEMFIT_GPUS: expected a size such as 24GiB" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from memfit.cli import main
 from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.machine import HostMemory
 from memfit.generated.models import WireFitPlanBatch, WireFitVerdictBatch, WireModelList
+from memfit.readers.declared_gpus import declared_gpus
 from memfit.readers.model_roots import Root, RootKind
 from memfit.server_proof import CHALLENGE_HEADER, PROOF_HEADER, proof
 from memfit.server_record import (
@@ -160,6 +161,28 @@ def test_a_stale_record_answers_here_with_the_recorded_directories(
         assert code in (0, 3, 4, 5) and out.splitlines()[2].startswith("mine ")
         assert err.count("\n") == 1 and said in err and "answering here with its model directories" in err
         assert "Traceback" not in err
+
+
+def test_a_stale_record_answers_here_with_the_recorded_gpus(
+    world: Path, only_the_server_knows: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server told to assume GPUs (--gpu, MEMFIT_GPUS) records them: an answer worked out here for it uses them,
+    as the server would; --gpu here answers with this command's own."""
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    gpus = declared_gpus(["cuda:24GiB", "cuda:8GiB:6GiB"], {})
+    record = replace(_record("http://127.0.0.1:9", only_the_server_knows, pid=gone.pid), gpus=gpus)
+    write_record(str(world), record)
+    assert read_record(str(world)) == replace(record, path=os.path.join(world, "server.json"))
+    code, out, _ = _run(capsys, "fit", "mine", "--json")
+    devices = WireFitVerdictBatch.model_validate_json(out).results[0].devices
+    assert [(d.name, d.source, d.free_bytes, d.total_bytes) for d in devices[1:]] == [
+        ("CUDA0", "declared", 24 << 30, 24 << 30),
+        ("CUDA1", "declared", 6 << 30, 8 << 30),
+    ]
+    code, out, _ = _run(capsys, "fit", "mine", "--json", "--gpu", "metal:48GiB", "--models", str(only_the_server_knows))
+    devices = WireFitVerdictBatch.model_validate_json(out).results[0].devices
+    assert [(d.name, d.unified, d.free_bytes) for d in devices[1:]] == [("MTL0", True, 48 << 30)]
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,8 +16,8 @@ import pytest
 
 from memfit import wire
 from memfit.estimator.bounds import Part
-from memfit.estimator.gpu_admission import gpu_admits
-from memfit.estimator.machine import GpuMemory
+from memfit.estimator.device_forecast import DeviceShare, judge_devices
+from memfit.estimator.machine import GpuBackend, GpuMemory
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import engines
@@ -161,32 +162,64 @@ def test_missing_nvml_library_means_no_gpu_answer() -> None:
     assert NvmlReader().read() is None
 
 
-def _parts(weights: int, kv: int, workspace: int) -> list[Part]:
-    return [
+def _share(name: str, gpu: GpuMemory | None, weights: int, workspace: int | None, holds: bool = True) -> DeviceShare:
+    parts = (
         Part(Component.WEIGHTS, weights, Basis.MEASURED_ARTIFACT, ""),
-        Part(Component.KV_CACHE, kv, Basis.DERIVED_LAYOUT, ""),
-        Part(Component.WORKSPACE, workspace, Basis.DERIVED_LAYOUT, ""),
-    ]
+        Part(Component.WORKSPACE, workspace, Basis.DERIVED_LAYOUT if workspace is not None else Basis.UNKNOWN, ""),
+    )
+    return DeviceShare(name, gpu, parts, holds, "")
+
+
+def _judged(host: tuple[int, int | None], gpus: list[GpuMemory], on_gpus: list[tuple[int, int | None]]):
+    on = [_share(f"CUDA{i}", g, *s) for i, (g, s) in enumerate(zip(gpus, on_gpus, strict=True))]
+    shares = [_share("host", None, *host), *on]
+    return judge_devices(shares, 16 * GIB, Fraction(1, 10), True)
 
 
 @pytest.mark.parametrize(
-    "mode, parts, admits",
+    "on_gpus, admits",
     [
-        ("fullGpu", _parts(8 * GIB, 4 * GIB, 2 * GIB), True),  # 14 GiB into 10 + 6 GiB pooled across the GPUs
-        ("fullGpu", _parts(12 * GIB, 4 * GIB, 1 * GIB), False),
-        ("cpuOffload", _parts(100 * GIB, 10 * GIB, 5 * GIB), True),  # weights stay in host memory
-        ("cpuOffload", _parts(1 * GIB, 12 * GIB, 5 * GIB), False),
-        ("npuOnly", _parts(1, 1, 1), None),  # an unknown mode: no GPU answer
+        ([(8 * GIB, GIB), (4 * GIB, GIB)], True),  # 9 GiB of 10 free, 5 of 6
+        ([(10 * GIB, 1), (1, 1)], False),  # 10 GiB + 1 B on a GPU with 10 free: the other GPU's room does not help
+        ([(10 * GIB, None), (5 * GIB, None)], True),  # the floors fit; the unknown workspace adds nothing to a floor
     ],
 )
-def test_admission_by_mode(mode: str, parts: list[Part], admits: bool | None) -> None:
+def test_admission_is_every_gpus_floor_in_its_free_memory(on_gpus: list, admits: bool) -> None:
     gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={}).read()
-    assert gpu_admits(mode, parts, gpus) is admits
+    assert _judged((GIB, GIB), gpus, on_gpus).gpu_admits is admits
 
 
 def test_no_gpu_reading_and_no_visible_gpu() -> None:
-    assert gpu_admits("fullGpu", _parts(1, 1, 1), None) is None
-    assert gpu_admits("fullGpu", _parts(1, 1, 1), []) is False
+    shares = [_share("host", None, GIB, GIB)]
+    assert judge_devices(shares, 16 * GIB, Fraction(1, 10), False).gpu_admits is None
+    assert judge_devices(shares, 16 * GIB, Fraction(1, 10), True).gpu_admits is False
+
+
+@pytest.mark.parametrize(
+    "host, on_gpus, verdicts, verdict, decided_by",
+    [
+        # 16 GiB of host budget, 10 and 6 GiB free on the GPUs, a 10% margin
+        ((GIB, GIB), [(7 * GIB, GIB), (4 * GIB, GIB)], ["good", "good", "good"], "good", "host"),
+        ((GIB, GIB), [(8 * GIB, 3 * GIB // 2), (4 * GIB, GIB)], ["good", "tight", "good"], "tight", "CUDA0"),  # 9.5 GiB
+        ((15 * GIB, 0), [(5 * GIB, 6 * GIB), (4 * GIB, GIB)], ["tight", "oversize", "good"], "oversize", "CUDA0"),
+        ((GIB, None), [(11 * GIB, None), (4 * GIB, GIB)], ["unknown", "oversize", "good"], "oversize", "CUDA0"),
+        ((GIB, None), [(8 * GIB, GIB), (4 * GIB, GIB)], ["unknown", "good", "good"], "unknown", "host"),
+    ],
+)
+def test_each_pool_is_judged_against_its_own_budget(
+    host: tuple, on_gpus: list, verdicts: list[str], verdict: str, decided_by: str
+) -> None:
+    judged = _judged(host, NvmlReader(fake_nvml(TWO_GPUS), environ={}).read(), on_gpus)
+    assert [str(v) for v in judged.verdicts] == verdicts
+    assert (judged.verdict, judged.decided_by) == (verdict, decided_by)
+
+
+def test_a_gpu_holding_nothing_decides_nothing() -> None:
+    gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={}).read()
+    shares = [_share("host", None, GIB, GIB), _share("CUDA0", gpus[0], 0, None, holds=False)]
+    judged = judge_devices(shares, 16 * GIB, Fraction(1, 10), True)
+    assert [str(v) for v in judged.verdicts] == ["good", "unknown"]
+    assert (judged.verdict, judged.decided_by, judged.gpu_admits) == ("good", "host", True)
 
 
 def test_nvml_reading_reaches_the_answer(public_models: Path) -> None:
@@ -243,9 +276,13 @@ M3_MAX = ("Apple M3 Max", 48 * GIB, 0, True)  # a 64 GiB Mac: Metal recommends 7
 
 def test_metal_reads_the_working_set_llama_cpp_plans_against() -> None:
     reader = MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: 0)
-    assert reader.read() == [GpuMemory(0, "metal:Apple M3 Max", 48 * GIB, 48 * GIB, unified=True)]
+    assert reader.read() == [
+        GpuMemory(0, "metal:Apple M3 Max", 48 * GIB, 48 * GIB, unified=True, backend=GpuBackend.METAL)
+    ]
     held = MetalReader(fake_metal(("Apple M3 Max", 48 * GIB, 5 * GIB, True)), wired_limit_mb=lambda: 0)
-    assert held.read() == [GpuMemory(0, "metal:Apple M3 Max", 43 * GIB, 48 * GIB, unified=True)]  # free = total - held
+    assert held.read() == [
+        GpuMemory(0, "metal:Apple M3 Max", 43 * GIB, 48 * GIB, unified=True, backend=GpuBackend.METAL)
+    ]  # free = total - held
 
 
 def test_a_raised_wired_limit_is_the_working_set_and_is_reread() -> None:
@@ -269,7 +306,7 @@ def test_a_raised_wired_limit_is_the_working_set_and_is_reread() -> None:
 
 def test_metal_without_a_device_admits_nothing() -> None:
     gpus = MetalReader(fake_metal(None), wired_limit_mb=lambda: 0).read()
-    assert gpus == [] and gpu_admits("fullGpu", _parts(1, 1, 1), gpus) is False
+    assert gpus == [] and judge_devices([_share("host", None, 1, 1)], GIB, Fraction(1, 10), True).gpu_admits is False
 
 
 @pytest.mark.parametrize(
@@ -296,16 +333,22 @@ def test_metal_is_not_imported_off_a_mac(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize(
-    "mode, parts, admits",
+    "host, on_gpu, verdicts, verdict",
     [
-        ("fullGpu", _parts(40 * GIB, 6 * GIB, 2 * GIB), True),  # 48 GiB: exactly the working set
-        ("fullGpu", _parts(40 * GIB, 6 * GIB, 2 * GIB + 1), False),
-        ("cpuOffload", _parts(100 * GIB, 40 * GIB, 8 * GIB), True),  # only KV and workspace on the GPU
+        # a 64 GiB Mac, 60 GiB of it available; Metal's working set 48 GiB; a 10% margin
+        ((2 * GIB, 0), (40 * GIB, 2 * GIB), ["good", "good"], "good"),  # 44 GiB on the host's memory: 48.4 <= 60
+        ((2 * GIB, 0), (40 * GIB, 8 * GIB), ["good", "tight"], "tight"),  # exactly the working set
+        ((14 * GIB, 0), (40 * GIB, 2 * GIB), ["tight", "good"], "tight"),  # 56 GiB of host memory: 61.6 > 60
+        ((20 * GIB, 0), (40 * GIB, 2 * GIB), ["oversize", "good"], "oversize"),
     ],
 )
-def test_admission_on_unified_memory_is_the_working_set(mode: str, parts: list[Part], admits: bool) -> None:
+def test_on_unified_memory_the_gpu_is_the_host_pool_within_the_working_set(
+    host: tuple, on_gpu: tuple, verdicts: list[str], verdict: str
+) -> None:
     gpus = MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: 0).read()
-    assert gpu_admits(mode, parts, gpus) is admits
+    shares = [_share("host", None, *host), _share("MTL0", gpus[0], *on_gpu)]
+    judged = judge_devices(shares, 60 * GIB, Fraction(1, 10), True)
+    assert [str(v) for v in judged.verdicts] == verdicts and judged.verdict == verdict
 
 
 def test_metal_reading_reaches_the_answer(public_models: Path) -> None:

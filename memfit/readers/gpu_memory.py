@@ -1,5 +1,6 @@
 """One reading of GPU memory, whichever library feeds it: NVML on NVIDIA GPUs (memfit.readers.nvml), Metal on a
-Mac (memfit.readers.metal). gpu_admission pools the readings' free memory; it never asks where they came from."""
+Mac (memfit.readers.metal), or the GPUs a user declared (memfit.readers.declared_gpus). The estimator places a model
+on them (estimator/device_forecast.py); it never asks where they came from."""
 
 from __future__ import annotations
 

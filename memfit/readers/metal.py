@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from memfit.estimator.machine import GpuMemory
+from memfit.estimator.machine import GpuBackend, GpuMemory
 
 SYSCTL = "/usr/sbin/sysctl"
 WIRED_LIMIT = "iogpu.wired_limit_mb"
@@ -100,4 +100,4 @@ class MetalReader:
         except Exception:  # as in _start
             return None
         total = self.wired_limit_bytes() or working_set
-        return [GpuMemory(0, f"metal:{name}", max(0, total - allocated), total, unified)]
+        return [GpuMemory(0, f"metal:{name}", max(0, total - allocated), total, unified, GpuBackend.METAL)]

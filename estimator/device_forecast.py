@@ -1,0 +1,324 @@
+"""Where an estimate lives: the host's share and each GPU's, each judged against its own budget.
+
+The estimate's parts are the whole allocation; here they are split the way llama.cpp places them (estimator/
+placement.py: each layer's device, each weight's buffer type, each layer's KV cache and recurrent state, the output
+buffer) over the GPUs a request is judged against. The host pool is every host buffer type (CPU, the mapped file,
+a GPU backend's pinned host memory, the repacked CPU weights). Each pool gets a verdict against its own budget (the
+host budget; a GPU's free memory; on unified memory, a Metal GPU's share counts against both), and the answer's
+verdict is good only when every pool holding part of the model is.
+
+Not derived yet: each backend's compute buffer (llama.cpp's scheduler split graph): wherever a layer is on a GPU,
+each pool's workspace is unknown (workspace_shares is where the scheduler's buffers come in).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from memfit.estimator.bounds import Bounds, Part, bounds
+from memfit.estimator.cpu_variant import CpuVariant
+from memfit.estimator.devices import CPU, HOST, Device, device_of
+from memfit.estimator.forecast import geometry_of
+from memfit.estimator.kv_cache import cache_type
+from memfit.estimator.machine import GpuMemory
+from memfit.estimator.placement import (
+    Memory,
+    ModelTensors,
+    Placement,
+    PlacementResult,
+    PlacementUnsupported,
+    SplitMode,
+    place,
+)
+from memfit.estimator.subject import NO_VARIANT, Subject
+from memfit.estimator.verdict import verdict
+from memfit.estimator.vocabulary import Basis, Component, Mode, Verdict
+from memfit.estimator.workload import ALL_LAYERS, PlacementFlags, Workload, mode_gpu_layers
+
+HOST_POOL = "host"  # the host's name in an answer's devices
+# the order the answer's verdict takes the worst pool's in: a pool already too small decides, then one not known
+WORST_FIRST = (Verdict.OVERSIZE, Verdict.UNKNOWN, Verdict.TIGHT, Verdict.GOOD)
+PER_DEVICE = (Component.WEIGHTS, Component.KV_CACHE, Component.RECURRENT_STATE)
+
+
+class NoPlacement(Exception):
+    """What placement needs is not known: the model's tensors, the mode's meaning, a CPU variant."""
+
+
+@dataclass(frozen=True)
+class DeviceShare:
+    """One pool's share of the estimate."""
+
+    name: str  # HOST_POOL, or the device as llama.cpp names it (CUDA0, MTL0)
+    gpu: GpuMemory | None  # None for the host
+    parts: tuple[Part, ...]
+    holds_model: bool  # whether anything of the model is placed here (a GPU holding nothing decides nothing)
+    note: str
+    unsupported: bool = False  # placement flags llama.cpp refuses or memfit does not mirror (workloadUnsupported)
+
+    @property
+    def bounds(self) -> Bounds:
+        return bounds(self.parts)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A model placed on the devices: what each backend's compute buffer is derived from."""
+
+    model: ModelTensors
+    memory: Memory  # the layout, the context geometry and the cache types
+    devices: tuple[Device, ...]
+    request: Placement
+    results: tuple[PlacementResult, ...]  # one per typing and CPU variant of the answer (the first: what they share)
+
+
+@dataclass(frozen=True)
+class DeviceVerdicts:
+    verdicts: tuple[Verdict, ...]  # one per share
+    verdict: Verdict
+    decided_by: str | None
+    gpu_admits: bool | None
+
+
+def gpu_devices(gpus: Sequence[GpuMemory]) -> list[Device]:
+    """The GPUs as llama.cpp's registry lists them: each backend numbers its own devices from 0."""
+    seen: dict[str, int] = {}
+    out = []
+    for g in gpus:
+        out.append(device_of(g, seen.get(g.backend, 0)))
+        seen[g.backend] = seen.get(g.backend, 0) + 1
+    return out
+
+
+def _override_pairs(flags: PlacementFlags) -> tuple[tuple[str, str], ...]:
+    # common/arg.cpp parse_tensor_buffer_overrides: each PATTERN=BUFFER_TYPE split at its first '='
+    return tuple((p, b) for p, _, b in (o.partition("=") for o in flags.tensor_overrides))
+
+
+def places_nothing_on_gpus(flags: PlacementFlags, devices: Sequence[Device]) -> bool:
+    """No GPU, or -ngl 0 with no override naming a GPU's own buffer type: every byte of the model on the host."""
+    names = {d.name for d in devices}
+    return not devices or (flags.gpu_layers == 0 and not names & {b for _, b in _override_pairs(flags)})
+
+
+def placement_request(flags: PlacementFlags, n_layer: int) -> Placement:
+    """llama.cpp's placement flags as placement.place takes them; PlacementUnsupported for what it does not mirror
+    or llama.cpp refuses (a pattern std::regex would not compile)."""
+    try:
+        split_mode = SplitMode(flags.split_mode)
+    except ValueError:
+        raise PlacementUnsupported(f"-sm {flags.split_mode!r} is not a llama.cpp split mode") from None
+    pairs = _override_pairs(flags)
+    for pattern, _ in pairs:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise PlacementUnsupported(f"-ot pattern {pattern!r} is not a regular expression: {exc}") from None
+    return Placement(
+        gpu_layers=None if flags.gpu_layers == ALL_LAYERS else int(flags.gpu_layers or 0),
+        split_mode=split_mode,
+        main_gpu=flags.main_gpu,
+        tensor_split=flags.tensor_split,
+        overrides=pairs,
+        n_cpu_moe=min(flags.n_cpu_moe, n_layer),  # a pattern per layer: those past the last match nothing
+        kv_offload=flags.kv_offload,
+    )
+
+
+def device_shares(
+    subject: Subject,
+    workload: Workload,
+    parts: Sequence[Part],
+    variants: tuple[CpuVariant, ...],
+    gpus: Sequence[GpuMemory],
+) -> tuple[DeviceShare, ...]:
+    """The host's share and each GPU's of `parts` (the whole estimate) for the workload's placement."""
+    devices = gpu_devices(gpus)
+    flags = workload.placement
+    if places_nothing_on_gpus(flags, devices):
+        return _host_holds_all(parts, gpus, devices, _standing_in(workload))
+    try:
+        placed = _placements(subject, workload, variants, devices)
+    except NoPlacement as exc:
+        return _unknown_shares(str(exc), parts, gpus, devices, False)
+    except PlacementUnsupported as exc:
+        return _unknown_shares(str(exc), parts, gpus, devices, True)
+    whole = {p.component: p for p in parts}
+    by_pool = [_pools(r) for r in placed.results]
+    pools = [HOST_POOL, *(d.name for d in devices)]
+    workspace = workspace_shares(placed, pools)
+    first_gpu = devices[0].name  # mtmd's clip_ctx: the projector on the first GPU (llama-server's mmproj_use_gpu)
+    out = []
+    for pool, gpu in zip(pools, (None, *gpus), strict=True):
+        shares = {c: [b.get(pool, {}).get(c, 0) for b in by_pool] for c in PER_DEVICE}
+        own = [_share(whole[c], min(shares[c]), max(shares[c])) for c in PER_DEVICE]
+        companions = whole[Component.COMPANIONS]
+        if pool != first_gpu and companions.basis is not Basis.NOT_APPLICABLE:
+            companions = Part.not_applicable(Component.COMPANIONS, f"llama.cpp's projector is on {first_gpu}")
+        holds = pool == HOST_POOL or any(max(v) for v in shares.values()) or companions.bytes != 0
+        out.append(
+            DeviceShare(
+                pool,
+                gpu,
+                (*own, workspace[pool], companions),
+                bool(holds),
+                _layers_note(placed.results[0], pool),
+            )
+        )
+    return tuple(out)
+
+
+def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
+    """Each pool's workspace for a placement with a layer on a GPU: llama.cpp's output buffer (on the host) and the
+    compute buffer each backend reserves for the scheduler's split graph (llama_context::sched_reserve). The split
+    graph is not derived yet: every pool's is unknown."""
+    why = "the compute buffer of each backend (llama.cpp's scheduler split graph) is not derived yet"
+    output = placed.results[0].output_buffer_bytes
+    return {
+        pool: Part.unknown(
+            Component.WORKSPACE,
+            f"{why}; the host also holds the output buffer ({output} bytes)" if pool == HOST_POOL else why,
+        )
+        for pool in pools
+    }
+
+
+def _placements(
+    subject: Subject, workload: Workload, variants: tuple[CpuVariant, ...], devices: Sequence[Device]
+) -> Placed:
+    """The placement under each typing of the tensors (a catalog recipe's) and each CPU variant (the host's weights
+    may differ by variant: repacked or not)."""
+    flags = workload.placement
+    if flags.gpu_layers is None:
+        raise NoPlacement(f"the mode {workload.mode!r} names no placement, and gpuLayers was not given")
+    if not subject.tensors or subject.layout is None:
+        raise NoPlacement(subject.tensors_problem)
+    if not variants:
+        raise NoPlacement(NO_VARIANT)
+    memory = Memory(
+        subject.layout,
+        geometry_of(subject.layout, workload, subject.architecture),
+        cache_type(workload.key_element_bytes),
+        cache_type(workload.value_element_bytes),
+    )
+    model = subject.tensors[0]
+    request = placement_request(flags, model.n_layer)
+    results = tuple(place(t, memory, devices, request, v) for t in subject.tensors for v in variants)
+    return Placed(model, memory, tuple(devices), request, results)
+
+
+def _pools(result: PlacementResult) -> dict[str, dict[Component, int]]:
+    """Weights, KV cache and recurrent state per pool: the devices, and the host (every host buffer type, and the
+    extra CPU buffer types llama.cpp counts apart)."""
+    out: dict[str, dict[Component, int]] = {}
+    for name, b in result.by_pool().items():
+        pool = HOST_POOL if name == HOST or name not in result.devices else name
+        got = out.setdefault(pool, dict.fromkeys(PER_DEVICE, 0))
+        got[Component.WEIGHTS] += b.weights
+        got[Component.KV_CACHE] += b.kv
+        got[Component.RECURRENT_STATE] += b.recurrent
+    return out
+
+
+def _share(whole: Part, floor: int, ceiling: int) -> Part:
+    """A pool's share of a part the placement derives: unknown or not applicable as the whole part is."""
+    if whole.basis in (Basis.UNKNOWN, Basis.NOT_APPLICABLE):
+        return whole
+    note = f"this device's share, as llama.cpp places it, of the whole ({whole.bytes} bytes): {whole.note}"
+    return Part(whole.component, floor, whole.basis, note, ceiling - floor)
+
+
+def _layers_note(result: PlacementResult, pool: str) -> str:
+    """Which layers a pool holds, as llama.cpp assigned them."""
+    name = CPU if pool == HOST_POOL else pool
+    held = [i for i, d in enumerate(result.layer_devices) if d == name]
+    if not held:
+        text = "no layer"
+    elif held == list(range(held[0], held[-1] + 1)):
+        text = f"layers {held[0]}-{held[-1]}" if len(held) > 1 else f"layer {held[0]}"
+    else:
+        text = f"{len(held)} layers"
+    return text + (", output" if result.output_device == name else "")
+
+
+def _standing_in(workload: Workload) -> str:
+    """What the placement stands for, where it is not what was asked: cpuOffload's fitter, answered as -ngl 0."""
+    if workload.mode == Mode.CPU_OFFLOAD and workload.placement.gpu_layers == mode_gpu_layers(workload.mode):
+        return " (cpuOffload: llama.cpp's fitter's choice is not predicted yet, answered as -ngl 0)"
+    return ""
+
+
+def _host_holds_all(parts: Sequence[Part], gpus: Sequence[GpuMemory], devices: Sequence[Device], why: str) -> tuple:
+    """Nothing of the model on a GPU: the host holds the whole estimate (the answer is the host's alone)."""
+    host = DeviceShare(HOST_POOL, None, tuple(parts), True, f"every layer, output{why}")
+    offload = (
+        "llama.cpp may reserve a compute buffer here for the matrix products it offloads from the host (op offload,"
+        " ubatches of 32 tokens or more): not derived yet"
+    )
+    nothing = "nothing of the model is placed here"
+    return (
+        host,
+        *(
+            DeviceShare(
+                d.name,
+                g,
+                tuple(
+                    Part.unknown(c, offload) if c is Component.WORKSPACE else Part.not_applicable(c, nothing)
+                    for c in Component
+                ),
+                False,
+                "no layer",
+            )
+            for d, g in zip(devices, gpus, strict=True)
+        ),
+    )
+
+
+def _unknown_shares(
+    why: str, parts: Sequence[Part], gpus: Sequence[GpuMemory], devices: Sequence[Device], unsupported: bool
+) -> tuple:
+    """A placement memfit cannot derive: every pool's share unknown (not applicable where the whole part is)."""
+    shares = tuple(p if p.basis is Basis.NOT_APPLICABLE else Part.unknown(p.component, why) for p in parts)
+    names = [HOST_POOL, *(d.name for d in devices)]
+    return tuple(DeviceShare(n, g, shares, True, why, unsupported) for n, g in zip(names, (None, *gpus), strict=True))
+
+
+def judge_devices(
+    shares: Sequence[DeviceShare], host_budget: int | None, margin: Fraction, gpus_read: bool
+) -> DeviceVerdicts:
+    """Each pool against its own budget (the host budget; a GPU's free memory; a unified GPU's share is also the
+    host's), the answer's verdict the worst of the pools holding the model, and whether every GPU's floor fits
+    its free memory (None where no GPU was read or a GPU's share is unknown; False where there is no GPU)."""
+    unified = [s.bounds for s in shares if s.gpu is not None and s.gpu.unified]
+    verdicts = [
+        verdict(_with(s.bounds, unified), host_budget, margin, False)
+        if s.gpu is None
+        else verdict(s.bounds, s.gpu.free, margin, False)
+        for s in shares
+    ]
+    deciding = [(s.name, v) for s, v in zip(shares, verdicts, strict=True) if s.holds_model]
+    overall = min((v for _, v in deciding), key=WORST_FIRST.index, default=Verdict.UNKNOWN)
+    decided_by = next((n for n, v in deciding if v is overall), None)
+    return DeviceVerdicts(tuple(verdicts), overall, decided_by, _admits(shares, gpus_read))
+
+
+def _with(host: Bounds, unified: Sequence[Bounds]) -> Bounds:
+    """The host's bounds with the shares of the GPUs on its memory."""
+    upper = host.upper
+    for u in unified:
+        upper = None if upper is None or u.upper is None else upper + u.upper
+    return Bounds(host.lower + sum(u.lower for u in unified), upper, host.weakest, host.missing)
+
+
+def _admits(shares: Sequence[DeviceShare], gpus_read: bool) -> bool | None:
+    on_gpus = [(s, s.gpu) for s in shares if s.gpu is not None]
+    if not gpus_read:
+        return None
+    if not on_gpus:
+        return False
+    if any(p.component is Component.WEIGHTS and p.basis is Basis.UNKNOWN for s, _ in on_gpus for p in s.parts):
+        return None
+    return all(s.bounds.lower <= gpu.free for s, gpu in on_gpus)
