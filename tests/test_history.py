@@ -174,21 +174,21 @@ def test_a_workspace_above_the_derived_ceiling_is_refused_and_an_old_one_ignored
 
 
 def test_a_workspace_memfit_does_not_derive_has_no_ceiling(tmp_path: Path) -> None:
-    """internlm2's compute graph is not derived: only llama.cpp's output buffer bounds an observation (from
+    """xverse's compute graph is not derived: only llama.cpp's output buffer bounds an observation (from
     below), and any workspace above it is taken as measured."""
     model = llama_gqa()
     kv = {
-        (f"internlm2.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v
+        (f"xverse.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v
         for key, v in model.kv.items()
     }
-    write_model(replace(model, arch="internlm2", kv=kv), tmp_path / "internlm2-f16.gguf")
+    write_model(replace(model, arch="xverse", kv=kv), tmp_path / "xverse-f16.gguf")
     service = build_service([Root(str(tmp_path), RootKind.PLAIN)], state_dir=str(tmp_path / "state"))
-    size = os.path.getsize(tmp_path / "internlm2-f16.gguf")
+    size = os.path.getsize(tmp_path / "xverse-f16.gguf")
     with LiveServer(service) as live, live.client() as c:
-        assert _parts(c, "internlm2-f16")[0]["workspace"]["basis"] == "unknown"
-        stored = c.post(OBSERVATIONS, json=_observation("internlm2-f16", size, workspace=10**15))
+        assert _parts(c, "xverse-f16")[0]["workspace"]["basis"] == "unknown"
+        stored = c.post(OBSERVATIONS, json=_observation("xverse-f16", size, workspace=10**15))
         assert stored.status_code == 201, stored.text
-        workspace = _parts(c, "internlm2-f16")[0]["workspace"]
+        workspace = _parts(c, "xverse-f16")[0]["workspace"]
     assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 10**15)
 
 
