@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -215,7 +215,7 @@ def unseen_ms(rounds: int = 5) -> dict[str, float]:
     def fit_at(tokens: int) -> list[FitRequest]:
         return [FitRequest(model, WorkloadRequest(allocated_tokens=tokens))]
 
-    def block(calls: list[Callable[[], object]], cold: bool) -> float:
+    def block(calls: Sequence[Callable[[], object]], cold: bool) -> float:
         gc.disable()  # the collector's pauses (mostly the old path's garbage) kept out of every figure
         try:
             start = time.process_time()

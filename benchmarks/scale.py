@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ def _ready(service: FitService, n: int) -> None:
     wire.model_list_json(service)
 
 
-def _until(check, timeout: float = 30) -> float:
+def _until(check: Callable[[], bool], timeout: float = 30) -> float:
     start = time.perf_counter()
     while not check():
         if time.perf_counter() - start > timeout:
@@ -159,7 +160,7 @@ def cold_vs_limit(work: Path) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     argv = argv or []
     idle_s = 10.0
-    sizes = SIZES
+    sizes: tuple[int, ...] = SIZES
     if "--quick" in argv:
         idle_s, sizes = 2.0, (100, 1_000)
     if "--sizes" in argv:  # e.g. --sizes 100,10000

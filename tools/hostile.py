@@ -71,7 +71,7 @@ def base_header(layers: int = 4, vocab: int = 64) -> Header:
             (f"blk.{i}.attn_output.weight", (64, 64)),
         ]
     h.put("tensor_count", struct.pack("<Q", len(tensors)))
-    scalars = [
+    scalars: list[tuple[str, int, str | int | float]] = [
         ("general.architecture", STRING, "llama"),
         ("llama.block_count", UINT32, layers),
         ("llama.context_length", UINT32, 4096),
@@ -86,6 +86,7 @@ def base_header(layers: int = 4, vocab: int = 64) -> Header:
         h.string("key", key)
         h.put("value_type", struct.pack("<I", vtype))
         if vtype == STRING:
+            assert isinstance(value, str)
             h.string("value", value)
         else:
             h.put("value", struct.pack("<I" if vtype == UINT32 else "<f", value))

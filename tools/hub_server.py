@@ -249,11 +249,12 @@ def _handler(hub: LocalHub, server: str) -> type[BaseHTTPRequestHandler]:
                 else:
                     files.append({"rfilename": path})
             if kind == "tree":
-                body = files
+                body: object = files
             else:
                 gated = "auto" if repo.gated else False
-                body = {"id": repo.repo, "modelId": repo.repo, "sha": repo.commit, "private": repo.private}
-                body.update(gated=gated, siblings=files)
+                info = {"id": repo.repo, "modelId": repo.repo, "sha": repo.commit, "private": repo.private}
+                info.update(gated=gated, siblings=files)
+                body = info
             self._answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
         # -- the storage
