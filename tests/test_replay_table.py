@@ -108,7 +108,12 @@ def test_the_table_replays_the_first_context_compiles_on_the_second_and_reuses_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     full: list[int] = []
-    monkeypatch.setattr(replay_table, "replay", lambda g: full.append(1) or replay(g))
+
+    def counted(graph: Graph) -> Replay:
+        full.append(1)
+        return replay(graph)
+
+    monkeypatch.setattr(replay_table, "replay", counted)
     replay_table.clear()
     shape = GraphShape(n_embd=256, layers=())  # any hashable key: `build` below makes the graph
     built: list[int] = []
@@ -200,7 +205,12 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Full replays the table falls back on, counted."""
     full: list[int] = []
     real: Callable[[Graph], Replay] = replay
-    monkeypatch.setattr(replay_table, "replay", lambda g: full.append(1) or real(g))
+
+    def counted(graph: Graph) -> Replay:
+        full.append(1)
+        return real(graph)
+
+    monkeypatch.setattr(replay_table, "replay", counted)
     return full
 
 
