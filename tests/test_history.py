@@ -182,8 +182,7 @@ def test_a_workspace_memfit_does_not_derive_has_no_ceiling(tmp_path: Path) -> No
     below), and any workspace above it is taken as measured."""
     model = llama_gqa()
     kv = {
-        (f"xverse.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v
-        for key, v in model.kv.items()
+        (f"xverse.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v for key, v in model.kv.items()
     }
     write_model(replace(model, arch="xverse", kv=kv), tmp_path / "xverse-f16.gguf")
     service = build_service([Root(str(tmp_path), RootKind.PLAIN)], state_dir=str(tmp_path / "state"))
