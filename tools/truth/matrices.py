@@ -266,6 +266,9 @@ MORE_DUMPS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
     "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
+# The sparse-attention families: DeepSeek-V3.2's and GLM-5's lightning indexer (DSA), MiniMax-01's lightning attention
+DSA_MODELS = ("deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52")
+LIGHTNING_MODELS = ("minimax01",)
 # The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
 # sequences over 32k tokens at ubatches 1024-2048, flash attention off, a 128-token ubatch, a 4096-token request
 # (capped at n_batch 2048), and 3 sequences over a context below the ubatch.
@@ -415,7 +418,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(attention.FAMILY_SET, *MLA_MODELS, "deepseek2-mla-nextn")
         | _subset(more.FAMILY_SET, *NEXTN_MODELS)
         | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
-        | _subset(more.FAMILY_SET, *MORE_DUMPS),
+        | _subset(more.FAMILY_SET, *MORE_DUMPS)
+        | _subset(more.FAMILY_SET, *DSA_MODELS)
+        | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
