@@ -214,6 +214,7 @@ TIGHT = {
     "nemotron_h", "nemotron_h_moe", "nomic-bert", "olmo2", "openelm", "phi3", "plamo2", "plamo3", "qwen2", "qwen3",
     "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "rwkv6", "rwkv6qwen2", "rwkv7", "smallthinker", "smollm3",
     "starcoder2", "step35",
+    "deepseek32", "glm-dsa", "minimax-01",  # the sparse-attention families (estimator/graph_dsa.py, graph_minimax.py)
 }  # fmt: skip
 
 

@@ -131,7 +131,7 @@ NODE_FOR_NODE = (
     "minicpm3", "mimo2-nextn", "mimo2-fused", "step35-nextn", "step35-clamped", "glm4moe-nextn", "glm4moe-fused",
     "starcoder2", "smollm3", "olmo2-swa", "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple",
     "exaone4-64-key", "exaone4-4-key", "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
-    "llama-embed",
+    "llama-embed", "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01",
 )  # fmt: skip
 
 

@@ -260,8 +260,9 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
         flash_attention=geometry.flash_attention,
     )
     r, state = recurrent_state_bytes(layout.recurrent, geometry)
-    real_memory = record["kv_k_bytes"] + record["kv_v_bytes"] + record.get("rs_bytes", 0)
-    kv_exact = (k + v + r + state == record["memory_bytes"]) or (k + v + r + state == real_memory)
+    # llama.cpp's memory module, all its buffers (DSA's indexer cache too, which kv_k_bytes and kv_v_bytes leave out)
+    real_memory = record["memory_bytes"]
+    kv_exact = k + v + r + state == real_memory
     output_exact = output_buffer(n_vocab, geometry) == record["output_buffer_bytes_init"]
     window = workspace_bounds(layout.graph, n_vocab, geometry) if layout.graph is not None else None
     if window is None:
