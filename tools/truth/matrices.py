@@ -266,7 +266,9 @@ MORE_DUMPS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
     "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
-# The sparse-attention families: DeepSeek-V3.2's and GLM-5's lightning indexer (DSA), MiniMax-01's lightning attention
+# The sparse-attention families: DeepSeek-V3.2's and GLM-5's lightning indexer (DSA), MiniMax-01's lightning attention;
+# their graph dumps, and their runs at MLA_UBATCH's ubatches, streams and caches (allocated: MiniMax-01's last reserve,
+# over one sequence, is not in a no_alloc dry run's size)
 DSA_MODELS = ("deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52")
 LIGHTNING_MODELS = ("minimax01",)
 # The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
@@ -335,6 +337,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_sparse_ubatch.jsonl": TruthFile(
+        _subset(more.FAMILY_SET, *DSA_MODELS) | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS), MLA_UBATCH
     ),
     "results_attn_family_ubatch.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "cohere2-swa", "gemma4-shared", "llama-embed", "gemma4-moe", "gemma4-ple")
