@@ -268,7 +268,8 @@ MORE_DUMPS = (
 )  # fmt: skip
 # The sparse-attention families: DeepSeek-V3.2's and GLM-5's lightning indexer (DSA), MiniMax-01's lightning attention;
 # their graph dumps, and their runs at MLA_UBATCH's ubatches, streams and caches (allocated: MiniMax-01's last reserve,
-# over one sequence, is not in a no_alloc dry run's size)
+# over one sequence, is not in a no_alloc dry run's size); the published shapes of DeepSeek-V3.2 and MiniMax-Text-01 in
+# MLA_SHAPE_RUNS' dry runs (MiniMax-Text-01's over one sequence only, where the dry run's reserve is the last one's)
 DSA_MODELS = ("deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52")
 LIGHTNING_MODELS = ("minimax01",)
 # The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
@@ -340,6 +341,20 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_sparse_ubatch.jsonl": TruthFile(
         _subset(more.FAMILY_SET, *DSA_MODELS) | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS), MLA_UBATCH
+    ),
+    "results_sparse_shapes_dryrun.jsonl": TruthFile(
+        _subset(shapes.FAMILY_SET, "deepseek-v3.2-shape"),
+        MLA_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_lightning_shapes_dryrun.jsonl": TruthFile(
+        _subset(shapes.FAMILY_SET, "minimax-text-01-shape"),
+        [s for s in MLA_SHAPE_RUNS if s["n_seq"] == 1],
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
     "results_attn_family_ubatch.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "cohere2-swa", "gemma4-shared", "llama-embed", "gemma4-moe", "gemma4-ple")
