@@ -4,6 +4,8 @@ For N = 100, 1,000 and 10,000 sparse GGUFs (tools/gguf_writers.py; each file's h
 region a hole) under one plain root, over a fresh state directory:
 - first list: index start (scan, then the index thread reads every header) until the listing is ready;
   the index watches the root (watchfiles: inotify / FSEvents), as `memfit serve` does;
+- first request: GET /v1/models' body asked as soon as the index has started (the server answers /health),
+  while its thread reads the headers: a listing reads for a second at most, the rest listed as being read;
 - warm list: GET /v1/models' body (median of 50; in process, no HTTP);
 - idle CPU: the process's CPU time over 10 s with nothing changing, once the index watches (its thread waiting
   on notifications), and the passes over the directories it made meanwhile (0: idle costs no work);
@@ -33,7 +35,14 @@ from memfit.service_builder import build_service
 from tools.gguf_writers import gemma3_4b, qwen3, write_model
 
 SIZES = (100, 1_000, 10_000)
-TARGETS = {"warm_10k_ms": 50.0, "flat_ratio": 2.0, "idle_cpu_core": 0.005, "visible_s": 1.0, "cold_ratio": 5.0}
+TARGETS = {
+    "warm_10k_ms": 50.0,
+    "flat_ratio": 2.0,
+    "idle_cpu_core": 0.005,
+    "visible_s": 1.0,
+    "cold_ratio": 5.0,
+    "first_request_s": 1.5,  # issue 28: the listing answers at once, never after every header
+}
 
 
 def _populate(root: Path, n: int, template: Path) -> None:
@@ -76,6 +85,10 @@ def scale_row(n: int, work: Path, template: Path, idle_s: float) -> dict[str, fl
     start = time.perf_counter()
     service = build_service(roots, state_dir=str(state))
     service.index.start()
+    asked = time.perf_counter()
+    first = wire.model_list_json(service)
+    row["first_request_s"] = time.perf_counter() - asked
+    row["first_request_reading"] = first.count(b'"reading":true')
     _ready(service, n)
     row["first_s"] = time.perf_counter() - start
     row["first_ms_per_model"] = row["first_s"] * 1e3 / n
@@ -162,13 +175,15 @@ def main(argv: list[str] | None = None) -> int:
         header_kib = read_header(str(template)).data_offset // 1024
     print(f"\n#### Model listing at scale (sparse GGUFs, {header_kib} KiB header each)\n")
     print(
-        "| models | first list (s) | first per model (ms) | warm list (ms) | warm per model (us) | idle CPU over "
-        f"{idle_s:.0f} s (s) | idle CPU (% of a core) | idle directory passes | add-to-visible (s) | restart (s) |"
+        "| models | first request (s) | listed as being read | first list (s) | first per model (ms) | warm list (ms)"
+        f" | warm per model (us) | idle CPU over {idle_s:.0f} s (s) | idle CPU (% of a core) | idle directory passes"
+        " | add-to-visible (s) | restart (s) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['n']:,} | {r['first_s']:.2f} | {r['first_ms_per_model']:.2f} | {r['warm_ms']:.3f} |"
+            f"| {r['n']:,} | {r['first_request_s']:.2f} | {r['first_request_reading']:,} | {r['first_s']:.2f} |"
+            f" {r['first_ms_per_model']:.2f} | {r['warm_ms']:.3f} |"
             f" {r['warm_us_per_model']:.4f} |"
             f" {r['idle_cpu_s']:.3f} | {r['idle_cpu_core'] * 100:.3f} | {r['idle_walks']:.0f} |"
             f" {r['visible_s']:.3f} | {r['restart_s']:.2f} |"
@@ -186,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         missed.append("warm listing per model grows")
     if largest["n"] >= 10_000 and largest["warm_ms"] > TARGETS["warm_10k_ms"]:
         missed.append("warm 10k listing")
+    if max(r["first_request_s"] for r in rows) > TARGETS["first_request_s"]:
+        missed.append("first request")
     if max(r["visible_s"] for r in rows) > TARGETS["visible_s"]:
         missed.append("add-to-visible")
     if max(r["idle_cpu_core"] for r in rows) > TARGETS["idle_cpu_core"]:

@@ -41,8 +41,19 @@ from memfit.estimator.graph_gemma4 import build_gemma4
 from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
 from memfit.estimator.graph_minimax import build_minimax
 from memfit.estimator.graph_plamo2 import build_plamo2
+from memfit.estimator.graph_qwen4exp import build_qwen4exp
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys, key_name
-from memfit.estimator.layout import AttentionLayer, DeltaNet, FfnOp, GraphBuilder, Indexer, KvCache, Mixer, Wkv
+from memfit.estimator.layout import (
+    AttentionLayer,
+    DeltaNet,
+    FfnOp,
+    GraphBuilder,
+    HyperConnections,
+    Indexer,
+    KvCache,
+    Mixer,
+    Wkv,
+)
 from memfit.estimator.moe_rules import (
     RoutingRule,
     bailingmoe3_routing,
@@ -58,9 +69,11 @@ from memfit.estimator.moe_rules import (
     lfm2moe_routing,
     llama4_routing,
     mimo2_routing,
+    minicpm_routing,
     minimax01_routing,
     nemotron_h_routing,
     plain_routing,
+    qwen4exp_routing,
     qwen_next_routing,
     sigmoid_routing,
     step35_routing,
@@ -92,7 +105,8 @@ from memfit.estimator.tensor_list import (
     tensors_starcoder2,
 )
 from memfit.estimator.vocabulary import Limit
-from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
+from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys, LlamaFileType
+from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.integers import is_int
 
 # The llama.cpp these rules mirror: the release the ground truth (tests/data) was measured with.
@@ -106,6 +120,9 @@ ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_ga
 SSM_NORM = TENSOR_NAMES[MODEL_TENSOR.SSM_NORM] + ".weight"  # blk.{bid}.ssm_norm.weight
 ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight
 ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
+ATTN_Q_NORM = TENSOR_NAMES[MODEL_TENSOR.ATTN_Q_NORM] + ".weight"  # blk.{bid}.attn_q_norm.weight
+FFN_NORM = TENSOR_NAMES[MODEL_TENSOR.FFN_NORM] + ".weight"  # blk.{bid}.ffn_norm.weight
+STABLELM_12B_LAYERS = 40  # llama_model_stablelm::load_arch_hparams: 40 layers is LLM_TYPE_12B (StableLM 2 12B)
 
 
 # --- which layers: predicates over (layers, il) -------------------------------------------------------
@@ -691,6 +708,11 @@ def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
     return hp.require_int(ATTN.Q_LORA_RANK)
 
 
+def no_q_lora(hp: HParams, n_vocab: int | None) -> int:
+    # llama_model_plm::load_arch_hparams: q_lora_rank never read (one wq)
+    return 0
+
+
 def no_qk_layer_norm(ly: Layers) -> bool:
     return False
 
@@ -698,6 +720,24 @@ def no_qk_layer_norm(ly: Layers) -> bool:
 def command_r_qk_norm(ly: Layers) -> bool:
     # llama_model_command_r::load_arch_tensors: attn_q_norm / attn_k_norm (LLM_NORM in its builder) from 64 layers
     return ly.n_trunk >= 64
+
+
+def stablelm_qk_norm(ly: Layers) -> bool:
+    # llama_model_stablelm::load_arch_tensors: attn_q_norm / attn_k_norm not required (LLM_NORM in its builder) where
+    # the file holds them; StableLM 2 12B's (40 layers) carry them, so a model whose names are unknown is taken to
+    present = layer_tensor(ly, ATTN_Q_NORM, 0)
+    return ly.n_trunk == STABLELM_12B_LAYERS if present is None else present
+
+
+def no_parallel_residual(ly: Layers, il: int) -> bool:
+    return False
+
+
+def parallel_without_ffn_norm(ly: Layers, il: int) -> bool:
+    # stablelm.cpp: a layer without ffn_norm (not required) hands the FFN the attention's normed input ("parallel
+    # residual"); StableLM 2 12B has none, so a model whose names are unknown is taken to where it has 40 layers
+    present = layer_tensor(ly, FFN_NORM, il)
+    return ly.n_trunk == STABLELM_12B_LAYERS if present is None else not present
 
 
 # --- which layers rope Q and K: (layers, is_swa(il) for every layer, il) -----------------------------------
@@ -837,6 +877,8 @@ class Graph:
     ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
     dsa: IndexerLayers | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
+    hyper: Callable[[Layers], HyperConnections] | None = None  # qwen4exp's residual streams (graph_qwen4exp.py)
+    parallel_residual: Callable[[Layers, int], bool] = no_parallel_residual  # the FFN reads attention's normed input
 
 
 SAME_DECODER = Graph(node_for_node=True)
@@ -845,6 +887,9 @@ SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
+STABLELM = Graph(  # src/models/stablelm.cpp: LayerNorms, Q/K LayerNorms and the parallel residual where present
+    layer_norm=True, qk_layer_norm=stablelm_qk_norm, parallel_residual=parallel_without_ffn_norm, node_for_node=True
+)
 PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
 OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
 DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
@@ -957,6 +1002,12 @@ MINIMAX_01 = Graph(  # minimax-01.cpp, rebuilt by estimator/graph_minimax.py: li
     routing=minimax01_routing,
     node_for_node=True,
 )
+# create_tensor_qkv's llama-style decoders: one attn_qkv matmul where the file holds it (internlm2.cpp; minicpm runs
+# granite.cpp's graph with rope always on: its scales work in place, its experts as minicpm_routing calls them)
+QKV_WHERE_PRESENT = Graph(qkv_where_present=True, node_for_node=True)
+MINICPM = replace(QKV_WHERE_PRESENT, routing=minicpm_routing)
+# plm.cpp: minicpm3's decompressed latent with one wq, a relu^2 FFN without gate, no scaled head
+PLM = Graph(low_rank_kv=True, q_lora=no_q_lora, activation=FfnOp.RELU_SQR, node_for_node=True)
 # glm4-moe.cpp: the trunk's hidden state is the final norm's output; build_qkv's fused path where the file has it
 GLM4_MOE = Graph(routing=sigmoid_routing, qkv_where_present=True, node_for_node=True)
 MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
@@ -976,6 +1027,70 @@ STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clam
     node_for_node=True,
 )
 
+# --- qwen4exp: hyper-connections, QSA, the PLE n-gram embedding -------------------------------------------------
+
+PLE_CONV = "blk.{bid}.ple_conv1d.weight"  # LLM_TENSOR_PLE_CONV1D
+
+
+def qwen4exp_ple_layer(ly: Layers) -> int:
+    # llama_model_qwen4exp::load_arch_hparams: ple.layers (absent or empty: no PLE); llama.cpp refuses more than one
+    # layer, one out of range, or one that is not a linear-attention (recurrent) layer
+    value = ly.hp.metadata.get(ly.hp.key(NewerKeys.PLE_LAYERS))
+    if value is None or value == ():
+        return -1
+    layers = tuple(value) if isinstance(value, tuple) else ()
+    if len(layers) != 1 or not is_int(layers[0]) or not 0 <= layers[0] < ly.n_all or not ly.recurrent[layers[0]]:
+        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses {key_name(NewerKeys.PLE_LAYERS)} {value}")
+    return layers[0]
+
+
+def no_history(ly: Layers, il: int) -> int:
+    return 0
+
+
+def ple_conv_history(ly: Layers, il: int) -> int:
+    # llama_memory_recurrent: the PLE layer's own cache_ple_r row, llama_hparams::ple_conv_state() =
+    # (ple.conv_kernel - 1) * ple.ngram_size * hyper_connection.count * n_embd
+    if il != qwen4exp_ple_layer(ly):
+        return 0
+    hp = ly.hp
+    kernel, ngram = hp.require_int(NewerKeys.PLE_CONV_KERNEL), hp.require_int(NewerKeys.PLE_NGRAM_SIZE)
+    return max(0, kernel - 1) * ngram * hp.require_int(NewerKeys.HC_COUNT) * ly.n_embd
+
+
+def ple_conv_f32(ly: Layers, il: int) -> bool:
+    # qwen4exp.cpp build_ple: ple_conv1d keeps its type (any but F32 is cast); where the file's types are unknown,
+    # the file type's (the converter writes the kernel in it)
+    name = PLE_CONV.format(bid=il)
+    if ly.types is not None and name in ly.types:
+        return ly.types[name] == QT.F32
+    return ly.hp.metadata.get(Keys.General.FILE_TYPE) == LlamaFileType.ALL_F32
+
+
+def qwen4exp_hyper(ly: Layers) -> HyperConnections:
+    # llama_model_qwen4exp::load_arch_hparams: hyper_connection.count and .low_rank, the indexer's head count, key
+    # length and top_k, attention.compress_ratios (0 where absent: dense attention); the PLE layer's n-gram keys
+    hp, ple = ly.hp, qwen4exp_ple_layer(ly)
+    ngram, per_ngram = hp.optional_int(NewerKeys.PLE_NGRAM_SIZE, 0), hp.optional_int(NewerKeys.PLE_HEADS_PER_NGRAM, 0)
+    return HyperConnections(
+        count=hp.require_int(NewerKeys.HC_COUNT),
+        rank=hp.require_int(NewerKeys.HC_LOW_RANK),
+        ratios=hp.per_layer(NewerKeys.COMPRESS_RATIOS, default=0),
+        idx_heads=hp.require_int(ATTN.Indexer.HEAD_COUNT),
+        idx_head=hp.require_int(ATTN.Indexer.KEY_LENGTH),
+        idx_top_k=hp.require_int(ATTN.Indexer.TOP_K),
+        ple_layer=ple,
+        ple_heads=max(0, ngram - 1) * per_ngram if ple >= 0 else 0,
+        ple_head=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if ple >= 0 else 0,
+        ple_kernel=hp.optional_int(NewerKeys.PLE_CONV_KERNEL, 0) if ple >= 0 else 0,
+        ple_dilation=ngram if ple >= 0 else 0,
+        ple_conv_f32=ple >= 0 and ple_conv_f32(ly, ple),
+    )
+
+
+QWEN4EXP = replace(QWEN35, builder=build_qwen4exp, routing=qwen4exp_routing, hyper=qwen4exp_hyper)
+
+
 # --- the table ----------------------------------------------------------------------------------------------
 
 
@@ -991,6 +1106,7 @@ class Recurrence:
     layers: LayerPredicate  # is_recurrent(il) over the trunk
     reads_group_count: bool = True  # mamba-1 style loaders never read ssm.group_count (it counts as 0)
     lightning_attention: bool = False  # minimax-01: S = head_dim^2 * n_head, no conv state
+    history: Callable[[Layers, int], int] = no_history  # a layer's further F32 row beside R and S (qwen4exp's PLE)
 
 
 # --- llama_model::type where llama.cpp's quantizer reads it (LLM_TYPE_70B: more bits for attn_v) -----------
@@ -1049,7 +1165,7 @@ RULES: dict[str, ArchRule] = {
     "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=STARCODER2, parameters=NON_GATED_FFN, counted=True),
     "refact": PLAIN,
     "bloom": PLAIN,
-    "stablelm": ArchRule(tensors=tensors_stablelm, counted=True),
+    "stablelm": ArchRule(tensors=tensors_stablelm, graph=STABLELM, counted=True),
     "qwen": PLAIN,
     "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
@@ -1064,8 +1180,8 @@ RULES: dict[str, ArchRule] = {
     "plamo": PLAIN,
     "codeshell": PLAIN,
     "orion": PLAIN,
-    "internlm2": ArchRule(tensors=tensors_llama, counted=True),
-    "minicpm": ArchRule(tensors=tensors_llama, counted=True),
+    "internlm2": ArchRule(tensors=tensors_llama, graph=QKV_WHERE_PRESENT, counted=True),
+    "minicpm": ArchRule(tensors=tensors_llama, graph=MINICPM, counted=True),
     "minicpm3": ArchRule(graph=MINICPM3),
     "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
     "xverse": PLAIN,
@@ -1087,7 +1203,7 @@ RULES: dict[str, ArchRule] = {
     "granite": ArchRule(graph=GRANITE, counted=True),
     "granitemoe": ArchRule(counted=True),
     "chameleon": PLAIN,
-    "plm": PLAIN,
+    "plm": ArchRule(graph=PLM, parameters=NON_GATED_FFN),
     "bailingmoe": PLAIN,
     "bailingmoe2": PLAIN,
     "dots1": PLAIN,
@@ -1295,8 +1411,10 @@ RULES: dict[str, ArchRule] = {
     "qwen4exp": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
-        recurrence=_QWEN_NEXT,
+        recurrence=Recurrence(every_4th_attends, history=ple_conv_history),
         indexer=beside_each_attention_layer,
+        graph=QWEN4EXP,
+        parameters=GATED_DELTA_NET,
     ),
     "minimax-01": ArchRule(
         memory=Memory.HYBRID,

@@ -7,10 +7,11 @@ rule functions an entry names; this module applies them the way llama.cpp's load
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from memfit.estimator.arch_rules import RULES, ArchRule, Memory, Window, ffn_op
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.hparams import HParams, Layers, NewerKeys, TensorShapes, key_name
+from memfit.estimator.hparams import HParams, Layers, TensorShapes, TensorTypes, key_name
 from memfit.estimator.layout import (
     AttentionLayer,
     GraphLayer,
@@ -33,9 +34,11 @@ ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
 SSM = Keys.SSM
 
 
-def layers_of(rule: ArchRule, hp: HParams, tensors: TensorShapes | None = None) -> Layers:
+def layers_of(
+    rule: ArchRule, hp: HParams, tensors: TensorShapes | None = None, types: TensorTypes | None = None
+) -> Layers:
     """The per-layer hyperparameters, with the layers the arch's rule marks recurrent."""
-    return Layers(hp, rule.recurrence.layers if rule.recurrence else None, tensors)
+    return Layers(hp, rule.recurrence.layers if rule.recurrence else None, tensors, types)
 
 
 def window_size(window: Window, layers: Layers) -> int | None:
@@ -111,10 +114,15 @@ def _v_width_max(layers: Layers, sliding: tuple[bool, ...]) -> int:
 
 
 def derive_layout(
-    metadata: Mapping, arch: str, tensors: TensorShapes | None = None, n_vocab: int | None = None
+    metadata: Mapping,
+    arch: str,
+    tensors: TensorShapes | None = None,
+    n_vocab: int | None = None,
+    types: TensorTypes | None = None,
 ) -> Layout:
-    """The layout of a model of architecture `arch` (`tensors`: its file's tensors and shapes, `n_vocab` its vocabulary
-    size, where known); EvidenceError when memfit has no rule or the metadata is short."""
+    """The layout of a model of architecture `arch` (`tensors`: its file's tensors and shapes, `types` their ggml
+    types, `n_vocab` its vocabulary size, where known); EvidenceError when memfit has no rule or the metadata is
+    short."""
     rule = RULES.get(arch)
     if rule is None:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"no layout rule for architecture {arch!r}")
@@ -126,17 +134,20 @@ def derive_layout(
             has_kv_cache=False,
             note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
             causal=False,
-            graph=graph_shape(rule, layers_of(rule, hp, tensors), (False,) * hp.n_layer, None, None, n_vocab),
+            graph=graph_shape(rule, layers_of(rule, hp, tensors, types), (False,) * hp.n_layer, None, None, n_vocab),
         )
-    if hp.has(NewerKeys.PLE_LAYERS):
-        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{arch}: per-layer-embedding state is not modelled")
-    layers = layers_of(rule, hp, tensors)
+    layers = layers_of(rule, hp, tensors, types)
     window = rule.window
     size = window_size(window, layers) if window is not None else None
     sliding = window.pattern(window, layers) if window is not None and size is not None else (False,) * layers.n_all
     caches = () if rule.memory is Memory.RECURRENT else _kv_caches(rule, layers, sliding, size)
     width = state_widths(rule, layers) if rule.recurrence else None
-    states = tuple(width for il in range(layers.n_trunk) if layers.recurrent[il]) if width else ()
+    history = rule.recurrence.history if rule.recurrence else None
+    states = tuple(
+        replace(width, p_elements=history(layers, il)) if history else width
+        for il in range(layers.n_trunk)
+        if width and layers.recurrent[il]
+    )
     attention = tuple(layer for cache in caches for layer in cache.layers)
     head_dims = tuple(sorted({layers.head_dims(il, sliding[il]) for il in range(layers.n_trunk)}))
     return Layout(
@@ -240,6 +251,7 @@ def graph_shape(
                 v_norm=graph.v_norm and attends,
                 kv_shared=attends and il >= kv_start,
                 v_from_k=attends and graph.v_from_k(layers, il),
+                parallel_residual=graph.parallel_residual(layers, il),
             )
         )
     return GraphShape(
@@ -268,6 +280,7 @@ def graph_shape(
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
         indexer=indexer,
         lightning=lightning,
+        hyper=graph.hyper(layers) if graph.hyper else None,
     )
 
 

@@ -271,7 +271,8 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     n_vocab = _vocab_size(metadata, arch)
     try:
         shapes = {name: t[3:] for name, t in loaded.items()}  # (ne0, ne1, the rest)
-        layout, error = derive_layout(metadata, arch, shapes, n_vocab), None
+        types = {name: t[2] for name, t in loaded.items()}
+        layout, error = derive_layout(metadata, arch, shapes, n_vocab, types), None
     except EvidenceError as exc:
         layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it
     return ArtifactFacts(

@@ -178,15 +178,15 @@ class DecoderGraph:
             if self.shape.deci_blocks:
                 inp_l = self.deci_block(block, inp_l, rows)
                 continue
-            inp_sa = inp_l
-            cur = self.mixer(block, self.pre_norm(inp_l))
+            inp_sa, normed = inp_l, self.pre_norm(inp_l)
+            cur = self.mixer(block, normed)
             if rows is not None:
-                cur, inp_sa = get_rows(cur, rows, e), get_rows(inp_sa, rows, e)
+                cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
-            out = self.ffn(block, self.pre_norm(ffn_inp))
+            out = self.ffn(block, normed if block.parallel_residual else self.pre_norm(ffn_inp))
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
         if self.shape.normed_hidden_output:  # output_norm over every row is res->t_h_nextn, the rows after it
@@ -380,7 +380,13 @@ class DecoderGraph:
     def attended(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha (the
         output before wo)."""
-        gf, t, g, v_rot = self.gf, self.t, self.geometry, inputs.v_rot
+        self.store_kv(b, k, v, inputs)
+        cur = self.mha(b, q, inputs.mask)
+        return self.hadamard(cur, inputs.v_rot) if inputs.v_rot is not None else cur
+
+    def store_kv(self, b: GraphLayer, k: Tensor, v: Tensor, inputs: CacheInputs) -> None:
+        """llama_kv_cache::cpy_k and cpy_v: K's rows into the cache, V's (transposed without flash attention)."""
+        gf, t, g = self.gf, self.t, self.geometry
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
         width_v = b.n_head_kv * b.head_v
@@ -397,8 +403,6 @@ class DecoderGraph:
                     inputs.v_idxs,
                 )
             )
-        cur = self.mha(b, q, inputs.mask)
-        return self.hadamard(cur, v_rot) if v_rot is not None else cur
 
     def out_proj(self, b: GraphLayer, cur: Tensor, attn_in: Tensor) -> Tensor:
         """wo over attention's output [Dv * H, T], after the layer's output gate where it has one (`attn_in`: the

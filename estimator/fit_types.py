@@ -48,6 +48,8 @@ class ModelEntry:
     context_limit: int | None
     has_projector: bool
     unreadable: str | None = None  # why a local artifact could not be read
+    weights_bytes: int | None = None  # a catalog entry's weights floor on this host (it has no file)
+    reading: bool | None = None  # True while a local artifact's header waits to be read (its facts empty)
 
 
 @dataclass(frozen=True)

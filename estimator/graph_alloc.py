@@ -20,7 +20,7 @@ INPLACE_OPS = frozenset(  # ggml-alloc.c ggml_op_can_inplace (UNARY ops appear b
         "FILL", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD", "ADD_ID", "ADD1", "SUB", "MUL", "DIV", "SQR",
         "SQRT", "LOG", "UNARY", "ROPE", "ROPE_BACK", "SILU_BACK", "RMS_NORM", "RMS_NORM_BACK", "CLAMP", "SOFT_MAX",
         "SOFT_MAX_BACK", "SILU", "GELU", "GELU_ERF", "GELU_QUICK", "RELU", "SIGMOID", "TANH", "EXP", "NEG", "ABS",
-        "SOFTPLUS",
+        "SOFTPLUS", "SGN",
     }
 )  # fmt: skip
 

@@ -14,6 +14,8 @@ buffer's).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from memfit.estimator.compute_graph import FLOAT, DecoderGraph, output_gate
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
@@ -102,6 +104,8 @@ class QwenNextGraph(DeltaNetGraph):
     sigmoid-gated shared expert), its residual; all rows through the trunk, then output_norm (t_h_nextn) and the
     output rows."""
 
+    z_gate = "SILU"  # build_norm_gated: the results RMS-normed times silu(z)
+
     def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int, next_: bool):
         super().__init__(shape, geometry, n_vocab)
         self.next = next_  # qwen3next: beta and alpha in one matmul, q / k heads repeated to the value heads
@@ -117,9 +121,11 @@ class QwenNextGraph(DeltaNetGraph):
             inp_l = same_shape(out, "ADD", ffn_residual)
         return self.head(inp_l, out_ids, hidden=True)
 
-    def gated_attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_layer_attn: one wq of query and gate per head, q and k RMS-normed and roped, build_attn, the
-        output times sigmoid(gate) (its view made contiguous), wo."""
+    def gated_attention(
+        self, b: GraphLayer, cur: Tensor, attend: Callable[[GraphLayer, Tensor, Tensor, Tensor], Tensor] | None = None
+    ) -> Tensor:
+        """build_layer_attn: one wq of query and gate per head, q and k RMS-normed and roped, build_attn (or
+        `attend`), the output times sigmoid(gate) (its view made contiguous), wo."""
         head, heads, t = b.head_k, b.n_head, self.t
         q_full = mul_mat(None, cur, 2 * head * heads)
         nb = (2 * head * FLOAT, 2 * head * heads * FLOAT)
@@ -127,7 +133,7 @@ class QwenNextGraph(DeltaNetGraph):
         k = reshape(mul_mat(None, cur, b.n_head_kv * head), head, b.n_head_kv, t)
         v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
         q, k = (same_shape(self.norm(x), "ROPE", self.pos) for x in (q, k))
-        out = self.build_attn(b, q, k, v)
+        out = (attend or self.build_attn)(b, q, k, v)
         gated = same_shape(out, "MUL", same_shape(cont(gate, head * heads, t), "SIGMOID"))
         return mul_mat(None, gated, self.e)  # wo
 
@@ -191,7 +197,7 @@ class QwenNextGraph(DeltaNetGraph):
             q, k = self.repeated(q), self.repeated(k)
         out = self.recurrent_attn(q, k, v, gate, beta, state)
         z = reshape(z, dn.head_v, dn.v_heads, tokens, n)
-        normed = same_shape(self.norm(out), "MUL", same_shape(z, "SILU"))  # build_norm_gated
+        normed = same_shape(self.norm(out), "MUL", same_shape(z, self.z_gate))  # build_norm_gated
         out = mul_mat(None, reshape(normed, value, tokens, n), self.e)  # ssm_out
         return reshape(out, self.e, self.t)
 

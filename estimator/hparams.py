@@ -33,6 +33,12 @@ class NewerKeys:
     ATTN_RES_BLOCK_SIZE = "{arch}.attn_res.block_size"  # LLM_KV_ATTN_RES_BLOCK_SIZE
     SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"  # LLM_KV_ACTIVATION_SITU_LINEAR_BETA
     EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"  # LLM_KV_EXPERT_LATENT_LENGTH
+    COMPRESS_RATIOS = "{arch}.attention.compress_ratios"  # LLM_KV_ATTENTION_COMPRESS_RATIOS
+    HC_COUNT = "{arch}.hyper_connection.count"  # LLM_KV_HYPER_CONNECTION_COUNT
+    HC_LOW_RANK = "{arch}.hyper_connection.low_rank"  # LLM_KV_HYPER_CONNECTION_LOW_RANK
+    PLE_NGRAM_SIZE = "{arch}.ple.ngram_size"  # LLM_KV_PLE_NGRAM_SIZE
+    PLE_HEADS_PER_NGRAM = "{arch}.ple.heads_per_ngram"  # LLM_KV_PLE_HEADS_PER_NGRAM
+    PLE_CONV_KERNEL = "{arch}.ple.conv_kernel"  # LLM_KV_PLE_CONV_KERNEL
 
 
 # The keys llama.cpp reads from every model's first file, with the type its getter takes
@@ -189,6 +195,7 @@ class HParams:
 # A per-layer rule, as llama.cpp's hybrids pass filter functions (il -> bool) to their memory.
 LayerPredicate = Callable[["Layers", int], bool]
 TensorShapes = Mapping[str, tuple[int, ...]]  # a file's tensors by name, each its shape (ne)
+TensorTypes = Mapping[str, int]  # a file's tensors by name, each its ggml type
 
 
 class Layers:
@@ -196,10 +203,15 @@ class Layers:
     are recurrent (llama_hparams::recurrent_layer_arr, as the architecture's `is_recurrent` marks them)."""
 
     def __init__(
-        self, hp: HParams, is_recurrent: LayerPredicate | None = None, tensors: TensorShapes | None = None
+        self,
+        hp: HParams,
+        is_recurrent: LayerPredicate | None = None,
+        tensors: TensorShapes | None = None,
+        types: TensorTypes | None = None,
     ) -> None:
         self.hp = hp
         self.tensors = tensors  # the file's tensors and their shapes, where known (a catalog entry has none)
+        self.types = types  # and their ggml types, where known
         self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
         self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
         if self.n_trunk < 0:

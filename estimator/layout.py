@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ class RecurrentLayer:
 
     r_elements: int  # conv / token-shift state (llama.cpp's R tensor), F32
     s_elements: int  # SSM / WKV state (llama.cpp's S tensor), F32
+    p_elements: int = 0  # qwen4exp's PLE conv history (its own cache_ple_r tensor, R's type), on a PLE layer
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,26 @@ class GraphLayer:
     v_norm: bool = False  # ggml_rms_norm of V, without a weight (gemma4)
     kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
     v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
+    parallel_residual: bool = False  # the FFN reads the attention's normed input, not a norm of its sum (stablelm)
+
+
+@dataclass(frozen=True)
+class HyperConnections:
+    """qwen4exp's parallel residual streams and the modules beside them (src/models/qwen4exp.cpp): the streams'
+    mixers, the attention layers' QSA indexer, the per-layer n-gram embedding (PLE)."""
+
+    count: int  # hyper_connection.count: residual streams, each n_embd wide
+    rank: int  # hyper_connection.low_rank: a mixer's gate projects hc * n_embd through this width
+    ratios: tuple[int, ...] = ()  # attention.compress_ratios per layer (0: dense attention; > 0: QSA, blocks of it)
+    idx_heads: int = 0  # attention.indexer.head_count
+    idx_head: int = 0  # attention.indexer.key_length
+    idx_top_k: int = 0  # attention.indexer.top_k
+    ple_layer: int = -1  # the one layer of ple.layers (-1: no PLE)
+    ple_heads: int = 0  # (ple.ngram_size - 1) * ple.heads_per_ngram: rows gathered per token
+    ple_head: int = 0  # embedding_length_per_layer_input: a gathered row's width
+    ple_kernel: int = 0  # ple.conv_kernel
+    ple_dilation: int = 0  # ple.ngram_size: the conv's dilation
+    ple_conv_f32: bool = True  # ple_conv1d is F32 (else the graph casts each tap's kernel column to F32)
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
@@ -248,11 +269,24 @@ class GraphShape:
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
     indexer: Indexer | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
     lightning: Lightning | None = None  # MiniMax-01's lightning attention (estimator/graph_minimax.py)
+    hyper: HyperConnections | None = None  # qwen4exp's residual streams (estimator/graph_qwen4exp.py)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
         """The blocks, each distinct one once (identical blocks have identical phases), in order of appearance."""
         return tuple(dict.fromkeys(self.layers))
+
+    def __hash__(self) -> int:
+        """The fields' hash, once per shape: a plan looks its shape up in the compute buffer's caches hundreds of
+        times, and hashing every layer each time was most of a plan's work."""
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
+        return found
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without its hash: another process salts strings' hashes differently."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
 
 @dataclass(frozen=True)

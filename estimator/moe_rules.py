@@ -16,6 +16,7 @@ from memfit.integers import is_int
 
 LLM = Keys.LLM
 SWIGLU_CLAMP_EPS = 1e-6  # build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
+GATE_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_EXP] + ".weight"  # blk.{bid}.ffn_gate_exps.weight
 GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"  # blk.{bid}.ffn_gate_up_exps.weight
 GATE_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_EXP] + ".weight"  # blk.{bid}.ffn_gate_exps.weight
 DOWN_EXPS_SCALE = TENSOR_NAMES[MODEL_TENSOR.FFN_DOWN_EXP] + ".scale"  # blk.{bid}.ffn_down_exps.scale
@@ -172,6 +173,13 @@ def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     return replace(call, norm=True) if call else None
 
 
+def minicpm_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # granite.cpp's build_layer_ffn as llama_model_minicpm runs it: softmax, norm_w true, expert_weights_scale and
+    # n_ff_shexp never read by its loader (no scaling, no shared experts); ffn_gate_exps not required (up alone)
+    call = Routing(norm=True, gated=layer_tensor(ly, GATE_EXPS, il) is not False)
+    return replace(shared(ly, il, call), shared_ff=0)
+
+
 def lfm2moe_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_lfm2::graph build_moe_feed_forward: expert_gating_func (required), exp_probs_b (required), norm_w
     # true; w_scale is expert_weights_scale, which llama_model_lfm2moe::load_arch_hparams never reads (0)
@@ -192,6 +200,12 @@ def qwen_next_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | Non
     # the experts' scales; load_block_trunk: the shared expert expert_shared_feed_forward_length wide, else n_ff
     width = ly.hp.optional_int(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (ly.ff[0] if ly.n_all else 0)
     return replace(scaled_experts(ly, il, shared(ly, il, Routing(norm=True))), shared_ff=width)
+
+
+def qwen4exp_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_qwen4exp::graph::build_layer_ffn: qwen3.5's experts and sigmoid-gated shared expert; its loader's
+    # n_ff_exp where the file has no expert_feed_forward_length (n_ff / n_expert_used) is not rebuilt
+    return qwen_next_routing(ly, il, n_vocab) if ly.hp.has(LLM.EXPERT_FEED_FORWARD_LENGTH) else None
 
 
 def kimi_linear_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:

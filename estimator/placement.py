@@ -492,6 +492,8 @@ def recurrent_bytes(model: ModelTensors, memory: Memory, request: Placement, lay
         device = cache_buffer(request, layers[il])
         n = padded(device, state.r_elements * STATE_ELEMENT_BYTES * rows)
         n += padded(device, state.s_elements * STATE_ELEMENT_BYTES * rows)
+        if state.p_elements:  # qwen4exp: a PLE layer's cache_ple_r tensor
+            n += padded(device, state.p_elements * STATE_ELEMENT_BYTES * rows)
         name = device.name if device is not None else CPU
         out[name] = out.get(name, 0) + n
     return out

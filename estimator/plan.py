@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from math import ceil
 
 from memfit.estimator.bounds import Bounds, bounds
 from memfit.estimator.compute_buffer import compute_fallback
@@ -93,6 +92,7 @@ class Probes:
 
     def __init__(self, budget: PlanBudget | None = None) -> None:
         self._memo: dict[tuple, dict[int, tuple[int | None, int | None, int, int]]] = {}
+        self.kv_groups: dict[int, tuple[tuple[int | None, int], ...]] = {}  # by id of a table: its KV groups
         self.computed = 0  # work counted: context-dependent estimates actually computed
         self.budget = budget
 
@@ -139,16 +139,20 @@ class Estimator:
             if cache_type_problem(layout, k_type, v_type)
             else "derived"
         )
-        # the KV cache as (window, bytes per cell) groups: kv_cache_bytes summed without a loop over every layer
-        flash = flash_attention_for(workload, subject.architecture) is not False
-        groups: dict[int | None, int] = {}
-        for cache in layout.caches if self.kv_mode == "derived" else ():
-            for layer in cache.layers:
-                per_cell = k_type.row_bytes(layer.k_width)
-                if layer.has_v:
-                    per_cell += v_type.row_bytes(layer.v_width if flash else cache.v_width_max)
-                groups[layer.window] = groups.get(layer.window, 0) + per_cell
-        self.kv_groups = tuple(groups.items())
+        # the KV cache as (window, bytes per cell) groups: kv_cache_bytes summed without a loop over every layer,
+        # once per table (the quants of a plan share their layout and workload)
+        shared = probes.kv_groups.get(id(self.memo))
+        if shared is None:
+            flash = flash_attention_for(workload, subject.architecture) is not False
+            groups: dict[int | None, int] = {}
+            for cache in layout.caches if self.kv_mode == "derived" else ():
+                for layer in cache.layers:
+                    per_cell = k_type.row_bytes(layer.k_width)
+                    if layer.has_v:
+                        per_cell += v_type.row_bytes(layer.v_width if flash else cache.v_width_max)
+                    groups[layer.window] = groups.get(layer.window, 0) + per_cell
+            shared = probes.kv_groups[id(self.memo)] = tuple(groups.items())
+        self.kv_groups = shared
         fixed = [subject.weights, subject.companions]
         geometry = context_geometry(1, max(1, workload.streams), causal=layout.causal)
         r, s = recurrent_state_bytes(layout.recurrent, geometry)
@@ -251,14 +255,20 @@ def maxima(estimator: Estimator, budget: int | None, margin: Fraction, limit: in
             cache[tokens] = estimator.bounds(tokens)
         return cache[tokens]
 
+    scale, per = margin.numerator + margin.denominator, margin.denominator  # 1 + margin
+
+    def widened(value: int) -> int:
+        """ceil(value * (1 + margin)) in integers (Fraction arithmetic was a tenth of a plan)."""
+        return -(-value * scale // per)
+
     def with_margin(tokens: int) -> int | None:
         ceiling = at(tokens)[1]
-        return None if ceiling is None else ceil(ceiling * (1 + margin))
+        return None if ceiling is None else widened(ceiling)
 
     checks = {
         "possible": Checks(lambda tokens: at(tokens)[0], budget, estimator.fallback),
         "tight": Checks(lambda tokens: at(tokens)[1], budget, estimator.fallback),
-        "good": Checks(with_margin, budget, lambda tokens: ceil(estimator.fallback(tokens) * (1 + margin))),
+        "good": Checks(with_margin, budget, lambda tokens: widened(estimator.fallback(tokens))),
     }
     found = {name: _largest(check, ends) for name, check in checks.items()}
     return Maxima(found["good"], found["tight"], found["possible"])

@@ -328,6 +328,14 @@ class WireModelEntry(WireModel):
     """
     Bytes of the file set on disk; null for a catalog entry or a model of the Hub.
     """
+    weights_bytes: Annotated[int | None, Field(alias="weightsBytes", ge=0, le=9223372036854775807)] = None
+    """
+    For a catalog entry (no file on disk): the floor of the weights llama.cpp would load, on this host's CPU backend, as a fit of the entry answers its `weights` part (llama-quantize's recipe over the published tensors). Null for other models (their size is `artifactBytes`), or while the server is still computing it just after start-up (a second or two; the listing then says so again once it is known). Added in 1.14.0.
+    """
+    reading: bool | None = None
+    """
+    True for a local file whose header the server has not read yet: just after start-up, or after thousands of files appeared, a listing reads headers for at most about a second and lists the rest this way (`architecture` and `quant` empty, `artifactBytes` and `contextLimit` null) rather than make the client wait; ask again for their facts. Absent or null once read. Added in 1.14.0.
+    """
     context_limit: Annotated[int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)]
     """
     The model's trained context length in tokens; null when unknown.

@@ -33,6 +33,8 @@ from memfit.workload_flags import EXAMPLES, add_workload_flags, count, tokens_pe
 if TYPE_CHECKING:
     import socket
 
+    from memfit.generated.models import WireModelList
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
 MAX_MODELS = 32  # the contract's batch limit
@@ -367,7 +369,12 @@ def models(args: argparse.Namespace) -> int:
     from memfit import wire
     from memfit.render import render_models
 
-    listing, _, _ = _answer(args, RemoteServer.model_list, lambda f: wire.model_list(f, _answers(args)))
+    def listed_here(service: FitService) -> WireModelList:
+        service.listing.weigh_catalog()  # a server's index thread weighs them and reads every header; here,
+        service.listing.models(read_for=None)  # nothing else would
+        return wire.model_list(service, _answers(args))
+
+    listing, _, _ = _answer(args, RemoteServer.model_list, listed_here)
     if args.filter:
         listing = listing.model_copy(
             update={"models": [m for m in listing.models if _matches(args.filter, m.model_id)]}

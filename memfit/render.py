@@ -139,6 +139,18 @@ def table(
     return "\n".join(out)
 
 
+WEIGHED = "~"  # marks a catalog row's size: its weights, not a file's bytes
+READING = "(reading)"  # a local row's architecture while the server has not read its header
+
+
+def _listed_size(m: wire.WireModelEntry) -> str:
+    """A file's bytes, else (a catalog entry) the weights a fit of it counts, marked."""
+    weights = getattr(m, "weights_bytes", None)  # absent in a server's answer before API 1.14.0
+    if m.artifact_bytes is None and weights is not None:
+        return f"{WEIGHED}{size(weights)}"
+    return size(m.artifact_bytes)
+
+
 def render_models(listing: wire.WireModelList, width: int | None = None, detail: bool = False) -> str:
     """One row per model; the projector column only when some model has one, revision and root with `detail`."""
     width = width or terminal_width()
@@ -152,9 +164,9 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
         row = [
             m.model_id,
             m.source,
-            m.architecture or ("UNREADABLE" if m.unreadable else "?"),
+            m.architecture or ("UNREADABLE" if m.unreadable else READING if getattr(m, "reading", None) else "?"),
             m.quant or "-",
-            size(m.artifact_bytes),
+            _listed_size(m),
             str(m.context_limit or "?"),
         ]
         row += ["yes" if m.has_projector else ""] if projector else []
@@ -163,6 +175,16 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
         )  # an Ollama digest as Ollama shows it
         rows.append(row)
     out = table(rows, header, width, shrink=(len(header) - 1, 0) if detail else (0,))
+    if any(m.artifact_bytes is None and getattr(m, "weights_bytes", None) is not None for m in listing.models):
+        out += "\n\n" + textwrap.fill(
+            f"{WEIGHED} the weights llama.cpp would load here (a catalog entry: no file on this machine)", width
+        )
+    reading = sum(1 for m in listing.models if getattr(m, "reading", None))
+    if reading:
+        out += "\n\n" + textwrap.fill(
+            f"{READING}: the server has not read the header of {reading} of these files yet; ask again in a moment",
+            width,
+        )
     unreadable = [m for m in listing.models if m.unreadable]
     if unreadable:
         out += "\n\n" + "\n".join(

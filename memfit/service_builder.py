@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import cache
 
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.machine import CpuFeatures, HostMemory
@@ -66,13 +67,20 @@ def build_service(
         gpus=FirstGpuReading(
             [nvml if nvml is not None else NvmlReader(), metal if metal is not None else MetalReader()]
         ),
-        catalog=Catalog(load_catalog_file()),
+        catalog=bundled_catalog(),
         history=History(history_db),
         read_committed=read_committed or EngineScanner().committed_bytes,
         cpu=read_cpu(),
         state=state,
         hub=HubModels(hub, store) if hub is not None else None,
     )
+
+
+@cache
+def bundled_catalog() -> Catalog:
+    """The bundled catalog, one per process: what it derives for an entry (its subjects) is kept for every
+    service the process builds (the CLI's, each test's)."""
+    return Catalog(load_catalog_file())
 
 
 def _history_db(path: str, required: bool) -> HistoryDB:

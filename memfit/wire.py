@@ -155,6 +155,8 @@ def model_entry(e: ModelEntry, models: Any = None) -> wire.WireModelEntry:
         context_limit=e.context_limit,
         has_projector=e.has_projector,
         unreadable=e.unreadable,
+        weights_bytes=e.weights_bytes,
+        reading=e.reading,
     )
 
 

@@ -106,6 +106,16 @@ class ArtifactCache:
         except OSError as exc:
             raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot stat the artifact: {exc.strerror}") from exc
 
+    def holds(self, paths: Sequence[str]) -> bool:
+        """Whether the facts of the file set at `paths` are answered from memory: a stat per file, never a header
+        read (a file that cannot be stat'ed is answered at once too, as unreadable)."""
+        try:
+            key = self.identity(paths)
+        except EvidenceError:
+            return True
+        with self._lock:
+            return key in self._entries
+
     def facts(self, paths: Sequence[str], identity: tuple[FileIdentity, ...] | None = None) -> ArtifactFacts:
         """The facts of the file set at `paths`; EvidenceError (artifactUnreadable) when it cannot be read."""
         key = identity or self.identity(paths)

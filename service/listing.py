@@ -4,6 +4,7 @@ entries not on disk; a maintained view, derived again only when what it shows mo
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 from memfit.estimator.errors import EvidenceError
@@ -13,16 +14,19 @@ from memfit.estimator.vocabulary import ModelSource
 from memfit.readers.model_roots import LocalArtifact
 from memfit.service.subjects import Subjects, local_subject
 
+READ_SECONDS = 1.0  # how long a request's listing reads headers the index's thread has not read yet
+
 
 class Listing:
     """The known models, and the index's warming of the facts they are listed with."""
 
     def __init__(self, subjects: Subjects) -> None:
         self.subjects = subjects
-        self._listing: tuple[tuple[int, int, int], tuple[ModelEntry, ...]] | None = None
+        self._listing: tuple[tuple[int, int, int, bool], tuple[ModelEntry, ...]] | None = None
         self._lock = threading.Lock()
         self.built = 0  # work counted: how often the listing was derived
         self._local_entries: dict[tuple, ModelEntry] = {}  # (artifact, file identities) -> its listing entry
+        self._catalog_weights: dict[str, int] | None = None  # catalog id -> its weights' floor, once weighed
 
     def warm(self, artifacts: Sequence[LocalArtifact]) -> None:
         """Read the facts of these artifacts and their projectors, where not yet cached (called by the index's
@@ -36,15 +40,32 @@ class Listing:
                         cache.facts(paths)
                     except EvidenceError:  # answered (and cached) as unreadable; a request says why
                         pass
-        self.models()
+        self.weigh_catalog()
+        self.models(read_for=None)
+
+    def weigh_catalog(self) -> None:
+        """The weights' floor of every catalog id on this host's CPU variants, computed once (about 10 ms an id:
+        the index's thread does it, so a request never waits for it; an in-process listing calls it first)."""
+        if self._catalog_weights is not None:
+            return
+        s, weights = self.subjects, {}
+        for entry, quant in s.catalog.ids():
+            subject = s.catalog.subject(f"{entry.model_id}:{quant}", s.auto.variants)
+            if subject is not None and subject.weights.bytes is not None:
+                weights[subject.model_id] = subject.weights.bytes
+        self._catalog_weights = weights
 
     def _reserve(self, artifacts: Sequence[LocalArtifact]) -> None:
         self.subjects.cache.reserve(len(artifacts) + len({a.projector for a in artifacts if a.projector}))
 
-    def models(self) -> tuple[ModelEntry, ...]:
+    def models(self, read_for: float | None = READ_SECONDS) -> tuple[ModelEntry, ...]:
         """Local artifacts in index order (roots in order, then by id), then the models answered from the Hub
         before, then catalog entries not on disk, by id. GGUFs that are not models (adapters, vocabulary-only
         files) are left out.
+
+        Headers not read yet (just after start-up, the index's thread reading thousands) are read for at most
+        `read_for` seconds (None: all of them); the artifacts left are listed as still being read, and such a
+        listing is not kept: the next one reads on, and the index's thread's own is whole.
 
         A maintained view: derived again only when the index moved (a rescan, a file changed in place), new facts
         were cached or a Hub model recorded; otherwise the same tuple is returned, at no cost per model."""
@@ -57,18 +78,21 @@ class Listing:
             key = self._key()
             if listing is not None and listing[0] == key:
                 return listing[1]
-            entries = self._derive()
+            entries = self._derive(None if read_for is None else time.monotonic() + read_for)
             self.built += 1
-            self._listing = (key, entries)  # the key taken before deriving: facts read meanwhile move it again
+            if not any(e.reading for e in entries):
+                self._listing = (key, entries)  # the key taken before deriving: facts read meanwhile move it again
             return entries
 
-    def _key(self) -> tuple[int, int, int]:
+    def _key(self) -> tuple[int, int, int, bool]:
         s = self.subjects
-        return s.index.generation, s.cache.version, s.hub.version if s.hub is not None else 0
+        weighed = self._catalog_weights is not None
+        return s.index.generation, s.cache.version, s.hub.version if s.hub is not None else 0, weighed
 
-    def _derive(self) -> tuple[ModelEntry, ...]:
+    def _derive(self, deadline: float | None) -> tuple[ModelEntry, ...]:
         """The listing; a local artifact's entry is taken from the last listing while the index saw its files
-        unchanged, so a change costs what it changed (an unreadable one is always read again)."""
+        unchanged, so a change costs what it changed (an unreadable one is always read again). Past `deadline`,
+        an artifact whose facts are not in memory is listed as being read, not read."""
         s = self.subjects
         artifacts = s.index.artifacts()
         self._reserve(artifacts)
@@ -78,6 +102,9 @@ class Listing:
             seen = s.index.file_identities(artifact)
             key = None if seen is None else (artifact, seen)
             local = known.get(key) if key is not None else None
+            if local is None and deadline is not None and time.monotonic() >= deadline and not self._held(artifact):
+                entries.append(_being_read(artifact))
+                continue
             if local is None:
                 subject = local_subject(artifact, s.cache, s.auto.variants)
                 if not subject.is_model:
@@ -102,6 +129,7 @@ class Listing:
             if remote.model_id.lower() not in listed:
                 listed.add(remote.model_id.lower())
                 entries.append(remote)
+        weighed = self._catalog_weights or {}
         for entry, quant in s.catalog.ids():
             model_id = f"{entry.model_id}:{quant}"
             if model_id.lower() not in listed and s.index.get(model_id) is None:
@@ -116,9 +144,14 @@ class Listing:
                         artifact_bytes=None,
                         context_limit=entry.context_length,
                         has_projector=False,
+                        weights_bytes=weighed.get(model_id),
                     )
                 )
         return tuple(entries)
+
+    def _held(self, artifact: LocalArtifact) -> bool:
+        cache = self.subjects.cache
+        return cache.holds(artifact.paths) and (artifact.projector is None or cache.holds((artifact.projector,)))
 
     def _hub_entries(self) -> list[ModelEntry]:
         """The models answered from the Hub before (by any process of this state directory), newest first."""
@@ -140,3 +173,19 @@ class Listing:
                 )
             )
         return [e for e in entries if hub_id(e.model_id) is not None]
+
+
+def _being_read(artifact: LocalArtifact) -> ModelEntry:
+    """A local artifact whose header is still to be read: its id and where it is, nothing read from it."""
+    return ModelEntry(
+        model_id=artifact.model_id,
+        source=ModelSource.LOCAL,
+        root=artifact.root,
+        architecture="",
+        quant="",
+        revision=artifact.revision,
+        artifact_bytes=None,
+        context_limit=None,
+        has_projector=artifact.projector is not None,
+        reading=True,
+    )

@@ -94,3 +94,12 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["MEMFIT_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
     os.environ.pop("MEMFIT_TOKEN", None)
     os.environ.pop("MEMFIT_MODELS", None)
+
+
+@pytest.fixture(scope="session")
+def rebuilt() -> list[Any]:
+    """Every measured run whose graph estimator/compute_graph.py rebuilds (tests/rebuilt_runs.py): shared by the
+    replay's tests, loaded once."""
+    from tests.rebuilt_runs import rebuilt_runs
+
+    return rebuilt_runs()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -83,6 +84,24 @@ def test_an_unreadable_file_is_flagged_in_the_listing(client: httpx.Client) -> N
     models = {m["modelId"]: m for m in client.get("/v1/models").json()["models"]}
     assert models["broken/garbage"]["architecture"] == "" and models["broken/garbage"]["unreadable"]
     assert models["qwen3-f16"]["unreadable"] is None
+
+
+def test_catalog_entries_are_listed_with_the_weights_a_fit_counts(client: httpx.Client) -> None:
+    """Catalog rows listed `SIZE ?` though a fit knew their weights: once the server's index thread has weighed the
+    catalog (a few seconds after start-up), each catalog entry carries the floor of its fit's `weights` part."""
+    deadline = time.monotonic() + 60
+    while True:
+        models = client.get("/v1/models").json()["models"]
+        catalog = [m for m in models if m["source"] == "catalog"]
+        if all(m["weightsBytes"] is not None for m in catalog) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert catalog and all(m["weightsBytes"] is not None for m in catalog)
+    assert all(m["weightsBytes"] is None for m in models if m["source"] == "local")
+    for m in catalog[:: len(catalog) // 5]:
+        parts = client.post("/v1/models/fit", json={"modelId": m["modelId"]}).json()["estimate"]["parts"]
+        weights = next(p for p in parts if p["component"] == "weights")
+        assert m["weightsBytes"] == weights["bytes"] > 0, m["modelId"]
 
 
 def test_unknown_ids_are_left_out(client: httpx.Client) -> None:

@@ -232,6 +232,24 @@ def test_the_listing_is_derived_only_when_something_changed(tmp_path: Path) -> N
     assert listed["a"].architecture == "llama" and service.listings_built > built
 
 
+def test_a_listing_never_waits_for_headers_past_its_read_budget(tmp_path: Path) -> None:
+    """10,000 new files held the first GET /v1/models for about a minute (every header read on the request path):
+    past its budget, a request's listing names the files it has not read as being read, and is not kept."""
+    for i in range(6):
+        write_model(qwen3(), tmp_path / f"m{i}.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
+    service.index.refresh()
+    service.cache.facts([str(tmp_path / "m3.gguf")])  # read already (by the index's thread, say)
+    listed = {m.model_id: m for m in service.listing.models(read_for=0) if m.source == "local"}
+    assert service.cache.reads == 1 and sorted(listed) == [f"m{i}" for i in range(6)]
+    assert [i for i, m in listed.items() if m.reading] == ["m0", "m1", "m2", "m4", "m5"]
+    assert listed["m0"].architecture == "" and listed["m0"].artifact_bytes is None
+    assert listed["m3"].architecture == "qwen3" and not listed["m3"].reading
+    body = wire.model_list(service).models  # a request's own budget: a second is plenty for six headers
+    assert service.cache.reads == 6 and not any(m.reading for m in body) and len(body) > 6
+    assert service.listing.models() is service.listing.models()  # a whole listing is kept
+
+
 def test_the_index_thread_reads_new_files_before_any_request(tmp_path: Path) -> None:
     root, staging = tmp_path / "models", tmp_path / "staging"
     root.mkdir()

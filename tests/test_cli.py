@@ -20,7 +20,7 @@ import pytest
 
 from memfit.cli import main
 from memfit.generated.models import WireFitVerdictBatch, WireFitVerdictResult, WireModelList
-from memfit.render import explain, use_colour
+from memfit.render import explain, render_models, size, use_colour
 from tools.truth import records
 
 EXIT_FOR_WORD = {"GOOD": 0, "TIGHT": 3, "OVERSIZE": 4, "UNKNOWN": 5}  # the README's exit codes
@@ -129,6 +129,28 @@ def test_models_lists_local_then_catalog(public_models: Path, capsys: pytest.Cap
     assert any(m.model_id == "qwen3-f16" and m.source == "local" for m in listing.models)
 
 
+def test_catalog_rows_show_the_weights_a_fit_counts(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`SIZE ?` on every catalog row, though `fit` knew the weights: a catalog row shows them, marked `~`."""
+    model_id = "Qwen/Qwen3-0.6B-GGUF:Q8_0"
+    code, out, _ = _run(capsys, *_args(public_models, "models", model_id))
+    row = next(line for line in out.splitlines() if line.startswith(model_id))
+    code, fit, _ = _run(capsys, *_args(public_models, "fit", model_id, "--json"))
+    parts = json.loads(fit)["results"][0]["estimate"]["parts"]
+    weights = next(p["bytes"] for p in parts if p["component"] == "weights")
+    assert code == 0 and f" ~{size(weights)} " in row
+    assert "~ the weights llama.cpp would load here" in out
+    _, local, _ = _run(capsys, *_args(public_models, "models", "qwen3-f16"))
+    assert "~" not in local
+
+
+def test_a_row_still_being_read_says_so() -> None:
+    entry = {"modelId": "m0", "source": "local", "root": "/m", "architecture": "", "quant": "", "revision": ""}
+    entry |= {"artifactBytes": None, "contextLimit": None, "hasProjector": False, "reading": True}
+    out = render_models(WireModelList.model_validate({"models": [entry]}), width=80)
+    assert out.splitlines()[2].split()[:3] == ["m0", "local", "(reading)"]
+    assert "(reading): the server has not read the header of 1 of these files yet; ask again" in " ".join(out.split())
+
+
 def _args(public_models: Path, *argv: str) -> list[str]:
     return [*argv, "--models", str(public_models), "--no-usual-dirs"]
 
@@ -230,10 +252,10 @@ def test_each_verdict_says_what_decided_it(public_models: Path, capsys: pytest.C
 
 def test_models_takes_a_filter(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, *_args(public_models, "models", "QWEN3-8b"))
-    ids = [line.split()[0] for line in out.splitlines()[2:]]
+    ids = [line.split()[0] for line in out.split("\n\n")[0].splitlines()[2:]]  # the table, then its notes
     assert code == 0 and ids and all("qwen3-8b" in i.lower() for i in ids)
     code, out, _ = _run(capsys, *_args(public_models, "models", "*8B*:q8_0"))
-    ids = [line.split()[0] for line in out.splitlines()[2:]]
+    ids = [line.split()[0] for line in out.split("\n\n")[0].splitlines()[2:]]  # the table, then its notes
     assert code == 0 and ids and all(i.endswith(":Q8_0") and "8b" in i.lower() for i in ids)
     code, _, err = _run(capsys, *_args(public_models, "models", "no-such-thing"))
     assert code == 6 and "no model id matches" in err

@@ -9,7 +9,7 @@ import pytest
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.compute_buffer import REPLAY_SLACK_CHECKED
-from memfit.estimator.compute_graph import build_graph, buildable
+from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.ggml_graph import F32 as T_F32
 from memfit.estimator.ggml_graph import Graph, new_tensor, op, same_shape
@@ -17,9 +17,9 @@ from memfit.estimator.graph_alloc import FreeList, reserved_bytes
 from memfit.estimator.layout import GraphShape
 from memfit.readers.catalog_file import load_catalog_file
 from memfit.service.artifact_cache import ArtifactCache
+from tests.rebuilt_runs import RebuiltRun
 from tools import accuracy
 from tools.gguf_writers import Model, write_model
-from tools.truth import DATA, load, run_id
 
 KiB = 1024
 
@@ -48,45 +48,23 @@ def test_an_in_place_op_reuses_its_only_source_and_outputs_are_never_freed() -> 
     assert reserved_bytes(gf) == 12 * KiB
 
 
-def _measured_runs() -> list[tuple[str, dict, object, int]]:
-    """(run id, run, layout, n_vocab) of every measured run whose architecture's graph is rebuilt node for node."""
-    models = Path(accuracy.tempfile.mkdtemp())
-    cache, by_id, found = ArtifactCache(), {e.model_id: e for e in Catalog(load_catalog_file()).entries}, []
-    for path in sorted(DATA.glob("*.jsonl")):
-        runs = [r for r in load(path) if "compute_bytes" in r and not accuracy.unmodelled(r)]
-        if path == accuracy.CATALOG_TRUTH:
-            entries = [(r, by_id[r["model"]]) for r in runs]
-            pairs = [(r, derive_layout(e.metadata, e.architecture), e.n_vocab, e.architecture) for r, e in entries]
-        else:
-            names = {r["model"] for r in runs if r["model"] in accuracy.model_writers()}
-            files = accuracy.write_models(names, models)
-            pairs = []
-            for r in runs:
-                if r["model"] in files:
-                    facts = cache.facts((str(files[r["model"]]),))
-                    pairs.append((r, facts.layout, facts.n_vocab, facts.architecture))
-        for r, layout, n_vocab, arch in pairs:
-            graph = layout.graph if layout is not None else None
-            if graph is not None and graph.node_for_node and buildable(graph):
-                found.append((run_id(r), r, (graph, arch, layout.causal), n_vocab))
-    return found
-
-
 @pytest.fixture(scope="module")
-def checked_runs() -> list[tuple[str, dict, object, int]]:
-    return _measured_runs()
+def checked_runs(rebuilt: list[RebuiltRun]) -> list[RebuiltRun]:
+    """Every measured run whose architecture's graph is rebuilt node for node."""
+    return [r for r in rebuilt if r.graph.node_for_node]
 
 
-def test_the_rebuilt_graph_gives_llama_cpps_buffer(checked_runs: list) -> None:
+def test_the_rebuilt_graph_gives_llama_cpps_buffer(checked_runs: list[RebuiltRun]) -> None:
     """On every measured run of an architecture checked node for node (ubatch 2048 and flash attention off
     included), the replayed buffer is llama.cpp's within the margin the bounds keep (REPLAY_SLACK_CHECKED), and to
     the byte on almost all of them."""
     assert len(checked_runs) > 1000
     exact = 0
-    for name, run, (graph, arch, causal), n_vocab in checked_runs:
-        geometry = accuracy.run_geometry(run, arch, causal)
-        replayed = reserved_bytes(build_graph(graph, geometry, n_vocab))
-        assert abs(replayed - run["compute_bytes"]) <= REPLAY_SLACK_CHECKED, name
+    for checked in checked_runs:
+        run = checked.run
+        geometry = accuracy.run_geometry(run, checked.architecture, checked.causal)
+        replayed = reserved_bytes(build_graph(checked.graph, geometry, checked.n_vocab))
+        assert abs(replayed - run["compute_bytes"]) <= REPLAY_SLACK_CHECKED, checked.name
         exact += replayed == run["compute_bytes"]
     assert exact >= 0.95 * len(checked_runs), (exact, len(checked_runs))
 

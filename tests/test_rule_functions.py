@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pytest
 
 from memfit.estimator.architectures import derive_layout
+from memfit.estimator.errors import EvidenceError
 from memfit.estimator.layout import Layout
 from memfit.readers.gguf_header import read_header
 from tools.accuracy import model_writers
@@ -303,3 +304,28 @@ def test_deepseek2_lite_models_read_no_low_rank_query(layers: int, n_vocab: int 
     metadata["deepseek2.block_count"] = layers
     graph = derive_layout(metadata, "deepseek2", n_vocab=n_vocab).graph
     assert graph is not None and {layer.q_lora for layer in graph.layers} == {q_lora}
+
+
+def _qwen4exp_ple_metadata(ple_layers: tuple[int, ...]) -> dict:
+    """The qwen4exp-ple writer's header (4 layers, every 2nd attends, so 0 and 2 are linear attention), its
+    ple.layers replaced."""
+    kv = model_writers()["qwen4exp-ple"]().kv
+    metadata = {k: tuple(v) if isinstance(v, list) else v for k, v in kv.items()}
+    return metadata | {"qwen4exp.ple.layers": ple_layers}
+
+
+@pytest.mark.parametrize("ple_layers", [(0, 2), (1,), (4,)], ids=["two-layers", "attention-layer", "out-of-range"])
+def test_qwen4exp_ple_layers_llama_cpp_refuses_have_no_layout(ple_layers: tuple[int, ...]) -> None:
+    """llama_model_qwen4exp::load_arch_hparams throws on more than one PLE layer, one past block_count, or one that
+    is not a linear-attention layer (its conv history is a row of the recurrent cache)."""
+    with pytest.raises(EvidenceError, match="llama.cpp refuses"):
+        derive_layout(_qwen4exp_ple_metadata(ple_layers), "qwen4exp")
+
+
+@pytest.mark.parametrize(("ple_layers", "history"), [((0,), [4608, 0]), ((), [0, 0])], ids=["layer-0", "empty"])
+def test_qwen4exp_ple_layer_keeps_its_conv_history_beside_r_and_s(ple_layers: tuple[int, ...], history: list) -> None:
+    """The PLE layer's recurrent row holds a third tensor, (conv_kernel 4 - 1) * ngram_size 3 * hyper_connection
+    count 2 * n_embd 256 = 4608 floats; the other linear-attention layer has none, nor any where ple.layers is
+    empty (no PLE)."""
+    layout = derive_layout(_qwen4exp_ple_metadata(ple_layers), "qwen4exp")
+    assert [state.p_elements for state in layout.recurrent] == history

@@ -131,14 +131,17 @@ NODE_FOR_NODE = (
     "minicpm3", "mimo2-nextn", "mimo2-fused", "step35-nextn", "step35-clamped", "glm4moe-nextn", "glm4moe-fused",
     "starcoder2", "smollm3", "olmo2-swa", "cohere2-swa", "cohere2moe-scal", "gemma4-shared", "gemma4-moe", "gemma4-ple",
     "exaone4-64-key", "exaone4-4-key", "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
-    "llama-embed", "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01",
+    "llama-embed", "plm", "stablelm", "stablelm-parallel", "internlm2", "internlm2-qkv", "minicpm", "minicpm-moe",
+    "qwen4exp", "qwen4exp-ple", "qwen4exp-qsa",
+    "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01",
 )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def dumped_graphs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, Graph]]:
     """Each recorded graph dump of NODE_FOR_NODE's models, beside memfit's graph rebuilt for the same run."""
-    rows = [r for r in load(DATA / "graph_dumps.jsonl") if r["model"] in NODE_FOR_NODE]
+    # (plm's run with flash attention aborts in llama.cpp: its row records the failure, no graph)
+    rows = [r for r in load(DATA / "graph_dumps.jsonl") if r["model"] in NODE_FOR_NODE and "graph" in r]
     files = accuracy.write_models(set(NODE_FOR_NODE), tmp_path_factory.mktemp("models"))
     cache, out = ArtifactCache(), []
     for r in rows:

@@ -40,7 +40,7 @@ from tools.truth import DATA, load, measured_variant, run_id
 def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
-    from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
+    from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -51,8 +51,10 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.RWKV_SHAPES,
         **recurrent.DELTA_NET_SHAPES,
         **recurrent.DELTA_NET_VARIANTS,
+        **recurrent.QWEN4EXP_VARIANTS,
         **recurrent.HYBRID_SHAPES,
         **more.FAMILY_SET,
+        **plain.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
         **attn_scale.SHAPES,

@@ -78,6 +78,7 @@ def answers() -> dict[tuple[str, str], Any]:
             nvml=OneGpu(),
             read_committed=lambda: 0,
         )
+        service.listing.weigh_catalog()  # as the index's thread does soon after start-up: the settled listing
         auth = {"Authorization": f"Bearer {TOKEN}"}
         with TestClient(create_app(service, TOKEN), headers=auth) as c:
             out: dict[tuple[str, str], Any] = {

@@ -823,9 +823,10 @@ def bailingmoe3(
     return m
 
 
-def _qwen4exp(name: str, ple_layer: int | None = None) -> Model:
+def _qwen4exp(name: str, ple_layer: int | None = None, ratio: int = 0, ple_conv: QT = F32) -> Model:
     """qwen4exp: the qwen3next layers with hyper-connections (2 streams, rank 32) and a sparse-attention
-    indexer on the attention layers (full_attention_interval 2); optionally a PLE n-gram hash embedding."""
+    indexer on the attention layers (full_attention_interval 2); optionally a PLE n-gram hash embedding (its conv
+    kernel `ple_conv`) and (`ratio`) the converter's attention.compress_ratios: QSA on the attention layers."""
     E, HC, LR, IDX_H, IDX_D = 256, 2, 32, 2, 96
     NGRAM, K, PLE_VOCAB = 3, 4, 512
     hc = HC * E
@@ -838,6 +839,8 @@ def _qwen4exp(name: str, ple_layer: int | None = None) -> Model:
         attention__indexer__key_length=IDX_D,
         attention__indexer__top_k=256,
     )
+    if ratio:
+        m.arch_kv(attention__compress_ratios=[0, ratio, 0, ratio])
     ple_heads = NGRAM - 1  # (ngram_size - 1) * heads_per_ngram
     ple_hd = E // ple_heads  # the graph needs ple_head_dim * ple_n_heads == n_embd
     if ple_layer is not None:
@@ -872,7 +875,7 @@ def _qwen4exp(name: str, ple_layer: int | None = None) -> Model:
             m.tensor(f"blk.{i}.ple_value.weight", [E, E], F16)
             for norm in ("key", "query", "conv"):
                 _norm(m, f"blk.{i}.ple_norm_{norm}.weight", hc)
-            m.tensor(f"blk.{i}.ple_conv1d.weight", [K, hc], F32)
+            m.tensor(f"blk.{i}.ple_conv1d.weight", [K, hc], ple_conv)
         _qwen_next_ffn(m, i, moe=True)
     return m
 
@@ -896,6 +899,13 @@ def qwen4exp_ple() -> Model:
     """qwen4exp with a PLE n-gram hash embedding on recurrent layer 2: that layer's recurrent cache gets a
     third tensor of (ple.conv_kernel-1)*ple.ngram_size*hyper_connection.count*n_embd floats per row."""
     return _qwen4exp("tiny-qwen4exp-ple", ple_layer=2)
+
+
+def qwen4exp_qsa() -> Model:
+    """qwen4exp as its converter writes Qwen3.8-Flash-Next: attention.compress_ratios 4 on the attention layers
+    (QSA: the indexer scores blocks of 4 cached keys, the attention mask keeps the best), and the PLE embedding
+    on layer 2 with its conv kernel in F16 (the file type: the graph casts it)."""
+    return _qwen4exp("tiny-qwen4exp-qsa", ple_layer=2, ratio=4, ple_conv=F16)
 
 
 def deepseek4() -> Model:
@@ -1089,6 +1099,8 @@ DELTA_NET_VARIANTS: dict[str, Callable[[], Model]] = {
     "kimi-k3-res": kimi_k3_res,
     "bailingmoe3-clamp": bailingmoe3_clamp,
 }
+# qwen4exp as Qwen3.8-Flash-Next is converted (the family set's two have neither QSA nor an F16 PLE kernel)
+QWEN4EXP_VARIANTS: dict[str, Callable[[], Model]] = {"qwen4exp-qsa": qwen4exp_qsa}
 
 
 # Published delta-net shapes, full size (sparse), measured in llama.cpp's dry run

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.families import attention, attn_scale, more, recurrent, shapes, tiny_real
+from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
 from tools.gguf_writers import PUBLIC_SET, SHAPE_SET, Model
 
 Settings = dict[str, Any]
@@ -179,6 +179,10 @@ ATTN_FAMILY_MODELS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "cohere2moe-arr-nextn", "exaone4-64", "llama4-chunked",
     "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
+# The llama-style decoders rebuilt after the attention families (tools/families/plain.py, and plm): FULL's runs, then
+# ATTN_FAMILY_UBATCH's without swa_full (none of them slides): ubatch 64 to 4096, flash attention on and off, 1 to 8
+# sequences, a context below the ubatch, q8_0 and unified caches.
+PLAIN_RUNS = FULL + [s for s in ATTN_FAMILY_UBATCH if not s.get("swa_full")]
 # The attention families' real-scale shapes in dry runs (no_alloc=1): contexts 1500 to 65536, 1 to 8 sequences,
 # ubatch 512 to 4096 (capped at n_batch 2048), flash attention on and off, q8_0, a unified cache, swa_full.
 ATTN_SHAPE_RUNS = [
@@ -272,6 +276,9 @@ MORE_DUMPS = (
 # MLA_SHAPE_RUNS' dry runs (MiniMax-Text-01's over one sequence only, where the dry run's reserve is the last one's)
 DSA_MODELS = ("deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52")
 LIGHTNING_MODELS = ("minimax01",)
+# qwen4exp's (tools/families/recurrent.py: dense attention, the PLE embedding, Qwen3.8-Flash-Next's QSA): FULL's runs
+# and the delta-net families' ubatches.
+QWEN4EXP_RUNS = FULL + DELTA_NET_UBATCHES
 # The published delta-net shapes' dry runs: the default context and ubatch with f16 and q8_0 caches, 4 and 8
 # sequences over 32k tokens at ubatches 1024-2048, flash attention off, a 128-token ubatch, a 4096-token request
 # (capped at n_batch 2048), and 3 sequences over a context below the ubatch.
@@ -292,6 +299,9 @@ SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-
 
 def _subset(models: dict[str, Callable[[], Model]], *names: str) -> dict[str, Callable[[], Model]]:
     return {n: models[n] for n in names}
+
+
+PLAIN_MODELS = plain.FAMILY_SET | _subset(more.FAMILY_SET, "plm")  # the models of PLAIN_RUNS
 
 
 @dataclass(frozen=True)
@@ -361,6 +371,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(more.FAMILY_SET, *ATTN_FAMILY_MODELS),
         ATTN_FAMILY_UBATCH,
     ),
+    "results_plain_families.jsonl": TruthFile(PLAIN_MODELS, PLAIN_RUNS),
     "results_attn_swafull.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "gemma3n-shared", "gemma4-shared", "gptoss-swa-moe", "cohere2-swa"),
         SWA_FULL,
@@ -372,6 +383,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
     "results_delta_net_ubatch.jsonl": TruthFile(
         _subset(recurrent.FAMILY_SET, *DELTA_NET) | recurrent.DELTA_NET_VARIANTS, DELTA_NET_UBATCHES
+    ),
+    "results_qwen4exp_ubatch.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple") | recurrent.QWEN4EXP_VARIANTS, QWEN4EXP_RUNS
     ),
     "results_rwkv.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *RWKV), RWKV_UBATCHES),
     "results_rwkv_dryrun.jsonl": TruthFile(
@@ -440,7 +454,10 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
         | _subset(more.FAMILY_SET, *MORE_DUMPS)
         | _subset(more.FAMILY_SET, *DSA_MODELS)
-        | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS),
+        | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS)
+        | PLAIN_MODELS
+        | _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple")
+        | recurrent.QWEN4EXP_VARIANTS,
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,

@@ -1,0 +1,250 @@
+"""The compiled, piecewise replay (estimator/replay_program.py, replay_interval.py, replay_table.py) against the full
+replay it stands for (graph_alloc.replay, the oracle): equal on every recorded run and on seeded random workloads of
+every architecture the recorded models cover."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from memfit.estimator import replay_table
+from memfit.estimator.arch_rules import RULES, Memory
+from memfit.estimator.compute_buffer import interned
+from memfit.estimator.compute_graph import build_graph
+from memfit.estimator.context import CELL_PADDING, ContextGeometry, llama_geometry
+from memfit.estimator.ggml_graph import F32, Graph, Tensor, new_tensor, op, same_shape
+from memfit.estimator.graph_alloc import Replay, replay
+from memfit.estimator.layout import GraphShape
+from memfit.estimator.replay_interval import run
+from memfit.estimator.replay_program import Mismatch, Program, compile_program
+from tests.rebuilt_runs import RebuiltRun
+from tools import accuracy
+from tools.truth import DATA
+
+SEED = 28  # issue 28: the property test's workloads
+ARCHITECTURE_SHARDS = 3  # the random workloads' architectures in three tests of about 20 s each
+MODELS_PER_ARCHITECTURE = 2
+WORKLOADS_PER_MODEL = 4
+CONTEXTS_PER_WORKLOAD = 4
+MAX_TOKENS = 1 << 17
+
+
+def oracle(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int]:
+    found = replay(build_graph(graph, geometry, n_vocab))
+    return found.size, found.live
+
+
+def program_at(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, xa: int, xb: int) -> Program:
+    build = [build_graph(graph, replace(geometry, n_ctx_seq=x), n_vocab) for x in (xa, xb)]
+    return compile_program(build[0], build[1], xa, xb)
+
+
+def samples(lo: int, hi: int | None, avoid: int) -> tuple[int, int]:
+    """Two cell counts of the regime [lo, hi], away from `avoid` where the regime allows it."""
+    top = hi if hi is not None else max(lo, avoid) + 64 * CELL_PADDING
+    options = [x for x in range(lo, top + 1, CELL_PADDING) if x != avoid]
+    xa = options[len(options) // 2] if len(options) > 1 else lo
+    xb = next(x for x in (xa + CELL_PADDING, xa - CELL_PADDING) if lo <= x and (hi is None or x <= hi))
+    return xa, xb
+
+
+# -- small graphs ---------------------------------------------------------------------------------------------
+
+
+def layers_graph(cells: int, layers: int = 6, width: int = 1024, tokens: int = 8) -> Graph:
+    """A mask input of `cells` x tokens and `layers` identical blocks: a score matrix over the cells (soft_max in
+    place), a projection back, the residual added in place; the last block's output is the graph's."""
+    gf = Graph()
+    mask = new_tensor(F32, cells, tokens, input=True)
+    x = gf.expand(op("GET_ROWS", F32, (width, tokens), new_tensor("i32", tokens, input=True)))
+    for _ in range(layers):
+        scores = same_shape(op("MUL_MAT", F32, (cells, tokens), x), "SOFT_MAX", mask)
+        out = op("MUL_MAT", F32, (width, tokens), scores)
+        x = same_shape(out, "ADD", x)
+    x.output = True
+    gf.expand(x)
+    return gf
+
+
+def test_a_program_from_two_cell_counts_replays_any_other_and_skips_identical_layers() -> None:
+    program = compile_program(layers_graph(512), layers_graph(768), 512, 768)
+    assert program.period is not None  # the six blocks repeat
+    for cells in range(256, 64 * 256, 256):
+        piece = run(program, cells, 256, None)
+        expected = replay(layers_graph(cells))
+        assert piece.at(cells) == (expected.size, expected.live), cells
+        for edge in (piece.lo, piece.hi):
+            if edge is not None and edge % 256 == 0 and edge < 1 << 20:
+                found = replay(layers_graph(edge))
+                assert piece.at(edge) == (found.size, found.live), (cells, edge)
+
+
+def test_a_layout_that_matches_at_one_cell_count_is_special_there() -> None:
+    def graph(cells: int) -> Graph:  # an in-place scale whose source is [cells] and itself [1024]: same at 1024
+        gf = Graph()
+        src = op("MUL_MAT", F32, (cells,), new_tensor(F32, 64, input=True))
+        scaled = Tensor(F32, (1024, 1, 1, 1), (4, 4096, 4096, 4096), op="SCALE", srcs=(src,))
+        gf.expand(op("MUL_MAT", F32, (64,), scaled))
+        return gf
+
+    program = compile_program(graph(512), graph(768), 512, 768)
+    assert program.special == {1024}
+    with pytest.raises(ValueError):
+        run(program, 1024, 256, None)
+    piece = run(program, 2048, 256, None)
+    assert piece.lo > 1024 and piece.at(2048) == (replay(graph(2048)).size, replay(graph(2048)).live)
+
+
+def test_graphs_of_another_structure_do_not_compile() -> None:
+    with pytest.raises(Mismatch):
+        compile_program(layers_graph(512, layers=3), layers_graph(768, layers=4), 512, 768)
+
+
+def test_the_table_replays_the_first_context_compiles_on_the_second_and_reuses_its_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    full: list[int] = []
+    monkeypatch.setattr(replay_table, "replay", lambda g: full.append(1) or replay(g))
+    replay_table.clear()
+    shape = GraphShape(n_embd=256, layers=())  # any hashable key: `build` below makes the graph
+    built: list[int] = []
+
+    def build(_: GraphShape, geometry: ContextGeometry, __: int) -> Graph:
+        built.append(geometry.n_ctx_seq)
+        return layers_graph(geometry.n_ctx_seq)
+
+    geometry = llama_geometry(4096, 1)
+    for tokens in (4096, 8192, 8448, 4096 + 256, 65536, 4096):
+        g = replace(geometry, n_ctx_seq=tokens)
+        found = replay_table.replayed(shape, 1000, g, build)
+        assert found == replay(layers_graph(tokens)), tokens
+    assert len(full) == 1  # the first context only (kept as its own piece when asked again)
+    assert built == [4096, 8192]  # the first context, then the second (compiled with the first's graph); none after
+
+
+# -- recorded runs ------------------------------------------------------------------------------------------
+
+
+SOURCES = [
+    pytest.param(path.name, shard, shards, id=f"{path.name}-{shard}" if shards > 1 else path.name)
+    for path in sorted(DATA.glob("*.jsonl"))
+    for shards in [2 if path == accuracy.CATALOG_TRUTH else 1]  # the catalog's real shapes: half a minute a half
+    for shard in range(shards)
+]
+
+
+@pytest.mark.parametrize(("source", "shard", "shards"), SOURCES)
+def test_every_recorded_run_replays_as_the_full_replay(
+    rebuilt: list[RebuiltRun], source: str, shard: int, shards: int
+) -> None:
+    """On every measured run (of this data file) whose graph is rebuilt, the program compiled from two other
+    contexts of its regime, run at the run's own cells, gives the full replay's buffer and live bytes."""
+    groups: dict[tuple, dict[ContextGeometry, RebuiltRun]] = {}
+    for r in (r for r in rebuilt if r.source == source):  # by structure and regime, each workload once
+        geometry = accuracy.run_geometry(r.run, r.architecture, r.causal)
+        lo, _ = replay_table.regime(r.graph, geometry, geometry.n_ctx_seq)
+        key = (r.graph, r.n_vocab, replay_table.structure_key(geometry), lo)
+        groups.setdefault(key, {}).setdefault(geometry, r)
+    for runs in list(groups.values())[shard::shards]:  # one program per structure, dropped once checked
+        first, model = next(iter(runs.items()))
+        lo, hi = replay_table.regime(model.graph, first, first.n_ctx_seq)
+        program = program_at(model.graph, model.n_vocab, first, *samples(lo, hi, first.n_ctx_seq))
+        for geometry, r in runs.items():
+            x = geometry.n_ctx_seq
+            assert x not in program.special, r.name
+            assert run(program, x, lo, hi).at(x) == oracle(r.graph, r.n_vocab, geometry), r.name
+
+
+def test_the_recorded_runs_are_all_there(rebuilt: list[RebuiltRun]) -> None:
+    assert len(rebuilt) > 4000 and len({r.architecture for r in rebuilt}) > 50
+
+
+# -- seeded random workloads ----------------------------------------------------------------------------------
+
+
+def random_geometry(architecture: str, tokens: int, settings: dict) -> ContextGeometry:
+    causal = RULES[architecture].memory is not Memory.NONE if architecture in RULES else True
+    rest = {k: v for k, v in settings.items() if k not in ("streams", "ubatch")}
+    return llama_geometry(tokens * settings["streams"], settings["streams"], settings["ubatch"], causal=causal, **rest)
+
+
+def random_settings(rng: random.Random) -> dict:
+    return {
+        "streams": rng.choice([1, 1, 1, 2, 3, 4, 8]),
+        "ubatch": rng.choice([1, 2, 7, 64, 100, 256, 512, 512, 512, 1000, 1024, 2048]),
+        "unified": rng.random() < 0.3,
+        "swa_full": rng.random() < 0.15,
+        "flash_attention": rng.random() < 0.5,
+        "quantized_k": rng.random() < 0.25,
+        "quantized_v": rng.random() < 0.25,
+    }
+
+
+def random_tokens(rng: random.Random) -> int:
+    return max(1, int(2 ** rng.uniform(4, 17)))
+
+
+def architectures(rebuilt: list[RebuiltRun]) -> dict[str, list[RebuiltRun]]:
+    """The recorded models (graph and vocabulary) of each architecture, in order of appearance."""
+    by_arch: dict[str, dict[tuple, RebuiltRun]] = {}
+    for r in rebuilt:
+        by_arch.setdefault(r.architecture, {}).setdefault((r.graph, r.n_vocab), r)
+    return {arch: list(models.values()) for arch, models in sorted(by_arch.items())}
+
+
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Full replays the table falls back on, counted."""
+    full: list[int] = []
+    real: Callable[[Graph], Replay] = replay
+    monkeypatch.setattr(replay_table, "replay", lambda g: full.append(1) or real(g))
+    return full
+
+
+@pytest.mark.parametrize("shard", range(ARCHITECTURE_SHARDS))
+def test_random_workloads_of_every_architecture_replay_as_the_full_replay(
+    rebuilt: list[RebuiltRun], monkeypatch: pytest.MonkeyPatch, shard: int
+) -> None:
+    """Seeded random workloads (contexts, streams, ubatch, flash attention, unified caches, q8_0 caches, full-size
+    sliding caches) on recorded models of every architecture (this shard's): each answer of replay_table.replayed,
+    and the value of each piece it found at the piece's ends, is the full replay's."""
+    full = counting(monkeypatch)
+    replay_table.clear()
+    asked = edges = 0
+    for arch, models in list(architectures(rebuilt).items())[shard::ARCHITECTURE_SHARDS]:
+        rng = random.Random(f"{SEED}-{arch}")
+        for model in rng.sample(models, min(MODELS_PER_ARCHITECTURE, len(models))):
+            for _ in range(WORKLOADS_PER_MODEL):
+                settings = random_settings(rng)
+                for _ in range(CONTEXTS_PER_WORKLOAD):
+                    geometry = random_geometry(arch, random_tokens(rng), settings)
+                    found = replay_table.replayed(model.graph, model.n_vocab, geometry, build_graph)
+                    expected = oracle(model.graph, model.n_vocab, geometry)
+                    assert (found.size, found.live) == expected, (model.name, geometry)
+                    asked += 1
+                lo, _ = replay_table.regime(model.graph, geometry, geometry.n_ctx_seq)
+                table = replay_table._table(model.graph, model.n_vocab, replay_table.structure_key(geometry), lo)
+                for piece in (p for p in table.pieces if p.lo != p.hi):
+                    ends = {-(-piece.lo // CELL_PADDING) * CELL_PADDING, (piece.hi or 0) // CELL_PADDING * CELL_PADDING}
+                    for end in (e for e in ends if piece.holds(e) and e <= MAX_TOKENS * 8):
+                        at = replace(geometry, n_ctx_seq=end)
+                        assert piece.at(end) == oracle(model.graph, model.n_vocab, at), (model.name, at)
+                        edges += 1
+    assert edges > asked // 3 and len(full) < asked * 2 // 3, (asked, edges, len(full))
+    print(f"shard {shard}: {asked} workloads, {edges} piece ends checked, {len(full)} full replays")
+
+
+def test_a_graph_shape_hashes_once_and_pickles_without_its_hash() -> None:
+    shape = GraphShape(n_embd=256, layers=())
+    assert hash(shape) == hash(GraphShape(n_embd=256, layers=())) and "_hash" in shape.__dict__
+    copy = pickle.loads(pickle.dumps(shape))
+    assert copy == shape and "_hash" not in copy.__dict__ and hash(copy) == hash(shape)
+
+
+def test_equal_graph_shapes_are_one_instance_to_the_compute_buffers_caches() -> None:
+    a, b = GraphShape(n_embd=320, layers=()), GraphShape(n_embd=320, layers=())
+    assert a is not b and interned(a) is interned(b) is interned(a)
+    assert interned(GraphShape(n_embd=321, layers=())) is not interned(a)
