@@ -154,7 +154,7 @@ def recorded(model_files: dict[str, Path]) -> dict[str, list[BoundsRow]]:
 
 
 # Why a recorded run has no bounds to compare: llama.cpp refused it, memfit does not model its settings, or memfit
-# answers unknown (no layout, no derived graph, a ubatch the phase rule does not derive)
+# answers unknown (no layout, no rebuilt graph)
 UNKNOWN_REASONS = {
     "unknown: llama.cpp refused these settings",
     "unknown: n_rs_seq (experimental rollback) is not modelled",

@@ -94,7 +94,7 @@ HYBRID_UBATCHES = MAMBA1_UBATCHES + [
 ]
 # Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
 # on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
-# phase rule does not.
+# phase rule it replaced (deleted) did not.
 ATTN_UBATCH = [
     _s(8192, 1, n_ubatch=64),
     _s(8192, 1, fa="off", n_ubatch=64),
