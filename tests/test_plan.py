@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from memfit.estimator.bounds import bounds
-from memfit.estimator.compute_buffer import MAX_DERIVED_UBATCH
 from memfit.estimator.compute_graph import buildable
 from memfit.estimator.fit_types import FitRequest
 from memfit.estimator.forecast import forecast_parts
@@ -102,8 +101,8 @@ def test_bounds_are_monotone_in_allocated_tokens(
     subject = subjects[family]
     w = _workload(subject, workload)
     graph = subject.layout.graph if subject.layout is not None else None
-    if w.ubatch_tokens > MAX_DERIVED_UBATCH and (graph is None or not buildable(graph)):
-        pytest.skip("the phase rule leaves the workspace unknown past 512 tokens: the floor loses it there")
+    if graph is None or not buildable(graph):
+        pytest.skip("no rebuilt graph: the workspace is unknown at every context")
     lean = Estimator(subject, w, Probes())
     points = sorted({*range(1, 1024), *range(256, 32768 + 1, 256)})
     reach: tuple[int, int | None] = (0, 0)  # the most any smaller context's bounds can fall to

@@ -164,6 +164,18 @@ def test_every_recorded_run_replays_as_the_full_replay(
             assert run(program, x, lo, hi).at(x) == oracle(r.graph, r.n_vocab, geometry), r.name
 
 
+def test_a_top_k_between_two_padded_cell_counts_bounds_a_regime_of_those_two(rebuilt: list[RebuiltRun]) -> None:
+    """QSA keeps min(n_kv, top_k + ratio - 1) cells (259 for qwen4exp-qsa's top-k 256 and ratio 4): 256 cells keep
+    256, 512 keep 259, so no program may be compiled across them as one affine piece (it was, and gave 560 bytes
+    too many at 512 cells)."""
+    r = next(r for r in rebuilt if r.graph.hyper is not None and any(r.graph.hyper.ratios))
+    geometry = accuracy.run_geometry(r.run, r.architecture, r.causal)
+    tops = {r.graph.hyper.idx_top_k + ratio - 1 for ratio in r.graph.hyper.ratios if ratio}
+    assert tops == {259}
+    assert replay_table.regime(r.graph, geometry, 256) == (256, 512)
+    assert replay_table.regime(r.graph, geometry, 512)[0] == 512
+
+
 def test_the_recorded_runs_are_all_there(rebuilt: list[RebuiltRun]) -> None:
     assert len(rebuilt) > 4000 and len({r.architecture for r in rebuilt}) > 50
 
