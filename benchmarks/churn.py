@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                     index.wait_for(lambda: len(index.artifacts()) == n, timeout=120)  # the last change taken in
                 thread, process = _thread_cpu("memfit-index") - thread, time.process_time() - process
                 share = thread / (time.monotonic() - wall)
-                rows.append((label, thread, share, process, index.scans - scans, index.regions - regions))
-                rows[-1] += (index.walks - walks,)
+                rescans = (index.scans - scans, index.regions - regions, index.walks - walks)
+                rows.append((label, thread, share, process, *rescans))
             listed = len(index.artifacts())
         finally:
             index.stop()

@@ -120,10 +120,7 @@ async def _attacker(kind: str, n: int, port: int, flood: Flood) -> None:
                     answered = True
                     counts[status.split(b" ", 2)[1].decode()] += 1
             elif kind == TRICKLE:
-                for byte in b"GET /health HTTP/1.1\r\nx-slow: " + b"a" * 10_000:
-                    writer.write(bytes([byte]))
-                    if await _closed_within(reader, TRICKLE_EVERY_S, flood):
-                        break
+                await _trickle(reader, writer, flood)
             else:
                 while not await _closed_within(reader, 1.0, flood):
                     pass
@@ -132,6 +129,14 @@ async def _attacker(kind: str, n: int, port: int, flood: Flood) -> None:
                 counts["closed by the server"] += 1
         finally:
             writer.close()
+
+
+async def _trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flood: Flood) -> None:
+    """A request's head one byte at a time, TRICKLE_EVERY_S apart, until the server answers or closes."""
+    for byte in b"GET /health HTTP/1.1\r\nx-slow: " + b"a" * 10_000:
+        writer.write(bytes([byte]))
+        if await _closed_within(reader, TRICKLE_EVERY_S, flood):
+            return
 
 
 async def _closed_within(reader: asyncio.StreamReader, seconds: float, flood: Flood) -> bool:

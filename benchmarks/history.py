@@ -14,7 +14,9 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 from memfit.estimator.fit_types import FitRequest, ObservationRow
 from memfit.readers.history_db import COLUMNS
@@ -25,7 +27,10 @@ from tools.gguf_writers import PUBLIC_SET, write_model
 MODEL = "llama-gqa-f16"
 
 
-def timed(what: str, work) -> object:
+T = TypeVar("T")
+
+
+def timed(what: str, work: Callable[[], T]) -> T:
     start = time.perf_counter()
     result = work()
     print(f"{what:58s} {1000 * (time.perf_counter() - start):10.2f} ms")
@@ -39,6 +44,7 @@ def main(argv: list[str]) -> int:
         service = build_service([Root(directory, RootKind.PLAIN)], state_dir=directory)
         service.index.refresh()
         db = service.history.db
+        assert db is not None  # a state_dir was given
         insert = f"INSERT INTO observations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
         rows = (
             (f"m{i % 7}", "r", "Q4_K_M", i, 4096, 1, 2, 2, "fullGpu", i, None, None, i, None, "bench", "2026-11-01", "")
@@ -49,8 +55,11 @@ def main(argv: list[str]) -> int:
             timed(f"write {count} rows of other models", lambda: connection.executemany(insert, rows))
             connection.execute("COMMIT")
         fit = timed("fit, no observation of its model", lambda: service.fit_one(FitRequest(MODEL)))
+        assert fit is not None
         workspace = next(p for p in fit.parts if p.component == "workspace").bytes
+        assert workspace is not None
         subject = service.subject(MODEL)
+        assert subject is not None
         row = ObservationRow(
             MODEL, subject.revision, subject.quant, subject.artifact_bytes, 4096, 1, 2, 2, "fullGpu",
             None, None, None, workspace + 1000, None, "bench", "2026-11-01T00:00:00+00:00",

@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             body = batch_body([f"model-{i}" for i in range(len(REAL_SIZE))])
             stored = asyncio.run(run(server.url, 4, 2.0, body))[2]  # warm up (its observations count too)
             rss = [server.rss()]
-            statuses, latencies = Counter(), []
+            statuses: Counter = Counter()
+            latencies: list[float] = []
             for _ in range(max(1, round(args.seconds / 5))):  # in slices, reading the memory between them
                 part = asyncio.run(run(server.url, args.clients, min(5.0, args.seconds), body))
                 statuses += part[0]

@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Message
 
 from memfit.app import create_app
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 
 TOKEN = "bench-token"
@@ -42,15 +46,18 @@ def scope(body: bytes, token: str | None) -> dict:
     }
 
 
-async def held(app, body: bytes, token: str | None) -> tuple[int, float, float]:
+async def held(app: ASGIApp, body: bytes, token: str | None) -> tuple[int, float, float]:
     """(status, longest loop stall in ms, time to the answer in ms)"""
     messages = iter([{"type": "http.request", "body": body, "more_body": False}])
     status = 0
 
-    async def receive() -> dict:
-        return next(messages, None) or await asyncio.sleep(3600)
+    async def receive() -> Message:
+        for message in messages:
+            return message
+        await asyncio.sleep(3600)  # the body is all sent: the client stays (the call is cancelled long before)
+        return {"type": "http.disconnect"}
 
-    async def send(message: dict) -> None:
+    async def send(message: Message) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
@@ -79,7 +86,7 @@ async def held(app, body: bytes, token: str | None) -> tuple[int, float, float]:
     return status, longest * 1e3, answered * 1e3
 
 
-async def main(make_app=create_app) -> None:
+async def main(make_app: Callable[[FitService, str], ASGIApp] = create_app) -> None:
     app = make_app(build_service([Root(tempfile.mkdtemp(), RootKind.PLAIN)]), TOKEN)
     for name, body in BODIES.items():
         for token in (None, "wrong", TOKEN):

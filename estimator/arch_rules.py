@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum, auto
 
+from memfit.estimator.compute_graph import rotation_size
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.gguf_file import SkippedArray
 from memfit.estimator.graph_delta_net import (
@@ -34,9 +35,11 @@ from memfit.estimator.graph_delta_net import (
     build_qwen3next,
     build_qwen35,
 )
+from memfit.estimator.graph_dsa import build_dsa
 from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.graph_gemma4 import build_gemma4
 from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
+from memfit.estimator.graph_minimax import build_minimax
 from memfit.estimator.graph_plamo2 import build_plamo2
 from memfit.estimator.graph_qwen4exp import build_qwen4exp
 from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys, key_name
@@ -46,6 +49,7 @@ from memfit.estimator.layout import (
     FfnOp,
     GraphBuilder,
     HyperConnections,
+    Indexer,
     KvCache,
     Mixer,
     Wkv,
@@ -55,7 +59,9 @@ from memfit.estimator.moe_rules import (
     bailingmoe3_routing,
     cohere2moe_routing,
     deepseek2_routing,
+    deepseek32_routing,
     gemma4_routing,
+    glm_dsa_routing,
     kimi_k3_routing,
     kimi_linear_routing,
     laguna_routing,
@@ -64,6 +70,7 @@ from memfit.estimator.moe_rules import (
     llama4_routing,
     mimo2_routing,
     minicpm_routing,
+    minimax01_routing,
     nemotron_h_routing,
     plain_routing,
     qwen4exp_routing,
@@ -343,19 +350,53 @@ def dsa_every_trunk_layer(ly: Layers, attention_layers: int) -> KvCache:
 
 
 GLM_DSA_SPARSE_CONTEXT = 1048576  # GLM-5.2: from this context length on, the indexer runs on a fixed subset
+GLM_5_2_INDEXER_TABLE = 78  # GLM_5_2_DEFAULT_INDEXER_TYPES' entries: layers 0, 1 and every 4th from 2 (zeros after)
+
+
+def glm_dsa_full_layers(ly: Layers) -> tuple[bool, ...]:
+    # llama_model_glm_dsa::load_arch_hparams: is_indexer_full(il) from attention.indexer.types (an array or one value
+    # for every layer), else every layer (GLM 5, 5.1: a context below GLM-5.2's), else GLM_5_2_DEFAULT_INDEXER_TYPES
+    hp = ly.hp
+    types = hp.metadata.get(hp.key(NewerKeys.INDEXER_TYPES))
+    if isinstance(types, tuple):
+        return tuple(bool(t) for t in types[: ly.n_trunk])
+    if is_int(types):
+        return (bool(types),) * ly.n_trunk
+    if (hp.optional_int(Keys.LLM.CONTEXT_LENGTH, 0) or 0) < GLM_DSA_SPARSE_CONTEXT:
+        return (True,) * ly.n_trunk
+    return tuple(il < GLM_5_2_INDEXER_TABLE and (il < 2 or il % 4 == 2) for il in range(ly.n_trunk))
 
 
 def glm_dsa_listed_layers(ly: Layers, attention_layers: int) -> KvCache:
-    # llama_model_glm_dsa::create_memory: the layers attention.indexer.types names, else GLM-5.2's table
+    # llama_model_glm_dsa::create_memory: the indexer cache keeps the layers whose indexer is full
+    width = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    return KvCache((AttentionLayer(width, 0, has_v=False),) * sum(glm_dsa_full_layers(ly)))
+
+
+IndexerLayers = Callable[[Layers], "Indexer | None"]  # the DSA lightning indexer's graph (None: not rebuilt)
+
+
+def _dsa_indexer(ly: Layers, full: tuple[bool, ...]) -> Indexer | None:
+    # llama_model_deepseek32 / _glm_dsa::load_arch_hparams: indexer.head_count, key_length, top_k (required). Their
+    # graphs assert n_rot (rope.dimension_count, else the key head) fits the indexer's head, rotate its Q and K by
+    # ggml_mul_mat with the cache's k_rot (as wide as the largest power of two from 64 dividing the head: ggml
+    # asserts it is the head) and abort on a shared layer before a full one
     hp = ly.hp
-    width = hp.require_int(ATTN.Indexer.KEY_LENGTH)
-    types = hp.metadata.get(hp.key(NewerKeys.INDEXER_TYPES))
-    count = ly.n_trunk
-    if isinstance(types, tuple):
-        count = sum(1 for t in types[: ly.n_trunk] if t)
-    elif (hp.optional_int(Keys.LLM.CONTEXT_LENGTH, 0) or 0) >= GLM_DSA_SPARSE_CONTEXT:
-        count = sum(1 for il in range(ly.n_trunk) if il < 3 or il % 4 == 2)
-    return KvCache((AttentionLayer(width, 0, has_v=False),) * count)
+    head = hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    indexer = Indexer(hp.require_int(ATTN.Indexer.HEAD_COUNT), head, hp.require_int(ATTN.Indexer.TOP_K), full)
+    rope_fits = hp.optional_int(Keys.Rope.DIMENSION_COUNT, ly.head_k) <= head
+    built = rope_fits and rotation_size(head) == head and full[:1] == (True,) and len(full) == ly.n_trunk
+    return indexer if built else None
+
+
+def dsa_every_layer_indexes(ly: Layers) -> Indexer | None:
+    # deepseek32.cpp: every trunk layer runs the lightning indexer
+    return _dsa_indexer(ly, (True,) * ly.n_trunk)
+
+
+def glm_dsa_indexes(ly: Layers) -> Indexer | None:
+    # glm-dsa.cpp: the full layers run the indexer, the shared ones reuse the previous full layer's top-k
+    return _dsa_indexer(ly, glm_dsa_full_layers(ly))
 
 
 # --- parameter counting (estimator/parameters.py) ---------------------------------------------------------
@@ -444,6 +485,11 @@ def gated_delta_net_in(ly: Layers) -> int:
     return 2 * hp.optional_int(SSM.GROUP_COUNT, 0) * hp.optional_int(SSM.STATE_SIZE, 0) + hp.optional_int(
         SSM.INNER_SIZE, 0
     )
+
+
+def lightning_in(ly: Layers) -> int:
+    # llama_model_minimax_01::load_arch_tensors: a lightning block's wqkv [n_embd, 3 * n_embd_head_k * n_head]
+    return 3 * ly.head_k * (ly.heads[0] if ly.n_all else 0)
 
 
 def short_conv_in(ly: Layers) -> int:
@@ -631,6 +677,11 @@ def experts_where_routed_else_leading_dense(ly: Layers, il: int) -> bool:
     return experts_where_routed(ly, il)
 
 
+def experts_on_every_layer(ly: Layers, il: int) -> bool:
+    # llama_model_minimax_01::load_arch_tensors: ffn_gate_inp and the experts on every layer
+    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0
+
+
 def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     # llama_model_nemotron_h_moe::load_arch_tensors: the layers with n_ff(il) > 0 route experts
     return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
@@ -653,7 +704,7 @@ def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
 
 
 def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
-    # llama_model_minicpm3::load_arch_hparams: q_lora_rank, always
+    # llama_model_minicpm3 / _deepseek32 / _glm_dsa::load_arch_hparams: q_lora_rank, always
     return hp.require_int(ATTN.Q_LORA_RANK)
 
 
@@ -825,6 +876,7 @@ class Graph:
     activation: FfnOp | None = None  # build_ffn's type_op (None: ffn_op's default, SILU with a gate, GELU without)
     ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
+    dsa: IndexerLayers | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
     hyper: Callable[[Layers], HyperConnections] | None = None  # qwen4exp's residual streams (graph_qwen4exp.py)
     parallel_residual: Callable[[Layers, int], bool] = no_parallel_residual  # the FFN reads attention's normed input
 
@@ -936,6 +988,20 @@ PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1'
 # deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
 DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
 MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
+# deepseek32.cpp, glm-dsa.cpp: MLA beside the lightning indexer, rebuilt by estimator/graph_dsa.py
+DEEPSEEK32 = Graph(
+    builder=build_dsa, dsa=dsa_every_layer_indexes, q_lora=q_lora_rank, routing=deepseek32_routing, node_for_node=True
+)
+GLM_DSA = replace(DEEPSEEK32, dsa=glm_dsa_indexes, routing=glm_dsa_routing)
+MINIMAX_01 = Graph(  # minimax-01.cpp, rebuilt by estimator/graph_minimax.py: lightning and softmax attention, experts
+    recurrent_in=lightning_in,
+    mixer=Mixer.LIGHTNING,
+    builder=build_minimax,
+    qkv_where_present=True,  # create_tensor_qkv: the softmax blocks' attn_qkv where the file holds it
+    moe_layers=experts_on_every_layer,
+    routing=minimax01_routing,
+    node_for_node=True,
+)
 # create_tensor_qkv's llama-style decoders: one attn_qkv matmul where the file holds it (internlm2.cpp; minicpm runs
 # granite.cpp's graph with rope always on: its scales work in place, its experts as minicpm_routing calls them)
 QKV_WHERE_PRESENT = Graph(qkv_where_present=True, node_for_node=True)
@@ -1182,11 +1248,13 @@ RULES: dict[str, ArchRule] = {
         kv_layers=trunk_layer,
         mla=always_mla,
         indexer=dsa_every_trunk_layer,
+        graph=DEEPSEEK32,
     ),
     "glm-dsa": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
         indexer=glm_dsa_listed_layers,
+        graph=GLM_DSA,
     ),
     "hy_v3": ArchRule(kv_layers=trunk_layer),
     # sliding windows
@@ -1352,6 +1420,7 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=Recurrence(every_8th_attends, lightning_attention=True),
+        graph=MINIMAX_01,
     ),
     "kimi-linear": ArchRule(
         memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KIMI_LINEAR

@@ -18,6 +18,7 @@ from memfit.estimator.layout import (
     GraphShape,
     KvCache,
     Layout,
+    Lightning,
     Mixer,
     RecurrentLayer,
     Routing,
@@ -191,6 +192,12 @@ def graph_shape(
         grouped_norm=graph.ssm_norm(layers),
     )
     state_elements = state.r_elements + state.s_elements if state else 0
+    indexer = graph.dsa(layers) if graph.dsa else None
+    if graph.dsa and indexer is None:  # the lightning indexer's graph is not rebuilt (llama.cpp aborts building it)
+        return None
+    lightning = None
+    if graph.mixer is Mixer.LIGHTNING and state and layers.head_k == layers.head_v:  # minimax-01.cpp asserts K == V
+        lightning = Lightning(layers.heads[0], layers.head_k, state.r_elements)
     rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else graph.rope
     blocks, kv_start = [], rule.kv_from_start(layers)
     for il in range(layers.n_trunk):
@@ -271,6 +278,8 @@ def graph_shape(
         attn_temperature=graph.attn_temperature,
         per_layer_embd=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if graph.per_layer_embd else 0,
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
+        indexer=indexer,
+        lightning=lightning,
         hyper=graph.hyper(layers) if graph.hyper else None,
     )
 

@@ -66,6 +66,8 @@ def buildable(graph: GraphShape) -> bool:
         return graph.logits and all(not b.n_head and whole_wkv(b.wkv, graph.n_embd) for b in graph.layers)
     if graph.mixer in (Mixer.GATED_DELTA_NET, Mixer.KDA):  # estimator/graph_delta_net.py
         return graph.logits and graph.delta_net is not None and graph.delta_net.buildable
+    if graph.mixer is Mixer.LIGHTNING:  # estimator/graph_minimax.py
+        return graph.logits and graph.lightning is not None
     if graph.builder is not None:  # the architecture's own builder: its blocks' Mamba sizes, where it has them
         return graph.logits and all(_whole(graph, b.ssm) for b in graph.layers if b.recurrent_in)
     return (
@@ -254,7 +256,8 @@ class DecoderGraph:
                 v_rot = new_tensor(F32, HADAMARD_MIN, HADAMARD_MIN, input=True)
             v_rows = t if g.flash_attention else t * self.v_width_max()
             n_kv = window_cells(block.window, g)
-            mask = new_tensor(F16 if g.flash_attention else F32, n_kv, t // g.n_stream, 1, g.n_stream, input=True)
+            streams = min(g.n_stream, self.ubatch_seqs())  # build_attn_inp_kq_mask: the ubatch's, one if unified
+            mask = new_tensor(F16 if g.flash_attention else F32, n_kv, t // streams, 1, streams, input=True)
             self.inputs[full] = CacheInputs(
                 new_tensor(I64, t, input=True), new_tensor(I64, v_rows, input=True), mask, k_rot, v_rot
             )
@@ -414,18 +417,20 @@ class DecoderGraph:
         return self.recurrent_rows(width, lambda ids: get_rows(cache, ids, width))
 
     def recurrent_rows(self, width: int, rows_of: Callable[[Tensor], Tensor]) -> Tensor:
-        """build_rs: `rows_of` the sequences' state ids (output_states); the cells kept unchanged are copied
-        within the cache, one state is cleared in place: no memory of the graph's own."""
-        n = self.geometry.n_seq
+        """build_rs: `rows_of` the ubatch's sequences' state ids (output_states); the other cells' states copied
+        (states_extra: a new tensor, none where the ubatch has every sequence); one state is cleared in place."""
+        n, m = self.geometry.n_seq, self.ubatch_seqs()
         if self.s_copy is None:
-            self.s_copy = new_tensor(I32, n, input=True)  # build_rs_inp: one state per sequence in the reserve
-        rows = self.gf.expand(rows_of(view(self.s_copy, (n,))))
+            self.s_copy = new_tensor(I32, n, input=True)  # build_rs_inp: n_rs states, one per sequence
+        rows = self.gf.expand(rows_of(view(self.s_copy, (m,))))
         cache = new_tensor(F32, width, n, external=True)
-        extra = get_rows(
-            cache, view(self.s_copy, (0,), offset=n * ELEMENT_BYTES[I32]), width
-        )  # states_extra: none here
-        self.gf.expand(copy_into(extra, new_tensor(F32, width, 0, external=True)))
+        extra = get_rows(cache, view(self.s_copy, (n - m,), offset=m * ELEMENT_BYTES[I32]), width)
+        self.gf.expand(copy_into(extra, new_tensor(F32, width, n - m, external=True)))
         return rows
+
+    def ubatch_seqs(self) -> int:
+        """The reserved ubatch's sequences (graph_reserve's n_seqs): every sequence."""
+        return self.geometry.n_seq
 
     def mixer(self, b: GraphLayer, cur: Tensor) -> Tensor:
         if not b.recurrent_in:
@@ -527,13 +532,14 @@ class DecoderGraph:
         y = same_shape(c_, "MUL", op("SSM_CONV", F32, (e, tokens, n), bx))  # in place of the conv
         return reshape(mul_mat(None, y, e), e, t)  # out_proj
 
-    def mla_attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
+    def mla_attention(self, b: GraphLayer, cur: Tensor, q: Tensor | None = None, mask: Tensor | None = None) -> Tensor:
         """llama_model_deepseek2's absorbed multi-head latent attention: the query's no-rope part times wk_b into
         the latent, concatenated with its roped part; the key is the normed latent and the roped key part (one
-        head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it."""
+        head, the cache's K, no V cache); attention reads V as the latent, then wv_b decompresses it (`q`: the
+        query [head_k, H, T] where the builder projected it; `mask`: the KQ mask where the builder made its own)."""
         t = self.t
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
-        q = self.project_q(b, cur)
+        q = self.project_q(b, cur) if q is None else q
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
         absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
         q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
@@ -542,14 +548,16 @@ class DecoderGraph:
         v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
         k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT), "ROPE", self.pos)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
-        return mul_mat(None, self.mla_attend(b, q, k, v), self.shape.n_embd)  # wo
+        return mul_mat(None, self.mla_attend(b, q, k, v, mask), self.shape.n_embd)  # wo
 
-    def mla_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def mla_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
         """build_attn (llm_graph_input_attn_k) over MLA's Q [latent + rope, H, T], K [latent + rope, 1, T] and V
-        (the normed latent), to its output [head_v * H, T] before wo: K into the cache, build_attn_mha with wv_b."""
+        (the normed latent), to its output [head_v * H, T] before wo: K into the cache, build_attn_mha with wv_b
+        (over `mask`, else the cache's KQ mask)."""
         gf, t, g = self.gf, self.t, self.geometry
         latent, rope, heads = b.kv_lora, b.n_rot, b.n_head
         inputs = self.cache_inputs(b)
+        mask = inputs.mask if mask is None else mask
         for x in (q, v, k):
             gf.expand(x)
         cache_k = new_tensor(F16, latent + rope, window_cells(b.window, g), g.n_stream, external=True)
@@ -558,13 +566,11 @@ class DecoderGraph:
         q = permute(view(q, (latent + rope, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         n_kv = window_cells(b.window, g)
         if g.flash_attention:  # build_attn_mha with v_mla: the result [latent, H, T] times wv_b, made contiguous
-            out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, inputs.mask)
+            out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, mask)
             decompressed = mul_mat(None, permute(out, 0, 2, 1, 3), b.head_v)  # fattn_mla [Dv, T, H]
             cur = reshape(cont(permute(decompressed, 0, 2, 1, 3)), b.head_v * heads, t)
         else:  # kq, soft_max in place, V (the latent) transposed into a copy, kqv, kqv_mla
-            kq = same_shape(
-                mul_mat_t(new_tensor(F16, latent + rope, n_kv, 1, ns, external=True), q), "SOFT_MAX", inputs.mask
-            )
+            kq = same_shape(mul_mat_t(new_tensor(F16, latent + rope, n_kv, 1, ns, external=True), q), "SOFT_MAX", mask)
             v_cont = op("CONT", F16, (n_kv, latent, 1, ns), new_tensor(F16, latent, n_kv, 1, ns, external=True))
             kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
             cur = cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t)
@@ -576,14 +582,15 @@ class DecoderGraph:
         ns = g.n_stream
         n_kv = window_cells(b.window, g)
         q = permute(view(q, (b.head_k, b.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
+        rows = t // ns * ns  # the streams' tokens (all of them but where a single-sequence reserve has several streams)
         if g.flash_attention:
             out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, mask)
-            return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
+            return self.gf.expand(reshape(out, b.head_v * b.n_head, rows))
         k = new_tensor(F16, b.head_k, n_kv, b.n_head_kv, ns, external=True)  # the cache's K, permuted
         kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # kq [n_kv, T, H], soft_max in place
         v = new_tensor(F16, n_kv, b.head_v, b.n_head_kv, ns, external=True)  # the transposed V cache, permuted
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
-        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, rows))
 
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed

@@ -52,6 +52,7 @@ class Mixer(Enum):
     KDA = "kda"  # kimi-linear's delta attention (rebuilt: estimator/graph_delta_net.py)
     RWKV = "rwkv"  # the RWKV time and channel mixes (rebuilt: estimator/graph_rwkv.py)
     PLAMO2 = "plamo2"  # plamo2.cpp's own Mamba mixer (rebuilt: estimator/graph_plamo2.py)
+    LIGHTNING = "lightning"  # minimax-01.cpp's lightning attention (rebuilt: estimator/graph_minimax.py)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,29 @@ class DeltaNet:
 
 
 @dataclass(frozen=True)
+class Indexer:
+    """DeepSeek-V3.2's lightning indexer (DSA: src/models/deepseek32.cpp, glm-dsa.cpp): its sizes (llama_hparams
+    indexer_n_head, indexer_head_size, indexer_top_k) and the trunk layers that run it (GLM-5.2's others reuse the
+    top-k of the last layer that did; estimator/graph_dsa.py rebuilds it)."""
+
+    n_head: int
+    head: int
+    top_k: int
+    full: tuple[bool, ...]  # llama_hparams::is_indexer_full(il) for every trunk layer
+
+
+@dataclass(frozen=True)
+class Lightning:
+    """MiniMax-01's lightning attention blocks (src/models/minimax-01.cpp; estimator/graph_minimax.py rebuilds them):
+    the heads every block splits its fused QKV into (hparams.n_head(), n_embd_head_la), and the conv state build_rs
+    still reads (n_embd_r(): 0 without ssm keys)."""
+
+    n_head: int
+    head: int
+    conv: int
+
+
+@dataclass(frozen=True)
 class GraphLayer:
     """One trunk block of llama.cpp's compute graph, as its widths (per token unless stated)."""
 
@@ -243,6 +267,8 @@ class GraphShape:
     attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
     per_layer_embd: int = 0  # gemma4's per-layer embeddings' width (n_embd_per_layer; 0: none)
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
+    indexer: Indexer | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
+    lightning: Lightning | None = None  # MiniMax-01's lightning attention (estimator/graph_minimax.py)
     hyper: HyperConnections | None = None  # qwen4exp's residual streams (estimator/graph_qwen4exp.py)
 
     @cached_property

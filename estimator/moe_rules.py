@@ -18,6 +18,7 @@ LLM = Keys.LLM
 SWIGLU_CLAMP_EPS = 1e-6  # build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 GATE_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_EXP] + ".weight"  # blk.{bid}.ffn_gate_exps.weight
 GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"  # blk.{bid}.ffn_gate_up_exps.weight
+GATE_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_EXP] + ".weight"  # blk.{bid}.ffn_gate_exps.weight
 DOWN_EXPS_SCALE = TENSOR_NAMES[MODEL_TENSOR.FFN_DOWN_EXP] + ".scale"  # blk.{bid}.ffn_down_exps.scale
 SHARED_UP = TENSOR_NAMES[MODEL_TENSOR.FFN_UP_SHEXP] + ".weight"  # blk.{bid}.ffn_up_shexp.weight
 ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
@@ -124,6 +125,33 @@ def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | Non
     lite_glm = ly.n_trunk in GLM_LITE_TRUNKS and n_vocab == GLM_LITE_VOCAB
     gating = file_gating(ly, Gating.SIGMOID if lite_glm else Gating.SOFTMAX)
     return _from_file(ly, il, gating, biased(ly, il, ly.hp.optional_int(LLM.EXPERT_GROUP_COUNT, 0) > 1))
+
+
+def _dsa(ly: Layers, il: int, call: Routing | None) -> Routing | None:
+    # llama_model_deepseek32 / _glm_dsa: the experts' scales passed on; the shared experts n_ff_exp * n_expert_shared
+    # wide (their loaders read no expert_shared_feed_forward_length)
+    if call is None:
+        return None
+    width = ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0) * expert_width(ly, il)
+    return replace(scaled_experts(ly, il, call), shared_ff=width)
+
+
+def deepseek32_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_deepseek32::load_arch_hparams: expert_gating_func (required; none aborts build_moe_ffn),
+    # expert_weights_norm, _scale; exp_probs_b where the layer has it (DeepSeek-V3.2's checkpoints carry it)
+    return _dsa(ly, il, _from_file(ly, il, file_gating(ly), biased(ly, il, True)))
+
+
+def glm_dsa_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_glm_dsa::load_arch_hparams: expert_gating_func, sigmoid when absent; as deepseek32's otherwise
+    return _dsa(ly, il, _from_file(ly, il, file_gating(ly, Gating.SIGMOID), biased(ly, il, True)))
+
+
+def minimax01_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # minimax-01.cpp: build_moe_ffn(..., softmax, norm_w = true, expert_weights_scale (never read: 0)); no
+    # exp_probs_b, no merged or shared experts; ffn_gate_exps not required (without it up alone, then silu)
+    call = shared(ly, il, Routing(norm=True, gated=layer_tensor(ly, GATE_EXPS, il) is not False))
+    return replace(call, fused_gate_up=False, shared_ff=0)
 
 
 def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:

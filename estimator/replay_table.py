@@ -4,8 +4,9 @@ piecewise affine function of a stream's KV cells, its pieces found as contexts a
 The graph llama.cpp reserves (estimator/compute_graph.py) depends on the context only through the KV cells each
 layer sees (kv_cache.window_cells: a stream's cells x = n_ctx_seq, or a sliding window's pad(min(x, cap), 256)) and
 through the ubatch's outputs (compute_graph.ubatch_outputs). Everything else in the geometry (ubatch, streams,
-flash attention, cache types) and the model fixes the graph's structure (`structure_key`). Between two sliding
-windows' caps (`regime`) every cell count is x or a constant, so every tensor size is affine in x; two graphs of a
+flash attention, cache types) and the model fixes the graph's structure (`structure_key`). Between two `caps` (a
+sliding window's cells, a sparse attention's top-k: `regime`) every cell count the graph takes is x or a constant,
+so every tensor size is affine in x; two graphs of a
 structure built at two cell counts give that program (estimator/replay_program.py), and a run of it at x gives the
 buffer over a whole piece of contexts (estimator/replay_interval.py).
 
@@ -51,16 +52,41 @@ class _Table:
         self.pieces: list[Piece] = []
 
 
-def regime(graph: GraphShape, geometry: ContextGeometry, x: int) -> tuple[int, int | None]:
-    """The cell counts [lo, hi] around x over which every window's cells are x or a constant: between two of the
-    caps pad(window * swa_seqs + n_ubatch, 256) (kv_cache.window_cells), hi None past the last."""
-    caps: set[int] = set()
+def caps(graph: GraphShape, geometry: ContextGeometry) -> set[int]:
+    """The cell counts at which a width the graph takes of a stream's cells x stops growing with it: each sliding
+    window's pad(window * swa_seqs + n_ubatch, 256) (kv_cache.window_cells), the DSA indexer's top-k
+    (graph_dsa: TOP_K keeps min(n_kv, top_k) cells), QSA's selected cells (graph_qwen4exp: min(n_kv, top_k + ratio
+    - 1)). A width min(x, k) with k between two padded cell counts jumps between them: both are caps, so the
+    regime between holds those two counts alone (`_padded_edges`)."""
+    found: set[int] = set()
     if not geometry.swa_full:
         for layer in graph.distinct_layers:
             if layer.window is not None:
-                caps.add(round_up(layer.window * geometry.swa_seqs + geometry.n_ubatch, CELL_PADDING))
-    lo = max([CELL_PADDING, *(c for c in caps if c <= x)])
-    hi = min((c for c in caps if c > x), default=None)
+                found.add(round_up(layer.window * geometry.swa_seqs + geometry.n_ubatch, CELL_PADDING))
+    widths = [graph.indexer.top_k] if graph.indexer is not None else []
+    if graph.hyper is not None:
+        widths += [graph.hyper.idx_top_k + ratio - 1 for ratio in graph.hyper.ratios if ratio]
+    for k in widths:
+        found.update(_padded_edges(k))
+    return found
+
+
+def _padded_edges(k: int) -> tuple[int, int]:
+    return k // CELL_PADDING * CELL_PADDING, round_up(k, CELL_PADDING)
+
+
+def affine_in_cells(graph: GraphShape) -> bool:
+    """Whether every size is affine in x between two caps: QSA's blocks, ceil(x / ratio), are over llama.cpp's
+    padded cell counts only where the ratio divides the padding (graph_qwen4exp.qsa_top_k)."""
+    return graph.hyper is None or all(CELL_PADDING % ratio == 0 for ratio in graph.hyper.ratios if ratio)
+
+
+def regime(graph: GraphShape, geometry: ContextGeometry, x: int) -> tuple[int, int | None]:
+    """The cell counts [lo, hi] around x over which every width the graph takes of the cells is x or a constant:
+    between two of the `caps`, hi None past the last."""
+    found = caps(graph, geometry)
+    lo = max([CELL_PADDING, *(c for c in found if c <= x)])
+    hi = min((c for c in found if c > x), default=None)
     return lo, hi
 
 
@@ -96,7 +122,7 @@ def _keep(key: tuple, x: int, built: Graph) -> None:
 def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry, build: Build) -> Replay:
     """graph_alloc.replay of build(graph, geometry, n_vocab), from the structure's pieces where it can."""
     x = geometry.n_ctx_seq
-    if x < CELL_PADDING or x % CELL_PADDING:  # not a cell count llama.cpp pads to: not what the regimes assume
+    if x < CELL_PADDING or x % CELL_PADDING or not affine_in_cells(graph):  # not what the regimes assume
         return replay(build(graph, geometry, n_vocab))
     lo, hi = regime(graph, geometry, x)
     key = (graph, n_vocab, structure_key(geometry), lo)

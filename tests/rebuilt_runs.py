@@ -9,7 +9,7 @@ from pathlib import Path
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.compute_graph import buildable
-from memfit.estimator.layout import GraphShape
+from memfit.estimator.layout import GraphShape, Layout
 from memfit.readers.catalog_file import load_catalog_file
 from memfit.service.artifact_cache import ArtifactCache
 from tools import accuracy
@@ -32,6 +32,7 @@ def rebuilt_runs() -> list[RebuiltRun]:
     models = Path(tempfile.mkdtemp())
     cache, by_id, found = ArtifactCache(), {e.model_id: e for e in Catalog(load_catalog_file()).entries}, []
     for path in sorted(DATA.glob("*.jsonl")):
+        pairs: list[tuple[dict, Layout | None, int | None, str]]
         runs = [r for r in load(path) if "compute_bytes" in r and not accuracy.unmodelled(r)]
         if path == accuracy.CATALOG_TRUTH:
             entries = [(r, by_id[r["model"]]) for r in runs]
@@ -46,6 +47,6 @@ def rebuilt_runs() -> list[RebuiltRun]:
                     pairs.append((r, facts.layout, facts.n_vocab, facts.architecture))
         for r, layout, n_vocab, arch in pairs:
             graph = layout.graph if layout is not None else None
-            if graph is not None and n_vocab is not None and buildable(graph):
+            if layout is not None and graph is not None and n_vocab is not None and buildable(graph):
                 found.append(RebuiltRun(run_id(r), path.name, r, graph, arch, n_vocab, layout.causal))
     return found

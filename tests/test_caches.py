@@ -6,13 +6,16 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO, NoReturn
 
+import httpx
 import pytest
 from gguf import GGMLQuantizationType as QT
 
 from memfit import wire
 from memfit.estimator.errors import EvidenceError
 from memfit.generated.models import WireFitVerdictRequest
+from memfit.readers.gguf_header import GGUFHeader
 from memfit.readers.header_store import HeaderStore, dumps, loads
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service import artifact_cache
@@ -23,7 +26,7 @@ from tests.conftest import LiveServer
 from tools.gguf_writers import gemma3_4b, llama_gqa, qwen3, write_model
 
 
-def _weights(client, model_id: str) -> tuple[int, int]:
+def _weights(client: httpx.Client, model_id: str) -> tuple[int, int]:
     result = client.post("/v1/models/fit", json={"modelId": model_id}).json()
     return result["estimate"]["parts"][0]["bytes"], result["identity"]["artifactBytes"]
 
@@ -56,7 +59,7 @@ def test_a_restarted_server_is_warm(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     first = wire.fit_batch(service(), request).results[0]
 
-    def no_reading(path: str):
+    def no_reading(path: str) -> NoReturn:
         raise AssertionError(f"{path} was read again")
 
     monkeypatch.setattr(artifact_cache, "read_header", no_reading)
@@ -182,7 +185,7 @@ def test_concurrent_requests_read_a_file_once(tmp_path: Path, monkeypatch: pytes
     reads = []
     real_read = artifact_cache.read_header
 
-    def slow_read(f):
+    def slow_read(f: BinaryIO) -> GGUFHeader:
         reads.append(1)
         time.sleep(0.05)  # long enough for every thread to ask while the first read is in flight
         return real_read(f)

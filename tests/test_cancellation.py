@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memfit.readers.model_roots import Root, RootKind
+from memfit.readers.model_roots import LocalArtifact, Root, RootKind
 from memfit.service.index import ModelIndex
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
@@ -25,10 +25,10 @@ class SlowIndex(ModelIndex):
         super().__init__([Root(str(root), RootKind.PLAIN)])
         self.lookups = 0
 
-    def _warm(self) -> None:
+    def _warm(self, artifacts: tuple[LocalArtifact, ...] | None = None) -> None:
         """No background listing: every lookup counted is the batch's."""
 
-    def get(self, model_id: str):
+    def get(self, model_id: str) -> LocalArtifact | None:
         self.lookups += 1
         time.sleep(0.1)
         return super().get(model_id)
@@ -51,7 +51,8 @@ def test_a_client_that_goes_away_cancels_its_batch(public_models: Path, caplog: 
 def test_a_stopping_server_cancels_the_batch_in_flight(public_models: Path, caplog: pytest.LogCaptureFixture) -> None:
     index = SlowIndex(public_models)
     server = LiveServer(build_service(index=index))
-    server.server.config.timeout_graceful_shutdown = 0.3
+    # uvicorn annotates an int, and waits for it with asyncio.wait_for, which takes any number of seconds
+    server.server.config.timeout_graceful_shutdown = 0.3  # type: ignore[assignment]
     responses: list[httpx.Response | Exception] = []
 
     def post() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gguf import GGMLQuantizationType as QT
@@ -17,14 +19,14 @@ from memfit.estimator.cpu_variant import VARIANTS
 from memfit.estimator.model_ids import suggestions
 from memfit.estimator.parameters import COUNTED, count_parameters
 from memfit.estimator.tensor_list import parameter_count
-from memfit.generated.models import WireFitVerdictRequest
+from memfit.generated.models import WireFitVerdictRequest, WireFitVerdictResult
 from memfit.readers.catalog_file import load_catalog_file
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.artifact_cache import ArtifactCache
 from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tools.accuracy import model_writers
-from tools.gguf_writers import gemma3_4b, llama31_8b, qwen3_30b_a3b, write_model
+from tools.gguf_writers import Model, gemma3_4b, llama31_8b, qwen3_30b_a3b, write_model
 
 CATALOG = Catalog(load_catalog_file())
 ENTRIES = {e.model_id: e for e in CATALOG.entries}
@@ -71,7 +73,7 @@ def test_catalog_is_large_enough_and_covers_the_families() -> None:
 
 
 @pytest.mark.parametrize("entry", CATALOG.entries, ids=lambda e: e.model_id)
-def test_entry_layout_is_derivable_and_its_parameter_count_agrees(entry) -> None:
+def test_entry_layout_is_derivable_and_its_parameter_count_agrees(entry: CatalogEntry) -> None:
     derive_layout(entry.metadata, entry.architecture)  # raises when the layout is incomplete
     if entry.architecture not in COUNTED:  # no counting rule: the answer's weights say unknown, never a guess
         assert entry.parameters is None
@@ -115,7 +117,7 @@ def test_parameter_count_matches_the_tensors_of_a_real_shape(name: str) -> None:
     assert abs(counted.matrices - actual) <= 0.005 * actual
 
 
-def _answer(service: FitService, model_id: str, **fields):
+def _answer(service: FitService, model_id: str, **fields: Any) -> WireFitVerdictResult:
     return wire.fit_batch(service, [WireFitVerdictRequest(model_id=model_id, **fields)]).results[0]
 
 
@@ -133,7 +135,8 @@ def test_catalog_only_answer() -> None:
     assert parts["kvCache"].basis == "derivedLayout"
     assert parts["kvCache"].bytes == 36 * 8192 * 8 * 128 * 2 * 2  # 36 layers, 8 KV heads of 128, K and V in f16
     assert parts["workspace"].basis == "derivedLayout" and result.estimate.weakest_basis == "derivedLayout"
-    assert result.estimate.upper_bound_bytes > result.estimate.lower_bound_bytes
+    upper, lower = result.estimate.upper_bound_bytes, result.estimate.lower_bound_bytes
+    assert upper is not None and lower is not None and upper > lower
 
 
 def test_a_quant_the_repository_does_not_list_answers_from_the_recipe() -> None:
@@ -178,7 +181,9 @@ def test_a_model_on_disk_beats_the_catalog_entry(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("writer", [llama31_8b, gemma3_4b, qwen3_30b_a3b], ids=lambda w: w.__name__)
 @pytest.mark.parametrize("qtype", [QT.Q8_0, QT.F16], ids=lambda q: q.name)
-def test_a_catalog_range_holds_the_file_of_the_same_shape(writer, qtype: QT, tmp_path: Path) -> None:
+def test_a_catalog_range_holds_the_file_of_the_same_shape(
+    writer: Callable[[QT], Model], qtype: QT, tmp_path: Path
+) -> None:
     """The proxy's floor and ceiling bracket what a file of that shape and quant measures under every CPU variant
     (AMX's packing and the tied output copy included)."""
     model = writer(qtype)
@@ -202,7 +207,7 @@ def test_a_catalog_range_holds_the_file_of_the_same_shape(writer, qtype: QT, tmp
     count = count_parameters(metadata, model.arch, model.vocab, tied)
     proxy = proxy_weights(entry, count, CATALOG.spreads[qtype.name], VARIANTS)
     floor, slack, _ = weights_on(facts, VARIANTS)
-    assert proxy.bytes <= floor
+    assert proxy.bytes is not None and proxy.bytes <= floor
     assert floor + slack <= proxy.bytes + proxy.slack
 
 

@@ -268,11 +268,14 @@ def test_health_answers_while_the_shared_worker_threads_are_all_taken(live: Live
     loop = live.server.servers[0].get_loop()
     release = threading.Event()
 
+    async def hold_a_thread() -> None:
+        await anyio.to_thread.run_sync(release.wait)
+
     async def hold_every_thread() -> None:
         limiter = anyio.to_thread.current_default_thread_limiter()
         async with anyio.create_task_group() as group:
             for _ in range(int(limiter.total_tokens)):
-                group.start_soon(anyio.to_thread.run_sync, release.wait)
+                group.start_soon(hold_a_thread)
 
     held = asyncio.run_coroutine_threadsafe(hold_every_thread(), loop)
     try:

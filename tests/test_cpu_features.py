@@ -3,12 +3,14 @@ buffer type takes each matrix weight, AMX's packing, and a tied token embedding'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from gguf import GGMLQuantizationType as QT
 
 from memfit.estimator.artifact import padded
+from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_repack import CPU, Matrix, placement, tied_copy_bytes
 from memfit.estimator.cpu_variant import ANY, BY_NAME, VARIANTS, resolve_variant
 from memfit.estimator.machine import UNKNOWN_CPU, CpuArch, CpuFeatures
@@ -80,7 +82,7 @@ def test_other_machines() -> None:
 
 
 def test_macos_sysctl() -> None:
-    def fake(values: dict[str, str]):
+    def fake(values: dict[str, str]) -> Callable[[str], str | None]:
         return values.get
 
     m1 = {"hw.optional.arm.FEAT_DotProd": "1", "hw.optional.arm.FEAT_FP16": "1", "hw.optional.arm.FEAT_I8MM": "0"}
@@ -224,7 +226,7 @@ HOSTS = {
 }
 
 
-def weights(models: Path, host: str, name: str, state_dir: str | None = None, variant: str | None = None):
+def weights(models: Path, host: str, name: str, state_dir: str | None = None, variant: str | None = None) -> Part:
     service = build_service([Root(str(models), RootKind.PLAIN)], state_dir=state_dir, read_cpu=lambda: HOSTS[host])
     service.index.refresh()
     (artifact,) = [a for a in service.index.artifacts() if a.paths[0].endswith(name)]
@@ -238,6 +240,7 @@ def test_a_tied_embedding_under_each_host(models: Path) -> None:
     repacked = weights(models, "avx2", "gemma-tied-Q4_0.gguf")
     plain = weights(models, "basic", "gemma-tied-Q4_0.gguf")
     unknown = weights(models, "unknown", "gemma-tied-Q4_0.gguf")
+    assert plain.bytes is not None
     assert repacked.bytes == plain.bytes + embedding and repacked.slack == 0 and plain.slack == 0
     assert "haswell" in repacked.note and "CPU_REPACK" in repacked.note and "no second copy" in plain.note
     assert unknown.bytes == plain.bytes and unknown.slack == embedding  # every variant: both bounds hold
@@ -247,12 +250,14 @@ def test_q8_0_is_packed_by_amx(models: Path) -> None:
     embedding = tensor_nbytes((EMBD, VOCAB), QT.Q8_0)
     avx2 = weights(models, "avx2", "gemma-tied-Q8_0.gguf")
     amx = weights(models, "amx", "gemma-tied-Q8_0.gguf")
+    assert avx2.bytes is not None and amx.bytes is not None
     assert avx2.slack == 0 and amx.slack == 0 and "sapphirerapids" in amx.note
     # every MUL_MAT weight is Q8_0 here: AMX packs them all, and keeps the output copy packed too
     assert amx.bytes - avx2.bytes > padded(embedding // 34 * 38)
     haswell_on_amx = weights(models, "amx", "gemma-tied-Q8_0.gguf", variant="haswell")
     assert haswell_on_amx == avx2
     every = weights(models, "amx", "gemma-tied-Q8_0.gguf", variant="any")
+    assert every.bytes is not None and every.slack is not None
     assert (every.bytes, every.bytes + every.slack) == (avx2.bytes, amx.bytes)
 
 
@@ -267,6 +272,7 @@ def test_stored_summaries_serve_every_variant(models: Path, tmp_path: Path) -> N
     state = str(tmp_path)
     first = weights(models, "avx2", "gemma-tied-Q4_0.gguf", state)
     second = weights(models, "basic", "gemma-tied-Q4_0.gguf", state)
+    assert second.bytes is not None
     assert first.bytes == second.bytes + padded(tensor_nbytes((EMBD, VOCAB), QT.Q4_0))
 
 

@@ -8,14 +8,15 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from memfit import wire
-from memfit.generated.models import WireFitVerdictRequest
+from memfit.generated.models import WireFitVerdictBatch, WireFitVerdictRequest
 from memfit.readers import model_roots
-from memfit.readers.model_roots import Region, Root, RootKind, quant_tag, usual_roots
+from memfit.readers.model_roots import LocalArtifact, Region, Root, RootKind, quant_tag, usual_roots
 from memfit.service.index import ModelIndex
 from memfit.service_builder import build_service
 from tools.gguf_writers import Model, embeddings, llama_gqa, qwen3, write_model
@@ -95,17 +96,19 @@ def index(hub: Path, llama_cache: Path, lm_studio: Path) -> ModelIndex:
 
 
 def test_hub_cache_ids_revisions_and_projectors(index: ModelIndex, hub: Path) -> None:
-    q4 = index.get("acme/Tiny-GGUF:Q4_K_M")
+    q4, q8 = index.get("acme/Tiny-GGUF:Q4_K_M"), index.get("acme/Tiny-GGUF:q8_0")
+    assert q4 is not None and q8 is not None
     assert q4.revision == COMMIT and q4.kind is RootKind.HF_CACHE
     assert q4.projector is not None and q4.projector.endswith("mmproj-F16.gguf")
     assert index.get("acme/tiny-gguf:q4_k_m") is None  # repo names are exact; only the tag is case-insensitive
-    assert index.get("acme/Tiny-GGUF:q8_0").paths[0].endswith("Tiny-Q8_0.gguf")
+    assert q8.paths[0].endswith("Tiny-Q8_0.gguf")
     assert index.get("acme/Tiny-GGUF") is q4  # a repo without a tag means its Q4_K_M, as -hf does
     assert index.get("acme/Tiny-GGUF:Q6_K") is None  # only in a snapshot refs/main does not name
 
 
 def test_split_model_is_one_artifact_of_all_its_files(index: ModelIndex) -> None:
     split = index.get("acme/Split-GGUF:BF16")
+    assert split is not None
     assert len(split.paths) == 3 and [p[-24:] for p in split.paths] == sorted(p[-24:] for p in split.paths)
     service = build_service(index=index)
     result = wire.fit_batch(service, [WireFitVerdictRequest(model_id="acme/Split-GGUF:BF16")]).results[0]
@@ -144,7 +147,7 @@ def test_shared_key_marks_the_same_file_set_and_projector(index: ModelIndex) -> 
     assert parts[2]["weights"].shared_key == ""  # a different file
     projector_key = parts[0]["companions"].shared_key
     assert projector_key and parts[1]["companions"].shared_key == projector_key == parts[2]["companions"].shared_key
-    assert parts[0]["companions"].basis == "measuredArtifact" and parts[0]["companions"].bytes > 0
+    assert parts[0]["companions"].basis == "measuredArtifact" and (parts[0]["companions"].bytes or 0) > 0
     assert parts[3]["companions"].basis == "notApplicable" and parts[3]["weights"].shared_key == ""
     alone = wire.fit_batch(service, [WireFitVerdictRequest(model_id="acme/Tiny-GGUF:Q8_0")]).results[0]
     assert all(p.shared_key == "" for p in alone.estimate.parts)  # shared only within one batch
@@ -254,9 +257,14 @@ def test_a_thousand_files_are_scanned_off_the_request_path(tmp_path: Path, monke
     for i in range(1000):
         (tmp_path / f"d{i % 20}").mkdir(exist_ok=True)
         (tmp_path / f"d{i % 20}" / f"model-{i}.gguf").write_bytes(b"GGUF")
-    scans = []
+    scans: list[Root] = []
     real_scan = registry.scan_region
-    monkeypatch.setattr(registry, "scan_region", lambda root, region: scans.append(root) or real_scan(root, region))
+
+    def counted_scan(root: Root, region: Region) -> list[LocalArtifact]:
+        scans.append(root)
+        return real_scan(root, region)
+
+    monkeypatch.setattr(registry, "scan_region", counted_scan)
     index = ModelIndex([Root(str(tmp_path), RootKind.PLAIN)], poll_seconds=0.05)
     index.start()
     try:
@@ -290,7 +298,8 @@ def test_odd_files_in_a_hub_cache_hide_nothing_else(tmp_path: Path) -> None:
     index = ModelIndex([Root(str(hub), RootKind.HF_CACHE)])
     index.refresh()
     assert sorted(a.model_id for a in index.artifacts()) == ["acme/Good-GGUF:Q4_K_M", "acme/Odd-GGUF:Q4_K_M"]
-    assert index.get("acme/Odd-GGUF:Q4_K_M").revision == COMMIT  # the newest snapshot stands in for refs/main
+    newest = index.get("acme/Odd-GGUF:Q4_K_M")
+    assert newest is not None and newest.revision == COMMIT  # the newest snapshot stands in for refs/main
     listing = wire.model_list(build_service(index=index))  # every id in it is text the wire can carry
     assert {"acme/Good-GGUF:Q4_K_M", "acme/Odd-GGUF:Q4_K_M"} <= {m.model_id for m in listing.models}
     listing.model_dump_json()
@@ -379,16 +388,15 @@ def test_fifos_never_hang_the_index_or_a_fit(tmp_path: Path) -> None:
         [Root(str(hub), RootKind.HF_CACHE), Root(str(cache), RootKind.LLAMA_CACHE), Root(str(plain), RootKind.PLAIN)]
     )
     service = build_service(index=index)
-    done: list[object] = []
-    worker = threading.Thread(
-        target=lambda: (
-            index.refresh(),
-            done.append(
-                wire.fit_batch(service, [WireFitVerdictRequest(model_id=m) for m in ("acme/Fifo-GGUF:Q8_0", "swapped")])
-            ),
-        ),
-        daemon=True,
-    )
+    done: list[WireFitVerdictBatch] = []
+
+    def scan_and_fit() -> None:
+        index.refresh()
+        done.append(
+            wire.fit_batch(service, [WireFitVerdictRequest(model_id=m) for m in ("acme/Fifo-GGUF:Q8_0", "swapped")])
+        )
+
+    worker = threading.Thread(target=scan_and_fit, daemon=True)
     worker.start()
     worker.join(timeout=20)
     assert done, "the scan or the fit blocked on a FIFO"
@@ -503,8 +511,8 @@ def test_a_listing_that_fails_keeps_the_last_one_says_so_and_is_tried_again(
     index.start()
     real_scandir = os.scandir
 
-    def exhausted(path: object = ".") -> object:
-        raise OSError(errno.EMFILE, "Too many open files", os.fspath(path))  # type: ignore[arg-type]
+    def exhausted(path: str | os.PathLike[str] = ".") -> Iterator[os.DirEntry[str]]:
+        raise OSError(errno.EMFILE, "Too many open files", os.fspath(path))
 
     try:
         assert index.wait_for(lambda: index.mode == "watch" and index.get("kept") is not None, timeout=30)
@@ -570,7 +578,12 @@ def test_a_change_under_a_large_root_rescans_and_reads_only_what_changed(
     index = service.index
     scanned: list[Region] = []
     real_scan = registry.scan_region
-    monkeypatch.setattr(registry, "scan_region", lambda r, region: scanned.append(region) or real_scan(r, region))
+
+    def counted_scan(root: Root, region: Region) -> list[LocalArtifact]:
+        scanned.append(region)
+        return real_scan(root, region)
+
+    monkeypatch.setattr(registry, "scan_region", counted_scan)
     index.start()
     try:
         assert index.wait_for(lambda: index.mode == "watch" and service.cache.reads == 300, timeout=60)

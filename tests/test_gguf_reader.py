@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import gguf
@@ -15,11 +16,11 @@ from memfit.estimator.gguf_file import SkippedArray
 from memfit.estimator.vocabulary import Limit
 from memfit.readers.gguf_header import GGUFError, parse_header, read_header
 from memfit.service.artifact_cache import ArtifactCache
-from tools.gguf_writers import granitehybrid, llama_gqa, qwen3, write_model
+from tools.gguf_writers import Model, granitehybrid, llama_gqa, qwen3, write_model
 from tools.hostile import LLAMA_CPP_REFUSES
 
 
-def _reference_value(field: gguf.ReaderField):
+def _reference_value(field: gguf.ReaderField) -> object:
     """A GGUFReader field as a Python value: scalar, string, or a list of items."""
     vtype = field.types[0]
     if vtype == gguf.GGUFValueType.STRING:
@@ -36,7 +37,7 @@ def _reference_value(field: gguf.ReaderField):
     [lambda: llama_gqa(gguf.GGMLQuantizationType.Q4_0), qwen3, granitehybrid],
     ids=["llama-q4_0", "qwen3-gpt2-merges", "granitehybrid-per-layer-array"],
 )
-def test_agrees_with_gguf_reader(tmp_path: Path, build) -> None:
+def test_agrees_with_gguf_reader(tmp_path: Path, build: Callable[[], Model]) -> None:
     path = tmp_path / "m.gguf"
     write_model(build(), path)
     ours = read_header(path)
@@ -47,8 +48,9 @@ def test_agrees_with_gguf_reader(tmp_path: Path, build) -> None:
     for key, field in ref_fields.items():
         expected, got = _reference_value(field), ours.metadata[key]
         if isinstance(got, SkippedArray):
-            assert got.count == len(expected), key
+            assert isinstance(expected, list) and got.count == len(expected), key
         elif isinstance(got, tuple):
+            assert isinstance(expected, list)
             assert list(got) == pytest.approx(expected) if isinstance(expected[0], float) else list(got) == expected
         elif isinstance(got, float):
             assert got == pytest.approx(expected), key
@@ -79,7 +81,7 @@ def _s(text: bytes) -> bytes:
 
 
 def _header(
-    kvs: list[bytes], tensors: list[bytes] = (), n_kv: int | None = None, n_tensors: int | None = None
+    kvs: list[bytes], tensors: Sequence[bytes] = (), n_kv: int | None = None, n_tensors: int | None = None
 ) -> bytes:
     head = b"GGUF" + struct.pack(
         "<IQQ", 3, len(tensors) if n_tensors is None else n_tensors, len(kvs) if n_kv is None else n_kv

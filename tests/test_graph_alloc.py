@@ -105,3 +105,20 @@ def test_a_router_that_selects_expert_groups_is_rebuilt_with_its_groups(name: st
 def write(model: Model, path: Path) -> Path:
     write_model(model, path)
     return path
+
+
+@pytest.mark.parametrize(
+    ("change", "rebuilt"),
+    [
+        ({}, True),
+        ({"attention__indexer__types": [0, 1, 0, 1]}, False),  # GGML_ASSERT: a shared layer before a full one
+        ({"attention__indexer__key_length": 192}, False),  # k_rot is 64 wide: ggml_mul_mat's shapes do not match
+        ({"rope__dimension_count": 96}, False),  # GGML_ASSERT(n_rot <= n_embd_indexer_head)
+    ],
+)
+def test_a_dsa_graph_llama_cpp_aborts_building_has_no_workspace(change: dict, rebuilt: bool, tmp_path: Path) -> None:
+    """glm-dsa.cpp (deepseek32.cpp alike) aborts building the graph where its indexer cannot run: memfit's layout
+    then has no graph to rebuild (the workspace answers unknown), never one that llama.cpp does not build."""
+    model = accuracy.model_writers()["glm-dsa-types"]()
+    model.arch_kv(**change)
+    assert (_graph_of(write(model, tmp_path / "dsa.gguf")) is not None) is rebuilt

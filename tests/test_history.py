@@ -7,13 +7,17 @@ import multiprocessing
 import os
 import threading
 from dataclasses import replace
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from memfit.estimator.bounds import Part
 from memfit.estimator.fit_types import FitRequest, ObservationRow
 from memfit.estimator.observations import KV_ROUNDING
+from memfit.estimator.vocabulary import Component
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB
 from memfit.readers.model_roots import Root, RootKind
@@ -47,7 +51,7 @@ def _observation(
     }
 
 
-def _parts(client: httpx.Client, model_id: str, **workload) -> tuple[dict, dict]:
+def _parts(client: httpx.Client, model_id: str, **workload: object) -> tuple[dict, dict]:
     result = client.post(BATCH, json=[{"modelId": model_id, **workload}]).json()["results"][0]
     return {p["component"]: p for p in result["estimate"]["parts"]}, result
 
@@ -136,7 +140,7 @@ def test_a_workspace_below_the_floor_is_refused_and_an_old_one_ignored(
         assert f"the derived workspace floor ({derived['bytes']} bytes)" in refused.json()["detail"]
     assert _parts(client, "llama-gqa-f16", allocatedTokens=3072)[0]["workspace"] == derived
     old = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
-    live.service.history.db.insert(replace(old, allocated_tokens=3072, workspace_bytes=1))  # as before the check
+    _db(live.service).insert(replace(old, allocated_tokens=3072, workspace_bytes=1))  # as before the check
     workspace = _parts(client, "llama-gqa-f16", allocatedTokens=3072)[0]["workspace"]
     assert (workspace["basis"], workspace["bytes"]) == ("derivedLayout", derived["bytes"])
     assert "an observation below the derived workspace floor" in workspace["note"]
@@ -160,7 +164,7 @@ def test_a_workspace_above_the_derived_ceiling_is_refused_and_an_old_one_ignored
     assert _parts(client, "llama-gqa-f16", allocatedTokens=1536)[0]["workspace"] == derived  # none was stored
 
     old = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
-    live.service.history.db.insert(replace(old, allocated_tokens=1536, workspace_bytes=10**18))  # as before the check
+    _db(live.service).insert(replace(old, allocated_tokens=1536, workspace_bytes=10**18))  # as before the check
     parts, result = _parts(client, "llama-gqa-f16", allocatedTokens=1536)
     assert (parts["workspace"]["basis"], parts["workspace"]["bytes"]) == ("derivedLayout", derived["bytes"])
     assert f"an observation above the derived ceiling ({ceiling} bytes) was ignored" in parts["workspace"]["note"]
@@ -174,21 +178,20 @@ def test_a_workspace_above_the_derived_ceiling_is_refused_and_an_old_one_ignored
 
 
 def test_a_workspace_memfit_does_not_derive_has_no_ceiling(tmp_path: Path) -> None:
-    """internlm2's compute graph is not derived: only llama.cpp's output buffer bounds an observation (from
+    """xverse's compute graph is not derived: only llama.cpp's output buffer bounds an observation (from
     below), and any workspace above it is taken as measured."""
     model = llama_gqa()
     kv = {
-        (f"internlm2.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v
-        for key, v in model.kv.items()
+        (f"xverse.{key.removeprefix('llama.')}" if key.startswith("llama.") else key): v for key, v in model.kv.items()
     }
-    write_model(replace(model, arch="internlm2", kv=kv), tmp_path / "internlm2-f16.gguf")
+    write_model(replace(model, arch="xverse", kv=kv), tmp_path / "xverse-f16.gguf")
     service = build_service([Root(str(tmp_path), RootKind.PLAIN)], state_dir=str(tmp_path / "state"))
-    size = os.path.getsize(tmp_path / "internlm2-f16.gguf")
+    size = os.path.getsize(tmp_path / "xverse-f16.gguf")
     with LiveServer(service) as live, live.client() as c:
-        assert _parts(c, "internlm2-f16")[0]["workspace"]["basis"] == "unknown"
-        stored = c.post(OBSERVATIONS, json=_observation("internlm2-f16", size, workspace=10**15))
+        assert _parts(c, "xverse-f16")[0]["workspace"]["basis"] == "unknown"
+        stored = c.post(OBSERVATIONS, json=_observation("xverse-f16", size, workspace=10**15))
         assert stored.status_code == 201, stored.text
-        workspace = _parts(c, "internlm2-f16")[0]["workspace"]
+        workspace = _parts(c, "xverse-f16")[0]["workspace"]
     assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 10**15)
 
 
@@ -321,6 +324,13 @@ def _row(i: int) -> ObservationRow:
     )
 
 
+def _db(service: FitService) -> HistoryDB:
+    """The service's history database (every service here keeps its state in a folder)."""
+    db = service.history.db
+    assert db is not None
+    return db
+
+
 def _write_rows(path: str, start: int, count: int) -> None:
     db = HistoryDB(path)
     for i in range(start, start + count):
@@ -335,9 +345,10 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         multiprocessing.get_context("spawn").Process(target=_write_rows, args=(path, 10_000 + p * 200, 200))
         for p in range(2)
     ]
-    for worker in [*threads, *processes]:
+    workers: list[threading.Thread | BaseProcess] = [*threads, *processes]
+    for worker in workers:
         worker.start()
-    for worker in [*threads, *processes]:
+    for worker in workers:
         worker.join(timeout=120)
     assert all(p.exitcode == 0 for p in processes)
     rows = HistoryDB(path).all()
@@ -358,27 +369,35 @@ def _bulk_insert(db: HistoryDB, count: int) -> None:
         connection.execute("COMMIT")
 
 
-def _fit_work(service: FitService, model_id: str) -> tuple[dict, int]:
+def _fit_work(service: FitService, model_id: str) -> tuple[Part, int]:
     """One fit's workspace part and the SQLite virtual machine instructions it ran (on the pool's connection
     given back last, which the fit's one read takes)."""
-    steps = []
-    with service.history.db.connection() as connection:
-        connection.set_progress_handler(lambda: steps.append(1) and 0, 1)
+    steps = 0
+
+    def step() -> int:
+        nonlocal steps
+        steps += 1
+        return 0  # go on
+
+    with _db(service).connection() as connection:
+        connection.set_progress_handler(step, 1)
     try:
         result = service.fit_one(FitRequest(model_id))
     finally:
         connection.set_progress_handler(None, 1)
+    assert result is not None
     parts = {p.component: p for p in result.parts}
-    return parts["workspace"], len(steps)
+    return parts[Component.WORKSPACE], steps
 
 
 def test_a_fit_after_an_observation_reads_a_few_rows_of_500k(tmp_path: Path, public_models: Path) -> None:
     """An answer looks its observation up by index: the work does not grow with the history."""
     service = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(tmp_path))
     service.index.refresh()
-    db = service.history.db
+    db = _db(service)
     _bulk_insert(db, 500_000)
     derived, _ = _fit_work(service, "llama-gqa-f16")
+    assert derived.bytes is not None
     size = os.path.getsize(public_models / "llama-gqa-f16.gguf")
     row = replace(_row(0), model_id="llama-gqa-f16", revision="", quant="F16", artifact_bytes=size)
     observed = replace(row, workspace_bytes=derived.bytes + 1000)
@@ -397,7 +416,7 @@ def test_a_fit_after_an_observation_reads_a_few_rows_of_500k(tmp_path: Path, pub
     assert (workspace.bytes, 0 < work < 1_000) == (derived.bytes + 2000, True)
     assert db.count() == TOTAL_CAP
     newest = db.newest(TOTAL_CAP)
-    assert newest[-1].id == newest[0].id - TOTAL_CAP + 1  # the oldest went first
+    assert newest[0].id is not None and newest[-1].id == newest[0].id - TOTAL_CAP + 1  # the oldest went first
 
 
 def test_each_identity_and_workload_keeps_its_newest_rows(tmp_path: Path) -> None:
@@ -406,15 +425,18 @@ def test_each_identity_and_workload_keeps_its_newest_rows(tmp_path: Path) -> Non
     other = db.insert(replace(_row(1), streams=2))  # another workload of the same identity
     kept = db.newest(100)
     assert [r.id for r in kept] == [other, *reversed(ids[4:])]
-    assert db.latest(("m1", "r", "Q4_K_M", 1), (4096, 1, 2, 2, "fullGpu")).workspace_bytes == PER_WORKLOAD_CAP + 3
+    latest = db.latest(("m1", "r", "Q4_K_M", 1), (4096, 1, 2, 2, "fullGpu"))
+    assert latest is not None and latest.workspace_bytes == PER_WORKLOAD_CAP + 3
 
 
 def test_the_database_refuses_overlong_strings(tmp_path: Path) -> None:
     db = HistoryDB(str(tmp_path / "history.sqlite3"))
     for column, limit in MAX_CHARS.items():
         with pytest.raises(ValueError, match=column):
-            db.insert(replace(_row(1), **{column: "x" * (limit + 1)}))
-        db.insert(replace(_row(1), **{column: "x" * limit}))
+            overlong: dict[str, Any] = {column: "x" * (limit + 1)}
+            db.insert(replace(_row(1), **overlong))
+        longest: dict[str, Any] = {column: "x" * limit}
+        db.insert(replace(_row(1), **longest))
     assert db.count() == len(MAX_CHARS)
 
 

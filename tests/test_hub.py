@@ -141,6 +141,13 @@ def assert_same_answer(remote: Any, local: Any, commit: str) -> None:
     assert remote.verdict == local.verdict or "unknown" in (remote.verdict, local.verdict)
 
 
+def _commit(hub: LocalHub, name: str) -> str:
+    """The commit the local Hub serves `name` at."""
+    repo = hub.repo(name)
+    assert repo is not None
+    return repo.commit
+
+
 def _fetched(requests: list[Request]) -> tuple[int, int, int]:
     """(body bytes the storage sent, requests to the storage, requests to the Hub)."""
     storage = [q for q in requests if q.server == "storage"]
@@ -167,7 +174,7 @@ def test_a_hub_id_answers_what_the_same_files_on_disk_answer(online: LocalHub, f
         (split, local["split/Q8_0/Split-Q8_0"], "acme/Split-GGUF"),
         (tiny, local["tiny/Tiny-Q4_K_M"], "acme/Tiny-GGUF"),
     ):
-        commit = online.repo(repo).commit
+        commit = _commit(online, repo)
         assert_same_answer(remote, on_disk, commit)
         weights = remote.estimate.parts[0]
         assert f"{repo} at {commit[:12]}" in weights.note and "bytes fetched in" in weights.note
@@ -268,7 +275,7 @@ def test_every_fault_degrades_its_model_only_with_the_reason(
     # a file on the Hub that is not a GGUF llama.cpp could load: as such a file on disk
     broken = answered["acme/Broken-GGUF"]
     assert broken.estimate.parts[0].basis == "unknown" and "artifactUnreadable" in broken.limits
-    assert broken.identity.revision == online.repo("acme/Broken-GGUF").commit
+    assert broken.identity.revision == _commit(online, "acme/Broken-GGUF")
     # a server that ignores Range is never read past its first bytes
     norange = [q for q in online.taken() if q.server == "storage" and q.status == 200]
     assert norange and all(q.sent < 64 << 20 for q in norange)
@@ -350,8 +357,9 @@ def test_an_endpoint_s_credentials_are_never_shown() -> None:
 
 
 def test_only_hub_shaped_ids_reach_the_hub() -> None:
-    assert hub_id("org/repo:Q4_K_M@main") is not None and hub_id("org/repo").tag == ""
-    assert hub_id("org/repo:UD-Q4_K_XL@refs/pr/1").revision == "refs/pr/1"
+    plain, pull = hub_id("org/repo"), hub_id("org/repo:UD-Q4_K_XL@refs/pr/1")
+    assert hub_id("org/repo:Q4_K_M@main") is not None and plain is not None and plain.tag == ""
+    assert pull is not None and pull.revision == "refs/pr/1"
     for not_hub in ("../../etc/passwd", "org/../x", "/abs/path", "a/b/c", "llama3.1:8b", "org/re po", "org/r--x"):
         assert hub_id(not_hub) is None, not_hub
 
@@ -379,7 +387,7 @@ def test_a_plan_of_a_repository_plans_its_real_files(online: LocalHub, tmp_path:
 def test_the_api_lists_models_asked_before_and_a_fault_is_never_a_500(online: LocalHub, tmp_path: Path) -> None:
     with LiveServer(_hub_service(online, tmp_path)) as server, server.client() as client:
         ok = client.post("/v1/models/fit", json={"modelId": "acme/Tiny-GGUF:Q4_K_M"})
-        assert ok.status_code == 200 and ok.json()["identity"]["revision"] == online.repo("acme/Tiny-GGUF").commit
+        assert ok.status_code == 200 and ok.json()["identity"]["revision"] == _commit(online, "acme/Tiny-GGUF")
         assert "bytes fetched in 3 requests for this answer" in ok.json()["estimate"]["parts"][0]["note"]
         again = client.post("/v1/models/fit", json={"modelId": "acme/Tiny-GGUF:Q4_K_M"}).json()["estimate"]
         assert "nothing fetched for this answer" in again["parts"][0]["note"]  # each answer says what it fetched
@@ -425,7 +433,7 @@ def test_memfit_fit_of_a_hub_id_is_exact_then_free_then_offline(hub: LocalHub, f
     on_disk = _memfit(disk, "fit", "gemma-3-4b-it-Q4_K_M", "--json", "--models", str(files / "gemma"))
     remote = wire.generated().WireFitVerdictBatch.model_validate_json(first.stdout).results[0]
     local = wire.generated().WireFitVerdictBatch.model_validate_json(on_disk.stdout).results[0]
-    assert_same_answer(remote, local, hub.repo("acme/Gemma-Shape-GGUF").commit)
+    assert_same_answer(remote, local, _commit(hub, "acme/Gemma-Shape-GGUF"))
 
     again = _memfit(env, "fit", "acme/Gemma-Shape-GGUF:Q4_K_M")
     assert again.returncode in (0, 3, 4, 5) and hub.taken() == []

@@ -191,9 +191,9 @@ def test_history_is_used_only_with_llama_cpps_default_settings(measured_models: 
     for fields in ({}, {"flashAttention": "auto", "ubatchTokens": 512, "kvUnified": False}):
         workspace = _parts(_fit(service, "llama-gqa-f16", **fields))["workspace"]
         assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 18_000_000)
-    for fields in ({"flashAttention": "on"}, {"ubatchTokens": 256}, {"kvUnified": True}):
-        workspace = _parts(_fit(service, "llama-gqa-f16", **fields))["workspace"]
-        assert workspace["basis"] == "derivedLayout", fields
+    for changed in ({"flashAttention": "on"}, {"ubatchTokens": 256}, {"kvUnified": True}):
+        workspace = _parts(_fit(service, "llama-gqa-f16", **changed))["workspace"]
+        assert workspace["basis"] == "derivedLayout", changed
 
 
 @pytest.mark.parametrize(

@@ -124,6 +124,7 @@ def test_manifests_index_their_models_and_skip_the_broken(index: ModelIndex, sto
         "someone/tuned:v1",
     ]
     artifact = index.get("llama3.1:8b")
+    assert artifact is not None
     assert artifact.kind is RootKind.OLLAMA and artifact.projector is None and artifact.adapters == ()
     assert os.path.dirname(artifact.paths[0]) == str(store / "blobs")
     raw = (store / "manifests/registry.ollama.ai/library/llama3.1/8b").read_bytes()
@@ -139,10 +140,11 @@ def test_projector_is_the_companion_and_adapters_count_with_the_weights(index: M
     results = wire.fit_batch(service, [WireFitVerdictRequest(model_id=m) for m in names]).results
     parts = [{p.component: p for p in r.estimate.parts} for r in results]
     plain, llava, tuned = parts
-    assert plain["companions"].basis == "notApplicable"
-    assert llava["companions"].basis == "measuredArtifact" and llava["companions"].bytes > 0
-    assert llava["weights"].bytes == plain["weights"].bytes
-    assert tuned["weights"].bytes == plain["weights"].bytes + lora_bytes() and lora_bytes() > 0
+    plain_weights = plain["weights"].bytes
+    assert plain["companions"].basis == "notApplicable" and plain_weights is not None
+    assert llava["companions"].basis == "measuredArtifact" and (llava["companions"].bytes or 0) > 0
+    assert llava["weights"].bytes == plain_weights
+    assert tuned["weights"].bytes == plain_weights + lora_bytes() and lora_bytes() > 0
     assert tuned["weights"].basis == "measuredArtifact" and "1 LoRA adapter" in tuned["weights"].note
     assert plain["weights"].shared_key == llava["weights"].shared_key != ""  # the same blob, loaded alike
     assert tuned["weights"].shared_key == ""  # the same blob with an adapter is another allocation
@@ -159,7 +161,7 @@ def test_listing_and_a_fit_by_ollama_name(index: ModelIndex, store: Path) -> Non
     result = wire.fit_one(service, WireFitVerdictRequest(model_id="llama3.1", allocated_tokens=8192))
     assert result is not None and result.model_id == "llama3.1" and result.identity.quant
     kv = next(p for p in result.estimate.parts if p.component == "kvCache")
-    assert kv.basis == "derivedLayout" and kv.bytes > 0
+    assert kv.basis == "derivedLayout" and (kv.bytes or 0) > 0
 
 
 def test_unreadable_adapter_leaves_the_weights_unknown(tmp_path: Path) -> None:
@@ -171,6 +173,7 @@ def test_unreadable_adapter_leaves_the_weights_unknown(tmp_path: Path) -> None:
     service = build_service([Root(str(store), RootKind.OLLAMA)])
     service.index.refresh()
     result = wire.fit_one(service, WireFitVerdictRequest(model_id="odd:1b"))
+    assert result is not None
     weights = result.estimate.parts[0]
     assert weights.basis == "unknown" and "LoRA adapter" in weights.note
     assert "artifactUnreadable" in result.limits and result.estimate.upper_bound_bytes is None
@@ -185,7 +188,12 @@ def test_a_fifo_manifest_never_hangs_the_index(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     index = ModelIndex([Root(str(store), RootKind.OLLAMA)])
     done = threading.Event()
-    threading.Thread(target=lambda: (index.refresh(), done.set()), daemon=True).start()
+
+    def scan() -> None:
+        index.refresh()
+        done.set()
+
+    threading.Thread(target=scan, daemon=True).start()
     assert done.wait(10), "the scan blocked on a FIFO"
     assert [a.model_id for a in index.artifacts()] == ["good:1b"]
 
@@ -219,14 +227,17 @@ def test_a_blob_named_by_many_layers_is_counted_once_and_never_as_its_own_adapte
     manifest(store, "registry.ollama.ai/library/selfproj/1b", [(MODEL, llama), (PROJECTOR, llama)])
     service = build_service([Root(str(store), RootKind.OLLAMA)])
     service.index.refresh()
-    assert service.index.get("self:1b").adapters == () and service.index.get("selfproj:1b").projector is None
-    assert len(service.index.get("many:1b").adapters) == 1
+    own, many, own_projector = (service.index.get(m) for m in ("self:1b", "many:1b", "selfproj:1b"))
+    assert own is not None and many is not None and own_projector is not None
+    assert own.adapters == () and own_projector.projector is None
+    assert len(many.adapters) == 1
     names = ("plain:1b", "self:1b", "many:1b", "selfproj:1b")
     results = wire.fit_batch(service, [WireFitVerdictRequest(model_id=m) for m in names]).results
     weights = [next(p for p in r.estimate.parts if p.component == "weights") for r in results]
-    plain, own, many, own_projector = weights
-    assert own.bytes == plain.bytes == own_projector.bytes and plain.basis == "measuredArtifact"
-    assert many.bytes == plain.bytes + lora_bytes() and "1 LoRA adapter" in many.note
+    plain, own_weights, many_weights, own_projector_weights = weights
+    assert plain.bytes is not None
+    assert own_weights.bytes == plain.bytes == own_projector_weights.bytes and plain.basis == "measuredArtifact"
+    assert many_weights.bytes == plain.bytes + lora_bytes() and "1 LoRA adapter" in many_weights.note
 
 
 def test_an_adapter_layer_that_is_not_an_adapter_is_not_counted_as_one(tmp_path: Path) -> None:
@@ -236,6 +247,7 @@ def test_an_adapter_layer_that_is_not_an_adapter_is_not_counted_as_one(tmp_path:
     service = build_service([Root(str(store), RootKind.OLLAMA)])
     service.index.refresh()
     result = wire.fit_one(service, WireFitVerdictRequest(model_id="odd:1b"))
+    assert result is not None
     weights = next(p for p in result.estimate.parts if p.component == "weights")
     assert weights.basis == "unknown" and "general.type 'model'" in weights.note
     assert "artifactUnreadable" in result.limits and result.estimate.upper_bound_bytes is None
@@ -254,5 +266,6 @@ def test_a_manifest_past_the_cap_of_distinct_adapters_is_refused(tmp_path: Path)
     manifest(store, "registry.ollama.ai/library/past/1b", layers)
     index = ModelIndex([Root(str(store), RootKind.OLLAMA)])
     index.refresh()
-    assert len(index.get("capped:1b").adapters) == model_roots.MAX_COMPANIONS
+    capped = index.get("capped:1b")
+    assert capped is not None and len(capped.adapters) == model_roots.MAX_COMPANIONS
     assert index.get("past:1b") is None

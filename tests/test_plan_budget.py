@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,9 @@ from memfit.estimator.errors import OverBudget
 from memfit.estimator.fit_types import FitRequest
 from memfit.estimator.plan import PLAN_QUANTS, PlanBudget
 from memfit.estimator.workload import WorkloadRequest
+from memfit.handlers.context import ServerState
 from memfit.http.plan_limit import PlanLimit, PlansBusy
+from memfit.http.state import WithState
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
@@ -84,7 +86,7 @@ def test_plans_past_the_slots_wait_then_are_refused() -> None:
     limit = PlanLimit(slots=1, wait_s=0.2)
     release = threading.Event()
 
-    async def both() -> list[object]:
+    async def both() -> Sequence[object]:
         async def plan(work: Callable[[], Awaitable[object]]) -> object:
             async with limit.slot():
                 return await work()
@@ -125,7 +127,9 @@ def test_a_busy_plan_is_a_503_with_retry_after(server: LiveServer, monkeypatch: 
 def test_a_plan_waits_for_a_slot_before_its_body_is_validated(server: LiveServer) -> None:
     """44 plans at once had their bodies validated on the event loop before waiting; now a plan past every slot
     waits first: a body that would be a 400 is a 503 when no slot frees up, and a 400 once one is free."""
-    plans = server.app.state.plans  # type: ignore[attr-defined] - memfit.http.state.WithState
+    app = server.app  # create_app's outermost layer holds the server state
+    assert isinstance(app, WithState) and isinstance(app.state, ServerState)
+    plans = app.state.plans
     saved = plans.slots, plans.wait_s
     plans.slots, plans.wait_s = 0, 0.2
     invalid = [{"modelId": 5}]

@@ -29,7 +29,10 @@ from tests.test_plan_budget import hub  # noqa: F401 - the fixture
 from tests.test_workers import WAIT_S, _free_port, _kill, _until
 
 SETTINGS = Settings(budget=BudgetSetting.TOTAL)  # the machine's total memory: the same in both processes
-WITHIN = [{"modelId": "acme/Within-GGUF:Q4_X0", "streams": 2}, {"modelId": "acme/Within-GGUF:Q4_X1"}]
+WITHIN: list[dict[str, object]] = [
+    {"modelId": "acme/Within-GGUF:Q4_X0", "streams": 2},
+    {"modelId": "acme/Within-GGUF:Q4_X1"},
+]
 
 
 def _children() -> set[int]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from http import HTTPStatus
 from pathlib import Path
+from types import ModuleType
 
 import httpx
 import pytest
@@ -21,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def memfit_client(tmp_path_factory: pytest.TempPathFactory):
+def memfit_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     out = tmp_path_factory.mktemp("generated-client")
     generator = Path(sys.executable).with_name("openapi-python-client")
     done = subprocess.run(
@@ -52,11 +54,11 @@ def memfit_client(tmp_path_factory: pytest.TempPathFactory):
             del sys.modules[name]
 
 
-def _api(name: str):
+def _api(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def test_batch_through_the_generated_client(memfit_client, live: LiveServer) -> None:
+def test_batch_through_the_generated_client(memfit_client: ModuleType, live: LiveServer) -> None:
     fit_batch = _api("memfit_client.api.models.fit_batch")
     models = _api("memfit_client.models")
     client = memfit_client.AuthenticatedClient(base_url=live.url, token=TOKEN)
@@ -86,7 +88,7 @@ def test_batch_through_the_generated_client(memfit_client, live: LiveServer) -> 
     assert refused.estimate.parts == [] and refused.estimate.upper_bound_bytes is None
 
 
-def test_single_fit_and_model_list(memfit_client, live: LiveServer) -> None:
+def test_single_fit_and_model_list(memfit_client: ModuleType, live: LiveServer) -> None:
     fit_one = _api("memfit_client.api.models.fit_one")
     list_models = _api("memfit_client.api.models.list_models")
     models = _api("memfit_client.models")
@@ -108,7 +110,7 @@ def test_single_fit_and_model_list(memfit_client, live: LiveServer) -> None:
     )
 
 
-def test_errors_through_the_generated_client(memfit_client, live: LiveServer) -> None:
+def test_errors_through_the_generated_client(memfit_client: ModuleType, live: LiveServer) -> None:
     fit_batch = _api("memfit_client.api.models.fit_batch")
     health = _api("memfit_client.api.service.health")
     models = _api("memfit_client.models")
@@ -126,7 +128,7 @@ def test_errors_through_the_generated_client(memfit_client, live: LiveServer) ->
     assert up.status == "ok" and up.api_revision
 
 
-def test_a_499_is_a_problem_not_a_value_error(memfit_client) -> None:
+def test_a_499_is_a_problem_not_a_value_error(memfit_client: ModuleType) -> None:
     """The contract's 499 (`cancelled`): http.HTTPStatus has no 499, so the generator's `HTTPStatus(...)` would
     raise ValueError; clients/python/openapi-python-client.yaml's post hook keeps the int."""
     fit_batch = _api("memfit_client.api.models.fit_batch")

@@ -88,7 +88,9 @@ def test_recipe_gives_every_tensor_the_quantizers_type(record: dict) -> None:
 def test_catalog_weights_are_the_quantized_bytes(record: dict) -> None:
     entry = ENTRIES[record["model"]]
     quant = record["ftype"] if record["ftype"] in entry.quants else "MXFP4"
-    weights = CATALOG.subject(f"{entry.model_id}:{quant}", PLAIN_VARIANT).weights  # no extra buffer type
+    subject = CATALOG.subject(f"{entry.model_id}:{quant}", PLAIN_VARIANT)
+    assert subject is not None
+    weights = subject.weights  # no extra buffer type
     expected = record["bytes"]
     if RULES[entry.architecture].tied_embedding_twice:  # its loader allocates the tied token embedding twice
         embd = next(t for t in entry_tensors(entry) or [] if t.name == "token_embd.weight")

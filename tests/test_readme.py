@@ -203,14 +203,12 @@ def _run(block: Block, world: World, **env: str) -> subprocess.CompletedProcess[
         for command in (".venv/bin/memfit fit ", ".venv/bin/memfit plan "):
             code = code.replace(command, f"verdict_ok {command}")
         code = VERDICT_OK + code
-        command = ["bash", "-euo", "pipefail", "-c", code]
+        argv = ["bash", "-euo", "pipefail", "-c", code]
         cwd, extra = ROOT, {}
     else:
-        command = [sys.executable, "-c", code]
+        argv = [sys.executable, "-c", code]
         cwd, extra = world.client_dir, {"PYTHONPATH": str(world.client_dir)}
-    return subprocess.run(
-        command, cwd=cwd, env={**world.env, **extra, **env}, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run(argv, cwd=cwd, env={**world.env, **extra, **env}, capture_output=True, text=True, timeout=120)
 
 
 def test_the_readme_has_examples_and_skips_only_the_listed_ones() -> None:

@@ -108,7 +108,12 @@ def test_the_table_replays_the_first_context_compiles_on_the_second_and_reuses_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     full: list[int] = []
-    monkeypatch.setattr(replay_table, "replay", lambda g: full.append(1) or replay(g))
+
+    def counted(graph: Graph) -> Replay:
+        full.append(1)
+        return replay(graph)
+
+    monkeypatch.setattr(replay_table, "replay", counted)
     replay_table.clear()
     shape = GraphShape(n_embd=256, layers=())  # any hashable key: `build` below makes the graph
     built: list[int] = []
@@ -159,6 +164,18 @@ def test_every_recorded_run_replays_as_the_full_replay(
             assert run(program, x, lo, hi).at(x) == oracle(r.graph, r.n_vocab, geometry), r.name
 
 
+def test_a_top_k_between_two_padded_cell_counts_bounds_a_regime_of_those_two(rebuilt: list[RebuiltRun]) -> None:
+    """QSA keeps min(n_kv, top_k + ratio - 1) cells (259 for qwen4exp-qsa's top-k 256 and ratio 4): 256 cells keep
+    256, 512 keep 259, so no program may be compiled across them as one affine piece (it was, and gave 560 bytes
+    too many at 512 cells)."""
+    r = next(r for r in rebuilt if r.graph.hyper is not None and any(r.graph.hyper.ratios))
+    geometry = accuracy.run_geometry(r.run, r.architecture, r.causal)
+    tops = {r.graph.hyper.idx_top_k + ratio - 1 for ratio in r.graph.hyper.ratios if ratio}
+    assert tops == {259}
+    assert replay_table.regime(r.graph, geometry, 256) == (256, 512)
+    assert replay_table.regime(r.graph, geometry, 512)[0] == 512
+
+
 def test_the_recorded_runs_are_all_there(rebuilt: list[RebuiltRun]) -> None:
     assert len(rebuilt) > 4000 and len({r.architecture for r in rebuilt}) > 50
 
@@ -200,7 +217,12 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Full replays the table falls back on, counted."""
     full: list[int] = []
     real: Callable[[Graph], Replay] = replay
-    monkeypatch.setattr(replay_table, "replay", lambda g: full.append(1) or real(g))
+
+    def counted(graph: Graph) -> Replay:
+        full.append(1)
+        return real(graph)
+
+    monkeypatch.setattr(replay_table, "replay", counted)
     return full
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from starlette.types import ASGIApp, Message
 
 from memfit.http import body as body_module
 from memfit.http import concurrency, json_depth
@@ -152,6 +153,7 @@ def test_the_token_never_appears_in_logs_or_answers(live: LiveServer, caplog: py
 def test_the_token_file_is_private_and_replaced_atomically(tmp_path: Path) -> None:
     state = tmp_path / "state"
     token = load_token(str(state), environ={})
+    assert token.path is not None
     path = Path(token.path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(token.value) >= 32
     assert load_token(str(state), environ={}).value == token.value  # kept across restarts
@@ -200,19 +202,20 @@ def test_an_integer_too_long_to_convert_is_a_400(live: LiveServer) -> None:
 WIDE = b"[" + b",".join([b"[]"] * 349_000) + b"]"  # 1 MiB: the old guard parsed it (~1.2 s of the loop) first
 
 
-def _asgi(app, method: str, path: str, body: bytes, token: str | None) -> tuple[int, dict[bytes, bytes], int]:
+def _asgi(app: ASGIApp, method: str, path: str, body: bytes, token: str | None) -> tuple[int, dict[bytes, bytes], int]:
     """(status, headers, how many times the app asked for the body) for one request straight into the app."""
     reads = 0
     answer: dict = {}
 
-    async def receive() -> dict:
+    async def receive() -> Message:
         nonlocal reads
         reads += 1
         if reads == 1:
             return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # the body is all sent: the client stays (the call ends long before)
+        return {"type": "http.disconnect"}
 
-    async def send(message: dict) -> None:
+    async def send(message: Message) -> None:
         if message["type"] == "http.response.start":
             answer.update(status=message["status"], headers=dict(message["headers"]))
 
@@ -347,6 +350,7 @@ def test_a_symlinked_token_file_is_refused_and_its_target_untouched(tmp_path: Pa
 def test_a_state_directory_or_token_file_others_can_write_is_refused(tmp_path: Path, where: str) -> None:
     state = tmp_path / "state"
     token = load_token(str(state), environ={})
+    assert token.path is not None
     (state if where == "directory" else Path(token.path)).chmod(0o777 if where == "directory" else 0o666)
     with pytest.raises(UnsafeStateError, match="writable by its group or others"):
         load_token(str(state), environ={})
@@ -357,6 +361,7 @@ def test_a_token_file_of_another_user_is_refused(tmp_path: Path) -> None:
         pytest.skip("only root can give a file to another user")
     state = tmp_path / "state"
     token = load_token(str(state), environ={})
+    assert token.path is not None
     os.chown(token.path, 12345, 12345)
     with pytest.raises(UnsafeStateError, match="another user"):
         load_token(str(state), environ={})

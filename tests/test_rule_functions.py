@@ -262,16 +262,17 @@ def test_layer(case: Case, il: int, rule: str, layouts: dict[str, Layout]) -> No
     assert len(cache) == _count(case.layers, 0), "layers that own KV cells"
     if entry is None:
         return  # it owns no KV cells: the count above holds it to that
-    got = cache[_rank(case.layers, il, 0)]
+    cells = cache[_rank(case.layers, il, 0)]
     if rule == "kv":
-        assert (got.k_width, got.v_width, got.has_v) == (entry[0], entry[1], entry[3])
+        assert (cells.k_width, cells.v_width, cells.has_v) == (entry[0], entry[1], entry[3])
     else:
-        assert got.window == entry[2]
+        assert cells.window == entry[2]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.indexer], ids=lambda c: f"{c.label}-indexer")
 def test_indexer_cache(case: Case, layouts: dict[str, Layout]) -> None:
     layout = layouts[case.label]
+    assert case.indexer is not None
     count, width = case.indexer
     assert len(layout.caches) == 2
     assert [(a.k_width, a.v_width, a.has_v) for a in layout.caches[1].layers] == [(width, 0, False)] * count

@@ -10,6 +10,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,9 +20,19 @@ from memfit.cli import main
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB
 from memfit.readers.model_roots import Root, RootKind
+from memfit.service.fit_service import FitService
 from memfit.service_builder import HEADERS_FILE, HISTORY_FILE, build_service
 from tests.conftest import LiveServer
 from tests.test_history import BATCH, OBSERVATIONS, _observation, _row
+
+
+def _close_state(service: FitService) -> None:
+    """Closes the connections of a service that keeps its state in a folder (its history and header store)."""
+    history, store = service.history.db, service.cache.store
+    assert history is not None and store is not None
+    history.close()
+    store.close()
+
 
 MODEL = "llama-gqa-q8_0"
 
@@ -73,16 +84,15 @@ def test_a_full_state_disk_fails_no_fit_or_listing_and_refuses_observations_with
     history cannot be opened at all."""
     connect = sqlite3.connect
 
-    def full(path: str, *args: object, **kwargs: object) -> sqlite3.Connection:
+    def full(path: str, *args: Any, **kwargs: Any) -> sqlite3.Connection:
         if HISTORY_FILE in str(path):
             raise sqlite3.OperationalError("database or disk is full")
-        db = connect(path, *args, **kwargs)  # type: ignore[arg-type]
+        db = connect(path, *args, **kwargs)
         db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
         return db
 
     monkeypatch.setattr(sqlite3, "connect", full)
-    server.service.history.db.close()  # the connections opened at start: from now on each use opens a new one
-    server.service.cache.store.close()
+    _close_state(server.service)  # the connections opened at start: from now on each use opens a new one
     with server.client() as c:
         batch = c.post(BATCH, json=[{"modelId": name} for name in ("qwen3-f16", "llama-gqa-f16", MODEL)])
         listing = c.get("/v1/models")
@@ -259,8 +269,7 @@ def test_the_state_files_are_private_to_their_owner(tmp_path: Path, public_model
         files = {name + suffix for name in (HISTORY_FILE, HEADERS_FILE) for suffix in ("", "-wal", "-shm")}
         assert modes == dict.fromkeys(files, 0o600)
         assert stat.S_IMODE(state.stat().st_mode) == 0o700
-        service.history.db.close()
-        service.cache.store.close()
+        _close_state(service)
         older = tmp_path / "older"
         older.mkdir()
         for name in (HISTORY_FILE, HEADERS_FILE):  # as SQLite makes them, left open so the side files stay
@@ -271,8 +280,7 @@ def test_the_state_files_are_private_to_their_owner(tmp_path: Path, public_model
         before = {p.name: stat.S_IMODE(p.stat().st_mode) for p in older.iterdir()}
         reopened = build_service([Root(str(public_models), RootKind.PLAIN)], state_dir=str(older))
         after = {p.name: stat.S_IMODE(p.stat().st_mode) for p in older.iterdir()}
-        reopened.history.db.close()
-        reopened.cache.store.close()
+        _close_state(reopened)
         for db in kept_open:
             db.close()
     finally:
@@ -333,10 +341,10 @@ def test_a_history_that_cannot_be_opened_stops_serve_with_the_file_and_the_fix(
     elif damage == "read-only":  # tests run as root, whom chmod does not stop: the error sqlite gives instead
         connect = sqlite3.connect
 
-        def read_only(where: str, *args: object, **kwargs: object) -> sqlite3.Connection:
+        def read_only(where: str, *args: Any, **kwargs: Any) -> sqlite3.Connection:
             if HISTORY_FILE in str(where):
                 raise sqlite3.OperationalError("attempt to write a readonly database")
-            return connect(where, *args, **kwargs)  # type: ignore[arg-type]
+            return connect(where, *args, **kwargs)
 
         monkeypatch.setattr(sqlite3, "connect", read_only)
     else:

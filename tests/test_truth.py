@@ -154,7 +154,7 @@ def recorded(model_files: dict[str, Path]) -> dict[str, list[BoundsRow]]:
 
 
 # Why a recorded run has no bounds to compare: llama.cpp refused it, memfit does not model its settings, or memfit
-# answers unknown (no layout, no derived graph, a ubatch the phase rule does not derive)
+# answers unknown (no layout, no rebuilt graph)
 UNKNOWN_REASONS = {
     "unknown: llama.cpp refused these settings",
     "unknown: n_rs_seq (experimental rollback) is not modelled",
@@ -214,6 +214,7 @@ TIGHT = {
     "mistral4", "muse-glimmer", "nemotron_h", "nemotron_h_moe", "nomic-bert", "olmo2", "openelm", "phi3", "plamo2",
     "plamo3", "plm", "qwen2", "qwen3", "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "qwen4exp", "rwkv6",
     "rwkv6qwen2", "rwkv7", "smallthinker", "smollm3", "stablelm", "starcoder2", "step35",
+    "deepseek32", "glm-dsa", "minimax-01",  # the sparse-attention families (estimator/graph_dsa.py, graph_minimax.py)
 }  # fmt: skip
 
 

@@ -262,7 +262,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
         flash_attention=geometry.flash_attention,
     )
     r, state = recurrent_state_bytes(layout.recurrent, geometry)
-    # llama.cpp's memory module: every cache's K and V (a sparse-attention indexer's cache too) and R + S
+    # llama.cpp's memory module, all its buffers (DSA's indexer cache too, which kv_k_bytes and kv_v_bytes leave out)
     real_memory = record["memory_bytes"]
     kv_exact = k + v + r + state == real_memory
     output_exact = output_buffer(n_vocab, geometry) == record["output_buffer_bytes_init"]

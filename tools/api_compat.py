@@ -49,6 +49,33 @@ def _narrowed_bounds(old: Schema, new: Schema) -> Iterator[str]:
             yield f"{key} tightened to {new[key]}"
 
 
+def _values(old: Schema, new: Schema, request: bool) -> Iterator[str]:
+    """The changes to the values one (resolved) schema allows: its enum, a request's bounds, null."""
+    if "enum" in new and ("enum" not in old or set(old["enum"]) != set(new["enum"])):
+        if "enum" not in old or not (request and set(old["enum"]) <= set(new["enum"])):
+            yield f"closed to the values {new['enum']}"
+    if request:
+        yield from _narrowed_bounds(old, new)
+        if old.get("nullable") and not new.get("nullable"):
+            yield "no longer accepts null"
+    elif new.get("nullable") and not old.get("nullable"):
+        yield "may now be null"
+
+
+def _members(old: Schema, new: Schema, request: bool) -> Iterator[tuple[str, str]]:
+    """(property, change) of an object schema's members: required in a request, removed or optional in an answer."""
+    old_props, new_props = old.get("properties", {}), new.get("properties", {})
+    old_required, new_required = set(old.get("required", [])), set(new.get("required", []))
+    if request:
+        for name in sorted(new_required - old_required):
+            yield name, "now required"
+    else:
+        for name in sorted(set(old_props) - set(new_props)):
+            yield name, "removed"
+        for name in sorted(old_required - new_required):
+            yield name, "no longer always present"
+
+
 def _compare(
     old_spec: Spec, new_spec: Spec, old: Schema, new: Schema, where: str, request: bool, depth: int = 0
 ) -> Iterator[str]:
@@ -58,26 +85,11 @@ def _compare(
     if old.get("type") != new.get("type") and old.get("type") is not None:
         yield f"{where}: type {old.get('type')} became {new.get('type')}"
         return
-    if "enum" in new and ("enum" not in old or set(old["enum"]) != set(new["enum"])):
-        if "enum" not in old or not (request and set(old["enum"]) <= set(new["enum"])):
-            yield f"{where}: closed to the values {new['enum']}"
-    if request:
-        for why in _narrowed_bounds(old, new):
-            yield f"{where}: {why}"
-        if old.get("nullable") and not new.get("nullable"):
-            yield f"{where}: no longer accepts null"
-    elif new.get("nullable") and not old.get("nullable"):
-        yield f"{where}: may now be null"
+    for why in _values(old, new, request):
+        yield f"{where}: {why}"
+    for name, why in _members(old, new, request):
+        yield f"{where}.{name}: {why}"
     old_props, new_props = old.get("properties", {}), new.get("properties", {})
-    old_required, new_required = set(old.get("required", [])), set(new.get("required", []))
-    if request:
-        for name in sorted(new_required - old_required):
-            yield f"{where}.{name}: now required"
-    else:
-        for name in sorted(set(old_props) - set(new_props)):
-            yield f"{where}.{name}: removed"
-        for name in sorted(old_required - new_required):
-            yield f"{where}.{name}: no longer always present"
     for name in sorted(set(old_props) & set(new_props)):
         yield from _compare(old_spec, new_spec, old_props[name], new_props[name], f"{where}.{name}", request, depth + 1)
     if "items" in old and "items" in new:
@@ -102,29 +114,32 @@ def breaking_changes(old_document: dict, new_document: dict) -> list[str]:
             new_op, old_op = new_item.get(method), old_item[method]
             if new_op is None:
                 breaks.append(f"{where}: removed")
-                continue
-            old_body = _content(old_spec, old_op.get("requestBody", {}))
-            new_body = _content(new_spec, new_op.get("requestBody", {}))
-            for media, schema in old_body.items():
-                if media in new_body:
-                    breaks.extend(_compare(old_spec, new_spec, schema, new_body[media], f"{where} body", True))
-                else:
-                    breaks.append(f"{where} body: {media} no longer accepted")
-            for status, old_response in old_op.get("responses", {}).items():
-                new_response = new_op.get("responses", {}).get(status)
-                if new_response is None:
-                    if str(status).startswith("2"):
-                        breaks.append(f"{where} {status}: removed")
-                    continue
-                new_content = _content(new_spec, new_response)
-                for media, schema in _content(old_spec, old_response).items():
-                    if media not in new_content:
-                        breaks.append(f"{where} {status}: no longer {media}")
-                    else:
-                        breaks.extend(
-                            _compare(old_spec, new_spec, schema, new_content[media], f"{where} {status}", False)
-                        )
+            else:
+                breaks.extend(_operation_changes(old_spec, new_spec, old_op, new_op, where))
     return breaks
+
+
+def _operation_changes(old_spec: Spec, new_spec: Spec, old_op: dict, new_op: dict, where: str) -> Iterator[str]:
+    """The breaking changes to one operation present in both documents: its request body, then its answers."""
+    old_body = _content(old_spec, old_op.get("requestBody", {}))
+    new_body = _content(new_spec, new_op.get("requestBody", {}))
+    for media, schema in old_body.items():
+        if media in new_body:
+            yield from _compare(old_spec, new_spec, schema, new_body[media], f"{where} body", True)
+        else:
+            yield f"{where} body: {media} no longer accepted"
+    for status, old_response in old_op.get("responses", {}).items():
+        new_response = new_op.get("responses", {}).get(status)
+        if new_response is None:
+            if str(status).startswith("2"):
+                yield f"{where} {status}: removed"
+            continue
+        new_content = _content(new_spec, new_response)
+        for media, schema in _content(old_spec, old_response).items():
+            if media not in new_content:
+                yield f"{where} {status}: no longer {media}"
+            else:
+                yield from _compare(old_spec, new_spec, schema, new_content[media], f"{where} {status}", False)
 
 
 def load(path: str) -> dict:

@@ -71,7 +71,7 @@ def base_header(layers: int = 4, vocab: int = 64) -> Header:
             (f"blk.{i}.attn_output.weight", (64, 64)),
         ]
     h.put("tensor_count", struct.pack("<Q", len(tensors)))
-    scalars = [
+    scalars: list[tuple[str, int, str | int | float]] = [
         ("general.architecture", STRING, "llama"),
         ("llama.block_count", UINT32, layers),
         ("llama.context_length", UINT32, 4096),
@@ -86,6 +86,7 @@ def base_header(layers: int = 4, vocab: int = 64) -> Header:
         h.string("key", key)
         h.put("value_type", struct.pack("<I", vtype))
         if vtype == STRING:
+            assert isinstance(value, str)
             h.string("value", value)
         else:
             h.put("value", struct.pack("<I" if vtype == UINT32 else "<f", value))
@@ -142,6 +143,22 @@ MUTATIONS = (
 )
 
 
+# The mutations that write one number into one field: (the kinds of field picked from, the number from the header's
+# length and `value`)
+NUMBERS: dict[str, tuple[tuple[str, ...], Callable[[int, int], int]]] = {
+    "huge_count": (("tensor_count", "kv_count", "array_count", "tensor_dim"), lambda _, value: HUGE[value % len(HUGE)]),
+    "string_past_end": (
+        ("key_length", "value_length", "token_length", "tensor_name_length"),
+        lambda length, value: length + 1 + value % HUGE[0],
+    ),
+    "wrong_type": (("value_type", "array_type", "tensor_type"), lambda _, value: value % 64),
+    "array_of_arrays": (("array_type",), lambda _, __: ARRAY),
+    "offset_past_end": (("tensor_offset",), lambda length, value: length + value % (1 << 40)),
+    "zero_dimension": (("tensor_dim",), lambda _, __: 0),
+    "too_many_dims": (("tensor_dims",), lambda _, value: 5 + value % 1000),
+}
+
+
 def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
     """One hostile variant of `base`: `pick` chooses the field, `value` the size or number it gets."""
     data = bytearray(base.data)
@@ -153,18 +170,9 @@ def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
     if mutation == "truncate":  # inside any kind of field
         f = base.fields[pick % len(base.fields)]
         return bytes(data[: f.offset + value % max(1, f.size)])
-    if mutation == "huge_count":
-        _set(data, field_of("tensor_count", "kv_count", "array_count", "tensor_dim"), HUGE[value % len(HUGE)])
-    elif mutation == "string_past_end":
-        _set(
-            data,
-            field_of("key_length", "value_length", "token_length", "tensor_name_length"),
-            len(data) + 1 + value % HUGE[0],
-        )
-    elif mutation == "wrong_type":
-        _set(data, field_of("value_type", "array_type", "tensor_type"), value % 64)
-    elif mutation == "array_of_arrays":
-        _set(data, field_of("array_type"), ARRAY)
+    if mutation in NUMBERS:
+        kinds, number = NUMBERS[mutation]
+        _set(data, field_of(*kinds), number(len(data), value))
     elif mutation == "non_utf8_key":
         f = field_of("key", "value", "tensor_name")
         data[f.offset + value % f.size] = 0xFF
@@ -173,8 +181,6 @@ def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
         insert_at = base.kv_entries[-1][1]
         data[insert_at:insert_at] = data[start:end]
         _set(data, base.of("kv_count")[0], len(base.kv_entries) + 1)
-    elif mutation == "offset_past_end":
-        _set(data, field_of("tensor_offset"), len(data) + value % (1 << 40))
     elif mutation == "misaligned_offset":
         f = field_of("tensor_offset")
         _set(data, f, int.from_bytes(data[f.offset : f.offset + 8], "little") + 1 + value % (ALIGN - 1))
@@ -182,10 +188,6 @@ def mutate(base: Header, mutation: str, pick: int, value: int) -> bytes:
         offsets = base.of("tensor_offset")
         i = 1 + pick % (len(offsets) - 1)
         data[offsets[i].offset : offsets[i].offset + 8] = data[offsets[i - 1].offset : offsets[i - 1].offset + 8]
-    elif mutation == "zero_dimension":
-        _set(data, field_of("tensor_dim"), 0)
-    elif mutation == "too_many_dims":
-        _set(data, field_of("tensor_dims"), 5 + value % 1000)
     else:  # random bytes over a field
         f = base.fields[pick % len(base.fields)]
         data[f.offset : f.offset + f.size] = bytes((value >> (8 * (i % 8))) & 0xFF for i in range(f.size))

@@ -141,171 +141,181 @@ _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
 
-def _handler(hub: LocalHub, server: str) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(BaseHTTPRequestHandler):
+    """Answers as the Hub (role "hub") or as its storage; _handler binds it to a LocalHub."""
 
-        def log_message(self, *args: object) -> None:  # quiet: the requests are recorded instead
-            pass
+    protocol_version = "HTTP/1.1"
+    local_hub: LocalHub
+    role: str
 
-        def handle(self) -> None:
-            with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # a client that closed: nothing to say
-                super().handle()
+    def log_message(self, *args: object) -> None:  # quiet: the requests are recorded instead
+        pass
 
-        def do_GET(self) -> None:
-            self._route()
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # a client that closed: nothing to say
+            super().handle()
 
-        def do_HEAD(self) -> None:
-            self._route()
+    def do_GET(self) -> None:
+        self._route()
 
-        def _route(self) -> None:
-            self.sent, self.status = 0, 0
-            try:
-                if server == "hub":
-                    self._hub()
-                else:
-                    self._storage()
-            except (BrokenPipeError, ConnectionResetError):  # the client had what it wanted
-                self.close_connection = True
-            finally:
-                hub.record(
-                    Request(
-                        server,
-                        self.command,
-                        self.path,
-                        self.status,
-                        self.sent,
-                        "Authorization" in self.headers,
-                        self.headers.get("Range", ""),
-                    )
-                )
+    def do_HEAD(self) -> None:
+        self._route()
 
-        # -- answers
-
-        def _answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
-            self.status = status
-            self.send_response(status)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD" and body:
-                self.wfile.write(body)
-                self.sent += len(body)
-
-        def _error(self, status: int, code: str, message: str = "") -> None:
-            headers = {"X-Error-Code": code, "Content-Type": "application/json"}
-            if message:
-                headers["X-Error-Message"] = message
-            self._answer(status, json.dumps({"error": message or code}).encode(), headers)
-
-        def _authorized(self) -> bool:
-            return self.headers.get("Authorization", "") == f"Bearer {TOKEN}"
-
-        # -- the Hub
-
-        def _hub(self) -> None:
-            url = urlsplit(self.path)
-            path = unquote(url.path)
-            api, resolve = _MODEL_API.match(path), _RESOLVE.match(path)
-            match = api or resolve
-            repo = hub.repo(match["repo"]) if match else None
-            if match is None:
-                return self._error(404, "NotFound")
-            if repo is None or (repo.private and not self._authorized()):
-                return self._error(401 if repo is None or repo.private else 404, "RepoNotFound", "Repository not found")
-            if match["revision"] not in ("main", repo.commit):
-                return self._error(404, "RevisionNotFound", "Invalid rev id")
-            if api is not None:
-                return self._listing(repo, api["kind"], "blobs" in parse_qs(url.query))
-            if repo.gated and not self._authorized():
-                return self._error(401, "GatedRepo", "Access to this model is restricted")
-            blob = hub.blob(repo, resolve["path"]) if resolve else None
-            if blob is None:
-                return self._error(404, "EntryNotFound", "Entry not found")
-            linked = {
-                "X-Repo-Commit": repo.commit,
-                "X-Linked-Etag": f'"{blob.sha256}"',
-                "X-Linked-Size": str(blob.size),
-                "ETag": f'"{blob.sha256}"',
-            }
-            if repo.fault == "same-origin":
-                return self._blob(blob, linked)
-            location = f"{hub.storage}/blobs/{blob.sha256}?expires={int(time.time()) + 3600}"
-            self._answer(302, b"", {**linked, "Location": location})
-
-        def _listing(self, repo: HubRepo, kind: str, blobs: bool) -> None:
-            files = []
-            for path in sorted(repo.files):
-                blob = hub.blob(repo, path)
-                assert blob is not None
-                oid = hashlib.sha1(blob.sha256.encode()).hexdigest()
-                if kind == "tree":
-                    lfs = {"oid": blob.sha256, "size": blob.size, "pointerSize": 134}
-                    files.append({"type": "file", "oid": oid, "size": blob.size, "path": path, "lfs": lfs})
-                elif blobs:
-                    lfs = {"sha256": blob.sha256, "size": blob.size, "pointerSize": 134}
-                    files.append({"rfilename": path, "size": blob.size, "blobId": oid, "lfs": lfs})
-                else:
-                    files.append({"rfilename": path})
-            if kind == "tree":
-                body = files
+    def _route(self) -> None:
+        self.sent, self.status = 0, 0
+        try:
+            if self.role == "hub":
+                self._hub()
             else:
-                gated = "auto" if repo.gated else False
-                body = {"id": repo.repo, "modelId": repo.repo, "sha": repo.commit, "private": repo.private}
-                body.update(gated=gated, siblings=files)
-            self._answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+                self._storage()
+        except (BrokenPipeError, ConnectionResetError):  # the client had what it wanted
+            self.close_connection = True
+        finally:
+            self.local_hub.record(
+                Request(
+                    self.role,
+                    self.command,
+                    self.path,
+                    self.status,
+                    self.sent,
+                    "Authorization" in self.headers,
+                    self.headers.get("Range", ""),
+                )
+            )
 
-        # -- the storage
+    # -- answers
 
-        def _storage(self) -> None:
-            path = urlsplit(self.path).path
-            blob = hub.blob_by_sha(path.removeprefix("/blobs/")) if path.startswith("/blobs/") else None
-            if blob is None:
-                return self._error(404, "NotFound")
-            self._blob(blob, {})
+    def _answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+        self.status = status
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and body:
+            self.wfile.write(body)
+            self.sent += len(body)
 
-        def _blob(self, blob: _Blob, extra: dict[str, str]) -> None:
-            """The file's bytes: the range asked (206), or per the repository's fault."""
-            fault = blob.repo.fault
-            if fault == "slow":
-                time.sleep(blob.repo.delay)
-            if self.command == "GET":
-                blob.reads += 1
-            moved = fault == "etag-change" and blob.reads % 2 == 0  # every other read: any two reads differ
-            headers = {**extra, "ETag": f'"storage-{blob.sha256[:16]}{"-moved" if moved else ""}"'}
-            headers["Accept-Ranges"] = "bytes"
-            asked = _RANGE.match(self.headers.get("Range", ""))
-            if fault == "416" and asked:
-                return self._answer(416, b"", {"Content-Range": f"bytes */{blob.size}"})
-            if asked is None or fault == "ignore-range":
-                return self._send(blob, 0, blob.size, 200, headers)
-            start = int(asked[1])
-            end = min(blob.size, int(asked[2]) + 1 if asked[2] else blob.size)
-            if start >= blob.size or end <= start:
-                return self._answer(416, b"", {"Content-Range": f"bytes */{blob.size}"})
-            headers["Content-Range"] = f"bytes {start}-{end - 1}/{blob.size}"
-            self._send(blob, start, end, 206, headers)
+    def _error(self, status: int, code: str, message: str = "") -> None:
+        headers = {"X-Error-Code": code, "Content-Type": "application/json"}
+        if message:
+            headers["X-Error-Message"] = message
+        self._answer(status, json.dumps({"error": message or code}).encode(), headers)
 
-        def _send(self, blob: _Blob, start: int, end: int, status: int, headers: dict[str, str]) -> None:
-            self.status = status
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(end - start))
-            self.end_headers()
-            if self.command == "HEAD":
-                return
-            with open(blob.file, "rb") as f:
-                f.seek(start)
-                left = end - start
-                while left:
-                    piece = f.read(min(BLOCK, left))
-                    if not piece:
-                        break
-                    self.wfile.write(piece)
-                    self.sent += len(piece)
-                    left -= len(piece)
+    def _authorized(self) -> bool:
+        return self.headers.get("Authorization", "") == f"Bearer {TOKEN}"
+
+    # -- the Hub
+
+    def _hub(self) -> None:
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        api, resolve = _MODEL_API.match(path), _RESOLVE.match(path)
+        match = api or resolve
+        repo = self.local_hub.repo(match["repo"]) if match else None
+        if match is None:
+            return self._error(404, "NotFound")
+        if repo is None or (repo.private and not self._authorized()):
+            return self._error(401 if repo is None or repo.private else 404, "RepoNotFound", "Repository not found")
+        if match["revision"] not in ("main", repo.commit):
+            return self._error(404, "RevisionNotFound", "Invalid rev id")
+        if api is not None:
+            return self._listing(repo, api["kind"], "blobs" in parse_qs(url.query))
+        if repo.gated and not self._authorized():
+            return self._error(401, "GatedRepo", "Access to this model is restricted")
+        blob = self.local_hub.blob(repo, resolve["path"]) if resolve else None
+        if blob is None:
+            return self._error(404, "EntryNotFound", "Entry not found")
+        linked = {
+            "X-Repo-Commit": repo.commit,
+            "X-Linked-Etag": f'"{blob.sha256}"',
+            "X-Linked-Size": str(blob.size),
+            "ETag": f'"{blob.sha256}"',
+        }
+        if repo.fault == "same-origin":
+            return self._blob(blob, linked)
+        location = f"{self.local_hub.storage}/blobs/{blob.sha256}?expires={int(time.time()) + 3600}"
+        self._answer(302, b"", {**linked, "Location": location})
+
+    def _listing(self, repo: HubRepo, kind: str, blobs: bool) -> None:
+        files = []
+        for path in sorted(repo.files):
+            blob = self.local_hub.blob(repo, path)
+            assert blob is not None
+            oid = hashlib.sha1(blob.sha256.encode()).hexdigest()
+            if kind == "tree":
+                lfs = {"oid": blob.sha256, "size": blob.size, "pointerSize": 134}
+                files.append({"type": "file", "oid": oid, "size": blob.size, "path": path, "lfs": lfs})
+            elif blobs:
+                lfs = {"sha256": blob.sha256, "size": blob.size, "pointerSize": 134}
+                files.append({"rfilename": path, "size": blob.size, "blobId": oid, "lfs": lfs})
+            else:
+                files.append({"rfilename": path})
+        if kind == "tree":
+            body: object = files
+        else:
+            gated = "auto" if repo.gated else False
+            info = {"id": repo.repo, "modelId": repo.repo, "sha": repo.commit, "private": repo.private}
+            info.update(gated=gated, siblings=files)
+            body = info
+        self._answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+    # -- the storage
+
+    def _storage(self) -> None:
+        path = urlsplit(self.path).path
+        blob = self.local_hub.blob_by_sha(path.removeprefix("/blobs/")) if path.startswith("/blobs/") else None
+        if blob is None:
+            return self._error(404, "NotFound")
+        self._blob(blob, {})
+
+    def _blob(self, blob: _Blob, extra: dict[str, str]) -> None:
+        """The file's bytes: the range asked (206), or per the repository's fault."""
+        fault = blob.repo.fault
+        if fault == "slow":
+            time.sleep(blob.repo.delay)
+        if self.command == "GET":
+            blob.reads += 1
+        moved = fault == "etag-change" and blob.reads % 2 == 0  # every other read: any two reads differ
+        headers = {**extra, "ETag": f'"storage-{blob.sha256[:16]}{"-moved" if moved else ""}"'}
+        headers["Accept-Ranges"] = "bytes"
+        asked = _RANGE.match(self.headers.get("Range", ""))
+        if fault == "416" and asked:
+            return self._answer(416, b"", {"Content-Range": f"bytes */{blob.size}"})
+        if asked is None or fault == "ignore-range":
+            return self._send(blob, 0, blob.size, 200, headers)
+        start = int(asked[1])
+        end = min(blob.size, int(asked[2]) + 1 if asked[2] else blob.size)
+        if start >= blob.size or end <= start:
+            return self._answer(416, b"", {"Content-Range": f"bytes */{blob.size}"})
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{blob.size}"
+        self._send(blob, start, end, 206, headers)
+
+    def _send(self, blob: _Blob, start: int, end: int, status: int, headers: dict[str, str]) -> None:
+        self.status = status
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(end - start))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        with open(blob.file, "rb") as f:
+            f.seek(start)
+            left = end - start
+            while left:
+                piece = f.read(min(BLOCK, left))
+                if not piece:
+                    break
+                self.wfile.write(piece)
+                self.sent += len(piece)
+                left -= len(piece)
+
+
+def _handler(hub: LocalHub, server: str) -> type[BaseHTTPRequestHandler]:
+    class Handler(_Handler):
+        local_hub = hub
+        role = server
 
     return Handler
 

@@ -89,8 +89,8 @@ def main(argv: list[str]) -> int:
         for (a, b), n in sorted(between.items()):
             arrow = "UPWARD" if b > a else ""
             print(f"  {LAYERS[a][0]:>8} -> {LAYERS[b][0]:<8} {n:4d} imports {arrow}")
-    for a, b in upward:
-        print(f"upward: {a} ({LAYERS[layer(a)][0]}) imports {b} ({LAYERS[layer(b)][0]})")
+    for importer, imported in upward:
+        print(f"upward: {importer} ({LAYERS[layer(importer)][0]}) imports {imported} ({LAYERS[layer(imported)][0]})")
     print(f"{len(upward)} upward imports")
     return 1 if upward and "--check" in argv else 0
 

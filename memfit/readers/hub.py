@@ -526,7 +526,7 @@ class HubModels:
             with self._workers:
                 try:
                     future.set_result(do())
-                except BaseException as exc:  # kept for whoever waits on it
+                except BaseException as exc:  # noqa: BLE001  # kept for whoever waits on it, who raises it
                     future.set_exception(exc)
 
         threading.Thread(target=run, name="memfit-hub", daemon=True).start()

@@ -30,7 +30,7 @@ def _load_metal() -> ModuleType | None:
         return None
     try:
         import Metal  # pyobjc-framework-Metal, on macOS only (it loads AppKit and the framework itself)
-    except Exception:  # not installed (ImportError), or a framework that fails to load: as absent
+    except Exception:  # noqa: BLE001  # not installed (ImportError), or a framework that fails to load: as absent
         return None
     return Metal
 
@@ -72,7 +72,7 @@ class MetalReader:
             try:
                 self._device = self._metal.MTLCreateSystemDefaultDevice() if self._metal is not None else None
                 self._started = self._metal is not None
-            except Exception:  # PyObjC raises objc.error (and bridge errors): no answer, as a failed nvmlInit
+            except Exception:  # noqa: BLE001  # PyObjC raises objc.error (and bridge errors): no answer, as a failed nvmlInit
                 self._started = False
         return self._started
 
@@ -97,7 +97,7 @@ class MetalReader:
             working_set = int(device.recommendedMaxWorkingSetSize())
             allocated = int(device.currentAllocatedSize())
             unified = bool(device.hasUnifiedMemory())
-        except Exception:  # as in _start
+        except Exception:  # noqa: BLE001  # as in _start
             return None
         total = self.wired_limit_bytes() or working_set
         return [GpuMemory(0, f"metal:{name}", max(0, total - allocated), total, unified, GpuBackend.METAL)]

@@ -11,6 +11,7 @@ published config was not at hand the shape says "-style": its sizes are the fami
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from tools.families.attention import Gemma4Dims, gemma4_model
 from tools.families.shapes import decoder
@@ -88,7 +89,7 @@ def llama_embed(name: str, *, E: int, F: int, L: int, H: int, Hkv: int, V: int) 
     return m
 
 
-_GEMMA4 = dict(head=512, head_swa=256, vocab=262144, qtype=W)
+_GEMMA4 = Gemma4Dims(head=512, head_swa=256, vocab=262144, qtype=W)  # what the three share
 
 SHAPES: dict[str, Callable[[], Model]] = {
     # StarCoder2-15B: 6144 wide, 48 heads over 4 KV heads of 128, FFN 24576, 49152 tokens
@@ -131,14 +132,14 @@ SHAPES: dict[str, Callable[[], Model]] = {
     # Gemma-4-31B-style: 5376 wide, 32 heads (SWA 256 over 16 KV heads, full 512 over 4, V from K), FFN 21504,
     # window 1024, 5 sliding in 6
     "gemma4-31b-style-shape": lambda: gemma4_model(
-        "g4-31b", 12, 21504, Gemma4Dims(embd=5376, heads=32, kv_full=4, kv_swa=16, period=6, window=1024, **_GEMMA4)
+        "g4-31b", 12, 21504, replace(_GEMMA4, embd=5376, heads=32, kv_full=4, kv_swa=16, period=6, window=1024)
     ),
     # Gemma-4-26B-A4B-style: 2816 wide, 16 heads (8 / 2 KV heads), 128 experts of 704 (8 used) beside an FFN of 2112
     "gemma4-26b-a4b-style-shape": lambda: gemma4_model(
         "g4-26b",
         12,
         2112,
-        Gemma4Dims(embd=2816, heads=16, kv_full=2, kv_swa=8, period=6, window=1024, experts=(128, 8, 704), **_GEMMA4),
+        replace(_GEMMA4, embd=2816, heads=16, kv_full=2, kv_swa=8, period=6, window=1024, experts=(128, 8, 704)),
     ),  # fmt: skip
     # Gemma-4-E2B-style: 1536 wide, 8 heads over 1, per-layer embeddings of 256, the last 20 of 35 layers reusing
     # earlier KV with a double-wide FFN, window 512, 4 sliding in 5
@@ -146,7 +147,7 @@ SHAPES: dict[str, Callable[[], Model]] = {
         "g4-e2b",
         35,
         [6144] * 15 + [12288] * 20,
-        Gemma4Dims(embd=1536, heads=8, kv_full=1, kv_swa=1, period=5, window=512, per_layer=256, shared=20, **_GEMMA4),
+        replace(_GEMMA4, embd=1536, heads=8, kv_full=1, kv_swa=1, period=5, window=512, per_layer=256, shared=20),
     ),  # fmt: skip
     # llama-embed-nemotron-8b-style: Llama-3.1-8B's widths, non-causal
     "llama-embed-8b-style-shape": lambda: llama_embed("embed-8b", E=4096, F=14336, L=4, H=32, Hkv=8, V=128256),

@@ -450,8 +450,17 @@ def nemotron_h_moe_latent() -> Model:
     """Nemotron-H MoE with its experts in a 64-wide latent (moe_latent_size: ffn_latent_down / _up, as Nemotron 3
     Super), 3 of 4 experts used, the weights normalized and scaled by 2.5; no NextN block."""
     heads_kv, ff, s = [0, 0, 2, 0, 0, 2], [0, 128, 0, 0, 128, 0], replace(TINY_NEMOTRON_H, experts_used=3)
-    latent = dict(nextn=0, routing=NORMED_SCALED, latent=64)
-    return _nemotron_h("nemotron_h_moe", "tiny-nemotron-h-moe-latent", heads_kv, ff, s, moe=True, **latent)
+    return _nemotron_h(
+        "nemotron_h_moe",
+        "tiny-nemotron-h-moe-latent",
+        heads_kv,
+        ff,
+        s,
+        moe=True,
+        nextn=0,
+        routing=NORMED_SCALED,
+        latent=64,
+    )
 
 
 @dataclass(frozen=True)

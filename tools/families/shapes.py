@@ -228,6 +228,41 @@ def deepseek2(
     return m
 
 
+def deepseek32(name: str, *, idx_heads: int, idx_head: int, top_k: int, **shape: Any) -> Model:
+    """A deepseek32 (DeepSeek-V3.2): deepseek2's MLA and experts, and on every layer DSA's lightning indexer of
+    idx_heads heads of idx_head (its keys LayerNormed, Q from the query's latent), keeping the top_k keys."""
+    m = deepseek2(name, arch="deepseek32", **shape)
+    m.arch_kv(attention__indexer__head_count=idx_heads, attention__indexer__key_length=idx_head)
+    m.arch_kv(attention__indexer__top_k=top_k)
+    E, q_lora = shape["E"], shape["q_lora"]
+    for i in range(shape["L"]):
+        layer_norm(m, f"blk.{i}.indexer.k_norm", idx_head)
+        m.tensor(f"blk.{i}.indexer.proj.weight", [E, idx_heads], QT.F32)
+        m.tensor(f"blk.{i}.indexer.attn_k.weight", [E, idx_head], QT.Q4_0)
+        m.tensor(f"blk.{i}.indexer.attn_q_b.weight", [q_lora, idx_heads * idx_head], QT.Q4_0)
+    return m
+
+
+def minimax01(name: str, *, E: int, L: int, H: int, Hkv: int, D: int, F: int, experts: int, used: int, V: int) -> Model:
+    """A minimax-01 (MiniMax-Text-01): lightning attention (one fused QKV of H heads of D, a second norm and an
+    output gate) on every layer but each 8th, which runs softmax attention over Hkv KV heads; E wide, `experts`
+    of F (`used` of them) on every layer; Q4_0 weights."""
+    w = QT.Q4_0
+    m = Model("minimax-01", vocab=V, tokenizer="gpt2")
+    transformer_kv(m, ctx=1048576, embd=E, layers=L, ff=F, heads=H, heads_kv=Hkv, head_dim=D, name=name, rope_base=1e7)
+    m.arch_kv(rope__dimension_count=D, residual_scale=1.0, expert_count=experts, expert_used_count=used, vocab_size=V)
+    embeddings(m, E, V, w, tied=False)
+    for i in range(L):
+        if (i + 1) % 8:
+            attention(m, i, E, H, H, D, w, fused=True)
+            m.tensor(f"blk.{i}.attn_norm_2.weight", [H * D], QT.F32)
+            m.tensor(f"blk.{i}.attn_gate.weight", [E, H * D], w)
+        else:
+            attention(m, i, E, H, Hkv, D, w)
+        moe_feed_forward(m, i, E, F, experts, w)
+    return m
+
+
 def minicpm3(
     name: str, *, E: int, L: int, F: int, H: int, q_lora: int, kv_lora: int, nope: int, rope: int, V: int
 ) -> Model:
@@ -389,6 +424,13 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     # 256 experts of 2048, 8 used, one shared) in 5 layers; R1 as its newer GGUFs are, with one MTP layer
     "deepseek-v3-shape": lambda: deepseek2("dsv3", **_DEEPSEEK_V3),
     "deepseek-r1-nextn-shape": lambda: deepseek2("dsr1", **_DEEPSEEK_V3, nextn=1),
+    # DeepSeek-V3.2 (V3's shape with DSA's lightning indexer on every layer: 64 heads of 128, the top 2048 keys)
+    "deepseek-v3.2-shape": lambda: deepseek32("dsv32", **_DEEPSEEK_V3, idx_heads=64, idx_head=128, top_k=2048),
+    # MiniMax-Text-01 (80 layers of 6144, 64 heads of 128, softmax attention over 8 KV heads every 8th layer, 32
+    # experts of 9216, 2 used, 200064 tokens) in 8 layers
+    "minimax-text-01-shape": lambda: minimax01(
+        "mmt01", E=6144, L=8, H=64, Hkv=8, D=128, F=9216, experts=32, used=2, V=200064
+    ),
     # DeepSeek-V2-Lite (27 layers of 2048, the lite shape: one wq; 16 heads, 64 experts of 1408, 6 used, 2 shared)
     # as its legacy GGUFs are: no *_mla keys, the latent decompressed by a fused kv_b over a plain cache
     "deepseek-v2-lite-mha-shape": lambda: deepseek2(

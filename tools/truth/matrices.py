@@ -94,7 +94,7 @@ HYBRID_UBATCHES = MAMBA1_UBATCHES + [
 ]
 # Ubatches beyond FULL's (64 to 2048 tokens; 4096 asked, which llama.cpp caps at n_batch 2048) with flash attention
 # on and off, 1 to 8 streams, a q8_0 cache and a context below the ubatch: where the rebuilt graph answers and the
-# phase rule does not.
+# phase rule it replaced (deleted) did not.
 ATTN_UBATCH = [
     _s(8192, 1, n_ubatch=64),
     _s(8192, 1, fa="off", n_ubatch=64),
@@ -270,6 +270,12 @@ MORE_DUMPS = (
     "starcoder2", "smollm3", "olmo2-swa", "cohere2moe-scal", "exaone4-64-key", "exaone4-4-key", "llama4-chunked",
     "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
 )  # fmt: skip
+# The sparse-attention families: DeepSeek-V3.2's and GLM-5's lightning indexer (DSA), MiniMax-01's lightning attention;
+# their graph dumps, and their runs at MLA_UBATCH's ubatches, streams and caches (allocated: MiniMax-01's last reserve,
+# over one sequence, is not in a no_alloc dry run's size); the published shapes of DeepSeek-V3.2 and MiniMax-Text-01 in
+# MLA_SHAPE_RUNS' dry runs (MiniMax-Text-01's over one sequence only, where the dry run's reserve is the last one's)
+DSA_MODELS = ("deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52")
+LIGHTNING_MODELS = ("minimax01",)
 # qwen4exp's (tools/families/recurrent.py: dense attention, the PLE embedding, Qwen3.8-Flash-Next's QSA): FULL's runs
 # and the delta-net families' ubatches.
 QWEN4EXP_RUNS = FULL + DELTA_NET_UBATCHES
@@ -339,6 +345,23 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_mla_shapes_dryrun.jsonl": TruthFile(
         _subset(shapes.FAMILY_SET, *MLA_SHAPES),
         MLA_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_sparse_ubatch.jsonl": TruthFile(
+        _subset(more.FAMILY_SET, *DSA_MODELS) | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS), MLA_UBATCH
+    ),
+    "results_sparse_shapes_dryrun.jsonl": TruthFile(
+        _subset(shapes.FAMILY_SET, "deepseek-v3.2-shape"),
+        MLA_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_lightning_shapes_dryrun.jsonl": TruthFile(
+        _subset(shapes.FAMILY_SET, "minimax-text-01-shape"),
+        [s for s in MLA_SHAPE_RUNS if s["n_seq"] == 1],
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
@@ -430,6 +453,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(more.FAMILY_SET, *NEXTN_MODELS)
         | _subset(attention.FAMILY_SET, *ATTN_DUMPS)
         | _subset(more.FAMILY_SET, *MORE_DUMPS)
+        | _subset(more.FAMILY_SET, *DSA_MODELS)
+        | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS)
         | PLAIN_MODELS
         | _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple")
         | recurrent.QWEN4EXP_VARIANTS,

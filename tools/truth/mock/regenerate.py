@@ -37,6 +37,7 @@ def measure(probe: Path, backend: Path, model: Path, args: dict[str, str]) -> di
     cmd = [str(probe), str(model), *(f"{k}={v}" for k, v in args.items()), f"backend_dir={backend}", "quiet=1"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
     lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+    out: dict[str, Any]
     try:
         out = json.loads(lines[-1]) if lines else {"error": f"no output (exit {p.returncode})"}
     except json.JSONDecodeError:
