@@ -718,6 +718,11 @@ def never(hp: HParams) -> bool:
     return False
 
 
+def embedding_scaled(hp: HParams) -> bool:
+    # granite.cpp, granite-hybrid.cpp: hparams.f_embedding_scale (embedding_scale, 0 when absent) scales build_inp_embd
+    return bool(hp.optional_float(Keys.LLM.EMBEDDING_SCALE))
+
+
 def rms_eps_missing(hp: HParams) -> bool:
     # cohere2moe.cpp: LLM_NORM where the file has no attention.layer_norm_rms_epsilon (f_norm_rms_eps 0)
     return not hp.has(Keys.Attention.LAYERNORM_RMS_EPS)
@@ -786,11 +791,18 @@ class Graph:
     activation: FfnOp | None = None  # build_ffn's type_op (None: ffn_op's default, SILU with a gate, GELU without)
     ffn_clamp: LayerPredicate = no_ffn_clamp  # build_ffn's SwiGLU clamped (hparams.swiglu_clamp_shexp[il])
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
+    post_norms: bool = False  # gemma2.cpp, gemma3.cpp: attn_post_norm and ffn_post_norm before each residual add
+    embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
 
 
 SAME_DECODER = Graph(node_for_node=True)
-GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
+GRANITE = Graph(
+    node_for_node=True, rope_switch=True, embedding_scale=embedding_scaled
+)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
+QK_NORMED = Graph(qk_norm=True, node_for_node=True)  # qwen3.cpp, qwen3moe.cpp: attn_q_norm, attn_k_norm before rope
+GEMMA2 = Graph(post_norms=True, node_for_node=True)  # src/models/gemma2.cpp
+GEMMA3 = Graph(post_norms=True, qk_norm=True, node_for_node=True)  # src/models/gemma3.cpp
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
@@ -989,8 +1001,8 @@ RULES: dict[str, ArchRule] = {
     "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
     "qwen2vl": PLAIN,
-    "qwen3": ArchRule(tensors=tensors_qwen3, graph=SAME_DECODER, counted=True),
-    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=SAME_DECODER, counted=True),
+    "qwen3": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED, counted=True),
+    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED, counted=True),
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
@@ -1078,13 +1090,13 @@ RULES: dict[str, ArchRule] = {
     "gemma2": ArchRule(
         tensors=tensors_gemma2,
         window=Window(period_pattern, period=2, default_size=4096),
-        graph=SAME_DECODER,
+        graph=GEMMA2,
         counted=True,
     ),
     "gemma3": ArchRule(
         tensors=tensors_gemma3,
         window=Window(period_pattern, window_key_positive, period=6),
-        graph=SAME_DECODER,
+        graph=GEMMA3,
         counted=True,
     ),
     "gemma3n": ArchRule(

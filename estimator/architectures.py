@@ -259,6 +259,8 @@ def graph_shape(
         attn_temperature=graph.attn_temperature,
         per_layer_embd=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if graph.per_layer_embd else 0,
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
+        post_norms=graph.post_norms,
+        embedding_scale=graph.embedding_scale(hp),
     )
 
 

@@ -222,6 +222,8 @@ class GraphShape:
     attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
     per_layer_embd: int = 0  # gemma4's per-layer embeddings' width (n_embd_per_layer; 0: none)
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
+    post_norms: bool = False  # a norm of the mixer's and of the FFN's output before each residual add (gemma2/3)
+    embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
