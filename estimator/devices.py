@@ -54,6 +54,7 @@ class Device:
     alloc: AllocRule = AllocRule.CUDA
     host_buffer: bool = True  # a pinned host buffer type (ggml-cuda's, unless GGML_CUDA_NO_PINNED)
     kind: DeviceKind = DeviceKind.GPU
+    async_events: bool = True  # async compute and events (its props' caps): pipeline parallelism needs both
 
     @property
     def host_buffer_type(self) -> str | None:
@@ -100,6 +101,7 @@ def mock_gpus(
     alignment: int = 128,
     host_buffer: bool = True,
     name: str = "MOCK",
+    async_events: bool = True,
 ) -> tuple[Device, ...]:
     """The devices the mock-GPU probe registers (tools/truth/mock/mock_gpu.cpp): one total and free per device, a
     single value standing for every device, free = total when not given."""
@@ -113,6 +115,7 @@ def mock_gpus(
             alignment,
             alloc,
             host_buffer,
+            async_events=async_events,
         )
         for i in range(count)
     )
