@@ -54,6 +54,7 @@ from memfit.estimator.moe_rules import (
     llama4_routing,
     mimo2_routing,
     nemotron_h_routing,
+    normed_routing,
     plain_routing,
     qwen_next_routing,
     sigmoid_routing,
@@ -796,11 +797,11 @@ class Graph:
 
 
 SAME_DECODER = Graph(node_for_node=True)
-GRANITE = Graph(
-    node_for_node=True, rope_switch=True, embedding_scale=embedding_scaled
-)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
+# granite.cpp, granite-hybrid.cpp: NoPE when not finetuned, the embeddings scaled, the experts' weights normed
+GRANITE = Graph(node_for_node=True, rope_switch=True, embedding_scale=embedding_scaled, routing=normed_routing)
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 QK_NORMED = Graph(qk_norm=True, node_for_node=True)  # qwen3.cpp, qwen3moe.cpp: attn_q_norm, attn_k_norm before rope
+QWEN3MOE = replace(QK_NORMED, routing=normed_routing)
 GEMMA2 = Graph(post_norms=True, node_for_node=True)  # src/models/gemma2.cpp
 GEMMA3 = Graph(post_norms=True, qk_norm=True, node_for_node=True)  # src/models/gemma3.cpp
 
@@ -1002,7 +1003,7 @@ RULES: dict[str, ArchRule] = {
     "qwen2moe": ArchRule(counted=True),
     "qwen2vl": PLAIN,
     "qwen3": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED, counted=True),
-    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED, counted=True),
+    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=QWEN3MOE, counted=True),
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),

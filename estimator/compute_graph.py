@@ -59,6 +59,7 @@ from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
 FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and strides count in these
+FATTN_F16_ALIGNMENT = 128  # ggml-cuda/fattn-common.cuh: GGML_PAD(end, 128) before each F16 copy of K or V
 
 
 def buildable(graph: GraphShape) -> bool:
@@ -275,9 +276,10 @@ class DecoderGraph:
         return max(b.n_head_kv * b.head_v for b in self.shape.layers)
 
     @staticmethod
-    def norm(x: Tensor) -> Tensor:
-        """build_norm: rms_norm (named "norm": pinned), then the weight (in place)."""
-        return same_shape(pinned(same_shape(x, "RMS_NORM"), NORM_PIN), "MUL", None)
+    def norm(x: Tensor, weight: str | None = None) -> Tensor:
+        """build_norm: rms_norm (named "norm": pinned), then the weight (in place; `weight` its name in the layer
+        where the builder reads one weight twice)."""
+        return same_shape(pinned(same_shape(x, "RMS_NORM"), NORM_PIN), "MUL", weight)
 
     def cache(self, block: GraphLayer) -> tuple[Tensor, Tensor]:
         """The layer's K and V cache tensors (their own buffer): [width, cells, streams], a transposed V as wide as
@@ -569,6 +571,7 @@ class DecoderGraph:
         v = view(k, (latent, n_kv, 1, ns), k.nb[1:])  # its latent part: a view of K, K's strides
         if g.flash_attention:  # build_attn_mha with v_mla: the result [latent, H, T] times wv_b, made contiguous
             out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, k, v, inputs.mask)
+            out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=True)
             decompressed = mul_mat(None, permute(out, 0, 2, 1, 3), b.head_v)  # fattn_mla [Dv, T, H]
             cur = reshape(cont(permute(decompressed, 0, 2, 1, 3)), b.head_v * heads, t)
         else:  # kq, soft_max in place, V (the latent) transposed into a copy, kqv, kqv_mla
@@ -578,6 +581,15 @@ class DecoderGraph:
             cur = pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t), KQV_PIN)
         return gf.expand(cur)
 
+    def cache_view(self, b: GraphLayer, *ne: int) -> Tensor:
+        """A view of the layer's K or V cache; a layer from n_layer_kv_from_start reads the cache of the last layer
+        of its kind (sliding or not) before it (llama_model's layer_reuse_cb: gemma3n, gemma4)."""
+        cache = new_tensor(F16, *ne, external=True)
+        start = self.shape.kv_from_start
+        if b.kv_shared and start is not None:
+            cache.layer = start - (2 if b.window else 1)
+        return cache
+
     def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:
         """build_attn_mha over the whole cache (n_kv = every cell of this layer's cache)."""
         g, t = self.geometry, self.t
@@ -585,16 +597,17 @@ class DecoderGraph:
         n_kv = window_cells(b.window, g)
         q = permute(view(q, (b.head_k, b.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         if g.flash_attention:  # over the cache's K and V, permuted
-            k = new_tensor(F16, b.head_k, n_kv, b.n_head_kv, ns, external=True)
-            v = new_tensor(F16, b.head_v, n_kv, b.n_head_kv, ns, external=True)
+            k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)
+            v = self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns)
             out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, k, v, mask)
+            out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=False)
             return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
-        k = new_tensor(F16, b.head_k, n_kv, b.n_head_kv, ns, external=True)  # the cache's K, permuted
+        k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)  # the cache's K, permuted
         kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # kq [n_kv, T, H], soft_max in place
         if g.v_trans:  # the transposed V cache, permuted
-            v = new_tensor(F16, n_kv, b.head_v, b.n_head_kv, ns, external=True)
+            v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns)
         else:  # a V cache made for flash attention: v_cont, the permuted cache transposed into a copy
-            v = cont(transpose(new_tensor(F16, b.head_v, n_kv, b.n_head_kv, ns, external=True)))
+            v = cont(transpose(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns)))
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
         return self.gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t), KQV_PIN))
 
@@ -710,6 +723,16 @@ def attend_over_ubatch(
     kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
     kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
     return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
+def fattn_f16_extra(out: Tensor, k: Tensor, v: Tensor, g: ContextGeometry, v_is_k: bool) -> int:
+    """ggml_cuda_flash_attn_ext_get_f16_extra_data (ggml-cuda/fattn-common.cuh) for the TILE and MMA kernels: each
+    quantized K or V (not a view of K) as F16 after the output, at 128-byte offsets; the bytes past ggml_nbytes."""
+    end = out.nbytes
+    for elements, quantized in ((k.elements, g.quantized_k), (0 if v_is_k else v.elements, g.quantized_v)):
+        if quantized and elements:
+            end = round_up(end, FATTN_F16_ALIGNMENT) + elements * ELEMENT_BYTES[F16]
+    return end - out.nbytes
 
 
 def ssm_scan(

@@ -48,6 +48,11 @@ class Tensor:
     weights: tuple[tuple[int, str], ...] = ()  # each weight's source position and name ("": unnamed), not in srcs
     layer: int | None = field(default_factory=_LAYER.get)  # the layer it was made in (in_layer)
     pin: str | None = None  # the backend a builder's callback pins it to (NORM_PIN, KQV_PIN)
+    f16_extra: int = 0  # FLASH_ATTN_EXT: the bytes ggml-cuda's alloc size adds for F16 copies of a quantized K, V
+
+    @property
+    def elements(self) -> int:  # ggml_nelements
+        return self.ne[0] * self.ne[1] * self.ne[2] * self.ne[3]
 
     @cached_property
     def nbytes(self) -> int:

@@ -64,6 +64,7 @@ VIEW_OPS = frozenset({"RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"})
 # ggml_backend_sched_backend_id_from_cur: ops never placed by their weights (rope freqs, attention sinks are small)
 NOT_BY_WEIGHT = frozenset({"ROPE", "FLASH_ATTN_EXT"})
 EXTRA_CPU = frozenset({REPACK, AMX.name})  # the CPU backend's extra buffer types (not host memory)
+FATTN_VEC_ROWS = 2  # ggml_cuda_get_best_fattn_kernel: the VEC kernel (no F16 copies) for Q of up to 2 rows
 TOKEN_GENERATION_MAX = 32  # graph_get_cb: the pins apply to a ubatch of fewer tokens (or a full offload)
 
 
@@ -80,12 +81,12 @@ class Backend:
     buffer_type: str  # its compute buffer's type (llama_context's backend_buft)
     device: Device | None = None  # None: the CPU backend
 
-    @property
-    def buffer(self) -> Buffer:
-        """ggml_gallocr's rules for this buffer type: the device's alignment and alloc size, or the host's."""
+    def buffer(self, ceiling: bool = False) -> Buffer:
+        """ggml_gallocr's rules for this buffer type: the device's alignment and alloc size (`ceiling`: with the
+        flash-attention kernels' F16 copies), or the host's."""
         if self.device is None:
             return Buffer(ALIGNMENT)
-        return Buffer(self.device.alignment, _alloc_size(self.device))
+        return Buffer(self.device.alignment, _alloc_size(self.device, ceiling))
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Schedule:
     splits: tuple[Split, ...]
     n_copies: int
     buffers: dict[str, int]  # backend -> bytes of its compute buffer
+    ceilings: dict[str, int]  # backend -> bytes with ggml-cuda's flash-attention F16 copies of a quantized K and V
 
 
 @dataclass(frozen=True)
@@ -110,16 +112,18 @@ class ComputeBuffers:
 
     backends: tuple[Backend, ...]
     bytes: dict[str, int]  # backend -> bytes
+    ceilings: dict[str, int]  # backend -> bytes if ggml-cuda's TILE or MMA flash-attention kernel runs (CEILING)
     pp: Schedule
     tg: Schedule | None = None
 
-    def by_pool(self) -> dict[str, int]:
+    def by_pool(self, ceiling: bool = False) -> dict[str, int]:
         """The buffers per pool, as placement's `by_pool` names them: each GPU's own, and HOST (the CPU backend's,
-        in the first GPU's pinned host buffer type or the CPU's)."""
+        in the first GPU's pinned host buffer type or the CPU's); `ceiling`: the ceilings'."""
+        sizes = self.ceilings if ceiling else self.bytes
         out: dict[str, int] = {}
         for b in self.backends:
             pool = HOST if b.device is None else b.name
-            out[pool] = out.get(pool, 0) + self.bytes[b.name]
+            out[pool] = out.get(pool, 0) + sizes[b.name]
         return out
 
 
@@ -157,12 +161,19 @@ def full_offload(model: ModelTensors, request: Placement) -> bool:
     return gpu_layer_count(model.n_layer, request.gpu_layers) > model.n_layer
 
 
-def _alloc_size(device: Device) -> Callable[[Tensor], int]:
-    """The device buffer type's get_alloc_size: ggml-cuda pads a quantized matrix (a weight copied in) by a row."""
+def _alloc_size(device: Device, ceiling: bool) -> Callable[[Tensor], int]:
+    """The device buffer type's get_alloc_size: ggml-cuda pads a quantized matrix (a weight copied in) by a row; with
+    `ceiling`, a prompt's flash attention (Q over more than 2 rows: ggml_cuda_get_best_fattn_kernel's TILE or MMA,
+    by the GPU's compute capability, which no CPU run shows) holds F16 copies of a quantized K and V after its
+    output (ggml_cuda_flash_attn_ext_get_alloc_size)."""
 
     def size(t: Tensor) -> int:
-        if isinstance(t, WeightTensor) and device.alloc is AllocRule.CUDA:
+        if device.alloc is not AllocRule.CUDA:
+            return t.nbytes
+        if isinstance(t, WeightTensor):
             return cuda_alloc_size(t.size, t.ggml_type, t.ne[0])
+        if ceiling and t.op == "FLASH_ATTN_EXT" and t.srcs[0].ne[1] > FATTN_VEC_ROWS:
+            return t.nbytes + t.f16_extra
         return t.nbytes
 
     return size
@@ -595,7 +606,7 @@ def split_pass5(s: _Sched) -> SplitGraph:
     return SplitGraph(splits, srcs, copies, graph_inputs, origin)
 
 
-def allocation(s: _Sched, sg: SplitGraph) -> list[int]:
+def allocation(s: _Sched, sg: SplitGraph, ceiling: bool = False) -> list[int]:
     """ggml_backend_sched_split_graph's graph_copy (each split's inputs: a dependency view of the source on its
     backend, then the copy on the split's; then the split's nodes; with several copies, the graph inputs' and the
     splits' input copies first among the leafs) through ggml_gallocr_reserve_n: each backend's buffer size."""
@@ -636,7 +647,7 @@ def allocation(s: _Sched, sg: SplitGraph) -> list[int]:
     def external(t: Tensor) -> bool:
         return t.external or isinstance(t, WeightTensor) and t not in sg.origin
 
-    buffers = [b.buffer for b in s.backends]
+    buffers = [b.buffer(ceiling) for b in s.backends]
     return replay_n(AllocGraph(leafs, nodes, leaf_buffers, node_buffers, buffers, sources, external))
 
 
@@ -673,8 +684,11 @@ def schedule(
     assign_pass4(s)
     sg = split_pass5(s)
     sizes = allocation(s, sg)
+    copies_f16 = any(n.f16_extra and backends[s.of(n)].device is not None for n in graph.nodes)
+    ceilings = allocation(s, sg, ceiling=True) if copies_f16 else sizes
     splits = tuple(Split(backends[x.backend].name, tuple(t.nbytes for t in x.inputs)) for x in sg.splits)
-    return Schedule(splits, n_copies, {b.name: size for b, size in zip(backends, sizes, strict=True)})
+    names = [b.name for b in backends]
+    return Schedule(splits, n_copies, dict(zip(names, sizes, strict=True)), dict(zip(names, ceilings, strict=True)))
 
 
 def token_generation(geometry: ContextGeometry) -> ContextGeometry:
@@ -706,7 +720,8 @@ def compute_buffers(
 
     if mode is Mode.DRY:
         pp = run(memory.geometry, False)
-        return ComputeBuffers(backends, dict(pp.buffers), pp)
+        return ComputeBuffers(backends, dict(pp.buffers), dict(pp.ceilings), pp)
     pp, tg = run(memory.geometry, True), run(token_generation(memory.geometry), True)
     sizes = {b.name: max(pp.buffers[b.name], tg.buffers[b.name]) for b in backends}
-    return ComputeBuffers(backends, sizes, pp, tg)
+    ceilings = {b.name: max(pp.ceilings[b.name], tg.ceilings[b.name]) for b in backends}
+    return ComputeBuffers(backends, sizes, ceilings, pp, tg)

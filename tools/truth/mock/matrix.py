@@ -78,6 +78,7 @@ def _runs(model: Model, *, tiny: bool) -> list[Run]:
         ("g1_nl+1", g1 | {"ngl": str(nl + 1)}),
         ("g1_cuda", g1 | {"mock_alloc": "cuda"}),
         ("g1_cuda_q8", g1 | {"mock_alloc": "cuda", "type_k": "q8_0", "type_v": "q8_0"}),
+        ("g1_cuda_q8_fa", g1 | {"mock_alloc": "cuda", "mock_fa_alloc": "1", "type_k": "q8_0", "type_v": "q8_0"}),
         ("g1_half_cuda", g1 | {"ngl": str(half), "mock_alloc": "cuda"}),
         ("g1_fa_off", g1 | {"fa": "off"}),
         ("g1_seq3", g1 | {"n_seq": "3"}),
