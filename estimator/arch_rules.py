@@ -46,6 +46,7 @@ from memfit.estimator.moe_rules import (
     cohere2moe_routing,
     deepseek2_routing,
     gemma4_routing,
+    gpt_oss_routing,
     kimi_k3_routing,
     kimi_linear_routing,
     laguna_routing,
@@ -794,12 +795,16 @@ class Graph:
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
     post_norms: bool = False  # gemma2.cpp, gemma3.cpp: attn_post_norm and ffn_post_norm before each residual add
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
+    attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
+    sinks: bool = False  # attention sinks (attn_sinks, required)
 
 
 SAME_DECODER = Graph(node_for_node=True)
 # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned, the embeddings scaled, the experts' weights normed
 GRANITE = Graph(node_for_node=True, rope_switch=True, embedding_scale=embedding_scaled, routing=normed_routing)
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
+# openai-moe.cpp: biased Q, K, V and wo, attention sinks, biased router and experts
+GPT_OSS = replace(SAME_NEXTN_DECODER, attn_biases=True, sinks=True, routing=gpt_oss_routing)
 QK_NORMED = Graph(qk_norm=True, node_for_node=True)  # qwen3.cpp, qwen3moe.cpp: attn_q_norm, attn_k_norm before rope
 QWEN3MOE = replace(QK_NORMED, routing=normed_routing)
 GEMMA2 = Graph(post_norms=True, node_for_node=True)  # src/models/gemma2.cpp
@@ -1114,9 +1119,7 @@ RULES: dict[str, ArchRule] = {
         tied_embedding_twice=True,
     ),
     "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=COHERE2, counted=True),
-    "gpt-oss": ArchRule(
-        tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=SAME_NEXTN_DECODER, counted=True
-    ),
+    "gpt-oss": ArchRule(tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=GPT_OSS, counted=True),
     "olmo2": ArchRule(
         tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2, counted=True
     ),

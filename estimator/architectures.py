@@ -233,6 +233,8 @@ def graph_shape(
                 v_norm=graph.v_norm and attends,
                 kv_shared=attends and il >= kv_start,
                 v_from_k=attends and graph.v_from_k(layers, il),
+                attn_biases=attends and graph.attn_biases,
+                sinks=attends and graph.sinks,
             )
         )
     return GraphShape(

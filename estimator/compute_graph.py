@@ -415,7 +415,7 @@ class DecoderGraph:
         attention's input, which the gate projects)."""
         if b.attn_gate:
             cur = output_gate(cur, attn_in, b.attn_gate, b.n_head)
-        return mul_mat("attn_output", cur, self.shape.n_embd)  # wo
+        return biased(b, "attn_output", cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
         """build_rs with get_rows: the sequences' rows of a recurrent state."""
@@ -599,11 +599,13 @@ class DecoderGraph:
         if g.flash_attention:  # over the cache's K and V, permuted
             k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)
             v = self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns)
-            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, k, v, mask)
+            sinks = ("attn_sinks",) if b.sinks else ()  # ggml_flash_attn_ext_add_sinks: src[4]
+            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, k, v, mask, *sinks)
             out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=False)
             return self.gf.expand(reshape(out, b.head_v * b.n_head, t))
         k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)  # the cache's K, permuted
-        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # kq [n_kv, T, H], soft_max in place
+        sinks = ("attn_sinks",) if b.sinks else ()  # ggml_soft_max_add_sinks: src[2]
+        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask, *sinks)  # kq [n_kv, T, H], soft_max in place
         if g.v_trans:  # the transposed V cache, permuted
             v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns)
         else:  # a V cache made for flash attention: v_cont, the permuted cache transposed into a copy
@@ -699,12 +701,18 @@ def build_qkv(
         v_at = (b.n_head + b.n_head_kv) * b.head_k * FLOAT
         v = view(qkv, (b.head_v, b.n_head_kv, t), (b.head_v * FLOAT, qkv.nb[1]), v_at)
         return q, k, v
-    q, k = mul_mat("attn_q", cur, b.n_head * b.head_k), mul_mat("attn_k", cur, b.n_head_kv * b.head_k)
-    v = k if b.v_from_k else mul_mat("attn_v", cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
+    q, k = biased(b, "attn_q", cur, b.n_head * b.head_k), biased(b, "attn_k", cur, b.n_head_kv * b.head_k)
+    v = k if b.v_from_k else biased(b, "attn_v", cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
     if norm is not None:
         q, k = norm(q), norm(k)
     q, k = reshape(q, b.head_k, b.n_head, t), reshape(k, b.head_k, b.n_head_kv, t)
     return q, k, reshape(v, b.head_v, b.n_head_kv, t)
+
+
+def biased(b: GraphLayer, name: str, cur: Tensor, rows: int) -> Tensor:
+    """build_lora_mm with the layer's weight `name`, then its bias added (in place) where the layer has one."""
+    out = mul_mat(name, cur, rows)
+    return same_shape(out, "ADD", f"{name}.bias") if b.attn_biases else out
 
 
 def attend_over_ubatch(

@@ -126,6 +126,11 @@ def expert_activation(r: Routing, gate: Tensor | None, up: Tensor) -> Tensor:
     return gated_op(gate, up, r.activation, r.clamped)
 
 
+def expert_bias(r: Routing, x: Tensor, name: str, picked: Tensor) -> Tensor:
+    """ggml_add_id: each picked expert's bias (`name`.bias, [width, n_expert]) added to its rows, in place."""
+    return op("ADD_ID", F32, x.ne, x, f"{name}.bias", picked) if r.biases else x
+
+
 def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
     """build_moe_ffn over cur [width, T] (the router's logits computed here, or given: probs_in): the gating, the
     selection, top-k, the picked weights expanded early; llama4's input repeated per picked expert and weighted
@@ -135,6 +140,8 @@ def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None =
     r, width, t, k = b.routing, cur.ne[0], cur.ne[1], b.n_expert_used
     if logits is None:
         logits = mul_mat("ffn_gate_inp", cur, b.n_expert)  # ffn_moe_logits
+    if r.biases:  # ffn_moe_logits_biased
+        logits = same_shape(logits, "ADD", "ffn_gate_inp.bias")
     probs, selection = route(r, logits)
     picked = argsort_top_k(selection, k)  # ffn_moe_topk
     weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, b.n_expert, t), picked, 1)))
@@ -146,10 +153,12 @@ def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None =
         gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), "ffn_gate_up_exps", rows, picked)
         gate, up = (view(gate_up, (ff, k, t), gate_up.nb[1:3], i * ff * gate_up.nb[0]) for i in (0, 1))
     else:
-        up = op("MUL_MAT_ID", F32, (ff, k, t), "ffn_up_exps", rows, picked)
+        up = expert_bias(r, op("MUL_MAT_ID", F32, (ff, k, t), "ffn_up_exps", rows, picked), "ffn_up_exps", picked)
         if r.gated:
             gate = op("MUL_MAT_ID", F32, (ff, k, t), "ffn_gate_exps", rows, picked)
+            gate = expert_bias(r, gate, "ffn_gate_exps", picked)
     down = op("MUL_MAT_ID", F32, (width, k, t), "ffn_down_exps", expert_activation(r, gate, up), picked)
+    down = expert_bias(r, down, "ffn_down_exps", picked)
     if r.down_scale:  # build_lora_mm_id: the scales [1, E] repeated over the tokens, the picked experts' rows
         down = same_shape(down, "MUL", get_rows(op("REPEAT", F32, (1, b.n_expert, t)), picked, 1))
     experts = gf.expand(down if r.weight_before_ffn else same_shape(down, "MUL", weights))  # ffn_moe_weighted

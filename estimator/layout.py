@@ -122,6 +122,7 @@ class Routing:
     latent_norm: bool = False  # the experts' output RMS-normed in the latent (kimi-k3's ffn_routed_norm)
     weight_before_ffn: bool = False  # LLM_ARCH_LLAMA4: picked on the logits, the weights times the experts' input
     down_scale: bool = False  # down_exps_s: build_lora_mm_id scales each picked expert's output
+    biases: bool = False  # gate_inp_b added to the logits, up/gate/down_exps_b to each picked expert's (ADD_ID)
     shared_ff: int = 0  # the shared experts' width: build_ffn beside the routed experts, its output added (0: none)
 
 
@@ -189,6 +190,8 @@ class GraphLayer:
     v_norm: bool = False  # ggml_rms_norm of V, without a weight (gemma4)
     kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
     v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
+    attn_biases: bool = False  # build_qkv's wq_b, wk_b, wv_b and build_attn's wo_b, each added in place
+    sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph

@@ -116,6 +116,11 @@ def plain_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     return shared(ly, il, Routing())
 
 
+def gpt_oss_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # openai-moe.cpp: build_moe_ffn with ffn_gate_inp_b and the experts' biases, SOFTMAX_WEIGHT, no norm_w
+    return shared(ly, il, Routing(Gating.SOFTMAX_WEIGHT, biases=True))
+
+
 def normed_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # qwen3moe.cpp, granite.cpp, granite-hybrid.cpp: build_moe_ffn(..., LLM_FFN_SILU, norm_w = true, ...), softmax
     return shared(ly, il, Routing(norm=True))

@@ -16,13 +16,17 @@ Two modes, as llama.cpp sizes its buffers:
   prompt-processing graph again with ggml_backend_sched_reserve, pins kept; a buffer only grows, so each is the
   largest of the two graphs'.
 
-What no CPU run measures for CUDA, and is not here (the next stage's ceiling): the CUDA context itself
-(cuda runtime, per device), cuBLAS's workspace and handles (ggml-cuda/common.cuh ggml_cuda_get_cublas_handle, the
-workspace cuBLAS allocates on first use), the F16 copies of quantized K/V that the flash-attention kernels make
-(ggml_cuda_flash_attn_ext_get_alloc_size in ggml-cuda/fattn.cu, when the TILE/MMA kernel runs on a non-F16 cache), and
+The device's rules: each GPU buffer's alignment and get_alloc_size (ggml-cuda pads a quantized matrix's rows: a
+weight copied in), and ggml-cuda's graph_optimize, which keeps a fused MoE weighted sum's experts and weights
+allocated until its last ADD (add_alloc_dep; Device.moe_alloc_dep). The floor (`bytes`) leaves out, the ceiling
+(`ceilings`) holds, the F16 copies of a quantized K and V that ggml-cuda's alloc size gives a prompt's flash
+attention when its TILE or MMA kernel runs (ggml_cuda_flash_attn_ext_get_alloc_size, ggml-cuda/fattn.cu): the kernel
+follows the GPU's compute capability, which no CPU run shows.
+
+Not in any compute buffer, so not here (the device's own ceiling terms, named for the caller): the CUDA context
+(the runtime's per-device state), cuBLAS's handles and workspace (ggml-cuda/common.cuh ggml_cuda_get_cublas_handle),
 ggml-cuda's memory pool for temporaries (ggml_cuda_pool_leg / ggml_cuda_pool_vmm in ggml-cuda.cu: dequantized
-weights for cuBLAS, quantized activations for MMQ), with CUDA graphs and peer buffers; nor ggml-cuda's
-graph_optimize allocation dependencies (ggml_backend_cuda_graph_optimize's add_alloc_dep for the fused MoE sums).
+weights for cuBLAS, quantized activations for MMQ, the MoE sorted rows of ggml_cuda_mul_mat_id) and CUDA graphs.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from memfit.estimator.compute_graph import build_graph, ubatch_tokens
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.cpu_repack import AMX, REPACK
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, AllocRule, Device, cuda_alloc_size
-from memfit.estimator.ggml_graph import KQV_PIN, NORM_PIN, Graph, Tensor
+from memfit.estimator.ggml_graph import F32, KQV_PIN, NORM_PIN, Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, AllocGraph, Buffer, replay_n
 from memfit.estimator.placement import (
     EVERY_LAYER,
@@ -64,6 +68,8 @@ VIEW_OPS = frozenset({"RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"})
 # ggml_backend_sched_backend_id_from_cur: ops never placed by their weights (rope freqs, attention sinks are small)
 NOT_BY_WEIGHT = frozenset({"ROPE", "FLASH_ATTN_EXT"})
 EXTRA_CPU = frozenset({REPACK, AMX.name})  # the CPU backend's extra buffer types (not host memory)
+Sources = Callable[[Tensor], Sequence[Tensor]]  # a node's sources as the split graph has them (copies in place)
+MOE_REDUCTION_MAX_EXPERTS = 15  # ggml-cuda.cu: MOE_WEIGHTED_REDUCTION_MAX_EXPERTS, the fused sum's limit
 FATTN_VEC_ROWS = 2  # ggml_cuda_get_best_fattn_kernel: the VEC kernel (no F16 copies) for Q of up to 2 rows
 TOKEN_GENERATION_MAX = 32  # graph_get_cb: the pins apply to a ubatch of fewer tokens (or a full offload)
 
@@ -606,6 +612,81 @@ def split_pass5(s: _Sched) -> SplitGraph:
     return SplitGraph(splits, srcs, copies, graph_inputs, origin)
 
 
+def _experts_times_weights(mul: Tensor, sources: Sources) -> tuple[Tensor, Tensor] | None:
+    """ggml_cuda_match_moe_weighted_reduction's split_mul: a MUL of a tensor of its shape (the experts) by one
+    broadcast over its rows (the weights, [1, ...]), both F32 and contiguous, either way round."""
+    srcs = sources(mul)[:2]
+    if len(srcs) < 2:
+        return None
+
+    def full(t: Tensor) -> bool:
+        return t.type == F32 and t.contiguous and t.ne == mul.ne
+
+    def weights(t: Tensor) -> bool:
+        return t.type == F32 and t.contiguous and t.ne[0] == 1 and t.ne[1:] == mul.ne[1:]
+
+    a, b = srcs
+    return (a, b) if full(a) and weights(b) else (b, a) if full(b) and weights(a) else None
+
+
+def _moe_reduction(nodes: Sequence[Tensor], i: int, sources: Sources) -> tuple[Tensor, tuple[Tensor, ...], int] | None:
+    """ggml_cuda_match_moe_weighted_reduction at node i: (experts [* scale]) * weights, then n_used views of the
+    product, one per expert, summed left to right by n_used - 1 ADDs: the last ADD, the tensors kept, the nodes."""
+    first = nodes[i]
+    if first.op != "MUL" or first.type != F32 or not first.contiguous:
+        return None
+    pair = _experts_times_weights(first, sources)
+    kept: tuple[Tensor, ...] | None = pair
+    weighted, mul_count = first, 1
+    second = nodes[i + 1] if i + 1 < len(nodes) else None
+    if second is not None and second.op == "MUL" and second.type == F32 and second.contiguous:
+        outer = _experts_times_weights(second, sources)
+        if outer is not None and outer[0] is first and pair is not None:  # (experts * expert_scale) * weights
+            weighted, kept, mul_count = second, (pair[0], outer[1], pair[1]), 2
+    if kept is None:
+        return None
+    n_used, tokens = weighted.ne[1], weighted.ne[2] * weighted.ne[3]
+    count = 2 * n_used + mul_count - 1
+    if not 2 <= n_used <= MOE_REDUCTION_MAX_EXPERTS or tokens <= 0 or i + count > len(nodes):
+        return None
+    views: list[Tensor] = []
+    last: Tensor | None = None
+    adds = 0
+    for c in nodes[i + mul_count : i + count]:
+        if c.op == "VIEW":
+            at = len(views) * weighted.nb[1]
+            shape = c.ne == (weighted.ne[0], tokens, 1, 1) and c.nb[:2] == (weighted.nb[0], weighted.nb[2])
+            if len(views) >= n_used or c.view_src is not weighted or not shape or c.view_offs != at:
+                return None
+            views.append(c)
+            continue
+        if c.op != "ADD" or c.type != F32 or len(views) < 2 or adds + 1 >= len(views):
+            return None
+        if tuple(sources(c)[:2]) != (views[0] if last is None else last, views[adds + 1]):
+            return None
+        last, adds = c, adds + 1
+    if last is None or len(views) != n_used or adds != n_used - 1:
+        return None
+    if not last.contiguous or last.ne != (weighted.ne[0], tokens, 1, 1):
+        return None
+    return last, kept, count
+
+
+def moe_reduction_deps(nodes: Sequence[Tensor], sources: Sources) -> dict[Tensor, tuple[Tensor, ...]]:
+    """ggml_backend_cuda_graph_optimize over one split: each fused MoE weighted sum's experts, weights (and scale)
+    kept allocated until its last ADD (add_alloc_dep), which the scheduler adds as a dependency node after it."""
+    deps: dict[Tensor, tuple[Tensor, ...]] = {}
+    i = 0
+    while i < len(nodes):
+        match = _moe_reduction(nodes, i, sources)
+        if match is None:
+            i += 1
+            continue
+        deps[match[0]] = match[1]
+        i += match[2]
+    return deps
+
+
 def allocation(s: _Sched, sg: SplitGraph, ceiling: bool = False) -> list[int]:
     """ggml_backend_sched_split_graph's graph_copy (each split's inputs: a dependency view of the source on its
     backend, then the copy on the split's; then the split's nodes; with several copies, the graph inputs' and the
@@ -621,9 +702,17 @@ def allocation(s: _Sched, sg: SplitGraph, ceiling: bool = False) -> list[int]:
             node_buffers.append(s.of(src))
             nodes.append(sg.copies[(id(src), split.backend)][0])
             node_buffers.append(split.backend)
-        for node in s.graph.nodes[split.start : split.end]:
+        split_nodes = s.graph.nodes[split.start : split.end]
+        device = s.backends[split.backend].device
+        deps = moe_reduction_deps(split_nodes, lambda t: srcs.get(t, t.srcs)) if device and device.moe_alloc_dep else {}
+        for node in split_nodes:
             nodes.append(node)
             node_buffers.append(s.of(node))
+            if node in deps:  # the kept tensors freed only after the fused sum's last node
+                kept = deps[node]
+                dep = Tensor(kept[0].type, kept[0].ne, kept[0].nb, view_src=kept[0].view_src or kept[0], srcs=kept)
+                nodes.append(dep)
+                node_buffers.append(split.backend)
     leafs: list[Tensor] = []
     leaf_buffers: list[int] = []
     if s.n_copies > 1:

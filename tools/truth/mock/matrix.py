@@ -118,6 +118,8 @@ def _runs(model: Model, *, tiny: bool) -> list[Run]:
             ("g1_ncmoe_half_nohost", g1 | {"n_cpu_moe": str(half), "no_host": "1"}),
             ("g2_11_ncmoe_half", g2 | {"ts": "1,1", "n_cpu_moe": str(half)}),
             ("g2_ot_exps_mock1", g2 | {"ts": "1,1", "ot": "blk\\.[0-1]\\.ffn_.*_exps=MOCK1"}),
+            ("g1_moe_dep", g1 | {"mock_moe_dep": "1"}),
+            ("g1_half_moe_dep", g1 | {"ngl": str(half), "mock_moe_dep": "1"}),
         ]
     if tiny:  # mmap needs a real load (the dry run cannot map the file); the tiny models allocate in no time
         real = {"no_alloc": "0"}

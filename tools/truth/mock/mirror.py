@@ -65,6 +65,7 @@ def devices_of(row: dict[str, Any]) -> tuple[Device, ...]:
         host_buffer=bool(mock["host"]),
         name=mock["name"],
         async_events=bool(mock["async"] and mock["events"]),
+        moe_alloc_dep=bool(mock["moe_dep"]),
     )
 
 
