@@ -62,6 +62,7 @@ from memfit.estimator.moe_rules import (
     deepseek32_routing,
     gemma4_routing,
     glm_dsa_routing,
+    gpt_oss_routing,
     kimi_k3_routing,
     kimi_linear_routing,
     laguna_routing,
@@ -72,6 +73,7 @@ from memfit.estimator.moe_rules import (
     minicpm_routing,
     minimax01_routing,
     nemotron_h_routing,
+    normed_routing,
     plain_routing,
     qwen4exp_routing,
     qwen_next_routing,
@@ -808,6 +810,11 @@ def never(hp: HParams) -> bool:
     return False
 
 
+def embedding_scaled(hp: HParams) -> bool:
+    # granite.cpp, granite-hybrid.cpp: hparams.f_embedding_scale (embedding_scale, 0 when absent) scales build_inp_embd
+    return bool(hp.optional_float(Keys.LLM.EMBEDDING_SCALE))
+
+
 def rms_eps_missing(hp: HParams) -> bool:
     # cohere2moe.cpp: LLM_NORM where the file has no attention.layer_norm_rms_epsilon (f_norm_rms_eps 0)
     return not hp.has(Keys.Attention.LAYERNORM_RMS_EPS)
@@ -879,11 +886,22 @@ class Graph:
     dsa: IndexerLayers | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
     hyper: Callable[[Layers], HyperConnections] | None = None  # qwen4exp's residual streams (graph_qwen4exp.py)
     parallel_residual: Callable[[Layers, int], bool] = no_parallel_residual  # the FFN reads attention's normed input
+    post_norms: bool = False  # gemma2.cpp, gemma3.cpp: attn_post_norm and ffn_post_norm before each residual add
+    embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
+    attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
+    sinks: bool = False  # attention sinks (attn_sinks, required)
 
 
 SAME_DECODER = Graph(node_for_node=True)
-GRANITE = Graph(node_for_node=True, rope_switch=True)  # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned
+# granite.cpp, granite-hybrid.cpp: NoPE when not finetuned, the embeddings scaled, the experts' weights normed
+GRANITE = Graph(node_for_node=True, rope_switch=True, embedding_scale=embedding_scaled, routing=normed_routing)
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
+# openai-moe.cpp: biased Q, K, V and wo, attention sinks, biased router and experts
+GPT_OSS = replace(SAME_NEXTN_DECODER, attn_biases=True, sinks=True, routing=gpt_oss_routing)
+QK_NORMED = Graph(qk_norm=True, node_for_node=True)  # qwen3.cpp, qwen3moe.cpp: attn_q_norm, attn_k_norm before rope
+QWEN3MOE = replace(QK_NORMED, routing=normed_routing)
+GEMMA2 = Graph(post_norms=True, node_for_node=True)  # src/models/gemma2.cpp
+GEMMA3 = Graph(post_norms=True, qk_norm=True, node_for_node=True)  # src/models/gemma3.cpp
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
@@ -1170,8 +1188,8 @@ RULES: dict[str, ArchRule] = {
     "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
     "qwen2vl": PLAIN,
-    "qwen3": ArchRule(tensors=tensors_qwen3, graph=SAME_DECODER, counted=True),
-    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=SAME_DECODER, counted=True),
+    "qwen3": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED, counted=True),
+    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=QWEN3MOE, counted=True),
     "qwen3vl": PLAIN,
     "qwen3vlmoe": PLAIN,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
@@ -1261,13 +1279,13 @@ RULES: dict[str, ArchRule] = {
     "gemma2": ArchRule(
         tensors=tensors_gemma2,
         window=Window(period_pattern, period=2, default_size=4096),
-        graph=SAME_DECODER,
+        graph=GEMMA2,
         counted=True,
     ),
     "gemma3": ArchRule(
         tensors=tensors_gemma3,
         window=Window(period_pattern, window_key_positive, period=6),
-        graph=SAME_DECODER,
+        graph=GEMMA3,
         counted=True,
     ),
     "gemma3n": ArchRule(
@@ -1284,9 +1302,7 @@ RULES: dict[str, ArchRule] = {
         tied_embedding_twice=True,
     ),
     "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=COHERE2, counted=True),
-    "gpt-oss": ArchRule(
-        tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=SAME_NEXTN_DECODER, counted=True
-    ),
+    "gpt-oss": ArchRule(tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=GPT_OSS, counted=True),
     "olmo2": ArchRule(
         tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2, counted=True
     ),

@@ -252,6 +252,8 @@ def graph_shape(
                 kv_shared=attends and il >= kv_start,
                 v_from_k=attends and graph.v_from_k(layers, il),
                 parallel_residual=graph.parallel_residual(layers, il),
+                attn_biases=attends and graph.attn_biases,
+                sinks=attends and graph.sinks,
             )
         )
     return GraphShape(
@@ -281,6 +283,8 @@ def graph_shape(
         indexer=indexer,
         lightning=lightning,
         hyper=graph.hyper(layers) if graph.hyper else None,
+        post_norms=graph.post_norms,
+        embedding_scale=graph.embedding_scale(hp),
     )
 
 

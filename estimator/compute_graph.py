@@ -23,24 +23,29 @@ from memfit.estimator.ggml_graph import (
     F32,
     I32,
     I64,
+    KQV_PIN,
+    NORM_PIN,
     Graph,
     Tensor,
     cont,
     copy_into,
     get_rows,
     glu,
+    in_layer,
+    in_place,
     mul_mat,
     mul_mat_t,
     new_tensor,
     op,
     permute,
+    pinned,
     reshape,
     same_shape,
     set_rows,
     transpose,
     view,
 )
-from memfit.estimator.graph_ffn import build_ffn, routed_experts
+from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
@@ -54,6 +59,7 @@ from memfit.integers import round_up
 
 HADAMARD_MIN = 64  # llama-kv-cache.cpp: attention rotation matrices start at 64 x 64
 FLOAT = ELEMENT_BYTES[F32]  # an activation's element: views' offsets and strides count in these
+FATTN_F16_ALIGNMENT = 128  # ggml-cuda/fattn-common.cuh: GGML_PAD(end, 128) before each F16 copy of K or V
 
 
 def buildable(graph: GraphShape) -> bool:
@@ -104,8 +110,9 @@ def ubatch_tokens(geometry: ContextGeometry) -> int:
 
 def ubatch_outputs(geometry: ContextGeometry) -> int:
     """llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch), each an output (n_outputs = min(n_tokens,
-    n_outputs_max = n_batch)); graph_reserve rounds the tokens up to a multiple of n_seq but not the outputs."""
-    return min(geometry.n_ctx, geometry.n_ubatch)
+    n_outputs_max = n_batch)); graph_reserve rounds the tokens up to a multiple of n_seq but not the outputs. The
+    token-generation graph it reserves next has n_seq tokens, each an output (`graph_tokens`)."""
+    return geometry.graph_tokens or min(geometry.n_ctx, geometry.n_ubatch)
 
 
 def rotation_size(head: int) -> int:
@@ -133,7 +140,7 @@ class DecoderGraph:
         self.t = ubatch_tokens(geometry)
         self.gf = Graph()
         self.inputs: dict[bool, CacheInputs] = {}
-        self.s_copy: Tensor | None = None
+        self.s_copy: tuple[Tensor, Tensor] | None = None  # build_rs_inp: s_copy_main, s_copy_extra
         self.attn_scale: Tensor | None = None  # llama4's temperature input, made where a layer first reads it
         self.mask: Tensor | None = None  # the mask of attention without a cache
 
@@ -142,7 +149,8 @@ class DecoderGraph:
         (n_pos_per_embd positions a token) and build_inp_out_ids: (rows, output ids)."""
         gf, t, e = self.gf, self.t, self.shape.n_embd
         tokens = new_tensor(I32, t, input=True)  # build_inp_embd
-        inp_l = gf.expand(get_rows(None, tokens, e))
+        inp_l = get_rows(None, tokens, e)
+        inp_l = gf.expand(same_shape(inp_l, "SCALE") if self.shape.embedding_scale else inp_l)
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         self.pos = new_tensor(I32, t * pos_per_token, input=True)  # build_inp_pos
         return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
@@ -158,7 +166,7 @@ class DecoderGraph:
             cur = get_rows(cur, out_ids, self.shape.n_embd)
         cur.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
         if self.shape.logits:
-            cur = mul_mat(None, same_shape(cur, "SCALE") if self.shape.head_scale else cur, self.n_vocab)
+            cur = mul_mat("output", same_shape(cur, "SCALE") if self.shape.head_scale else cur, self.n_vocab)
             cur.output = True  # result_output
         self.gf.expand(cur)
         return self.gf
@@ -171,6 +179,7 @@ class DecoderGraph:
             return rwkv.build(inp_l, out_ids, self.n_vocab)
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
+            in_layer(il)
             rows = out_ids if il == last and not self.shape.hidden_output else None  # the last layer's output rows
             if self.shape.parallel_block:
                 inp_l = self.parallel_block(block, inp_l, rows)
@@ -182,13 +191,16 @@ class DecoderGraph:
             cur = self.mixer(block, normed)
             if rows is not None:
                 cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
+            cur = self.norm(cur) if self.shape.post_norms else cur  # attn_post_norm
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
             out = self.ffn(block, normed if block.parallel_residual else self.pre_norm(ffn_inp))
+            out = self.norm(out) if self.shape.post_norms else out  # ffn_post_norm
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
+        in_layer(None)
         if self.shape.normed_hidden_output:  # output_norm over every row is res->t_h_nextn, the rows after it
             return self.head(inp_l, out_ids, hidden=True)
         if self.shape.hidden_output:  # res->t_h_nextn, then the output rows
@@ -218,8 +230,8 @@ class DecoderGraph:
 
     @staticmethod
     def layer_norm(x: Tensor) -> Tensor:
-        """build_norm with LLM_NORM: ggml_norm (a new tensor), then the weight in place."""
-        return same_shape(op("NORM", F32, x.ne, x), "MUL")
+        """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned), then the weight in place."""
+        return same_shape(pinned(op("NORM", F32, x.ne, x), NORM_PIN), "MUL", None)
 
     def deci_block(self, b: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """src/models/deci.cpp's block: an attention-free one hands the residual stream to the FFN as it is, a
@@ -254,7 +266,7 @@ class DecoderGraph:
                 k_rot = new_tensor(F32, n, n, input=True)
             if g.quantized_v and not mla and len(heads_v) == 1 and min(heads_v) % HADAMARD_MIN == 0:
                 v_rot = new_tensor(F32, HADAMARD_MIN, HADAMARD_MIN, input=True)
-            v_rows = t if g.flash_attention else t * self.v_width_max()
+            v_rows = t * self.v_width_max() if g.v_trans else t
             n_kv = window_cells(block.window, g)
             streams = min(g.n_stream, self.ubatch_seqs())  # build_attn_inp_kq_mask: the ubatch's, one if unified
             mask = new_tensor(F16 if g.flash_attention else F32, n_kv, t // streams, 1, streams, input=True)
@@ -267,16 +279,17 @@ class DecoderGraph:
         return max(b.n_head_kv * b.head_v for b in self.shape.layers)
 
     @staticmethod
-    def norm(x: Tensor) -> Tensor:
-        """build_norm: rms_norm, then the weight (in place)."""
-        return same_shape(same_shape(x, "RMS_NORM"), "MUL")
+    def norm(x: Tensor, weight: str | None = None) -> Tensor:
+        """build_norm: rms_norm (named "norm": pinned), then the weight (in place; `weight` its name in the layer
+        where the builder reads one weight twice)."""
+        return same_shape(pinned(same_shape(x, "RMS_NORM"), NORM_PIN), "MUL", weight)
 
     def cache(self, block: GraphLayer) -> tuple[Tensor, Tensor]:
         """The layer's K and V cache tensors (their own buffer): [width, cells, streams], a transposed V as wide as
         the widest layer's (llama_kv_cache: n_embd_v_gqa_max without flash attention)."""
         g = self.geometry
         cells = window_cells(block.window, g)
-        width_v = block.n_head_kv * block.head_v if g.flash_attention else self.v_width_max()
+        width_v = self.v_width_max() if g.v_trans else block.n_head_kv * block.head_v
         k = new_tensor(F16, block.n_head_kv * block.head_k, cells, g.n_stream, external=True)
         v = new_tensor(F16, width_v, cells, g.n_stream, external=True)
         return k, v
@@ -375,7 +388,7 @@ class DecoderGraph:
 
     def store_and_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded, then the output projection."""
-        return mul_mat(None, self.attended(b, q, k, v, inputs), self.shape.n_embd)  # wo
+        return mul_mat("attn_output", self.attended(b, q, k, v, inputs), self.shape.n_embd)  # wo
 
     def attended(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, inputs: CacheInputs) -> Tensor:
         """build_attn after Q, K and V are expanded: K and V into the cache (cpy_k, cpy_v), build_attn_mha (the
@@ -390,7 +403,7 @@ class DecoderGraph:
         cache_k, cache_v = self.cache(b)
         gf.expand(set_rows(cache_k, view(k, (b.n_head_kv * b.head_k, t), (k.nb[2],)), inputs.k_idxs))
         width_v = b.n_head_kv * b.head_v
-        if g.flash_attention:
+        if not g.v_trans:
             gf.expand(set_rows(cache_v, view(v, (width_v, t), (v.nb[2],)), inputs.v_idxs))
         else:  # llama_kv_cache::cpy_v, transposed V: contiguous, padded to the cache's width, one row per element
             rows = reshape(v, width_v, t) if v.nb[2] == width_v * FLOAT else cont(v, width_v, t)
@@ -409,23 +422,25 @@ class DecoderGraph:
         attention's input, which the gate projects)."""
         if b.attn_gate:
             cur = output_gate(cur, attn_in, b.attn_gate, b.n_head)
-        return mul_mat(None, cur, self.shape.n_embd)  # wo
+        return biased(b, "attn_output", cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
         """build_rs with get_rows: the sequences' rows of a recurrent state."""
-        cache = new_tensor(F32, width, self.geometry.n_seq, external=True)
-        return self.recurrent_rows(width, lambda ids: get_rows(cache, ids, width))
+        return self.recurrent_rows(width, lambda states, ids: get_rows(states, ids, width))
 
-    def recurrent_rows(self, width: int, rows_of: Callable[[Tensor], Tensor]) -> Tensor:
-        """build_rs: `rows_of` the ubatch's sequences' state ids (output_states); the other cells' states copied
-        (states_extra: a new tensor, none where the ubatch has every sequence); one state is cleared in place."""
+    def recurrent_rows(self, width: int, rows_of: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+        """build_rs: one state cleared in place, `rows_of` the state and the ubatch's sequences' ids (output_states),
+        the other cells' states copied within the cache (states_extra: none where the ubatch has every sequence).
+        build_rs_inp's s_copy and its two views (main, extra) are made once and read by every layer."""
         n, m = self.geometry.n_seq, self.ubatch_seqs()
         if self.s_copy is None:
-            self.s_copy = new_tensor(I32, n, input=True)  # build_rs_inp: n_rs states, one per sequence
-        rows = self.gf.expand(rows_of(view(self.s_copy, (m,))))
-        cache = new_tensor(F32, width, n, external=True)
-        extra = get_rows(cache, view(self.s_copy, (n - m,), offset=m * ELEMENT_BYTES[I32]), width)
-        self.gf.expand(copy_into(extra, new_tensor(F32, width, n - m, external=True)))
+            s_copy = new_tensor(I32, n, input=True)  # build_rs_inp: n_rs states, one per sequence
+            self.s_copy = (view(s_copy, (m,)), view(s_copy, (n - m,), offset=m * ELEMENT_BYTES[I32]))
+        main, extra = self.s_copy
+        states = new_tensor(F32, width, n, external=True)  # the layer's state, reshaped [state_size, cells]
+        self.gf.expand(in_place(view(states, (width,)), "SCALE"))  # state_zero, cleared
+        rows = self.gf.expand(rows_of(states, main))
+        self.gf.expand(copy_into(get_rows(states, extra, width), new_tensor(F32, width, n - m, external=True)))
         return rows
 
     def ubatch_seqs(self) -> int:
@@ -448,13 +463,13 @@ class DecoderGraph:
         t, n, ssm, e = self.t, self.geometry.n_seq, b.ssm, self.shape.n_embd
         tokens, d_inner, d_conv = t // n, ssm.d_inner, ssm.d_conv - 1
         conv = reshape(self.state_rows(d_conv * d_inner), d_conv, d_inner, n)  # build_rs
-        xz = mul_mat(None, reshape(cur, e, tokens, n), 2 * d_inner)  # ssm_in
+        xz = mul_mat("ssm_in", reshape(cur, e, tokens, n), 2 * d_inner)  # ssm_in
         nb = (xz.nb[1], xz.nb[2])
         x, z = view(xz, (d_inner, tokens, n), nb), view(xz, (d_inner, tokens, n), nb, d_inner * FLOAT)
         conv_x = op("CONCAT", F32, (d_conv + tokens, d_inner, n), conv, transpose(x))
         last = view(conv_x, (d_conv, d_inner, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
         self.gf.expand(copy_into(last, new_tensor(F32, d_conv * d_inner * n, external=True)))
-        x = same_shape(same_shape(op("SSM_CONV", F32, (d_inner, tokens, n), conv_x), "ADD"), "SILU")
+        x = same_shape(same_shape(op("SSM_CONV", F32, (d_inner, tokens, n), conv_x, "ssm_conv1d"), "ADD"), "SILU")
         x_db = mul_mat(None, x, ssm.n_head + 2 * ssm.d_state)  # ssm_x
         dbnb = (x_db.nb[1], x_db.nb[2])
         dt = view(x_db, (ssm.n_head, tokens, n), dbnb)
@@ -466,13 +481,13 @@ class DecoderGraph:
         x4 = reshape(x, 1, d_inner, tokens, n)
         states = ssm.d_state * d_inner
         scan = self.recurrent_rows(
-            states, lambda ids: op("SSM_SCAN", F32, (d_inner * t + states * n,), x4, dt, b_, c_, ids)
+            states, ssm_scan((ssm.d_state, d_inner, n), d_inner * t + states * n, x4, dt, b_, c_)
         )
         kept = view(scan, (states * n,), (), d_inner * t * FLOAT)
         self.gf.expand(copy_into(kept, new_tensor(F32, states * n, external=True)))
         y = view(scan, (d_inner, tokens, n), (x4.nb[2], x4.nb[3]))
         y = glu(cont(z), same_shape(y, "ADD", same_shape(x, "MUL")))  # y + x * D: in place of the product
-        return reshape(mul_mat(None, y, e), e, t)  # ssm_out
+        return reshape(mul_mat("ssm_out", y, e), e, t)  # ssm_out
 
     def mamba2(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_mamba2_layer: in-projection to z, xBC, dt; xBC after the conv state, ssm_conv, silu (in place);
@@ -483,7 +498,7 @@ class DecoderGraph:
         tokens, head_dim = t // n, ssm.d_inner // ssm.n_head
         d_xbc = ssm.d_inner + 2 * ssm.n_group * ssm.d_state
         conv = reshape(self.state_rows((ssm.d_conv - 1) * d_xbc), ssm.d_conv - 1, d_xbc, n)  # build_rs
-        zxbcdt = reshape(mul_mat(None, cur, b.recurrent_in), b.recurrent_in, tokens, n)  # ssm_in
+        zxbcdt = reshape(mul_mat("ssm_in", cur, b.recurrent_in), b.recurrent_in, tokens, n)  # ssm_in
         nb = (zxbcdt.nb[1], zxbcdt.nb[2])
         z = view(zxbcdt, (head_dim, ssm.n_head, tokens, n), (head_dim * FLOAT, *nb))
         xbc = view(zxbcdt, (d_xbc, tokens, n), nb, ssm.d_inner * FLOAT)
@@ -491,7 +506,7 @@ class DecoderGraph:
         conv_x = op("CONCAT", F32, (ssm.d_conv - 1 + tokens, d_xbc, n), conv, transpose(xbc))
         last = view(conv_x, (ssm.d_conv - 1, d_xbc, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
         self.gf.expand(copy_into(last, new_tensor(F32, (ssm.d_conv - 1) * d_xbc, n, external=True)))
-        xbc = same_shape(same_shape(op("SSM_CONV", F32, (d_xbc, tokens, n), conv_x), "ADD"), "SILU")
+        xbc = same_shape(same_shape(op("SSM_CONV", F32, (d_xbc, tokens, n), conv_x, "ssm_conv1d"), "ADD"), "SILU")
         xnb = (xbc.nb[1], xbc.nb[2])
         x = view(xbc, (head_dim, ssm.n_head, tokens, n), (head_dim * FLOAT, *xnb))
         b_ = view(xbc, (ssm.d_state, ssm.n_group, tokens, n), (ssm.d_state * FLOAT, *xnb), ssm.d_inner * FLOAT)
@@ -504,7 +519,8 @@ class DecoderGraph:
         dt = same_shape(cont(dt), "ADD")  # dt + dt_bias
         states = ssm.d_state * ssm.d_inner
         scan = self.recurrent_rows(
-            states, lambda ids: op("SSM_SCAN", F32, (head_dim * ssm.n_head * t + states * n,), x, dt, b_, c_, ids)
+            states,
+            ssm_scan((ssm.d_state, head_dim, ssm.n_head, n), head_dim * ssm.n_head * t + states * n, x, dt, b_, c_),
         )
         kept = view(scan, (states, n), (states * FLOAT,), head_dim * ssm.n_head * t * FLOAT)
         self.gf.expand(copy_into(kept, new_tensor(F32, states, n, external=True)))
@@ -514,14 +530,14 @@ class DecoderGraph:
         y = glu(cont(z), y)
         if ssm.grouped_norm:  # ssm_norm
             y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
-        return mul_mat(None, reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
+        return mul_mat("ssm_out", reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
 
     def short_conv(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """lfm2.cpp's build_shortconv_block: in_proj to b, c, x; b*x after the state's columns; ssm_conv; c*conv
         (in place); out_proj. The last columns go back to the state (a copy into the cache)."""
         t, e, n = self.t, self.shape.n_embd, self.geometry.n_seq
         tokens = t // n
-        bcx = mul_mat(None, reshape(cur, e, tokens, n), 3 * e)
+        bcx = mul_mat("shortconv.in_proj", reshape(cur, e, tokens, n), 3 * e)
         b_, c_, x_ = (view(bcx, (e, tokens, n), (bcx.nb[1], bcx.nb[2]), i * e * FLOAT) for i in range(3))
         bx = transpose(op("MUL", F32, (e, tokens, n), b_, x_))
         d_conv = b.recurrent_state // e  # n_embd_r: (l_cache - 1) x n_embd
@@ -529,8 +545,8 @@ class DecoderGraph:
         bx = op("CONCAT", F32, (d_conv + tokens, e, n), conv, bx)
         snapshot = view(bx, (d_conv, e, n), (bx.nb[1], bx.nb[2]), tokens * FLOAT)
         self.gf.expand(copy_into(snapshot, new_tensor(F32, d_conv * e, n, external=True)))
-        y = same_shape(c_, "MUL", op("SSM_CONV", F32, (e, tokens, n), bx))  # in place of the conv
-        return reshape(mul_mat(None, y, e), e, t)  # out_proj
+        y = same_shape(c_, "MUL", op("SSM_CONV", F32, (e, tokens, n), bx, "shortconv.conv"))  # in place of the conv
+        return reshape(mul_mat("shortconv.out_proj", y, e), e, t)  # out_proj
 
     def mla_attention(self, b: GraphLayer, cur: Tensor, q: Tensor | None = None, mask: Tensor | None = None) -> Tensor:
         """llama_model_deepseek2's absorbed multi-head latent attention: the query's no-rope part times wk_b into
@@ -548,7 +564,7 @@ class DecoderGraph:
         v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
         k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT), "ROPE", self.pos)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
-        return mul_mat(None, self.mla_attend(b, q, k, v, mask), self.shape.n_embd)  # wo
+        return mul_mat("attn_output", self.mla_attend(b, q, k, v, mask), self.shape.n_embd)  # wo
 
     def mla_attend(self, b: GraphLayer, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
         """build_attn (llm_graph_input_attn_k) over MLA's Q [latent + rope, H, T], K [latent + rope, 1, T] and V
@@ -565,16 +581,28 @@ class DecoderGraph:
         ns = g.n_stream
         q = permute(view(q, (latent + rope, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         n_kv = window_cells(b.window, g)
+        k = new_tensor(F16, latent + rope, n_kv, 1, ns, external=True)  # the cache's K, permuted
+        v = view(k, (latent, n_kv, 1, ns), k.nb[1:])  # its latent part: a view of K, K's strides
         if g.flash_attention:  # build_attn_mha with v_mla: the result [latent, H, T] times wv_b, made contiguous
-            out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, mask)
+            out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, k, v, mask)
+            out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=True)
             decompressed = mul_mat(None, permute(out, 0, 2, 1, 3), b.head_v)  # fattn_mla [Dv, T, H]
             cur = reshape(cont(permute(decompressed, 0, 2, 1, 3)), b.head_v * heads, t)
         else:  # kq, soft_max in place, V (the latent) transposed into a copy, kqv, kqv_mla
-            kq = same_shape(mul_mat_t(new_tensor(F16, latent + rope, n_kv, 1, ns, external=True), q), "SOFT_MAX", mask)
-            v_cont = op("CONT", F16, (n_kv, latent, 1, ns), new_tensor(F16, latent, n_kv, 1, ns, external=True))
+            kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)
+            v_cont = op("CONT", F16, (n_kv, latent, 1, ns), v)
             kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
-            cur = cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t)
+            cur = pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t), KQV_PIN)
         return gf.expand(cur)
+
+    def cache_view(self, b: GraphLayer, *ne: int) -> Tensor:
+        """A view of the layer's K or V cache; a layer from n_layer_kv_from_start reads the cache of the last layer
+        of its kind (sliding or not) before it (llama_model's layer_reuse_cb: gemma3n, gemma4)."""
+        cache = new_tensor(F16, *ne, external=True)
+        start = self.shape.kv_from_start
+        if b.kv_shared and start is not None:
+            cache.layer = start - (2 if b.window else 1)
+        return cache
 
     def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:
         """build_attn_mha over the whole cache (n_kv = every cell of this layer's cache)."""
@@ -583,14 +611,22 @@ class DecoderGraph:
         n_kv = window_cells(b.window, g)
         q = permute(view(q, (b.head_k, b.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         rows = t // ns * ns  # the streams' tokens (all of them but where a single-sequence reserve has several streams)
-        if g.flash_attention:
-            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, mask)
+        if g.flash_attention:  # over the cache's K and V, permuted
+            k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)
+            v = self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns)
+            sinks = ("attn_sinks",) if b.sinks else ()  # ggml_flash_attn_ext_add_sinks: src[4]
+            out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, k, v, mask, *sinks)
+            out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=False)
             return self.gf.expand(reshape(out, b.head_v * b.n_head, rows))
-        k = new_tensor(F16, b.head_k, n_kv, b.n_head_kv, ns, external=True)  # the cache's K, permuted
-        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # kq [n_kv, T, H], soft_max in place
-        v = new_tensor(F16, n_kv, b.head_v, b.n_head_kv, ns, external=True)  # the transposed V cache, permuted
+        k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)  # the cache's K, permuted
+        sinks = ("attn_sinks",) if b.sinks else ()  # ggml_soft_max_add_sinks: src[2]
+        kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask, *sinks)  # kq [n_kv, T, H], soft_max in place
+        if g.v_trans:  # the transposed V cache, permuted
+            v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns)
+        else:  # a V cache made for flash attention: v_cont, the permuted cache transposed into a copy
+            v = cont(transpose(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns)))
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
-        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, rows))
+        return self.gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, rows), KQV_PIN))
 
     def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed
@@ -600,7 +636,7 @@ class DecoderGraph:
         out, r = routed_experts(self.gf, b, cur), b.routing
         if not r.shared_ff:
             return out
-        shared = build_ffn(cur, r.shared_ff, r.gated, activation=b.activation, clamped=b.clamped_ffn)
+        shared = build_ffn(cur, r.shared_ff, r.gated, activation=b.activation, clamped=b.clamped_ffn, weights=SHARED)
         return same_shape(out, "ADD", shared)
 
 
@@ -673,19 +709,25 @@ def build_qkv(
     (`norm`: olmo2.cpp's norms of the whole Q and K projections, before the reshape; gemma4.cpp's V, where the layer
     has no wv, is K's projection)."""
     if b.fused_qkv:
-        qkv = mul_mat(None, cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
+        qkv = mul_mat("attn_qkv", cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
         nb = (b.head_k * FLOAT, qkv.nb[1])
         q = view(qkv, (b.head_k, b.n_head, t), nb)
         k = view(qkv, (b.head_k, b.n_head_kv, t), nb, b.n_head * b.head_k * FLOAT)
         v_at = (b.n_head + b.n_head_kv) * b.head_k * FLOAT
         v = view(qkv, (b.head_v, b.n_head_kv, t), (b.head_v * FLOAT, qkv.nb[1]), v_at)
         return q, k, v
-    q, k = mul_mat(None, cur, b.n_head * b.head_k), mul_mat(None, cur, b.n_head_kv * b.head_k)
-    v = k if b.v_from_k else mul_mat(None, cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
+    q, k = biased(b, "attn_q", cur, b.n_head * b.head_k), biased(b, "attn_k", cur, b.n_head_kv * b.head_k)
+    v = k if b.v_from_k else biased(b, "attn_v", cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
     if norm is not None:
         q, k = norm(q), norm(k)
     q, k = reshape(q, b.head_k, b.n_head, t), reshape(k, b.head_k, b.n_head_kv, t)
     return q, k, reshape(v, b.head_v, b.n_head_kv, t)
+
+
+def biased(b: GraphLayer, name: str, cur: Tensor, rows: int) -> Tensor:
+    """build_lora_mm with the layer's weight `name`, then its bias added (in place) where the layer has one."""
+    out = mul_mat(name, cur, rows)
+    return same_shape(out, "ADD", f"{name}.bias") if b.attn_biases else out
 
 
 def attend_over_ubatch(
@@ -704,6 +746,24 @@ def attend_over_ubatch(
     kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
     kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
     return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
+def fattn_f16_extra(out: Tensor, k: Tensor, v: Tensor, g: ContextGeometry, v_is_k: bool) -> int:
+    """ggml_cuda_flash_attn_ext_get_f16_extra_data (ggml-cuda/fattn-common.cuh) for the TILE and MMA kernels: each
+    quantized K or V (not a view of K) as F16 after the output, at 128-byte offsets; the bytes past ggml_nbytes."""
+    end = out.nbytes
+    for elements, quantized in ((k.elements, g.quantized_k), (0 if v_is_k else v.elements, g.quantized_v)):
+        if quantized and elements:
+            end = round_up(end, FATTN_F16_ALIGNMENT) + elements * ELEMENT_BYTES[F16]
+    return end - out.nbytes
+
+
+def ssm_scan(
+    state: tuple[int, ...], size: int, x: Tensor, dt: Tensor, b: Tensor, c: Tensor
+) -> Callable[[Tensor, Tensor], Tensor]:
+    """ggml_ssm_scan as build_rs's get_state_rows: over the layer's state reshaped to `state`, x, dt, A (ssm_a), B,
+    C and the sequences' ids, y and the new states in one tensor of `size` floats."""
+    return lambda s, ids: op("SSM_SCAN", F32, (size,), reshape(s, *state), x, dt, "ssm_a", b, c, ids)
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

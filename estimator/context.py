@@ -23,6 +23,14 @@ class ContextGeometry:
     flash_attention: bool = True  # flash attention on (llama.cpp's `auto` on its CPU backend); off: V transposed
     quantized_k: bool = False  # a block-quantized K cache type (q8_0): llama.cpp rotates K and Q (attn_rot_k)
     quantized_v: bool = False  # a block-quantized V cache type: llama.cpp rotates V (attn_rot_v)
+    graph_tokens: int = 0  # a graph reserved for this many tokens (the token-generation graph's n_seq); 0: the ubatch
+    transposed_v: bool | None = None  # the V cache transposed; None: without flash attention (see v_trans)
+
+    @property
+    def v_trans(self) -> bool:
+        """llama_kv_cache's v_trans: !cparams.flash_attn when the cache is made, before `auto` is resolved, so a
+        flash attention that auto turns off later (a layer's attention on another device) keeps V as it is."""
+        return not self.flash_attention if self.transposed_v is None else self.transposed_v
 
 
 def llama_geometry(

@@ -7,8 +7,10 @@ a GPU backend's pinned host memory, the repacked CPU weights). Each pool gets a 
 host budget; a GPU's free memory; on unified memory, a Metal GPU's share counts against both), and the answer's
 verdict is good only when every pool holding part of the model is.
 
-Not derived yet: each backend's compute buffer (llama.cpp's scheduler split graph): wherever a layer is on a GPU,
-each pool's workspace is unknown (workspace_shares is where the scheduler's buffers come in).
+Each pool's workspace is its backend's compute buffer for llama.cpp's scheduler split graph (estimator/
+scheduler.py), the host's with the output buffer; where the split is not rebuilt (an architecture whose graph
+names no weights), unknown. What the CUDA runtime holds beside llama.cpp's buffers (its context, cuBLAS's
+workspace, ggml-cuda's pool) is named in each GPU's note, not counted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from memfit.estimator import scheduler
 from memfit.estimator.bounds import Bounds, Part, bounds
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.devices import CPU, HOST, Device, device_of
@@ -173,17 +176,53 @@ def device_shares(
 
 def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
     """Each pool's workspace for a placement with a layer on a GPU: llama.cpp's output buffer (on the host) and the
-    compute buffer each backend reserves for the scheduler's split graph (llama_context::sched_reserve). The split
-    graph is not derived yet: every pool's is unknown."""
-    why = "the compute buffer of each backend (llama.cpp's scheduler split graph) is not derived yet"
+    compute buffer each backend reserves for the scheduler's split graph (llama_context::sched_reserve), the floor
+    without and the ceiling with ggml-cuda's flash-attention F16 copies of a quantized K and V; over every typing and
+    CPU variant of the answer, and both ways llama.cpp sizes it (estimator/scheduler.py's modes: a loading context's
+    reserve, pins kept, and the dry run llama-server's --fit sizes placements by, pins lost)."""
+    try:
+        found = [
+            scheduler.compute_buffers(placed.model, placed.memory, placed.devices, placed.request, result, mode)
+            for result in placed.results
+            for mode in scheduler.Mode
+        ]
+    except PlacementUnsupported as exc:
+        why = f"the compute buffer of each backend is not derived here: {exc}"
+        return {pool: Part.unknown(Component.WORKSPACE, why) for pool in pools}
     output = placed.results[0].output_buffer_bytes
-    return {
-        pool: Part.unknown(
-            Component.WORKSPACE,
-            f"{why}; the host also holds the output buffer ({output} bytes)" if pool == HOST_POOL else why,
+    floors = [_by_answer_pool(b.by_pool(), placed.devices) for b in found]
+    ceilings = [_by_answer_pool(b.by_pool(ceiling=True), placed.devices) for b in found]
+    splits = found[0].pp.splits
+    shares = {}
+    for pool in pools:
+        extra = output if pool == HOST_POOL else 0
+        low = min(f.get(pool, 0) for f in floors) + extra
+        high = max(c.get(pool, 0) for c in ceilings) + extra
+        note = (
+            f"this backend's compute buffer for llama.cpp's scheduler split graph ({len(splits)} splits), as"
+            " llama_context::sched_reserve reserves it (ggml-backend.cpp ggml_backend_sched_split_graph, ggml-alloc.c)"
         )
-        for pool in pools
-    }
+        if pool == HOST_POOL:
+            note += f", and llama.cpp's output buffer ({output} bytes)"
+        elif high > low:
+            note += "; the ceiling holds the F16 copies of K and V ggml-cuda's flash attention makes (fattn.cu)"
+        if pool != HOST_POOL:
+            note += (
+                "; not counted: the CUDA runtime's context, cuBLAS's workspace and ggml-cuda's memory pool"
+                " (ggml-cuda.cu ggml_cuda_pool_leg/vmm), which llama.cpp does not size"
+            )
+        shares[pool] = Part(Component.WORKSPACE, low, Basis.DERIVED_LAYOUT, note, high - low)
+    return shares
+
+
+def _by_answer_pool(by_pool: dict[str, int], devices: Sequence[Device]) -> dict[str, int]:
+    """The scheduler's pools (HOST, each GPU's name) by the answer's pool names (HOST_POOL, each GPU's name)."""
+    names = {d.name for d in devices}
+    out: dict[str, int] = {}
+    for name, size in by_pool.items():
+        pool = name if name in names and name != HOST else HOST_POOL
+        out[pool] = out.get(pool, 0) + size
+    return out
 
 
 def _placements(

@@ -57,6 +57,8 @@ class Device:
     alloc: AllocRule = AllocRule.CUDA
     host_buffer: bool = True  # a pinned host buffer type (ggml-cuda's, unless GGML_CUDA_NO_PINNED)
     kind: DeviceKind = DeviceKind.GPU
+    async_events: bool = True  # async compute and events (its props' caps): pipeline parallelism needs both
+    moe_alloc_dep: bool = True  # ggml-cuda's graph_optimize keeps a fused MoE sum's sources (add_alloc_dep)
 
     @property
     def host_buffer_type(self) -> str | None:
@@ -103,6 +105,8 @@ def mock_gpus(
     alignment: int = 128,
     host_buffer: bool = True,
     name: str = "MOCK",
+    async_events: bool = True,
+    moe_alloc_dep: bool = False,
 ) -> tuple[Device, ...]:
     """The devices the mock-GPU probe registers (tools/truth/mock/mock_gpu.cpp): one total and free per device, a
     single value standing for every device, free = total when not given."""
@@ -116,6 +120,8 @@ def mock_gpus(
             alignment,
             alloc,
             host_buffer,
+            async_events=async_events,
+            moe_alloc_dep=moe_alloc_dep,
         )
         for i in range(count)
     )

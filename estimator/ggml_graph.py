@@ -1,20 +1,36 @@
 """The part of ggml a compute graph's memory depends on: tensor shapes, views, and the order of a graph's nodes.
 
 Only what ggml-alloc reads is kept: each tensor's type, shape and strides (ggml_are_same_layout, ggml_nbytes), its
-op (ggml_op_can_inplace), its sources, whether it views another tensor, and its flags. Weights are left out (they
-live in the model's buffers: ggml-alloc never places them, and they are never reused in place), KV cache tensors
-are `external` (their own buffer). Shapes follow ggml.c's op constructors; `Graph.expand` is
-ggml_build_forward_expand (ggml_visit_parents_graph: sources first, left to right, each tensor once).
+op (ggml_op_can_inplace), its sources, whether it views another tensor, and its flags. Weights are left out of the
+sources (they live in the model's buffers: ggml-alloc never places them, and they are never reused in place), but
+each op notes where its weights were (`weights`: the source positions a builder passed None at); KV cache tensors
+are `external` (their own buffer). Each tensor also keeps the layer it was made in (`in_layer`: llama.cpp's `il`)
+and the pin a builder's callback puts on it (`pin`), which the backend scheduler reads (estimator/scheduler.py).
+Shapes follow ggml.c's op constructors; `Graph.expand` is ggml_build_forward_expand (ggml_visit_parents_graph:
+sources first, left to right, each tensor once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
 
 F32, F16, I32, I64 = "f32", "f16", "i32", "i64"
 ELEMENT_BYTES = {F32: 4, F16: 2, I32: 4, I64: 8}
+BINARY = frozenset({"ADD", "SUB", "MUL", "DIV"})  # ggml's element-wise ops over two tensors (a, b broadcast)
+NORM_PIN = "norm"  # llama_context::graph_get_cb: build_norm's "norm" (a weighted norm of a layer il >= 0)
+KQV_PIN = "kqv_out"  # build_attn_mha: attention's output, on the CPU when offload_kqv is off (flash attention off)
+# The layer the tensors made now belong to (llama.cpp's il; None: the input or output layer): set by the builders'
+# loops through `in_layer`, reset by every new Graph.
+_LAYER: ContextVar[int | None] = ContextVar("memfit_graph_layer", default=None)
+
+
+def in_layer(il: int | None) -> None:
+    """The tensors made from here on belong to layer `il` (None: outside the blocks): their weights are that
+    layer's, their cache tensors its cache, their pins its device's (estimator/scheduler.py)."""
+    _LAYER.set(il)
 
 
 @dataclass(eq=False)
@@ -29,6 +45,14 @@ class Tensor:
     input: bool = False  # GGML_TENSOR_FLAG_INPUT: allocated before the graph runs
     output: bool = False  # GGML_TENSOR_FLAG_OUTPUT: never freed, never reused in place
     external: bool = False  # has its own buffer (the KV cache)
+    weights: tuple[tuple[int, str], ...] = ()  # each weight's source position and name ("": unnamed), not in srcs
+    layer: int | None = field(default_factory=_LAYER.get)  # the layer it was made in (in_layer)
+    pin: str | None = None  # the backend a builder's callback pins it to (NORM_PIN, KQV_PIN)
+    f16_extra: int = 0  # FLASH_ATTN_EXT: the bytes ggml-cuda's alloc size adds for F16 copies of a quantized K, V
+
+    @property
+    def elements(self) -> int:  # ggml_nelements
+        return self.ne[0] * self.ne[1] * self.ne[2] * self.ne[3]
 
     @cached_property
     def nbytes(self) -> int:
@@ -60,10 +84,24 @@ def new_tensor(type_: str, *ne: int, input: bool = False, external: bool = False
     return Tensor(type_, shape, strides(type_, shape), input=input, external=external)
 
 
-def op(name: str, type_: str, ne: Sequence[int], *srcs: Tensor | None) -> Tensor:
-    """A new, contiguous result tensor of an op over `srcs` (None sources are dropped: weights, biases)."""
+Source = Tensor | str | None  # an op's source: a tensor, or a weight (None, or its name in the layer: "attn_q")
+
+
+def op(name: str, type_: str, ne: Sequence[int], *srcs: Source) -> Tensor:
+    """A new, contiguous result tensor of an op over `srcs` (weights, None or named, are left out of srcs, their
+    positions and names kept in `weights`; a binary element-wise op given one source has a weight for its second)."""
     shape = shape4(ne)
-    return Tensor(type_, shape, strides(type_, shape), op=name, srcs=tuple(s for s in srcs if s is not None))
+    weights = tuple((i, s or "") for i, s in enumerate(srcs) if not isinstance(s, Tensor))
+    if name in BINARY and len(srcs) == 1:
+        weights = ((1, ""),)
+    tensors = tuple(s for s in srcs if isinstance(s, Tensor))
+    return Tensor(type_, shape, strides(type_, shape), op=name, srcs=tensors, weights=weights)
+
+
+def pinned(t: Tensor, pin: str) -> Tensor:
+    """t, pinned as a builder's callback pins it (ggml_backend_sched_set_tensor_backend)."""
+    t.pin = pin
+    return t
 
 
 def _view(src: Tensor, opname: str, ne: Sequence[int], nb: Sequence[int], offset: int = 0) -> Tensor:
@@ -77,6 +115,11 @@ def _view(src: Tensor, opname: str, ne: Sequence[int], nb: Sequence[int], offset
         view_src=base,
         view_offs=src.view_offs + offset,
     )
+
+
+def in_place(src: Tensor, opname: str) -> Tensor:
+    """An op's *_inplace form (ggml_scale_inplace): a view of its source that the op writes."""
+    return _view(src, opname, src.ne, src.nb)
 
 
 def reshape(src: Tensor, *ne: int) -> Tensor:
@@ -107,7 +150,7 @@ def transpose(src: Tensor) -> Tensor:
     return permute(src, 1, 0, 2, 3)
 
 
-def same_shape(src: Tensor, opname: str, *others: Tensor | None) -> Tensor:
+def same_shape(src: Tensor, opname: str, *others: Source) -> Tensor:
     """Element-wise ops (add, mul, scale, norms, rope, soft_max, unary): the result has src's shape, F32."""
     return op(opname, F32, src.ne, src, *others)
 
@@ -125,7 +168,7 @@ def argsort_top_k(x: Tensor, k: int) -> Tensor:
     return view(ranked, (k, *ranked.ne[1:]), ranked.nb[1:])
 
 
-def mul_mat(a: Tensor | None, b: Tensor, rows: int) -> Tensor:
+def mul_mat(a: Source, b: Tensor, rows: int) -> Tensor:
     """ggml_mul_mat(a, b) with `a` a weight of `rows` output rows: [rows, b.ne1, b.ne2, b.ne3]."""
     return op("MUL_MAT", F32, (rows, b.ne[1], b.ne[2], b.ne[3]), a, b)
 
@@ -140,7 +183,7 @@ def cont(src: Tensor, *ne: int) -> Tensor:
     return op("CONT", src.type, ne or src.ne, src)
 
 
-def get_rows(src: Tensor | None, rows: Tensor, width: int) -> Tensor:
+def get_rows(src: Source, rows: Tensor, width: int) -> Tensor:
     """ggml_get_rows from a [width, ...] table (a weight when src is None): F32 [width, rows.ne0, ...]."""
     return op("GET_ROWS", F32, (width, rows.ne[0], rows.ne[1], rows.ne[2]), src, rows)
 
@@ -171,6 +214,9 @@ class Graph:
     leafs: list[Tensor] = field(default_factory=list)
     nodes: list[Tensor] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        in_layer(None)  # a new graph starts outside the blocks
 
     def expand(self, tensor: Tensor) -> Tensor:
         """ggml_visit_parents_graph without recursion: sources left to right, then the tensor."""

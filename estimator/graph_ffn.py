@@ -24,6 +24,8 @@ from memfit.estimator.ggml_graph import (
 )
 from memfit.estimator.layout import FfnOp, Gating, GraphLayer, Routing
 
+DENSE = ("ffn_up", "ffn_gate", "ffn_down")  # the FFN's weights (LLM_TENSOR_FFN_UP, _GATE, _DOWN)
+SHARED = ("ffn_up_shexp", "ffn_gate_shexp", "ffn_down_shexp")  # the shared experts' (LLM_TENSOR_FFN_*_SHEXP)
 # llm_ffn_op_type without a gate: the element-wise ops build_ffn / build_moe_ffn run on up, each in place
 UNGATED = {FfnOp.SILU: ("SILU",), FfnOp.GELU: ("GELU",), FfnOp.RELU_SQR: ("RELU", "SQR")}
 # ggml's gating ops over the router's logits, each in place (SOFTMAX_WEIGHT: none, the logits select)
@@ -60,17 +62,20 @@ def build_ffn(
     fused_up: bool = False,
     activation: FfnOp = FfnOp.SILU,
     clamped: bool = False,
+    weights: tuple[str, str, str] = DENSE,
 ) -> Tensor:
     """build_ffn with a parallel gate: gate and up, then their GLU (`gated_op`) | one up 2 x n_ff wide, ggml_swiglu over
-    its halves (a new tensor) | up, then the activation in place; then down."""
+    its halves (a new tensor) | up, then the activation in place; then down (`weights`: up's, gate's and down's
+    names)."""
+    up_w, gate_w, down_w = weights
     if fused_up:
-        up = mul_mat(None, cur, 2 * n_ff)
+        up = mul_mat(up_w, cur, 2 * n_ff)
         act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
     elif gated:
-        act = gated_op(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), activation, clamped)
+        act = gated_op(mul_mat(gate_w, cur, n_ff), mul_mat(up_w, cur, n_ff), activation, clamped)
     else:
-        act = same(mul_mat(None, cur, n_ff), *UNGATED[activation])
-    return mul_mat(None, act, cur.ne[0])
+        act = same(mul_mat(up_w, cur, n_ff), *UNGATED[activation])
+    return mul_mat(down_w, act, cur.ne[0])
 
 
 def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
@@ -121,6 +126,11 @@ def expert_activation(r: Routing, gate: Tensor | None, up: Tensor) -> Tensor:
     return gated_op(gate, up, r.activation, r.clamped)
 
 
+def expert_bias(r: Routing, x: Tensor, name: str, picked: Tensor) -> Tensor:
+    """ggml_add_id: each picked expert's bias (`name`.bias, [width, n_expert]) added to its rows, in place."""
+    return op("ADD_ID", F32, x.ne, x, f"{name}.bias", picked) if r.biases else x
+
+
 def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
     """build_moe_ffn over cur [width, T] (the router's logits computed here, or given: probs_in): the gating, the
     selection, top-k, the picked weights expanded early; llama4's input repeated per picked expert and weighted
@@ -129,7 +139,9 @@ def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None =
     partial sums."""
     r, width, t, k = b.routing, cur.ne[0], cur.ne[1], b.n_expert_used
     if logits is None:
-        logits = mul_mat(None, cur, b.n_expert)  # ffn_moe_logits
+        logits = mul_mat("ffn_gate_inp", cur, b.n_expert)  # ffn_moe_logits
+    if r.biases:  # ffn_moe_logits_biased
+        logits = same_shape(logits, "ADD", "ffn_gate_inp.bias")
     probs, selection = route(r, logits)
     picked = argsort_top_k(selection, k)  # ffn_moe_topk
     weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, b.n_expert, t), picked, 1)))
@@ -138,13 +150,15 @@ def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None =
         rows = same_shape(op("REPEAT", F32, (width, k, t), rows), "MUL", weights)
     gate: Tensor | None = None
     if r.fused_gate_up:  # ffn_moe_gate_up: gate and up its halves' views
-        gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), rows, picked)
+        gate_up = op("MUL_MAT_ID", F32, (2 * ff, k, t), "ffn_gate_up_exps", rows, picked)
         gate, up = (view(gate_up, (ff, k, t), gate_up.nb[1:3], i * ff * gate_up.nb[0]) for i in (0, 1))
     else:
-        up = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
+        up = expert_bias(r, op("MUL_MAT_ID", F32, (ff, k, t), "ffn_up_exps", rows, picked), "ffn_up_exps", picked)
         if r.gated:
-            gate = op("MUL_MAT_ID", F32, (ff, k, t), rows, picked)
-    down = op("MUL_MAT_ID", F32, (width, k, t), expert_activation(r, gate, up), picked)
+            gate = op("MUL_MAT_ID", F32, (ff, k, t), "ffn_gate_exps", rows, picked)
+            gate = expert_bias(r, gate, "ffn_gate_exps", picked)
+    down = op("MUL_MAT_ID", F32, (width, k, t), "ffn_down_exps", expert_activation(r, gate, up), picked)
+    down = expert_bias(r, down, "ffn_down_exps", picked)
     if r.down_scale:  # build_lora_mm_id: the scales [1, E] repeated over the tokens, the picked experts' rows
         down = same_shape(down, "MUL", get_rows(op("REPEAT", F32, (1, b.n_expert, t)), picked, 1))
     experts = gf.expand(down if r.weight_before_ffn else same_shape(down, "MUL", weights))  # ffn_moe_weighted
@@ -163,7 +177,7 @@ def routed_experts(gf: Graph, b: GraphLayer, cur: Tensor) -> Tensor:
     r = b.routing
     if not r.latent:
         return build_moe_ffn(gf, b, cur)
-    logits = mul_mat(None, cur, b.n_expert)
+    logits = mul_mat("ffn_gate_inp", cur, b.n_expert)
     out = build_moe_ffn(gf, b, mul_mat(None, cur, r.latent), logits)
     if r.latent_norm:  # build_norm, RMS: the weight in place
         out = same(out, "RMS_NORM", "MUL")

@@ -20,6 +20,7 @@ from memfit.estimator.ggml_graph import (
     Tensor,
     cont,
     get_rows,
+    in_layer,
     mul_mat,
     mul_mat_t,
     new_tensor,
@@ -61,9 +62,11 @@ def per_layer_inputs(graph: DecoderGraph, inp: Tensor, width: int) -> Tensor:
     expanded: the first layer that reads its slice visits it)."""
     t, n_layer = graph.t, len(graph.shape.layers)
     tokens = new_tensor(I32, t, input=True)
-    rows = graph.gf.expand(same_shape(reshape(get_rows(None, tokens, width * n_layer), width, n_layer, t), "SCALE"))
-    proj = same_shape(mul_mat(None, inp, width * n_layer), "SCALE")
-    proj = graph.norm(reshape(proj, width, n_layer, t))
+    rows = graph.gf.expand(
+        same_shape(reshape(get_rows("per_layer_token_embd", tokens, width * n_layer), width, n_layer, t), "SCALE")
+    )
+    proj = same_shape(mul_mat("per_layer_model_proj", inp, width * n_layer), "SCALE")
+    proj = graph.norm(reshape(proj, width, n_layer, t), "per_layer_proj_norm")
     summed = same_shape(same_shape(proj, "ADD", rows), "SCALE")
     return cont(permute(summed, 0, 2, 1, 3))
 
@@ -85,11 +88,13 @@ class Gemma3nGraph(DecoderGraph):
         per_layer = per_layer_inputs(self, inp_l, self.e_altup)
         inp_l = self.stack(inp_l)
         for il, block in enumerate(self.shape.layers):
+            in_layer(il)
             inp_l = self.block(il, block, inp_l, per_layer)
+        in_layer(None)
         cur = self.merge(inp_l)
         out_ids = new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids, after the trunk
-        result_norm = self.norm(get_rows(cur, out_ids, e))
-        logits = same(mul_mat(None, result_norm, self.n_vocab), "SCALE", "TANH", "SCALE")  # final soft cap
+        result_norm = self.norm(get_rows(cur, out_ids, e), "output_norm")
+        logits = same(mul_mat("output", result_norm, self.n_vocab), "SCALE", "TANH", "SCALE")  # final soft cap
         result_norm.output = logits.output = True
         gf.expand(logits)
         return gf
@@ -98,19 +103,21 @@ class Gemma3nGraph(DecoderGraph):
         """The n_altup - 1 other copies: the embeddings repeated, altup_proj, rescaled to the embeddings'
         magnitude, concatenated after them: [E, T, n_altup]."""
         e, t, extra = self.shape.n_embd, self.t, self.n_altup - 1
-        added = mul_mat(None, op("REPEAT", F32, (e, t, extra), inp), e)
+        added = mul_mat("altup_proj", op("REPEAT", F32, (e, t, extra), inp), e)
         added = same_shape(same_shape(added, "MUL", magnitude(inp)), "DIV", magnitude(added))
         return op("CONCAT", F32, (e, t, self.n_altup), inp, added)
 
     def router(self, x: Tensor) -> Tensor:
         """altup_compute_router_modalities: normed, scaled, altup_router, tanh: [n_altup, T]."""
-        return same_shape(mul_mat(None, same_shape(self.norm(x), "SCALE"), self.n_altup), "TANH")
+        return same_shape(
+            mul_mat("altup_router", same_shape(self.norm(x, "altup_router_norm"), "SCALE"), self.n_altup), "TANH"
+        )
 
     def predict(self, cur: Tensor) -> Tensor:
         """altup_predict: the copies mixed by the router's coefficients, plus themselves."""
         t, n = self.t, self.n_altup
         modalities = self.router(slice_of(cur, ACTIVE))
-        coefs = reshape(mul_mat(None, modalities, n * n), n, n, t)  # altup_predict_coef
+        coefs = reshape(mul_mat("altup_predict_coef", modalities, n * n), n, n, t)  # altup_predict_coef
         mixed = mul_mat_t(cont(permute(cur, 1, 2, 0, 3)), coefs)  # [E, n_altup, T]
         return same_shape(cont(permute(mixed, 0, 2, 1, 3)), "ADD", cur)
 
@@ -120,32 +127,32 @@ class Gemma3nGraph(DecoderGraph):
         e, t, n = self.shape.n_embd, self.t, self.n_altup
         modalities = self.router(activated)
         innovation = same_shape(activated, "SUB", slice_of(predictions, ACTIVE))
-        coefs = same_shape(mul_mat(None, modalities, n), "SCALE")  # altup_correct_coef, scale_bias + 1
+        coefs = same_shape(mul_mat("altup_correct_coef", modalities, n), "SCALE")  # altup_correct_coef, scale_bias + 1
         coefs = cont(transpose(coefs), 1, t, n)
         repeated = op("REPEAT", F32, (e, t, n), innovation)
         return same_shape(same_shape(repeated, "MUL", coefs), "ADD", predictions)
 
     def laurel(self, cur: Tensor) -> Tensor:
         """laurel: laurel_l, laurel_r, its norm, plus the input."""
-        low = mul_mat(None, mul_mat(None, cur, GEMMA3N_LAUREL_RANK), self.shape.n_embd)
-        return same_shape(self.norm(low), "ADD", cur)
+        low = mul_mat("laurel_r", mul_mat("laurel_l", cur, GEMMA3N_LAUREL_RANK), self.shape.n_embd)
+        return same_shape(self.norm(low, "laurel_post_norm"), "ADD", cur)
 
     def attend(self, il: int, b: GraphLayer, cur: Tensor) -> Tensor:
         """The block's attention: Q, K (normed, roped) and V (rms_norm) into build_attn, or from
         n_layer_kv_from_start Q alone over the KV an earlier layer stored."""
         t = self.t
-        q = reshape(mul_mat(None, cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
-        q = same_shape(self.norm(q), "ROPE", self.pos)
+        q = reshape(mul_mat("attn_q", cur, b.n_head * b.head_k), b.head_k, b.n_head, t)
+        q = same_shape(self.norm(q, "attn_q_norm"), "ROPE", self.pos)
         inputs = self.cache_inputs(b)
         k_rot, v_rot = inputs.k_rot, inputs.v_rot
         start = self.shape.kv_from_start
         if start is not None and il >= start:  # hparams.has_kv(il) false: build_attn with Q only
             q = self.hadamard(q, k_rot) if k_rot is not None else q
             out = self.mha(b, self.gf.expand(q), inputs.mask)
-            return mul_mat(None, self.hadamard(out, v_rot) if v_rot is not None else out, self.shape.n_embd)
-        k = reshape(mul_mat(None, cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
-        k = same_shape(self.norm(k), "ROPE", self.pos)
-        v = same_shape(reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t), "RMS_NORM")
+            return mul_mat("attn_output", self.hadamard(out, v_rot) if v_rot is not None else out, self.shape.n_embd)
+        k = reshape(mul_mat("attn_k", cur, b.n_head_kv * b.head_k), b.head_k, b.n_head_kv, t)
+        k = same_shape(self.norm(k, "attn_k_norm"), "ROPE", self.pos)
+        v = same_shape(reshape(mul_mat("attn_v", cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t), "RMS_NORM")
         if k_rot is not None:
             q, k = self.hadamard(q, k_rot), self.hadamard(k, k_rot)
         if v_rot is not None:
@@ -156,37 +163,37 @@ class Gemma3nGraph(DecoderGraph):
 
     def feed_forward(self, il: int, b: GraphLayer, cur: Tensor) -> Tensor:
         """up * gelu(gate), the gate through gaussian_topk on the first blocks, then down."""
-        up, gate = mul_mat(None, cur, b.n_ff), mul_mat(None, cur, b.n_ff)
+        up, gate = mul_mat("ffn_up", cur, b.n_ff), mul_mat("ffn_gate", cur, b.n_ff)
         if il < SPARSE_LAYERS:  # gaussian_topk: relu(x - (mean + std * k))
             mean = reduced(gate, "MEAN")
             spread = same(reduced(same_shape(same_shape(gate, "SUB", mean), "SQR"), "SUM_ROWS"), "SCALE", "SQRT")
             cutoff = same_shape(mean, "ADD", same_shape(spread, "SCALE"))
             gate = same_shape(same_shape(gate, "SUB", cutoff), "RELU")
-        return mul_mat(None, same_shape(up, "MUL", same_shape(gate, "GELU")), self.shape.n_embd)
+        return mul_mat("ffn_down", same_shape(up, "MUL", same_shape(gate, "GELU")), self.shape.n_embd)
 
     def block(self, il: int, b: GraphLayer, inp: Tensor, per_layer: Tensor) -> Tensor:
         """One decoder layer over the AltUp copies [E, T, n_altup]."""
         e, t = self.shape.n_embd, self.t
         predictions = self.predict(inp)
         active = slice_of(predictions, ACTIVE)
-        cur = self.norm(active)  # attn_norm
+        cur = self.norm(active, "attn_norm")
         laurel_out = self.laurel(cur)
-        cur = same_shape(self.norm(self.attend(il, b, cur)), "ADD", active)  # attn_post_norm, attn_gated
+        cur = same_shape(self.norm(self.attend(il, b, cur), "post_attention_norm"), "ADD", active)  # attn_gated
         attn_laurel = same_shape(same_shape(cur, "ADD", laurel_out), "SCALE")
-        out = self.norm(self.feed_forward(il, b, self.norm(attn_laurel)))  # ffn_norm, ffn_post_norm
+        out = self.norm(self.feed_forward(il, b, self.norm(attn_laurel, "ffn_norm")), "post_ffw_norm")
         corrected = self.correct(predictions, same_shape(out, "ADD", attn_laurel))
         first, rest = slice_of(corrected, 0), slice_of(corrected, 1, self.n_altup - 1)
-        gated = same_shape(slice_of(corrected, ACTIVE), "MUL")  # altup_correct_scale
-        gated = same_shape(mul_mat(None, gated, self.e_altup), "GELU")  # per_layer_inp_gate
+        gated = same_shape(slice_of(corrected, ACTIVE), "MUL", "altup_correct_scale")
+        gated = same_shape(mul_mat("inp_gate", gated, self.e_altup), "GELU")  # per_layer_inp_gate
         gated = same_shape(gated, "MUL", slice_of(per_layer, il))  # this layer's input
-        gated = self.norm(mul_mat(None, gated, e))  # per_layer_proj, per_layer_post_norm
+        gated = self.norm(mul_mat("proj", gated, e), "post_norm")  # per_layer_proj, per_layer_post_norm
         return op("CONCAT", F32, (e, t, self.n_altup), first, same_shape(rest, "ADD", gated))
 
     def merge(self, cur: Tensor) -> Tensor:
         """The copies after the first unembedded (altup_unembd_proj), rescaled to the active one's magnitude,
         added to the first, averaged."""
         target = magnitude(slice_of(cur, ACTIVE))
-        unembd = mul_mat(None, slice_of(cur, 1, self.n_altup - 1), self.shape.n_embd)
+        unembd = mul_mat("altup_unembd_proj", slice_of(cur, 1, self.n_altup - 1), self.shape.n_embd)
         unembd = same_shape(same_shape(unembd, "MUL", target), "DIV", magnitude(unembd))
         merged = slice_of(cur, 0)
         for i in range(self.n_altup - 1):

@@ -10,7 +10,7 @@ heads and the scan follow Mamba-1's order (x, dt, B, C, one group).
 
 from __future__ import annotations
 
-from memfit.estimator.compute_graph import FLOAT, DecoderGraph
+from memfit.estimator.compute_graph import FLOAT, DecoderGraph, ssm_scan
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F32,
@@ -69,7 +69,7 @@ class Plamo2Graph(DecoderGraph):
         conv_x = op("CONCAT", F32, (d_conv + tokens, d_inner, n), conv, transpose(x))
         last = view(conv_x, (d_conv, d_inner, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
         self.gf.expand(copy_into(last, new_tensor(F32, d_conv * d_inner * n, external=True)))
-        x = same_shape(op("SSM_CONV", F32, (d_inner, tokens, n), conv_x), "SILU")
+        x = same_shape(op("SSM_CONV", F32, (d_inner, tokens, n), conv_x, "ssm_conv1d"), "SILU")
         dt_dim = max(DT_DIM_MIN, e // DT_DIM_DIVISOR)
         bcdt = mul_mat(None, x, dt_dim + 2 * ssm.d_state)  # ssm_x
         nb = (bcdt.nb[1], bcdt.nb[2])
@@ -80,7 +80,7 @@ class Plamo2Graph(DecoderGraph):
         b_, c_ = (view(s, (ssm.d_state, 1, tokens, n), (ssm.d_state * FLOAT, s.nb[1], s.nb[2])) for s in (b_, c_))
         states = ssm.d_state * d_inner
         scan = self.recurrent_rows(
-            states, lambda ids: op("SSM_SCAN", F32, (d_inner * t + states * n,), x, dt, b_, c_, ids)
+            states, ssm_scan((ssm.d_state, head_dim, heads, n), d_inner * t + states * n, x, dt, b_, c_)
         )
         kept = view(scan, (states * n,), (), d_inner * t * FLOAT)
         self.gf.expand(copy_into(kept, new_tensor(F32, states * n, external=True)))

@@ -124,6 +124,7 @@ class Routing:
     latent_norm: bool = False  # the experts' output RMS-normed in the latent (kimi-k3's ffn_routed_norm)
     weight_before_ffn: bool = False  # LLM_ARCH_LLAMA4: picked on the logits, the weights times the experts' input
     down_scale: bool = False  # down_exps_s: build_lora_mm_id scales each picked expert's output
+    biases: bool = False  # gate_inp_b added to the logits, up/gate/down_exps_b to each picked expert's (ADD_ID)
     shared_ff: int = 0  # the shared experts' width: build_ffn beside the routed experts, its output added (0: none)
 
 
@@ -215,6 +216,8 @@ class GraphLayer:
     kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
     v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
     parallel_residual: bool = False  # the FFN reads the attention's normed input, not a norm of its sum (stablelm)
+    attn_biases: bool = False  # build_qkv's wq_b, wk_b, wv_b and build_attn's wo_b, each added in place
+    sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,8 @@ class GraphShape:
     indexer: Indexer | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
     lightning: Lightning | None = None  # MiniMax-01's lightning attention (estimator/graph_minimax.py)
     hyper: HyperConnections | None = None  # qwen4exp's residual streams (estimator/graph_qwen4exp.py)
+    post_norms: bool = False  # a norm of the mixer's and of the FFN's output before each residual add (gemma2/3)
+    embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -118,6 +118,16 @@ def plain_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     return shared(ly, il, Routing())
 
 
+def gpt_oss_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # openai-moe.cpp: build_moe_ffn with ffn_gate_inp_b and the experts' biases, SOFTMAX_WEIGHT, no norm_w
+    return shared(ly, il, Routing(Gating.SOFTMAX_WEIGHT, biases=True))
+
+
+def normed_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # qwen3moe.cpp, granite.cpp, granite-hybrid.cpp: build_moe_ffn(..., LLM_FFN_SILU, norm_w = true, ...), softmax
+    return shared(ly, il, Routing(norm=True))
+
+
 def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_deepseek2::load_arch_hparams: no expert_gating_func is softmax (V2, V2.5), or sigmoid on GLM 4.7
     # Lite's shape (47 or 48 trunk layers, 154880 tokens); expert_weights_norm, _scale; exp_probs_b on the grouped

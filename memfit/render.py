@@ -302,6 +302,11 @@ def render_fit(
     return "\n".join(out)
 
 
+def _span(floor: int, ceiling: int | None) -> str:
+    """floor..ceiling, one size where the bounds meet (an exact share)."""
+    return size(floor) if floor == ceiling else f"{size(floor)}..{size(ceiling)}"
+
+
 def render_devices(result: wire.WireFitVerdictResult, width: int, colour: bool = False) -> str:
     """One row per device: what it holds, its floor..ceiling, its free memory (a declared GPU's marked), its
     verdict."""
@@ -309,7 +314,7 @@ def render_devices(result: wire.WireFitVerdictResult, width: int, colour: bool =
         [
             d.name,
             d.note,
-            f"{size(d.lower_bound_bytes)}..{size(d.upper_bound_bytes)}",
+            _span(d.lower_bound_bytes, d.upper_bound_bytes),
             size(d.free_bytes) + (" declared" if d.declared else ""),
             d.verdict.upper(),
         ]

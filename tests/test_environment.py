@@ -9,7 +9,7 @@ import sys
 import time
 from fractions import Fraction
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import psutil
 import pytest
@@ -106,8 +106,9 @@ class FakeNvmlError(Exception):
     pass
 
 
-def fake_nvml(devices: list[tuple[str, int, int]], fail: str | None = None) -> SimpleNamespace:
-    """An NVML with `devices` (uuid, free, total); `fail` names the call that raises NVMLError."""
+def fake_nvml(devices: list[tuple[str, int, int]], fail: str | None = None) -> ModuleType:
+    """An NVML with `devices` (uuid, free, total); `fail` names the call that raises NVMLError: pynvml's calls on a
+    namespace, in pynvml's module's place."""
 
     def call(name, result):
         def f(*args):
@@ -117,7 +118,7 @@ def fake_nvml(devices: list[tuple[str, int, int]], fail: str | None = None) -> S
 
         return f
 
-    return SimpleNamespace(
+    return SimpleNamespace(  # type: ignore[return-value]  # duck-typed: only the calls NvmlReader makes
         NVMLError=FakeNvmlError,
         nvmlInit=call("nvmlInit", lambda: None),
         nvmlShutdown=lambda: None,

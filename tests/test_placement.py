@@ -48,7 +48,7 @@ from memfit.readers.gguf_header import read_header
 from tools.gguf_writers import write_model
 from tools.truth.mock import MOCK_DATA, args_of, files, row_id, rows
 from tools.truth.mock.matrix import CPU_VARIANT, LABEL, MOCK_FILES, fit_runs
-from tools.truth.mock.mirror import compare, mirror
+from tools.truth.mock.mirror import compare, mirror, written_models
 from tools.truth.mock.regenerate import differences
 
 RUNS = [r for path in files() for r in rows(path.name)]
@@ -59,15 +59,8 @@ GIB = 1 << 30
 
 @pytest.fixture(scope="module")
 def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[HeaderSummary]]:
-    """Every model the mock runs name (the real-scale shapes sparse), written once and read as memfit reads it."""
-    folder = tmp_path_factory.mktemp("mock-models")
-    out = {}
-    for name in sorted({r["model"] for r in RUNS}):
-        path = folder / f"{name}.gguf"
-        write_model(WRITERS[name](), path)
-        with open(path, "rb") as f:
-            out[name] = [summarize(read_header(f))]
-    return out
+    """Every model the mock runs name, written once and read as memfit reads it."""
+    return written_models(tmp_path_factory.mktemp("mock-models"), (r["model"] for r in RUNS))
 
 
 @pytest.mark.parametrize("run", RUNS, ids=row_id)

@@ -169,8 +169,9 @@ def test_a_top_k_between_two_padded_cell_counts_bounds_a_regime_of_those_two(reb
     256, 512 keep 259, so no program may be compiled across them as one affine piece (it was, and gave 560 bytes
     too many at 512 cells)."""
     r = next(r for r in rebuilt if r.graph.hyper is not None and any(r.graph.hyper.ratios))
-    geometry = accuracy.run_geometry(r.run, r.architecture, r.causal)
-    tops = {r.graph.hyper.idx_top_k + ratio - 1 for ratio in r.graph.hyper.ratios if ratio}
+    geometry, hyper = accuracy.run_geometry(r.run, r.architecture, r.causal), r.graph.hyper
+    assert hyper is not None
+    tops = {hyper.idx_top_k + ratio - 1 for ratio in hyper.ratios if ratio}
     assert tops == {259}
     assert replay_table.regime(r.graph, geometry, 256) == (256, 512)
     assert replay_table.regime(r.graph, geometry, 512)[0] == 512

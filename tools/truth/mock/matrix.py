@@ -78,6 +78,7 @@ def _runs(model: Model, *, tiny: bool) -> list[Run]:
         ("g1_nl+1", g1 | {"ngl": str(nl + 1)}),
         ("g1_cuda", g1 | {"mock_alloc": "cuda"}),
         ("g1_cuda_q8", g1 | {"mock_alloc": "cuda", "type_k": "q8_0", "type_v": "q8_0"}),
+        ("g1_cuda_q8_fa", g1 | {"mock_alloc": "cuda", "mock_fa_alloc": "1", "type_k": "q8_0", "type_v": "q8_0"}),
         ("g1_half_cuda", g1 | {"ngl": str(half), "mock_alloc": "cuda"}),
         ("g1_fa_off", g1 | {"fa": "off"}),
         ("g1_seq3", g1 | {"n_seq": "3"}),
@@ -117,6 +118,8 @@ def _runs(model: Model, *, tiny: bool) -> list[Run]:
             ("g1_ncmoe_half_nohost", g1 | {"n_cpu_moe": str(half), "no_host": "1"}),
             ("g2_11_ncmoe_half", g2 | {"ts": "1,1", "n_cpu_moe": str(half)}),
             ("g2_ot_exps_mock1", g2 | {"ts": "1,1", "ot": "blk\\.[0-1]\\.ffn_.*_exps=MOCK1"}),
+            ("g1_moe_dep", g1 | {"mock_moe_dep": "1"}),
+            ("g1_half_moe_dep", g1 | {"ngl": str(half), "mock_moe_dep": "1"}),
         ]
     if tiny:  # mmap needs a real load (the dry run cannot map the file); the tiny models allocate in no time
         real = {"no_alloc": "0"}

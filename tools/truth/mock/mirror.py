@@ -3,17 +3,19 @@
 `compare(row, summaries)` lists every field where memfit's placement (estimator/placement.py) differs from what
 llama.cpp reported for the run: the layer and output devices, each layer's tensors per buffer type, the tensors
 outside the layers, the weights, KV cache and recurrent state per buffer type, per cache, per pool, and the output
-buffer. Empty when memfit mirrors the run to the byte.
+buffer. Empty when memfit mirrors the run to the byte. `compute(row, summaries)` is memfit's compute buffer of each
+backend for the run (estimator/scheduler.py), in the mode the run sized them (a dry run, or a loading context).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
-from memfit.estimator.artifact import HeaderSummary, artifact_facts
+from memfit.estimator.artifact import HeaderSummary, artifact_facts, summarize
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.devices import AllocRule, Device, mock_gpus
@@ -28,10 +30,25 @@ from memfit.estimator.placement import (
     overrides,
     place,
 )
+from memfit.estimator.scheduler import ComputeBuffers, Mode, compute_buffers
+from memfit.readers.gguf_header import read_header
+from tools.gguf_writers import write_model
 from tools.truth.mock import args_of
-from tools.truth.mock.matrix import CPU_VARIANT
+from tools.truth.mock.matrix import CPU_VARIANT, MOCK_FILES
 
 MIB = 1 << 20
+
+
+def written_models(folder: Path, names: Iterable[str]) -> dict[str, list[HeaderSummary]]:
+    """The mock runs' models (the real-scale shapes sparse) written into `folder` and read as memfit reads them."""
+    writers = {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}
+    out = {}
+    for name in sorted(set(names)):
+        path = folder / f"{name}.gguf"
+        write_model(writers[name](), path)
+        with open(path, "rb") as f:
+            out[name] = [summarize(read_header(f))]
+    return out
 
 
 def devices_of(row: dict[str, Any]) -> tuple[Device, ...]:
@@ -47,6 +64,8 @@ def devices_of(row: dict[str, Any]) -> tuple[Device, ...]:
         alignment=mock["align"],
         host_buffer=bool(mock["host"]),
         name=mock["name"],
+        async_events=bool(mock["async"] and mock["events"]),
+        moe_alloc_dep=bool(mock["moe_dep"]),
     )
 
 
@@ -94,8 +113,9 @@ def memory_of(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
         int(a.get("n_ubatch", 512)),
         quantized_k=k_type.quantized,
         quantized_v=v_type.quantized,
-        flash_attention=bool(c["flash_attn"]),
+        flash_attention=bool(c["flash_attn"]),  # as auto resolved it
     )
+    geometry = dataclasses.replace(geometry, transposed_v=a.get("fa") == "off")  # the cache made before auto resolved
     assert facts.layout is not None and facts.n_vocab is not None, facts.layout_error
     return model_tensors(summaries, facts.n_vocab), Memory(facts.layout, geometry, k_type, v_type)
 
@@ -103,6 +123,13 @@ def memory_of(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
 def mirror(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> PlacementResult:
     model, memory = memory_of(row, summaries, row["model"])
     return place(model, memory, devices_of(row), request_of(row), BY_NAME[CPU_VARIANT])
+
+
+def compute(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> ComputeBuffers:
+    """memfit's compute buffers for the run: its placement's split graph, in its mode (no_alloc: the dry run)."""
+    model, memory = memory_of(row, summaries, row["model"])
+    mode = Mode.DRY if row["no_alloc"] else Mode.REAL
+    return compute_buffers(model, memory, devices_of(row), request_of(row), mirror(row, summaries), mode)
 
 
 def _layer_counts(result: PlacementResult, n_layer: int) -> list[dict[str, int]]:

@@ -1,0 +1,62 @@
+"""memfit's compute buffer of every backend (estimator/scheduler.py) against llama.cpp's on mock GPUs.
+
+Every run in tests/data/mock/ records the compute buffer llama.cpp's backend scheduler reserved on each backend
+(compute_by_backend: the mock GPUs, then the CPU, whose buffer is the first GPU's pinned host type where it has
+one) for its placement, in a dry run (no_alloc: the first prompt-processing graph, the callbacks' pins reset) or a
+loading context (the prompt-processing and token-generation graphs, pins kept). memfit rebuilds the graph, splits it
+as ggml_backend_sched_split_graph does and allocates each backend's part with ggml-alloc's rules and the device's
+alignment and alloc size; on every run each backend's buffer equals llama.cpp's to the byte, and so do the number
+of splits and of input copies. A run whose mock gives a prompt's flash attention ggml-cuda's F16 copies of a
+quantized K and V (mock_fa_alloc) equals memfit's ceiling, every other run its floor; the runs whose mock keeps a
+fused MoE weighted sum's sources as ggml-cuda's graph_optimize does (mock_moe_dep) hold Device.moe_alloc_dep.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memfit.estimator.artifact import HeaderSummary
+from memfit.estimator.scheduler import ComputeBuffers
+from tools.truth.mock import files, row_id, rows
+from tools.truth.mock.mirror import compute, written_models
+
+RUNS = [r for path in files() for r in rows(path.name)]
+
+
+@pytest.fixture(scope="module")
+def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[HeaderSummary]]:
+    return written_models(tmp_path_factory.mktemp("mock-models"), (r["model"] for r in RUNS))
+
+
+def _llama_cpp(run: dict) -> dict[str, int]:
+    return {b["backend"]: b["bytes"] for b in run["compute_by_backend"]}
+
+
+def _memfit(run: dict, buffers: ComputeBuffers) -> dict[str, int]:
+    """The buffers the run's mock allocated: with ggml-cuda's flash-attention F16 copies (mock_fa_alloc) the
+    ceilings, else the floors."""
+    sizes = buffers.ceilings if run["mock"].get("fa_alloc") else buffers.bytes
+    return {name: size for name, size in sizes.items() if size or name in _llama_cpp(run)}
+
+
+def _f16_copies(run: dict) -> bool:
+    """ggml-cuda's alloc size may hold F16 copies of a quantized K or V: flash attention on a GPU with CUDA's rule."""
+    quantized = any(c[p]["type"] != "f16" for c in run["kv_caches"] for p in ("k0", "v0") if p in c)
+    return run["mock"].get("alloc") == "cuda" and bool(run["cparams"]["flash_attn"]) and quantized
+
+
+@pytest.mark.parametrize("run", RUNS, ids=row_id)
+def test_each_backends_compute_buffer_equals_llama_cpps(run: dict, summaries: dict[str, list[HeaderSummary]]) -> None:
+    """Per backend, with the splits and the input copies; per pool as placement names them (by_pool: each GPU's
+    and the host's, the CPU backend's buffer pinned or not), the per-device compute llama.cpp's memory breakdown
+    reports; the ceiling above the floor only where a flash attention can hold F16 copies."""
+    buffers = compute(run, summaries[run["model"]])
+    assert _memfit(run, buffers) == _llama_cpp(run)
+    assert buffers.pp.n_copies == run["n_copies"]
+    assert len(buffers.pp.splits) == run["n_splits_pp"]
+    pools = buffers.by_pool(ceiling=bool(run["mock"].get("fa_alloc")))
+    assert {pool: size for pool, size in pools.items() if size} == {
+        pool: d["compute"] for pool, d in run["per_device"].items() if d["compute"]
+    }
+    assert all(buffers.ceilings[name] >= size for name, size in buffers.bytes.items())
+    assert _f16_copies(run) or buffers.ceilings == buffers.bytes
