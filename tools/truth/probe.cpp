@@ -8,6 +8,8 @@
 //   n_ctx n_seq n_batch n_ubatch n_rs_seq threads type_k type_v fa=on|off|auto unified swa_full mmap
 //   no_alloc=1 (llama.cpp's dry run)  decode=N (tokens decoded after init)  backend_dir=DIR (the CPU variant)
 //   graph=1 (no decode: the reserved prompt graph's nodes allocated in the compute buffer, node by node)
+//   state_tokens=T (after init, T tokens decoded into sequence state_seq (default 0), n_batch at a time; then
+//   llama_state_seq_get_size, a prompt-cache entry, and llama_state_seq_get_size_ext(PARTIAL_ONLY), a checkpoint)
 
 #include <algorithm>
 #include <cstdio>
@@ -323,6 +325,33 @@ int main(int argc, char ** argv) {
         const int rc = llama_decode(ctx, batch);
         llama_batch_free(batch);
         out.num("decode_tokens", n_decode).num("decode_rc", rc).raw("rss_after_decode", rss()).raw("breakdown_after_decode", breakdown(ctx));
+    }
+    const long long state_tokens = mp.no_alloc || graph || n_decode > 0 ? 0 : num("state_tokens", 0);
+    if (state_tokens > 0) {
+        const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+        const llama_seq_id seq = (llama_seq_id) num("state_seq", 0);
+        int rc = 0;
+        for (long long done = 0; done < state_tokens && rc == 0;) {
+            const int n = (int) std::min<long long>(state_tokens - done, c.n_batch);
+            llama_batch batch = llama_batch_init(n, 0, 1);
+            for (int i = 0; i < n; ++i) {
+                batch.token[i] = 300 + ((done + i) * 7) % (n_vocab - 300);
+                batch.pos[i] = (llama_pos) (done + i);
+                batch.n_seq_id[i] = 1;
+                batch.seq_id[i][0] = seq;
+                batch.logits[i] = i == n - 1;
+            }
+            batch.n_tokens = n;
+            rc = llama_decode(ctx, batch);
+            llama_batch_free(batch);
+            done += n;
+        }
+        out.num("state_tokens", state_tokens)
+            .num("state_seq", seq)
+            .num("state_rc", rc)
+            .num("state_seq_bytes", (long long) llama_state_seq_get_size(ctx, seq))
+            .num("state_seq_partial_bytes",
+                 (long long) llama_state_seq_get_size_ext(ctx, seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY));
     }
     printf("%s\n", out.done().c_str());
     fflush(stdout);
