@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, tied_copy_bytes
+from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, placement, tied_copy_bytes
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, SkippedArray
@@ -228,6 +228,25 @@ def variant_weights(
     if high > low:
         note += f"; the variants span {low} to {high} bytes"
     return low, high - low, note
+
+
+def extra_buffer_bytes(matrices: tuple[Matrix, ...], tied: Matrix | None, variant: CpuVariant) -> int:
+    """The weights `variant`'s extra buffer types (CPU_REPACK, AMX) hold: anonymous copies, packed from the file at
+    load, and not host buffer types (ggml_backend_buft_is_host is false for them), so llama.cpp's fitter does not
+    count them; the tied embedding's output copy among them (llama_model_loader::create_tensor's buffer types)."""
+    packed = 0
+    for m in matrices:
+        where, nbytes = placement(variant, m)
+        packed += m.count * padded(nbytes) if where != CPU else 0
+    return packed + (tied_copy_bytes(variant, tied)[1] if tied is not None else 0)
+
+
+def packed_range(
+    matrices: tuple[Matrix, ...], tied: Matrix | None, variants: tuple[CpuVariant, ...]
+) -> tuple[int, int]:
+    """(least, most) of extra_buffer_bytes over `variants`."""
+    each = [extra_buffer_bytes(matrices, tied, v) for v in variants] or [0]
+    return min(each), max(each)
 
 
 def refuse_other_kinds(metadata: dict, summaries: list[HeaderSummary]) -> None:

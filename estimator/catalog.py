@@ -18,7 +18,15 @@ from dataclasses import dataclass, replace
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import LLAMA_CPP_RELEASE, RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import OUTPUT, TOKEN_EMBD, matmul_weights, padded, tensor_bytes, variant_weights
+from memfit.estimator.artifact import (
+    OUTPUT,
+    TOKEN_EMBD,
+    matmul_weights,
+    packed_range,
+    padded,
+    tensor_bytes,
+    variant_weights,
+)
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_repack import Matrix, packing_bytes
 from memfit.estimator.cpu_variant import VARIANTS, CpuVariant
@@ -193,10 +201,13 @@ def recipe_facts(entry: CatalogEntry) -> ModelFacts:
     )
 
 
-def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], variants: tuple[CpuVariant, ...]) -> Part:
+def recipe_weights(
+    entry: CatalogEntry, quant: str, tensors: list[Tensor], variants: tuple[CpuVariant, ...]
+) -> tuple[Part, tuple[int, int]]:
     """Every tensor in the type llama.cpp's quantizer gives it for `quant`, padded as llama.cpp allocates it; a
     tensor whose type depends on an importance matrix spans both types. Under the CPU `variants` as for a file
-    (estimator/artifact.py: AMX's packing, a tied token embedding's second copy)."""
+    (estimator/artifact.py: AMX's packing, a tied token embedding's second copy). With the (floor, ceiling) of
+    what the CPU's extra buffer types hold of them (estimator/artifact.py's packed_range)."""
     facts = recipe_facts(entry)
     plain, with_imatrix = (tensor_types(tensors, quant, facts, imatrix) for imatrix in (False, True))
     floor = ceiling = 0
@@ -221,15 +232,19 @@ def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], varia
         floor, ceiling = floor + nbytes, ceiling + nbytes
         note += f"; {entry.architecture} loads its tied token embedding twice"
         tied = False
-    extras = []
+    extras, packed = [], []
     for typed in (plain, with_imatrix):  # each typing's packing and copy under each variant
         ne = {t.name: (*t.ne, 1, 1, 1)[:4] for t in tensors}
         matrices = matmul_weights((name, 0, int(typed[name]), n[0], n[1], n[2] * n[3]) for name, n in ne.items())
         copy = Matrix(int(typed[TOKEN_EMBD]), (embd.ne[0], embd.ne[1])) if embd is not None and tied else None
         low, slack, variant_note = variant_weights(0, note, matrices, copy, variants)
         extras.append((low, low + slack, variant_note))
+        packed.append(packed_range(matrices, copy, variants))
     low, high = min(e[0] for e in extras), max(e[1] for e in extras)
-    return Part(Component.WEIGHTS, floor + low, Basis.DERIVED_LAYOUT, extras[0][2], slack=ceiling + high - floor - low)
+    weights = Part(
+        Component.WEIGHTS, floor + low, Basis.DERIVED_LAYOUT, extras[0][2], slack=ceiling + high - floor - low
+    )
+    return weights, (min(p[0] for p in packed), max(p[1] for p in packed))
 
 
 def catalog_subject(
@@ -239,11 +254,12 @@ def catalog_subject(
     layout."""
     limits = [Limit.ARTIFACT_NOT_ON_DISK]
     tensors = entry_tensors(entry)
+    packed = None
     try:
         if not variants:
             weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
         elif tensors is not None and quant in DEFAULT_TYPE:
-            weights = recipe_weights(entry, quant, tensors, variants)
+            weights, packed = recipe_weights(entry, quant, tensors, variants)
         else:
             weights = proxy_weights(
                 entry,
@@ -278,4 +294,5 @@ def catalog_subject(
         companions=Part.not_applicable(Component.COMPANIONS, "the catalog lists no projector for this model"),
         limits=tuple(dict.fromkeys(limits)),
         architecture=entry.architecture,
+        packed=packed,
     )

@@ -146,6 +146,7 @@ def _derived_parts(subject: Subject, workload: Workload, history: HistoryMatch) 
             causal=subject.layout.causal,
             n_ubatch=workload.ubatch_tokens,
             unified=workload.kv_unified,
+            swa_full=workload.swa_full,
             flash_attention=flash_attention_for(workload, subject.architecture) is not False,  # unknown: both tried
             quantized_k=cache_type(workload.key_element_bytes).quantized,
             quantized_v=cache_type(workload.value_element_bytes).quantized,

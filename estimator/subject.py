@@ -31,6 +31,7 @@ class Subject:
     companions_key: str = ""
     architecture: str = ""
     unreadable: str = ""  # why the artifact could not be read, when it could not
+    packed: tuple[int, int] | None = None  # (floor, ceiling) of the weights the CPU's extra buffer types copy
 
     @property
     def is_model(self) -> bool:
@@ -81,6 +82,7 @@ def read_subject(
     companions: Part,
     limits: list[Limit],
     keys: tuple[str, str],
+    packed: tuple[int, int] | None = None,
 ) -> Subject:
     """The subject of a file set whose headers were read: its weights, the layout its metadata states."""
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
@@ -99,6 +101,7 @@ def read_subject(
         weights_key=keys[0],
         companions_key=keys[1],
         architecture=facts.architecture,
+        packed=packed,
     )
 
 

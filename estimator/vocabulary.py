@@ -60,6 +60,35 @@ class BudgetBasis(StrEnum):
 class ContextSource(StrEnum):
     DOCUMENTED_DEFAULT = "documentedDefault"
     REQUESTED = "requested"
+    LAUNCHER = "launcher"  # the profile's launcher chose it (its default, its environment, llama.cpp's fitter)
+
+
+class Profile(StrEnum):
+    """Whose launch settings a workload takes where the request names none."""
+
+    CUSTOM = "custom"  # only what the request says, memfit's defaults for the rest
+    LLAMA_SERVER = "llamaServer"
+    OLLAMA = "ollama"
+    LM_STUDIO = "lmStudio"
+
+
+class SettingSource(StrEnum):
+    REQUEST = "request"  # the request named it
+    DEFAULT = "default"  # memfit's documented default
+    PROFILE = "profile"  # the profile's launcher's default
+    ENVIRONMENT = "environment"  # the launcher's environment, as its running server was started with
+    FITTER = "fitter"  # llama.cpp's --fit chose it
+
+
+class LoadMode(StrEnum):
+    """llama.cpp's --load-mode (llama_load_mode)."""
+
+    AUTO = "auto"  # mmap unless a device lacks mmap support
+    NONE = "none"
+    MMAP = "mmap"
+    MLOCK = "mlock"
+    MMAP_MLOCK = "mmap+mlock"
+    DIRECT_IO = "dio"
 
 
 class Mode(StrEnum):

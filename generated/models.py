@@ -226,8 +226,9 @@ class WireFitWorkload(WireModel):
     allocated_tokens: Annotated[int, Field(alias="allocatedTokens", ge=-9223372036854775808, le=9223372036854775807)]
     context_source: Annotated[str, Field(alias="contextSource")]
     """
-    `documentedDefault` (the product default, which may be capped to the model limit) or
-    `requested` (a caller named it; over-limit is refused, never truncated). Tolerate
+    `documentedDefault` (the product default, which may be capped to the model limit),
+    `requested` (a caller named it; over-limit is refused, never truncated) or `launcher` (the
+    profile's launcher chose it: its default, its environment, or llama.cpp's fitter). Tolerate
     unknown values.
 
     """
