@@ -58,6 +58,7 @@ class ArtifactFacts:
     layout_error: EvidenceError | None
     tied: Matrix | None = None  # a tied token embedding, whose output copy depends on the CPU variant
     matrices: tuple[Matrix, ...] = ()  # the 2-D MUL_MAT weights an extra buffer type may pack, by type and shape
+    duplicate_bytes: int = 0  # a tied embedding loaded twice: its copy, which a mapped load views in the file
 
 
 # (block elements, block bytes) by ggml type number: looked up per tensor, without making the enum member
@@ -277,9 +278,10 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     note = WEIGHTS_NOTE
     if skipped:
         note += f"; the {len(skipped)} tensors of its NextN/MTP layers are not loaded for generation"
-    tied_embedding = None
+    tied_embedding, duplicate = None, 0
     if tied and rule is not None and rule.tied_embedding_twice:
-        weights += padded(sizes[TOKEN_EMBD])  # its loader makes the output copy before token_embd
+        duplicate = padded(sizes[TOKEN_EMBD])  # its loader makes the output copy before token_embd
+        weights += duplicate
         note += f"; {arch} loads its tied token embedding twice"
     elif tied:
         _, _, ggml_type, ne0, ne1, _ = loaded[TOKEN_EMBD]
@@ -304,6 +306,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         error,
         tied_embedding,
         matmul_weights(loaded.values()),
+        duplicate,
     )
 
 

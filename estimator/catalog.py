@@ -203,11 +203,12 @@ def recipe_facts(entry: CatalogEntry) -> ModelFacts:
 
 def recipe_weights(
     entry: CatalogEntry, quant: str, tensors: list[Tensor], variants: tuple[CpuVariant, ...]
-) -> tuple[Part, tuple[int, int]]:
+) -> tuple[Part, tuple[int, int], int]:
     """Every tensor in the type llama.cpp's quantizer gives it for `quant`, padded as llama.cpp allocates it; a
     tensor whose type depends on an importance matrix spans both types. Under the CPU `variants` as for a file
     (estimator/artifact.py: AMX's packing, a tied token embedding's second copy). With the (floor, ceiling) of
-    what the CPU's extra buffer types hold of them (estimator/artifact.py's packed_range)."""
+    what the CPU's extra buffer types hold of them (estimator/artifact.py's packed_range), and the bytes of a
+    tied embedding's second copy."""
     facts = recipe_facts(entry)
     plain, with_imatrix = (tensor_types(tensors, quant, facts, imatrix) for imatrix in (False, True))
     floor = ceiling = 0
@@ -227,9 +228,10 @@ def recipe_weights(
     by_name = {t.name: t for t in tensors}
     embd = by_name.get(TOKEN_EMBD)
     tied = embd is not None and OUTPUT not in by_name  # as artifact_facts reads a file
+    duplicate = 0
     if embd is not None and tied and RULES[entry.architecture].tied_embedding_twice:
-        nbytes = padded(tensor_bytes(embd.ne, plain[embd.name]))
-        floor, ceiling = floor + nbytes, ceiling + nbytes
+        duplicate = padded(tensor_bytes(embd.ne, plain[embd.name]))
+        floor, ceiling = floor + duplicate, ceiling + duplicate
         note += f"; {entry.architecture} loads its tied token embedding twice"
         tied = False
     extras, packed = [], []
@@ -244,7 +246,7 @@ def recipe_weights(
     weights = Part(
         Component.WEIGHTS, floor + low, Basis.DERIVED_LAYOUT, extras[0][2], slack=ceiling + high - floor - low
     )
-    return weights, (min(p[0] for p in packed), max(p[1] for p in packed))
+    return weights, (min(p[0] for p in packed), max(p[1] for p in packed)), duplicate
 
 
 def catalog_subject(
@@ -254,12 +256,12 @@ def catalog_subject(
     layout."""
     limits = [Limit.ARTIFACT_NOT_ON_DISK]
     tensors = entry_tensors(entry)
-    packed = None
+    packed, duplicate = None, 0
     try:
         if not variants:
             weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
         elif tensors is not None and quant in DEFAULT_TYPE:
-            weights, packed = recipe_weights(entry, quant, tensors, variants)
+            weights, packed, duplicate = recipe_weights(entry, quant, tensors, variants)
         else:
             weights = proxy_weights(
                 entry,
@@ -295,4 +297,5 @@ def catalog_subject(
         limits=tuple(dict.fromkeys(limits)),
         architecture=entry.architecture,
         packed=packed,
+        duplicate=duplicate,
     )

@@ -32,6 +32,7 @@ class Subject:
     architecture: str = ""
     unreadable: str = ""  # why the artifact could not be read, when it could not
     packed: tuple[int, int] | None = None  # (floor, ceiling) of the weights the CPU's extra buffer types copy
+    duplicate: int = 0  # a tensor's second copy in the weights, which a mapped load views in the file instead
 
     @property
     def is_model(self) -> bool:
@@ -102,6 +103,7 @@ def read_subject(
         companions_key=keys[1],
         architecture=facts.architecture,
         packed=packed,
+        duplicate=facts.duplicate_bytes,
     )
 
 

@@ -9,6 +9,17 @@ class Component(StrEnum):
     RECURRENT_STATE = "recurrentState"
     WORKSPACE = "workspace"
     COMPANIONS = "companions"
+    PACKED_WEIGHTS = "packedWeights"  # a mapped file's weights the CPU's extra buffer types copy (anonymous)
+    PROMPT_CACHE = "promptCache"  # llama-server's saved prompt states, after load
+    CONTEXT_CHECKPOINTS = "contextCheckpoints"  # llama-server's checkpoints of each slot, after load
+
+
+class Residency(StrEnum):
+    """How a part holds the host's memory."""
+
+    HARD = "hard"  # allocated at load, anonymous or locked: not reclaimable without swap
+    SOFT = "soft"  # a mapped model file's page cache: reclaimable, read again as the model runs
+    GROWS = "grows"  # allocated after load as requests come, from `bytes` up to its ceiling
 
 
 class Basis(StrEnum):

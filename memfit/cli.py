@@ -28,7 +28,7 @@ from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from memfit.terminal import printable, printable_json
 from memfit.token_file import UnsafeStateError, UnusableTokenError, read_token
-from memfit.workload_flags import EXAMPLES, add_workload_flags, count, tokens_per_stream
+from memfit.workload_flags import EXAMPLES, add_profile_flag, add_workload_flags, count, tokens_per_stream
 
 if TYPE_CHECKING:
     import socket
@@ -430,6 +430,11 @@ def _fit_requests(args: argparse.Namespace) -> list:
             ubatch_tokens=args.ubatch,
             kv_unified=args.kv_unified,
             cpu_variant=args.cpu_variant,
+            profile=args.profile,
+            swa_full=None,
+            load_mode=None,
+            cache_ram_mib=None,
+            context_checkpoints=None,
         )
         for m in args.model
     ]
@@ -633,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("model", nargs="+", help="model ids, e.g. Qwen/Qwen3-8B-GGUF:Q4_K_M (at most 32)")
     add_workload_flags(p)
+    add_profile_flag(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     p.add_argument("--detail", action="store_true", help="each part of each answer, with its evidence and notes")
     _add_service_flags(p)
@@ -655,7 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the raw API answer")
     _add_service_flags(p)
     _add_local_flag(p)
-    p.set_defaults(run=plan)
+    p.set_defaults(run=plan, profile=None)  # a plan under a launch profile is not answered yet
 
     p = commands.add_parser(
         "measure",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memfit.estimator.bounds import soft_bytes
 from memfit.estimator.fit_types import (
     FitRequest,
     FitResult,
@@ -55,6 +56,11 @@ def fit_request(request: wire.WireFitVerdictRequest) -> FitRequest:
             request.ubatch_tokens,
             request.kv_unified,
             request.cpu_variant,
+            request.profile,
+            request.swa_full,
+            request.load_mode,
+            request.cache_ram_mib,
+            request.context_checkpoints,
         ),
     )
 
@@ -97,6 +103,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                     basis=p.basis,
                     shared_key=p.shared_key,
                     note=p.note,
+                    residency=p.residency,
                 )
                 for p in r.parts
             ],
@@ -116,10 +123,20 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 ubatch_tokens=w.ubatch_tokens,
                 kv_unified=w.kv_unified,
                 cpu_variant=w.cpu_variant,
+                profile=w.profile,
+                swa_full=w.swa_full,
+                load_mode=w.load_mode,
+                cache_ram_mib=w.cache_ram_mib,
+                context_checkpoints=w.context_checkpoints,
+                slot_tokens=w.slot_tokens,
+                settings=[
+                    m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources
+                ],
             ),
             refusal=r.refusal,
         ),
         verdict=r.verdict,
+        soft_bytes=soft_bytes(r.parts),
         budget=m.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes, committed_bytes=r.budget.committed_bytes),
         gpu_admits=r.gpu_admits,
         limits=list(r.limits),

@@ -14,7 +14,7 @@ import re
 
 from memfit.estimator.context import CELL_PADDING
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES, GGML_CACHE_TYPES
-from memfit.estimator.vocabulary import INT64_MAX, FlashAttention, Mode
+from memfit.estimator.vocabulary import INT64_MAX, FlashAttention, Mode, Profile
 from memfit.integers import round_up
 
 SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20}
@@ -25,6 +25,7 @@ EXAMPLES = {
     "fit": """examples:
   memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M --tokens 32k --streams 2 --key-bytes 1
   memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M -c 64k -np 2 -ctk q8_0   # the same, in llama.cpp's flags
+  memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M --profile llama-server     # as llama-server runs it with no flags
 """,
     "plan": """examples:
   memfit plan Qwen/Qwen3-8B-GGUF --tokens 16k --streams 4   # every quant: the most context that fits
@@ -59,6 +60,26 @@ def cache_type(text: str) -> int:
     if name in GGML_CACHE_TYPES:
         raise argparse.ArgumentTypeError(f"llama.cpp takes {name}, but memfit's API names only {known}")
     raise argparse.ArgumentTypeError(f"expected a cache type ({known}), got {text!r}")
+
+
+def profile(text: str) -> str:
+    """A launch profile, in the API's name (llamaServer) or the command's (llama-server)."""
+    names = {p.value.lower(): p.value for p in Profile} | {"llama-server": Profile.LLAMA_SERVER.value}
+    names["lm-studio"] = Profile.LM_STUDIO.value
+    found = names.get(text.strip().lower())
+    if found is None:
+        raise argparse.ArgumentTypeError(f"expected custom, llama-server, ollama or lm-studio, got {text!r}")
+    return found
+
+
+def add_profile_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        type=profile,
+        metavar="NAME",
+        help="whose launch settings fill the ones not given: custom (default: memfit's), llama-server (no flags:"
+        " 4 slots, --fit's context, mmap, its prompt cache and checkpoints), ollama or lm-studio",
+    )
 
 
 def add_workload_flags(parser: argparse.ArgumentParser) -> None:

@@ -170,6 +170,9 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "companions",
     ]
     assert estimate["workload"].pop("cpuVariant") in BY_NAME  # `auto` echoes the variant this host loads
+    settings = estimate["workload"].pop("settings")  # the request named none: every one memfit's default
+    assert {s["setting"] for s in settings} >= {"allocatedTokens", "loadMode", "cacheRamMib"}
+    assert {s["source"] for s in settings} == {"default"}
     assert estimate["workload"] == {
         "allocatedTokens": 4096,
         "contextSource": "documentedDefault",
@@ -181,7 +184,14 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "flashAttention": "auto",
         "ubatchTokens": 512,
         "kvUnified": False,
+        "profile": "custom",  # nothing a launcher adds, nothing that grows after load
+        "swaFull": False,
+        "loadMode": "none",
+        "cacheRamMib": 0,
+        "contextCheckpoints": 0,
+        "slotTokens": None,
     }
+    assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0
     numbered = sum(p["bytes"] for p in estimate["parts"] if p["bytes"] is not None)
     assert estimate["lowerBoundBytes"] == numbered
     assert estimate["upperBoundBytes"] == sum(p["upperBytes"] for p in estimate["parts"])
