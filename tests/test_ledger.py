@@ -10,14 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memfit.estimator.artifact import packed_range, weights_on
-from memfit.estimator.bounds import Part
 from memfit.estimator.ledger import weights_under_load_mode
-from memfit.estimator.subject import Subject, read_subject
-from memfit.estimator.vocabulary import Basis, Component, Residency
+from memfit.estimator.vocabulary import Component, Residency
 from memfit.estimator.workload import WorkloadRequest, resolve_workload
 from memfit.service.artifact_cache import ArtifactCache
-from tools.accuracy import settings, write_models
+from tools.accuracy import file_subject, settings, write_models
 from tools.truth import DATA, load, measured_variant, run_id
 
 MAPPED_RUNS = [
@@ -35,17 +32,6 @@ def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return write_models({r["model"] for r in MAPPED_RUNS}, tmp_path_factory.mktemp("mapped-models"))
 
 
-def subject_on(path: Path, run: dict) -> Subject:
-    """The model's subject under the CPU variant the run was measured on."""
-    facts = CACHE.facts((str(path),))
-    variants = (measured_variant(run),)
-    floor, slack, note = weights_on(facts, variants)
-    weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)
-    packed = packed_range(facts.matrices, facts.tied, variants)
-    companions = Part.not_applicable(Component.COMPANIONS, "")
-    return read_subject(facts, run["model"], "", None, weights, companions, [], ("", ""), packed)
-
-
 def test_the_mapped_runs_cover_packed_copies() -> None:
     assert len(MAPPED_RUNS) > 50
     assert any(set(r["weights_buffers"]) & {"CPU_REPACK", "AMX"} for r in MAPPED_RUNS)
@@ -54,7 +40,7 @@ def test_the_mapped_runs_cover_packed_copies() -> None:
 @pytest.mark.parametrize("run", MAPPED_RUNS, ids=run_id)
 def test_mapped_weights_are_soft_and_the_packed_copies_hard(run: dict, model_files: dict[str, Path]) -> None:
     """llama.cpp's mapped buffer lies within the soft part's bounds, its extra buffer types are the packed part."""
-    subject = subject_on(model_files[run["model"]], run)
+    subject = file_subject(model_files[run["model"]], measured_variant(run), CACHE)
     workload = resolve_workload(WorkloadRequest(load_mode="mmap"), subject.context_limit)
     parts = {p.component: p for p in weights_under_load_mode(subject, workload)}
     mapped, buffers = parts[Component.WEIGHTS], run["weights_buffers"]

@@ -11,18 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from memfit.estimator.artifact import packed_range, weights_on
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_variant import BY_NAME
-from memfit.estimator.fitter import fitted_context
-from memfit.estimator.profiles import GIB, NO_FACTS, LaunchFacts, resolve_profile, resolved_workload
-from memfit.estimator.subject import Subject, read_subject
+from memfit.estimator.fitter import fitted_context, host_projection
+from memfit.estimator.profiles import GIB, NO_FACTS, LaunchFacts, host_weights, resolve_profile, resolved_workload
+from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, ContextSource, SettingSource
-from memfit.estimator.workload import WorkloadRequest
+from memfit.estimator.workload import WorkloadRequest, resolve_workload
 from memfit.service.artifact_cache import ArtifactCache
-from tools.accuracy import write_models
+from tools.accuracy import file_subject, write_models
+from tools.truth import DATA, load, measured_variant, run_id
 
 MIB = 1 << 20
+CACHE = ArtifactCache()
 
 
 def subject(trained: int | None = 40960) -> Subject:
@@ -169,13 +170,7 @@ def test_the_fitter_gives_up_at_the_minimum_it_cannot_go_below() -> None:
 def qwen3(tmp_path_factory: pytest.TempPathFactory) -> Subject:
     """A tiny qwen3 (its compute graph rebuilt node for node), its trained context as written."""
     path = write_models({"qwen3-f16"}, tmp_path_factory.mktemp("profile-models"))["qwen3-f16"]
-    facts = ArtifactCache().facts((str(Path(path)),))
-    variants = (BY_NAME["haswell"],)
-    floor, slack, note = weights_on(facts, variants)
-    weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)
-    companions = Part.not_applicable(Component.COMPANIONS, "")
-    packed = packed_range(facts.matrices, facts.tied, variants)
-    return read_subject(facts, "qwen3", "", None, weights, companions, [], ("", ""), packed)
+    return file_subject(path, BY_NAME["haswell"], ArtifactCache())
 
 
 def test_llama_server_takes_the_fitters_context(qwen3: Subject) -> None:
@@ -195,3 +190,37 @@ def test_on_a_small_host_the_fitter_reduces_the_context_in_steps_of_256(qwen3: S
     assert 4096 <= small.n_ctx < qwen3.context_limit and small.n_ctx % 256 == 0
     fitter = next(s for s in small.sources if s.setting == "allocatedTokens")
     assert f"reduced from {qwen3.context_limit}" in fitter.detail
+
+
+FIT_RUNS = load(DATA / "results_fit.jsonl")
+
+
+def test_the_fitter_runs_cover_every_outcome() -> None:
+    """Kept at the trained context, reduced by interpolation, and given up at the minimum."""
+    outcomes = {(r["fit_status"], r["fit_n_ctx"] % 256 == 0) for r in FIT_RUNS}
+    assert (1, True) in outcomes and (0, True) in outcomes
+    assert {"deepseek2-mla", "gemma3-swa-f16", "granitehybrid-f16", "mamba2-f16"} <= {r["model"] for r in FIT_RUNS}
+
+
+@pytest.fixture(scope="module")
+def fit_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_models({r["model"] for r in FIT_RUNS}, tmp_path_factory.mktemp("fit-models"))
+
+
+@pytest.mark.parametrize("run", FIT_RUNS, ids=run_id)
+def test_the_fitter_chooses_llama_cpps_context(run: dict, fit_models: dict[str, Path]) -> None:
+    """common_fit_params with n_ctx 0 on this host without GPUs, the margin leaving `fit_used` bytes: memfit's
+    projection of the host buffers and common/fit.cpp's choice give the context llama.cpp chose, and its status."""
+    subject = file_subject(fit_models[run["model"]], measured_variant(run), CACHE)
+    s = run["settings"]
+    request = WorkloadRequest(streams=s["n_seq"], kv_unified=bool(s["unified"]), flash_attention=s["fa"])
+    workload = resolve_workload(request, subject.context_limit)
+    host_bytes = host_weights(subject)
+    assert host_bytes is not None and subject.context_limit is not None
+    projection = host_projection(subject, workload, host_bytes)
+    assert projection is not None
+    total = run["fit_host_total"]
+    outcome = fitted_context(
+        subject.context_limit, s["n_seq"], bool(s["unified"]), projection, total, total - s["fit_used"]
+    )
+    assert (outcome.n_ctx, outcome.fitted) == (run["fit_n_ctx"], run["fit_status"] == 0)

@@ -305,10 +305,26 @@ STATE_SEQ_MODELS = (
 )
 
 
-def _state_seq_models() -> dict[str, Callable[[], Model]]:
+# llama.cpp's fitter (common_fit_params, probe fit_used=B): the context llama-server's --fit chooses for n_ctx 0 when
+# the host may use B bytes (its margin the rest of the host's memory): 4 streams over a unified cache and 2 split
+# streams, B from below the minimum context's projection to above the trained context's.
+FIT = [
+    _s(2048, 4, unified=1, fit_used=48 << 20),
+    _s(2048, 4, unified=1, fit_used=128 << 20),
+    _s(2048, 2, fit_used=96 << 20),
+    _s(2048, 2, fit_used=384 << 20),
+]
+FIT_MODELS = (
+    ("public", ("llama-gqa-f16", "llama-gqa-q4_0", "qwen3-f16", "gemma3-swa-f16", "granitehybrid-f16", "mamba2-f16")),
+    ("attention", ("deepseek2-mla",)),
+)
+
+
+def _models(groups: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Callable[[], Model]]:
+    """The writers of the models `groups` names, by family set."""
     sets = {"public": PUBLIC_SET, "attention": attention.FAMILY_SET, "more": more.FAMILY_SET}
     sets["recurrent"] = recurrent.FAMILY_SET
-    return {n: sets[where][n] for where, names in STATE_SEQ_MODELS for n in names}
+    return {n: sets[where][n] for where, names in groups for n in names}
 
 
 def _subset(models: dict[str, Callable[[], Model]], *names: str) -> dict[str, Callable[[], Model]]:
@@ -457,7 +473,16 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_state_seq.jsonl": TruthFile(
-        _state_seq_models(), STATE_SEQ, decode=0, label=LABEL + ", one sequence's state after T tokens"
+        _models(STATE_SEQ_MODELS),
+        STATE_SEQ,
+        decode=0,
+        label=LABEL + ", one sequence's state after T tokens",
+    ),
+    "results_fit.jsonl": TruthFile(
+        _models(FIT_MODELS),
+        FIT,
+        decode=0,
+        label=LABEL + ", the context common_fit_params chooses",
     ),
     "results_tiny_real.jsonl": TruthFile(
         tiny_real.FAMILY_SET,

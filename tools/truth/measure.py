@@ -171,6 +171,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out |= {
             k: raw[k] for k in ("state_tokens", "state_seq", "state_rc", "state_seq_bytes", "state_seq_partial_bytes")
         }
+    if "fit_n_ctx" in raw:  # common_fit_params' choice (probe fit_used=B)
+        out |= {k: raw[k] for k in ("fit_used", "fit_host_total", "fit_status", "fit_n_ctx")}
     out["no_alloc"] = raw.get("no_alloc", 0)
     if "graph" in raw:
         out["graph"] = raw["graph"]

@@ -10,6 +10,8 @@
 //   graph=1 (no decode: the reserved prompt graph's nodes allocated in the compute buffer, node by node)
 //   state_tokens=T (after init, T tokens decoded into sequence state_seq (default 0), n_batch at a time; then
 //   llama_state_seq_get_size, a prompt-cache entry, and llama_state_seq_get_size_ext(PARTIAL_ONLY), a checkpoint)
+//   fit_used=B (common_fit_params as llama-server's --fit calls it, n_ctx 0, the other settings as above, with the
+//   margin that leaves the host B bytes to use: the context it chooses, its status and the host's total memory)
 
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
+#include "fit.h"
 
 #define private public
 #define protected public
@@ -352,6 +355,21 @@ int main(int argc, char ** argv) {
             .num("state_seq_bytes", (long long) llama_state_seq_get_size(ctx, seq))
             .num("state_seq_partial_bytes",
                  (long long) llama_state_seq_get_size_ext(ctx, seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY));
+    }
+    const long long fit_used = num("fit_used", 0);
+    if (fit_used > 0) {
+        size_t host_free = 0, host_total = 0;
+        ggml_backend_dev_memory(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU), &host_free, &host_total);
+        std::vector<float> split(llama_max_devices(), 0.0f);
+        std::vector<llama_model_tensor_buft_override> overrides(llama_max_tensor_buft_overrides());
+        std::vector<size_t> margins(llama_max_devices(), host_total - (size_t) fit_used);
+        llama_model_params fmp = llama_model_default_params();
+        llama_context_params fcp = cp;
+        fcp.n_ctx = 0;
+        const int status = common_fit_params(argv[1], &fmp, &fcp, split.data(), overrides.data(), margins.data(),
+                                             (uint32_t) num("fit_ctx", 4096), nullptr, GGML_LOG_LEVEL_INFO);
+        out.num("fit_used", fit_used).num("fit_host_total", (long long) host_total).num("fit_status", status)
+            .num("fit_n_ctx", fcp.n_ctx);
     }
     printf("%s\n", out.done().c_str());
     fflush(stdout);
