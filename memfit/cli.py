@@ -658,10 +658,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="model ids (at most 32); a repository without a quant, e.g. Qwen/Qwen3-8B-GGUF, means every quant",
     )
     add_workload_flags(p)
+    add_profile_flag(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     _add_service_flags(p)
     _add_local_flag(p)
-    p.set_defaults(run=plan, profile=None)  # a plan under a launch profile is not answered yet
+    p.set_defaults(run=plan)
 
     p = commands.add_parser(
         "measure",

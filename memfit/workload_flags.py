@@ -30,6 +30,7 @@ EXAMPLES = {
     "plan": """examples:
   memfit plan Qwen/Qwen3-8B-GGUF --tokens 16k --streams 4   # every quant: the most context that fits
   memfit plan Qwen/Qwen3-8B-GGUF -c 64k -np 4 -fa off
+  memfit plan Qwen/Qwen3-8B-GGUF --profile llama-server   # the context llama-server could run at, per verdict
 """,
     "measure": """examples:
   memfit measure qwen3-f16 --tokens 8192 --streams 2
