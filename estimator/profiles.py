@@ -203,14 +203,20 @@ def host_weights(subject: Subject) -> int | None:
     return max(0, subject.weights.bytes - subject.packed[0])
 
 
-def fitter_context(subject: Subject, workload: Workload, host_total: int | None) -> tuple[int, ResolvedSetting] | None:
+def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> tuple[int, ResolvedSetting] | None:
     """The total context llama-server's fitter chooses on a host without GPUs (common/fit.cpp), from the bytes the
     host buffers would hold (the compute buffer's replayed size where the graph is rebuilt, else its floor);
     None where the trained context is unknown."""
-    train = subject.context_limit
+    train, host_total = subject.context_limit, facts.host_total
     if train is None:
         return None
     n_streams = 1 if workload.kv_unified else max(1, workload.streams)
+    if facts.gpu_total:
+        detail = (
+            "llama.cpp's fitter (common/fit.cpp) starts from the trained context; with GPUs it fits per device and"
+            " offloads, which memfit does not mirror yet: the context it starts from"
+        )
+        return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
     weights = host_weights(subject)
     projection = host_projection(subject, workload, weights) if weights is not None else None
     if projection is None or host_total is None:
@@ -234,7 +240,7 @@ def resolved_workload(request: WorkloadRequest, subject: Subject, facts: LaunchF
     sources = {s.setting: s for s in base.sources} | dict(resolution.sources)
     context = resolution.context
     if resolution.fit:
-        context = fitter_context(subject, base, facts.host_total)
+        context = fitter_context(subject, base, facts)
     workload = base
     if context is not None:
         n_ctx, source = context

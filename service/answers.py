@@ -139,7 +139,7 @@ class Answers:
         gpus = self.gpu_reader.read()
         return LaunchFacts(
             host_total=self.read_host().total,
-            gpu_total=sum(g.total for g in gpus if not g.unified) if gpus is not None else None,
+            gpu_total=sum(g.total for g in gpus) if gpus is not None else None,
             ollama_env=self.read_ollama_env() if profile == Profile.OLLAMA else None,
         )
 

@@ -224,3 +224,10 @@ def test_the_fitter_chooses_llama_cpps_context(run: dict, fit_models: dict[str, 
         subject.context_limit, s["n_seq"], bool(s["unified"]), projection, total, total - s["fit_used"]
     )
     assert (outcome.n_ctx, outcome.fitted) == (run["fit_n_ctx"], run["fit_status"] == 0)
+
+
+def test_with_gpus_the_fitter_is_not_mirrored_and_starts_from_the_trained_context(qwen3: Subject) -> None:
+    facts = LaunchFacts(host_total=GIB + 100 * MIB, gpu_total=8 * GIB)  # the host alone would reduce it
+    workload = resolved_workload(WorkloadRequest(profile="llamaServer"), qwen3, facts)
+    assert workload.n_ctx == qwen3.context_limit
+    assert "per device" in next(s for s in workload.sources if s.setting == "allocatedTokens").detail
