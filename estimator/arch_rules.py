@@ -52,6 +52,7 @@ from memfit.estimator.layout import (
     Indexer,
     KvCache,
     Mixer,
+    SwaType,
     Wkv,
 )
 from memfit.estimator.moe_rules import (
@@ -301,6 +302,7 @@ class Window:
     forced_size: int | None = None  # n_swa the loader sets whatever the GGUF says
     pattern_required: bool = False  # llama.cpp refuses to load the model without sliding_window_pattern
     array_length: ArrayLength = one_per_trunk_layer
+    swa_type: SwaType = SwaType.STANDARD  # hparams.swa_type: how the sliding layers mask
 
 
 # --- shared KV, MLA, indexers -----------------------------------------------------------------------------
@@ -815,6 +817,17 @@ def embedding_scaled(hp: HParams) -> bool:
     return bool(hp.optional_float(Keys.LLM.EMBEDDING_SCALE))
 
 
+def mrope(hp: HParams) -> bool:
+    # llama_model_rope_type: LLAMA_ROPE_TYPE_MROPE or IMROPE whatever the file says (n_pos_per_embd 4)
+    return True
+
+
+def mrope_with_sections(hp: HParams) -> bool:
+    # llama_model_rope_type: MROPE where llama_hparams::use_mrope (rope sections 0 and 1 set)
+    sections = hp.metadata.get(hp.key(Keys.Rope.DIMENSION_SECTIONS))
+    return isinstance(sections, tuple | list) and len(sections) >= 2 and all(is_int(s) and s > 0 for s in sections[:2])
+
+
 def rms_eps_missing(hp: HParams) -> bool:
     # cohere2moe.cpp: LLM_NORM where the file has no attention.layer_norm_rms_epsilon (f_norm_rms_eps 0)
     return not hp.has(Keys.Attention.LAYERNORM_RMS_EPS)
@@ -1159,10 +1172,13 @@ class ArchRule:
     counted: bool = False  # memfit counts its parameters from a published layout (checked against published counts)
     tensors: TensorList | None = None  # the tensors its loader requires (estimator/tensor_list.py), where mirrored
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
+    # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
+    cell_positions: Callable[[HParams], bool] = never
 
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
 NO_MEMORY = ArchRule(memory=Memory.NONE)
+MROPE = ArchRule(cell_positions=mrope)
 
 _ALL_RECURRENT = Recurrence(every_layer)
 _NO_KV_HEADS = Recurrence(no_kv_heads)
@@ -1187,11 +1203,11 @@ RULES: dict[str, ArchRule] = {
     "qwen": PLAIN,
     "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER, counted=True),
     "qwen2moe": ArchRule(counted=True),
-    "qwen2vl": PLAIN,
+    "qwen2vl": MROPE,
     "qwen3": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED, counted=True),
     "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=QWEN3MOE, counted=True),
-    "qwen3vl": PLAIN,
-    "qwen3vlmoe": PLAIN,
+    "qwen3vl": MROPE,
+    "qwen3vlmoe": MROPE,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
     "phi3": ArchRule(tensors=tensors_phi3, graph=PHI3, counted=True),
     "phimoe": PLAIN,
@@ -1211,8 +1227,8 @@ RULES: dict[str, ArchRule] = {
     "arctic": PLAIN,
     "deepseek": PLAIN,
     "chatglm": PLAIN,
-    "glm4": ArchRule(counted=True),
-    "glm4moe": ArchRule(graph=GLM4_MOE),
+    "glm4": ArchRule(counted=True, cell_positions=mrope_with_sections),
+    "glm4moe": ArchRule(graph=GLM4_MOE, cell_positions=mrope_with_sections),
     "bitnet": PLAIN,
     "jais": PLAIN,
     "jais2": PLAIN,
@@ -1243,7 +1259,7 @@ RULES: dict[str, ArchRule] = {
     "talkie": PLAIN,
     "llama-embed": ArchRule(graph=EMBEDDER),
     "deepseek2-ocr": PLAIN,
-    "paddleocr": PLAIN,
+    "paddleocr": MROPE,
     # create_memory returns no memory at all for these
     "bert": ArchRule(tensors=tensors_bert, memory=Memory.NONE, graph=BERT, parameters=LEARNED_POSITIONS, counted=True),
     "jina-bert-v2": NO_MEMORY,
@@ -1320,7 +1336,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=SAME_DECODER),
     "llama4": ArchRule(
-        window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192),
+        window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192, swa_type=SwaType.CHUNKED),
         graph=LLAMA4,
     ),
     "mellum": ArchRule(
@@ -1416,6 +1432,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=_QWEN_NEXT,
         graph=QWEN35,
         parameters=GATED_DELTA_NET,
+        cell_positions=mrope,
     ),
     "qwen35moe": ArchRule(
         memory=Memory.HYBRID,
@@ -1423,6 +1440,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=_QWEN_NEXT,
         graph=QWEN35,
         parameters=GATED_DELTA_NET,
+        cell_positions=mrope,
     ),
     "qwen4exp": ArchRule(
         memory=Memory.HYBRID,
@@ -1431,6 +1449,7 @@ RULES: dict[str, ArchRule] = {
         indexer=beside_each_attention_layer,
         graph=QWEN4EXP,
         parameters=GATED_DELTA_NET,
+        cell_positions=mrope,
     ),
     "minimax-01": ArchRule(
         memory=Memory.HYBRID,

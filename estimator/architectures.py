@@ -23,6 +23,7 @@ from memfit.estimator.layout import (
     RecurrentLayer,
     Routing,
     Ssm,
+    SwaType,
 )
 from memfit.estimator.moe_rules import expert_width, layer_tensor
 from memfit.estimator.vocabulary import Limit
@@ -159,6 +160,8 @@ def derive_layout(
         same_cache_types=rule.mla(hp),
         causal=hp.optional_bool(ATTN.CAUSAL, True),  # llama_model_base::load_hparams: hparams.causal_attn
         graph=graph_shape(rule, layers, sliding, size, width, n_vocab),
+        swa_type=window.swa_type if window is not None else SwaType.STANDARD,
+        cell_ext=rule.cell_positions(hp),
     )
 
 

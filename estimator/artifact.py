@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from memfit import gguf_constants as gguf
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, tied_copy_bytes
+from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, placement, tied_copy_bytes
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, SkippedArray
@@ -64,6 +64,7 @@ class ArtifactFacts:
     matrices: tuple[Matrix, ...] = ()  # the 2-D MUL_MAT weights an extra buffer type may pack, by type and shape
     tensors: ModelTensors | None = None  # what placement needs (placement.model_tensors), where it is derived
     tensors_problem: str = ""  # why it is not
+    duplicate_bytes: int = 0  # a tied embedding loaded twice: its copy, which a mapped load views in the file
 
 
 # (block elements, block bytes) by ggml type number: looked up per tensor, without making the enum member
@@ -236,6 +237,25 @@ def variant_weights(
     return low, high - low, note
 
 
+def extra_buffer_bytes(matrices: tuple[Matrix, ...], tied: Matrix | None, variant: CpuVariant) -> int:
+    """The weights `variant`'s extra buffer types (CPU_REPACK, AMX) hold: anonymous copies, packed from the file at
+    load, and not host buffer types (ggml_backend_buft_is_host is false for them), so llama.cpp's fitter does not
+    count them; the tied embedding's output copy among them (llama_model_loader::create_tensor's buffer types)."""
+    packed = 0
+    for m in matrices:
+        where, nbytes = placement(variant, m)
+        packed += m.count * padded(nbytes) if where != CPU else 0
+    return packed + (tied_copy_bytes(variant, tied)[1] if tied is not None else 0)
+
+
+def packed_range(
+    matrices: tuple[Matrix, ...], tied: Matrix | None, variants: tuple[CpuVariant, ...]
+) -> tuple[int, int]:
+    """(least, most) of extra_buffer_bytes over `variants`."""
+    each = [extra_buffer_bytes(matrices, tied, v) for v in variants] or [0]
+    return min(each), max(each)
+
+
 def refuse_other_kinds(metadata: dict, summaries: list[HeaderSummary]) -> None:
     """NotAModel for a GGUF llama.cpp would not run as a model: one whose general.type is not `model` (an adapter,
     an importance matrix, a projector), or one without tensors (the vocabulary-only files of llama.cpp's
@@ -264,9 +284,10 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     note = WEIGHTS_NOTE
     if skipped:
         note += f"; the {len(skipped)} tensors of its NextN/MTP layers are not loaded for generation"
-    tied_embedding = None
+    tied_embedding, duplicate = None, 0
     if tied and rule is not None and rule.tied_embedding_twice:
-        weights += padded(sizes[TOKEN_EMBD])  # its loader makes the output copy before token_embd
+        duplicate = padded(sizes[TOKEN_EMBD])  # its loader makes the output copy before token_embd
+        weights += duplicate
         note += f"; {arch} loads its tied token embedding twice"
     elif tied:
         _, _, ggml_type, ne0, ne1, _ = loaded[TOKEN_EMBD]
@@ -292,6 +313,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         error,
         tied_embedding,
         matmul_weights(loaded.values()),
+        duplicate_bytes=duplicate,
     )
 
 

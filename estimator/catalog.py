@@ -23,6 +23,7 @@ from memfit.estimator.artifact import (
     TOKEN_EMBD,
     HeaderSummary,
     matmul_weights,
+    packed_range,
     padded,
     tensor_bytes,
     variant_weights,
@@ -202,10 +203,14 @@ def recipe_facts(entry: CatalogEntry) -> ModelFacts:
     )
 
 
-def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], variants: tuple[CpuVariant, ...]) -> Part:
+def recipe_weights(
+    entry: CatalogEntry, quant: str, tensors: list[Tensor], variants: tuple[CpuVariant, ...]
+) -> tuple[Part, tuple[int, int], int]:
     """Every tensor in the type llama.cpp's quantizer gives it for `quant`, padded as llama.cpp allocates it; a
     tensor whose type depends on an importance matrix spans both types. Under the CPU `variants` as for a file
-    (estimator/artifact.py: AMX's packing, a tied token embedding's second copy)."""
+    (estimator/artifact.py: AMX's packing, a tied token embedding's second copy). With the (floor, ceiling) of
+    what the CPU's extra buffer types hold of them (estimator/artifact.py's packed_range), and the bytes of a
+    tied embedding's second copy."""
     facts = recipe_facts(entry)
     plain, with_imatrix = (tensor_types(tensors, quant, facts, imatrix) for imatrix in (False, True))
     floor = ceiling = 0
@@ -225,20 +230,25 @@ def recipe_weights(entry: CatalogEntry, quant: str, tensors: list[Tensor], varia
     by_name = {t.name: t for t in tensors}
     embd = by_name.get(TOKEN_EMBD)
     tied = embd is not None and OUTPUT not in by_name  # as artifact_facts reads a file
+    duplicate = 0
     if embd is not None and tied and RULES[entry.architecture].tied_embedding_twice:
-        nbytes = padded(tensor_bytes(embd.ne, plain[embd.name]))
-        floor, ceiling = floor + nbytes, ceiling + nbytes
+        duplicate = padded(tensor_bytes(embd.ne, plain[embd.name]))
+        floor, ceiling = floor + duplicate, ceiling + duplicate
         note += f"; {entry.architecture} loads its tied token embedding twice"
         tied = False
-    extras = []
+    extras, packed = [], []
     for typed in (plain, with_imatrix):  # each typing's packing and copy under each variant
         ne = {t.name: (*t.ne, 1, 1, 1)[:4] for t in tensors}
         matrices = matmul_weights((name, 0, int(typed[name]), n[0], n[1], n[2] * n[3]) for name, n in ne.items())
         copy = Matrix(int(typed[TOKEN_EMBD]), (embd.ne[0], embd.ne[1])) if embd is not None and tied else None
         low, slack, variant_note = variant_weights(0, note, matrices, copy, variants)
         extras.append((low, low + slack, variant_note))
+        packed.append(packed_range(matrices, copy, variants))
     low, high = min(e[0] for e in extras), max(e[1] for e in extras)
-    return Part(Component.WEIGHTS, floor + low, Basis.DERIVED_LAYOUT, extras[0][2], slack=ceiling + high - floor - low)
+    weights = Part(
+        Component.WEIGHTS, floor + low, Basis.DERIVED_LAYOUT, extras[0][2], slack=ceiling + high - floor - low
+    )
+    return weights, (min(p[0] for p in packed), max(p[1] for p in packed)), duplicate
 
 
 def catalog_tensors(entry: CatalogEntry, quant: str, tensors: list[Tensor]) -> tuple[ModelTensors, ...]:
@@ -268,11 +278,12 @@ def catalog_subject(
     layout."""
     limits = [Limit.ARTIFACT_NOT_ON_DISK]
     tensors = entry_tensors(entry)
+    packed, duplicate = None, 0
     try:
         if not variants:
             weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
         elif tensors is not None and quant in DEFAULT_TYPE:
-            weights = recipe_weights(entry, quant, tensors, variants)
+            weights, packed, duplicate = recipe_weights(entry, quant, tensors, variants)
         else:
             weights = proxy_weights(
                 entry,
@@ -316,4 +327,6 @@ def catalog_subject(
         architecture=entry.architecture,
         tensors=placed,
         tensors_problem="" if placed else why,
+        packed=packed,
+        duplicate=duplicate,
     )

@@ -78,14 +78,16 @@ def context_geometry(
     flash_attention: bool = True,
     quantized_k: bool = False,
     quantized_v: bool = False,
+    swa_full: bool = False,
 ) -> ContextGeometry:
-    """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, the requested n_ubatch, unified cache
-    and flash attention, and llama.cpp's defaults for the rest."""
+    """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, the requested n_ubatch, unified cache,
+    flash attention and full-size SWA cache, and llama.cpp's defaults for the rest."""
     return llama_geometry(
         tokens_per_stream * streams,
         streams,
         n_ubatch,
         unified=unified,
+        swa_full=swa_full,
         causal=causal,
         flash_attention=flash_attention,
         quantized_k=quantized_k,

@@ -10,6 +10,7 @@ from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.fit_types import ObservationRow
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
 from memfit.estimator.layout import Layout
+from memfit.estimator.ledger import after_load_parts, weights_under_load_mode
 from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
@@ -119,13 +120,15 @@ def workspace_ceiling(derived: Part) -> int | None:
 def forecast_parts(
     subject: Subject, workload: Workload, history: HistoryMatch = NO_MATCH
 ) -> tuple[list[Part], list[Limit]]:
-    """The five parts, in the contract's order, and the limits they add. Under a setting llama.cpp refuses, nothing
+    """The five parts, in the contract's order (then the ledger's, where the workload has them), and the limits
+    they add. Under a setting llama.cpp refuses, nothing
     past the weights is allocated: the rest is unknown, unless a byte count it derives is beyond 2^63-1 (the
     contract's first refusal, nonFiniteInput, is decided on those parts)."""
     parts, limits = _derived_parts(subject, workload, history)
     refused = refused_setting(workload, subject.architecture)
     if refused is None or bounds(parts).overflows:
-        return parts, limits
+        # the weights as the load mode holds them, and what llama-server grows after load (estimator/ledger.py)
+        return [*weights_under_load_mode(subject, workload), *parts[1:], *after_load_parts(subject, workload)], limits
     context = (Component.KV_CACHE, Component.RECURRENT_STATE, Component.WORKSPACE)
     return [subject.weights, *(Part.unknown(c, refused) for c in context), subject.companions], [
         Limit.WORKLOAD_UNSUPPORTED
@@ -140,6 +143,7 @@ def geometry_of(layout: Layout, workload: Workload, architecture: str) -> Contex
         causal=layout.causal,
         n_ubatch=workload.ubatch_tokens,
         unified=workload.kv_unified,
+        swa_full=workload.swa_full,
         flash_attention=flash_attention_for(workload, architecture) is not False,
         quantized_k=cache_type(workload.key_element_bytes).quantized,
         quantized_v=cache_type(workload.value_element_bytes).quantized,

@@ -41,6 +41,14 @@ class KvCache:
     v_width_max: int = 0
 
 
+class SwaType(Enum):
+    """llama_swa_type of a model with a KV cache: how a sliding-window layer masks the positions behind the newest
+    one (llama_hparams::is_masked_swa; SYMMETRIC is only set for architectures without a cache)."""
+
+    STANDARD = "standard"  # p1 - p0 >= n_swa is masked
+    CHUNKED = "chunked"  # positions before the newest one's chunk are masked (llama4)
+
+
 class Mixer(Enum):
     """The kind of a model's recurrent blocks: the builder function llama.cpp makes them with."""
 
@@ -304,6 +312,8 @@ class Layout:
     same_cache_types: bool = False  # llama.cpp refuses different K and V cache types (MLA)
     causal: bool = True  # False for embedding models: llama.cpp does not cap their batch by the context
     graph: GraphShape | None = None  # None: the architecture's compute graph is not derived
+    swa_type: SwaType = SwaType.STANDARD  # how the sliding layers mask (estimator/seq_state.py)
+    cell_ext: bool = False  # llama_kv_cache::has_cell_ext: each cell keeps a 2-D position (M-RoPE)
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

@@ -26,6 +26,7 @@ from memfit.estimator.context import CELL_PADDING, context_geometry
 from memfit.estimator.errors import OverBudget
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
+from memfit.estimator.ledger import MAPPED
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
@@ -121,11 +122,17 @@ class Estimator:
     def __init__(self, subject: Subject, workload: Workload, probes: Probes) -> None:
         self.subject, self.workload, self.probes = subject, workload, probes
         layout = subject.layout
-        # the lean path: a known layout and a known flash attention setting; otherwise forecast_parts itself
+        # the lean path: a known layout and a known flash attention setting, and only the parts llama.cpp allocates
+        # at load as memfit answers them by default (no full-size SWA cache, weights read in, nothing that grows
+        # after load: estimator/ledger.py); otherwise forecast_parts itself
         self.lean = (
             layout is not None
             and workload.flash_attention_on is not None
             and refused_setting(workload, subject.architecture) is None
+            and not workload.swa_full
+            and workload.load_mode not in MAPPED
+            and workload.cache_ram_mib == 0
+            and workload.context_checkpoints <= 0
         )
         self.memo = probes.table(subject, workload)
         if not self.lean or layout is None:

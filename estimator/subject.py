@@ -39,6 +39,8 @@ class Subject:
     # derived)
     tensors: tuple[ModelTensors, ...] = ()
     tensors_problem: str = "the model's tensors are not known (no file header was read)"  # why not, when not
+    packed: tuple[int, int] | None = None  # (floor, ceiling) of the weights the CPU's extra buffer types copy
+    duplicate: int = 0  # a tensor's second copy in the weights, which a mapped load views in the file instead
 
     @property
     def is_model(self) -> bool:
@@ -89,6 +91,7 @@ def read_subject(
     companions: Part,
     limits: list[Limit],
     keys: tuple[str, str],
+    packed: tuple[int, int] | None = None,
 ) -> Subject:
     """The subject of a file set whose headers were read: its weights, the layout its metadata states."""
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
@@ -109,6 +112,8 @@ def read_subject(
         architecture=facts.architecture,
         tensors=(facts.tensors,) if facts.tensors is not None else (),
         tensors_problem=facts.tensors_problem,
+        packed=packed,
+        duplicate=facts.duplicate_bytes,
     )
 
 

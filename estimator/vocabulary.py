@@ -9,6 +9,17 @@ class Component(StrEnum):
     RECURRENT_STATE = "recurrentState"
     WORKSPACE = "workspace"
     COMPANIONS = "companions"
+    PACKED_WEIGHTS = "packedWeights"  # a mapped file's weights the CPU's extra buffer types copy (anonymous)
+    PROMPT_CACHE = "promptCache"  # llama-server's saved prompt states, after load
+    CONTEXT_CHECKPOINTS = "contextCheckpoints"  # llama-server's checkpoints of each slot, after load
+
+
+class Residency(StrEnum):
+    """How a part holds the host's memory."""
+
+    HARD = "hard"  # allocated at load, anonymous or locked: not reclaimable without swap
+    SOFT = "soft"  # a mapped model file's page cache: reclaimable, read again as the model runs
+    GROWS = "grows"  # allocated after load as requests come, from `bytes` up to its ceiling
 
 
 class Basis(StrEnum):
@@ -60,6 +71,35 @@ class BudgetBasis(StrEnum):
 class ContextSource(StrEnum):
     DOCUMENTED_DEFAULT = "documentedDefault"
     REQUESTED = "requested"
+    LAUNCHER = "launcher"  # the profile's launcher chose it (its default, its environment, llama.cpp's fitter)
+
+
+class Profile(StrEnum):
+    """Whose launch settings a workload takes where the request names none."""
+
+    CUSTOM = "custom"  # only what the request says, memfit's defaults for the rest
+    LLAMA_SERVER = "llamaServer"
+    OLLAMA = "ollama"
+    LM_STUDIO = "lmStudio"
+
+
+class SettingSource(StrEnum):
+    REQUEST = "request"  # the request named it
+    DEFAULT = "default"  # memfit's documented default
+    PROFILE = "profile"  # the profile's launcher's default
+    ENVIRONMENT = "environment"  # the launcher's environment, as its running server was started with
+    FITTER = "fitter"  # llama.cpp's --fit chose it
+
+
+class LoadMode(StrEnum):
+    """llama.cpp's --load-mode (llama_load_mode)."""
+
+    AUTO = "auto"  # mmap unless a device lacks mmap support
+    NONE = "none"
+    MMAP = "mmap"
+    MLOCK = "mlock"
+    MMAP_MLOCK = "mmap+mlock"
+    DIRECT_IO = "dio"
 
 
 class Mode(StrEnum):

@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 from memfit.estimator.context import DEFAULT_N_UBATCH
 from memfit.estimator.cpu_variant import AUTO
 from memfit.estimator.kv_cache import cache_type
-from memfit.estimator.vocabulary import INT64_MAX, ContextSource, FlashAttention, Mode, Refusal
+from memfit.estimator.vocabulary import (
+    INT64_MAX,
+    ContextSource,
+    FlashAttention,
+    LoadMode,
+    Mode,
+    Profile,
+    Refusal,
+    SettingSource,
+)
 
 DEFAULT_ALLOCATED_TOKENS = 4096
 DEFAULT_STREAMS = 1
@@ -22,6 +31,12 @@ DEFAULT_CPU_VARIANT = AUTO  # the variant ggml's loader picks on this host
 # -ts, -sm layer, -mg 0, KV offload on
 ALL_LAYERS = "all"  # -ngl all
 DEFAULT_SPLIT_MODE = "layer"
+# memfit's own answer (`custom`): llama.cpp's library defaults, the weights loaded into memory, nothing that grows
+DEFAULT_PROFILE = Profile.CUSTOM
+DEFAULT_SWA_FULL = False  # common_params::swa_full (llama-server's; the library's own default is true)
+DEFAULT_LOAD_MODE = LoadMode.NONE  # the weights read into allocated buffers, as memfit has always answered
+DEFAULT_CACHE_RAM_MIB = 0  # no prompt cache
+DEFAULT_CONTEXT_CHECKPOINTS = 0  # no context checkpoints
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -47,6 +62,11 @@ class WorkloadRequest:
     split_mode: str | None = None
     main_gpu: int | None = None
     kv_offload: bool | None = None
+    profile: str | None = None
+    swa_full: bool | None = None
+    load_mode: str | None = None
+    cache_ram_mib: int | None = None
+    context_checkpoints: int | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,33 @@ def mode_gpu_layers(mode: str) -> int | str | None:
 
 
 @dataclass(frozen=True)
+class ResolvedSetting:
+    """Where one setting of an answer's workload came from, and the rule it follows."""
+
+    setting: str  # the workload field's name on the wire (allocatedTokens, streams, ...)
+    source: SettingSource
+    detail: str = ""
+
+
+# the request fields a workload's settings come from, by their names on the wire
+SETTINGS = (
+    ("allocated_tokens", "allocatedTokens"),
+    ("streams", "streams"),
+    ("key_element_bytes", "keyElementBytes"),
+    ("value_element_bytes", "valueElementBytes"),
+    ("mode", "mode"),
+    ("flash_attention", "flashAttention"),
+    ("ubatch_tokens", "ubatchTokens"),
+    ("kv_unified", "kvUnified"),
+    ("cpu_variant", "cpuVariant"),
+    ("swa_full", "swaFull"),
+    ("load_mode", "loadMode"),
+    ("cache_ram_mib", "cacheRamMib"),
+    ("context_checkpoints", "contextCheckpoints"),
+)
+
+
+@dataclass(frozen=True)
 class Workload:
     allocated_tokens: int  # KV capacity per stream
     context_source: ContextSource
@@ -84,14 +131,27 @@ class Workload:
     kv_unified: bool = DEFAULT_KV_UNIFIED
     cpu_variant: str = DEFAULT_CPU_VARIANT  # as requested, until the answer names the variant it resolved to
     placement: PlacementFlags = field(default_factory=PlacementFlags)
+    profile: str = DEFAULT_PROFILE
+    swa_full: bool = DEFAULT_SWA_FULL
+    load_mode: str = DEFAULT_LOAD_MODE
+    cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB  # llama-server's --cache-ram: -1 no limit, 0 no prompt cache
+    context_checkpoints: int = DEFAULT_CONTEXT_CHECKPOINTS  # llama-server's --ctx-checkpoints, per slot
+    slot_tokens: int | None = None  # the context one slot may use (llama-server's n_ctx_slot); None: per stream
+    sources: tuple[ResolvedSetting, ...] = ()  # where each setting came from
+
+    @property
+    def n_ctx(self) -> int:
+        """The total context llama.cpp is asked for: tokens per stream times the streams."""
+        return self.allocated_tokens * self.streams
 
     @property
     def knobs_at_defaults(self) -> bool:
         """Whether the runtime settings are llama.cpp's defaults (what the measurement history records)."""
-        return (self.flash_attention, self.ubatch_tokens, self.kv_unified) == (
+        return (self.flash_attention, self.ubatch_tokens, self.kv_unified, self.swa_full) == (
             DEFAULT_FLASH_ATTENTION,
             DEFAULT_UBATCH_TOKENS,
             DEFAULT_KV_UNIFIED,
+            DEFAULT_SWA_FULL,
         )
 
     @property
@@ -117,6 +177,13 @@ class Workload:
             self.kv_unified,
             self.cpu_variant,
             self.placement,
+            self.profile,
+            self.swa_full,
+            self.load_mode,
+            clamp(self.cache_ram_mib),
+            clamp(self.context_checkpoints),
+            None if self.slot_tokens is None else clamp(self.slot_tokens),
+            self.sources,
         )
 
 
@@ -143,6 +210,19 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         ubatch_tokens=DEFAULT_UBATCH_TOKENS if request.ubatch_tokens is None else request.ubatch_tokens,
         kv_unified=DEFAULT_KV_UNIFIED if request.kv_unified is None else request.kv_unified,
         cpu_variant=DEFAULT_CPU_VARIANT if request.cpu_variant is None else request.cpu_variant,
+        profile=DEFAULT_PROFILE if request.profile is None else request.profile,
+        swa_full=DEFAULT_SWA_FULL if request.swa_full is None else request.swa_full,
+        load_mode=DEFAULT_LOAD_MODE if request.load_mode is None else request.load_mode,
+        cache_ram_mib=DEFAULT_CACHE_RAM_MIB if request.cache_ram_mib is None else request.cache_ram_mib,
+        context_checkpoints=DEFAULT_CONTEXT_CHECKPOINTS
+        if request.context_checkpoints is None
+        else request.context_checkpoints,
+        sources=tuple(
+            ResolvedSetting(
+                wire, SettingSource.REQUEST if getattr(request, name) is not None else SettingSource.DEFAULT
+            )
+            for name, wire in SETTINGS
+        ),
         placement=resolve_placement(request, mode),
     )
 

@@ -171,6 +171,47 @@ class WireFitVerdictRequest(WireModel):
     with the limit `workloadUnsupported`.
 
     """
+    profile: Annotated[str | None, Field(pattern="^(custom|llamaServer|ollama|lmStudio)$")] = None
+    """
+    Whose launch settings fill the fields this request leaves unset. `custom` (the default): memfit's
+    documented defaults, nothing that grows after load. `llamaServer`: llama-server run with no flags
+    at the pinned llama.cpp (4 slots over a unified cache, the context its `--fit` chooses on this
+    host, the weights memory-mapped, an 8192 MiB prompt cache, 32 context checkpoints per slot).
+    `ollama`: Ollama's llama-server launch (`-c` num_ctx x num_parallel, `-np` num_parallel: a split
+    cache; num_ctx by its GPU memory tiers, 4096 below 23 GiB, 32768 below 47 GiB, else 262144,
+    capped to the model's trained context; one slot). `lmStudio`: LM Studio's documented load
+    defaults (4 concurrent predictions over a 4096 context, mmap). A field the request names always
+    wins; the answer's `workload.settings` says where every setting came from.
+
+    """
+    swa_full: Annotated[bool | None, Field(alias="swaFull")] = None
+    """
+    llama.cpp's `--swa-full`: sliding-window layers keep the whole context instead of their window.
+    Default false.
+
+    """
+    load_mode: Annotated[str | None, Field(alias="loadMode", pattern="^(auto|none|mmap|mlock|mmap\\+mlock|dio)$")] = (
+        None
+    )
+    """
+    llama.cpp's `--load-mode`. Default `none` (the weights read into memory llama.cpp allocates).
+    `auto` and `mmap` map the file: the weights are then the file's page cache (`residency`
+    `soft`), beside the copies the CPU's extra buffer types pack (`packedWeights`, `hard`); `mlock`
+    and `mmap+mlock` lock them (`hard`).
+
+    """
+    cache_ram_mib: Annotated[int | None, Field(alias="cacheRamMib", ge=-1, le=9223372036854775807)] = None
+    """
+    llama-server's prompt cache (`--cache-ram`), MiB per server: 0 none (the default), -1 no limit.
+    Answered as the part `promptCache`.
+
+    """
+    context_checkpoints: Annotated[int | None, Field(alias="contextCheckpoints", ge=0, le=9223372036854775807)] = None
+    """
+    llama-server's context checkpoints per slot (`--ctx-checkpoints`). Default 0. Answered as the
+    part `contextCheckpoints`.
+
+    """
 
 
 class Suggestions(RootModel[list[str]]):
@@ -256,7 +297,11 @@ class WireFitMemoryPart(WireModel):
     )
     component: str
     """
-    `weights`, `kvCache`, `recurrentState`, `workspace` or `companions`. Tolerate unknown values.
+    `weights`, `kvCache`, `recurrentState`, `workspace` or `companions`; under a load mode that maps
+    the file, `packedWeights` (the copies the CPU's extra buffer types pack from it); with llama-server's
+    prompt cache and context checkpoints, `promptCache` (idle prompts' saved states, up to the cache's
+    RAM limit) and `contextCheckpoints` (per slot, up to the checkpoint count times one checkpoint: the
+    sliding-window cells or the recurrent state). Tolerate unknown values.
 
     """
     bytes: Annotated[int | None, Field(ge=0, le=9223372036854775807)]
@@ -288,6 +333,14 @@ class WireFitMemoryPart(WireModel):
     """
     Why this basis, in the producer's words.
     """
+    residency: str
+    """
+    How the part holds the host's memory: `hard` (allocated at load, anonymous or locked: not
+    reclaimable without swap), `soft` (the page cache of a memory-mapped model file: the kernel
+    reclaims it under pressure and reads it again as the model runs) or `grows` (allocated after load
+    as requests come, from its bytes up to its upperBytes). Tolerate unknown values.
+
+    """
 
 
 class GpuLayers2(RootModel[int | None]):
@@ -309,68 +362,29 @@ class GpuLayers3(StrEnum):
     all = "all"
 
 
-class WireFitWorkload(WireModel):
+class WireResolvedSetting(WireModel):
     """
-    The workload actually evaluated, after any documented-default capacity cap.
+    Where one setting of the workload came from.
     """
 
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    allocated_tokens: Annotated[int, Field(alias="allocatedTokens", ge=-9223372036854775808, le=9223372036854775807)]
-    context_source: Annotated[str, Field(alias="contextSource")]
+    setting: str
     """
-    `documentedDefault` (the product default, which may be capped to the model limit) or
-    `requested` (a caller named it; over-limit is refused, never truncated). Tolerate
-    unknown values.
+    The workload field's name (allocatedTokens, streams, ...).
+    """
+    source: str
+    """
+    `request` (the request named it), `default` (memfit's documented default), `profile` (the
+    profile's launcher default), `environment` (the launcher's environment variables) or `fitter`
+    (llama.cpp's `--fit` chose it). Tolerate unknown values.
 
     """
-    streams: Annotated[int, Field(ge=-9223372036854775808, le=9223372036854775807)]
-    key_element_bytes: Annotated[int, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)]
-    value_element_bytes: Annotated[int, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)]
-    mode: str
+    detail: str
     """
-    `fullGpu` or `cpuOffload`. Tolerate unknown values.
+    The rule, and the source file or document it is read from.
     """
-    prepared_tokens: Annotated[int | None, Field(alias="preparedTokens", ge=0, le=9223372036854775807)]
-    """
-    Tokens the request actually prepares; null until an exact prepared count is available.
-    Never derived from capacity.
-
-    """
-    flash_attention: Annotated[str, Field(alias="flashAttention")]
-    """
-    `auto`, `on` or `off`, as requested (default `auto`). Tolerate unknown values.
-    """
-    ubatch_tokens: Annotated[int, Field(alias="ubatchTokens", ge=1, le=9223372036854775807)]
-    """
-    The physical batch size requested (default 512), before llama.cpp's cap.
-    """
-    kv_unified: Annotated[bool, Field(alias="kvUnified")]
-    """
-    Whether the KV cache is unified (default false).
-    """
-    cpu_variant: Annotated[str, Field(alias="cpuVariant")]
-    """
-    The CPU variant the weights are for: the one `auto` resolved to on this host, `any`, or the
-    variant named. Tolerate unknown values.
-
-    """
-    gpu_layers: Annotated[GpuLayers2 | GpuLayers3 | None, Field(alias="gpuLayers")]
-    """
-    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
-    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
-
-    """
-    n_cpu_moe: Annotated[int, Field(alias="nCpuMoe", ge=0, le=9223372036854775807)]
-    tensor_overrides: Annotated[list[str], Field(alias="tensorOverrides")]
-    tensor_split: Annotated[list[float], Field(alias="tensorSplit")]
-    split_mode: Annotated[str, Field(alias="splitMode")]
-    """
-    As requested (default `layer`). Tolerate unknown values.
-    """
-    main_gpu: Annotated[int, Field(alias="mainGpu", ge=-9223372036854775808, le=9223372036854775807)]
-    kv_offload: Annotated[bool, Field(alias="kvOffload")]
 
 
 class WireFitBudget(WireModel):
@@ -716,43 +730,91 @@ class WireFitDevice(WireModel):
     """
 
 
-class WireFitMemoryEstimate(WireModel):
+class WireFitWorkload(WireModel):
     """
-    A complete memory forecast. `lowerBoundBytes` is always a real floor; `upperBoundBytes` is
-    finite only when no part is unknown.
-
+    The workload actually evaluated, after any documented-default capacity cap.
     """
 
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    parts: list[WireFitMemoryPart]
-    lower_bound_bytes: Annotated[int, Field(alias="lowerBoundBytes", ge=0, le=9223372036854775807)]
+    allocated_tokens: Annotated[int, Field(alias="allocatedTokens", ge=-9223372036854775808, le=9223372036854775807)]
+    context_source: Annotated[str, Field(alias="contextSource")]
     """
-    Sum of every part that carries a number. A floor, never the answer.
-    """
-    upper_bound_bytes: Annotated[int | None, Field(alias="upperBoundBytes", ge=0, le=9223372036854775807)]
-    """
-    The floor plus each part's documented slack. Null means the total is unknown.
+    `documentedDefault` (the product default, which may be capped to the model limit),
+    `requested` (a caller named it; over-limit is refused, never truncated) or `launcher` (the
+    profile's launcher chose it: its default, its environment, or llama.cpp's fitter). Tolerate
+    unknown values.
 
     """
-    weakest_basis: Annotated[str, Field(alias="weakestBasis")]
+    streams: Annotated[int, Field(ge=-9223372036854775808, le=9223372036854775807)]
+    key_element_bytes: Annotated[int, Field(alias="keyElementBytes", ge=1, le=9223372036854775807)]
+    value_element_bytes: Annotated[int, Field(alias="valueElementBytes", ge=1, le=9223372036854775807)]
+    mode: str
     """
-    The weakest basis among the parts (`measuredArtifact` > `derivedLayout` >
-    `parameterProxy` > `unknown`; `notApplicable` parts do not weaken it); the total is no
-    stronger than this. Tolerate unknown values.
+    `fullGpu` or `cpuOffload`. Tolerate unknown values.
+    """
+    prepared_tokens: Annotated[int | None, Field(alias="preparedTokens", ge=0, le=9223372036854775807)]
+    """
+    Tokens the request actually prepares; null until an exact prepared count is available.
+    Never derived from capacity.
 
     """
-    missing: list[str]
+    flash_attention: Annotated[str, Field(alias="flashAttention")]
     """
-    Components that would have to be observed for `upperBoundBytes` to be finite.
+    `auto`, `on` or `off`, as requested (default `auto`). Tolerate unknown values.
     """
-    workload: WireFitWorkload
-    refusal: str
+    ubatch_tokens: Annotated[int, Field(alias="ubatchTokens", ge=1, le=9223372036854775807)]
     """
-    `none`, or why no estimate was produced: `contextExceedsModelLimit`,
-    `nonPositiveContext`, `nonPositiveStreams`, `nonFiniteInput`. Tolerate unknown values.
+    The physical batch size requested (default 512), before llama.cpp's cap.
+    """
+    kv_unified: Annotated[bool, Field(alias="kvUnified")]
+    """
+    Whether the KV cache is unified (default false).
+    """
+    cpu_variant: Annotated[str, Field(alias="cpuVariant")]
+    """
+    The CPU variant the weights are for: the one `auto` resolved to on this host, `any`, or the
+    variant named. Tolerate unknown values.
 
+    """
+    gpu_layers: Annotated[GpuLayers2 | GpuLayers3 | None, Field(alias="gpuLayers")]
+    """
+    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
+    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
+
+    """
+    n_cpu_moe: Annotated[int, Field(alias="nCpuMoe", ge=0, le=9223372036854775807)]
+    tensor_overrides: Annotated[list[str], Field(alias="tensorOverrides")]
+    tensor_split: Annotated[list[float], Field(alias="tensorSplit")]
+    split_mode: Annotated[str, Field(alias="splitMode")]
+    """
+    As requested (default `layer`). Tolerate unknown values.
+    """
+    main_gpu: Annotated[int, Field(alias="mainGpu", ge=-9223372036854775808, le=9223372036854775807)]
+    profile: str
+    """
+    The launch profile the unset settings came from (default custom). Tolerate unknown values.
+    """
+    swa_full: Annotated[bool, Field(alias="swaFull")]
+    load_mode: Annotated[str, Field(alias="loadMode")]
+    """
+    llama.cpp's load mode, as resolved. Tolerate unknown values.
+    """
+    cache_ram_mib: Annotated[int, Field(alias="cacheRamMib", ge=-9223372036854775808, le=9223372036854775807)]
+    kv_offload: Annotated[bool, Field(alias="kvOffload")]
+    context_checkpoints: Annotated[
+        int, Field(alias="contextCheckpoints", ge=-9223372036854775808, le=9223372036854775807)
+    ]
+    slot_tokens: Annotated[int | None, Field(alias="slotTokens", ge=-9223372036854775808, le=9223372036854775807)]
+    """
+    The context one slot may fill (llama-server's n_ctx_slot: the whole context of a unified cache,
+    a stream's otherwise, capped to the trained context); null for the custom profile.
+
+    """
+    settings: list[WireResolvedSetting]
+    """
+    Every setting above that a request may name, and where its value came from.
     """
 
 
@@ -801,6 +863,46 @@ class WireObservation(WireModel):
     """
 
 
+class WireFitMemoryEstimate(WireModel):
+    """
+    A complete memory forecast. `lowerBoundBytes` is always a real floor; `upperBoundBytes` is
+    finite only when no part is unknown.
+
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    parts: list[WireFitMemoryPart]
+    lower_bound_bytes: Annotated[int, Field(alias="lowerBoundBytes", ge=0, le=9223372036854775807)]
+    """
+    Sum of every part that carries a number. A floor, never the answer.
+    """
+    upper_bound_bytes: Annotated[int | None, Field(alias="upperBoundBytes", ge=0, le=9223372036854775807)]
+    """
+    The floor plus each part's documented slack. Null means the total is unknown.
+
+    """
+    weakest_basis: Annotated[str, Field(alias="weakestBasis")]
+    """
+    The weakest basis among the parts (`measuredArtifact` > `derivedLayout` >
+    `parameterProxy` > `unknown`; `notApplicable` parts do not weaken it); the total is no
+    stronger than this. Tolerate unknown values.
+
+    """
+    missing: list[str]
+    """
+    Components that would have to be observed for `upperBoundBytes` to be finite.
+    """
+    workload: WireFitWorkload
+    refusal: str
+    """
+    `none`, or why no estimate was produced: `contextExceedsModelLimit`,
+    `nonPositiveContext`, `nonPositiveStreams`, `nonFiniteInput`. Tolerate unknown values.
+
+    """
+
+
 class WireFitVerdictResult(WireModel):
     """
     The advisory answer for one model.
@@ -815,7 +917,14 @@ class WireFitVerdictResult(WireModel):
     verdict: str
     """
     `good` (the ceiling fits with the presentation margin), `tight` (fits below it), `oversize`
-    (the floor already exceeds the budget) or `unknown`. Tolerate unknown values.
+    (the floor already exceeds the budget) or `unknown`. Tolerate unknown values. Every part counts,
+    whatever its residency; softBytes says how much of the ceiling is soft.
+
+    """
+    soft_bytes: Annotated[int, Field(alias="softBytes", ge=0, le=9223372036854775807)]
+    """
+    The part of `upperBoundBytes` (of `lowerBoundBytes` where it is null) that is `soft`: the mapped
+    file's page cache, which the kernel may reclaim at the cost of reading the weights again.
 
     """
     budget: WireFitBudget

@@ -33,6 +33,7 @@ from memfit.token_file import UnsafeStateError, UnusableTokenError, read_token
 from memfit.workload_flags import (
     EXAMPLES,
     add_placement_flags,
+    add_profile_flag,
     add_workload_flags,
     count,
     placement_fields,
@@ -462,6 +463,11 @@ def _fit_requests(args: argparse.Namespace) -> list:
             kv_unified=args.kv_unified,
             cpu_variant=args.cpu_variant,
             **placement_fields(args),
+            profile=args.profile,
+            swa_full=None,
+            load_mode=None,
+            cache_ram_mib=None,
+            context_checkpoints=None,
         )
         for m in args.model
     ]
@@ -666,6 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="+", help="model ids, e.g. Qwen/Qwen3-8B-GGUF:Q4_K_M (at most 32)")
     add_workload_flags(p)
     add_placement_flags(p)
+    add_profile_flag(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     p.add_argument("--detail", action="store_true", help="each part of each answer, with its evidence and notes")
     _add_service_flags(p)
@@ -686,6 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_workload_flags(p)
     add_placement_flags(p)
+    add_profile_flag(p)
     p.add_argument("--json", action="store_true", help="the raw API answer")
     _add_service_flags(p)
     _add_local_flag(p)

@@ -255,6 +255,17 @@ def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
     return f"{verdict}: the floor {size(floor)} fits the budget {size(budget)} but the ceiling {size(ceiling)} does not"
 
 
+def ledger_sentence(result: wire.WireFitVerdictResult) -> str:
+    """What of the answer is soft (a mapped file's page cache) and what grows after load, where any is."""
+    grows = [p for p in result.estimate.parts if p.residency == "grows" and p.upper_bytes]
+    said = ""
+    if result.soft_bytes:
+        said += f"; up to {size(result.soft_bytes)} of it is soft (the mapped file's page cache, reclaimable)"
+    if grows:
+        said += "; grows after load: " + ", ".join(f"{p.component} up to {size(p.upper_bytes)}" for p in grows)
+    return said
+
+
 def render_fit(
     results: Sequence[wire.WireFitVerdictResult],
     margin: Fraction,
@@ -285,7 +296,8 @@ def render_fit(
             word = r.verdict.upper()
             line = line[: len(line) - len(word)] + _verdict_word(r.verdict, True)
         out.append(line)
-        out.append(textwrap.fill(explain(r, margin), width, initial_indent="  ", subsequent_indent="    "))
+        said = explain(r, margin) + ledger_sentence(r)
+        out.append(textwrap.fill(said, width, initial_indent="  ", subsequent_indent="    "))
         if len(r.devices) > 1:
             out += ["  " + row for row in render_devices(r, width - 2, colour).splitlines()]
     if results:
@@ -351,11 +363,20 @@ def render_result(result: wire.WireFitVerdictResult, width: int | None = None) -
             f"K {w.key_element_bytes} B / V {w.value_element_bytes} B per element, mode {w.mode}"
         ),
     ]
+    if w.profile != "custom":  # each setting the profile resolved, and where from
+        lines += [
+            fill(f"{'profile' if i == 0 else '':9s} {s.setting}: {s.detail}")
+            for i, s in enumerate(x for x in w.settings if x.source != "default")
+        ]
     if e.refusal != Refusal.NONE:
         lines.append(f"  refused   {e.refusal}")
     else:
         rows = [[p.component, part_size(p), p.basis, p.shared_key or "", human_note(p.note)] for p in e.parts]
-        parts = table(rows, ["PART", "SIZE", "BASIS", "SHARED", "NOTE"], width - 2, shrink=(3,), wrap=4)
+        headers = ["PART", "SIZE", "BASIS", "SHARED", "NOTE"]
+        if any(p.residency != "hard" for p in e.parts):  # how each part holds memory, where not all alike
+            rows = [[*row[:3], p.residency, *row[3:]] for row, p in zip(rows, e.parts, strict=True)]
+            headers = [*headers[:3], "HOLDS", *headers[3:]]
+        parts = table(rows, headers, width - 2, shrink=(len(headers) - 2,), wrap=len(headers) - 1)
         lines += ["  " + row for row in parts.splitlines()]
         lines.append(
             fill(

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.machine import CpuFeatures, HostMemory
 from memfit.readers.catalog_file import load_catalog_file
 from memfit.readers.cpu_features import read_cpu_features
-from memfit.readers.engines import EngineScanner
+from memfit.readers.engines import EngineScanner, ollama_environment
 from memfit.readers.gpu_memory import FirstGpuReading, GpuReader
 from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB, UnopenedHistoryDB
@@ -40,6 +40,7 @@ def build_service(
     nvml: GpuReader | None = None,
     metal: GpuReader | None = None,
     read_committed: Callable[[], int | None] | None = None,
+    read_ollama_env: Callable[[], Mapping[str, str] | None] | None = None,
     poll_seconds: float = FALLBACK_POLL_SECONDS,
     index: ModelIndex | None = None,
     history_required: bool = True,
@@ -71,6 +72,7 @@ def build_service(
         history=History(history_db),
         read_committed=read_committed or EngineScanner().committed_bytes,
         cpu=read_cpu(),
+        read_ollama_env=read_ollama_env or ollama_environment,
         state=state,
         hub=HubModels(hub, store) if hub is not None else None,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memfit.estimator.bounds import Part
+from memfit.estimator.bounds import Part, soft_bytes
 from memfit.estimator.device_forecast import DeviceShare
 from memfit.estimator.fit_types import (
     FitRequest,
@@ -66,6 +66,11 @@ def fit_request(request: wire.WireFitVerdictRequest) -> FitRequest:
             request.split_mode,
             request.main_gpu,
             request.kv_offload,
+            request.profile,
+            request.swa_full,
+            request.load_mode,
+            request.cache_ram_mib,
+            request.context_checkpoints,
         ),
     )
 
@@ -135,10 +140,20 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 split_mode=w.placement.split_mode,
                 main_gpu=w.placement.main_gpu,
                 kv_offload=w.placement.kv_offload,
+                profile=w.profile,
+                swa_full=w.swa_full,
+                load_mode=w.load_mode,
+                cache_ram_mib=w.cache_ram_mib,
+                context_checkpoints=w.context_checkpoints,
+                slot_tokens=w.slot_tokens,
+                settings=[
+                    m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources
+                ],
             ),
             refusal=r.refusal,
         ),
         verdict=r.verdict,
+        soft_bytes=soft_bytes(r.parts),
         budget=m.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes, committed_bytes=r.budget.committed_bytes),
         gpu_admits=r.gpu_admits,
         limits=list(r.limits),
@@ -155,6 +170,7 @@ def memory_part(p: Part, models: Any) -> wire.WireFitMemoryPart:
         basis=p.basis,
         shared_key=p.shared_key,
         note=p.note,
+        residency=p.residency,
     )
 
 

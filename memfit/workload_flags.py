@@ -16,7 +16,7 @@ from memfit.estimator.context import CELL_PADDING
 from memfit.estimator.devices import CPU
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES, GGML_CACHE_TYPES
 from memfit.estimator.placement import FFN_EXPS, SplitMode
-from memfit.estimator.vocabulary import INT64_MAX, FlashAttention, Mode
+from memfit.estimator.vocabulary import INT64_MAX, FlashAttention, Mode, Profile
 from memfit.estimator.workload import ALL_LAYERS
 from memfit.integers import round_up
 
@@ -30,10 +30,12 @@ EXAMPLES = {
   memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M --tokens 32k --streams 2 --key-bytes 1
   memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M -c 64k -np 2 -ctk q8_0   # the same, in llama.cpp's flags
   memfit fit Qwen/Qwen3-30B-A3B-GGUF -ngl 20 --n-cpu-moe 8 --gpu cuda:24GiB   # one row per device
+  memfit fit Qwen/Qwen3-8B-GGUF:Q4_K_M --profile llama-server     # as llama-server runs it with no flags
 """,
     "plan": """examples:
   memfit plan Qwen/Qwen3-8B-GGUF --tokens 16k --streams 4   # every quant: the most context that fits
   memfit plan Qwen/Qwen3-8B-GGUF -c 64k -np 4 -fa off
+  memfit plan Qwen/Qwen3-8B-GGUF --profile llama-server   # the context llama-server could run at, per verdict
 """,
     "measure": """examples:
   memfit measure qwen3-f16 --tokens 8192 --streams 2
@@ -159,6 +161,26 @@ def placement_fields(args: argparse.Namespace) -> dict[str, object]:
         "main_gpu": args.main_gpu,
         "kv_offload": args.kv_offload,
     }
+
+
+def profile(text: str) -> str:
+    """A launch profile, in the API's name (llamaServer) or the command's (llama-server)."""
+    names = {p.value.lower(): p.value for p in Profile} | {"llama-server": Profile.LLAMA_SERVER.value}
+    names["lm-studio"] = Profile.LM_STUDIO.value
+    found = names.get(text.strip().lower())
+    if found is None:
+        raise argparse.ArgumentTypeError(f"expected custom, llama-server, ollama or lm-studio, got {text!r}")
+    return found
+
+
+def add_profile_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        type=profile,
+        metavar="NAME",
+        help="whose launch settings fill the ones not given: custom (default: memfit's), llama-server (no flags:"
+        " 4 slots, --fit's context, mmap, its prompt cache and checkpoints), ollama or lm-studio",
+    )
 
 
 def add_workload_flags(parser: argparse.ArgumentParser) -> None:

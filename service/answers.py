@@ -16,10 +16,11 @@ from memfit.estimator.errors import Cancelled
 from memfit.estimator.fit_types import FitRequest, FitResult
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.machine import GpuMemory, HostMemory
+from memfit.estimator.profiles import NO_FACTS, LaunchFacts, resolved_workload
 from memfit.estimator.subject import Subject
 from memfit.estimator.verdict import DEFAULT_MARGIN
-from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Refusal, Verdict
-from memfit.estimator.workload import Workload, exceeds_limit, input_refusal, resolve_workload
+from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Profile, Refusal, Verdict
+from memfit.estimator.workload import Workload, exceeds_limit, input_refusal
 from memfit.readers.gpu_memory import GpuReader
 from memfit.service.history import HistoryAccess
 from memfit.service.subjects import Subjects
@@ -62,6 +63,7 @@ class Answers:
         read_host: Callable[[], HostMemory],
         gpus: GpuReader,
         read_committed: Callable[[], int | None],
+        read_ollama_env: Callable[[], Mapping[str, str] | None] = lambda: None,
     ) -> None:
         self.subjects = subjects
         self.history = history
@@ -69,6 +71,7 @@ class Answers:
         self.read_host = read_host
         self.gpu_reader = gpus  # NVML's or Metal's (service_builder chooses)
         self.read_committed = read_committed
+        self.read_ollama_env = read_ollama_env  # the OLLAMA_* variables `ollama serve` runs with
 
     def read_environment(self) -> Environment:
         host = self.read_host()
@@ -110,7 +113,10 @@ class Answers:
     def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
         """The answer about `subject` (its weights under the CPU variants of `choice`), the model
         `request.model_id` names."""
-        workload = replace(resolve_workload(request.workload, subject.context_limit), cpu_variant=choice.name)
+        workload = replace(
+            resolved_workload(request.workload, subject, self.launch_facts(request.workload.profile)),
+            cpu_variant=choice.name,
+        )
         refusal = input_refusal(workload)
         parts: list[Part] = []
         limits = list(subject.limits)
@@ -129,6 +135,18 @@ class Answers:
         if refusal is not None:
             return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
         return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits, choice.variants)
+
+    def launch_facts(self, profile: str | None) -> LaunchFacts:
+        """What a launch profile reads of this machine: nothing for `custom`; the host's and the GPUs' total
+        memory (llama.cpp's fitter, Ollama's VRAM tiers) and, for Ollama, its server's environment."""
+        if profile in (None, Profile.CUSTOM):
+            return NO_FACTS
+        gpus = self.gpu_reader.read()
+        return LaunchFacts(
+            host_total=self.read_host().total,
+            gpu_total=sum(g.total for g in gpus) if gpus is not None else None,
+            ollama_env=self.read_ollama_env() if profile == Profile.OLLAMA else None,
+        )
 
     def judge(self, answers: Sequence[Answer], environment: Environment) -> list[FitResult]:
         """Answers judged against one environment; sharedKey marks file sets used twice."""

@@ -47,6 +47,7 @@ class FitService:
         history: History,
         read_committed: Callable[[], int | None],
         cpu: CpuFeatures,
+        read_ollama_env: Callable[[], Mapping[str, str] | None] = lambda: None,
         state: StateHealth | None = None,
         hub: HubLookups | None = None,
     ) -> None:
@@ -55,7 +56,9 @@ class FitService:
         self.history = history
         self.history_access = HistoryAccess(history, self.state, cache.store)
         self.listing = Listing(self.subjects)
-        self.answers = Answers(self.subjects, self.history_access, settings, read_host, gpus, read_committed)
+        self.answers = Answers(
+            self.subjects, self.history_access, settings, read_host, gpus, read_committed, read_ollama_env
+        )
         self.plans = Plans(self.subjects, self.answers)
         self.observations = Observations(self.subjects, self.history_access)
         index.warm = self.listing.warm

@@ -10,9 +10,9 @@ from memfit.estimator.errors import Cancelled
 from memfit.estimator.fit_types import FitRequest, PlanResult, QuantPlan
 from memfit.estimator.model_ids import typed_id
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, maxima
+from memfit.estimator.profiles import resolved_workload
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Verdict
-from memfit.estimator.workload import resolve_workload
 from memfit.service.answers import Answer, Answers
 from memfit.service.subjects import Subjects, tagged
 
@@ -52,8 +52,10 @@ class Plans:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(planned)} of {len(requests)} plans")
             rows = []
+            facts = answers.launch_facts(request.workload.profile)
             for subject in found_subjects:
-                workload = resolve_workload(request.workload, subject.context_limit)
+                # under a launch profile, its settings (the context aside: the search varies it)
+                workload = resolved_workload(request.workload, subject, facts)
                 found = maxima(
                     Estimator(subject, workload, probes),
                     environment.budget.bytes,

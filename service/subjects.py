@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from memfit.estimator.artifact import HubArtifact, HubMiss, weights_on
+from memfit.estimator.artifact import HubArtifact, HubMiss, packed_range, weights_on
 from memfit.estimator.bounds import Part
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.cpu_variant import AUTO, CpuVariant, VariantChoice, resolve_variant
@@ -103,6 +103,7 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, variants: tuple
         companions,
         limits,
         (weights_key, companions_key),
+        packed_range(facts.matrices, facts.tied, variants) if variants else None,
     )
 
 
@@ -149,6 +150,7 @@ def hub_subject(found: HubArtifact, cache: ArtifactCache, variants: tuple[CpuVar
         companions,
         limits,
         (weights_key, companions_key),
+        packed_range(facts.matrices, facts.tied, variants) if variants else None,
     )
 
 

@@ -189,6 +189,9 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "companions",
     ]
     assert estimate["workload"].pop("cpuVariant") in BY_NAME  # `auto` echoes the variant this host loads
+    settings = estimate["workload"].pop("settings")  # the request named none: every one memfit's default
+    assert {s["setting"] for s in settings} >= {"allocatedTokens", "loadMode", "cacheRamMib"}
+    assert {s["source"] for s in settings} == {"default"}
     assert estimate["workload"] == {
         "allocatedTokens": 4096,
         "contextSource": "documentedDefault",
@@ -207,7 +210,14 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "splitMode": "layer",
         "mainGpu": 0,
         "kvOffload": True,
+        "profile": "custom",  # nothing a launcher adds, nothing that grows after load
+        "swaFull": False,
+        "loadMode": "none",
+        "cacheRamMib": 0,
+        "contextCheckpoints": 0,
+        "slotTokens": None,
     }
+    assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0
     # no GPU read: the host holds the whole estimate, and decides the verdict
     [host] = result["devices"]
     assert (host["name"], host["parts"], host["lowerBoundBytes"]) == (

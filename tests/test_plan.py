@@ -22,6 +22,7 @@ from memfit.estimator.fit_types import FitRequest
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.machine import HostMemory
 from memfit.estimator.plan import Estimator, Probes, StepEnds, maxima, precision_key
+from memfit.estimator.profiles import resolved_workload
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Verdict
@@ -284,3 +285,28 @@ def test_a_plan_reads_the_budget_once(public_models: Path) -> None:
     assert len(calls) == 1
     budgets = {q["fit"]["budget"]["bytes"] for r in results for q in r["quants"]}
     assert len(budgets) == 1 and len(results) == 3 and len(results[0]["quants"]) == 4
+
+
+@pytest.mark.parametrize("family", ["sliding-window", "recurrent", "hybrid"])
+def test_a_plan_under_llama_server_holds_its_slots_and_what_grows_after_load(
+    family_dir: Path, subjects: dict[str, Subject], family: str
+) -> None:
+    """Under the llamaServer profile the search varies the context with llama-server's settings and the ledger's
+    parts (the prompt cache, the checkpoints, the mapped weights): the fit at the good maximum is good under the
+    profile, one token more is not."""
+    subject = subjects[family]
+    request = WorkloadRequest(profile="llamaServer")
+    w = replace(resolved_workload(request, subject), allocated_tokens=1)
+    floor, upper = reference(subject, w, 3000)
+    assert upper is not None and upper - floor >= 8192 << 20  # the prompt cache's 8 GiB among the slack
+    service = _service(family_dir, int(upper * (1 + MARGIN)))
+    (plan,) = service.plan_batch([FitRequest(family, request)])
+    (quant,) = plan.quants
+    good = quant.max_good
+    assert good is not None and quant.fit.verdict is Verdict.GOOD
+    assert (quant.fit.workload.streams, quant.fit.workload.profile) == (4, "llamaServer")
+    limit = subject.context_limit
+    assert limit is not None
+    if good < limit:
+        above = service.fit_one(FitRequest(family, replace(request, allocated_tokens=good + 1)))
+        assert above is not None and above.verdict is not Verdict.GOOD

@@ -21,7 +21,10 @@ from memfit.estimator.vocabulary import (
     ModelSource,
     ObservationFlag,
     ProblemType,
+    Profile,
     Refusal,
+    Residency,
+    SettingSource,
     Verdict,
 )
 
@@ -41,6 +44,9 @@ FIELDS = [
     (ModelSource, "WireModelEntry", "source"),
     (ObservationFlag, "WireObservationReceipt", "flags"),
     (ProblemType, "Problem", "type"),
+    (Residency, "WireFitMemoryPart", "residency"),
+    (SettingSource, "WireResolvedSetting", "source"),
+    (Profile, "WireFitVerdictRequest", "profile"),
 ]
 
 

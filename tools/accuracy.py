@@ -22,7 +22,8 @@ from pathlib import Path
 
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import weights_on
+from memfit.estimator.artifact import packed_range, weights_on
+from memfit.estimator.bounds import Part
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import ContextGeometry, llama_geometry
 from memfit.estimator.cpu_variant import CpuVariant
@@ -30,6 +31,8 @@ from memfit.estimator.errors import EvidenceError
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.recurrent_state import recurrent_state_bytes
+from memfit.estimator.subject import Subject, read_subject
+from memfit.estimator.vocabulary import Basis, Component
 from memfit.estimator.workspace import output_buffer, workspace_bounds
 from memfit.readers.catalog_file import load_catalog_file
 from memfit.service.artifact_cache import ArtifactCache
@@ -108,6 +111,17 @@ def unmodelled(record: dict) -> str | None:
     if s["type_k"] not in GGML_CACHE_TYPES or s["type_v"] not in GGML_CACHE_TYPES:
         return "cache type not modelled"
     return None
+
+
+def file_subject(path: Path, variant: CpuVariant, cache: ArtifactCache) -> Subject:
+    """A model file's subject as the service reads it, its weights under one CPU variant (no projector, no
+    adapter, no identity keys)."""
+    facts = cache.facts((str(path),))
+    floor, slack, note = weights_on(facts, (variant,))
+    weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)
+    packed = packed_range(facts.matrices, facts.tied, (variant,))
+    companions = Part.not_applicable(Component.COMPANIONS, "")
+    return read_subject(facts, path.stem, "", None, weights, companions, [], ("", ""), packed)
 
 
 def compare(record: dict, path: Path, cache: ArtifactCache, variant: CpuVariant | None = None) -> Row:

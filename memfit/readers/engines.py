@@ -64,3 +64,15 @@ class EngineScanner:
                     continue  # gone, or not ours to read: it holds nothing we could count
             self._engines = seen
             return total
+
+
+def ollama_environment() -> dict[str, str] | None:
+    """The OLLAMA_* variables of the running `ollama serve` (Ollama reads its settings from them when it starts);
+    None when none runs or its environment cannot be read (another user's process)."""
+    for process in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if process.info["name"] == "ollama" and (process.info["cmdline"] or [])[1:2] == ["serve"]:
+                return {k: v for k, v in process.environ().items() if k.startswith("OLLAMA_")}
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return None

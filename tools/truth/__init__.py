@@ -44,9 +44,12 @@ def records(name: str) -> list[dict]:
     ]
 
 
+RUN_EXTRAS = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used")  # in a run's id where set
+
+
 def run_id(record: dict) -> str:
     s = record["settings"]
-    extras = "".join(f"-{k}{s[k]}" for k in ("unified", "mmap", "n_rs_seq", "swa_full") if s.get(k))
+    extras = "".join(f"-{k}{s[k]}" for k in RUN_EXTRAS if s.get(k))
     return (
         f"{record['model']}-ctx{s['n_ctx']}-seq{s['n_seq']}-{s['type_k']}-{s['type_v']}-fa{s['fa']}"
         f"-ub{record.get('n_ubatch', s.get('n_ubatch', 512))}{extras}"

@@ -36,8 +36,8 @@ PY
   LLAMA=$(cd "$LIB" && ls libllama.*so | grep -v common | head -1)
   GGML=$(cd "$LIB" && ls libggml.*so | head -1)
   S="$R/llama.cpp"
-  g++ -std=c++17 -O1 -w -I"$S/include" -I"$S/ggml/include" -I"$S/src" "$HERE/probe.cpp" -o "$R/probe" \
-      -L"$LIB" -l:"$LLAMA" -l:"$GGML" -lggml-base -Wl,-rpath,"$LIB"
+  g++ -std=c++17 -O1 -w -I"$S/include" -I"$S/ggml/include" -I"$S/src" -I"$S/common" "$HERE/probe.cpp" \
+      -o "$R/probe" -L"$LIB" -l:"$LLAMA" -l:"$GGML" -lggml-base -lllama-common -Wl,-rpath,"$LIB"
   echo "$R/probe (libs: $LIB)"
 done
 exit $status

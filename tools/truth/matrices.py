@@ -297,6 +297,49 @@ DELTA_NET_SHAPE_RUNS = [
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
 
 
+# One sequence's saved state after T tokens (probe state_tokens=T): llama_state_seq_get_size, a llama-server prompt
+# cache entry, and llama_state_seq_get_size_ext(PARTIAL_ONLY), a context checkpoint. T below and past the sliding
+# windows, 1 to 4 streams (each stream's cell count is in the state), a unified cache, flash attention off (V
+# transposed) and q8_0 caches.
+STATE_SEQ = [
+    _s(2048, 1, state_tokens=700),
+    _s(4096, 4, fa="off", state_tokens=1000),
+    _s(4096, 2, "q8_0", state_tokens=300),
+    _s(4096, 4, unified=1, state_tokens=900),
+    _s(8192, 1, state_tokens=3000),
+]
+STATE_SEQ_MODELS = (
+    # plain and MoE, MLA, sliding (standard and chunked), hybrids (M-RoPE's cell positions: qwen35), recurrent
+    ("public", ("llama-gqa-f16", "llama-gqa-q8_0", "qwen3-f16", "qwen3moe-f16", "gemma3-swa-f16", "gemma2-swa-f16")),
+    ("public", ("granitehybrid-f16", "lfm2-f16", "mamba2-f16")),
+    ("attention", ("deepseek2-mla", "cohere2-swa", "phi3-swa")),
+    ("more", ("llama4-chunked",)),
+    ("recurrent", ("jamba", "qwen35", "qwen3next", "mamba", "rwkv6", "rwkv7", "falcon-h1")),
+)
+
+
+# llama.cpp's fitter (common_fit_params, probe fit_used=B): the context llama-server's --fit chooses for n_ctx 0 when
+# the host may use B bytes (its margin the rest of the host's memory): 4 streams over a unified cache and 2 split
+# streams, B from below the minimum context's projection to above the trained context's.
+FIT = [
+    _s(2048, 4, unified=1, fit_used=48 << 20),
+    _s(2048, 4, unified=1, fit_used=128 << 20),
+    _s(2048, 2, fit_used=96 << 20),
+    _s(2048, 2, fit_used=384 << 20),
+]
+FIT_MODELS = (
+    ("public", ("llama-gqa-f16", "llama-gqa-q4_0", "qwen3-f16", "gemma3-swa-f16", "granitehybrid-f16", "mamba2-f16")),
+    ("attention", ("deepseek2-mla",)),
+)
+
+
+def _models(groups: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Callable[[], Model]]:
+    """The writers of the models `groups` names, by family set."""
+    sets = {"public": PUBLIC_SET, "attention": attention.FAMILY_SET, "more": more.FAMILY_SET}
+    sets["recurrent"] = recurrent.FAMILY_SET
+    return {n: sets[where][n] for where, names in groups for n in names}
+
+
 def _subset(models: dict[str, Callable[[], Model]], *names: str) -> dict[str, Callable[[], Model]]:
     return {n: models[n] for n in names}
 
@@ -471,6 +514,18 @@ TRUTH_FILES: dict[str, TruthFile] = {
         label=LABEL + ", no_alloc dry run",
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
+    "results_state_seq.jsonl": TruthFile(
+        _models(STATE_SEQ_MODELS),
+        STATE_SEQ,
+        decode=0,
+        label=LABEL + ", one sequence's state after T tokens",
+    ),
+    "results_fit.jsonl": TruthFile(
+        _models(FIT_MODELS),
+        FIT,
+        decode=0,
+        label=LABEL + ", the context common_fit_params chooses",
+    ),
     "results_tiny_real.jsonl": TruthFile(
         tiny_real.FAMILY_SET,
         [s for _, s in tiny_real.SETTINGS],

@@ -8,6 +8,10 @@
 //   n_ctx n_seq n_batch n_ubatch n_rs_seq threads type_k type_v fa=on|off|auto unified swa_full mmap
 //   no_alloc=1 (llama.cpp's dry run)  decode=N (tokens decoded after init)  backend_dir=DIR (the CPU variant)
 //   graph=1 (no decode: the reserved prompt graph's nodes allocated in the compute buffer, node by node)
+//   state_tokens=T (after init, T tokens decoded into sequence state_seq (default 0), n_batch at a time; then
+//   llama_state_seq_get_size, a prompt-cache entry, and llama_state_seq_get_size_ext(PARTIAL_ONLY), a checkpoint)
+//   fit_used=B (common_fit_params as llama-server's --fit calls it, n_ctx 0, the other settings as above, with the
+//   margin that leaves the host B bytes to use: the context it chooses, its status and the host's total memory)
 
 #include <algorithm>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
+#include "fit.h"
 
 #define private public
 #define protected public
@@ -323,6 +328,48 @@ int main(int argc, char ** argv) {
         const int rc = llama_decode(ctx, batch);
         llama_batch_free(batch);
         out.num("decode_tokens", n_decode).num("decode_rc", rc).raw("rss_after_decode", rss()).raw("breakdown_after_decode", breakdown(ctx));
+    }
+    const long long state_tokens = mp.no_alloc || graph || n_decode > 0 ? 0 : num("state_tokens", 0);
+    if (state_tokens > 0) {
+        const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+        const llama_seq_id seq = (llama_seq_id) num("state_seq", 0);
+        int rc = 0;
+        for (long long done = 0; done < state_tokens && rc == 0;) {
+            const int n = (int) std::min<long long>(state_tokens - done, c.n_batch);
+            llama_batch batch = llama_batch_init(n, 0, 1);
+            for (int i = 0; i < n; ++i) {
+                batch.token[i] = 300 + ((done + i) * 7) % (n_vocab - 300);
+                batch.pos[i] = (llama_pos) (done + i);
+                batch.n_seq_id[i] = 1;
+                batch.seq_id[i][0] = seq;
+                batch.logits[i] = i == n - 1;
+            }
+            batch.n_tokens = n;
+            rc = llama_decode(ctx, batch);
+            llama_batch_free(batch);
+            done += n;
+        }
+        out.num("state_tokens", state_tokens)
+            .num("state_seq", seq)
+            .num("state_rc", rc)
+            .num("state_seq_bytes", (long long) llama_state_seq_get_size(ctx, seq))
+            .num("state_seq_partial_bytes",
+                 (long long) llama_state_seq_get_size_ext(ctx, seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY));
+    }
+    const long long fit_used = num("fit_used", 0);
+    if (fit_used > 0) {
+        size_t host_free = 0, host_total = 0;
+        ggml_backend_dev_memory(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU), &host_free, &host_total);
+        std::vector<float> split(llama_max_devices(), 0.0f);
+        std::vector<llama_model_tensor_buft_override> overrides(llama_max_tensor_buft_overrides());
+        std::vector<size_t> margins(llama_max_devices(), host_total - (size_t) fit_used);
+        llama_model_params fmp = llama_model_default_params();
+        llama_context_params fcp = cp;
+        fcp.n_ctx = 0;
+        const int status = common_fit_params(argv[1], &fmp, &fcp, split.data(), overrides.data(), margins.data(),
+                                             (uint32_t) num("fit_ctx", 4096), nullptr, GGML_LOG_LEVEL_INFO);
+        out.num("fit_used", fit_used).num("fit_host_total", (long long) host_total).num("fit_status", status)
+            .num("fit_n_ctx", fcp.n_ctx);
     }
     printf("%s\n", out.done().c_str());
     fflush(stdout);

@@ -1,7 +1,7 @@
 """Regenerate tests/data's truth files: write each file's models, run the probe on each settings, one row per run.
 
     python -m tools.truth.regenerate OUT [--only NAME[,NAME]] [--models M[,M]] [--cache DIR] [--release VERSION]
-                                         [--cpu-variant V]
+                                         [--cpu-variant V] [--probe P]
 
 OUT is a folder (tests/data itself to replace the recorded files); the probe is the one tools/truth/build.sh built
 in the cache folder (--cache, or $MEMFIT_TRUTH_CACHE) for the release (default: the one the files were measured
@@ -154,6 +154,7 @@ def main(argv: list[str]) -> int:
     ap = parser(__doc__, "TRUTH_FILES")
     ap.add_argument("--release", default=RELEASE, help="node-llama-cpp release (tools/truth/releases.json)")
     ap.add_argument("--cpu-variant", default="", help="force this CPU variant instead of each file's own")
+    ap.add_argument("--probe", type=Path, help="the probe to run (default: the one build.sh built in the cache)")
     a = ap.parse_args(argv)
     names = chosen(ap, a, TRUTH_FILES)
     if a.release not in json.loads(RELEASES.read_text()):
@@ -165,7 +166,7 @@ def main(argv: list[str]) -> int:
             spec = relabelled(TRUTH_FILES[name], a.release)
             variant = a.cpu_variant or spec.cpu_variant
             bdir = backend_dir(root / LIB_SUBDIR, variant, Path(backends) / variant)
-            probe = Probe(root / "probe", str(bdir), spec.decode)
+            probe = Probe(a.probe or root / "probe", str(bdir), spec.decode)
             only = frozenset(filter(None, a.models.split(",")))
             recorded = load(DATA / name) if (DATA / name).exists() else []  # a new file records nothing yet
             recorded = [r for r in recorded if not only or r["model"] in only]

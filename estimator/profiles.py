@@ -1,0 +1,254 @@
+"""Launch profiles: the settings llama-server, Ollama and LM Studio give llama.cpp where a request names none.
+
+A profile resolves every setting that changes memory (the context and the slots, the unified cache, swa_full, the
+load mode, the prompt cache's RAM, the checkpoints, flash attention, the K and V types, the ubatch) and says where
+each came from: the request (which always wins), the launcher's default, the launcher's environment, or llama.cpp's
+fitter (estimator/fitter.py), which picks llama-server's context when no -c is given.
+
+llama-server's defaults are read from the pinned llama.cpp (arch_rules.LLAMA_CPP_RELEASE): common/common.h
+(common_params), common/arg.cpp and tools/server/server.cpp. Ollama's from its llama-server launch (llm/
+llama_server.go's startLlamaServer, server/routes.go's VRAM tiers, server/sched.go's automatic batch, envconfig/
+config.go). LM Studio is closed source: its documented load defaults, the rest its llama.cpp engine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from memfit.estimator.fitter import FitOutcome, fitted_context, host_projection
+from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
+from memfit.estimator.subject import Subject
+from memfit.estimator.vocabulary import ContextSource, FlashAttention, LoadMode, Profile, SettingSource
+from memfit.estimator.workload import SETTINGS, ResolvedSetting, Workload, WorkloadRequest, resolve_workload
+
+GIB = 1 << 30
+PROFILE_NAMES = {p.value: p for p in Profile}
+CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
+
+COMMON_H = "llama.cpp common/common.h"
+SERVER_CPP = "llama.cpp tools/server/server.cpp"
+OLLAMA_LAUNCH = "Ollama llm/llama_server.go startLlamaServer"
+OLLAMA_ENV = "Ollama envconfig/config.go"
+LM_STUDIO_DOCS = "LM Studio's documentation"
+
+
+@dataclass(frozen=True)
+class Default:
+    value: object
+    cite: str  # the file (or document) the value is read from
+
+
+# llama-server with no flags: the settings that change memory, by their names on the wire
+LLAMA_SERVER: dict[str, Default] = {
+    "streams": Default(4, f"{SERVER_CPP}: -np auto (n_parallel -1, common/arg.cpp's server default) runs 4 slots"),
+    "kvUnified": Default(True, f"{SERVER_CPP}: with -np auto, kv_unified = true"),
+    "keyElementBytes": Default(2, f"{COMMON_H}: cache_type_k = GGML_TYPE_F16"),
+    "valueElementBytes": Default(2, f"{COMMON_H}: cache_type_v = GGML_TYPE_F16"),
+    "flashAttention": Default(FlashAttention.AUTO, f"{COMMON_H}: flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO"),
+    "ubatchTokens": Default(512, f"{COMMON_H}: n_ubatch = 512"),
+    "swaFull": Default(False, f"{COMMON_H}: swa_full = false"),
+    "loadMode": Default(LoadMode.AUTO, f"{COMMON_H}: load_mode = LLAMA_LOAD_MODE_AUTO (mmap where it can)"),
+    "cacheRamMib": Default(8192, f"{COMMON_H}: cache_ram_mib = 8192, one prompt cache per server"),
+    "contextCheckpoints": Default(32, f"{COMMON_H}: n_ctx_checkpoints = 32 per slot"),
+}
+# (its ubatch is not llama-server's: OLLAMA_BATCH_TIERS)
+OLLAMA: dict[str, Default] = {k: v for k, v in LLAMA_SERVER.items() if k != "ubatchTokens"} | {
+    "streams": Default(1, f"{OLLAMA_ENV}: OLLAMA_NUM_PARALLEL, default 1; passed as -np"),
+    "kvUnified": Default(False, f"{OLLAMA_LAUNCH}: -np given, so common_params' kv_unified = false ({COMMON_H})"),
+}
+LM_STUDIO: dict[str, Default] = LLAMA_SERVER | {
+    "streams": Default(4, f"{LM_STUDIO_DOCS} (app/advanced/parallel-requests): Max Concurrent Predictions, default 4"),
+    "kvUnified": Default(True, f"{LM_STUDIO_DOCS}: the slots share one context (a unified cache, as llama-server's)"),
+    "loadMode": Default(LoadMode.MMAP, f"{LM_STUDIO_DOCS}: Try mmap(), on by default"),
+}
+DEFAULTS: dict[Profile, dict[str, Default]] = {
+    Profile.LLAMA_SERVER: LLAMA_SERVER,
+    Profile.OLLAMA: OLLAMA,
+    Profile.LM_STUDIO: LM_STUDIO,
+}
+
+# server/routes.go: the default num_ctx by the GPUs' total memory (less OLLAMA_GPU_OVERHEAD), 47 and 23 GiB
+# "to account for small differences" from 48 and 24
+OLLAMA_CONTEXT_TIERS = ((47 * GIB, 262144), (23 * GIB, 32768), (0, 4096))
+# server/sched.go generationBatchForContext: -b and -ub by the context llama-server is started with
+OLLAMA_BATCH_TIERS = ((32768, 2048), (4096, 1024), (0, 512))
+LM_STUDIO_CONTEXT = 4096  # LM Studio's loader: Context Length, default 4096
+
+OLLAMA_NUM_PARALLEL = "OLLAMA_NUM_PARALLEL"
+OLLAMA_CONTEXT_LENGTH = "OLLAMA_CONTEXT_LENGTH"
+OLLAMA_KV_CACHE_TYPE = "OLLAMA_KV_CACHE_TYPE"
+OLLAMA_FLASH_ATTENTION = "OLLAMA_FLASH_ATTENTION"
+OLLAMA_READ = (OLLAMA_NUM_PARALLEL, OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE)
+TRUTHY = frozenset({"1", "t", "true"})  # Go's strconv.ParseBool, lower-cased
+FALSEY = frozenset({"0", "f", "false"})
+
+
+@dataclass(frozen=True)
+class LaunchFacts:
+    """What the profiles read of this machine, once per request."""
+
+    host_total: int | None = None  # physical memory: what llama.cpp's CPU device reports (free = total)
+    gpu_total: int | None = None  # the visible GPUs' memory together (0: none; None: unknown)
+    ollama_env: Mapping[str, str] | None = None  # the OLLAMA_* variables `ollama serve` runs with (None: not read)
+
+
+NO_FACTS = LaunchFacts()
+
+
+class _Resolving:
+    """A request being filled in: a setting it names is kept, one it leaves unset takes the profile's value."""
+
+    def __init__(self, request: WorkloadRequest) -> None:
+        self.request = request
+        self.sources: dict[str, ResolvedSetting] = {}
+
+    def set(self, wire: str, value: object, source: SettingSource, detail: str) -> None:
+        attr = _ATTR[wire]
+        if getattr(self.request, attr) is None:
+            self.request = replace(self.request, **{attr: cast(Any, value)})  # a value of the field's type
+            self.sources[wire] = ResolvedSetting(wire, source, detail)
+
+    def defaults(self, table: Mapping[str, Default]) -> None:
+        for wire, default in table.items():
+            self.set(wire, default.value, SettingSource.PROFILE, default.cite)
+
+
+_ATTR = {wire: attr for attr, wire in SETTINGS}
+
+
+def _tier(tiers: tuple[tuple[int, int], ...], amount: int) -> int:
+    return next(value for least, value in tiers if amount >= least)
+
+
+def _ollama_environment(r: _Resolving, env: Mapping[str, str]) -> None:
+    """The variables of `ollama serve` that reach llama-server's memory (envconfig's parsing: quotes and spaces
+    trimmed, an unparsable value ignored)."""
+    value = {k: env.get(k, "").strip("\"' ") for k in OLLAMA_READ}
+    env_source = SettingSource.ENVIRONMENT
+    if value[OLLAMA_NUM_PARALLEL].isdigit() and int(value[OLLAMA_NUM_PARALLEL]) > 0:
+        detail = f"{OLLAMA_NUM_PARALLEL}={value[OLLAMA_NUM_PARALLEL]}: -np ({OLLAMA_LAUNCH})"
+        r.set("streams", int(value[OLLAMA_NUM_PARALLEL]), env_source, detail)
+    flash = value[OLLAMA_FLASH_ATTENTION].lower()
+    if flash in TRUTHY | FALSEY:  # llm/llama_server.go LlamaServerFlashAttention: --flash-attn on or off
+        mode = FlashAttention.ON if flash in TRUTHY else FlashAttention.OFF
+        r.set("flashAttention", mode, env_source, f"{OLLAMA_FLASH_ATTENTION}={flash}: --flash-attn {mode}")
+    kv = value[OLLAMA_KV_CACHE_TYPE].lower()  # llm/server.go: lower-cased, passed as -ctk and -ctv
+    if kv in CACHE_TYPE_BYTES:
+        for wire in ("keyElementBytes", "valueElementBytes"):
+            r.set(wire, CACHE_TYPE_BYTES[kv], env_source, f"{OLLAMA_KV_CACHE_TYPE}={kv}: -ctk {kv} -ctv {kv}")
+
+
+def _ollama_context(r: _Resolving, facts: LaunchFacts, trained: int | None) -> tuple[int, ResolvedSetting]:
+    """num_ctx (OLLAMA_CONTEXT_LENGTH, else the VRAM tier), capped to the trained context (llm/server.go), times
+    the slots: -c num_ctx x num_parallel (llm/llama_server.go)."""
+    env = facts.ollama_env or {}
+    length = env.get(OLLAMA_CONTEXT_LENGTH, "").strip("\"' ")
+    if length.isdigit() and int(length) > 0:
+        num_ctx, source, detail = int(length), SettingSource.ENVIRONMENT, f"{OLLAMA_CONTEXT_LENGTH}={length}"
+    else:
+        vram = facts.gpu_total or 0
+        num_ctx, source = _tier(OLLAMA_CONTEXT_TIERS, vram), SettingSource.PROFILE
+        detail = f"num_ctx {num_ctx} for {vram / GIB:.1f} GiB of GPU memory (Ollama server/routes.go's VRAM tiers)"
+    if trained is not None and 0 < trained < num_ctx:
+        num_ctx, detail = trained, f"{detail}, capped to the trained context {trained} (Ollama llm/server.go)"
+    slots = r.request.streams or 1
+    total = num_ctx * slots
+    return total, ResolvedSetting("allocatedTokens", source, f"{detail}; -c {num_ctx} x {slots} ({OLLAMA_LAUNCH})")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A request with every setting the profile gives filled in, where each came from, and the total context:
+    the profile's (with its source), or None where llama.cpp's fitter picks it (or the request names it)."""
+
+    request: WorkloadRequest
+    profile: Profile
+    sources: Mapping[str, ResolvedSetting]
+    context: tuple[int, ResolvedSetting] | None
+    fit: bool  # llama.cpp's fitter picks n_ctx (llama-server without -c)
+
+
+def resolve_profile(request: WorkloadRequest, facts: LaunchFacts, subject: Subject) -> Resolution:
+    """The settings `request.profile` gives where the request names none; `custom` (and none) gives none."""
+    profile = PROFILE_NAMES.get(request.profile or Profile.CUSTOM, Profile.CUSTOM)
+    r = _Resolving(request)
+    context = None
+    if profile is Profile.OLLAMA:
+        if facts.ollama_env:
+            _ollama_environment(r, facts.ollama_env)
+        r.defaults(OLLAMA)
+        context = _ollama_context(r, facts, subject.context_limit)
+        batch = _tier(OLLAMA_BATCH_TIERS, context[0] - 1)  # "> 32768", "> 4096"
+        detail = f"-b and -ub {batch} for the context {context[0]} (Ollama server/sched.go automaticGenerationBatch)"
+        r.set("ubatchTokens", batch, SettingSource.PROFILE, detail)
+    elif profile is Profile.LM_STUDIO:
+        r.defaults(LM_STUDIO)
+        n_ctx = min(LM_STUDIO_CONTEXT, subject.context_limit or LM_STUDIO_CONTEXT)
+        context = n_ctx, ResolvedSetting("allocatedTokens", SettingSource.PROFILE, f"{LM_STUDIO_DOCS}: Context Length")
+    elif profile is Profile.LLAMA_SERVER:
+        r.defaults(LLAMA_SERVER)
+    fit = profile is Profile.LLAMA_SERVER and request.allocated_tokens is None
+    if request.allocated_tokens is not None:
+        context = None
+    return Resolution(r.request, profile, r.sources, context, fit)
+
+
+def host_weights(subject: Subject) -> int | None:
+    """The weights in host buffer types: the weights less what the CPU's extra buffer types hold (not host buffers,
+    so llama.cpp's fitter leaves them out); None where either is unknown."""
+    if subject.weights.bytes is None or subject.packed is None:
+        return None
+    return max(0, subject.weights.bytes - subject.packed[0])
+
+
+def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> tuple[int, ResolvedSetting] | None:
+    """The total context llama-server's fitter chooses on a host without GPUs (common/fit.cpp), from the bytes the
+    host buffers would hold (the compute buffer's replayed size where the graph is rebuilt, else its floor);
+    None where the trained context is unknown."""
+    train, host_total = subject.context_limit, facts.host_total
+    if train is None:
+        return None
+    n_streams = 1 if workload.kv_unified else max(1, workload.streams)
+    if facts.gpu_total:
+        detail = (
+            "llama.cpp's fitter (common/fit.cpp) starts from the trained context; with GPUs it fits per device and"
+            " offloads, which memfit does not mirror yet: the context it starts from"
+        )
+        return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
+    weights = host_weights(subject)
+    projection = host_projection(subject, workload, weights) if weights is not None else None
+    if projection is None or host_total is None:
+        why = "the host's memory is unknown" if host_total is None else "the compute buffer is not derived"
+        detail = f"llama.cpp's fitter (common/fit.cpp) starts from the trained context; {why}, so it is kept"
+        return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
+    outcome: FitOutcome = fitted_context(train, workload.streams, workload.kv_unified, projection, host_total)
+    detail = f"llama.cpp's fitter (common/fit.cpp) on {host_total / GIB:.1f} GiB of host memory: {outcome.why}"
+    if not outcome.fitted:
+        detail += "; the fit fails and llama-server loads at that context"
+    return outcome.n_ctx, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
+
+
+def resolved_workload(request: WorkloadRequest, subject: Subject, facts: LaunchFacts = NO_FACTS) -> Workload:
+    """The workload an answer is about: the request, the profile's settings where it names none (the fitter's
+    context for llama-server), memfit's defaults for the rest, and where each setting came from."""
+    resolution = resolve_profile(request, facts, subject)
+    base = resolve_workload(resolution.request, subject.context_limit)
+    if resolution.profile is Profile.CUSTOM:
+        return base
+    sources = {s.setting: s for s in base.sources} | dict(resolution.sources)
+    context = resolution.context
+    if resolution.fit:
+        context = fitter_context(subject, base, facts)
+    workload = base
+    if context is not None:
+        n_ctx, source = context
+        # memfit counts the context as tokens x streams; n_ctx // streams pads to llama.cpp's cells (256 | n_ctx)
+        workload = replace(base, allocated_tokens=max(1, n_ctx // base.streams), context_source=ContextSource.LAUNCHER)
+        sources["allocatedTokens"] = source
+    slot = workload.n_ctx if workload.kv_unified else workload.allocated_tokens
+    if subject.context_limit:  # server_context: the slot context is capped to the trained one
+        slot = min(slot, subject.context_limit)
+    ordered = tuple(sources.get(wire, ResolvedSetting(wire, SettingSource.DEFAULT)) for _, wire in SETTINGS)
+    return replace(workload, slot_tokens=slot, sources=ordered)
