@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from memfit.estimator.cpu_variant import BY_NAME
+from memfit.estimator.machine import HostMemory
 from memfit.readers.host_memory import read_host_memory
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
@@ -115,10 +116,10 @@ def test_unknown_ids_are_left_out(client: httpx.Client) -> None:
     assert [r["modelId"] for r in results] == ["qwen3-f16", "llama-gqa-f16"]
 
 
-def test_one_budget_reading_per_batch(public_models) -> None:
-    calls = []
+def test_one_budget_reading_per_batch(public_models: Path) -> None:
+    calls: list[int] = []
 
-    def counting_reader():
+    def counting_reader() -> HostMemory:
         calls.append(1)
         return read_host_memory()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memfit.cli import main
-from memfit.generated.models import WireFitVerdictBatch, WireFitWorkload
+from memfit.generated.models import GpuLayers2, GpuLayers3, WireFitVerdictBatch, WireFitWorkload
 
 
 def _workload(capsys: pytest.CaptureFixture[str], models: Path, *flags: str) -> WireFitWorkload:
@@ -130,6 +130,7 @@ def test_llama_cpp_placement_flags_are_the_requests_placement_fields(
         *("-ngl", "3", "--n-cpu-moe", "2", "-ot", "blk\\.0\\.=CPU,output=CUDA0", "-ot", "token_embd=CPU"),
         *("-ts", "3/1", "-sm", "none", "-mg", "1", "--no-kv-offload", "--cpu-moe", "--gpu", "cuda:24GiB"),
     )
+    assert isinstance(workload.gpu_layers, GpuLayers2)
     assert (workload.gpu_layers.root, workload.n_cpu_moe, workload.split_mode, workload.main_gpu) == (3, 2, "none", 1)
     assert [o.root if hasattr(o, "root") else o for o in workload.tensor_overrides] == [
         "blk\\.0\\.=CPU",
@@ -139,6 +140,7 @@ def test_llama_cpp_placement_flags_are_the_requests_placement_fields(
     ]
     assert (workload.tensor_split, workload.kv_offload) == ([3.0, 1.0], False)
     everything = _workload(capsys, public_models, "-ngl", "all", "--gpu", "cuda:24GiB")
+    assert isinstance(everything.gpu_layers, GpuLayers3)
     assert (everything.gpu_layers.value, everything.kv_offload, everything.tensor_overrides) == ("all", True, [])
 
 

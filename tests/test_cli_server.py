@@ -327,7 +327,11 @@ def test_the_record_is_private_and_removed_only_by_its_own_server(world: Path, o
     path = write_record(str(world), _record("http://127.0.0.1:9998", only_the_server_knows, pid=4242))
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     record = read_record(str(world))
-    assert record is not None and record.pid == 4242 and record.roots == (Root(str(only_the_server_knows), "plain"),)
+    assert (
+        record is not None
+        and record.pid == 4242
+        and record.roots == (Root(str(only_the_server_knows), RootKind.PLAIN),)
+    )
     remove_record(str(world), 4343)  # a server started since keeps its record
     assert os.path.exists(path)
     remove_record(str(world), 4242)

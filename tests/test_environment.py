@@ -7,20 +7,23 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
+from typing import NoReturn
 
 import psutil
 import pytest
 
 from memfit import wire
 from memfit.estimator.bounds import Part
-from memfit.estimator.device_forecast import DeviceShare, judge_devices
+from memfit.estimator.device_forecast import DeviceShare, DeviceVerdicts, judge_devices
 from memfit.estimator.machine import GpuBackend, GpuMemory
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import engines
+from memfit.readers.gpu_memory import GpuReader
 from memfit.readers.metal import MetalReader, read_wired_limit_mb
 from memfit.readers.model_roots import Root, RootKind
 from memfit.readers.nvml import NvmlReader, visible
@@ -30,11 +33,13 @@ from memfit.service_builder import build_service
 
 
 @pytest.fixture
-def stand_in_engine(tmp_path: Path):
+def stand_in_engine(tmp_path: Path) -> Iterator[psutil.Process]:
     """`sleep` copied under the name llama-server, running and settled: asleep in its one system call with the
     same resident set twice 50 ms apart (while the loader maps its libraries the resident set still grows)."""
     binary = tmp_path / "llama-server"
-    shutil.copy(shutil.which("sleep"), binary)
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    shutil.copy(sleep, binary)
     process = subprocess.Popen([str(binary), "60"])
     try:
         engine = psutil.Process(process.pid)
@@ -57,10 +62,12 @@ def test_committed_bytes_count_a_running_engine(stand_in_engine: psutil.Process)
     with_engine = scanner.committed_bytes()
     rss = stand_in_engine.memory_info().rss
     assert with_engine is not None and with_engine >= rss > 0
-    assert scanner.committed_bytes() >= rss  # the second reading reuses the classification
+    again = scanner.committed_bytes()
+    assert again is not None and again >= rss  # the second reading reuses the classification
     stand_in_engine.kill()
     stand_in_engine.wait()
-    assert scanner.committed_bytes() <= with_engine - rss + (1 << 20)
+    without = scanner.committed_bytes()
+    assert without is not None and without <= with_engine - rss + (1 << 20)
 
 
 def test_a_python_engine_is_known_by_its_command_line(tmp_path: Path) -> None:
@@ -72,11 +79,13 @@ def test_a_python_engine_is_known_by_its_command_line(tmp_path: Path) -> None:
     (package / "api_server.py").write_text("import time\ntime.sleep(60)\n")
     scanner = engines.EngineScanner()
     before = scanner.committed_bytes()
+    assert before is not None
     process = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server"], cwd=tmp_path)
     try:
         time.sleep(0.5)
         rss = psutil.Process(process.pid).memory_info().rss
-        assert scanner.committed_bytes() >= before + rss - (1 << 20)
+        after = scanner.committed_bytes()
+        assert after is not None and after >= before + rss - (1 << 20)
     finally:
         process.kill()
         process.wait()
@@ -85,7 +94,7 @@ def test_a_python_engine_is_known_by_its_command_line(tmp_path: Path) -> None:
 
 
 def test_unreadable_process_table_is_null(monkeypatch: pytest.MonkeyPatch) -> None:
-    def denied(*args, **kwargs):
+    def denied(*args: object, **kwargs: object) -> NoReturn:
         raise psutil.AccessDenied()
 
     monkeypatch.setattr(engines.psutil, "pids", denied)
@@ -96,7 +105,7 @@ def test_committed_bytes_reach_the_budget(public_models: Path, stand_in_engine: 
     service = build_service([Root(str(public_models), RootKind.PLAIN)])
     service.index.refresh()
     budget = wire.fit_batch(service, [WireFitVerdictRequest(model_id="qwen3-f16")]).results[0].budget
-    assert budget.committed_bytes >= stand_in_engine.memory_info().rss
+    assert budget.committed_bytes is not None and budget.committed_bytes >= stand_in_engine.memory_info().rss
 
 
 # --- GPUs: a stand-in NVML module behind the same reader ------------------------------------------
@@ -110,8 +119,8 @@ def fake_nvml(devices: list[tuple[str, int, int]], fail: str | None = None) -> M
     """An NVML with `devices` (uuid, free, total); `fail` names the call that raises NVMLError: pynvml's calls on a
     namespace, in pynvml's module's place."""
 
-    def call(name, result):
-        def f(*args):
+    def call(name: str, result: Callable[..., object]) -> Callable[..., object]:
+        def f(*args: object) -> object:
             if fail == name:
                 raise FakeNvmlError(name)
             return result(*args)
@@ -145,7 +154,7 @@ def test_reader_lists_visible_gpus() -> None:
     [("1", [1]), ("0,1", [0, 1]), ("GPU-bbbb", [1]), ("bbbb-2222", [1]), ("", []), ("1,,0", [1]), ("7", [])],
 )
 def test_cuda_visible_devices(selector: str, indices: list[int]) -> None:
-    gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={"CUDA_VISIBLE_DEVICES": selector}).read()
+    gpus = _gpus(NvmlReader(fake_nvml(TWO_GPUS), environ={"CUDA_VISIBLE_DEVICES": selector}))
     assert [g.index for g in gpus] == indices
     assert visible(0, "GPU-aaaa-1111", None)
 
@@ -171,7 +180,16 @@ def _share(name: str, gpu: GpuMemory | None, weights: int, workspace: int | None
     return DeviceShare(name, gpu, parts, holds, "")
 
 
-def _judged(host: tuple[int, int | None], gpus: list[GpuMemory], on_gpus: list[tuple[int, int | None]]):
+def _gpus(reader: GpuReader) -> list[GpuMemory]:
+    """The reader's GPUs, where a test's stand-in library answers."""
+    gpus = reader.read()
+    assert gpus is not None
+    return gpus
+
+
+def _judged(
+    host: tuple[int, int | None], gpus: list[GpuMemory], on_gpus: list[tuple[int, int | None]]
+) -> DeviceVerdicts:
     on = [_share(f"CUDA{i}", g, *s) for i, (g, s) in enumerate(zip(gpus, on_gpus, strict=True))]
     shares = [_share("host", None, *host), *on]
     return judge_devices(shares, 16 * GIB, Fraction(1, 10), True)
@@ -186,7 +204,7 @@ def _judged(host: tuple[int, int | None], gpus: list[GpuMemory], on_gpus: list[t
     ],
 )
 def test_admission_is_every_gpus_floor_in_its_free_memory(on_gpus: list, admits: bool) -> None:
-    gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={}).read()
+    gpus = _gpus(NvmlReader(fake_nvml(TWO_GPUS), environ={}))
     assert _judged((GIB, GIB), gpus, on_gpus).gpu_admits is admits
 
 
@@ -210,13 +228,13 @@ def test_no_gpu_reading_and_no_visible_gpu() -> None:
 def test_each_pool_is_judged_against_its_own_budget(
     host: tuple, on_gpus: list, verdicts: list[str], verdict: str, decided_by: str
 ) -> None:
-    judged = _judged(host, NvmlReader(fake_nvml(TWO_GPUS), environ={}).read(), on_gpus)
+    judged = _judged(host, _gpus(NvmlReader(fake_nvml(TWO_GPUS), environ={})), on_gpus)
     assert [str(v) for v in judged.verdicts] == verdicts
     assert (judged.verdict, judged.decided_by) == (verdict, decided_by)
 
 
 def test_a_gpu_holding_nothing_decides_nothing() -> None:
-    gpus = NvmlReader(fake_nvml(TWO_GPUS), environ={}).read()
+    gpus = _gpus(NvmlReader(fake_nvml(TWO_GPUS), environ={}))
     shares = [_share("host", None, GIB, GIB), _share("CUDA0", gpus[0], 0, None, holds=False)]
     judged = judge_devices(shares, 16 * GIB, Fraction(1, 10), True)
     assert [str(v) for v in judged.verdicts] == ["good", "unknown"]
@@ -252,7 +270,7 @@ def fake_metal(device: tuple[str, int, int, bool] | None, fail: str | None = Non
     """PyObjC's `Metal` as memfit uses it: MTLCreateSystemDefaultDevice() returns an MTLDevice whose properties
     are methods (name, recommendedMaxWorkingSetSize, currentAllocatedSize, hasUnifiedMemory), or None."""
 
-    def call(name: str, value: object):
+    def call(name: str, value: object) -> Callable[..., object]:
         def f(*args: object) -> object:
             if name == fail:
                 raise FakeObjcError(name)
@@ -299,10 +317,10 @@ def test_a_raised_wired_limit_is_the_working_set_and_is_reread() -> None:
     assert [(g.free, g.total) for g in reader.read() or []] == [(56 * GIB, 56 * GIB)]
     limit["mb"] = 0  # back to the default, which takes effect at the next reading of the sysctl
     now["t"] = 5.0
-    assert reader.read()[0].total == 56 * GIB and len(calls) == 1  # read at most every 10 s
+    assert _gpus(reader)[0].total == 56 * GIB and len(calls) == 1  # read at most every 10 s
     now["t"] = 10.0
-    assert reader.read()[0].total == 48 * GIB and len(calls) == 2
-    assert MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: None).read()[0].total == 48 * GIB  # no sysctl
+    assert _gpus(reader)[0].total == 48 * GIB and len(calls) == 2
+    assert _gpus(MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: None))[0].total == 48 * GIB  # no sysctl
 
 
 def test_metal_without_a_device_admits_nothing() -> None:
@@ -346,7 +364,7 @@ def test_metal_is_not_imported_off_a_mac(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_on_unified_memory_the_gpu_is_the_host_pool_within_the_working_set(
     host: tuple, on_gpu: tuple, verdicts: list[str], verdict: str
 ) -> None:
-    gpus = MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: 0).read()
+    gpus = _gpus(MetalReader(fake_metal(M3_MAX), wired_limit_mb=lambda: 0))
     shares = [_share("host", None, *host), _share("MTL0", gpus[0], *on_gpu)]
     judged = judge_devices(shares, 60 * GIB, Fraction(1, 10), True)
     assert [str(v) for v in judged.verdicts] == verdicts and judged.verdict == verdict

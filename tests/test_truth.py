@@ -85,6 +85,7 @@ def test_models_llama_cpp_cannot_load_have_no_layout(run: dict, model_files: dic
 def test_cache_types_llama_cpp_refuses_are_flagged(run: dict, model_files: dict[str, Path]) -> None:
     facts = CACHE.facts((str(model_files[run["model"]]),))
     s = settings(run)
+    assert facts.layout is not None
     assert cache_type_problem(facts.layout, GGML_CACHE_TYPES[s["type_k"]], GGML_CACHE_TYPES[s["type_v"]])
 
 
@@ -249,6 +250,12 @@ def shape_facts(model_files: dict[str, Path]) -> dict[str, ArtifactFacts]:
     return {r["model"]: CACHE.facts((str(model_files[r["model"]]),)) for r in SHAPE_RUNS}
 
 
+def _shape_bounds(run: dict, facts: ArtifactFacts, weights: tuple[int, int] | None) -> BoundsRow:
+    """check_bounds for a shape whose header gave its layout and vocabulary."""
+    assert facts.layout is not None and facts.n_vocab is not None
+    return check_bounds(run, facts.layout, facts.architecture, facts.n_vocab, weights)
+
+
 @pytest.mark.parametrize("run", SHAPE_RUNS, ids=run_id)
 def test_shape_dry_runs_within_the_bounds(run: dict, shape_facts: dict[str, ArtifactFacts]) -> None:
     """llama.cpp's dry runs of full-size shapes chosen to stress the workspace rule, on its AMX CPU variant:
@@ -258,11 +265,12 @@ def test_shape_dry_runs_within_the_bounds(run: dict, shape_facts: dict[str, Arti
     facts = shape_facts[run["model"]]
     s = settings(run)
     if unmodelled(run):
+        assert facts.layout is not None
         assert cache_type_problem(facts.layout, GGML_CACHE_TYPES[s["type_k"]], GGML_CACHE_TYPES[s["type_v"]])
         return
     floor, slack, _ = weights_on(facts, (measured_variant(run),))
     assert measured_variant(run).name == "sapphirerapids" and (floor, slack) == (run["weights_bytes"], 0)
-    _check(check_bounds(run, facts.layout, facts.architecture, facts.n_vocab, (floor, floor + slack)))
+    _check(_shape_bounds(run, facts, (floor, floor + slack)))
 
 
 AMX_RUNS = [r for name in ("results_amx_probe.jsonl", "results_amx_scale_dryrun.jsonl") for r in load(DATA / name)]
@@ -288,7 +296,7 @@ def test_the_amx_rows_need_their_variant(model_files: dict[str, Path]) -> None:
 def test_shape_dry_runs_are_mostly_derived(shape_facts: dict[str, ArtifactFacts]) -> None:
     modelled = [r for r in SHAPE_RUNS if unmodelled(r) is None]
     facts = [shape_facts[r["model"]] for r in modelled]
-    rows = [check_bounds(r, f.layout, f.architecture, f.n_vocab, None) for r, f in zip(modelled, facts, strict=True)]
+    rows = [_shape_bounds(r, f, None) for r, f in zip(modelled, facts, strict=True)]
     assert len(SHAPE_RUNS) == 168 and len(rows) == 165
     assert sum(r.status == "inside" for r in rows) >= 126
 

@@ -146,7 +146,7 @@ def dumped_graphs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, 
     cache, out = ArtifactCache(), []
     for r in rows:
         facts = cache.facts((str(files[r["model"]]),))
-        assert facts.layout is not None and facts.layout.graph is not None
+        assert facts.layout is not None and facts.layout.graph is not None and facts.n_vocab is not None
         geometry = accuracy.run_geometry(r, facts.architecture, facts.layout.causal)
         out.append((r, build_graph(facts.layout.graph, geometry, facts.n_vocab)))
     return out

@@ -457,6 +457,7 @@ def print_summary(rows: list[Row]) -> None:
         ] or counted
         big = max(plain, key=lambda r: r.record["settings"]["n_ctx"])
         ok = sum(r.status == "ok" for r in counted)
+        assert big.weights is not None and big.kv is not None and big.recurrent is not None  # set on ok and MISMATCH
         weights = f"{_mib(big.weights[0])}..{_mib(big.weights[1])} / {_mib(big.record.get('weights_bytes'))}"
         if big.measured_kv is None:  # a dry run measures only the total of both
             memory = f"{_mib(big.kv + big.recurrent)} / {_mib(big.record['memory_bytes'])} (both, dry run) | |"
