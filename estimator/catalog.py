@@ -135,6 +135,15 @@ class Catalog:
             self._subjects[key] = catalog_subject(*found, self.spreads, variants)
         return self._subjects[key]
 
+    def weights(self, model_id: str, variants: tuple[CpuVariant, ...] = VARIANTS) -> Part | None:
+        """The weights part of the subject for a catalog id, without building (or keeping) the rest of it: its
+        layout and the tensors placement needs (a listing weighs every entry)."""
+        found = self.find(model_id)
+        if found is None:
+            return None
+        kept = self._subjects.get((found[0].model_id, found[1], variants))
+        return kept.weights if kept is not None else catalog_weights(*found, self.spreads, variants)[0]
+
     def ids(self) -> Iterator[tuple[CatalogEntry, str]]:
         for entry in sorted(self.entries, key=lambda e: e.model_id):
             for quant in entry.quants:
@@ -271,18 +280,16 @@ def _summary_row(t: Tensor, qt: gguf.GGMLQuantizationType) -> tuple[str, int, in
     return t.name, tensor_bytes(t.ne, qt), int(qt), ne[0], ne[1], math.prod(t.ne[2:])
 
 
-def catalog_subject(
+def catalog_weights(
     entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread], variants: tuple[CpuVariant, ...]
-) -> Subject:
-    """A subject for a model that is not on disk: its recipe's weights (else proxy weights), the published
-    layout."""
-    limits = [Limit.ARTIFACT_NOT_ON_DISK]
-    tensors = entry_tensors(entry)
-    packed, duplicate = None, 0
+) -> tuple[Part, tuple[int, int] | None, int, bool]:
+    """A catalog model's weights: its recipe's (else proxy weights); with the range the CPU's extra buffer types
+    pack, the bytes of a second copy, and whether the layout's count failed (no parameter proxy)."""
+    packed, duplicate, unpublished = None, 0, False
     try:
         if not variants:
             weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
-        elif tensors is not None and quant in DEFAULT_TYPE:
+        elif (tensors := entry_tensors(entry)) is not None and quant in DEFAULT_TYPE:
             weights, packed, duplicate = recipe_weights(entry, quant, tensors, variants)
         else:
             weights = proxy_weights(
@@ -292,14 +299,26 @@ def catalog_subject(
                 variants,
             )
     except (EvidenceError, KeyError) as exc:
-        weights = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}")
-        limits.append(Limit.LAYOUT_UNPUBLISHED)
+        weights, unpublished = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}"), True
     if quant not in entry.quants:
         weights = replace(
             weights, note=f"{weights.note}; the repository does not list {quant}: a file it may not publish"
         )
     if entry.quants_note:
         weights = replace(weights, note=f"{weights.note}; {entry.quants_note}")
+    return weights, packed, duplicate, unpublished
+
+
+def catalog_subject(
+    entry: CatalogEntry, quant: str, spreads: Mapping[str, QuantSpread], variants: tuple[CpuVariant, ...]
+) -> Subject:
+    """A subject for a model that is not on disk: its recipe's weights (else proxy weights), the published
+    layout."""
+    limits = [Limit.ARTIFACT_NOT_ON_DISK]
+    tensors = entry_tensors(entry)
+    weights, packed, duplicate, unpublished = catalog_weights(entry, quant, spreads, variants)
+    if unpublished:
+        limits.append(Limit.LAYOUT_UNPUBLISHED)
     try:
         layout, problem = derive_layout(entry.metadata, entry.architecture, n_vocab=entry.n_vocab), None
     except EvidenceError as exc:

@@ -44,15 +44,17 @@ class Listing:
         self.models(read_for=None)
 
     def weigh_catalog(self) -> None:
-        """The weights' floor of every catalog id on this host's CPU variants, computed once (about 10 ms an id:
-        the index's thread does it, so a request never waits for it; an in-process listing calls it first)."""
+        """The weights' floor of every catalog id on this host's CPU variants, computed once (a few ms an id: the
+        index's thread does it, so a request never waits for it; an in-process listing calls it first). Only the
+        numbers are kept, not the subjects (their layouts and tensor lists: about 60 MiB for the catalog)."""
         if self._catalog_weights is not None:
             return
         s, weights = self.subjects, {}
         for entry, quant in s.catalog.ids():
-            subject = s.catalog.subject(f"{entry.model_id}:{quant}", s.auto.variants)
-            if subject is not None and subject.weights.bytes is not None:
-                weights[subject.model_id] = subject.weights.bytes
+            model_id = f"{entry.model_id}:{quant}"
+            part = s.catalog.weights(model_id, s.auto.variants)
+            if part is not None and part.bytes is not None:
+                weights[model_id] = part.bytes
         self._catalog_weights = weights
 
     def _reserve(self, artifacts: Sequence[LocalArtifact]) -> None:
