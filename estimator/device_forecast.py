@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from memfit.estimator import scheduler
 from memfit.estimator.bounds import Bounds, Part, bounds
@@ -182,7 +183,7 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
     reserve, pins kept, and the dry run llama-server's --fit sizes placements by, pins lost)."""
     try:
         found = [
-            scheduler.compute_buffers(placed.model, placed.memory, placed.devices, placed.request, result, mode)
+            _pool_buffers(placed.model, placed.memory, placed.devices, placed.request, result, mode)
             for result in placed.results
             for mode in scheduler.Mode
         ]
@@ -190,16 +191,14 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
         why = f"the compute buffer of each backend is not derived here: {exc}"
         return {pool: Part.unknown(Component.WORKSPACE, why) for pool in pools}
     output = placed.results[0].output_buffer_bytes
-    floors = [_by_answer_pool(b.by_pool(), placed.devices) for b in found]
-    ceilings = [_by_answer_pool(b.by_pool(ceiling=True), placed.devices) for b in found]
-    splits = found[0].pp.splits
+    splits = found[0].splits
     shares = {}
     for pool in pools:
         extra = output if pool == HOST_POOL else 0
-        low = min(f.get(pool, 0) for f in floors) + extra
-        high = max(c.get(pool, 0) for c in ceilings) + extra
+        low = min(dict(b.floors).get(pool, 0) for b in found) + extra
+        high = max(dict(b.ceilings).get(pool, 0) for b in found) + extra
         note = (
-            f"this backend's compute buffer for llama.cpp's scheduler split graph ({len(splits)} splits), as"
+            f"this backend's compute buffer for llama.cpp's scheduler split graph ({splits} splits), as"
             " llama_context::sched_reserve reserves it (ggml-backend.cpp ggml_backend_sched_split_graph, ggml-alloc.c)"
         )
         if pool == HOST_POOL:
@@ -213,6 +212,29 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
             )
         shares[pool] = Part(Component.WORKSPACE, low, Basis.DERIVED_LAYOUT, note, high - low)
     return shares
+
+
+@dataclass(frozen=True)
+class PoolBuffers:
+    floors: tuple[tuple[str, int], ...]  # (answer pool, bytes) without flash attention's F16 copies
+    ceilings: tuple[tuple[str, int], ...]  # with them
+    splits: int  # the prompt-processing graph's splits
+
+
+@lru_cache(maxsize=256)
+def _pool_buffers(
+    model: ModelTensors,
+    memory: Memory,
+    devices: tuple[Device, ...],
+    request: Placement,
+    result: PlacementResult,
+    mode: scheduler.Mode,
+) -> PoolBuffers:
+    """scheduler.compute_buffers by the answer's pools, kept for the next ask of the same placement (the split
+    graph's schedule and allocation is most of a placed fit's work: a warm fit took 80-130 ms without it)."""
+    b = scheduler.compute_buffers(model, memory, devices, request, result, mode)
+    floors, ceilings = (_by_answer_pool(b.by_pool(ceiling=c), devices) for c in (False, True))
+    return PoolBuffers(tuple(floors.items()), tuple(ceilings.items()), len(b.pp.splits))
 
 
 def _by_answer_pool(by_pool: dict[str, int], devices: Sequence[Device]) -> dict[str, int]:
