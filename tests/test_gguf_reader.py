@@ -70,7 +70,23 @@ def test_long_arrays_are_counted_not_built(tmp_path: Path) -> None:
     header = read_header(path)
     tokens = header.metadata["tokenizer.ggml.tokens"]
     assert tokens == SkippedArray(gguf.GGUFValueType.STRING, 8192)
-    assert isinstance(header.metadata["tokenizer.ggml.merges"], tuple)  # 675 merges: short enough to keep
+    # 676 merges: counted too (decoding them one by one was most of a small header's read)
+    assert header.metadata["tokenizer.ggml.merges"] == SkippedArray(gguf.GGUFValueType.STRING, 676)
+
+
+def test_short_string_arrays_are_kept() -> None:
+    def strings(key: bytes, items: list[bytes]) -> bytes:
+        return (
+            _s(key)
+            + struct.pack("<IIQ", gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING, len(items))
+            + b"".join(_s(i) for i in items)
+        )
+
+    tags = [b"text-generation", b"llama"]
+    names = [b"t%d" % i for i in range(65)]
+    header = parse_header(_header([strings(b"general.tags", tags), strings(b"x.names", names)]) + b"\0" * 64)
+    assert header.metadata["general.tags"] == ("text-generation", "llama")
+    assert header.metadata["x.names"] == SkippedArray(gguf.GGUFValueType.STRING, 65)  # over 64: counted
 
 
 # --- hostile headers ----------------------------------------------------------------------------

@@ -23,6 +23,10 @@ SUPPORTED_VERSIONS = (2, 3)
 MAX_NAME = 64  # GGML_MAX_NAME: gguf_init refuses a tensor name of this many bytes or more
 # Numeric arrays up to this length are kept (per-layer hyperparameters); longer ones only counted.
 KEPT_ARRAY_LENGTH = 4096
+# String arrays up to this length are kept (tags, languages); longer ones (a tokenizer's tokens and merges, of any
+# vocabulary's size) only counted: nothing reads their text, and decoding a small test vocabulary's merges one by
+# one was most of its header's read.
+KEPT_STRINGS = 64
 # Far beyond any real model (tokenizers hold < 300k strings, models < 100k tensors and < 1k keys), and low
 # enough that walking a hostile header stays quick whatever the file's size.
 MAX_STRINGS_IN_ARRAY = 1 << 22
@@ -351,7 +355,7 @@ class _Cursor:
             if count > MAX_STRINGS_IN_ARRAY:
                 raise GGUFError(f"a string array of {count} entries is not a model's")
             self.need(count * 8)  # every string has at least its length
-            if count > KEPT_ARRAY_LENGTH:
+            if count > KEPT_STRINGS:
                 self.skip_strings(count)
                 return SkippedArray(item_type, count)
             return tuple(self.string() for _ in range(count))
