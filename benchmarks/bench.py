@@ -3,6 +3,7 @@
 Prints a table of
 - cold header read + estimate of real-size GGUFs (sparse files with real tensor counts and 32k-262k
   vocabularies; no memfit cache, the OS page cache warm) beside gguf.GGUFReader on the same file;
+- the header read alone beside a C walk of the same header, compiled in the run (benchmarks/c_walk.py);
 - the warm estimate per model (same file identity: a cache hit);
 - a warm plan (POST /v1/models/fit/plan's work) of one catalog repository with four quants beside a single warm
   fit of one of them, as a ratio (how many fits' worth of time the plan's searches take);
@@ -36,6 +37,7 @@ import httpx
 import psutil
 from gguf import GGMLQuantizationType as QT
 
+from benchmarks.c_walk import reader_table
 from benchmarks.serve import TOKEN
 from memfit.estimator import compute_buffer, replay_table
 from memfit.estimator.context import ContextGeometry
@@ -46,7 +48,16 @@ from memfit.estimator.replay_table import Build
 from memfit.estimator.workload import WorkloadRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
-from tools.gguf_writers import Model, attention, embeddings, feed_forward, gemma3_4b, transformer_kv, write_model
+from tools.gguf_writers import (
+    Model,
+    attention,
+    embeddings,
+    feed_forward,
+    gemma3_4b,
+    qwen3,
+    transformer_kv,
+    write_model,
+)
 
 TARGETS = {
     "cold_ms": 50.0,
@@ -406,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
             write_model(build(), models[label])
 
         failed += _cold_table(models)
+        small = models_dir / "small.gguf"  # the scale benchmark's model: an 8k vocabulary, 46 tensors
+        write_model(qwen3(), small)
+        failed += reader_table({"small header (Qwen3 shape, 8k vocab)": small, **models}, Path(tmp))
+        small.unlink()
 
         plan_ms, fit_ms, quants = plan_and_fit_ms()
         print(f"\n## A warm plan beside a warm fit ({PLAN_REPO}, {quants} quants, budget {PLAN_BUDGET >> 30} GiB)\n")
