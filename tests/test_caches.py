@@ -286,6 +286,29 @@ def test_the_header_store_is_bounded_in_bytes_least_recently_used_first(tmp_path
     assert store.get("huge") is None
 
 
+def test_reads_mark_their_summaries_used_in_batches_another_process_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read's mark (the eviction order) is written with others, in one transaction, once TOUCH_BATCH are pending:
+    another process's store then evicts by it."""
+    from memfit.readers import header_store
+
+    monkeypatch.setattr(header_store, "TOUCH_BATCH", 2)
+    monkeypatch.setattr(header_store, "TOUCH_SECONDS", 3600.0)
+    path = str(tmp_path / "state" / "headers.sqlite3")
+    reader = HeaderStore(path, max_bytes=10_000)
+    for i in range(10):
+        reader.put(f"id{i}", "x" * 900)
+    assert reader.get("id0") is not None  # one mark pending: not written yet
+    other = HeaderStore(path, max_bytes=10_000)
+    assert [i for i, _ in other.with_prefix("id", 1)] == ["id9"]
+    assert reader.get("id1") is not None  # two pending: both written
+    assert [i for i, _ in other.with_prefix("id", 2)] == ["id1", "id0"]
+    other.put("id10", "y" * 2000)  # past the budget: the least recently used go, id0 and id1 kept
+    assert reader.get("id0") is not None and reader.get("id1") is not None
+    assert reader.get("id2") is None
+
+
 def test_stores_of_several_processes_on_one_file_keep_its_budget_together(tmp_path: Path) -> None:
     """`memfit serve --workers N`: each worker's store counts its own writes and reads the others' from the file
     often enough that together they overshoot the budget by a sixteenth each at most (they stood at N times it)."""

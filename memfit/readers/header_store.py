@@ -13,6 +13,7 @@ import logging
 import os
 import sqlite3
 import stat
+import threading
 import time
 
 from memfit.estimator.gguf_file import SkippedArray, SkippedString
@@ -32,6 +33,11 @@ EVICT_TO = 0.9
 # part of the budget, so that together they overshoot the budget by at most this part each.
 RECOUNT_EVERY = 1 / 16
 BUSY_TIMEOUT_S = 1.0  # another process's lock makes a miss, not a wait
+# A read marks its summary used (the eviction order) in memory; the marks are written together, in one transaction,
+# once this many are pending or this long after the last write, and before anything that reads the order. One
+# UPDATE per read, each its own commit, was half of a restart's reading of its summaries from the store.
+TOUCH_BATCH = 512
+TOUCH_SECONDS = 1.0
 
 log = logging.getLogger("memfit.state")
 
@@ -75,6 +81,9 @@ class HeaderStore:
         self.max_bytes = max_bytes
         self._total: int | None = None  # the stored bytes: exact when read, then this process's writes added
         self._unread = 0  # bytes this process wrote since it last read the exact total
+        self._touched: dict[str, int] = {}  # identity -> when it was last read, not written yet
+        self._touch_lock = threading.Lock()
+        self._touches_written = time.monotonic()
         self.health = health if health is not None else StateHealth()
         self._pool = ConnectionPool(self._connect)
         try:
@@ -147,12 +156,38 @@ class HeaderStore:
             with self._pool.use() as db:
                 row = db.execute("SELECT summary FROM headers WHERE identity = ?", (identity,)).fetchone()
                 if row:
-                    _touch(db, identity)
+                    self._touch(db, identity)
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return None
         self.health.ok(HEADERS)
         return row[0] if row else None
+
+    def _touch(self, db: sqlite3.Connection, identity: str) -> None:
+        """Mark a summary used now, for the eviction order: kept in memory, written with the others pending when
+        they are many or the last write is old."""
+        with self._touch_lock:
+            self._touched[identity] = time.time_ns()
+            due = len(self._touched) >= TOUCH_BATCH or time.monotonic() - self._touches_written >= TOUCH_SECONDS
+        if due:
+            self._write_touches(db)
+
+    def _write_touches(self, db: sqlite3.Connection) -> None:
+        """Write the pending marks in one transaction. Only a hint: when other writers hold the database past the
+        busy timeout (many threads reading at once), they are dropped, and nothing is faulted."""
+        with self._touch_lock:
+            touched, self._touched, self._touches_written = self._touched, {}, time.monotonic()
+        if not touched:
+            return
+        with contextlib.suppress(sqlite3.OperationalError):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("UPDATE headers SET used = ? WHERE identity = ?", [(t, i) for i, t in touched.items()])
+                db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
 
     def delete(self, identity: str) -> None:
         if self.health.resting(HEADERS):
@@ -180,6 +215,7 @@ class HeaderStore:
                 self._total += len(summary)
                 self._unread += len(summary)
                 if self._total > self.max_bytes:
+                    self._write_touches(db)
                     self._evict(db)
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
@@ -203,6 +239,7 @@ class HeaderStore:
             return []
         try:
             with self._pool.use() as db:
+                self._write_touches(db)
                 rows = db.execute(
                     "SELECT identity, summary FROM headers WHERE identity >= ? AND identity < ?"
                     " ORDER BY used DESC LIMIT ?",
@@ -237,10 +274,3 @@ def _not_a_file(path: str) -> bool:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
-
-
-def _touch(db: sqlite3.Connection, identity: str) -> None:
-    """Mark a summary used now, for the eviction order. Only a hint: when other writers hold the database past the
-    busy timeout (many threads reading at once), the read it follows still hits, and nothing is faulted."""
-    with contextlib.suppress(sqlite3.OperationalError):
-        db.execute("UPDATE headers SET used = ? WHERE identity = ?", (time.time_ns(), identity))
