@@ -20,7 +20,7 @@ from benchmarks.scale import _populate, _ready
 from memfit.readers.gguf_header import read_header
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
-from tools.gguf_writers import qwen3, write_model
+from tools.gguf_writers import qwen3, with_vocab, write_model
 
 CHURN_PERIOD_S = 0.01
 # the churning process: create the file, wait, delete it, wait, until the time is up
@@ -51,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memfit-churn-") as tmp:
         work = Path(tmp)
         template, root = work / "template.gguf", work / "models"
-        small = qwen3()
-        small.vocab = 256  # a few KiB of header: the index's cost, not the tokenizer's
+        small = with_vocab(qwen3(), 512)  # a few KiB of header: the index's cost, not the tokenizer's
         write_model(small, template)
         head = template.read_bytes()[: read_header(str(template)).data_offset]
         root.mkdir()

@@ -10,7 +10,9 @@ region a hole) under one plain root, over a fresh state directory:
 - idle CPU: the process's CPU time over 10 s with nothing changing, once the index watches (its thread waiting
   on notifications), and the passes over the directories it made meanwhile (0: idle costs no work);
 - add-to-visible: a new file written until the index serves it;
-- restart: a new service over the same state directory (headers from the store) until its listing is ready.
+- restart: a new service over the same state directory until its listing names every model, none as being read
+  (the listing's entries from the store), and until every model's facts are in memory again (summaries from the
+  store, their facts derived).
 And a 262k-vocabulary header's cold read + estimate beside reading its header bytes and walking them once
 (numpy over the bytes): the physical limit of any reader of those bytes (each measured in a run of its own).
 """
@@ -33,7 +35,7 @@ from memfit.readers.model_roots import Root, RootKind
 from memfit.service.artifact_cache import ArtifactCache
 from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
-from tools.gguf_writers import gemma3_4b, qwen3, write_model
+from tools.gguf_writers import gemma3_4b, qwen3, with_vocab, write_model
 
 SIZES = (100, 1_000, 10_000)
 TARGETS = {
@@ -43,6 +45,7 @@ TARGETS = {
     "visible_s": 1.0,
     "cold_ratio": 5.0,
     "first_request_s": 1.5,  # issue 28: the listing answers at once, never after every header
+    "restart_s": 1.0,  # issue 28: a restart lists every model from its store within a second at 10,000
 }
 
 
@@ -118,8 +121,11 @@ def scale_row(n: int, work: Path, template: Path, idle_s: float) -> dict[str, fl
     start = time.perf_counter()
     again = build_service(roots, state_dir=str(state))
     again.index.start()
-    _ready(again, n + 1)
+    while b'"reading":true' in wire.model_list_json(again):
+        time.sleep(0.005)
     row["restart_s"] = time.perf_counter() - start
+    _ready(again, n + 1)
+    row["restart_read_s"] = time.perf_counter() - start
     again.index.stop()
     return row
 
@@ -169,6 +175,8 @@ def _missed(rows: list[dict[str, float]], cold: dict[str, float], growth: float 
         missed.append("first request")
     if max(r["visible_s"] for r in rows) > TARGETS["visible_s"]:
         missed.append("add-to-visible")
+    if max(r["restart_s"] for r in rows) > TARGETS["restart_s"]:
+        missed.append("restart")
     if max(r["idle_cpu_core"] for r in rows) > TARGETS["idle_cpu_core"]:
         missed.append("idle CPU")
     if cold["ratio"] > TARGETS["cold_ratio"]:
@@ -187,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memfit-scale-") as tmp:
         work = Path(tmp)
         template = work / "template.gguf"
-        small = qwen3()
-        small.vocab = 256  # a few KiB of header: the listing's cost, not the tokenizer's
+        small = with_vocab(qwen3(), 512)  # a few KiB of header: the listing's cost, not the tokenizer's
         write_model(small, template)
         rows = [scale_row(n, work, template, idle_s) for n in sizes]
         cold = cold_vs_limit(work)
@@ -197,16 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "| models | first request (s) | listed as being read | first list (s) | first per model (ms) | warm list (ms)"
         f" | warm per model (us) | idle CPU over {idle_s:.0f} s (s) | idle CPU (% of a core) | idle directory passes"
-        " | add-to-visible (s) | restart (s) |"
+        " | add-to-visible (s) | restart: listed (s) | restart: all read (s) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['n']:,} | {r['first_request_s']:.2f} | {r['first_request_reading']:,} | {r['first_s']:.2f} |"
             f" {r['first_ms_per_model']:.2f} | {r['warm_ms']:.3f} |"
             f" {r['warm_us_per_model']:.4f} |"
             f" {r['idle_cpu_s']:.3f} | {r['idle_cpu_core'] * 100:.3f} | {r['idle_walks']:.0f} |"
-            f" {r['visible_s']:.3f} | {r['restart_s']:.2f} |"
+            f" {r['visible_s']:.3f} | {r['restart_s']:.2f} | {r['restart_read_s']:.2f} |"
         )
     print("\n#### Cold header read + estimate beside the physical limit (262k vocabulary)\n")
     print("| header | memfit cold (ms) | read header bytes + one numpy pass (ms) | ratio |")

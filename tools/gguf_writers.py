@@ -368,6 +368,17 @@ def embeddings(m: Model, embd: int, vocab: int, qtype: QT, tied: bool) -> None:
         m.tensor("output.weight", [embd, vocab], qtype)
 
 
+def with_vocab(m: Model, vocab: int) -> Model:
+    """`m` with a vocabulary of `vocab` tokens: its tokenizer and its embedding and output matrices (llama.cpp
+    refuses a token_embd whose rows the vocabulary contradicts)."""
+    m.vocab = vocab
+    m.tensors = [
+        (name, (ne[0], vocab), qtype) if name in ("token_embd.weight", "output.weight") else (name, ne, qtype)
+        for name, ne, qtype in m.tensors
+    ]
+    return m
+
+
 def layer_norm(m: Model, prefix: str, n: int) -> None:
     """A LayerNorm: `<prefix>.weight` and `<prefix>.bias`."""
     m.tensor(f"{prefix}.weight", [n], QT.F32)
