@@ -3,18 +3,24 @@ entries not on disk; a maintained view, derived again only when what it shows mo
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import threading
 import time
 from collections.abc import Sequence
+from importlib import resources
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.fit_types import ModelEntry
 from memfit.estimator.model_ids import hub_id
+from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ModelSource
 from memfit.readers.model_roots import LocalArtifact
 from memfit.service.subjects import Subjects, local_subject
 
 READ_SECONDS = 1.0  # how long a request's listing reads headers the index's thread has not read yet
+DERIVED_BY = ("memfit.estimator", "memfit.readers", "memfit.service")  # the code a stored entry was derived by
 
 
 class Listing:
@@ -98,34 +104,19 @@ class Listing:
         s = self.subjects
         artifacts = s.index.artifacts()
         self._reserve(artifacts)
-        entries = []
         known, self._local_entries = self._local_entries, {}
+        keys = {a: None if (seen := s.index.file_identities(a)) is None else (a, seen) for a in artifacts}
+        unheld = {a for a, key in keys.items() if key not in known and not self._held(a)}
+        stored = self._stored([key for a, key in keys.items() if a in unheld and key is not None])
+        derived: dict[str, str] = {}
+        entries = []
         for artifact in artifacts:
-            seen = s.index.file_identities(artifact)
-            key = None if seen is None else (artifact, seen)
-            local = known.get(key) if key is not None else None
-            if local is None and deadline is not None and time.monotonic() >= deadline and not self._held(artifact):
-                entries.append(_being_read(artifact))
-                continue
-            if local is None:
-                subject = local_subject(artifact, s.cache, s.auto.variants)
-                if not subject.is_model:
-                    continue
-                local = ModelEntry(
-                    model_id=artifact.model_id,
-                    source=ModelSource.LOCAL,
-                    root=artifact.root,
-                    architecture=subject.architecture,
-                    quant=subject.quant,
-                    revision=artifact.revision,
-                    artifact_bytes=subject.artifact_bytes,
-                    context_limit=subject.context_limit,
-                    has_projector=artifact.projector is not None,
-                    unreadable=subject.unreadable or None,
-                )
-            if key is not None and local.unreadable is None:
-                self._local_entries[key] = local
-            entries.append(local)
+            key = keys[artifact]
+            local = self._local(artifact, key, known.get(key), artifact not in unheld, deadline, stored, derived)
+            if local is not None:
+                entries.append(local)
+        if s.cache.store is not None:
+            s.cache.store.put_listed(derived, _derivation())
         listed = {e.model_id.lower() for e in entries}
         for remote in self._hub_entries():
             if remote.model_id.lower() not in listed:
@@ -150,6 +141,56 @@ class Listing:
                     )
                 )
         return tuple(entries)
+
+    def _stored(self, keys: list[tuple]) -> dict[str, str]:
+        """The stored entries of these (artifact, file identities) keys, by their store keys."""
+        store = self.subjects.cache.store
+        return store.listed([_store_key(key) for key in keys]) if store is not None else {}
+
+    def _local(
+        self,
+        artifact: LocalArtifact,
+        key: tuple | None,
+        known: ModelEntry | None,
+        held: bool,
+        deadline: float | None,
+        stored: dict[str, str],
+        derived: dict[str, str],
+    ) -> ModelEntry | None:
+        """A local artifact's entry (None: not a model): the last listing's while the index saw its files unchanged,
+        else, when its facts are not in memory, the one stored for those files (a restart), else read now, unless
+        `deadline` has passed (then listed as being read). One derived now is added to `derived` for the store.
+        `held`: whether it was listed before or its facts are in memory."""
+        local: ModelEntry | bool | None = known
+        if not held and key is not None:
+            local = _stored_entry(artifact, stored.get(_store_key(key)))
+            if local is False:  # stored as not a model
+                return None
+        if local is None and not held and deadline is not None and time.monotonic() >= deadline:
+            return _being_read(artifact)
+        if local is None:
+            s = self.subjects
+            subject = local_subject(artifact, s.cache, s.auto.variants)
+            if key is not None and (not subject.is_model or not subject.unreadable):  # what the header says
+                derived[_store_key(key)] = _stored_text(subject if subject.is_model else False)
+            if not subject.is_model:
+                return None
+            local = ModelEntry(
+                model_id=artifact.model_id,
+                source=ModelSource.LOCAL,
+                root=artifact.root,
+                architecture=subject.architecture,
+                quant=subject.quant,
+                revision=artifact.revision,
+                artifact_bytes=subject.artifact_bytes,
+                context_limit=subject.context_limit,
+                has_projector=artifact.projector is not None,
+                unreadable=subject.unreadable or None,
+            )
+        assert isinstance(local, ModelEntry)
+        if key is not None and local.unreadable is None:
+            self._local_entries[key] = local
+        return local
 
     def _held(self, artifact: LocalArtifact) -> bool:
         cache = self.subjects.cache
@@ -190,4 +231,53 @@ def _being_read(artifact: LocalArtifact) -> ModelEntry:
         context_limit=None,
         has_projector=artifact.projector is not None,
         reading=True,
+    )
+
+
+@functools.cache
+def _derivation() -> str:
+    """A digest of the code that derives a listing entry from a file's header (its reader and the estimator): an
+    entry stored by other code is derived again."""
+    digest = hashlib.sha256()
+    for package in DERIVED_BY:
+        for source in sorted(resources.files(package).iterdir(), key=lambda p: p.name):
+            if source.name.endswith(".py"):
+                digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16] + ":"
+
+
+def _store_key(key: tuple) -> str:
+    """The store's key of a listing entry: the code that derives it, the artifact and its files' identities as
+    the index last saw them (what the in-memory entries are kept by)."""
+    return _derivation() + hashlib.sha256(repr(key).encode()).hexdigest()
+
+
+def _stored_text(subject: Subject | bool) -> str:
+    """A listing entry's derived fields as the store keeps them (false: not a model)."""
+    if isinstance(subject, bool):
+        return "false"
+    return json.dumps([subject.architecture, subject.quant, subject.artifact_bytes, subject.context_limit])
+
+
+def _stored_entry(artifact: LocalArtifact, text: str | None) -> ModelEntry | bool | None:
+    """The listing entry stored for `artifact` (False: stored as not a model; None: none stored, or unusable)."""
+    try:
+        stored = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if stored is False:
+        return False
+    if not (isinstance(stored, list) and len(stored) == 4):
+        return None
+    architecture, quant, artifact_bytes, context_limit = stored
+    return ModelEntry(
+        model_id=artifact.model_id,
+        source=ModelSource.LOCAL,
+        root=artifact.root,
+        architecture=str(architecture),
+        quant=str(quant),
+        revision=artifact.revision,
+        artifact_bytes=artifact_bytes if isinstance(artifact_bytes, int) else None,
+        context_limit=context_limit if isinstance(context_limit, int) else None,
+        has_projector=artifact.projector is not None,
     )

@@ -253,6 +253,45 @@ def test_a_listing_never_waits_for_headers_past_its_read_budget(tmp_path: Path) 
     assert service.listing.models() is service.listing.models()  # a whole listing is kept
 
 
+def test_a_restart_lists_every_model_from_the_store_without_reading_a_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: a restart over 10,000 models took 7 s to list them (each summary's facts derived again); the
+    listing's entries are stored with the summaries and listed at once, by the files' identities and the code that
+    derived them: a file changed since, or a memfit whose estimator changed, derives its entries again."""
+    from memfit.service import listing
+
+    models, state = tmp_path / "models", str(tmp_path / "state")
+    models.mkdir()
+    for i in range(4):
+        write_model(qwen3(), models / f"m{i}.gguf")
+    write_model(llama_gqa(), models / "other.gguf")
+    vocab_only = llama_gqa()
+    vocab_only.tensors.clear()
+    write_model(vocab_only, models / "ggml-vocab-llama.gguf")  # not a model: stored as such, never listed
+    roots = [Root(str(models), RootKind.PLAIN)]
+    first = build_service(roots, state_dir=state)
+    first.index.refresh()
+    before = [m for m in first.listing.models(read_for=None) if m.source == "local"]
+    assert [m.model_id for m in before] == ["m0", "m1", "m2", "m3", "other"]
+
+    again = build_service(roots, state_dir=state)
+    again.index.refresh()
+    assert [m for m in again.listing.models(read_for=0) if m.source == "local"] == before
+    assert again.cache.reads == 0
+
+    write_model(qwen3(), models / "other.gguf")  # changed in place: a new identity, read again
+    changed = build_service(roots, state_dir=state)
+    changed.index.refresh()
+    listed = {m.model_id: m for m in changed.listing.models(read_for=0) if m.source == "local"}
+    assert listed["other"].reading and not any(listed[f"m{i}"].reading for i in range(4))
+
+    monkeypatch.setattr(listing, "_derivation", lambda: "other code:")
+    upgraded = build_service(roots, state_dir=state)
+    upgraded.index.refresh()
+    assert all(m.reading for m in upgraded.listing.models(read_for=0) if m.source == "local")
+
+
 def test_the_index_thread_reads_new_files_before_any_request(tmp_path: Path) -> None:
     root, staging = tmp_path / "models", tmp_path / "staging"
     root.mkdir()

@@ -24,6 +24,11 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS headers (identity TEXT PRIMARY KEY, summary TEXT NOT NULL,"
     " bytes INTEGER NOT NULL DEFAULT 0, used INTEGER NOT NULL DEFAULT 0)"
 )
+# The listing's entries derived from the summaries (service/listing.py), by a key naming the file set, its
+# identities and the code that derived them: a restart lists every model from here at once.
+LISTING_SCHEMA = "CREATE TABLE IF NOT EXISTS listing (key TEXT PRIMARY KEY, entry TEXT NOT NULL)"
+MAX_LISTED = 1 << 18  # entries kept (a few hundred bytes each); past it the oldest go
+SQL_VARIABLES = 900  # keys per SELECT (SQLite's limit on a statement's variables was 999 before 3.32)
 # The store's budget: the summaries' bytes, not their count (a 262k-vocabulary model's summary is ~100x a tiny
 # one's). Past it, the least recently used summaries go until it holds EVICT_TO of it.
 MAX_BYTES = 256 << 20
@@ -103,6 +108,7 @@ class HeaderStore:
         make_private(self.path)
         with self._pool.use() as db:
             db.execute(SCHEMA)
+            db.execute(LISTING_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(headers)")}
             if "used" not in columns:  # a store an earlier memfit wrote: rows counted, not sized
                 db.execute("ALTER TABLE headers ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
@@ -231,6 +237,51 @@ class HeaderStore:
             (keep,),
         )
         self._total, self._unread = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM headers").fetchone()[0], 0
+
+    def listed(self, keys: list[str]) -> dict[str, str]:
+        """The stored listing entries of `keys` (those stored); none when the store cannot be read."""
+        if self.health.resting(HEADERS) or not keys:
+            return {}
+        found: dict[str, str] = {}
+        try:
+            with self._pool.use() as db:
+                for at in range(0, len(keys), SQL_VARIABLES):
+                    chunk = keys[at : at + SQL_VARIABLES]
+                    rows = db.execute(
+                        f"SELECT key, entry FROM listing WHERE key IN ({', '.join('?' * len(chunk))})", chunk
+                    )
+                    found.update(rows.fetchall())
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
+            return {}
+        self.health.ok(HEADERS)
+        return found
+
+    def put_listed(self, entries: dict[str, str], keep_prefix: str) -> None:
+        """Store listing entries in one transaction, dropping those whose key does not start with `keep_prefix`
+        (derived by other code) and, past MAX_LISTED, the oldest."""
+        if self.health.resting(HEADERS) or not entries:
+            return
+        try:
+            with self._pool.use() as db:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute("DELETE FROM listing WHERE substr(key, 1, ?) != ?", (len(keep_prefix), keep_prefix))
+                    db.executemany("INSERT OR REPLACE INTO listing (key, entry) VALUES (?, ?)", entries.items())
+                    db.execute(
+                        "DELETE FROM listing WHERE rowid <= (SELECT rowid FROM listing ORDER BY rowid DESC LIMIT 1"
+                        " OFFSET ?)",
+                        (MAX_LISTED,),
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                    raise
+        except (sqlite3.Error, OSError) as exc:
+            self._failed(exc)
+            return
+        self.health.ok(HEADERS)
 
     def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, str]]:
         """The rows whose identity starts with `prefix` (at most `limit`, the most recently used first); none when
