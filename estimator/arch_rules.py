@@ -10,6 +10,7 @@ An entry states what llama.cpp's `llama_model::create_memory` builds for the arc
 - `mla`: whether the cache keeps only K (multi-head latent attention);
 - `kv_from_start`: how many leading layers own KV (later ones reuse an earlier layer's: shared-KV models);
 - `indexer`: the sparse-attention indexer's own KV cache beside the main one;
+- `compression`: compressed KV caches and compressor states beside the main cache (deepseek4);
 - `graph`: how its compute graph is built (estimator/compute_buffer.py), or None when it is not derived;
 - `tied_embedding_twice`: the loader keeps a tied token embedding twice;
 - `parameters`, `counted`: how its loader shapes the weights, and whether memfit counts them from a layout.
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum, auto
+from functools import partial
 
 from memfit.estimator.compute_graph import rotation_size
 from memfit.estimator.errors import EvidenceError
@@ -52,6 +54,7 @@ from memfit.estimator.layout import (
     Indexer,
     KvCache,
     Mixer,
+    RecurrentLayer,
     SwaType,
     Wkv,
 )
@@ -285,6 +288,11 @@ def array_pattern(window: Window, ly: Layers) -> tuple[bool, ...]:
     return (bool(value),) * ly.n_all
 
 
+def every_block_slides(window: Window, ly: Layers) -> tuple[bool, ...]:
+    # llama_model_deepseek4::load_arch_hparams: set_swa_pattern(0) slides every trunk layer, the NextN layers too
+    return (True,) * ly.n_all
+
+
 def attention_layers_slide(window: Window, ly: Layers) -> tuple[bool, ...]:
     # llama_model_lfm2::load_arch_hparams: swa_layers[il] = !is_recurrent(il)
     return tuple(not r for r in ly.recurrent)
@@ -402,6 +410,70 @@ def glm_dsa_indexes(ly: Layers) -> Indexer | None:
     # glm-dsa.cpp: the full layers run the indexer, the shared ones reuse the previous full layer's top-k
     return _dsa_indexer(ly, glm_dsa_full_layers(ly))
 
+
+# --- deepseek4: llama_kv_cache_dsv4's compressed caches and compressor states --------------------------------------
+
+CSA_RATIO, HCA_RATIO = 4, 128  # llama-kv-cache-dsv4.cpp: DSV4_CSA_RATIO, DSV4_HCA_RATIO
+
+
+def dsv4_ratios(ly: Layers) -> tuple[int, ...]:
+    # llama_model_deepseek4::load_arch_hparams: attention.compress_ratios, at least block_count entries (the first
+    # block_count are used); load_arch_tensors refuses any ratio but 0, 4 and 128
+    name = key_name(NewerKeys.COMPRESS_RATIOS)
+    value = ly.hp.metadata.get(ly.hp.key(NewerKeys.COMPRESS_RATIOS))
+    if value is None:
+        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{name} is missing")
+    ratios = tuple(value[: ly.n_all]) if isinstance(value, tuple) else ()
+    if len(ratios) < ly.n_all or not all(is_int(r) and r in (0, CSA_RATIO, HCA_RATIO) for r in ratios):
+        raise EvidenceError(
+            Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses {name}: not one of 0, 4 and 128 for each of {ly.n_all} blocks"
+        )
+    return ratios
+
+
+def dsv4_compressed_caches(ly: Layers) -> tuple[KvCache, ...]:
+    # llama_kv_cache_dsv4: K-only caches (dsv4_make_k_only) over every block of its ratio: CSA on ratio 4 and HCA on
+    # ratio 128 as wide as the attention's K, the lightning indexer's on ratio 4 one head of indexer.key_length
+    ratios, indexer = dsv4_ratios(ly), ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+
+    def cache(ratio: int, width: Callable[[int], int]) -> KvCache:
+        return KvCache(
+            tuple(AttentionLayer(width(il), 0, has_v=False, ratio=ratio) for il, r in enumerate(ratios) if r == ratio)
+        )
+
+    attention_k = partial(ly.k_width, swa=True)
+    return cache(CSA_RATIO, attention_k), cache(HCA_RATIO, attention_k), cache(CSA_RATIO, lambda il: indexer)
+
+
+def dsv4_compressor(head: int, ratio: int) -> int:
+    # llama_dsv4_comp_state: a [n_embd_state, state_size] plane per sequence, ratio 4's windows overlapping
+    # (2 x head wide, 2 x ratio rows), ratio 128's plain (head x ratio)
+    overlap = 2 if ratio == CSA_RATIO else 1
+    return overlap * head * overlap * ratio
+
+
+def dsv4_compressor_states(ly: Layers) -> tuple[RecurrentLayer, ...]:
+    # llama_kv_cache_dsv4: the CSA, HCA and lightning-indexer compressor states over the trunk (model.hparams's
+    # n_layer()), each an F32 kv and score tensor (R and S here): the attention's compressor on every compressed
+    # layer (its n_embd_head_k), the indexer's beside it on ratio 4 (indexer.key_length)
+    indexer, states = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH), []
+    for ratio in dsv4_ratios(ly)[: ly.n_trunk]:
+        if ratio:
+            n = dsv4_compressor(ly.head_k_swa, ratio) + (dsv4_compressor(indexer, ratio) if ratio == CSA_RATIO else 0)
+            states.append(RecurrentLayer(n, n))
+    return tuple(states)
+
+
+@dataclass(frozen=True)
+class Compression:
+    """llama_kv_cache_dsv4's memory beside its raw sliding cache: K caches over compressed positions and the
+    compressors' F32 state per sequence; every cache keeps one stream per sequence, unified or not."""
+
+    caches: Callable[[Layers], tuple[KvCache, ...]]
+    states: Callable[[Layers], tuple[RecurrentLayer, ...]]
+
+
+DSV4_COMPRESSION = Compression(dsv4_compressed_caches, dsv4_compressor_states)
 
 # --- parameter counting (estimator/parameters.py) ---------------------------------------------------------
 
@@ -1166,6 +1238,7 @@ class ArchRule:
     mla: Callable[[HParams], bool] = no_mla
     kv_from_start: Callable[[Layers], int] = every_layer_owns_kv
     indexer: IndexerCache | None = None
+    compression: Compression | None = None  # deepseek4's compressed caches and compressor states
     graph: Graph | None = None  # its compute graph, as derived (None: the workspace is unknown)
     tied_embedding_twice: bool = False  # the loader creates the tied output before token_embd: two copies
     parameters: Counting = GATED_FFN  # how its loader shapes the weights
@@ -1291,6 +1364,8 @@ RULES: dict[str, ArchRule] = {
         graph=GLM_DSA,
     ),
     "hy_v3": ArchRule(kv_layers=trunk_layer),
+    # llama_kv_cache_dsv4: a K-only sliding cache over every block, compressed K caches and compressor states beside
+    "deepseek4": ArchRule(window=Window(every_block_slides), mla=always_mla, compression=DSV4_COMPRESSION),
     # sliding windows
     "gemma2": ArchRule(
         tensors=tensors_gemma2,

@@ -106,6 +106,8 @@ def _kv_caches(rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: 
     caches = [KvCache(tuple(result), _v_width_max(layers, sliding))]
     if rule.indexer is not None:
         caches.append(rule.indexer(layers, len(result)))
+    if rule.compression is not None:
+        caches.extend(rule.compression.caches(layers))
     return tuple(caches)
 
 
@@ -149,6 +151,8 @@ def derive_layout(
         for il in range(layers.n_trunk)
         if width and layers.recurrent[il]
     )
+    if rule.compression is not None:
+        states += rule.compression.states(layers)
     attention = tuple(layer for cache in caches for layer in cache.layers)
     head_dims = tuple(sorted({layers.head_dims(il, sliding[il]) for il in range(layers.n_trunk)}))
     return Layout(
@@ -162,6 +166,7 @@ def derive_layout(
         graph=graph_shape(rule, layers, sliding, size, width, n_vocab),
         swa_type=window.swa_type if window is not None else SwaType.STANDARD,
         cell_ext=rule.cell_positions(hp),
+        streams_per_sequence=rule.compression is not None,
     )
 
 
@@ -303,8 +308,12 @@ def _describe(arch: str, attention: tuple[AttentionLayer, ...], states: tuple[Re
     sliding = [a.window for a in holding if a.window is not None]
     if sliding:
         words.append(f"{len(sliding)} of them sliding over {sliding[0]} tokens")
+    ratios = sorted({a.ratio for a in holding if a.ratio})
     if holding and not any(a.has_v for a in holding):
-        words.append("MLA: K holds the latent and rope key, no V")
+        words.append("K only, no V" if ratios else "MLA: K holds the latent and rope key, no V")
+    if ratios:
+        compressed = sum(1 for a in holding if a.ratio)
+        words.append(f"{compressed} of them compressed (ratios {', '.join(map(str, ratios))})")
     if states:
-        words.append(f"{len(states)} recurrent layers")
+        words.append(f"{len(states)} {'compressor states' if ratios else 'recurrent layers'}")
     return ", ".join(words)

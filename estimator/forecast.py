@@ -8,7 +8,7 @@ from memfit.estimator.bounds import Part, bounds
 from memfit.estimator.compute_graph import buildable
 from memfit.estimator.context import ContextGeometry, context_geometry
 from memfit.estimator.fit_types import ObservationRow
-from memfit.estimator.kv_cache import cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
+from memfit.estimator.kv_cache import cache_geometry, cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.ledger import after_load_parts, weights_under_load_mode
 from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
@@ -35,8 +35,9 @@ def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload)
             " model's V cache differs with flash attention on and off",
         )
     layout_v = "" if geometry.flash_attention else ", V transposed (flash attention off)"
+    streams = cache_geometry(layout, geometry).n_stream
     note = (
-        f"{layout.note}; {geometry.n_stream} stream(s) x {geometry.n_ctx_seq} cells, ubatch {geometry.n_ubatch}"
+        f"{layout.note}; {streams} stream(s) x {geometry.n_ctx_seq} cells, ubatch {geometry.n_ubatch}"
         f"{layout_v}, K {k_type.name} {k} + V {v_type.name} {v} bytes"
     )
     odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memfit.estimator.context import CELL_PADDING, ContextGeometry
 from memfit.estimator.layout import AttentionLayer, Layout
@@ -69,8 +69,24 @@ def window_cells(window: int | None, geometry: ContextGeometry) -> int:
     return round_up(min(geometry.n_ctx_seq, window * geometry.swa_seqs + geometry.n_ubatch), CELL_PADDING)
 
 
+def group_cells(window: int | None, ratio: int, geometry: ContextGeometry) -> int:
+    """Cells one stream keeps for a layer of this window and compression ratio: a compressed cache's
+    pad(max(1, ceil(n_ctx_seq / ratio)), 256) (llama_kv_cache_dsv4: dsv4_comp_size padded), else window_cells."""
+    if ratio:
+        return round_up(max(1, ceil_div(geometry.n_ctx_seq, ratio)), CELL_PADDING)
+    return window_cells(window, geometry)
+
+
 def layer_cells(layer: AttentionLayer, geometry: ContextGeometry) -> int:
-    return window_cells(layer.window, geometry)
+    return group_cells(layer.window, layer.ratio, geometry)
+
+
+def cache_geometry(layout: Layout, geometry: ContextGeometry) -> ContextGeometry:
+    """The streams the caches are made with: llama_kv_cache_dsv4 makes its caches non-unified whatever the context
+    asks (unified_raw, unified_compressed), one stream per sequence and each window one sequence's."""
+    if layout.streams_per_sequence:
+        return replace(geometry, n_stream=geometry.n_seq, swa_seqs=1)
+    return geometry
 
 
 def kv_cache_bytes(
@@ -80,6 +96,7 @@ def kv_cache_bytes(
 
     A transposed V (flash attention off) makes every layer's V row as wide as the widest layer's.
     """
+    geometry = cache_geometry(layout, geometry)
     k = v = 0
     for cache in layout.caches:
         for layer in cache.layers:

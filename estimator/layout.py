@@ -21,6 +21,7 @@ class AttentionLayer:
     v_width: int  # elements of V per cell with flash attention on
     window: int | None = None  # sliding-window size for an SWA layer, None for a full-context layer
     has_v: bool = True  # False for MLA: the cache keeps K only
+    ratio: int = 0  # a compressed cache's positions per cell (deepseek4's CSA / HCA / indexer caches; 0: one each)
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,7 @@ class Layout:
     graph: GraphShape | None = None  # None: the architecture's compute graph is not derived
     swa_type: SwaType = SwaType.STANDARD  # how the sliding layers mask (estimator/seq_state.py)
     cell_ext: bool = False  # llama_kv_cache::has_cell_ext: each cell keeps a 2-D position (M-RoPE)
+    streams_per_sequence: bool = False  # one KV stream per sequence even in a unified cache (llama_kv_cache_dsv4)
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

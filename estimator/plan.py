@@ -25,7 +25,7 @@ from memfit.estimator.compute_buffer import compute_fallback
 from memfit.estimator.context import CELL_PADDING, context_geometry
 from memfit.estimator.errors import OverBudget
 from memfit.estimator.forecast import forecast_parts
-from memfit.estimator.kv_cache import cache_type, cache_type_problem, window_cells
+from memfit.estimator.kv_cache import cache_geometry, cache_type, cache_type_problem, group_cells
 from memfit.estimator.ledger import MAPPED
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.recurrent_state import recurrent_state_bytes
@@ -87,13 +87,16 @@ def is_quant_tag(tag: str) -> bool:
     return QUANT_TAG.fullmatch(tag) is not None
 
 
+KvGroups = tuple[tuple[tuple[int | None, int], int], ...]  # ((window, compression ratio), bytes per cell) per group
+
+
 class Probes:
     """The context-dependent parts of estimates (KV cache, workspace), per layout and allocatedTokens; shared by
     the quants of one plan request."""
 
     def __init__(self, budget: PlanBudget | None = None) -> None:
         self._memo: dict[tuple, dict[int, tuple[int | None, int | None, int, int]]] = {}
-        self.kv_groups: dict[int, tuple[tuple[int | None, int], ...]] = {}  # by id of a table: its KV groups
+        self.kv_groups: dict[int, KvGroups] = {}  # by id of a table: its KV groups
         self.computed = 0  # work counted: context-dependent estimates actually computed
         self.budget = budget
 
@@ -151,13 +154,14 @@ class Estimator:
         shared = probes.kv_groups.get(id(self.memo))
         if shared is None:
             flash = flash_attention_for(workload, subject.architecture) is not False
-            groups: dict[int | None, int] = {}
+            groups: dict[tuple[int | None, int], int] = {}
             for cache in layout.caches if self.kv_mode == "derived" else ():
                 for layer in cache.layers:
                     per_cell = k_type.row_bytes(layer.k_width)
                     if layer.has_v:
                         per_cell += v_type.row_bytes(layer.v_width if flash else cache.v_width_max)
-                    groups[layer.window] = groups.get(layer.window, 0) + per_cell
+                    key = (layer.window, layer.ratio)
+                    groups[key] = groups.get(key, 0) + per_cell
             shared = probes.kv_groups[id(self.memo)] = tuple(groups.items())
         self.kv_groups = shared
         fixed = [subject.weights, subject.companions]
@@ -188,7 +192,8 @@ class Estimator:
         )
         kv: int | None = 0
         if self.kv_mode == "derived":
-            kv = geometry.n_stream * sum(window_cells(window, geometry) * b for window, b in self.kv_groups)
+            g = cache_geometry(layout, geometry)
+            kv = g.n_stream * sum(group_cells(window, ratio, g) * b for (window, ratio), b in self.kv_groups)
         elif self.kv_mode == "unknown":
             kv = None
         ws, fallback = None, 0

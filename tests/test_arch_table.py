@@ -11,6 +11,7 @@ NEWER_THAN_GGUF = {
     "bailingmoe3",  # Ling/Ring 2.5: Kimi delta attention + MLA hybrid, measured (results_rec.jsonl)
     "cohere2moe",  # Command A MoE: sliding window, period or per-layer array, NextN layers, measured
     "deepseek32",  # DeepSeek V3.2: MLA plus a DSA indexer cache, measured (results_more.jsonl)
+    "deepseek4",  # DeepSeek-V4: a K-only sliding cache, compressed K caches and compressor states, measured
     "granite_swa",  # Granite with a required per-layer sliding-window array, measured
     "hy_v3",  # Hunyuan v3: a plain KV cache over the trunk, NextN layers excluded (create_memory's filter)
     "kimi-k3",  # Kimi K3: Kimi delta attention + MLA hybrid, measured

@@ -51,6 +51,11 @@ def both(k: int, v: int, r: int, s: int) -> LayerExpectation:
     return (k, v, None, True), (r, s)
 
 
+def compressed(k: int, window: int, r: int, s: int) -> LayerExpectation:
+    """deepseek4: a K-only sliding entry in the raw cache, and the layer's compressor states (kv as R, score as S)."""
+    return (k, 0, window, False), (r, s)
+
+
 # No KV cells and no state: a layer that reuses an earlier layer's KV, a NextN/MTP layer outside the cache,
 # or an MLP-only layer.
 OUT: LayerExpectation = (None, None)
@@ -152,6 +157,20 @@ CASES = (
     Case("deepseek32", "deepseek32", "deepseek32", (mla(160),) * 3, indexer=(3, 64)),
     # 4 trunk layers and a NextN layer outside the cache; indexer.types [1, 0, 0, 1] puts the indexer on 2 layers
     Case("glm-dsa", "glm-dsa", "glm-dsa-types", (mla(160),) * 4 + (OUT,), indexer=(2, 64)),
+    # compress_ratios [4, 128, 4, 0]: every layer slides over 128 in the raw cache, one K head of 128, no V; the
+    # compressor states of a ratio-4 layer: 2 x 128 wide x 2 x 4 rows, and the indexer's 2 x 64 x 2 x 4 beside it
+    # (2048 + 1024); of the ratio-128 layer 128 x 128
+    Case(
+        "deepseek4",
+        "deepseek4",
+        "deepseek4",
+        (
+            compressed(128, 128, 3072, 3072),
+            compressed(128, 128, 16384, 16384),
+            compressed(128, 128, 3072, 3072),
+            ((128, 0, 128, False), None),
+        ),
+    ),
     # --- hybrids -----------------------------------------------------------------------------------------------
     # recurrent where head_count_kv [0, 0, 2, 0, 0, 2] is 0; Mamba-2 state: R = (4 - 1) * (512 + 2 * 1 * 64),
     # S = 64 * 512; attention 2 heads of 256 / 8 = 32
@@ -330,3 +349,35 @@ def test_qwen4exp_ple_layer_keeps_its_conv_history_beside_r_and_s(ple_layers: tu
     empty (no PLE)."""
     layout = derive_layout(_qwen4exp_ple_metadata(ple_layers), "qwen4exp")
     assert [state.p_elements for state in layout.recurrent] == history
+
+
+def test_deepseek4_keeps_compressed_caches_beside_the_raw_one(layouts: dict[str, Layout]) -> None:
+    """llama_kv_cache_dsv4: after the raw sliding cache, the CSA cache on the ratio-4 layers (0, 2) and the HCA
+    cache on the ratio-128 layer (1), one K head of 128 each, then the lightning indexer's on the ratio-4 layers,
+    one head of indexer.key_length 64; K only, over the whole context (no window)."""
+    caches = layouts["deepseek4"].caches[1:]
+    got = [[(a.k_width, a.has_v, a.window, a.ratio) for a in cache.layers] for cache in caches]
+    assert got == [[(128, False, None, 4)] * 2, [(128, False, None, 128)], [(64, False, None, 4)] * 2]
+    assert layouts["deepseek4"].streams_per_sequence and layouts["deepseek4"].same_cache_types
+
+
+def _deepseek4_metadata(ratios: tuple[int, ...]) -> dict:
+    """The deepseek4 writer's header (4 blocks), its attention.compress_ratios replaced."""
+    kv = model_writers()["deepseek4"]().kv
+    metadata = {k: tuple(v) if isinstance(v, list) else v for k, v in kv.items()}
+    return metadata | {"deepseek4.attention.compress_ratios": ratios}
+
+
+@pytest.mark.parametrize("ratios", [(4, 128, 4), (4, 128, 8, 0)], ids=["shorter-than-block-count", "ratio-8"])
+def test_deepseek4_compress_ratios_llama_cpp_refuses_have_no_layout(ratios: tuple[int, ...]) -> None:
+    """llama_model_deepseek4::load_arch_hparams throws on fewer ratios than block_count, load_arch_tensors on a
+    ratio other than 0, 4 and 128."""
+    with pytest.raises(EvidenceError, match="llama.cpp refuses"):
+        derive_layout(_deepseek4_metadata(ratios), "deepseek4")
+
+
+def test_deepseek4_reads_the_first_block_count_ratios() -> None:
+    """A longer compress_ratios is read (get_arr), its entries past block_count unused: the 128 at index 4 adds
+    no HCA layer."""
+    layout = derive_layout(_deepseek4_metadata((0, 0, 4, 0, 128)), "deepseek4")
+    assert [len(cache.layers) for cache in layout.caches] == [4, 1, 0, 1]

@@ -81,6 +81,25 @@ def test_unified_cache_shares_one_stream_and_widens_windows() -> None:
     assert layer_cells(AttentionLayer(1, 1, window=512), llama_geometry(8192, 4, swa_full=True)) == 2048
 
 
+def test_compressed_caches_keep_one_cell_per_ratio_positions_padded() -> None:
+    """llama_kv_cache_dsv4: pad(max(1, ceil(n_ctx_seq / ratio)), 256) cells, whatever the window or swa_full."""
+    g = llama_geometry(8192, 1)
+    assert layer_cells(AttentionLayer(1, 0, has_v=False, ratio=4), g) == 2048
+    assert layer_cells(AttentionLayer(1, 0, has_v=False, ratio=128), g) == 256  # 64 cells, padded
+    assert layer_cells(AttentionLayer(1, 0, has_v=False, ratio=4), llama_geometry(1000, 1)) == 256  # 256 of 1024
+    assert layer_cells(AttentionLayer(1, 0, has_v=False, ratio=4), llama_geometry(8192, 1, swa_full=True)) == 2048
+
+
+def test_a_cache_made_per_sequence_ignores_unified() -> None:
+    """llama_kv_cache_dsv4 keeps a stream per sequence with a unified context too: each stream the whole context
+    (n_ctx_seq = n_ctx), each window one sequence's; 4 streams x (pad(128 + 512, 256) + 8192 / 4) cells."""
+    layers = (AttentionLayer(1, 0, window=128, has_v=False), AttentionLayer(1, 0, has_v=False, ratio=4))
+    layout = Layout((KvCache(layers),), (), has_kv_cache=True, streams_per_sequence=True)
+    g = llama_geometry(8192, 4, unified=True)
+    assert kv_cache_bytes(layout, g, cache_type(2), cache_type(2)) == (4 * (768 + 2048) * 2, 0)
+    assert kv_cache_bytes(_layout(*layers), g, cache_type(2), cache_type(2)) == ((1024 + 2048) * 2, 0)
+
+
 # --- workload, refusals ---------------------------------------------------------------------------
 
 

@@ -46,8 +46,6 @@ from tools.truth import DATA, ELEMENT_BYTES, load, measured_variant, run_id
 
 # Every run but the shapes' dry runs (checked below), weights byte-exact under the CPU variant it was measured on
 RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) if path != SHAPES_TRUTH for r in load(path)]
-# Architectures memfit knows it cannot derive: they must answer unknown, never a guess.
-NOT_DERIVED = {"deepseek4": "no layout rule"}
 MODELLED = [r for r in RUNS if unmodelled(r) is None]
 CACHE = ArtifactCache()
 NON_CAUSAL = {arch for arch, rule in RULES.items() if rule.memory is Memory.NONE}
@@ -63,16 +61,13 @@ def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize("run", MODELLED, ids=run_id)
 def test_parts_equal_llama_cpp(run: dict, model_files: dict[str, Path]) -> None:
     row = compare(run, model_files[run["model"]], CACHE)
-    if run["model"] in NOT_DERIVED:
-        assert row.status.startswith("not derived") and NOT_DERIVED[run["model"]] in row.status
-        return
     assert row.status == "ok", (row.kv, row.measured_kv, row.recurrent, row.measured_recurrent)
     if not own_weights(run):  # under the variant it was measured on (haswell, or sapphirerapids on the AMX host)
         assert row.weights == (run["weights_bytes"], run["weights_bytes"])
 
 
 LOAD_FAILURES = [r for r in RUNS if r.get("error") == "model load failed"]
-TYPE_REFUSALS = [r for r in RUNS if "different K" in r.get("stderr_tail", "") and r["model"] not in NOT_DERIVED]
+TYPE_REFUSALS = [r for r in RUNS if "different K" in r.get("stderr_tail", "")]
 
 
 @pytest.mark.parametrize("run", LOAD_FAILURES, ids=run_id)
