@@ -1,10 +1,13 @@
-"""A running llama-server's settings: what its command line names (common/arg.cpp's flags) and what it answers on
-GET /props and GET /slots (tools/server/server-context.cpp), as the running profile reads them.
+"""A running llama-server's settings: what its command line and its LLAMA_ARG_* variables name (common/arg.cpp's
+options) and what it answers on GET /props and GET /slots (tools/server/server-context.cpp), as the running profile
+reads them.
 
-Only the flags that change memory are read, as the pinned llama.cpp parses them (common/arg.cpp
-common_params_parse_ex: a `--` flag's underscores read as dashes, a flag named twice keeps its last value, a value is
-the next argument). A value memfit cannot express (a cache type other than f32, f16 and q8_0, a number that is not
-one) is not taken: the flag is listed in `unread` and the setting stays llama-server's default.
+Only the options that change memory are read, as the pinned llama.cpp parses them (common/arg.cpp
+common_params_parse_ex): the environment first, in the order arg.cpp declares the options (a LLAMA_ARG_NO_ variable
+turns a flag with a negative form off), then the command line, which overrides it (a `--` flag's underscores read as
+dashes, a flag named twice keeps its last value, a value is the next argument). A value memfit cannot express (a
+cache type other than f32, f16 and q8_0, a number that is not one) is not taken: the flag or variable is listed in
+`unread` and the setting stays llama-server's default.
 """
 
 from __future__ import annotations
@@ -18,17 +21,18 @@ from memfit.estimator.vocabulary import FlashAttention, LoadMode
 ARG_CPP = "llama.cpp common/arg.cpp"
 INT32_MAX = 2**31 - 1
 CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
-# common/arg.cpp common_arg_utils::is_truthy, is_falsey and is_autoy: --flash-attn's values
+# common/arg.cpp common_arg_utils::is_truthy, is_falsey and is_autoy
+TRUTHY, FALSEY, AUTOY = ("on", "enabled", "true", "1"), ("off", "disabled", "false", "0"), ("auto", "-1")
 FLASH_ATTENTION = (
-    dict.fromkeys(("on", "enabled", "true", "1"), FlashAttention.ON)
-    | dict.fromkeys(("off", "disabled", "false", "0"), FlashAttention.OFF)
-    | dict.fromkeys(("auto", "-1"), FlashAttention.AUTO)
+    dict.fromkeys(TRUTHY, FlashAttention.ON)
+    | dict.fromkeys(FALSEY, FlashAttention.OFF)
+    | dict.fromkeys(AUTOY, FlashAttention.AUTO)
 )
 
 
 @dataclass(frozen=True)
 class Named:
-    """A setting the server's command line names: its value, and the flag that named it."""
+    """A setting the server's command line or environment names: its value, and what named it."""
 
     value: object
     detail: str
@@ -36,8 +40,8 @@ class Named:
 
 @dataclass(frozen=True)
 class ServerArgs:
-    """What a llama-server's command line names: the settings on the wire (by their wire names), and the flags
-    that size its context or say where it listens and what it loaded."""
+    """What a llama-server's command line and environment name: the settings on the wire (by their wire names), and
+    the options that size its context or say where it listens and what it loaded."""
 
     named: Mapping[str, Named] = field(default_factory=dict)
     ctx_size: int | None = None  # -c (0: the trained context)
@@ -46,7 +50,7 @@ class ServerArgs:
     model: str | None = None  # -m
     port: int | None = None  # --port
     host: str | None = None  # --host
-    unread: tuple[str, ...] = ()  # flags whose value memfit cannot express
+    unread: tuple[str, ...] = ()  # flags or variables whose value memfit cannot express
 
 
 def _int(text: str) -> int | None:
@@ -58,94 +62,144 @@ def _int(text: str) -> int | None:
     return value if -INT32_MAX - 1 <= value <= INT32_MAX else None
 
 
-def _cache_type(text: str) -> int | None:
-    return CACHE_TYPE_BYTES.get(text)
+def _positive(text: str) -> int | None:
+    value = _int(text)
+    return value if value is not None and value > 0 else None
 
 
 def _load_mode(text: str) -> LoadMode | None:
     return next((m for m in LoadMode if m.value == text), None)
 
 
-def _ubatch(text: str) -> int | None:
-    value = _int(text)
-    return value if value is not None and value > 0 else None
+def _text(text: str) -> str:
+    return text
 
 
-# flag -> (the wire setting it names, how its value reads); common/arg.cpp's add_opt entries
-VALUE_SETTINGS: dict[str, tuple[str, Callable[[str], object | None]]] = {
-    "-ctk": ("keyElementBytes", _cache_type),
-    "--cache-type-k": ("keyElementBytes", _cache_type),
-    "-ctv": ("valueElementBytes", _cache_type),
-    "--cache-type-v": ("valueElementBytes", _cache_type),
-    "-fa": ("flashAttention", FLASH_ATTENTION.get),
-    "--flash-attn": ("flashAttention", FLASH_ATTENTION.get),
-    "-ub": ("ubatchTokens", _ubatch),
-    "--ubatch-size": ("ubatchTokens", _ubatch),
-    "-cram": ("cacheRamMib", _int),
-    "--cache-ram": ("cacheRamMib", _int),
-    "-ctxcp": ("contextCheckpoints", _int),
-    "--ctx-checkpoints": ("contextCheckpoints", _int),
-    "--swa-checkpoints": ("contextCheckpoints", _int),
-    "-lm": ("loadMode", _load_mode),
-    "--load-mode": ("loadMode", _load_mode),
-}
-# flags without a value -> (the wire setting, the value they set)
-SWITCHES: dict[str, tuple[str, object]] = {
-    "--swa-full": ("swaFull", True),
-    "-kvu": ("kvUnified", True),
-    "--kv-unified": ("kvUnified", True),
-    "-no-kvu": ("kvUnified", False),
-    "--no-kv-unified": ("kvUnified", False),
-    "--mlock": ("loadMode", LoadMode.MLOCK),  # deprecated for --load-mode mlock
-    "--mmap": ("loadMode", LoadMode.MMAP),
-    "--no-mmap": ("loadMode", LoadMode.NONE),
-    "-dio": ("loadMode", LoadMode.DIRECT_IO),
-    "--direct-io": ("loadMode", LoadMode.DIRECT_IO),
-    "-ndio": ("loadMode", LoadMode.NONE),
-    "--no-direct-io": ("loadMode", LoadMode.NONE),
-}
-# flags whose value sizes the context, or says where the server listens and what it loaded
-SIZES = {"-c": "ctx_size", "--ctx-size": "ctx_size", "-np": "parallel", "--parallel": "parallel"}
-SIZES |= {"--kv-unified-per-slot": "per_slot", "--port": "port"}
-TEXTS = {"-m": "model", "--model": "model", "--host": "host"}
+@dataclass(frozen=True)
+class Option:
+    """One of common/arg.cpp's options: its flags, its variable, what it sets (a wire setting, or a ServerArgs
+    field), and either how its value reads or the values its flags without one set (on; off for its negative
+    flags)."""
+
+    flags: tuple[str, ...]
+    env: str
+    target: str
+    read: Callable[[str], object | None] | None = None
+    on: object = True
+    off_flags: tuple[str, ...] = ()
+    off: object = False
 
 
-def server_args(argv: Sequence[str]) -> ServerArgs:
-    """The settings a llama-server command line names (argv[0] the program, as the process table gives it)."""
-    named: dict[str, Named] = {}
-    found: dict[str, object] = {}
-    unread: dict[str, None] = {}
-    i = 1
-    while i < len(argv):
-        flag = argv[i].replace("_", "-") if argv[i].startswith("--") else argv[i]
-        takes_value = flag in VALUE_SETTINGS or flag in SIZES or flag in TEXTS
-        value = argv[i + 1] if takes_value and i + 1 < len(argv) else None
-        i += 2 if takes_value else 1
-        if flag in SWITCHES:
-            wire, setting = SWITCHES[flag]
-            named[wire] = Named(setting, f"its command line: {flag} ({ARG_CPP})")
-        elif value is None:
-            continue  # another flag, or one without its value (llama-server would not have started)
-        elif flag in VALUE_SETTINGS:
-            wire, read = VALUE_SETTINGS[flag]
-            setting = read(value)
-            if setting is None:
-                unread[flag] = None
-            else:
-                named[wire] = Named(setting, f"its command line: {flag} {value} ({ARG_CPP})")  # a value it knows
-        elif flag in SIZES:
-            found[SIZES[flag]] = _int(value)
+# In common/arg.cpp's order (the environment is applied in it): the options that change memory, and -m, --host,
+# --port
+OPTIONS = (
+    Option(("-c", "--ctx-size"), "LLAMA_ARG_CTX_SIZE", "ctx_size", _int),
+    Option(("--kv-unified-per-slot",), "LLAMA_ARG_KV_UNIFIED_PER_SLOT", "per_slot", _int),
+    Option(("-ub", "--ubatch-size"), "LLAMA_ARG_UBATCH", "ubatchTokens", _positive),
+    Option(("--swa-full",), "LLAMA_ARG_SWA_FULL", "swaFull"),
+    Option(
+        ("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "LLAMA_ARG_CTX_CHECKPOINTS", "contextCheckpoints", _int
+    ),
+    Option(("-cram", "--cache-ram"), "LLAMA_ARG_CACHE_RAM", "cacheRamMib", _int),
+    Option(("-kvu", "--kv-unified"), "LLAMA_ARG_KV_UNIFIED", "kvUnified", off_flags=("-no-kvu", "--no-kv-unified")),
+    Option(("-fa", "--flash-attn"), "LLAMA_ARG_FLASH_ATTN", "flashAttention", FLASH_ATTENTION.get),
+    Option(("-ctk", "--cache-type-k"), "LLAMA_ARG_CACHE_TYPE_K", "keyElementBytes", CACHE_TYPE_BYTES.get),
+    Option(("-ctv", "--cache-type-v"), "LLAMA_ARG_CACHE_TYPE_V", "valueElementBytes", CACHE_TYPE_BYTES.get),
+    Option(("-np", "--parallel"), "LLAMA_ARG_N_PARALLEL", "parallel", _int),
+    Option(("--mlock",), "LLAMA_ARG_MLOCK", "loadMode", on=LoadMode.MLOCK),  # deprecated for --load-mode
+    Option(("--mmap",), "LLAMA_ARG_MMAP", "loadMode", on=LoadMode.MMAP, off_flags=("--no-mmap",), off=LoadMode.NONE),
+    Option(
+        ("-dio", "--direct-io"),
+        "LLAMA_ARG_DIO",
+        "loadMode",
+        on=LoadMode.DIRECT_IO,
+        off_flags=("-ndio", "--no-direct-io"),
+        off=LoadMode.NONE,
+    ),
+    Option(("-lm", "--load-mode"), "LLAMA_ARG_LOAD_MODE", "loadMode", _load_mode),
+    Option(("-m", "--model"), "LLAMA_ARG_MODEL", "model", _text),
+    Option(("--host",), "LLAMA_ARG_HOST", "host", _text),
+    Option(("--port",), "LLAMA_ARG_PORT", "port", _int),
+)
+BY_FLAG = {flag: (option, True) for option in OPTIONS for flag in option.flags}
+BY_FLAG |= {flag: (option, False) for option in OPTIONS for flag in option.off_flags}
+FIELDS = ("ctx_size", "parallel", "per_slot", "model", "port", "host")
+
+
+class _Reading:
+    """The options read so far: the last value each target took, and what could not be read."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[object, str]] = {}
+        self.unread: dict[str, str] = {}  # target -> the flag or variable whose value could not be read
+
+    def take(self, option: Option, name: str, value: object | None, said: str) -> None:
+        """The value `name` gives the option's target (the last one named wins, as in llama.cpp)."""
+        if value is None:
+            self.unread[option.target] = name
         else:
-            found[TEXTS[flag]] = value
+            self.values[option.target] = value, said
+            self.unread.pop(option.target, None)
+
+    def environment(self, env: Mapping[str, str]) -> None:
+        """common_params_parse_ex's environment pass: a LLAMA_ARG_NO_ variable first, for a flag with a negative
+        form; a switch's variable counts when truthy (a two-way switch's also when falsey)."""
+        for option in OPTIONS:
+            negative = option.env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_") if option.off_flags else None
+            if negative is not None and negative in env:
+                self.take(option, negative, option.off, f"its environment: {negative} ({ARG_CPP})")
+            elif option.env in env:
+                self._variable(option, env[option.env])
+
+    def _variable(self, option: Option, text: str) -> None:
+        if option.read is not None:
+            value = option.read(text)
+        elif text in TRUTHY:
+            value = option.on
+        elif text in FALSEY and option.off_flags:
+            value = option.off
+        elif text in FALSEY:
+            return  # a switch without a negative form, not truthy: nothing set
+        else:
+            value = None
+        # a value is echoed only once read: it is then one memfit knows
+        self.take(option, option.env, value, f"its environment: {option.env}={text} ({ARG_CPP})")
+
+    def command_line(self, argv: Sequence[str]) -> None:
+        i = 1
+        while i < len(argv):
+            flag = argv[i].replace("_", "-") if argv[i].startswith("--") else argv[i]
+            option, positive = BY_FLAG.get(flag, (None, True))
+            takes_value = option is not None and option.read is not None
+            if option is None or (takes_value and i + 1 >= len(argv)):
+                i += 1  # another flag, or one without its value (llama-server would not have started)
+                continue
+            if takes_value and option.read is not None:
+                text = argv[i + 1]
+                self.take(option, flag, option.read(text), f"its command line: {flag} {text} ({ARG_CPP})")
+                i += 2
+            else:
+                self.take(option, flag, option.on if positive else option.off, f"its command line: {flag} ({ARG_CPP})")
+                i += 1
+
+
+def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> ServerArgs:
+    """The settings a llama-server's environment and command line name (argv[0] the program, as the process table
+    gives it)."""
+    reading = _Reading()
+    reading.environment(env or {})
+    reading.command_line(argv)
+    values = reading.values
+    sized = {name: values[name][0] for name in FIELDS if name in values}
     return ServerArgs(
-        named=named,
-        ctx_size=_as_int(found.get("ctx_size")),
-        parallel=_as_int(found.get("parallel")),
-        per_slot=_as_int(found.get("per_slot")),
-        model=_as_str(found.get("model")),
-        port=_as_int(found.get("port")),
-        host=_as_str(found.get("host")),
-        unread=tuple(unread),
+        named={wire: Named(value, said) for wire, (value, said) in values.items() if wire not in FIELDS},
+        ctx_size=_as_int(sized.get("ctx_size")),
+        parallel=_as_int(sized.get("parallel")),
+        per_slot=_as_int(sized.get("per_slot")),
+        model=_as_str(sized.get("model")),
+        port=_as_int(sized.get("port")),
+        host=_as_str(sized.get("host")),
+        unread=tuple(reading.unread.values()),
     )
 
 

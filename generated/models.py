@@ -181,16 +181,16 @@ class WireFitVerdictRequest(WireModel):
     cache; num_ctx by its GPU memory tiers, 4096 below 23 GiB, 32768 below 47 GiB, else 262144,
     capped to the model's trained context; one slot). `lmStudio`: LM Studio's documented load
     defaults (4 concurrent predictions over a 4096 context, mmap). `running` (since 1.15.0): as the
-    llama-server running on this host with this local model's file loaded runs it (a listing's entry
-    names such servers): its slots and a slot's context as it answers `GET /props` (`total_slots`,
-    `default_generation_settings.n_ctx`; `GET /slots` where `/props` leaves them out), asked over
-    loopback with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`,
-    ubatch, load mode, prompt cache and checkpoints its command line names; llama-server's defaults for
-    the rest (the server does not report them). Where no such server runs, or it does not answer, or its
-    command line names a value memfit cannot express (a cache type other than f32, f16 and q8_0), the
-    answer carries the limit for an unread running server and the settings not read are llama-server's defaults
-    (its context then as `--fit` would choose it). A field the request names always wins; the answer's
-    `workload.settings` says where every setting came from.
+    llama-server running on this host with this local model's file loaded runs it (a listing's entry names
+    such servers): its slots and a slot's context as it answers `GET /props` (`total_slots`,
+    `default_generation_settings.n_ctx`; `GET /slots` where `/props` leaves them out), asked over loopback
+    with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`, ubatch, load
+    mode, prompt cache and checkpoints its command line (or its `LLAMA_ARG_*` variables) names;
+    llama-server's defaults for the rest (the server does not report them). Where no such server runs, or it
+    does not answer, or its command line names a value memfit cannot express (a cache type other than f32,
+    f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
+    llama-server's defaults (its context then as `--fit` would choose it). A field the request names always
+    wins; the answer's `workload.settings` says where every setting came from.
 
     """
     swa_full: Annotated[bool | None, Field(alias="swaFull")] = None

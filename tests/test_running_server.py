@@ -119,8 +119,8 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def fake_server(tmp_path: Path, model: Path) -> Iterator[tuple[subprocess.Popen, int]]:
-    """llama-server -m <model> -np 2 -c 8192 -ctk q8_0 -ctv q8_0 -fa on -ub 256 --cache-ram 1024 -ctxcp 8:
-    two slots of a split cache, so a slot's n_ctx is 8192 / 2 = 4096 (llama_n_ctx_seq)."""
+    """LLAMA_ARG_CTX_CHECKPOINTS=8 llama-server -m <model> -np 2 -c 8192 -ctk q8_0 -ctv q8_0 -fa on -ub 256
+    --cache-ram 1024: two slots of a split cache, so a slot's n_ctx is 8192 / 2 = 4096 (llama_n_ctx_seq)."""
     script = tmp_path / "bin" / "llama-server"
     script.parent.mkdir()
     script.write_text(f"#!{sys.executable}\n{FAKE}")
@@ -129,9 +129,11 @@ def fake_server(tmp_path: Path, model: Path) -> Iterator[tuple[subprocess.Popen,
     answers.write_text(json.dumps({"/props": props(2, 4096, str(model)), "/slots": slots(2, 4096)}))
     port = free_port()
     flags = ["-np", "2", "-c", "8192", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-ub", "256"]
-    flags += ["--cache-ram", "1024", "-ctxcp", "8", "--port", str(port)]
+    flags += ["--cache-ram", "1024", "--port", str(port)]
     process = subprocess.Popen(
-        [str(script), "-m", str(model), *flags], env={"FAKE_ANSWERS": str(answers)}, cwd=tmp_path
+        [str(script), "-m", str(model), *flags],
+        env={"FAKE_ANSWERS": str(answers), "LLAMA_ARG_CTX_CHECKPOINTS": "8"},
+        cwd=tmp_path,
     )
     try:
         wait_listening(port)
@@ -162,9 +164,33 @@ def test_the_command_line_names_the_settings_that_change_memory() -> None:
 
 
 def test_a_value_memfit_cannot_express_is_left_unread() -> None:
-    args = server_args(["llama-server", "-ctk", "q4_0", "-c", "lots", "-fa", "maybe", "-kvu"])
-    assert args.unread == ("-ctk", "-fa")
-    assert args.ctx_size is None and set(args.named) == {"kvUnified"}
+    args = server_args(["llama-server", "-ctk", "q4_0", "-c", "lots", "-fa", "maybe", "-kvu", "-ub", "0", "-ub", "64"])
+    assert args.unread == ("-ctk", "-c", "-fa")  # -ub's second value is read: the last one counts
+    assert args.ctx_size is None and {wire: n.value for wire, n in args.named.items()} == {
+        "kvUnified": True,
+        "ubatchTokens": 64,
+    }
+
+
+def test_its_llama_arg_variables_count_and_its_command_line_overrides_them() -> None:
+    env = {
+        "LLAMA_ARG_CACHE_TYPE_K": "q8_0",
+        "LLAMA_ARG_CACHE_TYPE_V": "q8_0",
+        "LLAMA_ARG_NO_MMAP": "",  # set at all: --no-mmap (common_arg::get_value_from_env)
+        "LLAMA_ARG_N_PARALLEL": "3",
+        "LLAMA_ARG_SWA_FULL": "false",  # a switch without a negative form: only truthy sets it
+        "LLAMA_ARG_KV_UNIFIED": "enabled",
+        "LLAMA_ARG_PORT": "8181",
+    }
+    args = server_args(["llama-server", "-ctv", "f16"], env)
+    assert {wire: n.value for wire, n in args.named.items()} == {
+        "keyElementBytes": 1,
+        "valueElementBytes": 2,  # -ctv f16 over LLAMA_ARG_CACHE_TYPE_V
+        "loadMode": "none",
+        "kvUnified": True,
+    }
+    assert (args.parallel, args.port, args.unread) == (3, 8181, ())
+    assert args.named["loadMode"].detail.startswith("its environment: LLAMA_ARG_NO_MMAP")
 
 
 def test_props_and_slots_are_taken_only_in_the_pinned_shape() -> None:
@@ -262,6 +288,7 @@ def test_a_running_server_marks_its_model_and_a_fit_takes_its_settings(
         "loadMode": "profile",  # its command line names none: llama-server's default
     }
     assert f"port {port}" in sources["streams"]["detail"] and "total_slots 2" in sources["streams"]["detail"]
+    assert sources["contextCheckpoints"]["detail"].startswith("its environment: LLAMA_ARG_CTX_CHECKPOINTS=8")
     parts = {p["component"]: p for p in result["estimate"]["parts"]}
     # 4 layers x (2 slots x 4096 cells) x (K and V rows of 4 heads x 64 = 256 q8_0 elements: 8 blocks of 34 bytes)
     assert parts["kvCache"]["bytes"] == 4 * 8192 * 2 * (8 * 34)

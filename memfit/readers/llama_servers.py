@@ -1,5 +1,5 @@
-"""The llama-servers running on this host, and the settings each runs with: its command line (psutil), and what it
-answers on GET /props (and GET /slots where /props leaves something out) over loopback.
+"""The llama-servers running on this host, and the settings each runs with: its command line and LLAMA_ARG_*
+variables (psutil), and what it answers on GET /props (and GET /slots where /props leaves something out) over loopback.
 
 A server is asked only on a loopback address (127.0.0.1, or ::1 where it listens on IPv6 alone), with no token and
 no proxy, each answer read under one deadline and a size cap; what it answers is taken only in the shape the pinned
@@ -24,6 +24,7 @@ import psutil
 from memfit.estimator.server_args import RunningServer, props_settings, server_args, slots_settings
 
 NAMES = frozenset({"llama-server"})  # the process name (the program, or the script it runs) of llama-server
+LLAMA_ARG = "LLAMA_ARG_"  # the variables llama.cpp's options read (common/arg.cpp set_env)
 DEFAULT_PORT = 8080  # common/common.h: port = 8080
 MOST_SERVERS = 16  # asked at once; more are kept with their command lines alone
 DEADLINE_SECONDS = 1.0  # for all of one server's answers together
@@ -126,13 +127,15 @@ Ask = Callable[[str, int, str, float], object]
 def read_server(process: psutil.Process, ask: Ask = http_json) -> RunningServer | None:
     """One llama-server as it runs now: its command line, then its answers; None when it is gone."""
     try:
-        args = server_args(process.cmdline())
+        argv = process.cmdline()
     except psutil.Error:
         return None
     try:
+        env = {k: v for k, v in process.environ().items() if k.startswith(LLAMA_ARG)}
         cwd: str | None = process.cwd()
     except psutil.Error:
-        cwd = None  # another user's: a relative model path is not resolved
+        env, cwd = {}, None  # another user's: its variables unread, a relative model path not resolved
+    args = server_args(argv, env)
     where = listening(process, args.host, args.port)
     slots = n_ctx = path = None
     answered = False
