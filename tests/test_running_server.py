@@ -31,7 +31,7 @@ from memfit.estimator.vocabulary import Basis, Component, SettingSource
 from memfit.estimator.workload import WorkloadRequest
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers import llama_servers
-from memfit.readers.llama_servers import LlamaServers, http_json, llama_server_processes
+from memfit.readers.llama_servers import LlamaServers, http_json, listening, llama_server_processes, loopback
 from memfit.readers.model_roots import Root, RootKind
 from memfit.render import render_models
 from memfit.service_builder import build_service
@@ -357,3 +357,24 @@ def test_a_whole_answer_is_read_without_waiting_for_the_connection_to_close() ->
     assert http_json("127.0.0.1", port, "/props", time.monotonic() + 1.5) == {"total_slots": 4}
     assert time.monotonic() - started < 1.0
     thread.join(timeout=3)
+
+
+@pytest.mark.parametrize(
+    ("address", "asked"),
+    [("127.0.0.1", "127.0.0.1"), ("0.0.0.0", "127.0.0.1"), ("::", "::1"), ("::1", "::1"), ("192.168.1.7", None)],
+)
+def test_a_server_is_asked_on_loopback_only(address: str, asked: str | None) -> None:
+    assert loopback(address) == asked
+
+
+def test_the_port_is_the_one_its_socket_listens_on_not_the_one_its_command_line_says() -> None:
+    listener = "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen();"
+    listener += " print(s.getsockname()[1], flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", listener], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        assert listening(psutil.Process(child.pid), None, 8080) == ("127.0.0.1", port)
+    finally:
+        child.kill()
+        child.wait()
