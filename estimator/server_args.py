@@ -236,11 +236,12 @@ def running_for(servers: Sequence[RunningServer], identity: tuple[int, int] | No
     return min(holding, key=lambda s: (not s.answered, s.port or 0, s.pid), default=None)
 
 
-def server_json_int(value: object, least: int = 1) -> int | None:
-    """A count the server's JSON gives, taken only as an integer within int32 (never a bool, a float, a text)."""
+def server_json_int(value: object) -> int | None:
+    """A count the server's JSON gives, taken only as a positive integer within int32 (never a bool, a float, a
+    text)."""
     if isinstance(value, bool) or not isinstance(value, int):
         return None
-    return value if least <= value <= INT32_MAX else None
+    return value if 0 < value <= INT32_MAX else None
 
 
 def props_settings(props: object) -> tuple[int | None, int | None, str | None]:
@@ -257,7 +258,7 @@ def props_settings(props: object) -> tuple[int | None, int | None, str | None]:
 
 def slots_settings(slots: object) -> tuple[int | None, int | None]:
     """GET /slots' slot count and their n_ctx (server_slot::to_json), where every slot agrees."""
-    if not isinstance(slots, list) or not slots or len(slots) > INT32_MAX:
+    if not isinstance(slots, list) or not slots:
         return None, None
     contexts = {server_json_int(s.get("n_ctx")) if isinstance(s, dict) else None for s in slots}
     n_ctx = contexts.pop() if len(contexts) == 1 else None

@@ -26,7 +26,7 @@ from memfit.estimator.server_args import RunningServer, props_settings, server_a
 NAMES = frozenset({"llama-server"})  # the process name (the program, or the script it runs) of llama-server
 LLAMA_ARG = "LLAMA_ARG_"  # the variables llama.cpp's options read (common/arg.cpp set_env)
 DEFAULT_PORT = 8080  # common/common.h: port = 8080
-MOST_SERVERS = 16  # asked at once; more are kept with their command lines alone
+MOST_SERVERS = 16  # read at once, the first in the process table; more are left out
 DEADLINE_SECONDS = 1.0  # for all of one server's answers together
 MOST_BYTES = 1 << 20  # an answer larger than this is not read (a /props with its chat template is a few KiB)
 KEEP_SECONDS = 2.0  # a reading is kept this long
@@ -121,10 +121,7 @@ def identity(path: str, cwd: str | None) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-Ask = Callable[[str, int, str, float], object]
-
-
-def read_server(process: psutil.Process, ask: Ask = http_json) -> RunningServer | None:
+def read_server(process: psutil.Process) -> RunningServer | None:
     """One llama-server as it runs now: its command line, then its answers; None when it is gone."""
     try:
         argv = process.cmdline()
@@ -141,9 +138,9 @@ def read_server(process: psutil.Process, ask: Ask = http_json) -> RunningServer 
     answered = False
     if where is not None:
         deadline = time.monotonic() + DEADLINE_SECONDS
-        slots, n_ctx, path = props_settings(ask(*where, "/props", deadline))
+        slots, n_ctx, path = props_settings(http_json(*where, "/props", deadline))
         if slots is None or n_ctx is None:  # /slots waits on the server's task queue: asked only when needed
-            counted, slot_ctx = slots_settings(ask(*where, "/slots", deadline))
+            counted, slot_ctx = slots_settings(http_json(*where, "/slots", deadline))
             slots, n_ctx = slots if slots is not None else counted, n_ctx if n_ctx is not None else slot_ctx
         answered = slots is not None or n_ctx is not None
     model = path if path is not None else args.model
@@ -169,12 +166,8 @@ def llama_server_processes() -> list[psutil.Process]:
 class LlamaServers:
     """The llama-servers running now, read at most every KEEP_SECONDS."""
 
-    def __init__(
-        self,
-        find: Callable[[], Sequence[psutil.Process]] = llama_server_processes,
-        ask: Ask = http_json,
-    ) -> None:
-        self._find, self._ask = find, ask
+    def __init__(self, find: Callable[[], Sequence[psutil.Process]] = llama_server_processes) -> None:
+        self._find = find
         self._lock = threading.Lock()
         self._kept: tuple[float, tuple[RunningServer, ...]] | None = None
 
@@ -189,7 +182,7 @@ class LlamaServers:
             servers: tuple[RunningServer, ...] = ()
             if processes:
                 with ThreadPoolExecutor(max_workers=len(processes), thread_name_prefix="memfit-llama-server") as pool:
-                    read = list(pool.map(lambda p: read_server(p, self._ask), processes))
+                    read = list(pool.map(read_server, processes))
                 servers = tuple(s for s in read if s is not None)
             self._kept = (time.monotonic(), servers)
             return servers
