@@ -26,7 +26,14 @@ from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
 from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ContextSource, FlashAttention, LoadMode, Profile, SettingSource
-from memfit.estimator.workload import SETTINGS, ResolvedSetting, Workload, WorkloadRequest, resolve_workload
+from memfit.estimator.workload import (
+    SETTINGS,
+    ResolvedSetting,
+    Workload,
+    WorkloadRequest,
+    input_refusal,
+    resolve_workload,
+)
 
 GIB = 1 << 30
 PROFILE_NAMES = {p.value: p for p in Profile}
@@ -296,13 +303,15 @@ def resolved_workload(request: WorkloadRequest, subject: Subject, facts: LaunchF
         return base
     sources = {s.setting: s for s in base.sources} | dict(resolution.sources)
     context = resolution.context
-    if resolution.fit:
+    if resolution.fit and input_refusal(base) is None:  # a refused request (0 streams) has nothing to fit
         context = fitter_context(subject, base, facts)
     workload = base
     if context is not None:
         n_ctx, source = context
         # memfit counts the context as tokens x streams; n_ctx // streams pads to llama.cpp's cells (256 | n_ctx)
-        workload = replace(base, allocated_tokens=max(1, n_ctx // base.streams), context_source=ContextSource.LAUNCHER)
+        # (streams the request names below 1 are refused after; the split must not divide by them first)
+        per_stream = max(1, n_ctx // max(1, base.streams))
+        workload = replace(base, allocated_tokens=per_stream, context_source=ContextSource.LAUNCHER)
         sources["allocatedTokens"] = source
     slot = workload.n_ctx if workload.kv_unified else workload.allocated_tokens
     if subject.context_limit:  # server_context: the slot context is capped to the trained one
