@@ -58,6 +58,7 @@ class ModelEntry:
     unreadable: str | None = None  # why a local artifact could not be read
     weights_bytes: int | None = None  # a catalog entry's weights floor on this host (it has no file)
     reading: bool | None = None  # True while a local artifact's header waits to be read (its facts empty)
+    loaded_by: tuple[tuple[int, int | None], ...] = ()  # (pid, port) of each running llama-server that loaded it
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ load mode, the prompt cache's RAM, the checkpoints, flash attention, the K and V
 each came from: the request (which always wins), the launcher's default, the launcher's environment, or llama.cpp's
 fitter (estimator/fitter.py), which picks llama-server's context when no -c is given.
 
+`running` takes the settings of the llama-server running on this host with the model loaded: its slots and slot
+context as it answered GET /props (tools/server/server-context.cpp), what its command line names (common/arg.cpp,
+read by estimator/server_args.py), llama-server's defaults for the rest.
+
 llama-server's defaults are read from the pinned llama.cpp (arch_rules.LLAMA_CPP_RELEASE): common/common.h
 (common_params), common/arg.cpp and tools/server/server.cpp. Ollama's from its llama-server launch (llm/
 llama_server.go's startLlamaServer, server/routes.go's VRAM tiers, server/sched.go's automatic batch, envconfig/
@@ -19,9 +23,17 @@ from typing import Any, cast
 
 from memfit.estimator.fitter import FitOutcome, fitted_context, host_projection
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
+from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ContextSource, FlashAttention, LoadMode, Profile, SettingSource
-from memfit.estimator.workload import SETTINGS, ResolvedSetting, Workload, WorkloadRequest, resolve_workload
+from memfit.estimator.workload import (
+    SETTINGS,
+    ResolvedSetting,
+    Workload,
+    WorkloadRequest,
+    input_refusal,
+    resolve_workload,
+)
 
 GIB = 1 << 30
 PROFILE_NAMES = {p.value: p for p in Profile}
@@ -92,6 +104,7 @@ class LaunchFacts:
     host_total: int | None = None  # physical memory: what llama.cpp's CPU device reports (free = total)
     gpu_total: int | None = None  # the visible GPUs' memory together (0: none; None: unknown)
     ollama_env: Mapping[str, str] | None = None  # the OLLAMA_* variables `ollama serve` runs with (None: not read)
+    running: RunningServer | None = None  # the llama-server running with the model loaded (None: none found)
 
 
 NO_FACTS = LaunchFacts()
@@ -158,6 +171,52 @@ def _ollama_context(r: _Resolving, facts: LaunchFacts, trained: int | None) -> t
     return total, ResolvedSetting("allocatedTokens", source, f"{detail}; -c {num_ctx} x {slots} ({OLLAMA_LAUNCH})")
 
 
+SERVER_CONTEXT = "llama.cpp tools/server/server-context.cpp"
+
+
+def _running_settings(r: _Resolving, server: RunningServer) -> None:
+    """The slots as the server answered (else its -np), the unified cache as its -np decided (server.cpp: -np auto
+    runs 4 slots over a unified cache), what its command line names, llama-server's defaults for the rest."""
+    source, args = SettingSource.RUNNING, server.args
+    if server.total_slots is not None:
+        detail = f"GET /props on port {server.port}: total_slots {server.total_slots} ({SERVER_CONTEXT})"
+        r.set("streams", server.total_slots, source, detail)
+    elif args.parallel is not None and args.parallel > 0:
+        r.set("streams", args.parallel, source, f"its command line: -np {args.parallel}")
+    if args.parallel is None or args.parallel < 0:
+        detail = f"its command line names no -np: auto, 4 slots over a unified cache ({SERVER_CPP})"
+        r.set("kvUnified", True, source, detail)
+    for wire, named in args.named.items():
+        r.set(wire, named.value, source, named.detail)
+    if args.parallel is not None and args.parallel > 0:
+        r.set("kvUnified", False, source, f"its command line names -np and no --kv-unified ({COMMON_H})")
+    r.defaults(LLAMA_SERVER)
+
+
+def _running_context(r: _Resolving, server: RunningServer, trained: int | None) -> tuple[int, ResolvedSetting] | None:
+    """The server's total context: its slot context as it answered (n_ctx_slot: the whole context of a unified
+    cache, a stream's otherwise), else its -c (0: the trained context); None where neither is known (its --fit
+    chose it). The slot context is capped to the trained one and to --kv-unified-per-slot (server-context.cpp
+    n_ctx_slot), so there the command line's -c, or n_parallel x --kv-unified-per-slot (server.cpp), is the
+    context."""
+    args, streams = server.args, r.request.streams or 1
+    capped = args.per_slot is not None or (trained is not None and server.slot_tokens == trained)
+    if server.slot_tokens is not None and not (capped and (args.ctx_size or args.per_slot)):
+        n_ctx = server.slot_tokens if r.request.kv_unified else server.slot_tokens * streams
+        per = "one stream the slots share" if r.request.kv_unified else f"x {streams} slots"
+        detail = f"GET /props on port {server.port}: a slot's n_ctx {server.slot_tokens}, {per} ({SERVER_CONTEXT})"
+    elif args.ctx_size is not None and args.ctx_size > 0:
+        n_ctx, detail = args.ctx_size, f"its command line: -c {args.ctx_size}"
+    elif args.ctx_size == 0 and trained:
+        n_ctx, detail = trained, f"its command line: -c 0, the trained context {trained} ({COMMON_H})"
+    elif args.per_slot is not None and args.per_slot > 0:
+        n_ctx = args.per_slot * streams
+        detail = f"its command line: --kv-unified-per-slot {args.per_slot} x {streams} slots ({SERVER_CPP})"
+    else:
+        return None
+    return n_ctx, ResolvedSetting("allocatedTokens", SettingSource.RUNNING, detail)
+
+
 @dataclass(frozen=True)
 class Resolution:
     """A request with every setting the profile gives filled in, where each came from, and the total context:
@@ -189,7 +248,12 @@ def resolve_profile(request: WorkloadRequest, facts: LaunchFacts, subject: Subje
         context = n_ctx, ResolvedSetting("allocatedTokens", SettingSource.PROFILE, f"{LM_STUDIO_DOCS}: Context Length")
     elif profile is Profile.LLAMA_SERVER:
         r.defaults(LLAMA_SERVER)
-    fit = profile is Profile.LLAMA_SERVER and request.allocated_tokens is None
+    elif profile is Profile.RUNNING and facts.running is not None:
+        _running_settings(r, facts.running)
+        context = _running_context(r, facts.running, subject.context_limit)
+    elif profile is Profile.RUNNING:  # no server runs it: llama-server's defaults (the answer says so in a limit)
+        r.defaults(LLAMA_SERVER)
+    fit = profile in (Profile.LLAMA_SERVER, Profile.RUNNING) and context is None and request.allocated_tokens is None
     if request.allocated_tokens is not None:
         context = None
     return Resolution(r.request, profile, r.sources, context, fit)
@@ -239,13 +303,15 @@ def resolved_workload(request: WorkloadRequest, subject: Subject, facts: LaunchF
         return base
     sources = {s.setting: s for s in base.sources} | dict(resolution.sources)
     context = resolution.context
-    if resolution.fit:
+    if resolution.fit and input_refusal(base) is None:  # a refused request (0 streams) has nothing to fit
         context = fitter_context(subject, base, facts)
     workload = base
     if context is not None:
         n_ctx, source = context
         # memfit counts the context as tokens x streams; n_ctx // streams pads to llama.cpp's cells (256 | n_ctx)
-        workload = replace(base, allocated_tokens=max(1, n_ctx // base.streams), context_source=ContextSource.LAUNCHER)
+        # (streams the request names below 1 are refused after; the split must not divide by them first)
+        per_stream = max(1, n_ctx // max(1, base.streams))
+        workload = replace(base, allocated_tokens=per_stream, context_source=ContextSource.LAUNCHER)
         sources["allocatedTokens"] = source
     slot = workload.n_ctx if workload.kv_unified else workload.allocated_tokens
     if subject.context_limit:  # server_context: the slot context is capped to the trained one

@@ -60,6 +60,7 @@ class Limit(StrEnum):
     PREPARED_COUNT_UNAVAILABLE = "preparedCountUnavailable"
     HOST_TELEMETRY_UNAVAILABLE = "hostTelemetryUnavailable"
     GPU_TELEMETRY_UNAVAILABLE = "gpuTelemetryUnavailable"
+    RUNNING_SERVER_UNREAD = "runningServerUnread"  # the running profile read less than the server's settings
 
 
 class BudgetBasis(StrEnum):
@@ -81,6 +82,7 @@ class Profile(StrEnum):
     LLAMA_SERVER = "llamaServer"
     OLLAMA = "ollama"
     LM_STUDIO = "lmStudio"
+    RUNNING = "running"  # as the llama-server running on this host with the model loaded was started
 
 
 class SettingSource(StrEnum):
@@ -89,6 +91,7 @@ class SettingSource(StrEnum):
     PROFILE = "profile"  # the profile's launcher's default
     ENVIRONMENT = "environment"  # the launcher's environment, as its running server was started with
     FITTER = "fitter"  # llama.cpp's --fit chose it
+    RUNNING = "running"  # the running llama-server: what it answered on GET /props, or its command line names
 
 
 class LoadMode(StrEnum):

@@ -171,7 +171,7 @@ class WireFitVerdictRequest(WireModel):
     with the limit `workloadUnsupported`.
 
     """
-    profile: Annotated[str | None, Field(pattern="^(custom|llamaServer|ollama|lmStudio)$")] = None
+    profile: Annotated[str | None, Field(pattern="^(custom|llamaServer|ollama|lmStudio|running)$")] = None
     """
     Whose launch settings fill the fields this request leaves unset. `custom` (the default): memfit's
     documented defaults, nothing that grows after load. `llamaServer`: llama-server run with no flags
@@ -180,7 +180,16 @@ class WireFitVerdictRequest(WireModel):
     `ollama`: Ollama's llama-server launch (`-c` num_ctx x num_parallel, `-np` num_parallel: a split
     cache; num_ctx by its GPU memory tiers, 4096 below 23 GiB, 32768 below 47 GiB, else 262144,
     capped to the model's trained context; one slot). `lmStudio`: LM Studio's documented load
-    defaults (4 concurrent predictions over a 4096 context, mmap). A field the request names always
+    defaults (4 concurrent predictions over a 4096 context, mmap). `running` (since 1.15.0): as the
+    llama-server running on this host with this local model's file loaded runs it (a listing's entry names
+    such servers): its slots and a slot's context as it answers `GET /props` (`total_slots`,
+    `default_generation_settings.n_ctx`; `GET /slots` where `/props` leaves them out), asked over loopback
+    with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`, ubatch, load
+    mode, prompt cache and checkpoints its command line (or its `LLAMA_ARG_*` variables) names;
+    llama-server's defaults for the rest (the server does not report them). Where no such server runs, or it
+    does not answer, or its command line names a value memfit cannot express (a cache type other than f32,
+    f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
+    llama-server's defaults (its context then as `--fit` would choose it). A field the request names always
     wins; the answer's `workload.settings` says where every setting came from.
 
     """
@@ -377,8 +386,9 @@ class WireResolvedSetting(WireModel):
     source: str
     """
     `request` (the request named it), `default` (memfit's documented default), `profile` (the
-    profile's launcher default), `environment` (the launcher's environment variables) or `fitter`
-    (llama.cpp's `--fit` chose it). Tolerate unknown values.
+    profile's launcher default), `environment` (the launcher's environment variables), `fitter`
+    (llama.cpp's `--fit` chose it) or `running` (since 1.15.0: the running llama-server's answer on
+    `GET /props` or `GET /slots`, or its command line, as the detail says). Tolerate unknown values.
 
     """
     detail: str
@@ -415,61 +425,18 @@ class WireFitBudget(WireModel):
     """
 
 
-class WireModelEntry(WireModel):
+class WireRunningServer(WireModel):
     """
-    One model this server knows.
+    A llama-server process running on this host.
     """
 
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    model_id: Annotated[str, Field(alias="modelId")]
-    source: str
+    pid: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    port: Annotated[int | None, Field(ge=0, le=9223372036854775807)]
     """
-    `local` (a file on this machine), `hub` (a model of the Hugging Face Hub answered from its header
-    before: its revision is the commit the header was read at, its artifact bytes null) or `catalog` (the
-    bundled catalog). Tolerate unknown values.
-
-    """
-    root: str
-    """
-    The model directory the artifact was found under; empty for a catalog entry or a model of the Hub.
-    """
-    architecture: str
-    """
-    llama.cpp's architecture name (`general.architecture`); empty when unreadable.
-    """
-    quant: str
-    """
-    llama.cpp's name of the quantisation; empty when the artifact declares none.
-    """
-    revision: str
-    """
-    Immutable commit the bytes were fetched at; empty when the source recorded none.
-    """
-    artifact_bytes: Annotated[int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)]
-    """
-    Bytes of the file set on disk; null for a catalog entry or a model of the Hub.
-    """
-    weights_bytes: Annotated[int | None, Field(alias="weightsBytes", ge=0, le=9223372036854775807)] = None
-    """
-    For a catalog entry (no file on disk): the floor of the weights llama.cpp would load, on this host's CPU backend, as a fit of the entry answers its `weights` part (llama-quantize's recipe over the published tensors). Null for other models (their size is `artifactBytes`), or while the server is still computing it just after start-up (a second or two; the listing then says so again once it is known). Added in 1.14.0.
-    """
-    reading: bool | None = None
-    """
-    True for a local file whose header the server has not read yet: just after start-up, or after thousands of files appeared, a listing reads headers for at most about a second and lists the rest this way (`architecture` and `quant` empty, `artifactBytes` and `contextLimit` null) rather than make the client wait; ask again for their facts. Absent or null once read. Added in 1.14.0.
-    """
-    context_limit: Annotated[int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)]
-    """
-    The model's trained context length in tokens; null when unknown.
-    """
-    has_projector: Annotated[bool, Field(alias="hasProjector")]
-    """
-    Whether a multimodal projector is loaded with it.
-    """
-    unreadable: str | None = None
-    """
-    Why the artifact could not be read (a file that is not a GGUF llama.cpp could load, a truncated one); absent or null when it was read. An unreadable artifact is still listed, its `architecture` empty.
+    The port it listens on over loopback, where memfit asks it; null when it listens on no address loopback reaches.
     """
 
 
@@ -743,8 +710,8 @@ class WireFitWorkload(WireModel):
     """
     `documentedDefault` (the product default, which may be capped to the model limit),
     `requested` (a caller named it; over-limit is refused, never truncated) or `launcher` (the
-    profile's launcher chose it: its default, its environment, or llama.cpp's fitter). Tolerate
-    unknown values.
+    profile's launcher chose it: its default, its environment, llama.cpp's fitter, or the running
+    server). Tolerate unknown values.
 
     """
     streams: Annotated[int, Field(ge=-9223372036854775808, le=9223372036854775807)]
@@ -818,15 +785,66 @@ class WireFitWorkload(WireModel):
     """
 
 
-class WireModelList(WireModel):
+class WireModelEntry(WireModel):
     """
-    The models a fit request may name.
+    One model this server knows.
     """
 
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    models: list[WireModelEntry]
+    model_id: Annotated[str, Field(alias="modelId")]
+    source: str
+    """
+    `local` (a file on this machine), `hub` (a model of the Hugging Face Hub answered from its header
+    before: its revision is the commit the header was read at, its artifact bytes null) or `catalog` (the
+    bundled catalog). Tolerate unknown values.
+
+    """
+    root: str
+    """
+    The model directory the artifact was found under; empty for a catalog entry or a model of the Hub.
+    """
+    architecture: str
+    """
+    llama.cpp's architecture name (`general.architecture`); empty when unreadable.
+    """
+    quant: str
+    """
+    llama.cpp's name of the quantisation; empty when the artifact declares none.
+    """
+    revision: str
+    """
+    Immutable commit the bytes were fetched at; empty when the source recorded none.
+    """
+    artifact_bytes: Annotated[int | None, Field(alias="artifactBytes", ge=0, le=9223372036854775807)]
+    """
+    Bytes of the file set on disk; null for a catalog entry or a model of the Hub.
+    """
+    weights_bytes: Annotated[int | None, Field(alias="weightsBytes", ge=0, le=9223372036854775807)] = None
+    """
+    For a catalog entry (no file on disk): the floor of the weights llama.cpp would load, on this host's CPU backend, as a fit of the entry answers its `weights` part (llama-quantize's recipe over the published tensors). Null for other models (their size is `artifactBytes`), or while the server is still computing it just after start-up (a second or two; the listing then says so again once it is known). Added in 1.14.0.
+    """
+    reading: bool | None = None
+    """
+    True for a local file whose header the server has not read yet: just after start-up, or after thousands of files appeared, a listing reads headers for at most about a second and lists the rest this way (`architecture` and `quant` empty, `artifactBytes` and `contextLimit` null) rather than make the client wait; ask again for their facts. Absent or null once read. Added in 1.14.0.
+    """
+    context_limit: Annotated[int | None, Field(alias="contextLimit", ge=0, le=9223372036854775807)]
+    """
+    The model's trained context length in tokens; null when unknown.
+    """
+    has_projector: Annotated[bool, Field(alias="hasProjector")]
+    """
+    Whether a multimodal projector is loaded with it.
+    """
+    unreadable: str | None = None
+    """
+    Why the artifact could not be read (a file that is not a GGUF llama.cpp could load, a truncated one); absent or null when it was read. An unreadable artifact is still listed, its `architecture` empty.
+    """
+    loaded_by: Annotated[list[WireRunningServer] | None, Field(alias="loadedBy")] = None
+    """
+    The llama-servers running on this host that have this local file loaded (the model path their `GET /props` answers, else their `-m`, is this file: the same device and inode), by port; absent or null when none has. A fit under the `running` profile takes the settings of the first. Added in 1.15.0.
+    """
 
 
 class WireObservation(WireModel):
@@ -903,6 +921,17 @@ class WireFitMemoryEstimate(WireModel):
     """
 
 
+class WireModelList(WireModel):
+    """
+    The models a fit request may name.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    models: list[WireModelEntry]
+
+
 class WireFitVerdictResult(WireModel):
     """
     The advisory answer for one model.
@@ -959,8 +988,10 @@ class WireFitVerdictResult(WireModel):
     `gpuTelemetryUnavailable`; and memfit's own `artifactUnreadable` (the file is not a GGUF
     llama.cpp could load: truncated, corrupt) and `workloadUnsupported` (llama.cpp refuses these
     settings for this model: its cache types, a quantized V cache with flash attention off, more
-    than 256 streams; or the flash attention setting is not one memfit knows). Tolerate unknown
-    values.
+    than 256 streams; or the flash attention setting is not one memfit knows) and, under the running
+    profile, `runningServerUnread` (since 1.15.0: no llama-server on this host has the model loaded, it
+    did not answer `GET /props` over loopback, or its command line names a setting memfit cannot
+    express; what was not read is llama-server's default). Tolerate unknown values.
 
     """
 

@@ -151,13 +151,22 @@ def _listed_size(m: wire.WireModelEntry) -> str:
     return size(m.artifact_bytes)
 
 
+def _loaded_by(m: wire.WireModelEntry) -> str:
+    """The running llama-servers that have the model loaded: each by its port, else its pid."""
+    servers = getattr(m, "loaded_by", None) or []  # absent in a server's answer before API 1.15.0
+    return ", ".join(f":{s.port}" if s.port is not None else f"pid {s.pid}" for s in servers)
+
+
 def render_models(listing: wire.WireModelList, width: int | None = None, detail: bool = False) -> str:
-    """One row per model; the projector column only when some model has one, revision and root with `detail`."""
+    """One row per model; the projector column only when some model has one, the running llama-servers' column
+    only when one has a model loaded, revision and root with `detail`."""
     width = width or terminal_width()
     listing = printable_answer(listing)
     header = ["MODEL", "SOURCE", "ARCH", "QUANT", "SIZE", "CONTEXT"]
     projector = any(m.has_projector for m in listing.models)
     header += ["MMPROJ"] if projector else []
+    loaded = any(_loaded_by(m) for m in listing.models)
+    header += ["LOADED"] if loaded else []
     header += ["REVISION", "ROOT"] if detail else []
     rows = []
     for m in listing.models:
@@ -170,6 +179,7 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
             str(m.context_limit or "?"),
         ]
         row += ["yes" if m.has_projector else ""] if projector else []
+        row += [_loaded_by(m)] if loaded else []
         row += (
             [m.revision.removeprefix("sha256:")[:12], m.root] if detail else []
         )  # an Ollama digest as Ollama shows it

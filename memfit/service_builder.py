@@ -16,6 +16,7 @@ from memfit.readers.header_store import HeaderStore
 from memfit.readers.history_db import HistoryDB, UnopenedHistoryDB
 from memfit.readers.host_memory import read_host_memory
 from memfit.readers.hub import HubModels, HubSettings
+from memfit.readers.llama_servers import LlamaServers
 from memfit.readers.metal import MetalReader
 from memfit.readers.model_roots import Root
 from memfit.readers.nvml import NvmlReader
@@ -25,6 +26,7 @@ from memfit.service.artifact_cache import ArtifactCache
 from memfit.service.fit_service import FitService
 from memfit.service.history import History
 from memfit.service.index import FALLBACK_POLL_SECONDS, ModelIndex
+from memfit.service.running import ReadRunning
 
 HISTORY_FILE = "history.sqlite3"  # the measurement history, in the state directory
 HEADERS_FILE = "headers.sqlite3"  # parsed header summaries, in the state directory
@@ -41,6 +43,7 @@ def build_service(
     metal: GpuReader | None = None,
     read_committed: Callable[[], int | None] | None = None,
     read_ollama_env: Callable[[], Mapping[str, str] | None] | None = None,
+    read_running: ReadRunning | None = None,
     poll_seconds: float = FALLBACK_POLL_SECONDS,
     index: ModelIndex | None = None,
     history_required: bool = True,
@@ -48,8 +51,8 @@ def build_service(
 ) -> FitService:
     """A fit service over the model roots. With a state directory, header summaries persist across restarts and
     observations are recorded there; without one, nothing outlives the process and observations are refused.
-    The host, CPU, GPU (NVML, then Metal) and process-table readers default to the real ones (the CPU is read
-    once, here); the GPUs are those of the first GPU reader that answers;
+    The host, CPU, GPU (NVML, then Metal), process-table and llama-server readers default to the real ones (the CPU
+    is read once, here); the GPUs are those of the first GPU reader that answers;
     `index` replaces the index of `roots`. With `hub`, an id that names no local file is looked up on the Hugging Face
     Hub (its headers cached in the state directory's header cache); without, never.
 
@@ -73,6 +76,7 @@ def build_service(
         read_committed=read_committed or EngineScanner().committed_bytes,
         cpu=read_cpu(),
         read_ollama_env=read_ollama_env or ollama_environment,
+        read_running=read_running or LlamaServers().read,
         state=state,
         hub=HubModels(hub, store) if hub is not None else None,
     )

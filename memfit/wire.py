@@ -216,7 +216,8 @@ def plan_result(p: PlanResult, models: Any = None) -> wire.WireFitPlanResult:
 
 
 def model_entry(e: ModelEntry, models: Any = None) -> wire.WireModelEntry:
-    return (models or generated()).WireModelEntry(
+    m = models or generated()
+    return m.WireModelEntry(
         model_id=e.model_id,
         source=e.source,
         root=e.root,
@@ -229,6 +230,7 @@ def model_entry(e: ModelEntry, models: Any = None) -> wire.WireModelEntry:
         unreadable=e.unreadable,
         weights_bytes=e.weights_bytes,
         reading=e.reading,
+        loaded_by=[m.WireRunningServer(pid=pid, port=port) for pid, port in e.loaded_by] or None,
     )
 
 

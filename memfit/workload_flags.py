@@ -169,7 +169,7 @@ def profile(text: str) -> str:
     names["lm-studio"] = Profile.LM_STUDIO.value
     found = names.get(text.strip().lower())
     if found is None:
-        raise argparse.ArgumentTypeError(f"expected custom, llama-server, ollama or lm-studio, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected custom, llama-server, ollama, lm-studio or running, got {text!r}")
     return found
 
 
@@ -179,7 +179,8 @@ def add_profile_flag(parser: argparse.ArgumentParser) -> None:
         type=profile,
         metavar="NAME",
         help="whose launch settings fill the ones not given: custom (default: memfit's), llama-server (no flags:"
-        " 4 slots, --fit's context, mmap, its prompt cache and checkpoints), ollama or lm-studio",
+        " 4 slots, --fit's context, mmap, its prompt cache and checkpoints), ollama, lm-studio, or running (as the"
+        " llama-server running here with the model loaded runs it)",
     )
 
 

@@ -17,12 +17,14 @@ from memfit.estimator.fit_types import FitRequest, FitResult
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.machine import GpuMemory, HostMemory
 from memfit.estimator.profiles import NO_FACTS, LaunchFacts, resolved_workload
+from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
 from memfit.estimator.verdict import DEFAULT_MARGIN
 from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Profile, Refusal, Verdict
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal
 from memfit.readers.gpu_memory import GpuReader
 from memfit.service.history import HistoryAccess
+from memfit.service.running import ReadRunning, server_for
 from memfit.service.subjects import Subjects
 
 
@@ -64,6 +66,7 @@ class Answers:
         gpus: GpuReader,
         read_committed: Callable[[], int | None],
         read_ollama_env: Callable[[], Mapping[str, str] | None] = lambda: None,
+        read_running: ReadRunning = lambda: (),
     ) -> None:
         self.subjects = subjects
         self.history = history
@@ -72,6 +75,7 @@ class Answers:
         self.gpu_reader = gpus  # NVML's or Metal's (service_builder chooses)
         self.read_committed = read_committed
         self.read_ollama_env = read_ollama_env  # the OLLAMA_* variables `ollama serve` runs with
+        self.read_running = read_running  # the llama-servers running on this host
 
     def read_environment(self) -> Environment:
         host = self.read_host()
@@ -113,13 +117,13 @@ class Answers:
     def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
         """The answer about `subject` (its weights under the CPU variants of `choice`), the model
         `request.model_id` names."""
-        workload = replace(
-            resolved_workload(request.workload, subject, self.launch_facts(request.workload.profile)),
-            cpu_variant=choice.name,
-        )
+        facts = self.launch_facts(request.workload.profile, request.model_id)
+        workload = replace(resolved_workload(request.workload, subject, facts), cpu_variant=choice.name)
         refusal = input_refusal(workload)
         parts: list[Part] = []
         limits = list(subject.limits)
+        if request.workload.profile == Profile.RUNNING and not _read_whole(facts):
+            limits.append(Limit.RUNNING_SERVER_UNREAD)
         if not choice.variants:  # a variant this host cannot run: its weights are not llama.cpp's here
             limits.append(Limit.WORKLOAD_UNSUPPORTED)
         estimate = REFUSED
@@ -136,9 +140,10 @@ class Answers:
             return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
         return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits, choice.variants)
 
-    def launch_facts(self, profile: str | None) -> LaunchFacts:
+    def launch_facts(self, profile: str | None, model_id: str = "") -> LaunchFacts:
         """What a launch profile reads of this machine: nothing for `custom`; the host's and the GPUs' total
-        memory (llama.cpp's fitter, Ollama's VRAM tiers) and, for Ollama, its server's environment."""
+        memory (llama.cpp's fitter, Ollama's VRAM tiers), for Ollama its server's environment, for `running` the
+        llama-server that has the local model `model_id` loaded."""
         if profile in (None, Profile.CUSTOM):
             return NO_FACTS
         gpus = self.gpu_reader.read()
@@ -146,7 +151,12 @@ class Answers:
             host_total=self.read_host().total,
             gpu_total=sum(g.total for g in gpus) if gpus is not None else None,
             ollama_env=self.read_ollama_env() if profile == Profile.OLLAMA else None,
+            running=self.running_server(model_id) if profile == Profile.RUNNING else None,
         )
+
+    def running_server(self, model_id: str) -> RunningServer | None:
+        """The llama-server running on this host that has the local model `model_id` loaded, if one does."""
+        return server_for(self.subjects.index, self.read_running(), model_id)
 
     def judge(self, answers: Sequence[Answer], environment: Environment) -> list[FitResult]:
         """Answers judged against one environment; sharedKey marks file sets used twice."""
@@ -191,6 +201,11 @@ class Answers:
                 )
             )
         return results
+
+
+def _read_whole(facts: LaunchFacts) -> bool:
+    """Whether the running profile found the server, heard it answer, and could express all its command line."""
+    return facts.running is not None and facts.running.answered and not facts.running.args.unread
 
 
 def _ordered_limits(limits: Sequence[Limit]) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from memfit.service.index import ModelIndex
 from memfit.service.listing import Listing
 from memfit.service.observations import Observations
 from memfit.service.plans import Plans
+from memfit.service.running import LoadedMarks, ReadRunning
 from memfit.service.subjects import HubLookups, Subjects
 
 
@@ -48,6 +49,7 @@ class FitService:
         read_committed: Callable[[], int | None],
         cpu: CpuFeatures,
         read_ollama_env: Callable[[], Mapping[str, str] | None] = lambda: None,
+        read_running: ReadRunning = lambda: (),
         state: StateHealth | None = None,
         hub: HubLookups | None = None,
     ) -> None:
@@ -57,8 +59,9 @@ class FitService:
         self.history_access = HistoryAccess(history, self.state, cache.store)
         self.listing = Listing(self.subjects)
         self.answers = Answers(
-            self.subjects, self.history_access, settings, read_host, gpus, read_committed, read_ollama_env
+            self.subjects, self.history_access, settings, read_host, gpus, read_committed, read_ollama_env, read_running
         )
+        self.loaded = LoadedMarks(index, read_running)
         self.plans = Plans(self.subjects, self.answers)
         self.observations = Observations(self.subjects, self.history_access)
         index.warm = self.listing.warm
@@ -124,7 +127,8 @@ class FitService:
         return self.plans.plan_batch(requests, cancelled, budget)
 
     def model_list(self) -> tuple[ModelEntry, ...]:
-        return self.listing.models()
+        """The listing, each local model a running llama-server has loaded marked."""
+        return self.loaded.marked(self.listing.models())
 
     def left_out(self, model_ids: Sequence[str], repositories: bool = False) -> list[tuple[str, Suggestions, str]]:
         """The ids, each once in order, that no model answers to (with `repositories`, as a plan reads them: nor a

@@ -12,7 +12,7 @@ from memfit.estimator.model_ids import typed_id
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, maxima
 from memfit.estimator.profiles import resolved_workload
 from memfit.estimator.subject import Subject
-from memfit.estimator.vocabulary import Verdict
+from memfit.estimator.vocabulary import Profile, Verdict
 from memfit.service.answers import Answer, Answers
 from memfit.service.subjects import Subjects, tagged
 
@@ -54,6 +54,8 @@ class Plans:
             rows = []
             facts = answers.launch_facts(request.workload.profile)
             for subject in found_subjects:
+                if request.workload.profile == Profile.RUNNING:  # the server that has this one loaded
+                    facts = replace(facts, running=answers.running_server(subject.model_id))
                 # under a launch profile, its settings (the context aside: the search varies it)
                 workload = resolved_workload(request.workload, subject, facts)
                 found = maxima(

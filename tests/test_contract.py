@@ -77,6 +77,15 @@ FOUND: dict[str, tuple[str, JsonValue]] = {
         "/v1/models/fit/plan",
         [{"modelId": KNOWN_MODEL, "streams": 576460752303423488, "kvUnified": True}],
     ),
+    # a 500: a launcher's context split among the request's 0 streams divided by zero (estimator/profiles.py)
+    "fit of 0 streams under a launch profile": (
+        "/v1/models/fit",
+        {"modelId": KNOWN_MODEL, "streams": 0, "profile": "llamaServer"},
+    ),
+    "fit of 0 streams under the running profile": (
+        "/v1/models/fit",
+        {"modelId": KNOWN_MODEL, "streams": 0, "profile": "running"},
+    ),
 }
 
 

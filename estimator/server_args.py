@@ -1,0 +1,265 @@
+"""A running llama-server's settings: what its command line and its LLAMA_ARG_* variables name (common/arg.cpp's
+options) and what it answers on GET /props and GET /slots (tools/server/server-context.cpp), as the running profile
+reads them.
+
+Only the options that change memory are read, as the pinned llama.cpp parses them (common/arg.cpp
+common_params_parse_ex): the environment first, in the order arg.cpp declares the options (a LLAMA_ARG_NO_ variable
+turns a flag with a negative form off), then the command line, which overrides it (a `--` flag's underscores read as
+dashes, a flag named twice keeps its last value, a value is the next argument). A value memfit cannot express (a
+cache type other than f32, f16 and q8_0, a number that is not one) is not taken: the flag or variable is listed in
+`unread` and the setting stays llama-server's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
+from memfit.estimator.vocabulary import FlashAttention, LoadMode
+
+ARG_CPP = "llama.cpp common/arg.cpp"
+INT32_MAX = 2**31 - 1
+CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
+# common/arg.cpp common_arg_utils::is_truthy, is_falsey and is_autoy
+TRUTHY, FALSEY, AUTOY = ("on", "enabled", "true", "1"), ("off", "disabled", "false", "0"), ("auto", "-1")
+FLASH_ATTENTION = (
+    dict.fromkeys(TRUTHY, FlashAttention.ON)
+    | dict.fromkeys(FALSEY, FlashAttention.OFF)
+    | dict.fromkeys(AUTOY, FlashAttention.AUTO)
+)
+
+
+@dataclass(frozen=True)
+class Named:
+    """A setting the server's command line or environment names: its value, and what named it."""
+
+    value: object
+    detail: str
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """What a llama-server's command line and environment name: the settings on the wire (by their wire names), and
+    the options that size its context or say where it listens and what it loaded."""
+
+    named: Mapping[str, Named] = field(default_factory=dict)
+    ctx_size: int | None = None  # -c (0: the trained context)
+    parallel: int | None = None  # -np (-1: auto)
+    per_slot: int | None = None  # --kv-unified-per-slot
+    model: str | None = None  # -m
+    port: int | None = None  # --port
+    host: str | None = None  # --host
+    unread: tuple[str, ...] = ()  # flags or variables whose value memfit cannot express
+
+
+def _int(text: str) -> int | None:
+    """std::stoi's reading of a plain decimal (memfit takes nothing looser); None for any other text."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isdigit() or not digits.isascii() or len(digits) > 10:
+        return None
+    value = int(text)
+    return value if -INT32_MAX - 1 <= value <= INT32_MAX else None
+
+
+def _positive(text: str) -> int | None:
+    value = _int(text)
+    return value if value is not None and value > 0 else None
+
+
+def _load_mode(text: str) -> LoadMode | None:
+    return next((m for m in LoadMode if m.value == text), None)
+
+
+def _text(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Option:
+    """One of common/arg.cpp's options: its flags, its variable, what it sets (a wire setting, or a ServerArgs
+    field), and either how its value reads or the values its flags without one set (on; off for its negative
+    flags)."""
+
+    flags: tuple[str, ...]
+    env: str
+    target: str
+    read: Callable[[str], object | None] | None = None
+    on: object = True
+    off_flags: tuple[str, ...] = ()
+    off: object = False
+
+
+# In common/arg.cpp's order (the environment is applied in it): the options that change memory, and -m, --host,
+# --port
+OPTIONS = (
+    Option(("-c", "--ctx-size"), "LLAMA_ARG_CTX_SIZE", "ctx_size", _int),
+    Option(("--kv-unified-per-slot",), "LLAMA_ARG_KV_UNIFIED_PER_SLOT", "per_slot", _int),
+    Option(("-ub", "--ubatch-size"), "LLAMA_ARG_UBATCH", "ubatchTokens", _positive),
+    Option(("--swa-full",), "LLAMA_ARG_SWA_FULL", "swaFull"),
+    Option(
+        ("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "LLAMA_ARG_CTX_CHECKPOINTS", "contextCheckpoints", _int
+    ),
+    Option(("-cram", "--cache-ram"), "LLAMA_ARG_CACHE_RAM", "cacheRamMib", _int),
+    Option(("-kvu", "--kv-unified"), "LLAMA_ARG_KV_UNIFIED", "kvUnified", off_flags=("-no-kvu", "--no-kv-unified")),
+    Option(("-fa", "--flash-attn"), "LLAMA_ARG_FLASH_ATTN", "flashAttention", FLASH_ATTENTION.get),
+    Option(("-ctk", "--cache-type-k"), "LLAMA_ARG_CACHE_TYPE_K", "keyElementBytes", CACHE_TYPE_BYTES.get),
+    Option(("-ctv", "--cache-type-v"), "LLAMA_ARG_CACHE_TYPE_V", "valueElementBytes", CACHE_TYPE_BYTES.get),
+    Option(("-np", "--parallel"), "LLAMA_ARG_N_PARALLEL", "parallel", _int),
+    Option(("--mlock",), "LLAMA_ARG_MLOCK", "loadMode", on=LoadMode.MLOCK),  # deprecated for --load-mode
+    Option(("--mmap",), "LLAMA_ARG_MMAP", "loadMode", on=LoadMode.MMAP, off_flags=("--no-mmap",), off=LoadMode.NONE),
+    Option(
+        ("-dio", "--direct-io"),
+        "LLAMA_ARG_DIO",
+        "loadMode",
+        on=LoadMode.DIRECT_IO,
+        off_flags=("-ndio", "--no-direct-io"),
+        off=LoadMode.NONE,
+    ),
+    Option(("-lm", "--load-mode"), "LLAMA_ARG_LOAD_MODE", "loadMode", _load_mode),
+    Option(("-m", "--model"), "LLAMA_ARG_MODEL", "model", _text),
+    Option(("--host",), "LLAMA_ARG_HOST", "host", _text),
+    Option(("--port",), "LLAMA_ARG_PORT", "port", _int),
+)
+BY_FLAG = {flag: (option, True) for option in OPTIONS for flag in option.flags}
+BY_FLAG |= {flag: (option, False) for option in OPTIONS for flag in option.off_flags}
+FIELDS = ("ctx_size", "parallel", "per_slot", "model", "port", "host")
+
+
+class _Reading:
+    """The options read so far: the last value each target took, and what could not be read."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[object, str]] = {}
+        self.unread: dict[str, str] = {}  # target -> the flag or variable whose value could not be read
+
+    def take(self, option: Option, name: str, value: object | None, said: str) -> None:
+        """The value `name` gives the option's target (the last one named wins, as in llama.cpp)."""
+        if value is None:
+            self.unread[option.target] = name
+        else:
+            self.values[option.target] = value, said
+            self.unread.pop(option.target, None)
+
+    def environment(self, env: Mapping[str, str]) -> None:
+        """common_params_parse_ex's environment pass: a LLAMA_ARG_NO_ variable first, for a flag with a negative
+        form; a switch's variable counts when truthy (a two-way switch's also when falsey)."""
+        for option in OPTIONS:
+            negative = option.env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_") if option.off_flags else None
+            if negative is not None and negative in env:
+                self.take(option, negative, option.off, f"its environment: {negative} ({ARG_CPP})")
+            elif option.env in env:
+                self._variable(option, env[option.env])
+
+    def _variable(self, option: Option, text: str) -> None:
+        if option.read is not None:
+            value = option.read(text)
+        elif text in TRUTHY:
+            value = option.on
+        elif text in FALSEY and option.off_flags:
+            value = option.off
+        elif text in FALSEY:
+            return  # a switch without a negative form, not truthy: nothing set
+        else:
+            value = None
+        # a value is echoed only once read: it is then one memfit knows
+        self.take(option, option.env, value, f"its environment: {option.env}={text} ({ARG_CPP})")
+
+    def command_line(self, argv: Sequence[str]) -> None:
+        i = 1
+        while i < len(argv):
+            flag = argv[i].replace("_", "-") if argv[i].startswith("--") else argv[i]
+            option, positive = BY_FLAG.get(flag, (None, True))
+            takes_value = option is not None and option.read is not None
+            if option is None or (takes_value and i + 1 >= len(argv)):
+                i += 1  # another flag, or one without its value (llama-server would not have started)
+                continue
+            if takes_value and option.read is not None:
+                text = argv[i + 1]
+                self.take(option, flag, option.read(text), f"its command line: {flag} {text} ({ARG_CPP})")
+                i += 2
+            else:
+                self.take(option, flag, option.on if positive else option.off, f"its command line: {flag} ({ARG_CPP})")
+                i += 1
+
+
+def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> ServerArgs:
+    """The settings a llama-server's environment and command line name (argv[0] the program, as the process table
+    gives it)."""
+    reading = _Reading()
+    reading.environment(env or {})
+    reading.command_line(argv)
+    values = reading.values
+    sized = {name: values[name][0] for name in FIELDS if name in values}
+    return ServerArgs(
+        named={wire: Named(value, said) for wire, (value, said) in values.items() if wire not in FIELDS},
+        ctx_size=_as_int(sized.get("ctx_size")),
+        parallel=_as_int(sized.get("parallel")),
+        per_slot=_as_int(sized.get("per_slot")),
+        model=_as_str(sized.get("model")),
+        port=_as_int(sized.get("port")),
+        host=_as_str(sized.get("host")),
+        unread=tuple(reading.unread.values()),
+    )
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _as_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    """A llama-server running on this host: what its command line names and, when it answered over loopback, what
+    GET /props (or GET /slots) said of its slots (tools/server/server-context.cpp get_res_props)."""
+
+    pid: int
+    port: int | None  # where it was asked; None where it listens on no loopback address memfit could find
+    args: ServerArgs
+    model_file: tuple[int, int] | None = None  # (device, inode) of the model file it loaded
+    answered: bool = False  # GET /props (or /slots) answered with the shape of the pinned server
+    total_slots: int | None = None  # /props total_slots: params.n_parallel, after -np auto became 4
+    slot_tokens: int | None = None  # /props default_generation_settings.n_ctx (a slot's n_ctx): n_ctx_slot()
+
+    def loaded(self, identity: tuple[int, int]) -> bool:
+        return self.model_file == identity
+
+
+def running_for(servers: Sequence[RunningServer], identity: tuple[int, int] | None) -> RunningServer | None:
+    """The server that has the file `identity` loaded: one that answered first, then the lowest port."""
+    if identity is None:
+        return None
+    holding = [s for s in servers if s.loaded(identity)]
+    return min(holding, key=lambda s: (not s.answered, s.port or 0, s.pid), default=None)
+
+
+def server_json_int(value: object) -> int | None:
+    """A count the server's JSON gives, taken only as a positive integer within int32 (never a bool, a float, a
+    text)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 < value <= INT32_MAX else None
+
+
+def props_settings(props: object) -> tuple[int | None, int | None, str | None]:
+    """GET /props' total_slots, default_generation_settings.n_ctx and model_path (server-context.cpp
+    get_res_props), each only where it has the type the pinned source writes."""
+    if not isinstance(props, dict):
+        return None, None, None
+    generation = props.get("default_generation_settings")
+    n_ctx = server_json_int(generation.get("n_ctx")) if isinstance(generation, dict) else None
+    path = props.get("model_path")
+    path_ok = isinstance(path, str) and 0 < len(path) <= 4096 and "\0" not in path
+    return server_json_int(props.get("total_slots")), n_ctx, path if path_ok else None
+
+
+def slots_settings(slots: object) -> tuple[int | None, int | None]:
+    """GET /slots' slot count and their n_ctx (server_slot::to_json), where every slot agrees."""
+    if not isinstance(slots, list) or not slots:
+        return None, None
+    contexts = {server_json_int(s.get("n_ctx")) if isinstance(s, dict) else None for s in slots}
+    n_ctx = contexts.pop() if len(contexts) == 1 else None
+    return len(slots), n_ctx
