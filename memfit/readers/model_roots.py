@@ -110,10 +110,11 @@ def _check(exc: OSError, root: str) -> None:
         raise RootUnreadable(exc.errno, f"{exc.filename or root}: {exc.strerror or exc}") from exc
 
 
-def _is(path: str, root: str, kind: Callable[[int], bool]) -> bool:
-    """Whether `path` (symlinks followed) exists and its mode is of `kind` (stat.S_ISREG, stat.S_ISDIR)."""
+def _is(path: str, root: str, kind: Callable[[int], bool], follow: bool = True) -> bool:
+    """Whether `path` (symlinks followed, unless not `follow`) exists and its mode is of `kind` (stat.S_ISREG,
+    stat.S_ISDIR, stat.S_ISLNK)."""
     try:
-        return kind(os.stat(path).st_mode)
+        return kind((os.stat if follow else os.lstat)(path).st_mode)
     except OSError as exc:
         _check(exc, root)
         return False
@@ -152,16 +153,23 @@ def gguf_files(root: str, directory: str | None = None, recursive: bool = True) 
     inside `root`, sorted. A symlink, to a file or to a directory on the way, counts only when it resolves
     inside the root."""
     found: list[str] = []
-    if not inside(root, directory or root):
+    real_root = os.path.realpath(root)
+    if not within(os.path.realpath(directory or root), real_root):
         log.warning("skipped %r: it resolves outside its model root", directory)
         return found
+    # os.walk enters no symlinked folder (followlinks=False): every folder it lists lies where `directory` does,
+    # inside the root, and so does every file in one that is not a symlink (one lstat; only a symlink resolved)
     for current, dirs, files in os.walk(directory or root, onerror=lambda exc: _check(exc, root), followlinks=False):
         dirs[:] = sorted(d for d in dirs if _printable(d)) if recursive else []  # a folder's name may be in an id
         for name in sorted(files):
             path = os.path.join(current, name)
-            if not name.lower().endswith(".gguf") or not _printable(name) or not inside(root, path):
+            if not name.lower().endswith(".gguf") or not _printable(name):
                 continue
-            if _is(path, root, stat.S_ISREG):
+            if _is(path, root, stat.S_ISREG, follow=False) or (
+                _is(path, root, stat.S_ISLNK, follow=False)
+                and within(os.path.realpath(path), real_root)
+                and _is(path, root, stat.S_ISREG)
+            ):
                 found.append(path)
             if len(found) >= MAX_FILES_PER_ROOT:
                 return found
