@@ -107,16 +107,19 @@ class Listing:
         known, self._local_entries = self._local_entries, {}
         keys = {a: None if (seen := s.index.file_identities(a)) is None else (a, seen) for a in artifacts}
         unheld = {a for a, key in keys.items() if key not in known and not self._held(a)}
-        stored = self._stored([key for a, key in keys.items() if a in unheld and key is not None])
+        store_keys = {a: _store_key(key) for a, key in keys.items() if a in unheld and key is not None}
+        store = s.cache.store
+        stored = store.listed(list(store_keys.values())) if store is not None else {}
         derived: dict[str, str] = {}
         entries = []
         for artifact in artifacts:
             key = keys[artifact]
-            local = self._local(artifact, key, known.get(key), artifact not in unheld, deadline, stored, derived)
+            found = stored.get(store_keys.get(artifact, ""))
+            local = self._local(artifact, key, known.get(key), artifact not in unheld, deadline, found, derived)
             if local is not None:
                 entries.append(local)
-        if s.cache.store is not None:
-            s.cache.store.put_listed(derived, _derivation())
+        if store is not None:
+            store.put_listed(derived, _derivation())
         listed = {e.model_id.lower() for e in entries}
         for remote in self._hub_entries():
             if remote.model_id.lower() not in listed:
@@ -142,11 +145,6 @@ class Listing:
                 )
         return tuple(entries)
 
-    def _stored(self, keys: list[tuple]) -> dict[str, str]:
-        """The stored entries of these (artifact, file identities) keys, by their store keys."""
-        store = self.subjects.cache.store
-        return store.listed([_store_key(key) for key in keys]) if store is not None else {}
-
     def _local(
         self,
         artifact: LocalArtifact,
@@ -154,16 +152,16 @@ class Listing:
         known: ModelEntry | None,
         held: bool,
         deadline: float | None,
-        stored: dict[str, str],
+        stored: str | None,
         derived: dict[str, str],
     ) -> ModelEntry | None:
         """A local artifact's entry (None: not a model): the last listing's while the index saw its files unchanged,
         else, when its facts are not in memory, the one stored for those files (a restart), else read now, unless
         `deadline` has passed (then listed as being read). One derived now is added to `derived` for the store.
-        `held`: whether it was listed before or its facts are in memory."""
+        `held`: whether it was listed before or its facts are in memory; `stored`: the store's entry for its files."""
         local: ModelEntry | bool | None = known
         if not held and key is not None:
-            local = _stored_entry(artifact, stored.get(_store_key(key)))
+            local = _stored_entry(artifact, stored)
             if local is False:  # stored as not a model
                 return None
         if local is None and not held and deadline is not None and time.monotonic() >= deadline:
