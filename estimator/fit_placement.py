@@ -371,6 +371,7 @@ def forecast_measure(
     overrides over the launcher's other flags (`base`), each model device's weights (its own buffer type), KV cache
     and recurrent state (estimator/placement.py) and compute buffer (estimator/scheduler.py's dry run)."""
     used = model_devices(devices, base)
+    base = replace(base, mmap=False)  # common_get_device_memory_data: load_mode NONE, no_alloc
 
     def measure(n_ctx: int, offload: Offload) -> list[DeviceMemory]:
         memory = memory_at(n_ctx)

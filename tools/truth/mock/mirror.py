@@ -119,6 +119,7 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
             n_ctx,
             int(a.get("n_seq", 1)),
             int(a.get("n_ubatch", 512)),
+            unified=bool(c["kv_unified"]),
             quantized_k=k_type.quantized,
             quantized_v=v_type.quantized,
             flash_attention=bool(c["flash_attn"]),
