@@ -27,15 +27,33 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from memfit.estimator import vocabulary
 from memfit.estimator.cpu_variant import CpuVariant
+from memfit.estimator.device_forecast import gpu_devices, placement_request
 from memfit.estimator.devices import CPU, Device
 from memfit.estimator.fitter import DEFAULT_MARGIN, DEFAULT_MIN_CTX, FULL_CONTEXT, MIB, interpolated_context
+from memfit.estimator.forecast import geometry_of
+from memfit.estimator.kv_cache import cache_type
 from memfit.estimator.layout import Layout
-from memfit.estimator.placement import Buffers, Memory, ModelTensors, Placement, model_devices, place
+from memfit.estimator.machine import GpuMemory
+from memfit.estimator.placement import (
+    Buffers,
+    Memory,
+    ModelTensors,
+    Placement,
+    PlacementUnsupported,
+    SplitMode,
+    model_devices,
+    place,
+)
 from memfit.estimator.scheduler import Mode, compute_buffers
+from memfit.estimator.subject import Subject
+from memfit.estimator.vocabulary import ContextSource, SettingSource
+from memfit.estimator.workload import ALL_LAYERS, ResolvedSetting, Workload, WorkloadRequest
 
 UINT32 = 1 << 32
 MAX_OVERRIDES = 4096  # llama_max_tensor_buft_overrides()
+PLACED = ("gpuLayers", "tensorSplit", "tensorOverrides")  # the settings the fitter writes (-ngl, -ts, -ot)
 MAX_PATTERN_LAYERS = 1000  # get_overflow_pattern's table: "at most 1000 model layers are supported"
 # get_overflow_pattern: the tensors of layer N a partial layer leaves to another buffer type
 _MOE_ALL = "blk\\.\\d+\\.ffn_(up|down|gate_up|gate)_(ch|)exps"  # every layer's expert tensors
@@ -102,6 +120,7 @@ class PlacementFit:
     fitted: bool  # common_fit_params' status is success (else it gave up, keeping what it had set)
     why: str
     layers: tuple[DeviceFit, ...] = ()  # per device, where the fitter assigned layers
+    placed: bool = True  # the placement is the fitter's (False: it kept the one the launcher set, and gave up)
 
 
 class _GaveUp(Exception):
@@ -330,7 +349,8 @@ def fit_placement(request: FitRequest, devices: Sequence[str], measure: Measure)
         if reduced is not None and nd == 1:
             return PlacementFit(n_ctx, initial, True, why + "every layer on the GPU")
     if request.user_placement:
-        return PlacementFit(n_ctx, initial, False, why + f"{request.user_placement} set by the user: the fit gives up")
+        gave_up = why + f"{request.user_placement} set by the launcher: the fit gives up"
+        return PlacementFit(n_ctx, initial, False, gave_up, placed=False)
     search = _Search(
         request, n_ctx, measure, tuple(devices), tuple(d.free - m for d, m in zip(full, margins, strict=True))
     )
@@ -396,3 +416,98 @@ def forecast_measure(
         ]
 
     return measure
+
+
+# --- the fitter's choice for a request ---------------------------------------------------------------------------
+
+
+def refused_flags(request: WorkloadRequest, workload: Workload, n_devices: int) -> str:
+    """The placement flags the launcher set that make the fitter keep the placement and give up (common_params_fit_
+    impl's checks before step 3): -ngl other than auto (a count, or `all`: fullGpu), -ot (--n-cpu-moe writes its
+    overrides there), and on several devices a non-zero -ts or -sm row; empty where the fitter places."""
+    flags = []
+    if request.gpu_layers is not None or workload.mode != vocabulary.Mode.CPU_OFFLOAD:
+        flags.append(f"-ngl {workload.placement.gpu_layers}")
+    if request.tensor_overrides or request.n_cpu_moe:
+        flags.append("-ot")
+    if n_devices > 1 and any(workload.placement.tensor_split):
+        flags.append("-ts")
+    if n_devices > 1 and workload.placement.split_mode == SplitMode.ROW.value:
+        flags.append("-sm row")
+    return ", ".join(flags)
+
+
+def predicted_fit(
+    request: WorkloadRequest,
+    subject: Subject,
+    workload: Workload,
+    gpus: Sequence[GpuMemory],
+    variant: CpuVariant,
+    choose_context: bool,
+) -> PlacementFit | None:
+    """What llama.cpp's fitter does for the workload on `gpus` (-c 0 where `choose_context`); None where it has no
+    GPU to place on or memfit cannot forecast the candidates (the model's tensors, its graph, a placement memfit
+    does not mirror)."""
+    layout, devices = subject.layout, gpu_devices(gpus)
+    if not devices or not subject.tensors or layout is None or subject.context_limit is None:
+        return None
+    if workload.placement.gpu_layers is None:  # an unknown mode names no -ngl
+        return None
+    model = subject.tensors[0]
+    refused = refused_flags(request, workload, len(devices))
+    flags = workload.placement if refused else replace(workload.placement, gpu_layers=ALL_LAYERS)  # -ngl auto
+    try:
+        base = placement_request(flags, model.n_layer)
+        used = model_devices(devices, base)
+    except PlacementUnsupported:
+        return None
+    if not used:
+        return None
+    streams = workload.streams
+
+    def memory_at(n_ctx: int) -> Memory:
+        at = replace(workload, allocated_tokens=max(1, n_ctx // streams))
+        geometry = geometry_of(layout, at, subject.architecture)
+        return Memory(layout, geometry, cache_type(at.key_element_bytes), cache_type(at.value_element_bytes))
+
+    fit_request = FitRequest(
+        n_layer=model.n_layer,
+        n_expert=expert_count(layout),
+        n_ctx_train=subject.context_limit,
+        n_ctx=0 if choose_context else workload.n_ctx,
+        n_seq=streams,
+        kv_unified=workload.kv_unified,
+        gpu_layers=-1 if base.gpu_layers is None or not refused else base.gpu_layers,
+        user_placement=refused,
+    )
+    try:
+        return fit_placement(
+            fit_request, [d.name for d in used], forecast_measure(model, memory_at, devices, base, variant)
+        )
+    except PlacementUnsupported:
+        return None
+
+
+def fitted_workload(workload: Workload, fit: PlacementFit, choose_context: bool) -> Workload:
+    """The workload with the fitter's context (where it chose one) and placement (where it placed), each setting's
+    source the fitter."""
+    detail = f"llama.cpp's fitter (common/fit.cpp common_fit_params, --fit on): {fit.why}"
+    if not fit.fitted:
+        detail += "; the fit fails and llama.cpp loads with that"
+    chosen = {}
+    if choose_context:
+        workload = replace(
+            workload, allocated_tokens=max(1, fit.n_ctx // workload.streams), context_source=ContextSource.LAUNCHER
+        )
+        chosen["allocatedTokens"] = ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
+    if fit.placed:
+        offload = fit.offload
+        placement = replace(
+            workload.placement,
+            gpu_layers=ALL_LAYERS if offload.gpu_layers is None else offload.gpu_layers,
+            tensor_split=offload.tensor_split,
+            tensor_overrides=tuple(f"{pattern}={buffer}" for pattern, buffer in offload.overrides),
+        )
+        workload = replace(workload, placement=placement)
+        chosen |= {s: ResolvedSetting(s, SettingSource.FITTER, detail) for s in PLACED}
+    return replace(workload, sources=tuple(chosen.get(s.setting, s) for s in workload.sources))

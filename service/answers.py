@@ -19,8 +19,8 @@ from memfit.estimator.machine import GpuMemory, HostMemory
 from memfit.estimator.profiles import NO_FACTS, LaunchFacts, resolved_workload
 from memfit.estimator.subject import Subject
 from memfit.estimator.verdict import DEFAULT_MARGIN
-from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Profile, Refusal, Verdict
-from memfit.estimator.workload import Workload, exceeds_limit, input_refusal
+from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Mode, Profile, Refusal, Verdict
+from memfit.estimator.workload import Workload, WorkloadRequest, exceeds_limit, input_refusal
 from memfit.readers.gpu_memory import GpuReader
 from memfit.service.history import HistoryAccess
 from memfit.service.subjects import Subjects
@@ -77,7 +77,7 @@ class Answers:
         host = self.read_host()
         return Environment(
             budget=budget_from(host, self.settings.budget, self.read_committed()),
-            gpus=list(self.settings.gpus) if self.settings.gpus is not None else self.gpu_reader.read(),
+            gpus=self.read_gpus(),
             host_total=host.total,
         )
 
@@ -113,8 +113,9 @@ class Answers:
     def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
         """The answer about `subject` (its weights under the CPU variants of `choice`), the model
         `request.model_id` names."""
+        variant = choice.variants[0] if choice.variants else None
         workload = replace(
-            resolved_workload(request.workload, subject, self.launch_facts(request.workload.profile)),
+            resolved_workload(request.workload, subject, self.launch_facts(request.workload), variant),
             cpu_variant=choice.name,
         )
         refusal = input_refusal(workload)
@@ -136,15 +137,25 @@ class Answers:
             return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
         return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits, choice.variants)
 
-    def launch_facts(self, profile: str | None) -> LaunchFacts:
-        """What a launch profile reads of this machine: nothing for `custom`; the host's and the GPUs' total
-        memory (llama.cpp's fitter, Ollama's VRAM tiers) and, for Ollama, its server's environment."""
+    def read_gpus(self) -> list[GpuMemory] | None:
+        """The GPUs the server was told to assume, else those NVML (or Metal) reports; None where none are read."""
+        return list(self.settings.gpus) if self.settings.gpus is not None else self.gpu_reader.read()
+
+    def launch_facts(self, workload: WorkloadRequest) -> LaunchFacts:
+        """What a launch profile reads of this machine: the host's and the GPUs' total memory (llama.cpp's fitter,
+        Ollama's VRAM tiers) and, for Ollama, its server's environment; for `custom`, the GPUs alone where the
+        fitter places (cpuOffload), else nothing."""
+        profile = workload.profile
         if profile in (None, Profile.CUSTOM):
-            return NO_FACTS
-        gpus = self.gpu_reader.read()
+            if workload.mode != Mode.CPU_OFFLOAD:
+                return NO_FACTS
+            gpus = self.read_gpus()
+            return LaunchFacts(gpus=tuple(gpus) if gpus is not None else None)
+        gpus = self.read_gpus()
         return LaunchFacts(
             host_total=self.read_host().total,
             gpu_total=sum(g.total for g in gpus) if gpus is not None else None,
+            gpus=tuple(gpus) if gpus is not None else None,
             ollama_env=self.read_ollama_env() if profile == Profile.OLLAMA else None,
         )
 

@@ -52,7 +52,7 @@ class Plans:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(planned)} of {len(requests)} plans")
             rows = []
-            facts = answers.launch_facts(request.workload.profile)
+            facts = answers.launch_facts(request.workload)
             for subject in found_subjects:
                 # under a launch profile, its settings (the context aside: the search varies it)
                 workload = resolved_workload(request.workload, subject, facts)
