@@ -455,6 +455,8 @@ def predicted_fit(
         return None
     model = subject.tensors[0]
     refused = refused_flags(request, workload, len(devices))
+    if refused and not choose_context:  # the fitter keeps the launcher's placement and its context
+        return None
     flags = workload.placement if refused else replace(workload.placement, gpu_layers=ALL_LAYERS)  # -ngl auto
     try:
         base = placement_request(flags, model.n_layer)
