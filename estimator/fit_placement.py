@@ -455,9 +455,9 @@ def predicted_fit(
         return None
     model = subject.tensors[0]
     refused = refused_flags(request, workload, len(devices))
-    if refused and not choose_context:  # the fitter keeps the launcher's placement and its context
+    if refused and not choose_context and not _auto_layers(workload):  # the launcher's placement and context
         return None
-    flags = workload.placement if refused else replace(workload.placement, gpu_layers=ALL_LAYERS)  # -ngl auto
+    flags = replace(workload.placement, gpu_layers=ALL_LAYERS) if _auto_layers(workload) else workload.placement
     try:
         base = placement_request(flags, model.n_layer)
         used = model_devices(devices, base)
@@ -490,9 +490,16 @@ def predicted_fit(
         return None
 
 
+def _auto_layers(workload: Workload) -> bool:
+    """-ngl auto: cpuOffload without a gpuLayers the request names."""
+    named = any(s.setting == "gpuLayers" and s.source is SettingSource.REQUEST for s in workload.sources)
+    return workload.mode == vocabulary.Mode.CPU_OFFLOAD and not named
+
+
 def fitted_workload(workload: Workload, fit: PlacementFit, choose_context: bool) -> Workload:
-    """The workload with the fitter's context (where it chose one) and placement (where it placed), each setting's
-    source the fitter."""
+    """The workload with the fitter's context (where it chose one) and, for -ngl auto, its placement: the layers,
+    split and overrides it chose, or every layer (llama.cpp's -1) with the flags the request names where it gave
+    up; each such setting's source the fitter."""
     detail = f"llama.cpp's fitter (common/fit.cpp common_fit_params, --fit on): {fit.why}"
     if not fit.fitted:
         detail += "; the fit fails and llama.cpp loads with that"
@@ -502,14 +509,15 @@ def fitted_workload(workload: Workload, fit: PlacementFit, choose_context: bool)
             workload, allocated_tokens=max(1, fit.n_ctx // workload.streams), context_source=ContextSource.LAUNCHER
         )
         chosen["allocatedTokens"] = ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
-    if fit.placed:
-        offload = fit.offload
+    if _auto_layers(workload):
+        offload = fit.offload if fit.placed else Offload()
         placement = replace(
             workload.placement,
             gpu_layers=ALL_LAYERS if offload.gpu_layers is None else offload.gpu_layers,
-            tensor_split=offload.tensor_split,
-            tensor_overrides=tuple(f"{pattern}={buffer}" for pattern, buffer in offload.overrides),
+            tensor_split=offload.tensor_split or workload.placement.tensor_split,
+            tensor_overrides=tuple(f"{p}={b}" for p, b in offload.overrides) or workload.placement.tensor_overrides,
         )
         workload = replace(workload, placement=placement)
-        chosen |= {s: ResolvedSetting(s, SettingSource.FITTER, detail) for s in PLACED}
+        named = {s.setting for s in workload.sources if s.source is SettingSource.REQUEST}
+        chosen |= {s: ResolvedSetting(s, SettingSource.FITTER, detail) for s in PLACED if s not in named}
     return replace(workload, sources=tuple(chosen.get(s.setting, s) for s in workload.sources))

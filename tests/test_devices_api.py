@@ -123,6 +123,15 @@ def test_cpu_offload_is_the_fitters_placement_on_the_gpu_read(nvml_24: LiveServe
     assert gpu["note"] != "no layer" and "not predicted" not in host["note"]
 
 
+def test_cpu_offload_with_the_experts_flag_is_every_layer_as_the_fitter_gives_up(nvml_24: LiveServer) -> None:
+    """-ngl auto with --n-cpu-moe: llama.cpp's fitter keeps a placement whose overrides the launcher set, and loads
+    with -ngl auto's every layer, the first layers' experts on the CPU."""
+    answer = _fit(nvml_24, mode="cpuOffload", nCpuMoe=8)
+    workload = answer["estimate"]["workload"]
+    assert (workload["gpuLayers"], workload["nCpuMoe"], workload["tensorOverrides"]) == ("all", 8, [])
+    assert answer["devices"][1]["note"] == "layers 0-47, output"
+
+
 def test_cpu_offload_without_a_gpu_read_is_answered_as_no_gpu_layers(models: Path) -> None:
     """Where no GPU is read (or there is none) memfit does not predict the fitter: -ngl 0, as the host's note says."""
     with _server(models, nvml=NvmlReader(fake_nvml([]), environ={})) as server:
