@@ -183,7 +183,7 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
     reserve, pins kept, and the dry run llama-server's --fit sizes placements by, pins lost)."""
     try:
         found = [
-            _pool_buffers(placed.model, placed.memory, placed.devices, placed.request, result, mode)
+            pool_buffers(placed.model, placed.memory, placed.devices, placed.request, result, mode)
             for result in placed.results
             for mode in scheduler.Mode
         ]
@@ -222,7 +222,7 @@ class PoolBuffers:
 
 
 @lru_cache(maxsize=256)
-def _pool_buffers(
+def pool_buffers(
     model: ModelTensors,
     memory: Memory,
     devices: tuple[Device, ...],

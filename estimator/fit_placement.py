@@ -29,7 +29,7 @@ from enum import Enum
 
 from memfit.estimator import vocabulary
 from memfit.estimator.cpu_variant import CpuVariant
-from memfit.estimator.device_forecast import gpu_devices, placement_request
+from memfit.estimator.device_forecast import gpu_devices, placement_request, pool_buffers
 from memfit.estimator.devices import CPU, Device
 from memfit.estimator.fitter import DEFAULT_MARGIN, DEFAULT_MIN_CTX, FULL_CONTEXT, MIB, interpolated_context
 from memfit.estimator.forecast import geometry_of
@@ -46,7 +46,7 @@ from memfit.estimator.placement import (
     model_devices,
     place,
 )
-from memfit.estimator.scheduler import Mode, compute_buffers
+from memfit.estimator.scheduler import Mode
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ContextSource, SettingSource
 from memfit.estimator.workload import ALL_LAYERS, ResolvedSetting, Workload, WorkloadRequest
@@ -402,7 +402,7 @@ def forecast_measure(
             overrides=offload.overrides or base.overrides,
         )
         result = place(model, memory, devices, request, variant)
-        compute = compute_buffers(model, memory, devices, request, result, Mode.DRY).by_pool()
+        compute = dict(pool_buffers(model, memory, tuple(devices), request, result, Mode.DRY).floors)
         pools = result.by_pool()
         empty = Buffers("", "")
         return [
@@ -473,7 +473,7 @@ def predicted_fit(
         return Memory(layout, geometry, cache_type(at.key_element_bytes), cache_type(at.value_element_bytes))
 
     fit_request = FitRequest(
-        n_layer=model.n_layer,
+        n_layer=model.n_trunk,  # hp_ngl: llama_model_n_layer (the NextN layers not loaded: llama-server's no MTP)
         n_expert=expert_count(layout),
         n_ctx_train=subject.context_limit,
         n_ctx=0 if choose_context else workload.n_ctx,

@@ -145,7 +145,7 @@ def fitter(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> Placement
     assert facts.layout is not None and facts.context_limit is not None
     devices = devices_of(row)
     request = FitRequest(
-        model.n_layer,
+        model.n_trunk,
         expert_count(facts.layout),
         facts.context_limit,
         int(a.get("n_ctx", 0)),
