@@ -128,8 +128,8 @@ class _GaveUp(Exception):
 
 
 @dataclass(frozen=True)
-class FitRequest:
-    """What the fitter reads of the model and the launcher's parameters."""
+class FitParams:
+    """What the fitter reads of the model and the launcher's parameters (common_fit_params' arguments)."""
 
     n_layer: int  # hp_ngl: the repeating layers (and NextN layers with MTP loaded); the output layer is one more
     n_expert: int  # hp_nex: 0 for a dense model
@@ -159,7 +159,7 @@ def _div(a: int, b: int) -> int:
     return q if (a < 0) == (b < 0) else -q
 
 
-def _offload(request: FitRequest, layers: Sequence[DeviceFit], overflow_to: Sequence[str]) -> Offload:
+def _offload(request: FitParams, layers: Sequence[DeviceFit], overflow_to: Sequence[str]) -> Offload:
     """set_ngl_tensor_split_tbo: -ngl the layers on the devices, -ts their counts (several devices), and each
     partial layer's pattern: the first of a device to `overflow_to` (the next device or the CPU), the rest's
     experts to the CPU."""
@@ -190,7 +190,7 @@ def _step(delta: int, target: int, low: int, high: int) -> int:
 class _Search:
     """The fitter's state over steps 3 and 4 (ngl_per_device, overflow_bufts, mem, id_dense_start)."""
 
-    request: FitRequest
+    request: FitParams
     n_ctx: int
     measure: Measure
     devices: tuple[str, ...]  # each device's buffer type (CUDA0, MOCK1)
@@ -316,12 +316,12 @@ def _convert(layers: Sequence[DeviceFit], i: int, dense_start: int, step: int) -
     return test, start
 
 
-def _margins(request: FitRequest, nd: int) -> list[int]:
+def _margins(request: FitParams, nd: int) -> list[int]:
     m = request.margins
     return [m[min(i, len(m) - 1)] for i in range(nd)]
 
 
-def fit_placement(request: FitRequest, devices: Sequence[str], measure: Measure) -> PlacementFit:
+def fit_placement(request: FitParams, devices: Sequence[str], measure: Measure) -> PlacementFit:
     """common_params_fit_impl on `devices` (each GPU's buffer type, in llama.cpp's device order; at least one)."""
     nd = len(devices)
     n_streams = 1 if request.kv_unified else max(1, request.n_seq)
@@ -472,7 +472,7 @@ def predicted_fit(
         geometry = geometry_of(layout, at, subject.architecture)
         return Memory(layout, geometry, cache_type(at.key_element_bytes), cache_type(at.value_element_bytes))
 
-    fit_request = FitRequest(
+    fit_params = FitParams(
         n_layer=model.n_trunk,  # hp_ngl: llama_model_n_layer (the NextN layers not loaded: llama-server's no MTP)
         n_expert=expert_count(layout),
         n_ctx_train=subject.context_limit,
@@ -484,7 +484,7 @@ def predicted_fit(
     )
     try:
         return fit_placement(
-            fit_request, [d.name for d in used], forecast_measure(model, memory_at, devices, base, variant)
+            fit_params, [d.name for d in used], forecast_measure(model, memory_at, devices, base, variant)
         )
     except PlacementUnsupported:
         return None

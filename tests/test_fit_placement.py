@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from memfit.estimator.artifact import HeaderSummary
-from memfit.estimator.fit_placement import DeviceMemory, FitRequest, Measure, Offload, fit_placement
+from memfit.estimator.fit_placement import DeviceMemory, FitParams, Measure, Offload, fit_placement
 from tools.truth.mock import files, row_id, rows
 from tools.truth.mock.mirror import fitter, written_models
 
@@ -67,19 +67,19 @@ def _linear(per_layer: int, fixed: int, free: int) -> Measure:
 def test_a_dense_model_gets_the_layers_that_keep_the_margin() -> None:
     """32 layers and the output layer of 100 MiB each, 300 MiB of compute, 2 GiB free: (2048 - 1024 - 300) MiB
     hold 7 layers (700 MiB), not 8."""
-    request = FitRequest(n_layer=32, n_expert=0, n_ctx_train=4096, n_ctx=4096, n_seq=1, kv_unified=True)
+    request = FitParams(n_layer=32, n_expert=0, n_ctx_train=4096, n_ctx=4096, n_seq=1, kv_unified=True)
     got = fit_placement(request, ["CUDA0"], _linear(100 * MIB, 300 * MIB, 2048 * MIB))
     assert got.fitted and got.offload == Offload(7, (), ())
     assert [(d.n_layer, d.n_part) for d in got.layers] == [(7, 0)]
 
 
 def test_a_model_that_fits_is_left_as_it_is() -> None:
-    request = FitRequest(n_layer=32, n_expert=0, n_ctx_train=4096, n_ctx=4096, n_seq=1, kv_unified=True)
+    request = FitParams(n_layer=32, n_expert=0, n_ctx_train=4096, n_ctx=4096, n_seq=1, kv_unified=True)
     got = fit_placement(request, ["CUDA0"], _linear(MIB, MIB, 2048 * MIB))
     assert got.fitted and got.offload == Offload() and got.n_ctx == 4096
 
 
 def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
-    request = FitRequest(32, 0, 4096, 4096, 1, True, gpu_layers=20, user_placement="-ngl 20")
+    request = FitParams(32, 0, 4096, 4096, 1, True, gpu_layers=20, user_placement="-ngl 20")
     got = fit_placement(request, ["CUDA0"], _linear(100 * MIB, 300 * MIB, 2048 * MIB))
     assert not got.fitted and got.offload == Offload() and "-ngl 20" in got.why

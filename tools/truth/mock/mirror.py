@@ -19,7 +19,7 @@ from memfit.estimator.artifact import HeaderSummary, artifact_facts, summarize
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.devices import AllocRule, Device, mock_gpus
-from memfit.estimator.fit_placement import FitRequest, PlacementFit, expert_count, fit_placement, forecast_measure
+from memfit.estimator.fit_placement import FitParams, PlacementFit, expert_count, fit_placement, forecast_measure
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES
 from memfit.estimator.placement import (
     Memory,
@@ -144,7 +144,7 @@ def fitter(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> Placement
     facts = artifact_facts(list(summaries), row["model"])
     assert facts.layout is not None and facts.context_limit is not None
     devices = devices_of(row)
-    request = FitRequest(
+    request = FitParams(
         model.n_trunk,
         expert_count(facts.layout),
         facts.context_limit,
