@@ -1,6 +1,6 @@
 """memfit's prediction of llama.cpp's fitter (estimator/fit_placement.py) against common_fit_params on mock GPUs.
 
-Every fitter's run in tests/data/mock/ (tools/truth/mock/: llama.cpp's common_fit_params against one or two mock
+Every fitter's run in tests/data/mock/ (tools/truth/mock/: llama.cpp's common_fit_params against one to three mock
 GPUs whose free memory holds part of a full offload, then the load with what it chose) records the context, -ngl,
 -ts and tensor overrides the fitter chose: at a context the launcher set (results_mock_shapes_dryrun.jsonl) and
 choosing the context itself (-c 0, results_mock_fit_context_dryrun.jsonl), over dense, SWA, MoE, recurrent and
@@ -43,10 +43,10 @@ def test_the_fitters_choice_equals_llama_cpps(run: dict, summaries: dict[str, li
 
 
 def test_the_runs_cover_the_fitters_paths() -> None:
-    """Context kept and reduced, one and two devices, full offload kept, dense layers, MoE partial layers overflowing
+    """Context kept and reduced, one to three devices, full offload kept, dense layers, MoE partial layers overflowing
     to the next device."""
     fits = [r["fit"] for r in RUNS]
-    assert {r["mock"]["n"] for r in RUNS} == {1, 2}
+    assert {r["mock"]["n"] for r in RUNS} == {1, 2, 3}
     assert any(f["n_ctx_before"] == 0 and f["n_gpu_layers"] < 0 for f in fits)  # the context reduced alone
     assert any(f["n_ctx_before"] == 0 and 0 <= f["n_gpu_layers"] for f in fits)  # then the layers
     assert any(f["n_ctx_before"] > 0 for f in fits)

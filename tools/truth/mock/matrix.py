@@ -164,13 +164,15 @@ def fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
 def context_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
     """llama.cpp's fitter choosing the context too (-c 0: from the trained context down to --fit-ctx) on free memory
     that holds 60% and 25% of a full offload at the trained context plus the 1 GiB margin, on one device and on two
-    of half that: the context reduced alone, or then the layers assigned (MoE: the experts overridden). Then three
+    of half that (and three of a third for 25%): the context reduced alone, or then the layers assigned (MoE: the
+    experts overridden). Then three
     on ggml-cuda's rules (a declared cuda GPU stands for the mock): llama-server's four slots on a unified cache
     choosing the context, and a context of 8192 on one and two devices."""
     runs: list[Run] = []
     for share in (60, 25):
         free = int(full_offload_bytes * share / 100 / MIB) + 1024
         runs += [(f"fitctx1_{share}", _fit_gpus(1, free)), (f"fitctx2_{share}", _fit_gpus(2, free))]
+    runs.append(("fitctx3_25", _fit_gpus(3, int(full_offload_bytes * 0.25 / MIB) + 1024)))
     cuda = {"mock_alloc": "cuda", "mock_moe_dep": "1"}
     free = int(full_offload_bytes * 0.6 / MIB) + 1024
     runs.append(("fitctx1_60_server", _fit_gpus(1, free) | cuda | {"n_seq": "4", "unified": "1"}))
@@ -180,9 +182,9 @@ def context_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
 
 
 def _fit_gpus(n: int, free_mib: int) -> dict[str, str]:
-    """n mock GPUs sharing `free_mib` (each of two: half of it and 512 MiB), 2 GiB more in total."""
-    free = free_mib if n == 1 else free_mib // 2 + 512
-    total = free + 2048 if n == 1 else free_mib // 2 + 2048
+    """n mock GPUs sharing `free_mib` (each of several: its share and 512 MiB), 2 GiB more in total."""
+    free = free_mib if n == 1 else free_mib // n + 512
+    total = free + 2048 if n == 1 else free_mib // n + 2048
     return {"mock_gpus": str(n), "mock_free_mib": str(free), "mock_total_mib": str(total)}
 
 
