@@ -39,7 +39,7 @@ from memfit.estimator.placement import (
 )
 from memfit.estimator.subject import NO_VARIANT, Subject
 from memfit.estimator.verdict import verdict
-from memfit.estimator.vocabulary import Basis, Component, Mode, Verdict
+from memfit.estimator.vocabulary import Basis, Component, Mode, SettingSource, Verdict
 from memfit.estimator.workload import ALL_LAYERS, PlacementFlags, Workload, mode_gpu_layers
 
 HOST_POOL = "host"  # the host's name in an answer's devices
@@ -183,7 +183,7 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
     reserve, pins kept, and the dry run llama-server's --fit sizes placements by, pins lost)."""
     try:
         found = [
-            _pool_buffers(placed.model, placed.memory, placed.devices, placed.request, result, mode)
+            pool_buffers(placed.model, placed.memory, placed.devices, placed.request, result, mode)
             for result in placed.results
             for mode in scheduler.Mode
         ]
@@ -222,7 +222,7 @@ class PoolBuffers:
 
 
 @lru_cache(maxsize=256)
-def _pool_buffers(
+def pool_buffers(
     model: ModelTensors,
     memory: Memory,
     devices: tuple[Device, ...],
@@ -306,9 +306,15 @@ def _layers_note(result: PlacementResult, pool: str) -> str:
 
 
 def _standing_in(workload: Workload) -> str:
-    """What the placement stands for, where it is not what was asked: cpuOffload's fitter, answered as -ngl 0."""
-    if workload.mode == Mode.CPU_OFFLOAD and workload.placement.gpu_layers == mode_gpu_layers(workload.mode):
-        return " (cpuOffload: llama.cpp's fitter's choice is not predicted yet, answered as -ngl 0)"
+    """What the placement stands for, where it is not what was asked: cpuOffload's fitter, answered as -ngl 0 where
+    memfit could not predict its choice (no GPU read, the model's tensors or graph not known)."""
+    fitted = any(s.setting == "gpuLayers" and s.source is SettingSource.FITTER for s in workload.sources)
+    if (
+        workload.mode == Mode.CPU_OFFLOAD
+        and not fitted
+        and workload.placement.gpu_layers == mode_gpu_layers(workload.mode)
+    ):
+        return " (cpuOffload: llama.cpp's fitter's choice is not predicted here, answered as -ngl 0)"
     return ""
 
 

@@ -8,7 +8,7 @@ neither is the output buffer), and keeps it when the host's total memory (ggml's
 pages as free and total) leaves the margin (`--fit-target`, 1 GiB). Otherwise it projects the minimum context
 (`--fit-ctx`, 4096, times the streams) and interpolates linearly between the two, rounded down to 256 cells per
 stream (at least the minimum); when even the minimum does not leave the margin it gives up, having set the minimum.
-With GPU devices the fitter works per device (not mirrored here).
+With GPU devices the fitter works per device: estimator/fit_placement.py.
 """
 
 from __future__ import annotations
@@ -57,17 +57,27 @@ def fitted_context(
         return FitOutcome(n_ctx_max, True, f"the trained context {n_ctx_max} leaves the {margin // MIB} MiB margin")
     if n_ctx_max <= n_ctx_min_total:
         return FitOutcome(n_ctx_max, False, f"the context {n_ctx_max} is not above the minimum {n_ctx_min_total}")
-    target = host_total - margin
-    used_min = projected(n_ctx_min_total)
-    if target <= used_min:
+    n_ctx = interpolated_context(
+        n_ctx_max, n_ctx_min_total, n_streams, used, projected(n_ctx_min_total), host_total - margin
+    )
+    if n_ctx is None:
         return FitOutcome(
             n_ctx_min_total, False, f"even the minimum context {n_ctx_min_total} does not leave the margin"
         )
-    # linear interpolation between minimum and maximum context size (int64 arithmetic, truncated)
-    n_ctx = n_ctx_min_total + (n_ctx_max - n_ctx_min_total) * (target - used_min) // (used - used_min)
-    align = CELL_ALIGN * n_streams
-    n_ctx = max(n_ctx - n_ctx % align, n_ctx_min_total)
     return FitOutcome(n_ctx, True, f"reduced from {n_ctx_max} to leave the {margin // MIB} MiB margin")
+
+
+def interpolated_context(
+    n_ctx_max: int, n_ctx_min: int, n_streams: int, used_max: int, used_min: int, used_target: int
+) -> int | None:
+    """common_params_fit_impl's step 2: the context whose projected use meets `used_target`, interpolated linearly
+    between the minimum and the maximum context (int64 arithmetic, truncated) and rounded down to 256 cells per
+    stream (at least the minimum); None where even the minimum's use does not meet it."""
+    if used_target <= used_min:
+        return None
+    n_ctx = n_ctx_min + (n_ctx_max - n_ctx_min) * (used_target - used_min) // (used_max - used_min)
+    align = CELL_ALIGN * n_streams  # "round down context for CUDA backend, keep it divisible by the number of streams"
+    return max(n_ctx - n_ctx % align, n_ctx_min)
 
 
 def host_projection(subject: Subject, workload: Workload, host_weights: int) -> Callable[[int], int] | None:

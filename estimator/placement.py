@@ -104,6 +104,12 @@ class ModelTensors:
     tied_twice: bool = False  # the loader creates the tied output before token_embd: always two copies
     kv_layers: tuple[int, ...] = ()  # the layer of each of layout.caches[0].layers
     recurrent_layers: tuple[int, ...] = ()  # the layer of each of layout.recurrent
+    n_nextn: int = 0  # hparams.n_layer_nextn: the NextN/MTP layers at the end of n_layer (not loaded without MTP)
+
+    @property
+    def n_trunk(self) -> int:
+        """hparams.n_layer(): the layers less the NextN/MTP ones (llama_model_n_layer)."""
+        return self.n_layer - self.n_nextn
 
     @property
     def tied(self) -> bool:
@@ -202,6 +208,7 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
         rule.tied_embedding_twice,
         kv,
         recurrent,
+        layers.n_all - layers.n_trunk,
     )
 
 

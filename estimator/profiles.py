@@ -21,11 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
+from memfit.estimator.cpu_variant import CpuVariant
+from memfit.estimator.fit_placement import fitted_workload, predicted_fit
 from memfit.estimator.fitter import FitOutcome, fitted_context, host_projection
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
+from memfit.estimator.machine import GpuMemory
 from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
-from memfit.estimator.vocabulary import ContextSource, FlashAttention, LoadMode, Profile, SettingSource
+from memfit.estimator.vocabulary import ContextSource, FlashAttention, LoadMode, Mode, Profile, SettingSource
 from memfit.estimator.workload import (
     SETTINGS,
     ResolvedSetting,
@@ -54,6 +57,9 @@ class Default:
 
 # llama-server with no flags: the settings that change memory, by their names on the wire
 LLAMA_SERVER: dict[str, Default] = {
+    "mode": Default(
+        Mode.CPU_OFFLOAD, f"{COMMON_H}: n_gpu_layers = -1 (auto) and fit_params = true: llama.cpp's fitter places"
+    ),
     "streams": Default(4, f"{SERVER_CPP}: -np auto (n_parallel -1, common/arg.cpp's server default) runs 4 slots"),
     "kvUnified": Default(True, f"{SERVER_CPP}: with -np auto, kv_unified = true"),
     "keyElementBytes": Default(2, f"{COMMON_H}: cache_type_k = GGML_TYPE_F16"),
@@ -65,12 +71,15 @@ LLAMA_SERVER: dict[str, Default] = {
     "cacheRamMib": Default(8192, f"{COMMON_H}: cache_ram_mib = 8192, one prompt cache per server"),
     "contextCheckpoints": Default(32, f"{COMMON_H}: n_ctx_checkpoints = 32 per slot"),
 }
+# the placement Ollama and LM Studio launch with is their own (Ollama's llm/server.go passes --n-gpu-layers from its
+# own estimate, LM Studio's GPU offload setting): not llama-server's -ngl auto, so their mode stays memfit's default
+OWN_PLACEMENT = frozenset({"mode"})
 # (its ubatch is not llama-server's: OLLAMA_BATCH_TIERS)
-OLLAMA: dict[str, Default] = {k: v for k, v in LLAMA_SERVER.items() if k != "ubatchTokens"} | {
+OLLAMA: dict[str, Default] = {k: v for k, v in LLAMA_SERVER.items() if k not in OWN_PLACEMENT | {"ubatchTokens"}} | {
     "streams": Default(1, f"{OLLAMA_ENV}: OLLAMA_NUM_PARALLEL, default 1; passed as -np"),
     "kvUnified": Default(False, f"{OLLAMA_LAUNCH}: -np given, so common_params' kv_unified = false ({COMMON_H})"),
 }
-LM_STUDIO: dict[str, Default] = LLAMA_SERVER | {
+LM_STUDIO: dict[str, Default] = {k: v for k, v in LLAMA_SERVER.items() if k not in OWN_PLACEMENT} | {
     "streams": Default(4, f"{LM_STUDIO_DOCS} (app/advanced/parallel-requests): Max Concurrent Predictions, default 4"),
     "kvUnified": Default(True, f"{LM_STUDIO_DOCS}: the slots share one context (a unified cache, as llama-server's)"),
     "loadMode": Default(LoadMode.MMAP, f"{LM_STUDIO_DOCS}: Try mmap(), on by default"),
@@ -103,6 +112,7 @@ class LaunchFacts:
 
     host_total: int | None = None  # physical memory: what llama.cpp's CPU device reports (free = total)
     gpu_total: int | None = None  # the visible GPUs' memory together (0: none; None: unknown)
+    gpus: tuple[GpuMemory, ...] | None = None  # the GPUs llama.cpp's fitter places on (None: not read)
     ollama_env: Mapping[str, str] | None = None  # the OLLAMA_* variables `ollama serve` runs with (None: not read)
     running: RunningServer | None = None  # the llama-server running with the model loaded (None: none found)
 
@@ -277,8 +287,8 @@ def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> 
     n_streams = 1 if workload.kv_unified else max(1, workload.streams)
     if facts.gpu_total:
         detail = (
-            "llama.cpp's fitter (common/fit.cpp) starts from the trained context; with GPUs it fits per device and"
-            " offloads, which memfit does not mirror yet: the context it starts from"
+            "llama.cpp's fitter (common/fit.cpp) starts from the trained context; with GPUs it fits per device"
+            " (estimator/fit_placement.py), which needs the model's tensors and graph: the context it starts from"
         )
         return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
     weights = host_weights(subject)
@@ -294,13 +304,17 @@ def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> 
     return outcome.n_ctx, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
 
 
-def resolved_workload(request: WorkloadRequest, subject: Subject, facts: LaunchFacts = NO_FACTS) -> Workload:
+def resolved_workload(
+    request: WorkloadRequest, subject: Subject, facts: LaunchFacts = NO_FACTS, variant: CpuVariant | None = None
+) -> Workload:
     """The workload an answer is about: the request, the profile's settings where it names none (the fitter's
-    context for llama-server), memfit's defaults for the rest, and where each setting came from."""
+    context for llama-server), memfit's defaults for the rest, and where each setting came from; on GPUs (`facts`)
+    with the CPU backend of `variant`, the placement llama.cpp's fitter chooses for cpuOffload (-ngl auto) and
+    llama-server's context, per device."""
     resolution = resolve_profile(request, facts, subject)
     base = resolve_workload(resolution.request, subject.context_limit)
     if resolution.profile is Profile.CUSTOM:
-        return base
+        return _on_gpus(resolution.request, subject, base, facts, variant, False)
     sources = {s.setting: s for s in base.sources} | dict(resolution.sources)
     context = resolution.context
     if resolution.fit and input_refusal(base) is None:  # a refused request (0 streams) has nothing to fit
@@ -313,8 +327,25 @@ def resolved_workload(request: WorkloadRequest, subject: Subject, facts: LaunchF
         per_stream = max(1, n_ctx // max(1, base.streams))
         workload = replace(base, allocated_tokens=per_stream, context_source=ContextSource.LAUNCHER)
         sources["allocatedTokens"] = source
+    ordered = tuple(sources.get(wire, ResolvedSetting(wire, SettingSource.DEFAULT)) for _, wire in SETTINGS)
+    workload = _on_gpus(resolution.request, subject, replace(workload, sources=ordered), facts, variant, resolution.fit)
     slot = workload.n_ctx if workload.kv_unified else workload.allocated_tokens
     if subject.context_limit:  # server_context: the slot context is capped to the trained one
         slot = min(slot, subject.context_limit)
-    ordered = tuple(sources.get(wire, ResolvedSetting(wire, SettingSource.DEFAULT)) for _, wire in SETTINGS)
-    return replace(workload, slot_tokens=slot, sources=ordered)
+    return replace(workload, slot_tokens=slot)
+
+
+def _on_gpus(
+    request: WorkloadRequest,
+    subject: Subject,
+    workload: Workload,
+    facts: LaunchFacts,
+    variant: CpuVariant | None,
+    choose_context: bool,
+) -> Workload:
+    """The fitter's placement (cpuOffload) and context (`choose_context`) on the GPUs, where they are read and
+    memfit forecasts the fitter's candidates; else the workload as it is."""
+    if not facts.gpus or variant is None or not (choose_context or workload.mode == Mode.CPU_OFFLOAD):
+        return workload
+    fit = predicted_fit(request, subject, workload, facts.gpus, variant, choose_context)
+    return workload if fit is None else fitted_workload(workload, fit, choose_context)

@@ -84,9 +84,9 @@ class PlacementFlags:
 
 
 def mode_gpu_layers(mode: str) -> int | str | None:
-    """What a mode means as -ngl: fullGpu every layer and the output layer; cpuOffload stands for the fitter's choice,
-    which memfit does not predict yet, and is answered as -ngl 0 (everything on the host but the compute the GPUs
-    take); an unknown mode names none."""
+    """What a mode means as -ngl: fullGpu every layer and the output layer (-ngl all); cpuOffload is -ngl auto, the
+    fitter's choice (estimator/fit_placement.py, on the GPUs read), answered as -ngl 0 (everything on the host but
+    the compute the GPUs take) where it is not predicted; an unknown mode names none."""
     meaning: dict[str, int | str] = {Mode.FULL_GPU.value: ALL_LAYERS, Mode.CPU_OFFLOAD.value: 0}
     return meaning.get(mode)
 
@@ -115,6 +115,9 @@ SETTINGS = (
     ("load_mode", "loadMode"),
     ("cache_ram_mib", "cacheRamMib"),
     ("context_checkpoints", "contextCheckpoints"),
+    ("gpu_layers", "gpuLayers"),
+    ("tensor_split", "tensorSplit"),
+    ("tensor_overrides", "tensorOverrides"),
 )
 
 

@@ -81,8 +81,8 @@ class WireFitVerdictRequest(WireModel):
     mode: str | None = None
     """
     Where the allocation lives: `fullGpu` (every layer and the output layer on the GPUs, `-ngl all`) or
-    `cpuOffload` (llama.cpp's fitter's placement; answered as `-ngl 0` until memfit predicts the fitter:
-    see **Placement**). Default `fullGpu`. An explicit `gpuLayers` takes precedence. Tolerate unknown
+    `cpuOffload` (`-ngl auto`: the placement llama.cpp's fitter chooses for the GPUs' free memory, as
+    memfit predicts it; `-ngl 0` where it cannot: see **Placement**). Default `fullGpu`. An explicit `gpuLayers` takes precedence. Tolerate unknown
     values: an unknown mode is echoed, `gpuAdmits` is null for it, and with a GPU and no `gpuLayers` the
     devices' shares are `unknown`.
 
@@ -355,16 +355,18 @@ class WireFitMemoryPart(WireModel):
 class GpuLayers2(RootModel[int | None]):
     root: Annotated[int | None, Field(ge=0, le=9223372036854775807)] = None
     """
-    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
-    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
+    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`; for
+    `cpuOffload` the fitter's choice, with its `tensorSplit` and `tensorOverrides`, or 0 where memfit
+    cannot predict it); null for an unknown mode without `gpuLayers`.
 
     """
 
 
 class GpuLayers3(StrEnum):
     """
-    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
-    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
+    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`; for
+    `cpuOffload` the fitter's choice, with its `tensorSplit` and `tensorOverrides`, or 0 where memfit
+    cannot predict it); null for an unknown mode without `gpuLayers`.
 
     """
 
@@ -747,8 +749,9 @@ class WireFitWorkload(WireModel):
     """
     gpu_layers: Annotated[GpuLayers2 | GpuLayers3 | None, Field(alias="gpuLayers")]
     """
-    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`, 0
-    for `cpuOffload`); null for an unknown mode without `gpuLayers`.
+    The `-ngl` the devices' shares are for: as requested, else what `mode` means (`all` for `fullGpu`; for
+    `cpuOffload` the fitter's choice, with its `tensorSplit` and `tensorOverrides`, or 0 where memfit
+    cannot predict it); null for an unknown mode without `gpuLayers`.
 
     """
     n_cpu_moe: Annotated[int, Field(alias="nCpuMoe", ge=0, le=9223372036854775807)]

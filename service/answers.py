@@ -20,8 +20,8 @@ from memfit.estimator.profiles import NO_FACTS, LaunchFacts, resolved_workload
 from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
 from memfit.estimator.verdict import DEFAULT_MARGIN
-from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Profile, Refusal, Verdict
-from memfit.estimator.workload import Workload, exceeds_limit, input_refusal
+from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Mode, Profile, Refusal, Verdict
+from memfit.estimator.workload import Workload, WorkloadRequest, exceeds_limit, input_refusal
 from memfit.readers.gpu_memory import GpuReader
 from memfit.service.history import HistoryAccess
 from memfit.service.running import ReadRunning, server_for
@@ -81,7 +81,7 @@ class Answers:
         host = self.read_host()
         return Environment(
             budget=budget_from(host, self.settings.budget, self.read_committed()),
-            gpus=list(self.settings.gpus) if self.settings.gpus is not None else self.gpu_reader.read(),
+            gpus=self.read_gpus(),
             host_total=host.total,
         )
 
@@ -117,8 +117,9 @@ class Answers:
     def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
         """The answer about `subject` (its weights under the CPU variants of `choice`), the model
         `request.model_id` names."""
-        facts = self.launch_facts(request.workload.profile, request.model_id)
-        workload = replace(resolved_workload(request.workload, subject, facts), cpu_variant=choice.name)
+        variant = choice.variants[0] if choice.variants else None
+        facts = self.launch_facts(request.workload, request.model_id)
+        workload = replace(resolved_workload(request.workload, subject, facts, variant), cpu_variant=choice.name)
         refusal = input_refusal(workload)
         parts: list[Part] = []
         limits = list(subject.limits)
@@ -140,16 +141,25 @@ class Answers:
             return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
         return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits, choice.variants)
 
-    def launch_facts(self, profile: str | None, model_id: str = "") -> LaunchFacts:
-        """What a launch profile reads of this machine: nothing for `custom`; the host's and the GPUs' total
-        memory (llama.cpp's fitter, Ollama's VRAM tiers), for Ollama its server's environment, for `running` the
-        llama-server that has the local model `model_id` loaded."""
+    def read_gpus(self) -> list[GpuMemory] | None:
+        """The GPUs the server was told to assume, else those NVML (or Metal) reports; None where none are read."""
+        return list(self.settings.gpus) if self.settings.gpus is not None else self.gpu_reader.read()
+
+    def launch_facts(self, workload: WorkloadRequest, model_id: str = "") -> LaunchFacts:
+        """What a launch profile reads of this machine: the host's and the GPUs' total memory (llama.cpp's fitter,
+        Ollama's VRAM tiers), for Ollama its server's environment, for `running` the llama-server that has the local
+        model `model_id` loaded; for `custom`, the GPUs alone where the fitter places (cpuOffload), else nothing."""
+        profile = workload.profile
         if profile in (None, Profile.CUSTOM):
-            return NO_FACTS
-        gpus = self.gpu_reader.read()
+            if workload.mode != Mode.CPU_OFFLOAD:
+                return NO_FACTS
+            gpus = self.read_gpus()
+            return LaunchFacts(gpus=tuple(gpus) if gpus is not None else None)
+        gpus = self.read_gpus()
         return LaunchFacts(
             host_total=self.read_host().total,
             gpu_total=sum(g.total for g in gpus) if gpus is not None else None,
+            gpus=tuple(gpus) if gpus is not None else None,
             ollama_env=self.read_ollama_env() if profile == Profile.OLLAMA else None,
             running=self.running_server(model_id) if profile == Profile.RUNNING else None,
         )

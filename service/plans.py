@@ -52,7 +52,7 @@ class Plans:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(planned)} of {len(requests)} plans")
             rows = []
-            facts = answers.launch_facts(request.workload.profile)
+            facts = answers.launch_facts(request.workload)
             for subject in found_subjects:
                 if request.workload.profile == Profile.RUNNING:  # the server that has this one loaded
                     facts = replace(facts, running=answers.running_server(subject.model_id))

@@ -97,22 +97,48 @@ def test_a_20_gb_model_on_a_24_gib_gpu_is_no_longer_oversize_for_16_gib_of_ram(n
     assert answer["verdict"] == "good" and answer["estimate"]["workload"]["gpuLayers"] == "all"
 
 
-def test_cpu_offload_and_no_gpu_layers_are_todays_answer(nvml_24: LiveServer) -> None:
-    """-ngl 0 (what cpuOffload is answered as): the host holds the whole estimate, the GPU nothing; the verdict is the
-    estimate's against host RAM."""
-    for fields in ({"mode": "cpuOffload"}, {"gpuLayers": 0}):
-        answer = _fit(nvml_24, **fields)
-        host, gpu = answer["devices"]
-        assert host["parts"] == answer["estimate"]["parts"]
-        assert (host["lowerBoundBytes"], host["upperBoundBytes"]) == (
-            answer["estimate"]["lowerBoundBytes"],
-            answer["estimate"]["upperBoundBytes"],
-        )
-        assert (answer["verdict"], answer["decidedBy"], host["verdict"]) == ("oversize", "host", "oversize")
-        assert gpu["lowerBoundBytes"] == 0 and gpu["note"] == "no layer" and answer["gpuAdmits"] is True
-        # what cpuOffload stands for (llama.cpp's fitter) is said where -ngl 0 answers for it
-        assert ("fitter's choice is not predicted yet" in host["note"]) is ("mode" in fields)
+def test_no_gpu_layers_is_the_hosts_answer(nvml_24: LiveServer) -> None:
+    """-ngl 0: the host holds the whole estimate, the GPU nothing; the verdict is the estimate's against host RAM."""
+    answer = _fit(nvml_24, gpuLayers=0)
+    host, gpu = answer["devices"]
+    assert host["parts"] == answer["estimate"]["parts"]
+    assert (host["lowerBoundBytes"], host["upperBoundBytes"]) == (
+        answer["estimate"]["lowerBoundBytes"],
+        answer["estimate"]["upperBoundBytes"],
+    )
+    assert (answer["verdict"], answer["decidedBy"], host["verdict"]) == ("oversize", "host", "oversize")
+    assert gpu["lowerBoundBytes"] == 0 and gpu["note"] == "no layer" and answer["gpuAdmits"] is True
+    assert answer["estimate"]["workload"]["gpuLayers"] == 0 and "fitter" not in host["note"]
+
+
+def test_cpu_offload_is_the_fitters_placement_on_the_gpu_read(nvml_24: LiveServer) -> None:
+    """cpuOffload is -ngl auto: the placement llama.cpp's fitter chooses for the GPU's free memory (23 GiB), which
+    leaves its 1 GiB margin (--fit-target) on the GPU; the fitter is the source of the -ngl, -ts and -ot echoed."""
+    answer = _fit(nvml_24, mode="cpuOffload")
+    workload = answer["estimate"]["workload"]
+    sources = {s["setting"]: s["source"] for s in workload["settings"]}
+    assert [sources[s] for s in ("gpuLayers", "tensorSplit", "tensorOverrides")] == ["fitter"] * 3
+    host, gpu = answer["devices"]
+    assert gpu["lowerBoundBytes"] <= 22 * GIB and _part(gpu, "weights")["bytes"] > 0
+    assert gpu["note"] != "no layer" and "not predicted" not in host["note"]
+
+
+def test_cpu_offload_with_the_experts_flag_is_every_layer_as_the_fitter_gives_up(nvml_24: LiveServer) -> None:
+    """-ngl auto with --n-cpu-moe: llama.cpp's fitter keeps a placement whose overrides the launcher set, and loads
+    with -ngl auto's every layer, the first layers' experts on the CPU."""
+    answer = _fit(nvml_24, mode="cpuOffload", nCpuMoe=8)
+    workload = answer["estimate"]["workload"]
+    assert (workload["gpuLayers"], workload["nCpuMoe"], workload["tensorOverrides"]) == ("all", 8, [])
+    assert answer["devices"][1]["note"] == "layers 0-47, output"
+
+
+def test_cpu_offload_without_a_gpu_read_is_answered_as_no_gpu_layers(models: Path) -> None:
+    """Where no GPU is read (or there is none) memfit does not predict the fitter: -ngl 0, as the host's note says."""
+    with _server(models, nvml=NvmlReader(fake_nvml([]), environ={})) as server:
+        server.service.index.refresh()
+        answer = _fit(server, mode="cpuOffload")
     assert answer["estimate"]["workload"]["gpuLayers"] == 0
+    assert "fitter's choice is not predicted here" in answer["devices"][0]["note"]
 
 
 def test_the_placement_fields_are_echoed_with_llama_cpps_defaults(nvml_24: LiveServer) -> None:
@@ -355,3 +381,55 @@ def test_a_catalog_model_is_placed_from_its_recipes_tensors() -> None:
     # 36 layers of K and V, 8 heads of 128, 4096 cells in f16
     assert gpu["kvCache"] == 36 * 2 * 8 * 128 * 4096 * 2 and answer.devices[1].note == "layers 0-35, output"
     assert answer.gpu_admits is True
+
+
+# --- cpuOffload: llama.cpp's fitter's placement ------------------------------------------------------------------
+
+# the fitter's runs on ggml-cuda's rules (tools/truth/mock/matrix.py context_fit_runs): a context of 8192 on one and
+# two devices, and llama-server's four unified slots choosing the context
+FIT_RUNS = [r for r in rows("results_mock_fit_context_dryrun.jsonl") if r["mock"]["alloc"] == "cuda"]
+
+
+def _fitter_answer(row: dict[str, Any], folder: Path) -> Any:
+    """The service's answer for a fitter's run: its model on declared cuda GPUs of the mock's sizes, cpuOffload at
+    the run's context, or the llamaServer profile choosing it."""
+    write_model(WRITERS[row["model"]](), folder / f"{row['model']}.gguf")
+    gpus = tuple(declared_gpu(f"cuda:{t}:{f}", i) for i, (t, f) in enumerate(_sizes(row["mock"])))
+    service = build_service([Root(str(folder), RootKind.PLAIN)], settings=Settings(gpus=gpus))
+    service.index.refresh()
+    body: dict[str, Any] = {"cpuVariant": CPU_VARIANT}
+    if row["label"].endswith("_server"):
+        body["profile"] = "llamaServer"
+    else:
+        body |= {"mode": "cpuOffload", "allocatedTokens": int(args_of(row)["n_ctx"])}
+    request = WireFitVerdictRequest(model_id=row["model"], **body)
+    return wire.fit_batch(service, [request]).results[0]
+
+
+def test_the_fitters_runs_on_cuda_rules_cover_both_ways() -> None:
+    assert {r["label"] for r in FIT_RUNS} == {"fit1_25_cuda", "fit2_25_cuda", "fitctx1_60_server"}
+    assert any(r["fit"]["overrides"] for r in FIT_RUNS) and any(r["fit"]["n_gpu_layers"] < 0 for r in FIT_RUNS)
+
+
+@pytest.mark.parametrize("row", FIT_RUNS, ids=row_id)
+def test_cpu_offload_answers_with_the_fitters_placement(row: dict[str, Any], tmp_path: Path) -> None:
+    """cpuOffload (and llama-server's default, -ngl auto) is the placement common_fit_params chose on the same
+    devices: its -ngl, -ts, overrides and context echoed, the fitter named as their source, and each device holding
+    the weights, KV cache and recurrent state llama.cpp then put there."""
+    answer = _fitter_answer(row, tmp_path)
+    workload, fit = answer.estimate.workload.model_dump(by_alias=True), row["fit"]
+    assert workload["gpuLayers"] == ("all" if fit["n_gpu_layers"] < 0 else fit["n_gpu_layers"])
+    n = row["mock"]["n"]
+    assert workload["tensorSplit"] == (fit["tensor_split"][:n] if n > 1 else [])  # -ts: the layers per device
+    assert workload["tensorOverrides"] == [f"{p}={b.replace('MOCK', 'CUDA')}" for p, b in fit["overrides"]]
+    assert workload["allocatedTokens"] * workload["streams"] == fit["n_ctx"] == row["cparams"]["n_ctx"]
+    sources = {s["setting"]: s for s in workload["settings"]}
+    assert {sources[s]["source"] for s in ("gpuLayers", "tensorSplit", "tensorOverrides")} == {"fitter"}
+    assert "common_fit_params" in sources["gpuLayers"]["detail"]
+    assert (sources["allocatedTokens"]["source"] == "fitter") is row["label"].endswith("_server")
+    devices = {d.name.replace("CUDA", row["mock"]["name"]): d for d in answer.devices}
+    for name, want in row["per_device"].items():
+        if name != "Host":
+            got = {p.component: p.bytes or 0 for p in devices[name].parts}
+            assert (got["weights"], got["kvCache"] + got["recurrentState"]) == (want["model"], want["context"]), name
+    assert "not predicted" not in answer.devices[0].note

@@ -48,6 +48,7 @@ def settings(profile: str, facts: LaunchFacts = NO_FACTS) -> dict[str, object]:
         "loadMode": r.load_mode,
         "cacheRamMib": r.cache_ram_mib,
         "contextCheckpoints": r.context_checkpoints,
+        "mode": r.mode,
         "context": resolution.context[0] if resolution.context else None,
         "fit": resolution.fit,
     }
@@ -65,6 +66,7 @@ def test_llama_server_runs_its_own_defaults() -> None:
         "loadMode": "auto",  # common.h: LLAMA_LOAD_MODE_AUTO
         "cacheRamMib": 8192,  # common.h: cache_ram_mib = 8192
         "contextCheckpoints": 32,  # common.h: n_ctx_checkpoints = 32
+        "mode": "cpuOffload",  # common.h: n_gpu_layers = -1 (auto): the fitter places (fit_params = true)
         "context": None,  # n_ctx 0: the fitter chooses (fit_params = true)
         "fit": True,
     }
@@ -105,6 +107,7 @@ def test_ollama_launches_one_slot_a_split_cache_and_the_server_defaults() -> Non
         "loadMode": "auto",  # no --load-mode unless use_mmap is false or an integrated GPU
         "cacheRamMib": 8192,  # not passed: llama-server's own
         "contextCheckpoints": 32,
+        "mode": None,  # its own --n-gpu-layers, not llama-server's -ngl auto: memfit's default mode
         "context": 4096,  # -c num_ctx x num_parallel
         "fit": False,  # -c given: the fitter keeps it
     }

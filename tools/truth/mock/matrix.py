@@ -46,6 +46,10 @@ SHAPES: dict[str, Callable[[], Model]] = {
 }
 
 
+# the fitter choosing the context: dense, SWA, MoE, hybrid (recurrent and attention layers, MoE)
+FIT_CONTEXT = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "granite-4.0-h-tiny-shape")
+
+
 def _n_layer(model: Model) -> int:
     return int(model.kv[f"{model.arch}.block_count"])
 
@@ -157,6 +161,33 @@ def fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
     return runs
 
 
+def context_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
+    """llama.cpp's fitter choosing the context too (-c 0: from the trained context down to --fit-ctx) on free memory
+    that holds 60% and 25% of a full offload at the trained context plus the 1 GiB margin, on one device and on two
+    of half that (and three of a third for 25%): the context reduced alone, or then the layers assigned (MoE: the
+    experts overridden). Then three
+    on ggml-cuda's rules (a declared cuda GPU stands for the mock): llama-server's four slots on a unified cache
+    choosing the context, and a context of 8192 on one and two devices."""
+    runs: list[Run] = []
+    for share in (60, 25):
+        free = int(full_offload_bytes * share / 100 / MIB) + 1024
+        runs += [(f"fitctx1_{share}", _fit_gpus(1, free)), (f"fitctx2_{share}", _fit_gpus(2, free))]
+    runs.append(("fitctx3_25", _fit_gpus(3, int(full_offload_bytes * 0.25 / MIB) + 1024)))
+    cuda = {"mock_alloc": "cuda", "mock_moe_dep": "1"}
+    free = int(full_offload_bytes * 0.6 / MIB) + 1024
+    runs.append(("fitctx1_60_server", _fit_gpus(1, free) | cuda | {"n_seq": "4", "unified": "1"}))
+    free = int(full_offload_bytes * 0.25 / MIB) + 1024
+    runs += [(f"fit{n}_25_cuda", _fit_gpus(n, free) | cuda | {"n_ctx": "8192"}) for n in (1, 2)]
+    return [(label, args | {"fit": "1"}) for label, args in runs]
+
+
+def _fit_gpus(n: int, free_mib: int) -> dict[str, str]:
+    """n mock GPUs sharing `free_mib` (each of several: its share and 512 MiB), 2 GiB more in total."""
+    free = free_mib if n == 1 else free_mib // n + 512
+    total = free + 2048 if n == 1 else free_mib // n + 2048
+    return {"mock_gpus": str(n), "mock_free_mib": str(free), "mock_total_mib": str(total)}
+
+
 @dataclass(frozen=True)
 class MockFile:
     """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
@@ -164,13 +195,23 @@ class MockFile:
     models: dict[str, Callable[[], Model]]
     base: dict[str, str]
     tiny: bool
-    fits: bool = False  # also run the fitter (its free memory sized from the model's full offload)
+    # the fitter's runs, their free memory sized from the model's full offload (the g1_all run)
+    fits: Callable[[int, bool], list[Run]] | None = None
+    placements: bool = True  # the placement settings' runs (else g1_all alone, which sizes the fitter's runs)
 
     def runs(self, model: Model) -> list[Run]:
-        return [(label, self.base | args) for label, args in _runs(model, tiny=self.tiny)]
+        runs = _runs(model, tiny=self.tiny) if self.placements else [("g1_all", {"mock_gpus": "1"})]
+        return [(label, self.base | args) for label, args in runs]
 
 
 MOCK_FILES: dict[str, MockFile] = {
     "results_mock_tiny.jsonl": MockFile(TINY, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True),
-    "results_mock_shapes_dryrun.jsonl": MockFile(SHAPES, {"n_ctx": "8192", "no_alloc": "1"}, tiny=False, fits=True),
+    "results_mock_shapes_dryrun.jsonl": MockFile(SHAPES, {"n_ctx": "8192", "no_alloc": "1"}, tiny=False, fits=fit_runs),
+    "results_mock_fit_context_dryrun.jsonl": MockFile(
+        {n: SHAPES[n] for n in FIT_CONTEXT},
+        {"n_ctx": "0", "no_alloc": "1"},
+        tiny=False,
+        fits=context_fit_runs,
+        placements=False,
+    ),
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from memfit.estimator.artifact import HeaderSummary, artifact_facts, summarize
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.devices import AllocRule, Device, mock_gpus
+from memfit.estimator.fit_placement import FitParams, PlacementFit, expert_count, fit_placement, forecast_measure
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES
 from memfit.estimator.placement import (
     Memory,
@@ -37,6 +38,7 @@ from tools.truth.mock import args_of
 from tools.truth.mock.matrix import CPU_VARIANT, MOCK_FILES
 
 MIB = 1 << 20
+MemoryAt = Callable[[int], Memory]  # a total context -> the memory
 
 
 def written_models(folder: Path, names: Iterable[str]) -> dict[str, list[HeaderSummary]]:
@@ -103,21 +105,58 @@ def request_of(row: dict[str, Any]) -> Placement:
     return request
 
 
-def memory_of(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str) -> tuple[ModelTensors, Memory]:
+def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str) -> tuple[ModelTensors, MemoryAt]:
+    """The model and its memory at any total context, with the run's sequences, ubatch, cache types and flash
+    attention (as auto resolved it)."""
     facts = artifact_facts(list(summaries), name)
     a, c = args_of(row), row["cparams"]
     k_type, v_type = GGML_CACHE_TYPES[a.get("type_k", "f16")], GGML_CACHE_TYPES[a.get("type_v", "f16")]
-    geometry = llama_geometry(
-        int(a.get("n_ctx", 2048)),
-        int(a.get("n_seq", 1)),
-        int(a.get("n_ubatch", 512)),
-        quantized_k=k_type.quantized,
-        quantized_v=v_type.quantized,
-        flash_attention=bool(c["flash_attn"]),  # as auto resolved it
-    )
-    geometry = dataclasses.replace(geometry, transposed_v=a.get("fa") == "off")  # the cache made before auto resolved
     assert facts.layout is not None and facts.n_vocab is not None, facts.layout_error
-    return model_tensors(summaries, facts.n_vocab), Memory(facts.layout, geometry, k_type, v_type)
+    layout = facts.layout
+
+    def at(n_ctx: int) -> Memory:
+        geometry = llama_geometry(
+            n_ctx,
+            int(a.get("n_seq", 1)),
+            int(a.get("n_ubatch", 512)),
+            unified=bool(c["kv_unified"]),
+            quantized_k=k_type.quantized,
+            quantized_v=v_type.quantized,
+            flash_attention=bool(c["flash_attn"]),
+        )
+        geometry = dataclasses.replace(geometry, transposed_v=a.get("fa") == "off")  # the cache made before auto
+        return Memory(layout, geometry, k_type, v_type)
+
+    return model_tensors(summaries, facts.n_vocab), at
+
+
+def memory_of(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str) -> tuple[ModelTensors, Memory]:
+    """The model and its memory at the run's context (-c 0: the one llama.cpp chose, the trained or the fitter's)."""
+    model, at = memory_at(row, summaries, name)
+    return model, at(int(args_of(row).get("n_ctx", 2048)) or row["cparams"]["n_ctx"])
+
+
+def fitter(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> PlacementFit:
+    """memfit's prediction of the fitter's choice for a fitter's run: its devices, margins, minimum context and
+    the launcher's other flags."""
+    model, at = memory_at(row, summaries, row["model"])
+    a, fit = args_of(row), row["fit"]
+    facts = artifact_facts(list(summaries), row["model"])
+    assert facts.layout is not None and facts.context_limit is not None
+    devices = devices_of(row)
+    request = FitParams(
+        model.n_trunk,
+        expert_count(facts.layout),
+        facts.context_limit,
+        int(a.get("n_ctx", 0)),
+        int(a.get("n_seq", 1)),
+        bool(row["cparams"]["kv_unified"]),
+        tuple(m * MIB for m in fit["margins_mib"]),
+        fit["n_ctx_min"],
+    )
+    base = dataclasses.replace(request_of({**row, "fit": None}), gpu_layers=None)
+    measure = forecast_measure(model, at, devices, base, BY_NAME[CPU_VARIANT])
+    return fit_placement(request, [d.name for d in devices], measure)
 
 
 def mirror(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> PlacementResult:

@@ -22,7 +22,7 @@ from typing import Any
 
 from tools.gguf_writers import write_model
 from tools.truth.mock import MOCK_DATA, row_id
-from tools.truth.mock.matrix import CPU_VARIANT, LABEL, MOCK_FILES, RELEASE, MockFile, fit_runs
+from tools.truth.mock.matrix import CPU_VARIANT, LABEL, MOCK_FILES, RELEASE, MockFile
 from tools.truth.regenerate import LIB_SUBDIR, chosen, parser, release_dir, report
 from tools.truth.variant import backend_dir
 
@@ -72,7 +72,9 @@ def regenerate(spec: MockFile, probe: Path, backend: Path, out: Path, only: froz
                 f.write(json.dumps(rows[-1], separators=(",", ":")) + "\n")
                 f.flush()
             full = done["g1_all"].get("per_device", {}).get("MOCK0", {}).get("total") if spec.fits else None
-            for label, args in fit_runs(full, any("_exps." in t[0] for t in model.tensors)) if full else []:
+            for label, args in (
+                spec.fits(full, any("_exps." in t[0] for t in model.tensors)) if spec.fits and full else []
+            ):
                 args = spec.base | args
                 rows.append(_row(name, label, args, measure(probe, backend, path, args)))
                 f.write(json.dumps(rows[-1], separators=(",", ":")) + "\n")
