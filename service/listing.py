@@ -115,7 +115,8 @@ class Listing:
         for artifact in artifacts:
             key = keys[artifact]
             found = stored.get(store_keys.get(artifact, ""))
-            local = self._local(artifact, key, known.get(key), artifact not in unheld, deadline, found, derived)
+            before = known.get(key) if key is not None else None
+            local = self._local(artifact, key, before, artifact not in unheld, deadline, found, derived)
             if local is not None:
                 entries.append(local)
         if store is not None:
