@@ -264,9 +264,10 @@ def graph_shape(
                 sinks=attends and graph.sinks,
             )
         )
+    shared: dict[GraphLayer, GraphLayer] = {}  # equal layers held once (a model keeps its shape while it is served)
     return GraphShape(
         n_embd=layers.n_embd,
-        layers=tuple(blocks),
+        layers=tuple(shared.setdefault(block, block) for block in blocks),
         logits=graph.logits,
         cache_attention=graph.cache_attention,
         hidden_output=graph.hidden_output,

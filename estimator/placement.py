@@ -81,7 +81,7 @@ class Placement:
     mmap: bool = False  # the file mapped (llama.cpp's default load mode); False: read into buffers
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Weight:
     """One tensor of the file set, as llama.cpp's loader sees it."""
 
@@ -193,9 +193,11 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
         raise PlacementUnsupported(f"no layout rule for architecture {arch!r}")
     alignment = metadata.get(Keys.General.ALIGNMENT, GGUF_DEFAULT_ALIGNMENT)
     weights = []
+    shapes: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}  # each shape held once
     for file, s in enumerate(summaries):
         for (name, nbytes, ggml_type, ne0, ne1, rest), offset in zip(s.tensors, _offsets(s, alignment), strict=True):
-            weights.append(Weight(name, ggml_type, (ne0, ne1, rest, 1), nbytes, file, offset))
+            ne = (ne0, ne1, rest, 1)
+            weights.append(Weight(name, ggml_type, shapes.setdefault(ne, ne), nbytes, file, offset))
     skipped = mtp_tensors(metadata, arch, {w.name: w.nbytes for w in weights})
     layers = layers_of(rule, HParams(metadata, arch), {w.name: w.ne[:3] for w in weights})  # (ne0, ne1, the rest)
     kv = tuple(il for il, keep in enumerate(kv_layer_flags(rule, layers)) if keep)

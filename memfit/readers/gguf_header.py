@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 from typing import BinaryIO, Protocol
 
 from memfit import gguf_constants as gguf
@@ -292,7 +293,7 @@ class _Cursor:
                     if 1 <= n_dims <= MAX_DIMS and stop <= len(buf) and base + stop <= end:
                         self.keep(TENSOR_INFO_BYTES + n + ITEM_BYTES)
                         try:
-                            name = buf[i + 8 : i + 8 + n].decode("utf-8")
+                            name = sys.intern(buf[i + 8 : i + 8 + n].decode("utf-8"))  # one per distinct name
                         except UnicodeDecodeError as exc:
                             raise GGUFError(f"string at byte {pos + 8} is not UTF-8") from exc
                         *shape, ggml_type, offset = tail[n_dims](buf, at + 4)

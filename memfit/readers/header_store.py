@@ -13,6 +13,7 @@ import logging
 import os
 import sqlite3
 import stat
+import sys
 import threading
 import time
 
@@ -73,7 +74,8 @@ def dumps(metadata: dict, tensors: tuple, head: str) -> str:
 def loads(text: str) -> tuple[dict, tuple, str]:
     data = json.loads(text)
     metadata = {k: decode_value(v) for k, v in data["metadata"].items()}
-    return metadata, tuple(tuple(t) for t in data["tensors"]), data.get("head", "")
+    tensors = tuple((sys.intern(t[0]), *t[1:]) for t in data["tensors"])  # names shared by every model holding them
+    return metadata, tensors, data.get("head", "")
 
 
 class HeaderStore:
