@@ -11,7 +11,7 @@ from fractions import Fraction
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.cpu_variant import CpuVariant, VariantChoice
-from memfit.estimator.device_forecast import device_shares, judge_devices
+from memfit.estimator.device_forecast import DeviceShare, device_shares, judge_devices
 from memfit.estimator.errors import Cancelled
 from memfit.estimator.fit_types import FitRequest, FitResult
 from memfit.estimator.forecast import forecast_parts
@@ -23,7 +23,10 @@ from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Profile, 
 from memfit.estimator.workload import Workload, exceeds_limit, input_refusal
 from memfit.readers.gpu_memory import GpuReader
 from memfit.service.history import HistoryAccess
+from memfit.service.memo import Memo
 from memfit.service.subjects import Subjects
+
+ANSWERS_KEPT = 1024  # answers kept for the next request (each small: its parts; its subject is kept anyway)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,10 @@ class Answers:
         self.gpu_reader = gpus  # NVML's or Metal's (service_builder chooses)
         self.read_committed = read_committed
         self.read_ollama_env = read_ollama_env  # the OLLAMA_* variables `ollama serve` runs with
+        # each answer per (its subject, the request, the CPU variants, the launch facts, the history's version):
+        # what answer_for computes from them alone, so a warm batch only judges
+        self._answers: Memo[tuple, Answer] = Memo(ANSWERS_KEPT)
+        self._placed: Memo[tuple, tuple[Answer, tuple[Part, ...], tuple[DeviceShare, ...]]] = Memo(ANSWERS_KEPT)
 
     def read_environment(self) -> Environment:
         host = self.read_host()
@@ -88,11 +95,12 @@ class Answers:
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
         looked_up = self.subjects.hub_lookup([r.model_id for r in requests], cancelled)  # at once
+        history, launches = self.history.version(), Launches(self)
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
-            answer = self.answer(request, looked_up)
+            answer = self.answer(request, looked_up, history, launches)
             if answer is not None:
                 answers.append(answer)
         return self.judge(answers, environment)
@@ -103,20 +111,42 @@ class Answers:
             return None
         return self.judge([answer], self.read_environment())[0]
 
-    def answer(self, request: FitRequest, looked_up: Mapping[str, object] | None = None) -> Answer | None:
+    def answer(
+        self,
+        request: FitRequest,
+        looked_up: Mapping[str, object] | None = None,
+        history: int | None = None,
+        launches: Launches | None = None,
+    ) -> Answer | None:
+        """The answer about the model `request` names, or None. `history`: the history's version (read now when
+        not given); `launches`: the launch facts read for this request so far. The same answer is given again while
+        its subject, the request, the launch facts and the history's version stay."""
         choice = self.subjects.variant_choice(request)
         subject = self.subjects.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
-        return self.answer_for(request, subject, choice)
-
-    def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
-        """The answer about `subject` (its weights under the CPU variants of `choice`), the model
-        `request.model_id` names."""
-        workload = replace(
-            resolved_workload(request.workload, subject, self.launch_facts(request.workload.profile)),
-            cpu_variant=choice.name,
+        facts = (launches or Launches(self)).facts(request.workload.profile)
+        key = (
+            id(subject),
+            request,
+            choice,
+            facts_key(facts),
+            self.history.version() if history is None else history,
         )
+        kept = self._answers.get(key)
+        if kept is not None and kept.subject is subject:  # not another subject at a freed one's address
+            return kept
+        return self._answers.put(key, self.answer_for(request, subject, choice, facts))
+
+    def answer_for(
+        self, request: FitRequest, subject: Subject, choice: VariantChoice, facts: LaunchFacts | None = None
+    ) -> Answer:
+        """The answer about `subject` (its weights under the CPU variants of `choice`), the model
+        `request.model_id` names; `facts`: what the request's launch profile reads of this machine (read now when
+        not given)."""
+        if facts is None:
+            facts = self.launch_facts(request.workload.profile)
+        workload = replace(resolved_workload(request.workload, subject, facts), cpu_variant=choice.name)
         refusal = input_refusal(workload)
         parts: list[Part] = []
         limits = list(subject.limits)
@@ -156,13 +186,11 @@ class Answers:
                 uses.update({a.subject.weights_key, a.subject.companions_key} - {""})
         budget = environment.budget
         results = []
+        gpus = None if environment.gpus is None else tuple(environment.gpus)
         for a in answers:
-            keys = {Component.WEIGHTS: a.subject.weights_key, Component.COMPANIONS: a.subject.companions_key}
-            parts = tuple(
-                replace(p, shared_key=keys[p.component]) if uses[keys.get(p.component, "")] > 1 else p for p in a.parts
-            )
             refused = a.refusal is not Refusal.NONE
-            shares = () if refused else device_shares(a.subject, a.workload, parts, a.variants, environment.gpus or [])
+            shared = (uses[a.subject.weights_key] > 1, uses[a.subject.companions_key] > 1)
+            parts, shares = self.placed(a, shared, gpus)
             judged = judge_devices(shares, budget.bytes, self.settings.margin, environment.gpus is not None)
             limits = list(a.limits)
             if any(s.unsupported for s in shares):
@@ -191,6 +219,44 @@ class Answers:
                 )
             )
         return results
+
+    def placed(
+        self, a: Answer, shared: tuple[bool, bool], gpus: tuple[GpuMemory, ...] | None
+    ) -> tuple[tuple[Part, ...], tuple[DeviceShare, ...]]:
+        """An answer's parts (sharedKey set on its weights and companions where `shared` says their file sets are
+        used twice in the request) and its share of each pool of `gpus`; kept per (answer, shared, gpus), with the
+        same objects given again, so that what is built from them can be kept too (memfit.wire)."""
+        key = (id(a), shared, gpus)
+        kept = self._placed.get(key)
+        if kept is not None and kept[0] is a:
+            return kept[1], kept[2]
+        weights, companions = a.subject.weights_key, a.subject.companions_key
+        keys = {Component.WEIGHTS: weights if shared[0] else "", Component.COMPANIONS: companions if shared[1] else ""}
+        parts = tuple(replace(p, shared_key=keys[p.component]) if keys.get(p.component) else p for p in a.parts)
+        refused = a.refusal is not Refusal.NONE
+        shares = () if refused else device_shares(a.subject, a.workload, parts, a.variants, gpus or ())
+        self._placed.put(key, (a, parts, shares))
+        return parts, shares
+
+
+class Launches:
+    """The launch facts of one request, read once per profile it names."""
+
+    def __init__(self, answers: Answers) -> None:
+        self.answers = answers
+        self.read: dict[str | None, LaunchFacts] = {}
+
+    def facts(self, profile: str | None) -> LaunchFacts:
+        found = self.read.get(profile)
+        if found is None:
+            found = self.read[profile] = self.answers.launch_facts(profile)
+        return found
+
+
+def facts_key(facts: LaunchFacts) -> tuple:
+    """Launch facts as a key (the Ollama server's environment as sorted pairs)."""
+    env = facts.ollama_env
+    return facts.host_total, facts.gpu_total, None if env is None else tuple(sorted(env.items()))
 
 
 def _ordered_limits(limits: Sequence[Limit]) -> tuple[str, ...]:
