@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from memfit import wire
+from memfit import wire, wire_json
 from memfit.estimator.errors import Cancelled, OverBudget
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.context import cancellation, current, json_response, parse
@@ -18,10 +18,10 @@ async def fit_batch(body: list[dict]) -> Response:
     requests = [parse(WireFitVerdictRequest, item) for item in body]
     current().metrics.batch_sizes.observe(len(requests))
     try:
-        batch = await run_in_threadpool(wire.fit_batch, current().service, requests, cancellation())
+        batch = await run_in_threadpool(wire_json.fit_batch_json, current().service, requests, cancellation())
     except Cancelled as exc:
         return problem_response(499, str(exc))
-    return json_response(batch)
+    return Response(batch, media_type="application/json")
 
 
 async def fit_plan(body: list[dict]) -> Response:
