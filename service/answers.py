@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import lru_cache
 
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
@@ -260,5 +261,9 @@ def facts_key(facts: LaunchFacts) -> tuple:
 
 
 def _ordered_limits(limits: Sequence[Limit]) -> tuple[str, ...]:
-    present = set(limits)
+    return _in_order(frozenset(limits))
+
+
+@lru_cache(maxsize=256)  # a few sets of limits recur in every answer
+def _in_order(present: frozenset[Limit]) -> tuple[str, ...]:
     return tuple(limit.value for limit in Limit if limit in present)

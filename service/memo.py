@@ -1,9 +1,8 @@
-"""A bounded memo shared by threads: the values of pure functions of their keys, least recently used dropped."""
+"""A bounded memo shared by threads: the values of pure functions of their keys, the oldest dropped first."""
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -11,26 +10,20 @@ V = TypeVar("V")
 
 
 class Memo(Generic[K, V]):
+    """A read takes no lock (a dict's get is atomic); a write takes one, and past `capacity` drops the entries
+    written first (a warm entry dropped is only computed again)."""
+
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[K, V] = OrderedDict()
+        self._entries: dict[K, V] = {}
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
+        return self._entries.get(key)
 
     def put(self, key: K, value: V) -> V:
         with self._lock:
             self._entries[key] = value
-            self._entries.move_to_end(key)
             while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+                del self._entries[next(iter(self._entries))]
         return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
