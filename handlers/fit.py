@@ -2,26 +2,69 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
+from starlette.types import Scope
 
 from memfit import wire, wire_json
 from memfit.estimator.errors import Cancelled, OverBudget
 from memfit.generated.models import WireFitVerdictRequest
-from memfit.handlers.context import cancellation, current, json_response, parse
+from memfit.handlers.context import ServerState, cancellation, current, json_response, parse
 from memfit.handlers.plan_runner import PlanProcessLost
 from memfit.http.plan_limit import RETRY_AFTER_S
 from memfit.http.problems import problem_response
+from memfit.http.scope import CANCEL_KEY, STATE_KEY
+from memfit.http.validation import operation_schemas
+
+BATCH_PATH = "/v1/models/fit/batch"
 
 
 async def fit_batch(body: list[dict]) -> Response:
-    requests = [parse(WireFitVerdictRequest, item) for item in body]
-    current().metrics.batch_sizes.observe(len(requests))
+    """Through connexion: a body DirectBatch declined (an invalid one: connexion's problem answers it)."""
+    return await batch_answer(current(), [parse(WireFitVerdictRequest, item) for item in body], cancellation())
+
+
+async def batch_answer(
+    state: ServerState, requests: list[WireFitVerdictRequest], cancelled: Callable[[], bool]
+) -> Response:
+    state.metrics.batch_sizes.observe(len(requests))
     try:
-        batch = await run_in_threadpool(wire_json.fit_batch_json, current().service, requests, cancellation())
+        batch = await run_in_threadpool(wire_json.fit_batch_json, state.service, requests, cancelled)
     except Cancelled as exc:
         return problem_response(499, str(exc))
     return Response(batch, media_type="application/json")
+
+
+class DirectBatch:
+    """POST /v1/models/fit/batch without connexion's layers (memfit.http.direct): a JSON body the compiled validator
+    of the contract's schema takes (the one connexion's validator runs first), each request then parsed into its
+    generated model, and answered as `fit_batch` answers. Any other body, or content type, is declined: connexion
+    answers it, with the problem it gives. `check_answers`: each answer is checked against the contract's schema
+    of the 200 answer, and one it breaks fails (tests, as connexion's validate_responses does)."""
+
+    def __init__(self, spec: dict, check_answers: bool = False) -> None:
+        self.body, self.answer = operation_schemas(spec, BATCH_PATH, "post")
+        self.check_answers = check_answers
+
+    async def __call__(self, scope: Scope, body: bytes) -> Response | None:
+        if dict(scope.get("headers", ())).get(b"content-type") != b"application/json":
+            return None
+        try:
+            data = json.loads(body.decode())
+            if not self.body.is_valid(data):
+                return None
+            requests = [WireFitVerdictRequest.model_validate(item, by_alias=True, by_name=False) for item in data]
+        except (ValueError, RecursionError):  # not UTF-8 JSON, or a request the schema could not refuse (a 400)
+            return None
+        event = scope.get(CANCEL_KEY)
+        response = await batch_answer(scope[STATE_KEY], requests, event.is_set if event else lambda: False)
+        answer = bytes(response.body)
+        if self.check_answers and response.status_code == 200 and not self.answer.is_valid(json.loads(answer)):
+            raise AssertionError(f"the batch's answer breaks the contract: {answer[:200]!r}")
+        return response
 
 
 async def fit_plan(body: list[dict]) -> Response:

@@ -4,18 +4,23 @@ file sets, profiles, placements and ids no model answers to."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from memfit import wire, wire_json
 from memfit.estimator.machine import HostMemory
 from memfit.generated.models import WireFitVerdictRequest
+from memfit.handlers import fit
+from memfit.handlers.context import parse
 from memfit.readers.declared_gpus import declared_gpus
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.answers import Settings
 from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
+from tests.conftest import LiveServer
 
 GIB = 1 << 30
 
@@ -58,3 +63,46 @@ def test_the_spliced_batch_is_the_models_dump(public_models: Path, gpus: list[st
         for _ in range(2):  # cold, then from the kept fragments
             spliced = wire_json.fit_batch_json(service, requests)
             assert spliced == wire.fit_batch(service, requests).model_dump_json(by_alias=True).encode()
+
+
+def _post(client: httpx.Client, body: bytes, content_type: str) -> httpx.Response:
+    return client.post("/v1/models/fit/batch", content=body, headers={"Content-Type": content_type})
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (
+            [{"modelId": "llama-gqa-f16"}, {"modelId": "llama-gqa-f16", "allocatedTokens": 1 << 30}, {"modelId": "x"}],
+            200,
+        ),
+        ([{"modelId": "llama-gqa-f16"}] * 33, 400),  # past maxItems
+        ([], 400),  # an empty batch
+        ([{"modelId": "llama-gqa-f16", "streams": "two"}], 400),
+        ([{"modelId": 5}], 400),
+        ({"modelId": "llama-gqa-f16"}, 400),  # not an array
+    ],
+)
+def test_a_batch_answered_without_connexion_is_connexions_answer(
+    public_models: Path, body: object, status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DirectBatch takes an `application/json` body; with a charset in its content type, connexion answers the
+    same request (DirectBatch declines it): the same status, headers and bytes, a problem included."""
+    parsed: list[object] = []  # the requests connexion's handler parsed
+
+    def counted(model: type[WireFitVerdictRequest], item: object) -> WireFitVerdictRequest:
+        parsed.append(item)
+        return parse(model, item)
+
+    monkeypatch.setattr(fit, "parse", counted)
+    with LiveServer(_service(public_models, None)) as server, server.client() as client:
+        raw = json.dumps(body).encode()
+        direct = _post(client, raw, "application/json")
+        assert parsed == []  # answered without connexion, or refused by it before its handler
+        through = _post(client, raw, "application/json; charset=utf-8")
+        assert parsed == (body if status == 200 else [])
+    assert direct.status_code == through.status_code == status
+    assert direct.content == through.content
+    assert {k: v for k, v in direct.headers.items() if k != "date"} == {
+        k: v for k, v in through.headers.items() if k != "date"
+    }
