@@ -30,9 +30,38 @@ KEPT = 4096  # results' and devices' fragments kept (a few KiB each)
 RESULT_KEPT = ("model_id", "identity", "estimate", "soft_bytes")  # the rest: from the environment
 DEVICE_KEPT = ("name", "kind", "declared", "unified", "parts", "lower_bound_bytes", "upper_bound_bytes", "note")
 
-_results: Memo[tuple, tuple[tuple, dict[str, bytes]]] = Memo(KEPT)
-_devices: Memo[int, tuple[DeviceShare, dict[str, bytes]]] = Memo(KEPT)
-_keys: dict[type, list[tuple[str, bytes]]] = {}
+SMALL_KEPT = 4096  # the JSON of the few values a request's environment gives (verdicts, limits, sources)
+
+
+class Template:
+    """A generated model's JSON with the kept fields' values written in and gaps for the others, in the model's
+    order (its fields by alias, as model_dump_json(by_alias=True) writes them)."""
+
+    def __init__(self, model: type[BaseModel], kept: Mapping[str, bytes]) -> None:
+        self.chunks: list[bytes] = []
+        self.gaps: list[str] = []
+        chunk = b"{"
+        for i, (name, field) in enumerate(model.model_fields.items()):
+            chunk += b'%s"%s":' % (b"," if i else b"", (field.alias or name).encode())
+            if name in kept:
+                chunk += kept[name]
+            else:
+                self.chunks.append(chunk)
+                self.gaps.append(name)
+                chunk = b""
+        self.chunks.append(chunk + b"}")
+
+    def fill(self, values: Mapping[str, bytes]) -> bytes:
+        """The JSON with each gap's value (by field name) written in."""
+        parts = [self.chunks[0]]
+        for name, chunk in zip(self.gaps, self.chunks[1:], strict=True):
+            parts += (values[name], chunk)
+        return b"".join(parts)
+
+
+_results: Memo[tuple, tuple[tuple, Template]] = Memo(KEPT)
+_devices: Memo[int, tuple[tuple, Template]] = Memo(KEPT)
+_small: dict[tuple, bytes] = {}
 
 
 def fragments(model: BaseModel, names: Iterable[str]) -> dict[str, bytes]:
@@ -44,54 +73,58 @@ def fragments(model: BaseModel, names: Iterable[str]) -> dict[str, bytes]:
     return found
 
 
-def spliced(model: type[BaseModel], values: Mapping[str, bytes]) -> bytes:
-    """A `model` object's JSON from its fields' (every field, by name), in the model's order, by alias."""
-    keys = _keys.get(model)
-    if keys is None:
-        keys = _keys[model] = [(n, b'"%s":' % (f.alias or n).encode()) for n, f in model.model_fields.items()]
-    return b"{" + b",".join(key + values[name] for name, key in keys) + b"}"
-
-
-def _kept(memo: Memo, key: Any, holds: tuple, build: Callable[[], dict[str, bytes]]) -> dict[str, bytes]:
-    """The fragments kept under `key` for the objects `holds` (the same objects, not others at their addresses)."""
+def _kept(memo: Memo, key: Any, holds: tuple, build: Callable[[], Template]) -> Template:
+    """The template kept under `key` for the objects `holds` (the same objects, not others at their addresses)."""
     kept = memo.get(key)
     if kept is None or len(kept[0]) != len(holds) or any(a is not b for a, b in zip(kept[0], holds, strict=True)):
         kept = memo.put(key, (holds, build()))
     return kept[1]
 
 
+def _json(value: object) -> bytes:
+    """A plain value's JSON, as pydantic writes it: an int written out, anything else (a verdict, a source, a
+    tuple of limits, None, a bool) dumped once (keyed with its type: True is not 1)."""
+    if type(value) is int:
+        return b"%d" % value
+    key = (type(value), value)
+    found = _small.get(key)
+    if found is None:
+        found = to_json(value)
+        if len(_small) < SMALL_KEPT:
+            _small[key] = found
+    return found
+
+
 def result_json(r: FitResult, budget: bytes, m: Any) -> bytes:
     """One result: its kept fragments, and what the environment decided (`budget`: the request's, dumped)."""
     holds = (r.subject, r.workload, r.parts, r.bounds)
     key = (r.model_id, r.refusal, *map(id, holds))
-    kept = _kept(_results, key, holds, lambda: fragments(wire.fit_result(r, m), RESULT_KEPT))
+    template = _kept(
+        _results, key, holds, lambda: Template(m.WireFitVerdictResult, fragments(wire.fit_result(r, m), RESULT_KEPT))
+    )
     devices = b",".join(device_json(r, s, v, m) for s, v in zip(r.devices, r.device_verdicts, strict=True))
-    return spliced(
-        m.WireFitVerdictResult,
+    return template.fill(
         {
-            **kept,
-            "verdict": to_json(r.verdict),
+            "verdict": _json(r.verdict),
             "budget": budget,
-            "gpu_admits": to_json(r.gpu_admits),
+            "gpu_admits": _json(r.gpu_admits),
             "devices": b"[" + devices + b"]",
-            "decided_by": to_json(r.decided_by),
-            "limits": to_json(list(r.limits)),
-        },
+            "decided_by": _json(r.decided_by),
+            "limits": _json(r.limits),
+        }
     )
 
 
 def device_json(r: FitResult, share: DeviceShare, verdict: Verdict, m: Any) -> bytes:
-    kept = _kept(_devices, id(share), (share,), lambda: fragments(wire.device(r, share, verdict, m), DEVICE_KEPT))
+    template = _kept(
+        _devices,
+        id(share),
+        (share,),
+        lambda: Template(m.WireFitDevice, fragments(wire.device(r, share, verdict, m), DEVICE_KEPT)),
+    )
     source, free, total = wire.pool_memory(r, share)
-    return spliced(
-        m.WireFitDevice,
-        {
-            **kept,
-            "source": to_json(source),
-            "free_bytes": to_json(free),
-            "total_bytes": to_json(total),
-            "verdict": to_json(verdict),
-        },
+    return template.fill(
+        {"source": _json(source), "free_bytes": _json(free), "total_bytes": _json(total), "verdict": _json(verdict)}
     )
 
 
