@@ -11,6 +11,7 @@ budget applied last. Byte for byte what WireFitVerdictBatch.model_dump_json(by_a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -18,7 +19,7 @@ from pydantic_core import to_json
 
 from memfit import wire
 from memfit.estimator.device_forecast import DeviceShare
-from memfit.estimator.fit_types import FitResult
+from memfit.estimator.fit_types import FitRequest, FitResult
 from memfit.estimator.vocabulary import Verdict
 from memfit.service.fit_service import FitService
 from memfit.service.memo import Memo
@@ -144,12 +145,20 @@ def batch_json(results: Sequence[FitResult], left_out: list[generated.WireLeftOu
     return start + b",".join(parts) + shell[len(start) :]
 
 
-def fit_batch_json(
-    service: FitService,
-    requests: Sequence[generated.WireFitVerdictRequest],
-    cancelled: Callable[[], bool] = lambda: False,
-) -> bytes:
+@dataclass(frozen=True)
+class Batch:
+    """A batch's requests as the contract names them (for leftOut) and as the fit service takes them."""
+
+    requests: tuple[generated.WireFitVerdictRequest, ...]
+    fits: tuple[FitRequest, ...]
+
+
+def batch_of(requests: Sequence[generated.WireFitVerdictRequest]) -> Batch:
+    return Batch(tuple(requests), tuple(wire.fit_request(r) for r in requests))
+
+
+def fit_batch_json(service: FitService, batch: Batch, cancelled: Callable[[], bool] = lambda: False) -> bytes:
     """wire.fit_batch's answer, dumped: the bytes POST /v1/models/fit/batch sends."""
     m = wire.generated()
-    results = service.fit_batch([wire.fit_request(r) for r in requests], cancelled)
-    return batch_json(results, wire.left_out_entries(service, requests, False, m), m)
+    results = service.fit_batch(batch.fits, cancelled)
+    return batch_json(results, wire.left_out_entries(service, batch.requests, False, m), m)

@@ -61,7 +61,7 @@ def test_the_spliced_batch_is_the_models_dump(public_models: Path, gpus: list[st
     for body in _batches(ids):
         requests = [WireFitVerdictRequest.model_validate(item) for item in body]
         for _ in range(2):  # cold, then from the kept fragments
-            spliced = wire_json.fit_batch_json(service, requests)
+            spliced = wire_json.fit_batch_json(service, wire_json.batch_of(requests))
             assert spliced == wire.fit_batch(service, requests).model_dump_json(by_alias=True).encode()
 
 
@@ -106,3 +106,17 @@ def test_a_batch_answered_without_connexion_is_connexions_answer(
     assert {k: v for k, v in direct.headers.items() if k != "date"} == {
         k: v for k, v in through.headers.items() if k != "date"
     }
+
+
+def test_a_kept_parse_answers_only_its_own_body(public_models: Path) -> None:
+    """DirectBatch keeps a body's parse by its bytes: each body, sent again, gets its own workload's answer."""
+
+    def kv(client: httpx.Client, tokens: int) -> int:
+        raw = json.dumps([{"modelId": "llama-gqa-f16", "allocatedTokens": tokens}]).encode()
+        (result,) = _post(client, raw, "application/json").json()["results"]
+        return next(p["bytes"] for p in result["estimate"]["parts"] if p["component"] == "kvCache")
+
+    with LiveServer(_service(public_models, None)) as server, server.client() as client:
+        first = [kv(client, 2048), kv(client, 4096)]
+        assert first[1] == 2 * first[0]  # a full-attention model: the cache grows with the context
+        assert [kv(client, 2048), kv(client, 4096)] == first
