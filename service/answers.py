@@ -96,12 +96,12 @@ class Answers:
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
         looked_up = self.subjects.hub_lookup([r.model_id for r in requests], cancelled)  # at once
-        history, launches = self.history.version(), Launches(self)
+        reading = Reading(self)
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
-            answer = self.answer(request, looked_up, history, launches)
+            answer = self.answer(request, looked_up, reading)
             if answer is not None:
                 answers.append(answer)
         return self.judge(answers, environment)
@@ -113,27 +113,18 @@ class Answers:
         return self.judge([answer], self.read_environment())[0]
 
     def answer(
-        self,
-        request: FitRequest,
-        looked_up: Mapping[str, object] | None = None,
-        history: int | None = None,
-        launches: Launches | None = None,
+        self, request: FitRequest, looked_up: Mapping[str, object] | None = None, reading: Reading | None = None
     ) -> Answer | None:
-        """The answer about the model `request` names, or None. `history`: the history's version (read now when
-        not given); `launches`: the launch facts read for this request so far. The same answer is given again while
-        its subject, the request, the launch facts and the history's version stay."""
+        """The answer about the model `request` names, or None. `reading`: what the request has read so far (read
+        now when not given). The same answer is given again while its subject, the request, the launch facts and
+        the history's version stay (the CPU variants are the request's: this host's CPU is read once)."""
+        reading = reading or Reading(self)
         choice = self.subjects.variant_choice(request)
-        subject = self.subjects.subject(request.model_id, choice, looked_up)
+        subject = reading.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
-        facts = (launches or Launches(self)).facts(request.workload.profile)
-        key = (
-            id(subject),
-            request,
-            choice,
-            facts_key(facts),
-            self.history.version() if history is None else history,
-        )
+        facts = reading.facts(request.workload.profile)
+        key = (id(subject), request, facts_key(facts), reading.history)
         kept = self._answers.get(key)
         if kept is not None and kept.subject is subject:  # not another subject at a freed one's address
             return kept
@@ -240,18 +231,27 @@ class Answers:
         return parts, shares
 
 
-class Launches:
-    """The launch facts of one request, read once per profile it names."""
+class Reading:
+    """What one request reads once, for all its answers: the history's version, the launch facts of each profile it
+    names, the subject of each model id it names (under each CPU variant choice: its files stat'ed once)."""
 
     def __init__(self, answers: Answers) -> None:
         self.answers = answers
-        self.read: dict[str | None, LaunchFacts] = {}
+        self.history = answers.history.version()
+        self.launches: dict[str | None, LaunchFacts] = {}
+        self.subjects: dict[tuple[str, VariantChoice], Subject | None] = {}
 
     def facts(self, profile: str | None) -> LaunchFacts:
-        found = self.read.get(profile)
+        found = self.launches.get(profile)
         if found is None:
-            found = self.read[profile] = self.answers.launch_facts(profile)
+            found = self.launches[profile] = self.answers.launch_facts(profile)
         return found
+
+    def subject(self, model_id: str, choice: VariantChoice, looked_up: Mapping[str, object] | None) -> Subject | None:
+        key = (model_id, choice)
+        if key not in self.subjects:
+            self.subjects[key] = self.answers.subjects.subject(model_id, choice, looked_up)
+        return self.subjects[key]
 
 
 def facts_key(facts: LaunchFacts) -> tuple:
