@@ -120,7 +120,7 @@ class Answers:
         the history's version stay (the CPU variants are the request's: this host's CPU is read once)."""
         reading = reading or Reading(self)
         choice = self.subjects.variant_choice(request)
-        subject = reading.subject(request.model_id, choice, looked_up)
+        subject = self.subjects.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
         facts = reading.facts(request.workload.profile)
@@ -232,26 +232,19 @@ class Answers:
 
 
 class Reading:
-    """What one request reads once, for all its answers: the history's version, the launch facts of each profile it
-    names, the subject of each model id it names (under each CPU variant choice: its files stat'ed once)."""
+    """What one request reads once, for all its answers: the history's version and the launch facts of each profile
+    it names."""
 
     def __init__(self, answers: Answers) -> None:
         self.answers = answers
         self.history = answers.history.version()
         self.launches: dict[str | None, LaunchFacts] = {}
-        self.subjects: dict[tuple[str, VariantChoice], Subject | None] = {}
 
     def facts(self, profile: str | None) -> LaunchFacts:
         found = self.launches.get(profile)
         if found is None:
             found = self.launches[profile] = self.answers.launch_facts(profile)
         return found
-
-    def subject(self, model_id: str, choice: VariantChoice, looked_up: Mapping[str, object] | None) -> Subject | None:
-        key = (model_id, choice)
-        if key not in self.subjects:
-            self.subjects[key] = self.answers.subjects.subject(model_id, choice, looked_up)
-        return self.subjects[key]
 
 
 def facts_key(facts: LaunchFacts) -> tuple:
