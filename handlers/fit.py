@@ -22,7 +22,7 @@ from memfit.service.memo import Memo
 
 BATCH_PATH = "/v1/models/fit/batch"
 BODIES_KEPT = 64  # batch bodies whose parse is kept
-KEPT_BODY_BYTES = 16 << 10  # up to this size (a 32-model batch of full requests is a few KiB)
+DIRECT_BODY_BYTES = 16 << 10  # the bodies answered directly: a 32-model batch of full requests is a few KiB
 
 
 async def fit_batch(body: list[dict]) -> Response:
@@ -44,9 +44,10 @@ class DirectBatch:
     """POST /v1/models/fit/batch without connexion's layers (memfit.http.direct): a JSON body the compiled validator
     of the contract's schema takes (the one connexion's validator runs first), each request then parsed into its
     generated model, and answered as `fit_batch` answers. Any other body, or content type, is declined: connexion
-    answers it, with the problem it gives. A small body's parse is kept by its bytes (a launcher sends the same
-    batch again and again). `check_answers`: each answer is checked against the contract's schema of the 200
-    answer, and one it breaks fails (tests, as connexion's validate_responses does)."""
+    answers it, with the problem it gives; so is a body past DIRECT_BODY_BYTES (never parsed twice on the event
+    loop). A body's parse is kept by its bytes (a launcher sends the same batch again and again). `check_answers`:
+    each answer is checked against the contract's schema of the 200 answer, and one it breaks fails (tests, as
+    connexion's validate_responses does)."""
 
     def __init__(self, spec: dict, check_answers: bool = False) -> None:
         self.body, self.answer = operation_schemas(spec, BATCH_PATH, "post")
@@ -54,15 +55,14 @@ class DirectBatch:
         self.parsed: Memo[bytes, wire_json.Batch] = Memo(BODIES_KEPT)
 
     async def __call__(self, scope: Scope, body: bytes) -> Response | None:
-        if dict(scope.get("headers", ())).get(b"content-type") != b"application/json":
+        if len(body) > DIRECT_BODY_BYTES or dict(scope.get("headers", ())).get(b"content-type") != b"application/json":
             return None
         batch = self.parsed.get(body)
         if batch is None:
             batch = self._parse(body)
             if batch is None:
                 return None
-            if len(body) <= KEPT_BODY_BYTES:
-                self.parsed.put(body, batch)
+            self.parsed.put(body, batch)
         event = scope.get(CANCEL_KEY)
         response = await batch_answer(scope[STATE_KEY], batch, event.is_set if event else lambda: False)
         answer = bytes(response.body)

@@ -120,3 +120,19 @@ def test_a_kept_parse_answers_only_its_own_body(public_models: Path) -> None:
         first = [kv(client, 2048), kv(client, 4096)]
         assert first[1] == 2 * first[0]  # a full-attention model: the cache grows with the context
         assert [kv(client, 2048), kv(client, 4096)] == first
+
+
+def test_a_large_body_is_left_to_connexion(public_models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body past DirectBatch's size is parsed once, by connexion (never twice on the event loop)."""
+    parsed: list[object] = []
+
+    def counted(model: type[WireFitVerdictRequest], item: object) -> WireFitVerdictRequest:
+        parsed.append(item)
+        return parse(model, item)
+
+    monkeypatch.setattr(fit, "parse", counted)
+    body = [{"modelId": "llama-gqa-f16"}]
+    raw = json.dumps(body).encode() + b" " * fit.DIRECT_BODY_BYTES  # valid JSON, past the size
+    with LiveServer(_service(public_models, None)) as server, server.client() as client:
+        assert _post(client, raw, "application/json").status_code == 200
+    assert parsed == body
