@@ -11,8 +11,9 @@ Prints a table of
   contexts it has not computed, beside a warm fit, each beside the old path (every graph rebuilt and replayed in
   full) in the same run;
 - a 32-model batch over HTTP (uvicorn on 127.0.0.1, a keep-alive client): p50 and p95, beside a bare
-  Starlette route that calls the same estimator in the same process setup;
-- throughput at 1, 8 and 32 concurrent clients;
+  Starlette route that calls the same estimator in the same process setup, and a bare route serving the same
+  bytes (the wire's own cost), in interleaved rounds;
+- throughput at 1, 8 and 32 concurrent clients, beside both bare routes;
 - the server's resident memory after 100 and after 10,000 batches.
 """
 
@@ -66,7 +67,8 @@ TARGETS = {
     "plan_ratio": 20.0,
     "unseen_fit_ratio": 3.0,  # a fit at an unseen context, in warm fits
     "unseen_plan_ratio": 20.0,  # a plan at unseen contexts, in warm fits
-    "http_ratio": 1.3,
+    "http_ratio": 1.3,  # memfit beside the bare route calling the same estimator
+    "wire_ratio": 3.0,  # memfit beside the bare route serving the same bytes: p50, and throughput at each level
     "rss_growth": 0.10,
 }
 PLAN_REPO = "Qwen/Qwen3-8B-GGUF"  # Q8_0, Q6_K, Q5_K_M, Q4_K_M in the catalog
@@ -401,6 +403,48 @@ def _unseen_table(quants: int) -> list[str]:
     return failed
 
 
+SERVERS = {
+    "memfit": "memfit (connexion, validated)",
+    "bare": "bare Starlette route calling the estimator",
+    "bytes": "bare Starlette route serving the same bytes",
+}
+
+
+def _http_tables(servers: dict[str, Server], body: list[dict], requests: int, seconds: float) -> list[str]:
+    """Prints the batch's latency and throughput beside both bare routes; the targets they miss. The servers take
+    turns (three rounds, the order reversed each round), so that a shared machine's load falls on all of them."""
+    failed = []
+    timed: dict[str, list[float]] = {kind: [] for kind in servers}
+    for r in range(3):
+        for kind in sorted(servers, reverse=r % 2 == 1):
+            timed[kind] += latencies(servers[kind].url, body, max(requests // 3, 20))
+    p50 = {kind: statistics.median(t) for kind, t in timed.items()}
+    p95 = {kind: percentile(t, 95) for kind, t in timed.items()}
+    print(f"\n## A 32-model batch over HTTP ({requests} batches, keep-alive, in three interleaved rounds)\n")
+    print("| server | p50 (ms) | p95 (ms) |")
+    print("|---|---|---|")
+    for kind, label in SERVERS.items():
+        print(f"| {label} | {p50[kind]:.2f} | {p95[kind]:.2f} |")
+    for base, target in (("bare", "http_ratio"), ("bytes", "wire_ratio")):
+        ratio = p50["memfit"] / p50[base]
+        print(
+            f"| ratio memfit / {base} (target <= {TARGETS[target]:g}) | {ratio:.2f} | {p95['memfit'] / p95[base]:.2f} |"
+        )
+        if ratio > TARGETS[target]:
+            failed.append(f"http p50 / {base}")
+    print(f"\n## Throughput ({seconds:g} s per level)\n")
+    target = f"target <= {TARGETS['wire_ratio']:g}"
+    print(f"| clients | memfit (batches/s) | bare (batches/s) | bytes (batches/s) | bytes / memfit ({target}) |")
+    print("|---|---|---|---|---|")
+    for clients in (1, 8, 32):
+        rates = {kind: throughput(s.url, body, clients, seconds) for kind, s in servers.items()}
+        ratio = rates["bytes"] / rates["memfit"]
+        print(f"| {clients} | {rates['memfit']:.0f} | {rates['bare']:.0f} | {rates['bytes']:.0f} | {ratio:.2f} |")
+        if ratio > TARGETS["wire_ratio"]:
+            failed.append(f"throughput at {clients}")
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300, help="timed batches per server (default 300)")
@@ -434,30 +478,9 @@ def main(argv: list[str] | None = None) -> int:
 
         ids = [p.stem for p in models.values()]
         body = batch_body(ids)
-        servers = {kind: Server(kind, models_dir, Path(tmp) / f"state-{kind}") for kind in ("memfit", "bare")}
+        servers = {kind: Server(kind, models_dir, Path(tmp) / f"state-{kind}") for kind in SERVERS}
         try:
-            timed = {kind: latencies(s.url, body, args.requests) for kind, s in servers.items()}
-            p50 = {kind: statistics.median(t) for kind, t in timed.items()}
-            p95 = {kind: percentile(t, 95) for kind, t in timed.items()}
-            ratio = p50["memfit"] / p50["bare"]
-            print(f"\n## A 32-model batch over HTTP ({args.requests} batches, keep-alive)\n")
-            print("| server | p50 (ms) | p95 (ms) |")
-            print("|---|---|---|")
-            for kind in ("memfit", "bare"):
-                print(
-                    f"| {'memfit (connexion, validated)' if kind == 'memfit' else 'bare Starlette route'} | "
-                    f"{p50[kind]:.2f} | {p95[kind]:.2f} |"
-                )
-            print(f"| ratio memfit / bare | {ratio:.2f} | {p95['memfit'] / p95['bare']:.2f} |")
-            if ratio > TARGETS["http_ratio"]:
-                failed.append("http ratio")
-
-            print(f"\n## Throughput ({args.seconds:g} s per level)\n")
-            print("| concurrent clients | memfit (batches/s) | bare (batches/s) |")
-            print("|---|---|---|")
-            for clients in (1, 8, 32):
-                rates = {kind: throughput(s.url, body, clients, args.seconds) for kind, s in servers.items()}
-                print(f"| {clients} | {rates['memfit']:.0f} | {rates['bare']:.0f} |")
+            failed += _http_tables(servers, body, args.requests, args.seconds)
 
             soaked = servers["soak"] = Server("memfit", models_dir, Path(tmp) / "state-soak")
             asyncio.run(_send(soaked.url, body, 100))
@@ -478,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\ntargets: cold 262k <= {TARGETS['cold_ms']:g} ms and >= {TARGETS['cold_ratio']:g}x GGUFReader; warm <="
         f" {TARGETS['warm_ms']} ms per model; plan <= {TARGETS['plan_ratio']:g} fits; unseen context <="
         f" {TARGETS['unseen_fit_ratio']:g} fits, plan at unseen contexts <= {TARGETS['unseen_plan_ratio']:g} fits;"
-        f" HTTP p50 ratio <= {TARGETS['http_ratio']}; RSS growth <="
+        f" HTTP p50 ratio <= {TARGETS['http_ratio']} (bare route), <= {TARGETS['wire_ratio']:g} (same bytes, and"
+        f" throughput); RSS growth <="
         f" {TARGETS['rss_growth']:.0%}: {'all met' if not failed else 'MISSED: ' + ', '.join(failed)}"
     )
     return 1 if failed else 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
@@ -62,10 +62,10 @@ class DeviceShare:
     holds_model: bool  # whether anything of the model is placed here (a GPU holding nothing decides nothing)
     note: str
     unsupported: bool = False  # placement flags llama.cpp refuses or memfit does not mirror (workloadUnsupported)
+    bounds: Bounds = field(init=False, repr=False, compare=False)  # of `parts`: summed once, read per verdict
 
-    @property
-    def bounds(self) -> Bounds:
-        return bounds(self.parts)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bounds", bounds(self.parts))
 
 
 @dataclass(frozen=True)

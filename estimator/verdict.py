@@ -18,7 +18,7 @@ def verdict(estimate: Bounds, budget: int | None, margin: Fraction, refused: boo
         return Verdict.OVERSIZE
     if estimate.upper is None:
         return Verdict.UNKNOWN
-    if estimate.upper * (1 + margin) <= budget:
+    if estimate.upper * (margin.denominator + margin.numerator) <= budget * margin.denominator:  # x (1 + margin)
         return Verdict.GOOD
     if estimate.upper <= budget:
         return Verdict.TIGHT

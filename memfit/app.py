@@ -20,12 +20,13 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
 from memfit.handlers.context import ServerState
+from memfit.handlers.fit import BATCH_PATH, DirectBatch
 from memfit.handlers.health import health_of
 from memfit.http.auth import RequireToken
 from memfit.http.body import BodyLimit
 from memfit.http.cancellation import Cancellation
 from memfit.http.concurrency import ConcurrencyLimit
-from memfit.http.direct import Direct
+from memfit.http.direct import Answer, Direct
 from memfit.http.errors import problem_from_exception
 from memfit.http.host import HostCheck
 from memfit.http.json_depth import JsonDepth
@@ -137,8 +138,11 @@ def create_app(
     # and every request is counted under it, whatever answers it; the token is checked before any body is read, and
     # only an operation that takes one has it read; only a request whose body has arrived takes one of the places of
     # the concurrency limit; a plan then waits for a plan slot (plan_limit.py); GET /health is answered without
-    # connexion (direct.py)
-    direct = {("GET", HEALTH_PATH): lambda scope: health_of(scope[STATE_KEY])}
+    # connexion, and so is a valid fit batch (direct.py)
+    direct: dict[tuple[str, str], Answer] = {
+        ("GET", HEALTH_PATH): lambda scope, _: health_of(scope[STATE_KEY]),
+        ("POST", BATCH_PATH): DirectBatch(spec, validate_responses),
+    }
     table = RouteTable(spec, public=frozenset({"getMetrics"}) if metrics_public else frozenset())
     guarded = Routing(
         RequestMetrics(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memfit.estimator.bounds import Part, soft_bytes
+from memfit.estimator.budget import Budget
 from memfit.estimator.device_forecast import DeviceShare
 from memfit.estimator.fit_types import (
     FitRequest,
@@ -154,12 +155,16 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
         ),
         verdict=r.verdict,
         soft_bytes=soft_bytes(r.parts),
-        budget=m.WireFitBudget(basis=r.budget.basis, bytes=r.budget.bytes, committed_bytes=r.budget.committed_bytes),
+        budget=fit_budget(r.budget, m),
         gpu_admits=r.gpu_admits,
         limits=list(r.limits),
         devices=[device(r, s, v, m) for s, v in zip(r.devices, r.device_verdicts, strict=True)],
         decided_by=r.decided_by,
     )
+
+
+def fit_budget(b: Budget, models: Any) -> wire.WireFitBudget:
+    return models.WireFitBudget(basis=b.basis, bytes=b.bytes, committed_bytes=b.committed_bytes)
 
 
 def memory_part(p: Part, models: Any) -> wire.WireFitMemoryPart:
@@ -177,14 +182,10 @@ def memory_part(p: Part, models: Any) -> wire.WireFitMemoryPart:
 def device(r: FitResult, share: DeviceShare, verdict: Verdict, models: Any) -> wire.WireFitDevice:
     """One pool of an answer: the host (its free memory the budget) or a GPU (NVML's, Metal's or a declared one)."""
     gpu, b = share.gpu, share.bounds
-    if gpu is None:
-        kind, source, free, total = "host", str(r.budget.basis), r.budget.bytes, r.host_total
-    else:
-        kind, free, total = "gpu", gpu.free, gpu.total
-        source = "declared" if gpu.declared else "metal" if gpu.backend is GpuBackend.METAL else "nvml"
+    source, free, total = pool_memory(r, share)
     return models.WireFitDevice(
         name=share.name,
-        kind=kind,
+        kind="host" if gpu is None else "gpu",
         source=source,
         declared=gpu is not None and gpu.declared,
         unified=gpu is not None and gpu.unified,
@@ -196,6 +197,14 @@ def device(r: FitResult, share: DeviceShare, verdict: Verdict, models: Any) -> w
         verdict=verdict,
         note=share.note,
     )
+
+
+def pool_memory(r: FitResult, share: DeviceShare) -> tuple[str, int | None, int | None]:
+    """A pool's memory as read for the request: (where it was read, free bytes, total bytes)."""
+    gpu = share.gpu
+    if gpu is None:
+        return str(r.budget.basis), r.budget.bytes, r.host_total
+    return ("declared" if gpu.declared else "metal" if gpu.backend is GpuBackend.METAL else "nvml"), gpu.free, gpu.total
 
 
 def plan_quant(q: QuantPlan, models: Any = None) -> wire.WireFitPlanQuant:

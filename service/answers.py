@@ -7,11 +7,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import lru_cache
 
 from memfit.estimator.bounds import REFUSED, Bounds, Part, bounds
 from memfit.estimator.budget import Budget, BudgetSetting, budget_from
 from memfit.estimator.cpu_variant import CpuVariant, VariantChoice
-from memfit.estimator.device_forecast import device_shares, judge_devices
+from memfit.estimator.device_forecast import DeviceShare, device_shares, judge_devices
 from memfit.estimator.errors import Cancelled
 from memfit.estimator.fit_types import FitRequest, FitResult
 from memfit.estimator.forecast import forecast_parts
@@ -24,8 +25,11 @@ from memfit.estimator.vocabulary import BudgetBasis, Component, Limit, Mode, Pro
 from memfit.estimator.workload import Workload, WorkloadRequest, exceeds_limit, input_refusal
 from memfit.readers.gpu_memory import GpuReader
 from memfit.service.history import HistoryAccess
+from memfit.service.memo import Memo
 from memfit.service.running import ReadRunning, server_for
 from memfit.service.subjects import Subjects
+
+ANSWERS_KEPT = 1024  # answers kept for the next request (each small: its parts; its subject is kept anyway)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,10 @@ class Answers:
         self.read_committed = read_committed
         self.read_ollama_env = read_ollama_env  # the OLLAMA_* variables `ollama serve` runs with
         self.read_running = read_running  # the llama-servers running on this host
+        # each answer per (its subject, the request, the CPU variants, the launch facts, the history's version):
+        # what answer_for computes from them alone, so a warm batch only judges
+        self._answers: Memo[tuple, Answer] = Memo(ANSWERS_KEPT)
+        self._placed: Memo[tuple, tuple[Answer, tuple[Part, ...], tuple[DeviceShare, ...]]] = Memo(ANSWERS_KEPT)
 
     def read_environment(self) -> Environment:
         host = self.read_host()
@@ -92,11 +100,12 @@ class Answers:
         `cancelled()` says so, between two models."""
         environment = self.read_environment()
         looked_up = self.subjects.hub_lookup([r.model_id for r in requests], cancelled)  # at once
+        reading = Reading(self)
         answers: list[Answer] = []
         for request in requests:
             if cancelled():
                 raise Cancelled(f"cancelled after {len(answers)} of {len(requests)} models")
-            answer = self.answer(request, looked_up)
+            answer = self.answer(request, looked_up, reading)
             if answer is not None:
                 answers.append(answer)
         return self.judge(answers, environment)
@@ -107,18 +116,33 @@ class Answers:
             return None
         return self.judge([answer], self.read_environment())[0]
 
-    def answer(self, request: FitRequest, looked_up: Mapping[str, object] | None = None) -> Answer | None:
+    def answer(
+        self, request: FitRequest, looked_up: Mapping[str, object] | None = None, reading: Reading | None = None
+    ) -> Answer | None:
+        """The answer about the model `request` names, or None. `reading`: what the request has read so far (read
+        now when not given). The same answer is given again while its subject, the request, the launch facts and
+        the history's version stay (the CPU variants are the request's: this host's CPU is read once)."""
+        reading = reading or Reading(self)
         choice = self.subjects.variant_choice(request)
         subject = self.subjects.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
-        return self.answer_for(request, subject, choice)
+        facts = reading.facts(request.workload, request.model_id)
+        key = (id(subject), request, facts_key(facts), reading.history)
+        kept = self._answers.get(key)
+        if kept is not None and kept.subject is subject:  # not another subject at a freed one's address
+            return kept
+        return self._answers.put(key, self.answer_for(request, subject, choice, facts))
 
-    def answer_for(self, request: FitRequest, subject: Subject, choice: VariantChoice) -> Answer:
+    def answer_for(
+        self, request: FitRequest, subject: Subject, choice: VariantChoice, facts: LaunchFacts | None = None
+    ) -> Answer:
         """The answer about `subject` (its weights under the CPU variants of `choice`), the model
-        `request.model_id` names."""
+        `request.model_id` names; `facts`: what the request's launch profile reads of this machine (read now when
+        not given)."""
+        if facts is None:
+            facts = self.launch_facts(request.workload, request.model_id)
         variant = choice.variants[0] if choice.variants else None
-        facts = self.launch_facts(request.workload, request.model_id)
         workload = replace(resolved_workload(request.workload, subject, facts, variant), cpu_variant=choice.name)
         refusal = input_refusal(workload)
         parts: list[Part] = []
@@ -176,13 +200,11 @@ class Answers:
                 uses.update({a.subject.weights_key, a.subject.companions_key} - {""})
         budget = environment.budget
         results = []
+        gpus = None if environment.gpus is None else tuple(environment.gpus)
         for a in answers:
-            keys = {Component.WEIGHTS: a.subject.weights_key, Component.COMPANIONS: a.subject.companions_key}
-            parts = tuple(
-                replace(p, shared_key=keys[p.component]) if uses[keys.get(p.component, "")] > 1 else p for p in a.parts
-            )
             refused = a.refusal is not Refusal.NONE
-            shares = () if refused else device_shares(a.subject, a.workload, parts, a.variants, environment.gpus or [])
+            shared = (uses[a.subject.weights_key] > 1, uses[a.subject.companions_key] > 1)
+            parts, shares = self.placed(a, shared, gpus)
             judged = judge_devices(shares, budget.bytes, self.settings.margin, environment.gpus is not None)
             limits = list(a.limits)
             if any(s.unsupported for s in shares):
@@ -212,6 +234,55 @@ class Answers:
             )
         return results
 
+    def placed(
+        self, a: Answer, shared: tuple[bool, bool], gpus: tuple[GpuMemory, ...] | None
+    ) -> tuple[tuple[Part, ...], tuple[DeviceShare, ...]]:
+        """An answer's parts (sharedKey set on its weights and companions where `shared` says their file sets are
+        used twice in the request) and its share of each pool of `gpus`; kept per (answer, shared, gpus), with the
+        same objects given again, so that what is built from them can be kept too (memfit.wire)."""
+        key = (id(a), shared, gpus)
+        kept = self._placed.get(key)
+        if kept is not None and kept[0] is a:
+            return kept[1], kept[2]
+        weights, companions = a.subject.weights_key, a.subject.companions_key
+        keys = {Component.WEIGHTS: weights if shared[0] else "", Component.COMPANIONS: companions if shared[1] else ""}
+        parts = tuple(replace(p, shared_key=keys[p.component]) if keys.get(p.component) else p for p in a.parts)
+        refused = a.refusal is not Refusal.NONE
+        shares = () if refused else device_shares(a.subject, a.workload, parts, a.variants, gpus or ())
+        self._placed.put(key, (a, parts, shares))
+        return parts, shares
+
+
+class Reading:
+    """What one request reads once, for all its answers: the history's version and the launch facts of each profile
+    and mode it names (for `running`, the server that has each model loaded)."""
+
+    def __init__(self, answers: Answers) -> None:
+        self.answers = answers
+        self.history = answers.history.version()
+        self.launches: dict[tuple, LaunchFacts] = {}
+
+    def facts(self, workload: WorkloadRequest, model_id: str) -> LaunchFacts:
+        key = (workload.profile, workload.mode)
+        found = self.launches.get(key)
+        if found is None:
+            found = self.launches[key] = self.answers.launch_facts(workload)
+        if workload.profile == Profile.RUNNING:
+            found = replace(found, running=self.answers.running_server(model_id))
+        return found
+
+
+def facts_key(facts: LaunchFacts) -> tuple:
+    """Launch facts as a key (the Ollama server's environment as sorted pairs, a running server by its fields)."""
+    env = facts.ollama_env
+    return (
+        facts.host_total,
+        facts.gpu_total,
+        facts.gpus,
+        None if env is None else tuple(sorted(env.items())),
+        None if facts.running is None else repr(facts.running),
+    )
+
 
 def _read_whole(facts: LaunchFacts) -> bool:
     """Whether the running profile found the server, heard it answer, and could express all its command line."""
@@ -219,5 +290,9 @@ def _read_whole(facts: LaunchFacts) -> bool:
 
 
 def _ordered_limits(limits: Sequence[Limit]) -> tuple[str, ...]:
-    present = set(limits)
+    return _in_order(frozenset(limits))
+
+
+@lru_cache(maxsize=256)  # a few sets of limits recur in every answer
+def _in_order(present: frozenset[Limit]) -> tuple[str, ...]:
     return tuple(limit.value for limit in Limit if limit in present)

@@ -84,6 +84,7 @@ class ArtifactCache:
         self.capacity = capacity
         self.store = store
         self.version = 0
+        self.cleared = 0  # moves with each `clear`: what was derived from the facts is forgotten with them
         self.reads = 0
         self.hits = 0
         self.misses = 0
@@ -100,6 +101,7 @@ class ArtifactCache:
         """Forget every fact held in memory (the store, if any, keeps its summaries)."""
         with self._lock:
             self._entries.clear()
+            self.cleared += 1
 
     def identity(self, paths: Sequence[str]) -> tuple[FileIdentity, ...]:
         try:

@@ -86,6 +86,11 @@ class HistoryAccess:
         """The measurement history's observation for this answer (one indexed query), or none."""
         return self.read(lambda _: self.history.match(subject, workload), NO_MATCH)
 
+    def version(self) -> int:
+        """What the history's matches depend on: the database's version (HistoryDB.version, SQLite's data_version:
+        positive), or -1 where there is no history or it cannot be read (every match is then NO_MATCH)."""
+        return self.read(HistoryDB.version, -1)
+
     def rows(self) -> int | None:
         """How many observations the measurement history holds; None without one, or when it cannot be read."""
         return self.read(HistoryDB.count, None)

@@ -32,6 +32,9 @@ from memfit.gguf_constants import GGUFType
 from memfit.readers.model_roots import LocalArtifact
 from memfit.service.artifact_cache import ArtifactCache
 from memfit.service.index import ModelIndex
+from memfit.service.memo import Memo
+
+SUBJECTS_KEPT = 256  # local subjects kept (each shares its facts, the bulk of it, with the artifact cache)
 
 
 def _companions(artifact: LocalArtifact, cache: ArtifactCache) -> tuple[Part, list[Limit], str]:
@@ -186,6 +189,7 @@ class Subjects:
         self.hub = hub  # the Hugging Face Hub, for ids that name no local file (None: not asked)
         self.cpu = cpu  # fixed per process: the cached artifact facts do not depend on it
         self.auto = resolve_variant(AUTO, cpu)  # the variant ggml's loader picks here
+        self._local: Memo[tuple, Subject] = Memo(SUBJECTS_KEPT)
 
     def variant_choice(self, request: FitRequest) -> VariantChoice:
         """The CPU variants a request's `cpuVariant` names on this host."""
@@ -203,7 +207,7 @@ class Subjects:
         model_id = typed_id(model_id)
         artifact = self.local(model_id)
         if artifact is not None:
-            return local_subject(artifact, self.cache, variants)
+            return self._local_subject(artifact, variants)
         found = (looked_up if looked_up and model_id in looked_up else self.hub_lookup([model_id])).get(model_id)
         if isinstance(found, HubArtifact):
             remote = hub_subject(found, self.cache, variants)
@@ -214,6 +218,17 @@ class Subjects:
             note = f"{subject.weights.note}; the Hub was not used ({found.reason}): the bundled catalog answers"
             subject = replace(subject, weights=replace(subject.weights, note=note))
         return subject
+
+    def _local_subject(self, artifact: LocalArtifact, variants: tuple[CpuVariant, ...]) -> Subject:
+        """local_subject's answer, kept per (artifact, the identities of its files, variants): an unchanged file set
+        is weighed once, and the same Subject answers for it (the answers built on it are kept by it)."""
+        files = (*artifact.paths, *(() if artifact.projector is None else (artifact.projector,)), *artifact.adapters)
+        try:
+            identity = self.cache.identity(files)
+        except EvidenceError:  # a file that cannot be stat'ed: local_subject says which
+            return local_subject(artifact, self.cache, variants)
+        key = (artifact, identity, variants, self.cache.cleared)
+        return self._local.get(key) or self._local.put(key, local_subject(artifact, self.cache, variants))
 
     def local(self, model_id: str) -> LocalArtifact | None:
         """The local artifact an id names; `org/repo:QUANT@revision` names one of a hub cache's snapshot when the

@@ -54,6 +54,17 @@ class _Compiled:
 COMPILED = _Compiled()
 
 
+def operation_schemas(spec: dict, path: str, method: str) -> tuple[jsonschema_rs.Draft4Validator, ...]:
+    """The compiled validators of one operation's JSON request body and of its 200 answer's JSON, as connexion
+    checks them (the spec's components beside each, for their `$ref`s)."""
+    operation = spec["paths"][path][method]
+    schemas = (
+        operation["requestBody"]["content"]["application/json"]["schema"],
+        operation["responses"]["200"]["content"]["application/json"]["schema"],
+    )
+    return tuple(jsonschema_rs.Draft4Validator(json_schema({**s, "components": spec["components"]})) for s in schemas)
+
+
 class RequestBodyValidator(JSONRequestBodyValidator):
     async def _parse(self, stream: t.AsyncGenerator[bytes, None], scope: Scope) -> t.Any:
         try:

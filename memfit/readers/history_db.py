@@ -194,6 +194,11 @@ class HistoryDB:
             raise sqlite3.DatabaseError("the observation was stored without a row id")
         return cursor.lastrowid
 
+    def version(self) -> int:
+        """Moves whenever an observation is stored or deleted, by this process or another (answers built from the
+        history are kept while it stays)."""
+        return self._pool.data_version()
+
     def latest(self, identity: tuple, workload: tuple) -> ObservationRow | None:
         """The newest row of this identity and workload that measured a workspace (one indexed lookup)."""
         with self._pool.use() as db:

@@ -43,6 +43,8 @@ class ConnectionPool:
         self._connect = connect
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._watch: sqlite3.Connection | None = None  # never writes: data_version's reader
+        self._watch_lock = threading.Lock()
 
     @contextlib.contextmanager
     def use(self) -> Iterator[sqlite3.Connection]:
@@ -63,11 +65,26 @@ class ConnectionPool:
                 return
         db.close()
 
+    def data_version(self) -> int:
+        """A number that moves whenever a connection other than the pool's watch, of this process or another,
+        commits to the file (SQLite's PRAGMA data_version, read on one connection kept for it that never writes)."""
+        with self._watch_lock:
+            if self._watch is None:
+                self._watch = self._connect()
+            try:
+                return self._watch.execute("PRAGMA data_version").fetchone()[0]
+            except BaseException:
+                self._watch.close()
+                self._watch = None
+                raise
+
     def close(self) -> None:
-        """Close the idle connections (the pool stays usable: the next use opens a new one)."""
+        """Close the idle connections and the watch (the pool stays usable: the next use opens a new one)."""
         with self._lock:
             idle, self._idle = self._idle, []
-        for db in idle:
+        with self._watch_lock:
+            watch, self._watch = self._watch, None
+        for db in [*idle, *([watch] if watch is not None else [])]:
             db.close()
 
 
