@@ -129,6 +129,17 @@ class QuantPlan:
     max_tight: int | None
     max_possible: int | None
     fit: FitResult
+    gpu_layers: LayerMaxima | None = None  # on GPUs (read or declared): the layers each verdict allows there
+
+
+@dataclass(frozen=True)
+class LayerMaxima:
+    """At the context a plan's fit is about: the largest gpuLayers whose verdict is good and at least tight (None:
+    none is), and the gpuLayers llama.cpp's fitter chooses (None: memfit does not predict it there)."""
+
+    good: int | None
+    tight: int | None
+    fitter: int | None
 
 
 @dataclass(frozen=True)

@@ -349,3 +349,24 @@ def _refine(check: Checks, ends: StepEnds, i: int) -> int | None:
     if high - low <= 1 or (not check.fits(low + 1) and check.out_of_reach(low + 1)):
         return low or None  # constant over the step, or nothing in it can fit
     return _last_fitting(check, _same, low, high, high)[0] or None
+
+
+def largest_placed(high: int, meets: Callable[[int], tuple[bool, bool]]) -> int | None:
+    """The largest n in [0, high] (gpuLayers, up to the model's layers and the output layer) whose placement meets a
+    verdict, where `meets(n)` says whether every GPU meets it and whether the host does. llama.cpp's placement moves
+    whole layers from the host to the GPUs as n grows (llama_model::load_tensors, the output layer last), so each
+    GPU's share grows with n and the host's shrinks: the GPUs meet it up to some n and the host from some n on. A
+    binary search finds the GPUs' largest; the host is checked there (at any smaller n it holds more). None where
+    no n meets it."""
+    gpus_meet, host_meets = meets(0)
+    if not gpus_meet:
+        return None
+    lo, hi = 0, high  # the GPUs meet it at lo
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        gpus_meet, host_meets_mid = meets(mid)
+        if gpus_meet:
+            lo, host_meets = mid, host_meets_mid
+        else:
+            hi = mid - 1
+    return lo if host_meets else None

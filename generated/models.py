@@ -238,6 +238,35 @@ class Suggestions(RootModel[list[str]]):
     """
 
 
+class WireFitPlanGpuLayers(WireModel):
+    """
+    On the GPUs the server reads or was told to assume (absent or null without them, or where the model's
+    tensors are not known), at the context `fit` is about and with the request's other workload fields: the
+    largest `gpuLayers` (0 up to the model's layers plus the output layer, llama.cpp's `-ngl`) whose verdict
+    is good and whose verdict is at least tight, every pool judged (the host against the budget, each GPU
+    against its free memory), and the `gpuLayers` llama.cpp's fitter (`mode: cpuOffload`) chooses there.
+    The search takes each GPU's share to grow with `gpuLayers` and the host's to shrink, as llama.cpp's
+    placement moves whole layers from the host to the GPUs, the output layer last.
+
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    good: Annotated[int | None, Field(ge=0, le=100000)]
+    """
+    The largest whose verdict is good; null when none is.
+    """
+    tight: Annotated[int | None, Field(ge=0, le=100000)]
+    """
+    The largest whose verdict is good or tight; null when none is.
+    """
+    fitter: Annotated[int | None, Field(ge=0, le=100000)]
+    """
+    What llama.cpp's fitter chooses; null where memfit does not predict it (see `cpuOffload`).
+    """
+
+
 class WireFitPlanMaxima(WireModel):
     """
     The largest `allocatedTokens` (per stream, with the request's other workload fields) at which a
@@ -1033,6 +1062,7 @@ class WireFitPlanQuant(WireModel):
     llama.cpp's name of the quantisation.
     """
     max_allocated_tokens: Annotated[WireFitPlanMaxima, Field(alias="maxAllocatedTokens")]
+    max_gpu_layers: Annotated[WireFitPlanGpuLayers | None, Field(alias="maxGpuLayers")] = None
     fit: WireFitVerdictResult
 
 

@@ -457,6 +457,17 @@ def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = Non
             for k, verdict in enumerate(verdicts, 2):
                 word = verdict.upper()
                 out[k] = out[k][: len(out[k]) - len(word)] + _verdict_word(verdict, True)
+    for plan in plans:
+        for q in plan.quants:
+            layers = getattr(q, "max_gpu_layers", None)  # absent in a server's answer before API 1.16.0
+            if layers is not None:
+                out.append(
+                    shorten(
+                        f"{q.model_id}: -ngl {_tokens(layers.good)} good, {_tokens(layers.tight)} tight;"
+                        f" the fitter: {_tokens(layers.fitter)}",
+                        width,
+                    )
+                )
     first = next((q for p in plans for q in p.quants), None)
     if first is not None:
         b = first.fit.budget

@@ -213,6 +213,9 @@ def plan_quant(q: QuantPlan, models: Any = None) -> wire.WireFitPlanQuant:
         model_id=q.model_id,
         quant=q.quant,
         max_allocated_tokens=m.WireFitPlanMaxima(good=q.max_good, tight=q.max_tight, possible=q.max_possible),
+        max_gpu_layers=None
+        if q.gpu_layers is None
+        else m.WireFitPlanGpuLayers(good=q.gpu_layers.good, tight=q.gpu_layers.tight, fitter=q.gpu_layers.fitter),
         fit=fit_result(q.fit, m),
     )
 

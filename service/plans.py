@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from memfit.estimator.cpu_variant import VariantChoice
 from memfit.estimator.errors import Cancelled
-from memfit.estimator.fit_types import FitRequest, PlanResult, QuantPlan
+from memfit.estimator.fit_types import FitRequest, LayerMaxima, PlanResult, QuantPlan
 from memfit.estimator.model_ids import typed_id
-from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, maxima
+from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, largest_placed, maxima
 from memfit.estimator.profiles import resolved_workload
 from memfit.estimator.subject import Subject
-from memfit.estimator.vocabulary import Profile, Verdict
-from memfit.service.answers import Answer, Answers
+from memfit.estimator.vocabulary import Mode, Profile, Refusal, SettingSource, Verdict
+from memfit.estimator.workload import ALL_LAYERS
+from memfit.service.answers import Answer, Answers, Environment
 from memfit.service.subjects import Subjects, tagged
 
 
@@ -46,7 +48,7 @@ class Plans:
             budget.check_quants(sum(len(found) for _, _, found, _ in named))
         environment = answers.read_environment()
         probes = Probes(budget)
-        planned: list[tuple[FitRequest, bool, list[tuple[Subject, Maxima, int]]]] = []
+        planned: list[tuple[FitRequest, bool, list[tuple[Subject, Maxima, int, LayerMaxima | None]]]] = []
         fits: list[Answer] = []
         for request, choice, found_subjects, repository in named:
             if cancelled():
@@ -68,7 +70,8 @@ class Plans:
                 at = replace(request.workload, allocated_tokens=found.good if tokens is None else tokens)
                 fits.append(answers.answer_for(FitRequest(subject.model_id, at), subject, choice))
                 asked = workload.allocated_tokens  # the requested context, else the documented default (capped)
-                rows.append((subject, found, asked))
+                layers = self._layers(FitRequest(subject.model_id, at), subject, choice, environment, probes)
+                rows.append((subject, found, asked, layers))
             if rows:
                 planned.append((request, repository, rows))
         judged = iter(answers.judge(fits, environment))
@@ -76,9 +79,15 @@ class Plans:
         for request, repository, rows in planned:
             quants = tuple(
                 QuantPlan(
-                    s.model_id, s.quant or s.model_id.rpartition(":")[2], m.good, m.tight, m.possible, next(judged)
+                    s.model_id,
+                    s.quant or s.model_id.rpartition(":")[2],
+                    m.good,
+                    m.tight,
+                    m.possible,
+                    next(judged),
+                    layers,
                 )
-                for s, m, _ in rows
+                for s, m, _, layers in rows
             )
             best = None
             if repository:
@@ -86,13 +95,54 @@ class Plans:
                 best = next(
                     (
                         q.quant
-                        for q, (_, m, asked) in zip(quants, rows, strict=True)
+                        for q, (_, m, asked, _) in zip(quants, rows, strict=True)
                         if (q.fit.verdict is Verdict.GOOD if requested else m.good is not None and m.good >= asked)
                     ),
                     None,
                 )
             results.append(PlanResult(request.model_id, quants, best))
         return results
+
+    def _layers(
+        self, request: FitRequest, subject: Subject, choice: VariantChoice, environment: Environment, probes: Probes
+    ) -> LayerMaxima | None:
+        """On GPUs (read or declared), at the request's context: the largest gpuLayers whose verdict is good and at
+        least tight, every pool judged (the host against the budget, each GPU against its free memory), and the
+        gpuLayers llama.cpp's fitter chooses; None without GPUs or without the model's tensors."""
+        answers = self.answers
+        if not environment.gpus or not subject.tensors:
+            return None
+        high = subject.tensors[0].n_trunk + 1  # every layer and the output layer (llama_model::load_tensors)
+        judged: dict[int, tuple[tuple[Verdict, bool], ...]] = {}  # gpuLayers -> each pool's verdict, and if it holds
+
+        def pools(n: int) -> tuple[tuple[Verdict, bool], ...]:
+            if n not in judged:
+                probes.count()
+                placed = FitRequest(request.model_id, replace(request.workload, gpu_layers=n))
+                result = answers.judge([answers.answer_for(placed, subject, choice)], environment)[0]
+                holding = [d.holds_model for d in result.devices]
+                refused = result.refusal is not Refusal.NONE
+                judged[n] = () if refused else tuple(zip(result.device_verdicts, holding, strict=True))
+            return judged[n]
+
+        def meets(allowed: frozenset[Verdict]) -> Callable[[int], tuple[bool, bool]]:
+            def at(n: int) -> tuple[bool, bool]:  # a pool holding none of the model decides nothing, as in the verdict
+                if not pools(n):  # refused
+                    return False, False
+                (host, *gpus) = (v in allowed or not holds for v, holds in pools(n))
+                return all(gpus), host
+
+            return at
+
+        fitter = replace(request.workload, mode=Mode.CPU_OFFLOAD, gpu_layers=None)
+        chosen = answers.answer_for(FitRequest(request.model_id, fitter), subject, choice).workload
+        by_fitter = any(r.setting == "gpuLayers" and r.source is SettingSource.FITTER for r in chosen.sources)
+        ngl = chosen.placement.gpu_layers
+        return LayerMaxima(
+            good=largest_placed(high, meets(frozenset({Verdict.GOOD}))),
+            tight=largest_placed(high, meets(frozenset({Verdict.GOOD, Verdict.TIGHT}))),
+            fitter=(high if ngl == ALL_LAYERS else int(ngl or 0)) if by_fitter else None,
+        )
 
     def _prefetch(
         self, requests: Sequence[FitRequest], cancelled: Callable[[], bool]

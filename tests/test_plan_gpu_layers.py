@@ -1,0 +1,81 @@
+"""A plan on GPUs (issue 24 item 5): the largest gpuLayers each verdict allows at the plan's context, and the
+fitter's own choice. Held against fits of every gpuLayers in turn (the search assumes each GPU's share grows with the
+layers and the host's shrinks) and against the fit that asks the fitter (mode cpuOffload)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memfit.estimator.fit_types import FitRequest
+from memfit.estimator.machine import HostMemory
+from memfit.estimator.plan import largest_placed
+from memfit.estimator.vocabulary import Verdict
+from memfit.estimator.workload import WorkloadRequest
+from memfit.readers.declared_gpus import declared_gpus
+from memfit.readers.model_roots import Root, RootKind
+from memfit.service.answers import Settings
+from memfit.service_builder import build_service
+from tools.gguf_writers import gemma3_4b, write_model
+
+GIB = 1 << 30
+
+
+def test_the_largest_placed_is_where_the_gpus_stop_meeting_it_if_the_host_meets_it_there() -> None:
+    """Hand-written pools: the GPUs meet the verdict up to 20 layers, the host from 12 on."""
+    calls: list[int] = []
+
+    def meets(n: int) -> tuple[bool, bool]:
+        calls.append(n)
+        return n <= 20, n >= 12
+
+    assert largest_placed(35, meets) == 20
+    assert len(calls) <= 8  # a binary search, not a scan
+    assert largest_placed(35, lambda n: (n <= 20, n >= 25)) is None  # the host needs more than the GPUs take
+    assert largest_placed(35, lambda n: (True, True)) == 35
+    assert largest_placed(35, lambda n: (False, True)) is None  # not even the GPUs' compute buffers at 0 layers
+    assert largest_placed(35, lambda n: (n == 0, True)) == 0
+
+
+@pytest.mark.parametrize("gpu", ["cuda:1536MiB", "cuda:3GiB:1GiB"])
+def test_a_plan_on_a_gpu_names_the_layers_each_verdict_allows(tmp_path: Path, gpu: str) -> None:
+    write_model(gemma3_4b(), tmp_path / "gemma.gguf")  # 2.0 GiB of weights, 34 layers and the output layer
+    service = build_service(
+        [Root(str(tmp_path), RootKind.PLAIN)],
+        settings=Settings(gpus=declared_gpus([gpu], {})),
+        read_host=lambda: HostMemory(available=8 * GIB, total=16 * GIB),
+    )
+    service.index.refresh()
+    workload = WorkloadRequest(allocated_tokens=8192)
+    (plan,) = service.plan_batch([FitRequest("gemma", workload)])
+    (quant,) = plan.quants
+    layers = quant.gpu_layers
+    assert layers is not None
+
+    def verdict(n: int) -> Verdict:
+        (result,) = service.fit_batch([FitRequest("gemma", WorkloadRequest(allocated_tokens=8192, gpu_layers=n))])
+        return result.verdict
+
+    verdicts = [verdict(n) for n in range(35 + 1)]
+    good = [n for n, v in enumerate(verdicts) if v is Verdict.GOOD]
+    tight = [n for n, v in enumerate(verdicts) if v in (Verdict.GOOD, Verdict.TIGHT)]
+    assert layers.good == (max(good) if good else None)
+    assert layers.tight == (max(tight) if tight else None)
+    assert layers.good is not None and 0 < layers.good < 35  # the GPU holds some layers, not all
+
+    (offload,) = service.fit_batch([FitRequest("gemma", WorkloadRequest(allocated_tokens=8192, mode="cpuOffload"))])
+    assert layers.fitter == offload.workload.placement.gpu_layers
+
+
+def test_without_gpus_a_plan_names_no_layers(tmp_path: Path) -> None:
+    write_model(gemma3_4b(), tmp_path / "gemma.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)], nvml=_no_gpus(), metal=_no_gpus())
+    service.index.refresh()
+    (plan,) = service.plan_batch([FitRequest("gemma", WorkloadRequest(allocated_tokens=8192))])
+    assert plan.quants[0].gpu_layers is None
+
+
+class _no_gpus:
+    def read(self) -> None:
+        return None
