@@ -135,11 +135,15 @@ class QuantPlan:
 @dataclass(frozen=True)
 class LayerMaxima:
     """At the context a plan's fit is about: the largest gpuLayers whose verdict is good and at least tight (None:
-    none is), and the gpuLayers llama.cpp's fitter chooses (None: memfit does not predict it there)."""
+    none is), the gpuLayers llama.cpp's fitter chooses (None: memfit does not predict it there), and for a model
+    with experts, with every layer on the GPUs, the fewest layers whose experts stay on the host (--n-cpu-moe) at
+    which the verdict is good and at least tight (None: none, or no experts)."""
 
     good: int | None
     tight: int | None
     fitter: int | None
+    n_cpu_moe_good: int | None = None
+    n_cpu_moe_tight: int | None = None
 
 
 @dataclass(frozen=True)

@@ -244,9 +244,11 @@ class WireFitPlanGpuLayers(WireModel):
     tensors are not known), at the context `fit` is about and with the request's other workload fields: the
     largest `gpuLayers` (0 up to the model's layers plus the output layer, llama.cpp's `-ngl`) whose verdict
     is good and whose verdict is at least tight, every pool judged (the host against the budget, each GPU
-    against its free memory), and the `gpuLayers` llama.cpp's fitter (`mode: cpuOffload`) chooses there.
-    The search takes each GPU's share to grow with `gpuLayers` and the host's to shrink, as llama.cpp's
-    placement moves whole layers from the host to the GPUs, the output layer last.
+    against its free memory), and the `gpuLayers` llama.cpp's fitter (`mode: cpuOffload`) chooses there; for
+    a model with experts, with every layer on the GPUs, the fewest layers whose experts stay on the host
+    (`nCpuMoe`, llama.cpp's `--n-cpu-moe`) at which the verdict is good and at least tight. The searches take
+    each GPU's share to grow with `gpuLayers` (and shrink with `nCpuMoe`) and the host's the other way, as
+    llama.cpp's placement moves whole layers (and layers' experts) between the host and the GPUs.
 
     """
 
@@ -264,6 +266,14 @@ class WireFitPlanGpuLayers(WireModel):
     fitter: Annotated[int | None, Field(ge=0, le=100000)]
     """
     What llama.cpp's fitter chooses; null where memfit does not predict it (see `cpuOffload`).
+    """
+    n_cpu_moe_good: Annotated[int | None, Field(alias="nCpuMoeGood", ge=0, le=100000)]
+    """
+    The fewest `nCpuMoe` whose verdict is good; null when none is, or the model has no experts.
+    """
+    n_cpu_moe_tight: Annotated[int | None, Field(alias="nCpuMoeTight", ge=0, le=100000)]
+    """
+    The fewest `nCpuMoe` whose verdict is good or tight; null when none is, or no experts.
     """
 
 

@@ -461,12 +461,13 @@ def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = Non
         for q in plan.quants:
             layers = getattr(q, "max_gpu_layers", None)  # absent in a server's answer before API 1.16.0
             if layers is not None:
-                out.append(
-                    shorten(
-                        f"{q.model_id}: -ngl {_tokens(layers.good)} good, {_tokens(layers.tight)} tight;"
-                        f" the fitter: {_tokens(layers.fitter)}",
-                        width,
-                    )
+                experts = layers.n_cpu_moe_good is not None or layers.n_cpu_moe_tight is not None
+                moe = f"; -ngl all --n-cpu-moe {_tokens(layers.n_cpu_moe_good)} good, {_tokens(layers.n_cpu_moe_tight)}"
+                out += textwrap.wrap(
+                    f"{q.model_id}: -ngl {_tokens(layers.good)} good, {_tokens(layers.tight)} tight;"
+                    f" the fitter: {_tokens(layers.fitter)}{moe + ' tight' if experts else ''}",
+                    width,
+                    subsequent_indent="    ",
                 )
     first = next((q for p in plans for q in p.quants), None)
     if first is not None:

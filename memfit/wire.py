@@ -215,7 +215,13 @@ def plan_quant(q: QuantPlan, models: Any = None) -> wire.WireFitPlanQuant:
         max_allocated_tokens=m.WireFitPlanMaxima(good=q.max_good, tight=q.max_tight, possible=q.max_possible),
         max_gpu_layers=None
         if q.gpu_layers is None
-        else m.WireFitPlanGpuLayers(good=q.gpu_layers.good, tight=q.gpu_layers.tight, fitter=q.gpu_layers.fitter),
+        else m.WireFitPlanGpuLayers(
+            good=q.gpu_layers.good,
+            tight=q.gpu_layers.tight,
+            fitter=q.gpu_layers.fitter,
+            n_cpu_moe_good=q.gpu_layers.n_cpu_moe_good,
+            n_cpu_moe_tight=q.gpu_layers.n_cpu_moe_tight,
+        ),
         fit=fit_result(q.fit, m),
     )
 

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 from memfit.estimator.cpu_variant import VariantChoice
 from memfit.estimator.errors import Cancelled
 from memfit.estimator.fit_types import FitRequest, LayerMaxima, PlanResult, QuantPlan
 from memfit.estimator.model_ids import typed_id
+from memfit.estimator.placement import FFN_EXPS
 from memfit.estimator.plan import Estimator, Maxima, PlanBudget, Probes, largest_placed, maxima
 from memfit.estimator.profiles import resolved_workload
 from memfit.estimator.subject import Subject
@@ -112,36 +115,51 @@ class Plans:
         answers = self.answers
         if not environment.gpus or not subject.tensors:
             return None
-        high = subject.tensors[0].n_trunk + 1  # every layer and the output layer (llama_model::load_tensors)
-        judged: dict[int, tuple[tuple[Verdict, bool], ...]] = {}  # gpuLayers -> each pool's verdict, and if it holds
+        tensors = subject.tensors[0]
+        high = tensors.n_trunk + 1  # every layer and the output layer (llama_model::load_tensors)
+        judged: dict[tuple, tuple[tuple[Verdict, bool], ...]] = {}  # placement -> each pool's verdict, if it holds
 
-        def pools(n: int) -> tuple[tuple[Verdict, bool], ...]:
-            if n not in judged:
+        def pools(gpu_layers: int | str, n_cpu_moe: int | None) -> tuple[tuple[Verdict, bool], ...]:
+            key = (gpu_layers, n_cpu_moe)
+            if key not in judged:
                 probes.count()
-                placed = FitRequest(request.model_id, replace(request.workload, gpu_layers=n))
-                result = answers.judge([answers.answer_for(placed, subject, choice)], environment)[0]
+                placement = replace(request.workload, gpu_layers=gpu_layers, n_cpu_moe=n_cpu_moe)
+                answer = answers.answer_for(FitRequest(request.model_id, placement), subject, choice)
+                result = answers.judge([answer], environment)[0]
                 holding = [d.holds_model for d in result.devices]
                 refused = result.refusal is not Refusal.NONE
-                judged[n] = () if refused else tuple(zip(result.device_verdicts, holding, strict=True))
-            return judged[n]
+                judged[key] = () if refused else tuple(zip(result.device_verdicts, holding, strict=True))
+            return judged[key]
 
-        def meets(allowed: frozenset[Verdict]) -> Callable[[int], tuple[bool, bool]]:
+        def meets(allowed: frozenset[Verdict], placed: Callable[[int], tuple]) -> Callable[[int], tuple[bool, bool]]:
             def at(n: int) -> tuple[bool, bool]:  # a pool holding none of the model decides nothing, as in the verdict
-                if not pools(n):  # refused
+                found = pools(*placed(n))
+                if not found:  # refused
                     return False, False
-                (host, *gpus) = (v in allowed or not holds for v, holds in pools(n))
+                (host, *gpus) = (v in allowed or not holds for v, holds in found)
                 return all(gpus), host
 
             return at
+
+        good, tight = frozenset({Verdict.GOOD}), frozenset({Verdict.GOOD, Verdict.TIGHT})
+        layers = partial(_placed_layers, n_cpu_moe=request.workload.n_cpu_moe)
+        n_moe = tensors.n_trunk if any(re.search(FFN_EXPS, w.name) for w in tensors.weights) else 0
+        experts = partial(_experts_on_gpus, n_moe)  # m: the layers whose experts stay on the GPUs
+
+        def fewest_on_host(allowed: frozenset[Verdict]) -> int | None:
+            m = largest_placed(n_moe, meets(allowed, experts))
+            return None if m is None else n_moe - m
 
         fitter = replace(request.workload, mode=Mode.CPU_OFFLOAD, gpu_layers=None)
         chosen = answers.answer_for(FitRequest(request.model_id, fitter), subject, choice).workload
         by_fitter = any(r.setting == "gpuLayers" and r.source is SettingSource.FITTER for r in chosen.sources)
         ngl = chosen.placement.gpu_layers
         return LayerMaxima(
-            good=largest_placed(high, meets(frozenset({Verdict.GOOD}))),
-            tight=largest_placed(high, meets(frozenset({Verdict.GOOD, Verdict.TIGHT}))),
+            good=largest_placed(high, meets(good, layers)),
+            tight=largest_placed(high, meets(tight, layers)),
             fitter=(high if ngl == ALL_LAYERS else int(ngl or 0)) if by_fitter else None,
+            n_cpu_moe_good=fewest_on_host(good) if n_moe else None,
+            n_cpu_moe_tight=fewest_on_host(tight) if n_moe else None,
         )
 
     def _prefetch(
@@ -157,3 +175,14 @@ class Plans:
         wanted = [tagged(i, tag) for i in repositories for tag in s.quant_tags(i)]
         wanted += [i for i in ids if ":" in i or not s.quant_tags(i)]
         return len(wanted), s.hub_lookup(wanted, cancelled)
+
+
+def _placed_layers(n: int, n_cpu_moe: int | None) -> tuple[int | str, int | None]:
+    """(gpuLayers, nCpuMoe) with n layers on the GPUs (the request's nCpuMoe)."""
+    return n, n_cpu_moe
+
+
+def _experts_on_gpus(n_moe: int, m: int) -> tuple[int | str, int | None]:
+    """(gpuLayers, nCpuMoe) with every layer on the GPUs and the experts of all but the last m of the n_moe layers
+    on the host (--n-cpu-moe counts from the first layer)."""
+    return ALL_LAYERS, n_moe - m

@@ -17,7 +17,7 @@ from memfit.readers.declared_gpus import declared_gpus
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.answers import Settings
 from memfit.service_builder import build_service
-from tools.gguf_writers import gemma3_4b, write_model
+from tools.gguf_writers import gemma3_4b, qwen3_30b_a3b, write_model
 
 GIB = 1 << 30
 
@@ -66,6 +66,7 @@ def test_a_plan_on_a_gpu_names_the_layers_each_verdict_allows(tmp_path: Path, gp
 
     (offload,) = service.fit_batch([FitRequest("gemma", WorkloadRequest(allocated_tokens=8192, mode="cpuOffload"))])
     assert layers.fitter == offload.workload.placement.gpu_layers
+    assert layers.n_cpu_moe_good is None and layers.n_cpu_moe_tight is None  # no experts
 
 
 def test_without_gpus_a_plan_names_no_layers(tmp_path: Path) -> None:
@@ -79,3 +80,30 @@ def test_without_gpus_a_plan_names_no_layers(tmp_path: Path) -> None:
 class _no_gpus:
     def read(self) -> None:
         return None
+
+
+def test_a_plan_of_a_moe_model_names_the_fewest_layers_whose_experts_stay_on_the_host(tmp_path: Path) -> None:
+    """Qwen3-30B-A3B's shape (48 layers, 128 experts, Q4_0: 16 GiB) on a 12 GiB GPU: with -ngl all, the fewest
+    --n-cpu-moe whose verdict is good (and at least tight) is good there and not one layer fewer."""
+    write_model(qwen3_30b_a3b(), tmp_path / "moe.gguf")
+    service = build_service(
+        [Root(str(tmp_path), RootKind.PLAIN)],
+        settings=Settings(gpus=declared_gpus(["cuda:12GiB"], {})),
+        read_host=lambda: HostMemory(available=32 * GIB, total=64 * GIB),
+    )
+    service.index.refresh()
+    (plan,) = service.plan_batch([FitRequest("moe", WorkloadRequest(allocated_tokens=8192))])
+    layers = plan.quants[0].gpu_layers
+    assert layers is not None and layers.n_cpu_moe_good is not None and layers.n_cpu_moe_tight is not None
+
+    def verdict(n_cpu_moe: int) -> Verdict:
+        asked = WorkloadRequest(allocated_tokens=8192, gpu_layers="all", n_cpu_moe=n_cpu_moe)
+        (result,) = service.fit_batch([FitRequest("moe", asked)])
+        return result.verdict
+
+    assert 0 < layers.n_cpu_moe_good < 48
+    assert verdict(layers.n_cpu_moe_good) is Verdict.GOOD
+    assert verdict(layers.n_cpu_moe_good - 1) is not Verdict.GOOD
+    assert verdict(layers.n_cpu_moe_tight) in (Verdict.GOOD, Verdict.TIGHT)
+    if layers.n_cpu_moe_tight > 0:
+        assert verdict(layers.n_cpu_moe_tight - 1) not in (Verdict.GOOD, Verdict.TIGHT)
