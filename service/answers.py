@@ -17,6 +17,7 @@ from memfit.estimator.errors import Cancelled
 from memfit.estimator.fit_types import FitRequest, FitResult
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.machine import GpuMemory, HostMemory
+from memfit.estimator.observations import NO_MATCH
 from memfit.estimator.profiles import NO_FACTS, LaunchFacts, resolved_workload
 from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
@@ -58,6 +59,7 @@ class Answer:
     bounds: Bounds
     limits: list[Limit]
     variants: tuple[CpuVariant, ...] = ()  # the CPU variants its weights are for
+    observed: bool = False  # the measurement history held a record for it (an observation, or a weak identity's)
 
 
 class Answers:
@@ -132,7 +134,10 @@ class Answers:
         kept = self._answers.get(key)
         if kept is not None and kept.subject is subject:  # not another subject at a freed one's address
             return kept
-        return self._answers.put(key, self.answer_for(request, subject, choice, facts))
+        answer = self.answer_for(request, subject, choice, facts)
+        if answer.observed:  # its record is looked up again each time: a history that breaks falls back to derived
+            return answer
+        return self._answers.put(key, answer)
 
     def answer_for(
         self, request: FitRequest, subject: Subject, choice: VariantChoice, facts: LaunchFacts | None = None
@@ -152,8 +157,11 @@ class Answers:
         if not choice.variants:  # a variant this host cannot run: its weights are not llama.cpp's here
             limits.append(Limit.WORKLOAD_UNSUPPORTED)
         estimate = REFUSED
+        observed = False
         if refusal is None:
-            parts, more_limits = forecast_parts(subject, workload, self.history.match(subject, workload))
+            match = self.history.match(subject, workload)
+            observed = match != NO_MATCH
+            parts, more_limits = forecast_parts(subject, workload, match)
             estimate = bounds(parts)
             if estimate.overflows:
                 refusal = Refusal.NON_FINITE_INPUT
@@ -163,7 +171,9 @@ class Answers:
                 limits.extend(more_limits)
         if refusal is not None:
             return Answer(request.model_id, subject, workload.clamped(), refusal, [], REFUSED, limits)
-        return Answer(request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits, choice.variants)
+        return Answer(
+            request.model_id, subject, workload, Refusal.NONE, parts, estimate, limits, choice.variants, observed
+        )
 
     def read_gpus(self) -> list[GpuMemory] | None:
         """The GPUs the server was told to assume, else those NVML (or Metal) reports; None where none are read."""

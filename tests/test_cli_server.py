@@ -94,6 +94,9 @@ def fixed_server(only_the_server_knows: Path) -> Iterator[LiveServer]:
         read_host=lambda: HostMemory(available=3 << 30, total=4 << 30),
         read_committed=lambda: 0,
     )
+    service.index.refresh()
+    service.listing.warm(service.index.artifacts())  # the catalog weighed and every header read: the listing the
+    # tests compare is the settled one, not one the index's thread is still filling in
     with LiveServer(service) as server:
         yield server
 
