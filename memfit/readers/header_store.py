@@ -18,7 +18,13 @@ import threading
 import time
 
 from memfit.estimator.gguf_file import SkippedArray, SkippedString
-from memfit.readers.sqlite_files import ConnectionPool, make_private, rewrite_header, without_waiting
+from memfit.readers.sqlite_files import (
+    ConnectionPool,
+    make_private,
+    rewrite_header,
+    without_waiting,
+    write_transaction,
+)
 from memfit.readers.state_health import HEADERS, StateHealth, describe, is_damaged
 
 SCHEMA = (
@@ -187,15 +193,8 @@ class HeaderStore:
             touched, self._touched, self._touches_written = self._touched, {}, time.monotonic()
         if not touched:
             return
-        with contextlib.suppress(sqlite3.OperationalError):
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany("UPDATE headers SET used = ? WHERE identity = ?", [(t, i) for i, t in touched.items()])
-                db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
+        with contextlib.suppress(sqlite3.OperationalError), write_transaction(db):
+            db.executemany("UPDATE headers SET used = ? WHERE identity = ?", [(t, i) for i, t in touched.items()])
 
     def delete(self, identity: str) -> None:
         if self.health.resting(HEADERS):
@@ -265,21 +264,14 @@ class HeaderStore:
         if self.health.resting(HEADERS) or not entries:
             return
         try:
-            with self._pool.use() as db:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.execute("DELETE FROM listing WHERE substr(key, 1, ?) != ?", (len(keep_prefix), keep_prefix))
-                    db.executemany("INSERT OR REPLACE INTO listing (key, entry) VALUES (?, ?)", entries.items())
-                    db.execute(
-                        "DELETE FROM listing WHERE rowid <= (SELECT rowid FROM listing ORDER BY rowid DESC LIMIT 1"
-                        " OFFSET ?)",
-                        (MAX_LISTED,),
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
-                    raise
+            with self._pool.use() as db, write_transaction(db):
+                db.execute("DELETE FROM listing WHERE substr(key, 1, ?) != ?", (len(keep_prefix), keep_prefix))
+                db.executemany("INSERT OR REPLACE INTO listing (key, entry) VALUES (?, ?)", entries.items())
+                db.execute(
+                    "DELETE FROM listing WHERE rowid <= (SELECT rowid FROM listing ORDER BY rowid DESC LIMIT 1"
+                    " OFFSET ?)",
+                    (MAX_LISTED,),
+                )
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc)
             return

@@ -100,16 +100,24 @@ def without_waiting(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         db.execute(f"PRAGMA busy_timeout = {waits}")
 
 
-def rewrite_header(db: sqlite3.Connection) -> None:
-    """A write that changes nothing, in its own transaction: the header's user_version set to its own value. It
-    takes the write lock and writes a page to the WAL, as any write does, so it fails where a write would
-    (locked, read-only, full)."""
+@contextlib.contextmanager
+def write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """The statements inside as one write transaction (the write lock taken first): committed together, or rolled
+    back and the error raised."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        db.execute(f"PRAGMA user_version = {version}")
+        yield db
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise
+
+
+def rewrite_header(db: sqlite3.Connection) -> None:
+    """A write that changes nothing, in its own transaction: the header's user_version set to its own value. It
+    takes the write lock and writes a page to the WAL, as any write does, so it fails where a write would
+    (locked, read-only, full)."""
+    with write_transaction(db):
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        db.execute(f"PRAGMA user_version = {version}")
