@@ -20,7 +20,8 @@ from memfit.readers.model_roots import LocalArtifact
 from memfit.service.subjects import Subjects, local_subject
 
 READ_SECONDS = 1.0  # how long a request's listing reads headers the index's thread has not read yet
-DERIVED_BY = ("memfit.estimator", "memfit.readers", "memfit.service")  # the code a stored entry was derived by
+DERIVED_BY = ("memfit.estimator", "memfit.readers", "memfit.service")  # the code a stored entry was derived by,
+DERIVED_WITH = ("gguf_constants.py", "integers.py", "quant_names.py")  # and memfit's own modules that code imports
 
 
 class Listing:
@@ -238,10 +239,10 @@ def _derivation() -> str:
     """A digest of the code that derives a listing entry from a file's header (its reader and the estimator): an
     entry stored by other code is derived again."""
     digest = hashlib.sha256()
-    for package in DERIVED_BY:
-        for source in sorted(resources.files(package).iterdir(), key=lambda p: p.name):
-            if source.name.endswith(".py"):
-                digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    sources = [s for p in DERIVED_BY for s in sorted(resources.files(p).iterdir(), key=lambda s: s.name)]
+    for source in [*sources, *(resources.files("memfit").joinpath(name) for name in DERIVED_WITH)]:
+        if source.name.endswith(".py"):
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:16] + ":"
 
 

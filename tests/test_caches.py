@@ -381,3 +381,24 @@ def test_a_summary_stored_without_tensor_shapes_is_read_again(tmp_path: Path) ->
     haswell, amx = (weights_on(facts, (BY_NAME[v],))[0] for v in ("haswell", "sapphirerapids"))
     assert facts.matrices and amx > haswell
     assert all(len(t) == 6 for t in loads(store.get(key) or "")[1])  # stored again, with the shapes
+
+
+def test_the_listings_digest_covers_every_module_its_code_imports() -> None:
+    """A stored listing entry is derived again when the code that derived it changes: every memfit module the
+    reader, the estimator and the service import lies in a package or a module the digest reads."""
+    import ast
+
+    from memfit.service import listing
+
+    root = Path(__file__).resolve().parents[1]
+    imported: set[str] = set()
+    for folder in ("estimator", "memfit/readers", "service"):
+        for source in (root / folder).glob("*.py"):
+            for node in ast.walk(ast.parse(source.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memfit"):
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                    imported.update(n for n in names if n.count(".") == 1)  # memfit.<module or package>
+    covered = {".".join(p.split(".")[:2]) for p in listing.DERIVED_BY}
+    covered |= {f"memfit.{name.removesuffix('.py')}" for name in listing.DERIVED_WITH}
+    modules = {m for m in imported if not m.startswith("memfit.generated")}
+    assert modules <= covered, sorted(modules - covered)
