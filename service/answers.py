@@ -126,7 +126,7 @@ class Answers:
         the history's version stay (the CPU variants are the request's: this host's CPU is read once)."""
         reading = reading or Reading(self)
         choice = self.subjects.variant_choice(request)
-        subject = self.subjects.subject(request.model_id, choice, looked_up)
+        subject = reading.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
         facts = reading.facts(request.workload, request.model_id)
@@ -264,13 +264,21 @@ class Answers:
 
 
 class Reading:
-    """What one request reads once, for all its answers: the history's version and the launch facts of each profile
-    and mode it names (for `running`, the server that has each model loaded)."""
+    """What one request reads once, for all its answers: the history's version, the launch facts of each profile
+    and mode it names (for `running`, the server that has each model loaded) and each model it names (a batch
+    naming one file 32 times stats it once)."""
 
     def __init__(self, answers: Answers) -> None:
         self.answers = answers
         self.history = answers.history.version()
         self.launches: dict[tuple, LaunchFacts] = {}
+        self.subjects: dict[tuple[str, VariantChoice], Subject | None] = {}
+
+    def subject(self, model_id: str, choice: VariantChoice, looked_up: Mapping[str, object] | None) -> Subject | None:
+        key = (model_id, choice)
+        if key not in self.subjects:
+            self.subjects[key] = self.answers.subjects.subject(model_id, choice, looked_up)
+        return self.subjects[key]
 
     def facts(self, workload: WorkloadRequest, model_id: str) -> LaunchFacts:
         key = (workload.profile, workload.mode)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from gguf import GGMLQuantizationType as QT
 
 from memfit.estimator.fit_types import FitRequest, FitResult, Observation, ObservedParts
@@ -94,3 +95,29 @@ def test_a_cleared_artifact_cache_weighs_the_file_again(tmp_path: Path) -> None:
     service.cache.clear()
     _fit(service)
     assert service.cache.reads == reads + 1
+
+
+def test_a_batch_stats_each_file_it_names_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reading per request: a warm batch naming one model 32 times (its workloads differing) stats its file
+    once, and the next batch stats it again (a file changed between two requests is seen by the second)."""
+    import threading
+
+    from memfit.service import artifact_cache
+
+    write_model(llama_gqa(), tmp_path / "tiny.gguf")
+    service = _service(tmp_path)
+    stats: list[str] = []
+    real, asking = artifact_cache.file_identity, threading.get_ident()
+
+    def counted(path: str) -> artifact_cache.FileIdentity:
+        if threading.get_ident() == asking:  # not the index's own thread
+            stats.append(Path(path).name)
+        return real(path)
+
+    batch = [FitRequest("tiny", WorkloadRequest(allocated_tokens=1024 * (1 + i % 8))) for i in range(32)]
+    service.fit_batch(batch)  # the file weighed (a cold subject stats it while reading it)
+    monkeypatch.setattr(artifact_cache, "file_identity", counted)
+    for _ in range(2):
+        stats.clear()
+        assert len(service.fit_batch(batch)) == 32
+        assert stats == ["tiny.gguf"]
