@@ -43,7 +43,8 @@ from memfit.workload_flags import (
 if TYPE_CHECKING:
     import socket
 
-    from memfit.generated.models import WireModelList
+    from memfit import answer_shapes as shapes
+    from memfit.generated.plain_models import WireFitVerdictRequest
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
@@ -380,36 +381,31 @@ def _matches(pattern: str, model_id: str) -> bool:
     return pattern.lower() in model_id.lower()
 
 
-def _answers(args: argparse.Namespace) -> object:
-    """What memfit.wire builds answers with: the generated pydantic models for --json, else plain objects of the
-    same shapes (a table needs no pydantic, a tenth of a second of start-up)."""
-    if args.json:
-        return None
-    from memfit import plain
+def _json(answer: object) -> str:
+    """A --json answer as JSON: always the generated pydantic models (a server's answer, or one worked out here
+    without plain=True; a table's answer is built with the dataclasses, which spare it pydantic's start-up)."""
+    from pydantic import BaseModel
 
-    return plain
+    assert isinstance(answer, BaseModel)
+    return printable_json(answer.model_dump_json(indent=2))
 
 
 def models(args: argparse.Namespace) -> int:
     from memfit import wire
-    from memfit.render import render_models
+    from memfit.render import render_models, replaced
 
-    def listed_here(service: FitService) -> WireModelList:
+    def listed_here(service: FitService) -> shapes.ModelList:
         service.listing.weigh_catalog()  # a server's index thread weighs them and reads every header; here,
         service.listing.models(read_for=None)  # nothing else would
-        return wire.model_list(service, _answers(args))
+        return wire.model_list(service) if args.json else wire.model_list(service, plain=True)
 
     listing, _, _ = _answer(args, RemoteServer.model_list, listed_here)
     if args.filter:
-        listing = listing.model_copy(
-            update={"models": [m for m in listing.models if _matches(args.filter, m.model_id)]}
-        )
+        listing = replaced(listing, {"models": [m for m in listing.models if _matches(args.filter, m.model_id)]})
         if not listing.models:
             print(f"memfit: no model id matches {args.filter!r}", file=sys.stderr)
             return EXIT_NOT_FOUND
-    print(
-        printable_json(listing.model_dump_json(indent=2)) if args.json else render_models(listing, detail=args.detail)
-    )
+    print(_json(listing) if args.json else render_models(listing, detail=args.detail))
     return 0
 
 
@@ -429,13 +425,15 @@ def fit(args: argparse.Namespace) -> int:
     from memfit.render import render_fit, use_colour
 
     requests = _fit_requests(args)
+
+    def worked_out(f: FitService) -> shapes.FitBatch:
+        return wire.fit_batch(f, requests) if args.json else wire.fit_batch(f, requests, plain=True)
+
     # unknown ids are left out, as the contract says
-    batch, known, record = _answer(
-        args, lambda s: s.fit_batch(requests), lambda f: wire.fit_batch(f, requests, models=_answers(args))
-    )
+    batch, known, record = _answer(args, lambda s: s.fit_batch(requests), worked_out)
     missing = _say_missing(known, args.model, {r.model_id for r in batch.results}, _reasons(batch))
     if args.json:
-        print(printable_json(batch.model_dump_json(indent=2)))
+        print(_json(batch))
     elif batch.results:
         margin = _settings(args, record).margin
         print(render_fit(batch.results, margin, colour=use_colour(sys.stdout), detail=args.detail))
@@ -443,15 +441,15 @@ def fit(args: argparse.Namespace) -> int:
     return max([*codes, EXIT_NOT_FOUND if missing else EXIT_GOOD])
 
 
-def _fit_requests(args: argparse.Namespace) -> list:
+def _fit_requests(args: argparse.Namespace) -> list[WireFitVerdictRequest]:
     """The requests, as memfit.wire reads them (the flags' types have checked what the contract would)."""
-    from memfit import plain
+    from memfit.generated.plain_models import WireFitVerdictRequest
 
     if len(args.model) > MAX_MODELS:
         raise UsageError(f"at most {MAX_MODELS} models, got {len(args.model)}")
     tokens = _tokens(args)
     return [
-        plain.WireFitVerdictRequest(
+        WireFitVerdictRequest(
             model_id=m,
             allocated_tokens=tokens,
             streams=args.streams,
@@ -501,9 +499,9 @@ def _remote_ids(server: RemoteServer) -> list[str]:
         return []
 
 
-def _reasons(batch: object) -> dict[str, str]:
+def _reasons(batch: shapes.FitBatch | shapes.PlanBatch) -> dict[str, str]:
     """Why each id a batch left out was left out, where the answer says (the Hub's answer)."""
-    return {e.model_id: e.reason for e in getattr(batch, "left_out", None) or () if getattr(e, "reason", None)}
+    return {e.model_id: e.reason for e in batch.left_out if e.reason}
 
 
 def _say_missing(
@@ -525,13 +523,15 @@ def plan(args: argparse.Namespace) -> int:
     from memfit.render import render_plan, use_colour
 
     requests = _fit_requests(args)
+
+    def worked_out(f: FitService) -> shapes.PlanBatch:
+        return wire.fit_plan(f, requests) if args.json else wire.fit_plan(f, requests, plain=True)
+
     # unknown ids are left out, as the contract says
-    plans, known, _ = _answer(
-        args, lambda s: s.fit_plan(requests), lambda f: wire.fit_plan(f, requests, models=_answers(args))
-    )
+    plans, known, _ = _answer(args, lambda s: s.fit_plan(requests), worked_out)
     missing = _say_missing(known, args.model, {p.model_id for p in plans.results}, _reasons(plans))
     if args.json:
-        print(printable_json(plans.model_dump_json(indent=2)))
+        print(_json(plans))
     elif plans.results:
         print(render_plan(plans.results, colour=use_colour(sys.stdout)))
     codes = [EXIT_FOR_VERDICT.get(q.fit.verdict, EXIT_UNKNOWN) for p in plans.results for q in p.quants]

@@ -10,10 +10,11 @@ proxy, never following a redirect (it would carry the token elsewhere).
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from memfit.server_proof import CHALLENGE_HEADER, PROOF_HEADER, new_nonce, proves
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # imported when a server is asked: a CLI start that answers h
     from pydantic import BaseModel
 
     from memfit.generated import models as wire
+    from memfit.generated.plain_models import WireFitVerdictRequest
 
 TIMEOUT_SECONDS = 60.0  # a 32-model plan takes well under a second; a server that takes this long is stuck
 MAX_ANSWER_BYTES = 64 << 20  # a 32-model answer is a few hundred KiB; a listing of 10,000 models a few MiB
@@ -56,12 +58,12 @@ class RemoteServer:
         self.token = token
         self.timeout = timeout
 
-    def fit_batch(self, requests: Sequence[Any]) -> wire.WireFitVerdictBatch:
+    def fit_batch(self, requests: Sequence[WireFitVerdictRequest]) -> wire.WireFitVerdictBatch:
         from memfit.generated import models
 
         return self._call("POST", "/v1/models/fit/batch", models.WireFitVerdictBatch, _body(requests))
 
-    def fit_plan(self, requests: Sequence[Any]) -> wire.WireFitPlanBatch:
+    def fit_plan(self, requests: Sequence[WireFitVerdictRequest]) -> wire.WireFitPlanBatch:
         from memfit.generated import models
 
         return self._call("POST", "/v1/models/fit/plan", models.WireFitPlanBatch, _body(requests))
@@ -122,11 +124,11 @@ class RemoteServer:
             )
 
 
-def _body(requests: Sequence[Any]) -> bytes:
-    """The requests (the generated models, or memfit.plain's of the same fields) as the contract's JSON."""
+def _body(requests: Sequence[WireFitVerdictRequest]) -> bytes:
+    """The requests (the generated dataclasses) as the contract's JSON, checked by the pydantic models."""
     from memfit.generated import models
 
-    wired = [models.WireFitVerdictRequest(**vars(r)) for r in requests]
+    wired = [models.WireFitVerdictRequest(**dataclasses.asdict(r)) for r in requests]
     return json.dumps([r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in wired]).encode()
 
 

@@ -8,6 +8,7 @@ character in it reaches the terminal raw.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -19,8 +20,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from memfit.estimator.vocabulary import Refusal
 from memfit.terminal import printable
 
-if TYPE_CHECKING:  # the answers are these, or memfit.plain's objects of the same shapes
-    from memfit.generated import models as wire
+if TYPE_CHECKING:
+    from memfit import answer_shapes as shapes
 
 DEFAULT_WIDTH = 100
 ELLIPSIS = "…"
@@ -32,8 +33,8 @@ _SCALARS = (int, float, bool, type(None))
 
 
 def printable_answer(answer: A) -> A:
-    """`answer` (a wire model, memfit.plain's object, a list of them) with every string in it printable; enum
-    members (a closed set, never from elsewhere) and the rest unchanged. What has nothing to escape is returned
+    """`answer` (a generated model, pydantic's or a dataclass, or a list of them) with every string in it printable;
+    enum members (a closed set, never from elsewhere) and the rest unchanged. What has nothing to escape is returned
     as it is, uncopied (a listing of 10,000 models is walked in a few hundredths of a second)."""
     value: Any = answer
     if type(value) is str:
@@ -41,13 +42,19 @@ def printable_answer(answer: A) -> A:
     if isinstance(value, list):
         items = [printable_answer(v) for v in value]
         return answer if all(a is b for a, b in zip(items, value, strict=True)) else items  # type: ignore[return-value]
-    if not hasattr(value, "model_copy"):
+    if not (dataclasses.is_dataclass(value) or hasattr(value, "model_copy")):
         return answer
     changed = {}
     for k, v in vars(value).items():
         if not isinstance(v, _SCALARS) and (new := printable_answer(v)) is not v:
             changed[k] = new
-    return value.model_copy(update=changed) if changed else answer
+    return replaced(answer, changed) if changed else answer
+
+
+def replaced(answer: A, changes: dict[str, Any]) -> A:
+    """A copy of `answer` (a generated model, pydantic's or a dataclass) with the fields `changes` names set."""
+    value: Any = answer
+    return value.model_copy(update=changes) if hasattr(value, "model_copy") else dataclasses.replace(value, **changes)
 
 
 def terminal_width() -> int:
@@ -69,7 +76,7 @@ def size(n: int | None) -> str:
     return f"{n} B"
 
 
-def part_size(part: wire.WireFitMemoryPart) -> str:
+def part_size(part: shapes.MemoryPart) -> str:
     """A part's floor, and its ceiling where the part has slack (the floor..ceiling of the summary)."""
     if part.upper_bytes is None or part.upper_bytes == part.bytes:
         return size(part.bytes)
@@ -143,21 +150,20 @@ WEIGHED = "~"  # marks a catalog row's size: its weights, not a file's bytes
 READING = "(reading)"  # a local row's architecture while the server has not read its header
 
 
-def _listed_size(m: wire.WireModelEntry) -> str:
+def _listed_size(m: shapes.ModelEntry) -> str:
     """A file's bytes, else (a catalog entry) the weights a fit of it counts, marked."""
-    weights = getattr(m, "weights_bytes", None)  # absent in a server's answer before API 1.14.0
-    if m.artifact_bytes is None and weights is not None:
-        return f"{WEIGHED}{size(weights)}"
+    if m.artifact_bytes is None and m.weights_bytes is not None:  # null in a server's answer before API 1.14.0
+        return f"{WEIGHED}{size(m.weights_bytes)}"
     return size(m.artifact_bytes)
 
 
-def _loaded_by(m: wire.WireModelEntry) -> str:
+def _loaded_by(m: shapes.ModelEntry) -> str:
     """The running llama-servers that have the model loaded: each by its port, else its pid."""
-    servers = getattr(m, "loaded_by", None) or []  # absent in a server's answer before API 1.15.0
+    servers = m.loaded_by or ()  # null in a server's answer before API 1.15.0
     return ", ".join(f":{s.port}" if s.port is not None else f"pid {s.pid}" for s in servers)
 
 
-def render_models(listing: wire.WireModelList, width: int | None = None, detail: bool = False) -> str:
+def render_models(listing: shapes.ModelList, width: int | None = None, detail: bool = False) -> str:
     """One row per model; the projector column only when some model has one, the running llama-servers' column
     only when one has a model loaded, revision and root with `detail`."""
     width = width or terminal_width()
@@ -173,7 +179,7 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
         row = [
             m.model_id,
             m.source,
-            m.architecture or ("UNREADABLE" if m.unreadable else READING if getattr(m, "reading", None) else "?"),
+            m.architecture or ("UNREADABLE" if m.unreadable else READING if m.reading else "?"),
             m.quant or "-",
             _listed_size(m),
             str(m.context_limit or "?"),
@@ -185,11 +191,11 @@ def render_models(listing: wire.WireModelList, width: int | None = None, detail:
         )  # an Ollama digest as Ollama shows it
         rows.append(row)
     out = table(rows, header, width, shrink=(len(header) - 1, 0) if detail else (0,))
-    if any(m.artifact_bytes is None and getattr(m, "weights_bytes", None) is not None for m in listing.models):
+    if any(m.artifact_bytes is None and m.weights_bytes is not None for m in listing.models):
         out += "\n\n" + textwrap.fill(
             f"{WEIGHED} the weights llama.cpp would load here (a catalog entry: no file on this machine)", width
         )
-    reading = sum(1 for m in listing.models if getattr(m, "reading", None))
+    reading = sum(1 for m in listing.models if m.reading)
     if reading:
         out += "\n\n" + textwrap.fill(
             f"{READING}: the server has not read the header of {reading} of these files yet; ask again in a moment",
@@ -209,27 +215,24 @@ def _verdict_word(verdict: str, colour: bool) -> str:
     return f"\033[{COLOURS[verdict]}m{word}\033[0m" if colour and verdict in COLOURS else word
 
 
-def _deciding(result: wire.WireFitVerdictResult) -> Any:
+def _deciding(result: shapes.FitResult) -> shapes.Device | None:
     """The GPU whose verdict is the answer's, where one decided it (else None: the host's, the estimate's)."""
     return next((d for d in result.devices if d.name == result.decided_by and d.kind == "gpu"), None)
 
 
-def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
+def explain(result: shapes.FitResult, margin: Fraction) -> str:
     """What the verdict means and what decided it, in one sentence: the estimate against the host budget, or the
     share of the GPU that decided it against its free memory."""
     e, budget = result.estimate, result.budget.bytes
-    floor, ceiling = e.lower_bound_bytes, e.upper_bound_bytes
+    floor, ceiling, parts, missing = e.lower_bound_bytes, e.upper_bound_bytes, e.parts, e.missing
     verdict = result.verdict.upper()
     gpu = _deciding(result)
-    if gpu is not None:
-        floor, ceiling, budget = gpu.lower_bound_bytes, gpu.upper_bound_bytes, gpu.free_bytes
-        verdict = f"{verdict} ({gpu.name})"
-        e = e.model_copy(update={"parts": gpu.parts, "missing": [p.component for p in gpu.parts if p.bytes is None]})
-    elif len(result.devices) > 1:
-        host = result.devices[0]
-        floor, ceiling = host.lower_bound_bytes, host.upper_bound_bytes
-        verdict = f"{verdict} (host)"
-        e = e.model_copy(update={"parts": host.parts, "missing": [p.component for p in host.parts if p.bytes is None]})
+    pool = gpu if gpu is not None else result.devices[0] if len(result.devices) > 1 else None
+    if pool is not None:  # the deciding GPU's share, else (several pools) the host's
+        floor, ceiling, parts = pool.lower_bound_bytes, pool.upper_bound_bytes, pool.parts
+        missing = [p.component for p in pool.parts if p.bytes is None]
+        verdict = f"{verdict} ({pool.name if gpu is not None else 'host'})"
+        budget = gpu.free_bytes if gpu is not None else budget
     percent = f"{float(margin) * 100:g}%"
     if e.refusal == Refusal.CONTEXT_EXCEEDS_MODEL_LIMIT and result.identity.context_limit is not None:
         limit = result.identity.context_limit
@@ -251,21 +254,21 @@ def explain(result: wire.WireFitVerdictResult, margin: Fraction) -> str:
             f" leaves {size(budget - (ceiling or 0))} of the budget {size(budget)}"
         )
     if ceiling is None:
-        unknown = [p for p in e.parts if p.bytes is None or p.basis == "unknown"]
+        unknown = [p for p in parts if p.bytes is None or p.basis == "unknown"]
         by_note: dict[str, list[str]] = {}  # parts unknown for the same reason, named together with it once
         for p in unknown:
             by_note.setdefault(human_note(p.note) if p.note else "", []).append(p.component)
         which = "; ".join(
-            f"{', '.join(parts)} ({note})" if note else ", ".join(parts) for note, parts in by_note.items()
+            f"{', '.join(names)} ({note})" if note else ", ".join(names) for note, names in by_note.items()
         )
         return (
             f"{verdict}: the floor {size(floor)} fits the budget {size(budget)} but the ceiling is unknown:"
-            f" a part is unknown: {which or ', '.join(e.missing) or '?'}"
+            f" a part is unknown: {which or ', '.join(missing) or '?'}"
         )
     return f"{verdict}: the floor {size(floor)} fits the budget {size(budget)} but the ceiling {size(ceiling)} does not"
 
 
-def ledger_sentence(result: wire.WireFitVerdictResult) -> str:
+def ledger_sentence(result: shapes.FitResult) -> str:
     """What of the answer is soft (a mapped file's page cache) and what grows after load, where any is."""
     grows = [p for p in result.estimate.parts if p.residency == "grows" and p.upper_bytes]
     said = ""
@@ -277,7 +280,7 @@ def ledger_sentence(result: wire.WireFitVerdictResult) -> str:
 
 
 def render_fit(
-    results: Sequence[wire.WireFitVerdictResult],
+    results: Sequence[shapes.FitResult],
     margin: Fraction,
     width: int | None = None,
     colour: bool = False,
@@ -329,7 +332,7 @@ def _span(floor: int, ceiling: int | None) -> str:
     return size(floor) if floor == ceiling else f"{size(floor)}..{size(ceiling)}"
 
 
-def render_devices(result: wire.WireFitVerdictResult, width: int, colour: bool = False) -> str:
+def render_devices(result: shapes.FitResult, width: int, colour: bool = False) -> str:
     """One row per device: what it holds, its floor..ceiling, its free memory (a declared GPU's marked), its
     verdict."""
     rows = [
@@ -352,7 +355,7 @@ def render_devices(result: wire.WireFitVerdictResult, width: int, colour: bool =
     return "\n".join(out)
 
 
-def render_result(result: wire.WireFitVerdictResult, width: int | None = None) -> str:
+def render_result(result: shapes.FitResult, width: int | None = None) -> str:
     """One model's answer in full: identity, workload, the parts with their notes, bounds, budget, limits."""
     width = width or terminal_width()
     result = printable_answer(result)
@@ -426,7 +429,7 @@ def _plan_blocks(rows: Sequence[Sequence[str]], verdicts: Sequence[str], width: 
     return out
 
 
-def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = None, colour: bool = False) -> str:
+def render_plan(plans: Sequence[shapes.PlanResult], width: int | None = None, colour: bool = False) -> str:
     """One row per model and quant: floor..ceiling and the verdict at the asked context, the largest context whose
     verdict is good, whose ceiling fits and whose floor fits; a repository's best quant marked with `*`."""
     width = width or terminal_width()
@@ -459,7 +462,7 @@ def render_plan(plans: Sequence[wire.WireFitPlanResult], width: int | None = Non
                 out[k] = out[k][: len(out[k]) - len(word)] + _verdict_word(verdict, True)
     for plan in plans:
         for q in plan.quants:
-            layers = getattr(q, "max_gpu_layers", None)  # absent in a server's answer before API 1.16.0
+            layers = q.max_gpu_layers  # null in a server's answer before API 1.16.0
             if layers is not None:
                 experts = layers.n_cpu_moe_good is not None or layers.n_cpu_moe_tight is not None
                 moe = f"; -ngl all --n-cpu-moe {_tokens(layers.n_cpu_moe_good)} good, {_tokens(layers.n_cpu_moe_tight)}"

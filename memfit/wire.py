@@ -1,14 +1,15 @@
 """The one adapter between the generated wire models and the estimator's domain types.
 
 The handlers and the CLI both speak to the fit service through these functions, so an HTTP answer and a
-terminal answer are the same document. The answers are built with the generated pydantic models, or with
-memfit.plain's objects of the same shapes given as `models` (the CLI's tables: no pydantic at start-up).
+terminal answer are the same document. The answers are built with the generated pydantic models, or, with
+plain=True, with the same models generated as stdlib dataclasses (memfit.generated.plain_models: the CLI's tables,
+no pydantic at start-up). The converters fill either from the same code; `models` names the one they build with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from memfit.estimator.bounds import Part, soft_bytes
 from memfit.estimator.budget import Budget
@@ -32,7 +33,12 @@ from memfit.estimator.workload import WorkloadRequest
 from memfit.service.fit_service import FitService
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from memfit.generated import models as wire
+    from memfit.generated import plain_models
+
+    Request: TypeAlias = wire.WireFitVerdictRequest | plain_models.WireFitVerdictRequest
 
 MAX_SUGGESTIONS = 16  # the contract's Suggestions.maxItems
 
@@ -44,10 +50,19 @@ def generated() -> Any:
     return models
 
 
+def _models(plain: bool) -> ModuleType:
+    """The models an answer is built with: the generated dataclasses where `plain`, else pydantic's."""
+    if plain:
+        from memfit.generated import plain_models
+
+        return plain_models
+    return generated()
+
+
 # --- wire -> domain -------------------------------------------------------------------------------
 
 
-def fit_request(request: wire.WireFitVerdictRequest) -> FitRequest:
+def fit_request(request: Request) -> FitRequest:
     return FitRequest(
         request.model_id,
         WorkloadRequest(
@@ -103,6 +118,8 @@ def observation(body: wire.WireObservation) -> Observation:
 
 
 # --- domain -> wire -------------------------------------------------------------------------------
+# Each converter builds with `models`: the generated pydantic models (the types named here) by default, or, where
+# fit_batch, fit_plan and model_list are asked for plain=True, the dataclasses of the same names and fields.
 
 
 def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
@@ -293,33 +310,51 @@ def stored_observation(o: StoredObservation) -> wire.WireStoredObservation:
 # --- the service, spoken in wire models ------------------------------------------------------------
 
 
+@overload
 def fit_batch(
     service: FitService,
-    requests: Sequence[wire.WireFitVerdictRequest],
-    cancelled: Callable[[], bool] = lambda: False,
-    models: Any = None,
-) -> wire.WireFitVerdictBatch:
-    m = models or generated()
+    requests: Sequence[Request],
+    cancelled: Callable[[], bool] = ...,
+) -> wire.WireFitVerdictBatch: ...
+@overload
+def fit_batch(
+    service: FitService, requests: Sequence[Request], *, plain: Literal[True]
+) -> plain_models.WireFitVerdictBatch: ...
+def fit_batch(
+    service: FitService, requests: Sequence[Request], cancelled: Callable[[], bool] = lambda: False, plain: bool = False
+) -> wire.WireFitVerdictBatch | plain_models.WireFitVerdictBatch:
+    m = _models(plain)
     results = service.fit_batch([fit_request(r) for r in requests], cancelled)
     left_out = left_out_entries(service, requests, False, m)
     return m.WireFitVerdictBatch(results=[fit_result(r, m) for r in results], left_out=left_out)
 
 
+@overload
 def fit_plan(
     service: FitService,
-    requests: Sequence[wire.WireFitVerdictRequest],
+    requests: Sequence[Request],
+    cancelled: Callable[[], bool] = ...,
+    budget: PlanBudget | None = ...,
+) -> wire.WireFitPlanBatch: ...
+@overload
+def fit_plan(
+    service: FitService, requests: Sequence[Request], *, plain: Literal[True]
+) -> plain_models.WireFitPlanBatch: ...
+def fit_plan(
+    service: FitService,
+    requests: Sequence[Request],
     cancelled: Callable[[], bool] = lambda: False,
-    models: Any = None,
     budget: PlanBudget | None = None,
-) -> wire.WireFitPlanBatch:
-    m = models or generated()
+    plain: bool = False,
+) -> wire.WireFitPlanBatch | plain_models.WireFitPlanBatch:
+    m = _models(plain)
     results = service.plan_batch([fit_request(r) for r in requests], cancelled, budget)
     left_out = left_out_entries(service, requests, True, m)
     return m.WireFitPlanBatch(results=[plan_result(p, m) for p in results], left_out=left_out)
 
 
 def left_out_entries(
-    service: FitService, requests: Sequence[wire.WireFitVerdictRequest], repositories: bool, models: Any = None
+    service: FitService, requests: Sequence[Request], repositories: bool, models: Any = None
 ) -> list[wire.WireLeftOut]:
     """A batch's `leftOut`: the ids it names that no model answers to, with the ids to suggest instead."""
     m = models or generated()
@@ -366,9 +401,14 @@ def _converted(service: FitService) -> tuple[wire.WireModelList, bytes]:
     return _listing[1], _listing[2]
 
 
-def model_list(service: FitService, models: Any = None) -> wire.WireModelList:
-    if models is not None:  # memfit.plain's: built afresh
-        return models.WireModelList(models=[model_entry(e, models) for e in service.model_list()])
+@overload
+def model_list(service: FitService) -> wire.WireModelList: ...
+@overload
+def model_list(service: FitService, *, plain: Literal[True]) -> plain_models.WireModelList: ...
+def model_list(service: FitService, plain: bool = False) -> wire.WireModelList | plain_models.WireModelList:
+    if plain:  # the dataclasses: built afresh
+        m = _models(True)
+        return m.WireModelList(models=[model_entry(e, m) for e in service.model_list()])
     return _converted(service)[0].model_copy(deep=False)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from typing import Any
 
 from memfit.estimator.context import CELL_PADDING
 from memfit.estimator.devices import CPU
@@ -147,7 +148,7 @@ def add_placement_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def placement_fields(args: argparse.Namespace) -> dict[str, object]:
+def placement_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The placement flags as the fit request's fields (--cpu-moe is llama.cpp's override of every expert tensor)."""
     overrides = [o for group in args.override_tensor or [] for o in group]
     if args.cpu_moe:

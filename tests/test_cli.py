@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -373,8 +374,8 @@ SERVER_STACK = ("connexion", "uvicorn", "starlette", "prometheus_client")
 
 
 def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
-    """`memfit fit <id>` starts fast: the server's libraries, pydantic (the table is built with memfit.plain),
-    numpy with the whole gguf package, and huggingface_hub (offline: the Hub is not asked), stay out."""
+    """`memfit fit <id>` starts fast: the server's libraries, pydantic (the table is built with the generated
+    dataclasses), numpy with the whole gguf package, and huggingface_hub (offline: the Hub is not asked), stay out."""
     probe = (
         "import json, sys\n"
         "from memfit.cli import main\n"
@@ -388,6 +389,26 @@ def test_fit_of_a_catalog_id_imports_no_server_stack_and_no_numpy() -> None:
     assert "pydantic" not in modules and "importlib.metadata" not in modules
     assert "numpy" not in modules and "gguf" in modules  # gguf.constants alone (memfit.gguf_constants)
     assert "huggingface_hub" not in modules and "httpx2" not in modules
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["plan", "Qwen/Qwen3-8B-GGUF:Q4_K_M", "--no-usual-dirs", "--offline"], ["models", "--no-usual-dirs", "--offline"]],
+    ids=["plan", "models"],
+)
+def test_the_plan_and_model_tables_import_no_pydantic(args: list[str]) -> None:
+    """`memfit plan` and `memfit models` print their tables from the generated dataclasses too: no pydantic, no
+    server stack."""
+    probe = (
+        "import json, sys\n"
+        "from memfit.cli import main\n"
+        f"code = main({args!r})\n"
+        "print(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules})]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    code, modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code in (0, 3, 4, 5) and "MODEL" in done.stdout  # a table was printed (a verdict's exit code for plan)
+    assert [m for m in SERVER_STACK if m in modules] == [] and "pydantic" not in modules
 
 
 def test_gguf_constants_are_gguf_s_own_once_gguf_is_imported() -> None:
@@ -425,11 +446,9 @@ def test_plan_prints_each_quant_with_its_maxima_and_marks_the_best(
 
 
 def _fields(value: object) -> object:
-    """A wire answer as plain data, whichever models built it (pydantic's, or memfit.plain's)."""
-    from memfit.plain import Plain
-
-    if isinstance(value, Plain):
-        return {k: _fields(v) for k, v in vars(value).items()}
+    """A wire answer as plain data, whichever models built it (pydantic's, or the generated dataclasses)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _fields(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if hasattr(value, "model_dump"):
         return value.model_dump(by_alias=False)
     if isinstance(value, (list, tuple)):
@@ -438,11 +457,12 @@ def _fields(value: object) -> object:
 
 
 def test_the_tables_show_the_same_answers_the_api_gives(public_models: Path) -> None:
-    """memfit.plain's objects, which the tables are printed from, hold every field of the generated models with the
-    same values: fit (local, catalog, refused), plan, and the model listing."""
-    from memfit import plain, wire
+    """The generated dataclasses, which the tables are printed from, hold every field of the generated pydantic
+    models with the same values: fit (local, catalog, refused), plan, and the model listing."""
+    from memfit import wire
     from memfit.config import model_roots
     from memfit.estimator.machine import HostMemory
+    from memfit.generated import plain_models
     from memfit.generated.models import WireFitVerdictRequest
     from memfit.readers.nvml import NvmlReader
     from memfit.service_builder import build_service
@@ -464,17 +484,16 @@ def test_the_tables_show_the_same_answers_the_api_gives(public_models: Path) -> 
     ]
     requests = [WireFitVerdictRequest(**a) for a in asked]
     plain_requests = [
-        plain.WireFitVerdictRequest(**WireFitVerdictRequest(**a).model_dump(by_alias=False)) for a in asked
+        plain_models.WireFitVerdictRequest(**WireFitVerdictRequest(**a).model_dump(by_alias=False)) for a in asked
     ]
     with_pydantic = wire.fit_batch(service, requests)
     assert len(with_pydantic.results) == 4
-    # wire.py annotates the pydantic models; memfit.plain's stand-ins are read alike (issue 23 item 5 types them)
-    in_plain = wire.fit_batch(service, plain_requests, models=plain)  # type: ignore[arg-type]
+    in_plain = wire.fit_batch(service, plain_requests, plain=True)
     assert _fields(in_plain) == with_pydantic.model_dump(by_alias=False)
     plans = wire.fit_plan(service, requests[:3])
-    plans_in_plain = wire.fit_plan(service, plain_requests[:3], models=plain)  # type: ignore[arg-type]  # as above
+    plans_in_plain = wire.fit_plan(service, plain_requests[:3], plain=True)
     assert _fields(plans_in_plain) == plans.model_dump(by_alias=False)
-    assert _fields(wire.model_list(service, plain)) == wire.model_list(service).model_dump(by_alias=False)
+    assert _fields(wire.model_list(service, plain=True)) == wire.model_list(service).model_dump(by_alias=False)
 
 
 def test_serve_with_two_workers_answers_from_both_and_shares_the_history(public_models: Path, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "service",
         ("memfit.service", "memfit.config", "memfit.service_builder", "memfit.telemetry"),
     ),
-    ("adapter", ("memfit.wire", "memfit.plain", "memfit.workload_flags")),  # the wire's words <-> domain types
+    ("adapter", ("memfit.wire", "memfit.workload_flags")),  # the wire's words <-> domain types
     ("http", ("memfit.http",)),  # HTTP plumbing: nothing above it
     ("handlers", ("memfit.handlers",)),
     ("app", ("memfit",)),  # the app, the server's processes, the CLI
