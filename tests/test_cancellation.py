@@ -14,8 +14,10 @@ from memfit.readers.model_roots import LocalArtifact, Root, RootKind
 from memfit.service.index import ModelIndex
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
+from tools.gguf_writers import PUBLIC_SET
 
-BATCH = [{"modelId": "qwen3-f16"}] * 32
+# 32 models (a request looks each model it names up once): the public set's, then ids naming none
+BATCH = [{"modelId": model_id} for model_id in (*PUBLIC_SET, *(f"absent-{i}" for i in range(32 - len(PUBLIC_SET))))]
 
 
 class SlowIndex(ModelIndex):
