@@ -109,13 +109,20 @@ class ArtifactCache:
         except OSError as exc:
             raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot stat the artifact: {exc.strerror}") from exc
 
-    def holds(self, paths: Sequence[str]) -> bool:
+    def holds(self, paths: Sequence[str], seen: Sequence[tuple | None] | None = None) -> bool:
         """Whether the facts of the file set at `paths` are answered from memory: a stat per file, never a header
-        read (a file that cannot be stat'ed is answered at once too, as unreadable)."""
-        try:
-            key = self.identity(paths)
-        except EvidenceError:
+        read (a file that cannot be stat'ed is answered at once too, as unreadable). `seen`: the files'
+        identities as a scan just took them (identity_of's fields, None for a file it could not stat), used
+        instead of a stat each."""
+        if seen is None:
+            try:
+                key: tuple = self.identity(paths)
+            except EvidenceError:
+                return True
+        elif None in seen:
             return True
+        else:
+            key = tuple(FileIdentity(*s) for s in seen if s is not None)
         with self._lock:
             return key in self._entries
 

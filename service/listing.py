@@ -107,7 +107,7 @@ class Listing:
         self._reserve(artifacts)
         known, self._local_entries = self._local_entries, {}
         keys = {a: None if (seen := s.index.file_identities(a)) is None else (a, seen) for a in artifacts}
-        unheld = {a for a, key in keys.items() if key not in known and not self._held(a)}
+        unheld = {a for a, key in keys.items() if key not in known and not self._held(a, key)}
         store_keys = {a: _store_key(key) for a, key in keys.items() if a in unheld and key is not None}
         store = s.cache.store
         stored = store.listed(list(store_keys.values())) if store is not None else {}
@@ -192,9 +192,14 @@ class Listing:
             self._local_entries[key] = local
         return local
 
-    def _held(self, artifact: LocalArtifact) -> bool:
+    def _held(self, artifact: LocalArtifact, key: tuple[LocalArtifact, tuple] | None) -> bool:
+        """Whether the artifact's facts are in memory, judged by the identities the index took of its files (no
+        stat of its own: a restart's listing of 10,000 files stat'ed each again)."""
         cache = self.subjects.cache
-        return cache.holds(artifact.paths) and (artifact.projector is None or cache.holds((artifact.projector,)))
+        seen = None if key is None else key[1]  # the model files', then the projector's (None without one)
+        return cache.holds(artifact.paths, None if seen is None else seen[: len(artifact.paths)]) and (
+            artifact.projector is None or cache.holds((artifact.projector,), None if seen is None else seen[-1:])
+        )
 
     def _hub_entries(self) -> list[ModelEntry]:
         """The models answered from the Hub before (by any process of this state directory), newest first."""

@@ -277,8 +277,17 @@ def test_a_restart_lists_every_model_from_the_store_without_reading_a_header(
 
     again = build_service(roots, state_dir=state)
     again.index.refresh()
+    stats: list[str] = []  # the listing's own: the index's scan took every file's identity already
+    real = artifact_cache.file_identity
+
+    def counted(path: str) -> artifact_cache.FileIdentity:
+        stats.append(path)
+        return real(path)
+
+    monkeypatch.setattr(artifact_cache, "file_identity", counted)
     assert [m for m in again.listing.models(read_for=0) if m.source == "local"] == before
-    assert again.cache.reads == 0
+    assert again.cache.reads == 0 and stats == []
+    monkeypatch.setattr(artifact_cache, "file_identity", real)
 
     write_model(qwen3(), models / "other.gguf")  # changed in place: a new identity, read again
     changed = build_service(roots, state_dir=state)
