@@ -221,6 +221,17 @@ class WireFitVerdictRequest(WireModel):
     part `contextCheckpoints`.
 
     """
+    rollback_snapshots: Annotated[int | None, Field(alias="rollbackSnapshots", ge=0, le=256)] = None
+    """
+    llama.cpp's recurrent-state snapshots per sequence for a speculative rollback (`n_rs_seq`, since
+    1.17.0): llama-server sets it to the draft length (`--spec-draft-n-max`, default 3) when it drafts with
+    MTP, EAGLE3, DFlash or DSpark (`--spec-type`), else 0. Default 0. On the architectures llama.cpp keeps
+    them for (qwen35, qwen35moe, qwen4exp, deepseek4, nemotron_h, nemotron_h_moe, lfm2, lfm2moe,
+    bailingmoe3) `recurrentState` holds 1 + this many copies of every sequence's state and the workspace
+    the snapshots each ubatch writes; on the others llama.cpp ignores it. The draft model's own context is
+    not counted. At most 256 (memfit's bound).
+
+    """
 
 
 class Suggestions(RootModel[list[str]]):
@@ -815,6 +826,12 @@ class WireFitWorkload(WireModel):
     context_checkpoints: Annotated[
         int, Field(alias="contextCheckpoints", ge=-9223372036854775808, le=9223372036854775807)
     ]
+    rollback_snapshots: Annotated[
+        int, Field(alias="rollbackSnapshots", ge=-9223372036854775808, le=9223372036854775807)
+    ]
+    """
+    llama.cpp's n_rs_seq as requested (since 1.17.0; the architectures without rollback ignore it).
+    """
     slot_tokens: Annotated[int | None, Field(alias="slotTokens", ge=-9223372036854775808, le=9223372036854775807)]
     """
     The context one slot may fill (llama-server's n_ctx_slot: the whole context of a unified cache,

@@ -403,6 +403,45 @@ def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return built
 
 
+ROLLBACK_RUNS = [r for r in load(DATA / "results_rec.jsonl") if settings(r).get("n_rs_seq")]
+
+
+@pytest.fixture(scope="module")
+def rollback_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    directory = tmp_path_factory.mktemp("rollback-models")
+    write_models({r["model"] for r in ROLLBACK_RUNS}, directory)
+    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    built.index.refresh()
+    return built
+
+
+@pytest.mark.parametrize("run", ROLLBACK_RUNS, ids=run_id)
+def test_rollback_snapshots_asked_on_the_wire(run: dict, rollback_service: Any) -> None:
+    """A fit request's rollbackSnapshots is llama.cpp's n_rs_seq: kvCache + recurrentState are llama.cpp's memory
+    module to the byte (snapshots kept or, on an architecture without rollback, ignored), the workspace's bounds
+    hold its compute and output buffers, and the answer echoes the setting as requested."""
+    s = settings(run)
+    request = {
+        "modelId": run["model"],
+        "allocatedTokens": s["n_ctx"] // s["n_seq"],
+        "streams": s["n_seq"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "rollbackSnapshots": s["n_rs_seq"],
+    }
+    answer = wire.fit_one(rollback_service, WireFitVerdictRequest.model_validate(request))
+    assert answer is not None
+    estimate = json.loads(answer.model_dump_json(by_alias=True))["estimate"]
+    parts = {p["component"]: p for p in estimate["parts"]}
+    assert parts["kvCache"]["bytes"] + parts["recurrentState"]["bytes"] == run["memory_bytes"]
+    assert estimate["workload"]["rollbackSnapshots"] == s["n_rs_seq"]
+    source = {x["setting"]: x["source"] for x in estimate["workload"]["settings"]}["rollbackSnapshots"]
+    assert source == "request"
+    if parts["workspace"]["basis"] != "unknown":  # deepseek4's graph is not rebuilt
+        workspace = run["compute_bytes"] + run["output_buffer_bytes_init"]
+        assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
+
+
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]
 
 
