@@ -250,7 +250,8 @@ def resolve_profile(request: WorkloadRequest, facts: LaunchFacts, subject: Subje
             _ollama_environment(r, facts.ollama_env)
         r.defaults(OLLAMA)
         context = _ollama_context(r, facts, subject.context_limit)
-        batch = _tier(OLLAMA_BATCH_TIERS, context[0] - 1)  # "> 32768", "> 4096"
+        # "> 32768", "> 4096"; a context of negative streams (refused later: nonPositiveStreams) takes the lowest
+        batch = _tier(OLLAMA_BATCH_TIERS, max(0, context[0] - 1))
         detail = f"-b and -ub {batch} for the context {context[0]} (Ollama server/sched.go automaticGenerationBatch)"
         r.set("ubatchTokens", batch, SettingSource.PROFILE, detail)
     elif profile is Profile.LM_STUDIO:
