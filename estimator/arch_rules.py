@@ -1247,6 +1247,9 @@ class ArchRule:
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
+    # llm_arch_supports_rs_rollback (llama-arch.cpp): its recurrent state keeps n_rs_seq snapshots per sequence for a
+    # speculative rollback; any other architecture's n_rs_seq is clamped to 0 (llama_context's constructor)
+    rs_rollback: bool = False
 
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
@@ -1365,7 +1368,9 @@ RULES: dict[str, ArchRule] = {
     ),
     "hy_v3": ArchRule(kv_layers=trunk_layer),
     # llama_kv_cache_dsv4: a K-only sliding cache over every block, compressed K caches and compressor states beside
-    "deepseek4": ArchRule(window=Window(every_block_slides), mla=always_mla, compression=DSV4_COMPRESSION),
+    "deepseek4": ArchRule(
+        window=Window(every_block_slides), mla=always_mla, compression=DSV4_COMPRESSION, rs_rollback=True
+    ),
     # sliding windows
     "gemma2": ArchRule(
         tensors=tensors_gemma2,
@@ -1474,6 +1479,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(no_kv_heads_no_ffn),
         graph=NEMOTRON_H,
         parameters=NON_GATED_FFN,
+        rs_rollback=True,
     ),
     "nemotron_h_moe": ArchRule(
         memory=Memory.HYBRID,
@@ -1481,6 +1487,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(no_kv_heads_no_ffn),
         graph=NEMOTRON_H,
         parameters=NON_GATED_FFN,
+        rs_rollback=True,
     ),
     "lfm2": ArchRule(
         tensors=tensors_lfm2,
@@ -1490,8 +1497,11 @@ RULES: dict[str, ArchRule] = {
         window=Window(attention_layers_slide, window_key_positive),
         graph=SAME_SHORT_CONV,
         counted=True,
+        rs_rollback=True,
     ),
-    "lfm2moe": ArchRule(memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=LFM2MOE),
+    "lfm2moe": ArchRule(
+        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, graph=LFM2MOE, rs_rollback=True
+    ),
     "qwen3next": ArchRule(
         tensors=tensors_qwen3next,
         memory=Memory.HYBRID,
@@ -1508,6 +1518,7 @@ RULES: dict[str, ArchRule] = {
         graph=QWEN35,
         parameters=GATED_DELTA_NET,
         cell_positions=mrope,
+        rs_rollback=True,
     ),
     "qwen35moe": ArchRule(
         memory=Memory.HYBRID,
@@ -1516,6 +1527,7 @@ RULES: dict[str, ArchRule] = {
         graph=QWEN35,
         parameters=GATED_DELTA_NET,
         cell_positions=mrope,
+        rs_rollback=True,
     ),
     "qwen4exp": ArchRule(
         memory=Memory.HYBRID,
@@ -1525,6 +1537,7 @@ RULES: dict[str, ArchRule] = {
         graph=QWEN4EXP,
         parameters=GATED_DELTA_NET,
         cell_positions=mrope,
+        rs_rollback=True,
     ),
     "minimax-01": ArchRule(
         memory=Memory.HYBRID,
@@ -1539,7 +1552,12 @@ RULES: dict[str, ArchRule] = {
         memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=KIMI_K3
     ),
     "bailingmoe3": ArchRule(
-        memory=Memory.HYBRID, kv_layers=not_recurrent, recurrence=_NO_KV_HEADS, mla=always_mla, graph=BAILINGMOE3
+        memory=Memory.HYBRID,
+        kv_layers=not_recurrent,
+        recurrence=_NO_KV_HEADS,
+        mla=always_mla,
+        graph=BAILINGMOE3,
+        rs_rollback=True,
     ),
 }
 

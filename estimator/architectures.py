@@ -167,6 +167,7 @@ def derive_layout(
         swa_type=window.swa_type if window is not None else SwaType.STANDARD,
         cell_ext=rule.cell_positions(hp),
         streams_per_sequence=rule.compression is not None,
+        rs_rollback=rule.rs_rollback,
     )
 
 
@@ -294,6 +295,7 @@ def graph_shape(
         hyper=graph.hyper(layers) if graph.hyper else None,
         post_norms=graph.post_norms,
         embedding_scale=graph.embedding_scale(hp),
+        rs_rollback=rule.rs_rollback,
     )
 
 

@@ -143,6 +143,12 @@ class DecoderGraph:
         self.s_copy: tuple[Tensor, Tensor] | None = None  # build_rs_inp: s_copy_main, s_copy_extra
         self.attn_scale: Tensor | None = None  # llama4's temperature input, made where a layer first reads it
         self.mask: Tensor | None = None  # the mask of attention without a cache
+        # the recurrent state's slots each ubatch writes: n_rs_seq + 1 (the newest state, then one per rollback)
+        self.rs_slots = 1 + geometry.rollback_slots(shape.rs_rollback)
+
+    def snapshots(self, tokens: int) -> int:
+        """The state slots a ubatch of `tokens` tokens a sequence writes: min(n_seq_tokens, n_rs_seq + 1)."""
+        return min(tokens, self.rs_slots)
 
     def embeddings(self, pos_per_token: int = 1) -> tuple[Tensor, Tensor]:
         """build_inp_embd (the token rows, expanded; the embeddings input allocated, never read), build_inp_pos
@@ -504,8 +510,9 @@ class DecoderGraph:
         xbc = view(zxbcdt, (d_xbc, tokens, n), nb, ssm.d_inner * FLOAT)
         dt = view(zxbcdt, (ssm.n_head, tokens, n), nb, (2 * ssm.d_inner + 2 * ssm.n_group * ssm.d_state) * FLOAT)
         conv_x = op("CONCAT", F32, (ssm.d_conv - 1 + tokens, d_xbc, n), conv, transpose(xbc))
-        last = view(conv_x, (ssm.d_conv - 1, d_xbc, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
-        self.gf.expand(copy_into(last, new_tensor(F32, (ssm.d_conv - 1) * d_xbc, n, external=True)))
+        for slot in range(self.snapshots(tokens)):  # slot s: the columns s tokens before the last
+            last = view(conv_x, (ssm.d_conv - 1, d_xbc, n), (conv_x.nb[1], conv_x.nb[2]), (tokens - slot) * FLOAT)
+            self.gf.expand(copy_into(last, new_tensor(F32, (ssm.d_conv - 1) * d_xbc, n, external=True)))
         xbc = same_shape(same_shape(op("SSM_CONV", F32, (d_xbc, tokens, n), conv_x, "ssm_conv1d"), "ADD"), "SILU")
         xnb = (xbc.nb[1], xbc.nb[2])
         x = view(xbc, (head_dim, ssm.n_head, tokens, n), (head_dim * FLOAT, *xnb))
@@ -517,13 +524,14 @@ class DecoderGraph:
             (ssm.d_inner + ssm.n_group * ssm.d_state) * FLOAT,
         )
         dt = same_shape(cont(dt), "ADD")  # dt + dt_bias
-        states = ssm.d_state * ssm.d_inner
+        states, k = ssm.d_state * ssm.d_inner, self.rs_slots  # ggml_ssm_scan's K: y, then K states a sequence
         scan = self.recurrent_rows(
             states,
-            ssm_scan((ssm.d_state, head_dim, ssm.n_head, n), head_dim * ssm.n_head * t + states * n, x, dt, b_, c_),
+            ssm_scan((ssm.d_state, head_dim, ssm.n_head, n), head_dim * ssm.n_head * t + k * states * n, x, dt, b_, c_),
         )
-        kept = view(scan, (states, n), (states * FLOAT,), head_dim * ssm.n_head * t * FLOAT)
-        self.gf.expand(copy_into(kept, new_tensor(F32, states, n, external=True)))
+        written = self.snapshots(tokens)
+        kept = view(scan, (states, n, written), (states * FLOAT, states * n * FLOAT), head_dim * ssm.n_head * t * FLOAT)
+        self.gf.expand(copy_into(kept, new_tensor(F32, states, n, written, external=True)))
         row = head_dim * FLOAT  # x->nb[1]
         y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
         y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
@@ -543,8 +551,9 @@ class DecoderGraph:
         d_conv = b.recurrent_state // e  # n_embd_r: (l_cache - 1) x n_embd
         conv = reshape(self.state_rows(d_conv * e), d_conv, e, n)
         bx = op("CONCAT", F32, (d_conv + tokens, e, n), conv, bx)
-        snapshot = view(bx, (d_conv, e, n), (bx.nb[1], bx.nb[2]), tokens * FLOAT)
-        self.gf.expand(copy_into(snapshot, new_tensor(F32, d_conv * e, n, external=True)))
+        for slot in range(self.snapshots(tokens)):  # slot s: the state s tokens back (a partial rollback)
+            snapshot = view(bx, (d_conv, e, n), (bx.nb[1], bx.nb[2]), (tokens - slot) * FLOAT)
+            self.gf.expand(copy_into(snapshot, new_tensor(F32, d_conv * e, n, external=True)))
         y = same_shape(c_, "MUL", op("SSM_CONV", F32, (e, tokens, n), bx, "shortconv.conv"))  # in place of the conv
         return reshape(mul_mat("shortconv.out_proj", y, e), e, t)  # out_proj
 

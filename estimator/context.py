@@ -25,12 +25,18 @@ class ContextGeometry:
     quantized_v: bool = False  # a block-quantized V cache type: llama.cpp rotates V (attn_rot_v)
     graph_tokens: int = 0  # a graph reserved for this many tokens (the token-generation graph's n_seq); 0: the ubatch
     transposed_v: bool | None = None  # the V cache transposed; None: without flash attention (see v_trans)
+    rs_snapshots: int = 0  # llama_context_params.n_rs_seq as asked: recurrent-state snapshots per sequence
 
     @property
     def v_trans(self) -> bool:
         """llama_kv_cache's v_trans: !cparams.flash_attn when the cache is made, before `auto` is resolved, so a
         flash attention that auto turns off later (a layer's attention on another device) keeps V as it is."""
         return not self.flash_attention if self.transposed_v is None else self.transposed_v
+
+    def rollback_slots(self, rs_rollback: bool) -> int:
+        """cparams.n_rs_seq: the snapshots asked where the architecture supports a rollback (`rs_rollback`), else 0
+        (llama_context's constructor clamps it)."""
+        return self.rs_snapshots if rs_rollback else 0
 
 
 def llama_geometry(
@@ -44,6 +50,7 @@ def llama_geometry(
     flash_attention: bool = True,
     quantized_k: bool = False,
     quantized_v: bool = False,
+    rs_snapshots: int = 0,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
 
@@ -65,6 +72,7 @@ def llama_geometry(
         flash_attention=flash_attention,
         quantized_k=quantized_k,
         quantized_v=quantized_v,
+        rs_snapshots=rs_snapshots,
     )
 
 
@@ -79,9 +87,10 @@ def context_geometry(
     quantized_k: bool = False,
     quantized_v: bool = False,
     swa_full: bool = False,
+    rs_snapshots: int = 0,
 ) -> ContextGeometry:
     """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, the requested n_ubatch, unified cache,
-    flash attention and full-size SWA cache, and llama.cpp's defaults for the rest."""
+    flash attention, full-size SWA cache and rollback snapshots, and llama.cpp's defaults for the rest."""
     return llama_geometry(
         tokens_per_stream * streams,
         streams,
@@ -92,4 +101,5 @@ def context_geometry(
         flash_attention=flash_attention,
         quantized_k=quantized_k,
         quantized_v=quantized_v,
+        rs_snapshots=rs_snapshots,
     )

@@ -104,11 +104,12 @@ def host_projection(subject: Subject, workload: Workload, host_weights: int) -> 
             flash_attention=flash,
             quantized_k=k_type.quantized,
             quantized_v=v_type.quantized,
+            rs_snapshots=workload.rollback_snapshots,
         )
         bounds = compute_bounds(graph, n_vocab, geometry)
         compute = replayed(graph, n_vocab, geometry).size if buildable(graph) else bounds[0] if bounds else 0
         k, v = kv_cache_bytes(layout, geometry, k_type, v_type, flash_attention=flash) if layout.attention else (0, 0)
-        r, s = recurrent_state_bytes(layout.recurrent, geometry)
+        r, s = recurrent_state_bytes(layout, geometry)
         return host_weights + k + v + r + s + compute
 
     if compute_bounds(graph, n_vocab, llama_geometry(DEFAULT_MIN_CTX, workload.streams)) is None:

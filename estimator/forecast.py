@@ -49,8 +49,10 @@ def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload)
 def recurrent_part(layout: Layout, geometry: ContextGeometry) -> Part:
     if not layout.recurrent:
         return Part.not_applicable(Component.RECURRENT_STATE, "no recurrent layers")
-    r, s = recurrent_state_bytes(layout.recurrent, geometry)
-    note = f"{layout.note}; {geometry.n_seq} sequence(s), F32 R {r} + S {s} bytes"
+    r, s = recurrent_state_bytes(layout, geometry)
+    slots = geometry.rollback_slots(layout.rs_rollback)
+    snapshots = f" x (1 + {slots} rollback snapshots)" if slots else ""
+    note = f"{layout.note}; {geometry.n_seq} sequence(s){snapshots}, F32 R {r} + S {s} bytes"
     return Part(Component.RECURRENT_STATE, r + s, Basis.DERIVED_LAYOUT, note)
 
 
@@ -148,6 +150,7 @@ def geometry_of(layout: Layout, workload: Workload, architecture: str) -> Contex
         flash_attention=flash_attention_for(workload, architecture) is not False,
         quantized_k=cache_type(workload.key_element_bytes).quantized,
         quantized_v=cache_type(workload.value_element_bytes).quantized,
+        rs_snapshots=workload.rollback_snapshots,
     )
 
 

@@ -55,12 +55,15 @@ class DeltaNetGraph(DecoderGraph):
 
     # --- llm_build_delta_net_base -----------------------------------------------------------------------------
 
-    def delta_net(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> Tensor:
-        """build_delta_net_fused: ggml_gated_delta_net (one snapshot) over q, k, v [S, H, tokens, seqs], the gate,
-        beta and the state; [S_v * H_v, tokens * seqs + S_v * seqs]: the tokens' results, then the new states."""
+    def delta_net(
+        self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, slots: int = 1
+    ) -> Tensor:
+        """ggml_gated_delta_net over q, k, v [S, H, tokens, seqs], the gate, beta and the state, `slots` snapshots
+        (build_delta_net_fused: one); [S_v * H_v, tokens * seqs + slots * S_v * seqs]: the tokens' results, then
+        the new states (the newest first)."""
         dn, n = self.dn, self.n
         width = dn.head_v * dn.v_heads
-        return op("GATED_DELTA_NET", F32, (width, self.tokens * n + dn.head_v * n), q, k, v, g, beta, state)
+        return op("GATED_DELTA_NET", F32, (width, self.tokens * n + slots * dn.head_v * n), q, k, v, g, beta, state)
 
     def results(self, out: Tensor) -> Tensor:
         """build_delta_net_fused's output: the tokens' results [S_v, H_v, tokens, seqs] (a view)."""
@@ -75,10 +78,21 @@ class DeltaNetGraph(DecoderGraph):
         self.gf.expand(copy_into(states, new_tensor(F32, sv * sv * hv, n, external=True)))
 
     def recurrent_attn(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> Tensor:
-        """build_recurrent_attn without rollback snapshots: build_delta_net, the new states stored, the results."""
-        out = self.delta_net(q, k, v, g, beta, state)
-        self.store_states(out)
-        return self.results(out)
+        """build_recurrent_attn: without rollback snapshots build_delta_net, the new states stored, the results;
+        with them (n_rs_seq > 0) one ggml_gated_delta_net of n_rs_seq + 1 slots, the results, and the last
+        min(tokens, slots) states copied into their rollback groups of the cache."""
+        if self.rs_slots == 1:
+            out = self.delta_net(q, k, v, g, beta, state)
+            self.store_states(out)
+            return self.results(out)
+        out = self.delta_net(q, k, v, g, beta, state, self.rs_slots)
+        results = self.results(out)
+        dn, n = self.dn, self.n
+        per_state = dn.head_v * dn.head_v * dn.v_heads  # D: S_v * S_v * H_v
+        written, offset = self.snapshots(self.tokens), dn.head_v * dn.v_heads * self.tokens * n * FLOAT
+        states = view(out, (per_state, n, written), (per_state * FLOAT, per_state * n * FLOAT), offset)
+        self.gf.expand(copy_into(states, new_tensor(F32, per_state, n, written, external=True)))
+        return results
 
     def state(self) -> Tensor:
         """build_rs of the delta net's state, reshaped [S_v, S_v, H_v, seqs]."""
@@ -90,9 +104,14 @@ class DeltaNetGraph(DecoderGraph):
         followed by the tokens (x transposed), its last d_conv - 1 columns copied back into the cache."""
         d, tokens, n = self.dn.d_conv - 1, self.tokens, self.n
         conv_x = op("CONCAT", F32, (d + tokens, channels, n), states, transpose(x))
-        last = view(conv_x, (d, channels, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
-        self.gf.expand(copy_into(last, new_tensor(F32, d, channels, n, external=True)))
+        for slot in self.conv_slots():  # a rollback slot s: the columns s tokens before the last
+            last = view(conv_x, (d, channels, n), (conv_x.nb[1], conv_x.nb[2]), max(0, tokens - slot) * FLOAT)
+            self.gf.expand(copy_into(last, new_tensor(F32, d, channels, n, external=True)))
         return conv_x
+
+    def conv_slots(self) -> range:
+        """build_conv_state's conv-state slots, in the order it writes them: all n_rs_seq + 1, the oldest first."""
+        return range(self.rs_slots - 1, -1, -1)
 
     def l2_norm(self, x: Tensor) -> Tensor:
         return op("L2_NORM", F32, x.ne, x)  # ggml_l2_norm: a new tensor
@@ -229,6 +248,10 @@ class KdaGraph(DeltaNetGraph):
         super().__init__(shape, geometry, n_vocab)
         self.arch = arch
         self.checkpoints: Tensor | None = None  # kimi-k3's banked residual streams [E, checkpoints, T]
+
+    def conv_slots(self) -> range:
+        """bailingmoe3_causal_conv1d's slots (the others' conv keeps one): the last min(tokens, n_rs_seq + 1)."""
+        return range(self.snapshots(self.tokens))
 
     def build(self) -> Graph:
         if self.arch == "kimi-k3":

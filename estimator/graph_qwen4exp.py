@@ -124,12 +124,14 @@ class Qwen4expGraph(QwenNextGraph):
         return self.conv_state_at(states, x, channels)
 
     def conv_state_at(self, states: Tensor, x: Tensor, channels: int) -> Tensor:
-        """build_conv_state_at: the state's columns [cols, channels, seqs] followed by the tokens (x transposed),
-        the last `cols` columns made contiguous and copied back into the state's row (one slot: no rollback)."""
+        """build_conv_state_at: the state's columns [cols, channels, seqs] followed by the tokens (x transposed);
+        for each of the n_rs_seq + 1 slots, the `cols` columns ending `slot` tokens before the last made contiguous
+        and copied back into the slot's row."""
         cols, tokens, n = states.ne[0], self.tokens, self.n
         conv_x = op("CONCAT", F32, (cols + tokens, channels, n), states, transpose(x))
-        tail = view(conv_x, (cols, channels, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
-        self.gf.expand(copy_into(cont(tail), new_tensor(F32, cols * channels, n, external=True)))
+        for slot in range(self.rs_slots):
+            tail = view(conv_x, (cols, channels, n), (conv_x.nb[1], conv_x.nb[2]), max(0, tokens - slot) * FLOAT)
+            self.gf.expand(copy_into(cont(tail), new_tensor(F32, cols * channels, n, external=True)))
         return conv_x
 
     # --- attention: dense or QSA ------------------------------------------------------------------------------

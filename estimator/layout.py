@@ -284,6 +284,7 @@ class GraphShape:
     hyper: HyperConnections | None = None  # qwen4exp's residual streams (estimator/graph_qwen4exp.py)
     post_norms: bool = False  # a norm of the mixer's and of the FFN's output before each residual add (gemma2/3)
     embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
+    rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent blocks write n_rs_seq + 1 state slots
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
@@ -316,6 +317,7 @@ class Layout:
     swa_type: SwaType = SwaType.STANDARD  # how the sliding layers mask (estimator/seq_state.py)
     cell_ext: bool = False  # llama_kv_cache::has_cell_ext: each cell keeps a 2-D position (M-RoPE)
     streams_per_sequence: bool = False  # one KV stream per sequence even in a unified cache (llama_kv_cache_dsv4)
+    rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent state keeps n_rs_seq snapshots
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

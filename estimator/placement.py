@@ -31,7 +31,7 @@ from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, Device, DeviceKind, 
 from memfit.estimator.hparams import HParams
 from memfit.estimator.kv_cache import CacheType, layer_cells
 from memfit.estimator.layout import Layout
-from memfit.estimator.recurrent_state import STATE_ELEMENT_BYTES
+from memfit.estimator.recurrent_state import STATE_ELEMENT_BYTES, state_rows
 from memfit.gguf_constants import GGUF_DEFAULT_ALIGNMENT, Keys
 from memfit.integers import round_up
 
@@ -494,9 +494,9 @@ def kv_bytes(model: ModelTensors, memory: Memory, request: Placement, layers: Se
 
 def recurrent_bytes(model: ModelTensors, memory: Memory, request: Placement, layers: Sequence[Device | None]) -> dict:
     # llama_memory_recurrent's constructor: per recurrent layer an R [n_embd_r, n_rows] and an S [n_embd_s, n_rows]
-    # F32 tensor, n_rows = max(1, n_seq_max)
+    # F32 tensor, n_rows = max(1, n_seq_max) * (1 + n_rs_seq)
     out: dict[str, int] = {}
-    rows = memory.geometry.n_seq
+    rows = state_rows(memory.layout, memory.geometry)
     for state, il in zip(memory.layout.recurrent, model.recurrent_layers, strict=True):
         device = cache_buffer(request, layers[il])
         n = padded(device, state.r_elements * STATE_ELEMENT_BYTES * rows)

@@ -165,8 +165,10 @@ class Estimator:
             shared = probes.kv_groups[id(self.memo)] = tuple(groups.items())
         self.kv_groups = shared
         fixed = [subject.weights, subject.companions]
-        geometry = context_geometry(1, max(1, workload.streams), causal=layout.causal)
-        r, s = recurrent_state_bytes(layout.recurrent, geometry)
+        geometry = context_geometry(
+            1, max(1, workload.streams), causal=layout.causal, rs_snapshots=workload.rollback_snapshots
+        )
+        r, s = recurrent_state_bytes(layout, geometry)
         self.fixed_lower = sum(p.bytes for p in fixed if p.bytes is not None) + r + s
         self.fixed_slack = sum(p.slack for p in fixed)
         self.fixed_unknown = any(p.basis is Basis.UNKNOWN for p in fixed) or self.kv_mode == "unknown"
@@ -189,6 +191,7 @@ class Estimator:
             flash_attention=flash_attention_for(w, self.subject.architecture) is not False,
             quantized_k=cache_type(w.key_element_bytes).quantized,
             quantized_v=cache_type(w.value_element_bytes).quantized,
+            rs_snapshots=w.rollback_snapshots,
         )
         kv: int | None = 0
         if self.kv_mode == "derived":

@@ -70,6 +70,7 @@ LLAMA_SERVER: dict[str, Default] = {
     "loadMode": Default(LoadMode.AUTO, f"{COMMON_H}: load_mode = LLAMA_LOAD_MODE_AUTO (mmap where it can)"),
     "cacheRamMib": Default(8192, f"{COMMON_H}: cache_ram_mib = 8192, one prompt cache per server"),
     "contextCheckpoints": Default(32, f"{COMMON_H}: n_ctx_checkpoints = 32 per slot"),
+    "rollbackSnapshots": Default(0, f"{COMMON_H}: need_n_rs_seq() is 0 with no speculative type that rolls back"),
 }
 # the placement Ollama and LM Studio launch with is their own (Ollama's llm/server.go passes --n-gpu-layers from its
 # own estimate, LM Studio's GPU offload setting): not llama-server's -ngl auto, so their mode stays memfit's default
@@ -249,7 +250,8 @@ def resolve_profile(request: WorkloadRequest, facts: LaunchFacts, subject: Subje
             _ollama_environment(r, facts.ollama_env)
         r.defaults(OLLAMA)
         context = _ollama_context(r, facts, subject.context_limit)
-        batch = _tier(OLLAMA_BATCH_TIERS, context[0] - 1)  # "> 32768", "> 4096"
+        # "> 32768", "> 4096"; a context of negative streams (refused later: nonPositiveStreams) takes the lowest
+        batch = _tier(OLLAMA_BATCH_TIERS, max(0, context[0] - 1))
         detail = f"-b and -ub {batch} for the context {context[0]} (Ollama server/sched.go automaticGenerationBatch)"
         r.set("ubatchTokens", batch, SettingSource.PROFILE, detail)
     elif profile is Profile.LM_STUDIO:

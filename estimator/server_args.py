@@ -23,6 +23,13 @@ INT32_MAX = 2**31 - 1
 CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
 # common/arg.cpp common_arg_utils::is_truthy, is_falsey and is_autoy
 TRUTHY, FALSEY, AUTOY = ("on", "enabled", "true", "1"), ("off", "disabled", "false", "0"), ("auto", "-1")
+# common/speculative.cpp's speculative type names; common_params_speculative::need_n_rs_seq (common/common.h): under
+# any of ROLLBACK_SPEC_TYPES llama-server asks n_rs_seq = the draft length (common_context_params_to_llama)
+ROLLBACK_SPEC_TYPES = frozenset({"draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark"})
+SPEC_TYPES = ROLLBACK_SPEC_TYPES | {"none", "draft-simple", "ngram-simple", "ngram-map-k", "ngram-map-k4v"}
+SPEC_TYPES |= {"ngram-mod", "ngram-cache"}
+DEFAULT_DRAFT_N_MAX = 3  # common_params_speculative_draft::n_max
+MAX_ROLLBACK_SNAPSHOTS = 256  # the contract's maximum of rollbackSnapshots: a longer draft is not read
 FLASH_ATTENTION = (
     dict.fromkeys(TRUTHY, FlashAttention.ON)
     | dict.fromkeys(FALSEY, FlashAttention.OFF)
@@ -67,6 +74,14 @@ def _positive(text: str) -> int | None:
     return value if value is not None and value > 0 else None
 
 
+def _spec_types(text: str) -> tuple[str, ...] | None:
+    """--spec-type's comma-separated names (common_speculative_types_from_names: an unknown one stops the server)."""
+    names = tuple(text.split(","))
+    if not all(name in SPEC_TYPES for name in names):
+        return None
+    return ("none",) if "none" in names else names  # `none` anywhere in one list drops that list's others
+
+
 def _load_mode(text: str) -> LoadMode | None:
     return next((m for m in LoadMode if m.value == text), None)
 
@@ -88,10 +103,11 @@ class Option:
     on: object = True
     off_flags: tuple[str, ...] = ()
     off: object = False
+    appends: bool = False  # each value adds to the ones before (a list option), not replaces them
 
 
 # In common/arg.cpp's order (the environment is applied in it): the options that change memory, and -m, --host,
-# --port
+# --port, and the speculative options that decide n_rs_seq
 OPTIONS = (
     Option(("-c", "--ctx-size"), "LLAMA_ARG_CTX_SIZE", "ctx_size", _int),
     Option(("--kv-unified-per-slot",), "LLAMA_ARG_KV_UNIFIED_PER_SLOT", "per_slot", _int),
@@ -120,10 +136,16 @@ OPTIONS = (
     Option(("-m", "--model"), "LLAMA_ARG_MODEL", "model", _text),
     Option(("--host",), "LLAMA_ARG_HOST", "host", _text),
     Option(("--port",), "LLAMA_ARG_PORT", "port", _int),
+    Option(
+        ("--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"), "LLAMA_ARG_SPEC_DRAFT_HF_REPO", "draft_model", _text
+    ),
+    Option(("--spec-draft-n-max",), "LLAMA_ARG_SPEC_DRAFT_N_MAX", "draft_max", _int),
+    Option(("--spec-draft-model", "-md", "--model-draft"), "LLAMA_ARG_SPEC_DRAFT_MODEL", "draft_model", _text),
+    Option(("--spec-type",), "LLAMA_ARG_SPEC_TYPE", "spec_types", _spec_types, appends=True),
 )
 BY_FLAG = {flag: (option, True) for option in OPTIONS for flag in option.flags}
 BY_FLAG |= {flag: (option, False) for option in OPTIONS for flag in option.off_flags}
-FIELDS = ("ctx_size", "parallel", "per_slot", "model", "port", "host")
+FIELDS = ("ctx_size", "parallel", "per_slot", "model", "port", "host", "draft_model", "draft_max", "spec_types")
 
 
 class _Reading:
@@ -137,9 +159,12 @@ class _Reading:
         """The value `name` gives the option's target (the last one named wins, as in llama.cpp)."""
         if value is None:
             self.unread[option.target] = name
-        else:
-            self.values[option.target] = value, said
-            self.unread.pop(option.target, None)
+            return
+        before = self.values.get(option.target)
+        if option.appends and isinstance(before, tuple) and isinstance(before[0], tuple) and isinstance(value, tuple):
+            value, said = before[0] + value, f"{before[1]}; {said}"
+        self.values[option.target] = value, said
+        self.unread.pop(option.target, None)
 
     def environment(self, env: Mapping[str, str]) -> None:
         """common_params_parse_ex's environment pass: a LLAMA_ARG_NO_ variable first, for a flag with a negative
@@ -191,8 +216,12 @@ def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Se
     reading.command_line(argv)
     values = reading.values
     sized = {name: values[name][0] for name in FIELDS if name in values}
+    named = {wire: Named(value, said) for wire, (value, said) in values.items() if wire not in FIELDS}
+    rollback = _rollback_snapshots(values, reading.unread)
+    if rollback is not None:
+        named["rollbackSnapshots"] = rollback
     return ServerArgs(
-        named={wire: Named(value, said) for wire, (value, said) in values.items() if wire not in FIELDS},
+        named=named,
         ctx_size=_as_int(sized.get("ctx_size")),
         parallel=_as_int(sized.get("parallel")),
         per_slot=_as_int(sized.get("per_slot")),
@@ -201,6 +230,26 @@ def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Se
         host=_as_str(sized.get("host")),
         unread=tuple(reading.unread.values()),
     )
+
+
+def _rollback_snapshots(values: Mapping[str, tuple[object, str]], unread: dict[str, str]) -> Named | None:
+    """llama-server's n_rs_seq (common_params_speculative::need_n_rs_seq): the draft length where a speculative type
+    that rolls back is named, 0 where only others are; where none is named but a draft model is, llama-server infers
+    the types from the draft's GGUF or its repository's sidecars, which memfit does not read (`unread`); None where
+    nothing speculative is named (llama-server's default, 0)."""
+    named_types, said = values.get("spec_types", ((), ""))
+    types = named_types if isinstance(named_types, tuple) else ()
+    if not types:
+        if "draft_model" in values and "spec_types" not in unread:
+            unread["spec_types"] = "--spec-draft-model"  # its types inferred from the draft model
+        return None
+    if not ROLLBACK_SPEC_TYPES.intersection(types):
+        return Named(0, f"{said}: no type that rolls back (common/common.h need_n_rs_seq)")
+    n_max, n_said = values.get("draft_max", (DEFAULT_DRAFT_N_MAX, f"--spec-draft-n-max {DEFAULT_DRAFT_N_MAX}, default"))
+    if not isinstance(n_max, int) or not 0 <= n_max <= MAX_ROLLBACK_SNAPSHOTS:
+        unread["draft_max"] = "--spec-draft-n-max"
+        return None
+    return Named(n_max, f"{said}; {n_said}: n_rs_seq = the draft length (common/common.h need_n_rs_seq)")
 
 
 def _as_int(value: object) -> int | None:

@@ -37,6 +37,7 @@ DEFAULT_SWA_FULL = False  # common_params::swa_full (llama-server's; the library
 DEFAULT_LOAD_MODE = LoadMode.NONE  # the weights read into allocated buffers, as memfit has always answered
 DEFAULT_CACHE_RAM_MIB = 0  # no prompt cache
 DEFAULT_CONTEXT_CHECKPOINTS = 0  # no context checkpoints
+DEFAULT_ROLLBACK_SNAPSHOTS = 0  # llama_context_default_params: n_rs_seq = 0 (no speculative rollback)
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -67,6 +68,7 @@ class WorkloadRequest:
     load_mode: str | None = None
     cache_ram_mib: int | None = None
     context_checkpoints: int | None = None
+    rollback_snapshots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ SETTINGS = (
     ("load_mode", "loadMode"),
     ("cache_ram_mib", "cacheRamMib"),
     ("context_checkpoints", "contextCheckpoints"),
+    ("rollback_snapshots", "rollbackSnapshots"),
     ("gpu_layers", "gpuLayers"),
     ("tensor_split", "tensorSplit"),
     ("tensor_overrides", "tensorOverrides"),
@@ -141,6 +144,7 @@ class Workload:
     context_checkpoints: int = DEFAULT_CONTEXT_CHECKPOINTS  # llama-server's --ctx-checkpoints, per slot
     slot_tokens: int | None = None  # the context one slot may use (llama-server's n_ctx_slot); None: per stream
     sources: tuple[ResolvedSetting, ...] = ()  # where each setting came from
+    rollback_snapshots: int = DEFAULT_ROLLBACK_SNAPSHOTS  # llama.cpp's n_rs_seq, as asked (before the arch's clamp)
 
     @property
     def n_ctx(self) -> int:
@@ -150,11 +154,12 @@ class Workload:
     @property
     def knobs_at_defaults(self) -> bool:
         """Whether the runtime settings are llama.cpp's defaults (what the measurement history records)."""
-        return (self.flash_attention, self.ubatch_tokens, self.kv_unified, self.swa_full) == (
+        return (self.flash_attention, self.ubatch_tokens, self.kv_unified, self.swa_full, self.rollback_snapshots) == (
             DEFAULT_FLASH_ATTENTION,
             DEFAULT_UBATCH_TOKENS,
             DEFAULT_KV_UNIFIED,
             DEFAULT_SWA_FULL,
+            DEFAULT_ROLLBACK_SNAPSHOTS,
         )
 
     @property
@@ -187,6 +192,7 @@ class Workload:
             clamp(self.context_checkpoints),
             None if self.slot_tokens is None else clamp(self.slot_tokens),
             self.sources,
+            clamp(self.rollback_snapshots),
         )
 
 
@@ -220,6 +226,9 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         context_checkpoints=DEFAULT_CONTEXT_CHECKPOINTS
         if request.context_checkpoints is None
         else request.context_checkpoints,
+        rollback_snapshots=DEFAULT_ROLLBACK_SNAPSHOTS
+        if request.rollback_snapshots is None
+        else request.rollback_snapshots,
         sources=tuple(
             ResolvedSetting(
                 wire, SettingSource.REQUEST if getattr(request, name) is not None else SettingSource.DEFAULT

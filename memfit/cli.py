@@ -466,6 +466,7 @@ def _fit_requests(args: argparse.Namespace) -> list[WireFitVerdictRequest]:
             load_mode=None,
             cache_ram_mib=None,
             context_checkpoints=None,
+            rollback_snapshots=args.rollback_snapshots,
         )
         for m in args.model
     ]
@@ -562,6 +563,9 @@ def measure(args: argparse.Namespace) -> int:
         return 1
     if args.cpu_variant not in (None, AUTO):
         print("memfit: measure loads this host's own llama.cpp: --cpu-variant does not apply", file=sys.stderr)
+        return 1
+    if args.rollback_snapshots:
+        print("memfit: measure loads the model with n_rs_seq 0: --rollback-snapshots does not apply", file=sys.stderr)
         return 1
     subject = service.subject(args.model)
     if subject is None or service.history.db is None:

@@ -87,6 +87,7 @@ def fit_request(request: Request) -> FitRequest:
             request.load_mode,
             request.cache_ram_mib,
             request.context_checkpoints,
+            request.rollback_snapshots,
         ),
     )
 
@@ -163,6 +164,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 load_mode=w.load_mode,
                 cache_ram_mib=w.cache_ram_mib,
                 context_checkpoints=w.context_checkpoints,
+                rollback_snapshots=w.rollback_snapshots,
                 slot_tokens=w.slot_tokens,
                 settings=[
                     m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources

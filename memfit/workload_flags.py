@@ -25,6 +25,7 @@ SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20}
 _COUNT = re.compile(r"\s*(\d+)\s*([kKmM]?)\s*")
 SPLIT_MODES = [m.value for m in SplitMode]
 CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
+ROLLBACK_SNAPSHOTS_MAX = 256  # the contract's maximum of rollbackSnapshots
 
 EXAMPLES = {
     "fit": """examples:
@@ -83,6 +84,13 @@ def layers(text: str) -> int:
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number of layers, got {text!r}")
     return min(int(text), INT64_MAX)
+
+
+def rollback_snapshots(text: str) -> int:
+    """--rollback-snapshots: 0 to ROLLBACK_SNAPSHOTS_MAX, the contract's bounds."""
+    if not text.strip().isdigit() or int(text) > ROLLBACK_SNAPSHOTS_MAX:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {ROLLBACK_SNAPSHOTS_MAX}, got {text!r}")
+    return int(text)
 
 
 def tensor_split(text: str) -> list[float]:
@@ -240,6 +248,13 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="ggml's CPU variant (haswell, skylakex, sapphirerapids, ...), any, or auto (default: the one this host"
         " loads)",
+    )
+    parser.add_argument(
+        "--rollback-snapshots",
+        type=rollback_snapshots,
+        metavar="N",
+        help="llama.cpp's n_rs_seq: recurrent-state snapshots per sequence for a speculative rollback (llama-server:"
+        " --spec-draft-n-max under --spec-type draft-mtp, eagle3, dflash or dspark; default 0)",
     )
 
 

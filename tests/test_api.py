@@ -216,6 +216,7 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "loadMode": "none",
         "cacheRamMib": 0,
         "contextCheckpoints": 0,
+        "rollbackSnapshots": 0,  # llama.cpp's n_rs_seq: no speculative rollback
         "slotTokens": None,
     }
     assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0

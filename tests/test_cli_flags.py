@@ -36,6 +36,12 @@ def test_llama_cpp_flags_ask_what_memfit_flags_ask(public_models: Path, capsys: 
     assert (ours.flash_attention, ours.ubatch_tokens, ours.kv_unified) == ("off", 1024, True)
 
 
+def test_rollback_snapshots_are_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--rollback-snapshots is the request's rollbackSnapshots (llama.cpp's n_rs_seq), echoed; 0 by default."""
+    assert _workload(capsys, public_models, "--rollback-snapshots", "3").rollback_snapshots == 3
+    assert _workload(capsys, public_models).rollback_snapshots == 0
+
+
 @pytest.mark.parametrize(
     ("flags", "per_stream"),
     [
@@ -68,6 +74,8 @@ def test_context_as_llama_cpp_sizes_it(
         (("-fa", "yes"), "invalid choice: 'yes'"),
         (("-c", "8192", "--tokens", "4096"), "not allowed with argument"),
         (("-ctk", "f16", "--key-bytes", "2"), "not allowed with argument"),
+        (("--rollback-snapshots", "-1"), "expected a whole number from 0 to 256, got '-1'"),
+        (("--rollback-snapshots", "257"), "expected a whole number from 0 to 256, got '257'"),
     ],
 )
 def test_a_value_no_request_could_mean_is_a_usage_error(

@@ -86,6 +86,11 @@ FOUND: dict[str, tuple[str, JsonValue]] = {
         "/v1/models/fit",
         {"modelId": KNOWN_MODEL, "streams": 0, "profile": "running"},
     ),
+    # a 500: Ollama's ubatch tier of the negative context of negative streams found none (estimator/profiles.py)
+    "plan of negative streams under the ollama profile": (
+        "/v1/models/fit/plan",
+        [{"modelId": KNOWN_MODEL, "streams": -2628600, "profile": "ollama"}],
+    ),
 }
 
 

@@ -45,7 +45,9 @@ from memfit.estimator.placement import (
 )
 from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.readers.gguf_header import read_header
+from tools.families import recurrent
 from tools.gguf_writers import write_model
+from tools.truth import DATA, load
 from tools.truth.mock import MOCK_DATA, args_of, files, row_id, rows
 from tools.truth.mock.matrix import CPU_VARIANT, LABEL, MOCK_FILES
 from tools.truth.mock.mirror import compare, mirror, written_models
@@ -258,3 +260,25 @@ def test_an_override_to_an_unknown_buffer_type_is_refused(tmp_path: Path) -> Non
             Placement(overrides=(("exps", "CUDA7"),)),
             BY_NAME["haswell"],
         )
+
+
+def test_rollback_snapshots_widen_each_layers_state_where_it_is_placed(tmp_path: Path) -> None:
+    """llama_memory_recurrent's R and S rows are mem_size * (1 + n_rs_seq): qwen35's recurrent layers on two GPUs
+    hold llama.cpp's recorded state of 2 sequences with 2 rollback snapshots (results_rec.jsonl), split by layer."""
+    (run,) = (
+        r
+        for r in load(DATA / "results_rec.jsonl")
+        if r["model"] == "qwen35" and r["settings"].get("n_rs_seq") == 2 and r["settings"]["n_seq"] == 2
+    )
+    path = tmp_path / "qwen35.gguf"
+    write_model(recurrent.FAMILY_SET["qwen35"](), path)
+    with open(path, "rb") as f:
+        summary = [summarize(read_header(f))]
+    facts = artifact_facts(summary, "qwen35")
+    assert facts.layout is not None and facts.n_vocab is not None
+    geometry = llama_geometry(run["settings"]["n_ctx"], 2, rs_snapshots=2)
+    memory = Memory(facts.layout, geometry, GGML_CACHE_TYPES["f16"], GGML_CACHE_TYPES["f16"])
+    result = place(model_tensors(summary, facts.n_vocab), memory, _gpus(2), Placement(), BY_NAME["haswell"])
+    pools = result.by_pool()
+    assert pools["MOCK0"].recurrent > 0 and pools["MOCK1"].recurrent > 0
+    assert sum(p.recurrent for p in pools.values()) == run["rs_bytes"]

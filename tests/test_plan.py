@@ -32,6 +32,7 @@ from memfit.readers.model_roots import Root, RootKind
 from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
+from tools.families import recurrent
 from tools.families.attention import bert_embd, deepseek2_mla, llama_hd96
 from tools.families.recurrent import deepseek4
 from tools.gguf_writers import Model, gemma3_swa, granitehybrid, llama_gqa, mamba2, qwen3moe, write_model
@@ -121,6 +122,25 @@ def test_bounds_are_monotone_in_allocated_tokens(
             max(reach[0], floor - fall),
             None if ceiling is None or reach[1] is None else max(reach[1], ceiling - fall),
         )
+
+
+@pytest.mark.parametrize("family", ["qwen35", "nemotron-h", "lfm2moe", "bailingmoe3", "qwen4exp-ple"])
+def test_the_search_counts_rollback_snapshots_as_the_fit_answer(
+    tmp_path_factory: pytest.TempPathFactory, family: str
+) -> None:
+    """rollbackSnapshots (llama.cpp's n_rs_seq) on architectures that keep them: the search's lean estimate is the
+    fit answer's at every step, and both hold more than without the snapshots."""
+    directory = tmp_path_factory.mktemp("plan-rollback")
+    write_model(recurrent.FAMILY_SET[family](), directory / f"{family}.gguf")
+    subject = _service(directory).subject(family)
+    assert subject is not None and subject.layout is not None
+    w = _workload(subject, WorkloadRequest(streams=2, rollback_snapshots=3, ubatch_tokens=8))
+    plain = replace(w, rollback_snapshots=0)
+    lean = Estimator(subject, w, Probes())
+    for tokens in (1, 7, 100, 256, 1000, 4096, 8192):
+        floor, ceiling = reference(subject, w, tokens)
+        assert lean.bounds(tokens) == (floor, ceiling), tokens
+        assert floor > reference(subject, plain, tokens)[0], tokens
 
 
 @pytest.fixture(scope="module")

@@ -163,6 +163,30 @@ def test_the_command_line_names_the_settings_that_change_memory() -> None:
     assert "-ctk q8_0" in args.named["keyElementBytes"].detail
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "snapshots", "unread"),
+    [
+        (["--spec-type", "draft-mtp"], {}, 3, ()),  # common.h: draft.n_max = 3
+        (["--spec-type", "draft-eagle3", "--spec-draft-n-max", "5"], {}, 5, ()),
+        (["--spec-type", "ngram-mod"], {"LLAMA_ARG_SPEC_TYPE": "draft-dspark"}, 3, ()),  # the two lists add up
+        (["--spec-type", "ngram-mod", "--spec-draft-n-max", "5"], {}, 0, ()),  # a type that does not roll back
+        (["--spec-type", "draft-dflash,none"], {}, 0, ()),  # `none` in a list leaves only it
+        (["-md", "draft.gguf"], {}, None, ("--spec-draft-model",)),  # the type read from the draft's metadata
+        (["--spec-type", "draft-mtp", "--spec-draft-n-max", "1000"], {}, None, ("--spec-draft-n-max",)),
+        ([], {}, None, ()),  # no speculation: llama-server's n_rs_seq 0, its default
+    ],
+)
+def test_speculative_flags_decide_the_rollback_snapshots(
+    argv: list[str], env: dict[str, str], snapshots: int | None, unread: tuple[str, ...]
+) -> None:
+    """common_context_params_to_llama: n_rs_seq = need_n_rs_seq(), the draft length under draft-mtp, -eagle3,
+    -dflash or -dspark (common/common.h), 0 under other types; a draft model with no type named has its types
+    inferred from its own metadata, which memfit does not read."""
+    args = server_args(["llama-server", "-m", "m.gguf", *argv], env)
+    named = args.named.get("rollbackSnapshots")
+    assert (None if named is None else named.value, args.unread) == (snapshots, unread)
+
+
 def test_a_value_memfit_cannot_express_is_left_unread() -> None:
     args = server_args(["llama-server", "-ctk", "q4_0", "-c", "lots", "-fa", "maybe", "-kvu", "-ub", "0", "-ub", "64"])
     assert args.unread == ("-ctk", "-c", "-fa")  # -ub's second value is read: the last one counts

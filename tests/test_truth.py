@@ -86,7 +86,7 @@ def test_cache_types_llama_cpp_refuses_are_flagged(run: dict, model_files: dict[
 
 def test_only_settings_memfit_does_not_model_are_left_out() -> None:
     reasons = {unmodelled(r) for r in RUNS} - {None}
-    assert reasons == {"llama.cpp refused these settings", "n_rs_seq (experimental rollback) is not modelled"}
+    assert reasons == {"llama.cpp refused these settings"}
     assert len(MODELLED) > 2200 and len(LOAD_FAILURES) >= 3 and len(TYPE_REFUSALS) >= 5
 
 
@@ -153,7 +153,6 @@ def recorded(model_files: dict[str, Path]) -> dict[str, list[BoundsRow]]:
 # answers unknown (no layout, no rebuilt graph)
 UNKNOWN_REASONS = {
     "unknown: llama.cpp refused these settings",
-    "unknown: n_rs_seq (experimental rollback) is not modelled",
     "unknown: no layout",
     "unknown: graph not derived",
     "unknown: ubatch not derived",
@@ -180,6 +179,16 @@ def test_full_size_sliding_caches_are_answered_where_the_graph_is_rebuilt(
     rows = recorded["results_attn_swafull.jsonl"]
     rebuilt = [r for r in rows if RULES[architecture(r.record)].graph is not None]
     assert len(rebuilt) >= 57 and all(r.status == "inside" for r in rebuilt)
+
+
+def test_rollback_snapshots_are_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama.cpp's n_rs_seq (recurrent-state snapshots for a speculative rollback): every recorded run with them is
+    compared, its memory exact (R and S rows times 1 + n_rs_seq where the architecture keeps them, as they were on
+    the others) and the snapshots the graph writes inside tight bounds; only deepseek4's graph is not rebuilt."""
+    rows = [r for group in recorded.values() for r in group if settings(r.record).get("n_rs_seq")]
+    assert len(rows) >= 58 and all(r.kv_exact and r.output_exact for r in rows)
+    assert {architecture(r.record) for r in rows if not r.compared} == {"deepseek4"}
+    assert all(r.tight for r in rows if r.compared)
 
 
 def _broken(rows: list[BoundsRow], holds: Callable[[BoundsRow], bool]) -> dict[str, list[str]]:
@@ -392,6 +401,45 @@ def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     )
     built.index.refresh()
     return built
+
+
+ROLLBACK_RUNS = [r for r in load(DATA / "results_rec.jsonl") if settings(r).get("n_rs_seq")]
+
+
+@pytest.fixture(scope="module")
+def rollback_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    directory = tmp_path_factory.mktemp("rollback-models")
+    write_models({r["model"] for r in ROLLBACK_RUNS}, directory)
+    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    built.index.refresh()
+    return built
+
+
+@pytest.mark.parametrize("run", ROLLBACK_RUNS, ids=run_id)
+def test_rollback_snapshots_asked_on_the_wire(run: dict, rollback_service: Any) -> None:
+    """A fit request's rollbackSnapshots is llama.cpp's n_rs_seq: kvCache + recurrentState are llama.cpp's memory
+    module to the byte (snapshots kept or, on an architecture without rollback, ignored), the workspace's bounds
+    hold its compute and output buffers, and the answer echoes the setting as requested."""
+    s = settings(run)
+    request = {
+        "modelId": run["model"],
+        "allocatedTokens": s["n_ctx"] // s["n_seq"],
+        "streams": s["n_seq"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "rollbackSnapshots": s["n_rs_seq"],
+    }
+    answer = wire.fit_one(rollback_service, WireFitVerdictRequest.model_validate(request))
+    assert answer is not None
+    estimate = json.loads(answer.model_dump_json(by_alias=True))["estimate"]
+    parts = {p["component"]: p for p in estimate["parts"]}
+    assert parts["kvCache"]["bytes"] + parts["recurrentState"]["bytes"] == run["memory_bytes"]
+    assert estimate["workload"]["rollbackSnapshots"] == s["n_rs_seq"]
+    source = {x["setting"]: x["source"] for x in estimate["workload"]["settings"]}["rollbackSnapshots"]
+    assert source == "request"
+    if parts["workspace"]["basis"] != "unknown":  # deepseek4's graph is not rebuilt
+        workspace = run["compute_bytes"] + run["output_buffer_bytes_init"]
+        assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
 
 
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]

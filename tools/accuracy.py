@@ -106,8 +106,6 @@ def unmodelled(record: dict) -> str | None:
     s = settings(record)
     if "error" in record:
         return "llama.cpp refused these settings"
-    if s.get("n_rs_seq"):
-        return "n_rs_seq (experimental rollback) is not modelled"
     if s["type_k"] not in GGML_CACHE_TYPES or s["type_v"] not in GGML_CACHE_TYPES:
         return "cache type not modelled"
     return None
@@ -140,7 +138,12 @@ def compare(record: dict, path: Path, cache: ArtifactCache, variant: CpuVariant 
         return Row(record, f"not derived ({facts.layout_error})", weights=weights)
     s = settings(record)
     geometry = llama_geometry(
-        s["n_ctx"], s["n_seq"], record["n_ubatch"], unified=bool(s.get("unified")), swa_full=bool(s.get("swa_full"))
+        s["n_ctx"],
+        s["n_seq"],
+        record["n_ubatch"],
+        unified=bool(s.get("unified")),
+        swa_full=bool(s.get("swa_full")),
+        rs_snapshots=s.get("n_rs_seq", 0),
     )
     k, v = kv_cache_bytes(
         facts.layout,
@@ -149,7 +152,7 @@ def compare(record: dict, path: Path, cache: ArtifactCache, variant: CpuVariant 
         GGML_CACHE_TYPES[s["type_v"]],
         flash_attention=bool(record["flash_attn"]),
     )
-    r, state = recurrent_state_bytes(facts.layout.recurrent, geometry)
+    r, state = recurrent_state_bytes(facts.layout, geometry)
     row = Row(record, "ok", k + v, r + state, weights)
     if _dry_run(record):
         matches = k + v + r + state == record["memory_bytes"]
@@ -210,6 +213,7 @@ def run_geometry(record: dict, arch: str, causal: bool | None = None) -> Context
         causal=causal,
         quantized_k=GGML_CACHE_TYPES[s["type_k"]].quantized,
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
+        rs_snapshots=s.get("n_rs_seq", 0),
     )
     return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
 
@@ -275,7 +279,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
         GGML_CACHE_TYPES[s["type_v"]],
         flash_attention=geometry.flash_attention,
     )
-    r, state = recurrent_state_bytes(layout.recurrent, geometry)
+    r, state = recurrent_state_bytes(layout, geometry)
     # llama.cpp's memory module, all its buffers (DSA's indexer cache too, which kv_k_bytes and kv_v_bytes leave out)
     real_memory = record["memory_bytes"]
     kv_exact = k + v + r + state == real_memory

@@ -293,6 +293,24 @@ DELTA_NET_SHAPE_RUNS = [
     _s(8192, 1, n_ubatch=4096),
     _s(1000, 3, n_ubatch=2048),
 ]
+# Rollback snapshots (n_rs_seq, llama-server's draft length under MTP / EAGLE3 / DFlash / DSpark speculation) on the
+# published shapes of the architectures that keep them, in dry runs: 1 to 4 snapshots, 1 to 4 sequences, ubatches
+# 8 to 1024 (8 over 4 sequences: fewer tokens a sequence than slots), flash attention on and off.
+ROLLBACK_MODELS = (
+    "qwen3.5-4b-shape",
+    "qwen3.5-35b-a3b-shape",
+    "ling-3.0-tiny-shape",
+    "nemotron-h-8b-shape-f16",
+    "nemotron-3-nano-30b-a3b-shape-f16",
+    "lfm2-8b-a1b-shape-f16",
+)
+ROLLBACK_RUNS = [
+    _s(4096, 1, n_rs_seq=1),
+    _s(4096, 1, n_rs_seq=4),
+    _s(8192, 2, n_ubatch=1024, n_rs_seq=2),
+    _s(8192, 2, fa="off", n_rs_seq=3),
+    _s(4096, 4, n_ubatch=8, n_rs_seq=4),
+]
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
 
@@ -463,6 +481,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_hybrid_shapes_dryrun.jsonl": TruthFile(
         recurrent.HYBRID_SHAPES,
         SHAPES + SHAPES_PAST_512 + [_s(16384, 7, fa="off", n_ubatch=1024)],
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
+    ),
+    "results_rollback_dryrun.jsonl": TruthFile(
+        _subset(recurrent.DELTA_NET_SHAPES | recurrent.HYBRID_SHAPES, *ROLLBACK_MODELS),
+        ROLLBACK_RUNS,
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
