@@ -174,7 +174,8 @@ class WireFitVerdictRequest:
     such servers): its slots and a slot's context as it answers `GET /props` (`total_slots`,
     `default_generation_settings.n_ctx`; `GET /slots` where `/props` leaves them out), asked over loopback
     with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`, ubatch, load
-    mode, prompt cache and checkpoints its command line (or its `LLAMA_ARG_*` variables) names;
+    mode, prompt cache, checkpoints and rollback snapshots (`--spec-type`, `--spec-draft-n-max`) its command
+    line (or its `LLAMA_ARG_*` variables) names;
     llama-server's defaults for the rest (the server does not report them). Where no such server runs, or it
     does not answer, or its command line names a value memfit cannot express (a cache type other than f32,
     f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
@@ -206,6 +207,19 @@ class WireFitVerdictRequest:
     """
     llama-server's context checkpoints per slot (`--ctx-checkpoints`). Default 0. Answered as the
     part `contextCheckpoints`.
+
+    """
+    rollback_snapshots: int | None = None
+    """
+    llama.cpp's recurrent-state snapshots per sequence for a speculative rollback (`n_rs_seq`, since
+    1.17.0): llama-server sets it to the draft length (`--spec-draft-n-max`, default 3) when it drafts with
+    MTP, EAGLE3, DFlash or DSpark (`--spec-type`), else 0; the `running` profile reads those flags (a draft
+    model with no `--spec-type`, whose types llama-server reads from the draft's own metadata, is left
+    unread). Default 0. On the architectures llama.cpp keeps them for (qwen35, qwen35moe, qwen4exp,
+    deepseek4, nemotron_h, nemotron_h_moe, lfm2, lfm2moe, bailingmoe3) `recurrentState` holds 1 + this
+    many copies of every sequence's state and the workspace the snapshots each ubatch writes; on the
+    others llama.cpp ignores it. The draft model's own context is not counted. At most 256 (memfit's
+    bound).
 
     """
 
@@ -754,6 +768,10 @@ class WireFitWorkload:
     cache_ram_mib: int
     kv_offload: bool
     context_checkpoints: int
+    rollback_snapshots: int
+    """
+    llama.cpp's n_rs_seq as requested (since 1.17.0; the architectures without rollback ignore it).
+    """
     slot_tokens: int | None
     """
     The context one slot may fill (llama-server's n_ctx_slot: the whole context of a unified cache,
