@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from memfit.estimator.bounds import Bounds, bounds
+from memfit.estimator.compute_buffer import interned
 from memfit.estimator.context import CELL_PADDING
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.errors import OverBudget
@@ -93,6 +94,7 @@ class Probes:
     (its kernel) and allocatedTokens; shared by the quants of one plan request."""
 
     def __init__(self, budget: PlanBudget | None = None) -> None:
+        # by the id of the interned layout (its kernel holds it: the id stays its own) and the rest of the key
         self._tables: dict[tuple, tuple[ContextKernel, dict[int, Varying]]] = {}
         self.computed = 0  # work counted: context-dependent estimates actually computed
         self.budget = budget
@@ -108,9 +110,11 @@ class Probes:
 
     def table(self, layout: Layout, subject: Subject, workload: Workload) -> tuple[ContextKernel, dict[int, Varying]]:
         """The kernel of the subject's layout, vocabulary and architecture under the workload (its context aside),
-        and the parts found so far by allocatedTokens: the quants of a plan share their layout and workload."""
+        and the parts found so far by allocatedTokens: the quants of a plan share their layout and workload (each
+        quant's equal layout interned: comparing two was a sixth of a plan)."""
+        layout = interned(layout)
         key = (
-            layout,
+            id(layout),
             subject.n_vocab,
             subject.architecture,
             replace(workload, allocated_tokens=0, context_source=ContextSource.REQUESTED),
