@@ -23,10 +23,9 @@ from functools import lru_cache
 
 from memfit.estimator import scheduler
 from memfit.estimator.bounds import Bounds, Part, bounds
+from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.devices import CPU, HOST, Device, device_of
-from memfit.estimator.forecast import geometry_of
-from memfit.estimator.kv_cache import cache_type
 from memfit.estimator.machine import GpuMemory
 from memfit.estimator.placement import (
     Memory,
@@ -259,12 +258,8 @@ def _placements(
         raise NoPlacement(subject.tensors_problem)
     if not variants:
         raise NoPlacement(NO_VARIANT)
-    memory = Memory(
-        subject.layout,
-        geometry_of(subject.layout, workload, subject.architecture),
-        cache_type(workload.key_element_bytes),
-        cache_type(workload.value_element_bytes),
-    )
+    kernel = ContextKernel(subject.layout, subject.n_vocab, subject.architecture, workload)
+    memory = Memory(subject.layout, kernel.geometry(workload.allocated_tokens), kernel.k_type, kernel.v_type)
     model = subject.tensors[0]
     request = placement_request(flags, model.n_layer)
     results = tuple(place(t, memory, devices, request, v) for t in subject.tensors for v in variants)

@@ -28,12 +28,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from memfit.estimator import vocabulary
+from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.device_forecast import gpu_devices, placement_request, pool_buffers
 from memfit.estimator.devices import CPU, Device
 from memfit.estimator.fitter import DEFAULT_MARGIN, DEFAULT_MIN_CTX, FULL_CONTEXT, MIB, interpolated_context
-from memfit.estimator.forecast import geometry_of
-from memfit.estimator.kv_cache import cache_type
 from memfit.estimator.layout import Layout
 from memfit.estimator.machine import GpuMemory
 from memfit.estimator.placement import (
@@ -466,11 +465,10 @@ def predicted_fit(
     if not used:
         return None
     streams = workload.streams
+    kernel = ContextKernel(layout, subject.n_vocab, subject.architecture, workload)
 
     def memory_at(n_ctx: int) -> Memory:
-        at = replace(workload, allocated_tokens=max(1, n_ctx // streams))
-        geometry = geometry_of(layout, at, subject.architecture)
-        return Memory(layout, geometry, cache_type(at.key_element_bytes), cache_type(at.value_element_bytes))
+        return Memory(layout, kernel.geometry(max(1, n_ctx // streams)), kernel.k_type, kernel.v_type)
 
     fit_params = FitParams(
         n_layer=model.n_trunk,  # hp_ngl: llama_model_n_layer (the NextN layers not loaded: llama-server's no MTP)

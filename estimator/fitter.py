@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from memfit.estimator.compute_buffer import compute_bounds, replayed
 from memfit.estimator.compute_graph import buildable
 from memfit.estimator.context import llama_geometry
-from memfit.estimator.kv_cache import cache_type, kv_cache_bytes
-from memfit.estimator.recurrent_state import recurrent_state_bytes
+from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.subject import Subject
-from memfit.estimator.workload import Workload, flash_attention_for
+from memfit.estimator.workload import Workload
 
 MIB = 1 << 20
 DEFAULT_MARGIN = 1024 * MIB  # common_params::fit_params_target: 1024 MiB per device
@@ -90,27 +89,13 @@ def host_projection(subject: Subject, workload: Workload, host_weights: int) -> 
     if layout is None or layout.graph is None or n_vocab is None or workload.flash_attention_on is None:
         return None
     graph = layout.graph
-    k_type, v_type = cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
-    flash = flash_attention_for(workload, subject.architecture) is not False
+    kernel = ContextKernel(layout, n_vocab, subject.architecture, workload)
 
     def projected(n_ctx: int) -> int:
-        geometry = llama_geometry(
-            n_ctx,
-            workload.streams,
-            workload.ubatch_tokens,
-            unified=workload.kv_unified,
-            swa_full=workload.swa_full,
-            causal=layout.causal,
-            flash_attention=flash,
-            quantized_k=k_type.quantized,
-            quantized_v=v_type.quantized,
-            rs_snapshots=workload.rollback_snapshots,
-        )
+        geometry = kernel.geometry_total(n_ctx)
         bounds = compute_bounds(graph, n_vocab, geometry)
         compute = replayed(graph, n_vocab, geometry).size if buildable(graph) else bounds[0] if bounds else 0
-        k, v = kv_cache_bytes(layout, geometry, k_type, v_type, flash_attention=flash) if layout.attention else (0, 0)
-        r, s = recurrent_state_bytes(layout, geometry)
-        return host_weights + k + v + r + s + compute
+        return host_weights + sum(kernel.kv_bytes(geometry)) + sum(kernel.recurrent_bytes(geometry)) + compute
 
     if compute_bounds(graph, n_vocab, llama_geometry(DEFAULT_MIN_CTX, workload.streams)) is None:
         return None

@@ -6,28 +6,28 @@ from dataclasses import replace
 
 from memfit.estimator.bounds import Part, bounds
 from memfit.estimator.compute_graph import buildable
-from memfit.estimator.context import ContextGeometry, context_geometry
+from memfit.estimator.context import ContextGeometry
+from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.fit_types import ObservationRow
-from memfit.estimator.kv_cache import cache_geometry, cache_type, cache_type_problem, is_llama_cpp_type, kv_cache_bytes
-from memfit.estimator.layout import Layout
+from memfit.estimator.kv_cache import cache_geometry, is_llama_cpp_type
 from memfit.estimator.ledger import after_load_parts, weights_under_load_mode
 from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
-from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
-from memfit.estimator.workload import Workload, flash_attention_for, refused_setting
-from memfit.estimator.workspace import output_buffer, workspace_bounds
+from memfit.estimator.workload import Workload, refused_setting
+from memfit.estimator.workspace import output_buffer
 
 
-def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload) -> Part:
+def kv_cache_part(kernel: ContextKernel, geometry: ContextGeometry) -> Part:
+    layout, workload = kernel.layout, kernel.workload
     if not layout.has_kv_cache:
         return Part.not_applicable(Component.KV_CACHE, f"llama.cpp keeps no KV cache here ({layout.note})")
     if not layout.attention:
         return Part.not_applicable(Component.KV_CACHE, f"no layer holds KV ({layout.note})")
-    k_type, v_type = cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
-    k, v = kv_cache_bytes(layout, geometry, k_type, v_type, flash_attention=geometry.flash_attention)
-    if workload.flash_attention_on is None and (k, v) != kv_cache_bytes(
-        layout, geometry, k_type, v_type, flash_attention=not geometry.flash_attention
+    k_type, v_type = kernel.k_type, kernel.v_type
+    k, v = kernel.kv_bytes(geometry)
+    if workload.flash_attention_on is None and (k, v) != kernel.kv_bytes(
+        geometry, flash_attention=not geometry.flash_attention
     ):
         return Part.unknown(
             Component.KV_CACHE,
@@ -46,13 +46,13 @@ def kv_cache_part(layout: Layout, geometry: ContextGeometry, workload: Workload)
     return Part(Component.KV_CACHE, k + v, Basis.DERIVED_LAYOUT, note)
 
 
-def recurrent_part(layout: Layout, geometry: ContextGeometry) -> Part:
-    if not layout.recurrent:
+def recurrent_part(kernel: ContextKernel, geometry: ContextGeometry) -> Part:
+    if not kernel.layout.recurrent:
         return Part.not_applicable(Component.RECURRENT_STATE, "no recurrent layers")
-    r, s = recurrent_state_bytes(layout, geometry)
-    slots = geometry.rollback_slots(layout.rs_rollback)
+    r, s = kernel.recurrent_bytes(geometry)
+    slots = geometry.rollback_slots(kernel.layout.rs_rollback)
     snapshots = f" x (1 + {slots} rollback snapshots)" if slots else ""
-    note = f"{layout.note}; {geometry.n_seq} sequence(s){snapshots}, F32 R {r} + S {s} bytes"
+    note = f"{kernel.layout.note}; {geometry.n_seq} sequence(s){snapshots}, F32 R {r} + S {s} bytes"
     return Part(Component.RECURRENT_STATE, r + s, Basis.DERIVED_LAYOUT, note)
 
 
@@ -64,15 +64,13 @@ def no_layout(subject: Subject) -> str:
     return str(subject.layout_problem) if subject.layout_problem else "layout unknown"
 
 
-def workspace_part(subject: Subject, geometry: ContextGeometry | None) -> Part:
+def workspace_part(subject: Subject, kernel: ContextKernel | None, geometry: ContextGeometry | None) -> Part:
     """Derived from the graph llama.cpp reserves where the architecture's graph is derived, else unknown."""
     if subject.layout is None:
         why = no_layout(subject) if subject.unreadable else "not derived: the model's layout is unknown (see kvCache)"
         return Part.unknown(Component.WORKSPACE, why)
     graph = subject.layout.graph
-    bounds = None
-    if geometry is not None and subject.n_vocab is not None and graph is not None:
-        bounds = workspace_bounds(graph, subject.n_vocab, geometry)
+    bounds = kernel.workspace(geometry) if kernel is not None and geometry is not None else None
     if geometry is None or bounds is None or subject.n_vocab is None:
         return Part.unknown(
             Component.WORKSPACE,
@@ -138,46 +136,24 @@ def forecast_parts(
     ]
 
 
-def geometry_of(layout: Layout, workload: Workload, architecture: str) -> ContextGeometry:
-    """The context llama.cpp makes for the workload (an unknown flash attention setting: as on, both are tried)."""
-    return context_geometry(
-        workload.allocated_tokens,
-        workload.streams,
-        causal=layout.causal,
-        n_ubatch=workload.ubatch_tokens,
-        unified=workload.kv_unified,
-        swa_full=workload.swa_full,
-        flash_attention=flash_attention_for(workload, architecture) is not False,
-        quantized_k=cache_type(workload.key_element_bytes).quantized,
-        quantized_v=cache_type(workload.value_element_bytes).quantized,
-        rs_snapshots=workload.rollback_snapshots,
-    )
-
-
 def _derived_parts(subject: Subject, workload: Workload, history: HistoryMatch) -> tuple[list[Part], list[Limit]]:
     limits: list[Limit] = []
-    geometry = None
+    kernel = geometry = None
     if subject.layout is None:
         why = no_layout(subject)
         kv = Part.unknown(Component.KV_CACHE, why)
         recurrent = Part.unknown(Component.RECURRENT_STATE, why)
     else:
-        geometry = geometry_of(subject.layout, workload, subject.architecture)
-        problem = (
-            cache_type_problem(
-                subject.layout, cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
-            )
-            if subject.layout.attention
-            else None
-        )
-        if problem:
-            kv = Part.unknown(Component.KV_CACHE, problem)
+        kernel = ContextKernel(subject.layout, subject.n_vocab, subject.architecture, workload)
+        geometry = kernel.geometry(workload.allocated_tokens)
+        if kernel.kv_problem:
+            kv = Part.unknown(Component.KV_CACHE, kernel.kv_problem)
             limits.append(Limit.WORKLOAD_UNSUPPORTED)
         else:
-            kv = kv_cache_part(subject.layout, geometry, workload)
+            kv = kv_cache_part(kernel, geometry)
             if kv.basis is Basis.UNKNOWN:  # the flash attention setting is unknown and changes it
                 limits.append(Limit.WORKLOAD_UNSUPPORTED)
-        recurrent = recurrent_part(subject.layout, geometry)
+        recurrent = recurrent_part(kernel, geometry)
     if workload.flash_attention_on is None:
         workspace = Part.unknown(
             Component.WORKSPACE,
@@ -186,7 +162,7 @@ def _derived_parts(subject: Subject, workload: Workload, history: HistoryMatch) 
         )
         limits.append(Limit.WORKLOAD_UNSUPPORTED)
     else:
-        workspace = workspace_part(subject, geometry)
+        workspace = workspace_part(subject, kernel, geometry)
     observed = history.observation.workspace_bytes if history.observation is not None else None
     floor, ceiling = workspace_floor(subject, geometry, workspace), workspace_ceiling(workspace)
     if history.observation is not None and observed is not None:

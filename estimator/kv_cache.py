@@ -89,19 +89,41 @@ def cache_geometry(layout: Layout, geometry: ContextGeometry) -> ContextGeometry
     return geometry
 
 
+KvGroup = tuple[int | None, int, int, int]  # (window, compression ratio, K bytes per cell, V bytes per cell)
+
+
+def kv_groups(
+    layout: Layout, k_type: CacheType, v_type: CacheType, flash_attention: bool = True
+) -> tuple[KvGroup, ...]:
+    """The layers of every cache grouped by what fixes their cells (window, compression ratio), with the K and V
+    bytes one cell of the group takes: row_bytes(type, width(l)) summed over its layers. A transposed V (flash
+    attention off) makes every layer's V row as wide as the widest layer's of its cache."""
+    groups: dict[tuple[int | None, int], tuple[int, int]] = {}
+    for cache in layout.caches:
+        for layer in cache.layers:
+            k, v = groups.get((layer.window, layer.ratio), (0, 0))
+            k += k_type.row_bytes(layer.k_width)
+            if layer.has_v:
+                v += v_type.row_bytes(layer.v_width if flash_attention else cache.v_width_max)
+            groups[layer.window, layer.ratio] = (k, v)
+    return tuple((window, ratio, k, v) for (window, ratio), (k, v) in groups.items())
+
+
+def grouped_kv_bytes(layout: Layout, groups: tuple[KvGroup, ...], geometry: ContextGeometry) -> tuple[int, int]:
+    """(K bytes, V bytes) over every stream: n_stream * sum_g cells(g) * bytes per cell(g), the groups
+    kv_groups makes of `layout`."""
+    geometry = cache_geometry(layout, geometry)
+    k = v = 0
+    for window, ratio, k_cell, v_cell in groups:
+        cells = group_cells(window, ratio, geometry)
+        k += cells * k_cell
+        v += cells * v_cell
+    return geometry.n_stream * k, geometry.n_stream * v
+
+
 def kv_cache_bytes(
     layout: Layout, geometry: ContextGeometry, k_type: CacheType, v_type: CacheType, flash_attention: bool = True
 ) -> tuple[int, int]:
-    """(K bytes, V bytes) over every stream: n_stream * sum_l cells(l) * row_bytes(type, width(l)).
-
-    A transposed V (flash attention off) makes every layer's V row as wide as the widest layer's.
-    """
-    geometry = cache_geometry(layout, geometry)
-    k = v = 0
-    for cache in layout.caches:
-        for layer in cache.layers:
-            cells = layer_cells(layer, geometry)
-            k += cells * k_type.row_bytes(layer.k_width)
-            if layer.has_v:
-                v += cells * v_type.row_bytes(layer.v_width if flash_attention else cache.v_width_max)
-    return geometry.n_stream * k, geometry.n_stream * v
+    """(K bytes, V bytes) over every stream: n_stream * sum_l cells(l) * row_bytes(type, width(l)), a transposed V
+    (flash attention off) as wide as the widest layer's."""
+    return grouped_kv_bytes(layout, kv_groups(layout, k_type, v_type, flash_attention), geometry)

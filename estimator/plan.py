@@ -9,8 +9,8 @@ steps (estimator/context.py): a non-unified cache is `pad(T, 256)` cells per str
 end, or the model's context limit. Below `ubatch` tokens the ubatch itself grows with T (llama.cpp caps it to the
 context), so one probe past the step end found says whether the estimate moved inside the step; if it did, the
 step is searched token by token. Every probe is an exact estimate: only the context-dependent parts (KV cache,
-workspace) are computed per probe, the same functions forecast_parts uses, and shared between the quants of one
-plan (their layout is the same).
+recurrent state, workspace) are computed per probe, by the kernel forecast_parts asks at one context
+(estimator/context_kernel.py), shared between the quants of one plan (their layout is the same).
 """
 
 from __future__ import annotations
@@ -21,18 +21,17 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from memfit.estimator.bounds import Bounds, bounds
-from memfit.estimator.compute_buffer import compute_fallback
-from memfit.estimator.context import CELL_PADDING, context_geometry
+from memfit.estimator.compute_buffer import interned
+from memfit.estimator.context import CELL_PADDING
+from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.errors import OverBudget
 from memfit.estimator.forecast import forecast_parts
-from memfit.estimator.kv_cache import cache_geometry, cache_type, cache_type_problem, group_cells
+from memfit.estimator.layout import Layout
 from memfit.estimator.ledger import MAPPED
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
-from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, ContextSource
-from memfit.estimator.workload import Workload, flash_attention_for, input_refusal, refused_setting
-from memfit.estimator.workspace import workspace_bounds
+from memfit.estimator.workload import Workload, input_refusal, refused_setting
 from memfit.quant_names import QUANT_NAME
 
 SEARCH_CAP = 1 << 20  # a model without a known context limit is searched up to 1,048,576 tokens
@@ -87,16 +86,16 @@ def is_quant_tag(tag: str) -> bool:
     return QUANT_TAG.fullmatch(tag) is not None
 
 
-KvGroups = tuple[tuple[tuple[int | None, int], int], ...]  # ((window, compression ratio), bytes per cell) per group
+Varying = tuple[int | None, int, int | None, int, int]  # the parts that vary with the context, at one context
 
 
 class Probes:
-    """The context-dependent parts of estimates (KV cache, workspace), per layout and allocatedTokens; shared by
-    the quants of one plan request."""
+    """The context-dependent parts of estimates (KV cache, recurrent state, workspace), per model and workload
+    (its kernel) and allocatedTokens; shared by the quants of one plan request."""
 
     def __init__(self, budget: PlanBudget | None = None) -> None:
-        self._memo: dict[tuple, dict[int, tuple[int | None, int | None, int, int]]] = {}
-        self.kv_groups: dict[int, KvGroups] = {}  # by id of a table: its KV groups
+        # by the id of the interned layout (its kernel holds it: the id stays its own) and the rest of the key
+        self._tables: dict[tuple, tuple[ContextKernel, dict[int, Varying]]] = {}
         self.computed = 0  # work counted: context-dependent estimates actually computed
         self.budget = budget
 
@@ -109,13 +108,21 @@ class Probes:
                 " send fewer models or repositories per request, or a simpler workload"
             )
 
-    def table(self, subject: Subject, workload: Workload) -> dict[int, tuple[int | None, int | None, int, int]]:
+    def table(self, layout: Layout, subject: Subject, workload: Workload) -> tuple[ContextKernel, dict[int, Varying]]:
+        """The kernel of the subject's layout, vocabulary and architecture under the workload (its context aside),
+        and the parts found so far by allocatedTokens: the quants of a plan share their layout and workload (each
+        quant's equal layout interned: comparing two was a sixth of a plan)."""
+        layout = interned(layout)
         key = (
-            subject.layout,
+            id(layout),
             subject.n_vocab,
+            subject.architecture,
             replace(workload, allocated_tokens=0, context_source=ContextSource.REQUESTED),
         )
-        return self._memo.setdefault(key, {})
+        found = self._tables.get(key)
+        if found is None:
+            found = self._tables[key] = (ContextKernel(layout, subject.n_vocab, subject.architecture, workload), {})
+        return found
 
 
 class Estimator:
@@ -127,7 +134,8 @@ class Estimator:
         layout = subject.layout
         # the lean path: a known layout and a known flash attention setting, and only the parts llama.cpp allocates
         # at load as memfit answers them by default (no full-size SWA cache, weights read in, nothing that grows
-        # after load: estimator/ledger.py); otherwise forecast_parts itself
+        # after load: estimator/ledger.py), the context-dependent ones from the kernel forecast_parts asks too;
+        # otherwise forecast_parts itself
         self.lean = (
             layout is not None
             and workload.flash_attention_on is not None
@@ -137,80 +145,39 @@ class Estimator:
             and workload.cache_ram_mib == 0
             and workload.context_checkpoints <= 0
         )
-        self.memo = probes.table(subject, workload)
         if not self.lean or layout is None:
             return
-        k_type, v_type = cache_type(workload.key_element_bytes), cache_type(workload.value_element_bytes)
-        self.k_type, self.v_type = k_type, v_type
-        self.kv_mode = (
-            "none"
-            if not layout.has_kv_cache or not layout.attention
-            else "unknown"
-            if cache_type_problem(layout, k_type, v_type)
-            else "derived"
-        )
-        # the KV cache as (window, bytes per cell) groups: kv_cache_bytes summed without a loop over every layer,
-        # once per table (the quants of a plan share their layout and workload)
-        shared = probes.kv_groups.get(id(self.memo))
-        if shared is None:
-            flash = flash_attention_for(workload, subject.architecture) is not False
-            groups: dict[tuple[int | None, int], int] = {}
-            for cache in layout.caches if self.kv_mode == "derived" else ():
-                for layer in cache.layers:
-                    per_cell = k_type.row_bytes(layer.k_width)
-                    if layer.has_v:
-                        per_cell += v_type.row_bytes(layer.v_width if flash else cache.v_width_max)
-                    key = (layer.window, layer.ratio)
-                    groups[key] = groups.get(key, 0) + per_cell
-            shared = probes.kv_groups[id(self.memo)] = tuple(groups.items())
-        self.kv_groups = shared
+        self.kernel, self.memo = probes.table(layout, subject, workload)
         fixed = [subject.weights, subject.companions]
-        geometry = context_geometry(
-            1, max(1, workload.streams), causal=layout.causal, rs_snapshots=workload.rollback_snapshots
-        )
-        r, s = recurrent_state_bytes(layout, geometry)
-        self.fixed_lower = sum(p.bytes for p in fixed if p.bytes is not None) + r + s
+        self.fixed_lower = sum(p.bytes for p in fixed if p.bytes is not None)
         self.fixed_slack = sum(p.slack for p in fixed)
-        self.fixed_unknown = any(p.basis is Basis.UNKNOWN for p in fixed) or self.kv_mode == "unknown"
+        self.fixed_unknown = any(p.basis is Basis.UNKNOWN for p in fixed) or self.kernel.kv_problem is not None
 
-    def _varying(self, tokens: int) -> tuple[int | None, int | None, int, int]:
-        """(KV bytes or None when unknown, workspace floor or None, workspace slack, how far the workspace's
-        bounds can fall further up) at `tokens`."""
+    def _varying(self, tokens: int) -> Varying:
+        """(KV bytes or None when unknown, recurrent state bytes, workspace floor or None, workspace slack, how far
+        the workspace's bounds can fall further up) at `tokens`."""
         found = self.memo.get(tokens)
         if found is not None:
             return found
         self.probes.count()
-        layout, w = self.subject.layout, self.workload
-        assert layout is not None
-        geometry = context_geometry(
-            tokens,
-            w.streams,
-            causal=layout.causal,
-            n_ubatch=w.ubatch_tokens,
-            unified=w.kv_unified,
-            flash_attention=flash_attention_for(w, self.subject.architecture) is not False,
-            quantized_k=cache_type(w.key_element_bytes).quantized,
-            quantized_v=cache_type(w.value_element_bytes).quantized,
-            rs_snapshots=w.rollback_snapshots,
+        kernel = self.kernel
+        geometry = kernel.geometry(tokens)
+        kv = None if kernel.kv_problem else sum(kernel.kv_bytes(geometry))
+        ws = kernel.workspace(geometry)
+        found = (
+            kv,
+            sum(kernel.recurrent_bytes(geometry)),
+            ws[0] if ws else None,
+            ws[1] if ws else 0,
+            kernel.fallback(geometry),
         )
-        kv: int | None = 0
-        if self.kv_mode == "derived":
-            g = cache_geometry(layout, geometry)
-            kv = g.n_stream * sum(group_cells(window, ratio, g) * b for (window, ratio), b in self.kv_groups)
-        elif self.kv_mode == "unknown":
-            kv = None
-        ws, fallback = None, 0
-        if layout.graph is not None and self.subject.n_vocab is not None:
-            ws = workspace_bounds(layout.graph, self.subject.n_vocab, geometry)
-            fallback = compute_fallback(layout.graph, self.subject.n_vocab, geometry, w.ubatch_tokens)
-        found = (kv, ws[0] if ws else None, ws[1] if ws else 0, fallback)
         self.memo[tokens] = found
         return found
 
     def fallback(self, tokens: int) -> int:
         """How far the bounds at `tokens` can fall at a larger context (only the workspace's replay can; nothing
         else falls)."""
-        return self._varying(tokens)[3] if self.lean else 0
+        return self._varying(tokens)[4] if self.lean else 0
 
     def bounds(self, tokens: int) -> tuple[int, int | None]:
         """(floor, ceiling or None) at `tokens` allocatedTokens per stream."""
@@ -219,8 +186,8 @@ class Estimator:
             parts, _ = forecast_parts(self.subject, replace(self.workload, allocated_tokens=tokens))
             b: Bounds = bounds(parts)
             return b.lower, b.upper
-        kv, ws_floor, ws_slack, _ = self._varying(tokens)
-        lower = self.fixed_lower + (kv or 0) + (ws_floor or 0)
+        kv, recurrent, ws_floor, ws_slack, _ = self._varying(tokens)
+        lower = self.fixed_lower + (kv or 0) + recurrent + (ws_floor or 0)
         if self.fixed_unknown or kv is None or ws_floor is None:
             return lower, None
         return lower, lower + self.fixed_slack + ws_slack

@@ -24,6 +24,7 @@ DEFAULT_ELEMENT_BYTES = 2  # f16
 DEFAULT_MODE = Mode.FULL_GPU
 # llama.cpp's own defaults for the settings launchers pass it (llama_context_default_params)
 DEFAULT_FLASH_ATTENTION = FlashAttention.AUTO
+FLASH_ATTENTION_VALUES = frozenset(f.value for f in FlashAttention)  # the settings memfit knows
 DEFAULT_UBATCH_TOKENS = DEFAULT_N_UBATCH
 DEFAULT_KV_UNIFIED = False
 DEFAULT_CPU_VARIANT = AUTO  # the variant ggml's loader picks on this host
@@ -166,7 +167,7 @@ class Workload:
     def flash_attention_on(self) -> bool | None:
         """Whether llama.cpp runs with flash attention: `auto` resolves to on (its CPU backend); None when the
         value is not one memfit knows."""
-        if self.flash_attention not in {f.value for f in FlashAttention}:
+        if self.flash_attention not in FLASH_ATTENTION_VALUES:
             return None
         return self.flash_attention != FlashAttention.OFF
 

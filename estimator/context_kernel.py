@@ -1,0 +1,86 @@
+"""One model under one workload with the context left open: the context llama.cpp makes at any size, and the bytes
+of the parts that depend on it (KV cache, recurrent state, workspace). The fit asks it at one context
+(estimator/forecast.py), the plan's search at many (estimator/plan.py), the fitter's projection at every n_ctx
+it tries (estimator/fitter.py): one derivation, whoever asks."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from memfit.estimator.compute_buffer import compute_fallback
+from memfit.estimator.context import ContextGeometry, llama_geometry
+from memfit.estimator.kv_cache import KvGroup, cache_type, cache_type_problem, grouped_kv_bytes, kv_groups
+from memfit.estimator.layout import Layout
+from memfit.estimator.recurrent_state import recurrent_state_bytes
+from memfit.estimator.workload import Workload, flash_attention_for
+from memfit.estimator.workspace import workspace_bounds
+
+
+class ContextKernel:
+    """The context-dependent parts of a model (its layout, vocabulary and architecture) under a workload, its
+    allocatedTokens aside: built once, asked at any context."""
+
+    def __init__(self, layout: Layout, n_vocab: int | None, architecture: str, workload: Workload) -> None:
+        self.layout, self.n_vocab, self.workload = layout, n_vocab, workload
+        # an unknown flash attention setting is taken as on (forecast.kv_cache_part tries both)
+        self.flash_attention = flash_attention_for(workload, architecture) is not False
+        self.k_type = cache_type(workload.key_element_bytes)
+        self.v_type = cache_type(workload.value_element_bytes)
+        self._groups: dict[bool, tuple[KvGroup, ...]] = {}  # by flash attention: the KV cache's groups of layers
+
+    @cached_property
+    def kv_problem(self) -> str | None:
+        """Why llama.cpp refuses these cache types for this model (asked only of a model with attention layers),
+        or None."""
+        return cache_type_problem(self.layout, self.k_type, self.v_type) if self.layout.attention else None
+
+    def geometry(self, tokens: int) -> ContextGeometry:
+        """The context llama.cpp makes for `tokens` allocatedTokens per stream (context.context_geometry: n_ctx is
+        tokens x streams)."""
+        return self.geometry_total(tokens * self.workload.streams)
+
+    def geometry_total(self, n_ctx: int) -> ContextGeometry:
+        """The context llama.cpp makes for a total n_ctx under the workload's streams, ubatch, unified cache,
+        full-size SWA cache, flash attention, cache types and rollback snapshots."""
+        w = self.workload
+        return llama_geometry(
+            n_ctx,
+            w.streams,
+            w.ubatch_tokens,
+            unified=w.kv_unified,
+            swa_full=w.swa_full,
+            causal=self.layout.causal,
+            flash_attention=self.flash_attention,
+            quantized_k=self.k_type.quantized,
+            quantized_v=self.v_type.quantized,
+            rs_snapshots=w.rollback_snapshots,
+        )
+
+    def kv_bytes(self, geometry: ContextGeometry, flash_attention: bool | None = None) -> tuple[int, int]:
+        """(K bytes, V bytes) of every cache at `geometry`, V laid out as flash attention on or off lays it (by
+        default the workload's); (0, 0) for a model without attention layers."""
+        flash = self.flash_attention if flash_attention is None else flash_attention
+        groups = self._groups.get(flash)
+        if groups is None:
+            groups = self._groups[flash] = kv_groups(self.layout, self.k_type, self.v_type, flash)
+        return grouped_kv_bytes(self.layout, groups, geometry)
+
+    def recurrent_bytes(self, geometry: ContextGeometry) -> tuple[int, int]:
+        """(R bytes, S bytes) of the recurrent state at `geometry`."""
+        return recurrent_state_bytes(self.layout, geometry)
+
+    def workspace(self, geometry: ContextGeometry) -> tuple[int, int] | None:
+        """(floor, slack) of the workspace at `geometry` (workspace.workspace_bounds); None where it is not
+        derived (no graph, no vocabulary, or a graph memfit does not rebuild)."""
+        graph = self.layout.graph
+        if graph is None or self.n_vocab is None:
+            return None
+        return workspace_bounds(graph, self.n_vocab, geometry)
+
+    def fallback(self, geometry: ContextGeometry) -> int:
+        """How far the workspace's bounds at `geometry` can fall at a larger context (compute_buffer.compute_fallback);
+        0 where it is not derived."""
+        graph = self.layout.graph
+        if graph is None or self.n_vocab is None:
+            return 0
+        return compute_fallback(graph, self.n_vocab, geometry, self.workload.ubatch_tokens)

@@ -1,0 +1,60 @@
+"""The kernel the fit and the plan's search both ask (estimator/context_kernel.py), through each of them, against
+llama.cpp's recorded memory module (KV caches, compressed and indexer caches, recurrent state: every cache, to
+the byte) for the attention, sliding-window, MLA, embedding, recurrent, hybrid and compressed-cache families."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.plan import Estimator, Probes
+from memfit.estimator.subject import Subject
+from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
+from memfit.service.artifact_cache import ArtifactCache
+from tools.accuracy import file_subject, write_models
+from tools.truth import ELEMENT_BYTES, measured_variant, records, run_id
+
+RUNS = [
+    r
+    for name in ("results_attn.jsonl", "results_rec.jsonl")
+    for r in records(name)
+    if r["settings"]["n_ctx"] % r["settings"]["n_seq"] == 0
+]
+CACHE = ArtifactCache()
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_models({r["model"] for r in RUNS}, tmp_path_factory.mktemp("kernel-models"))
+
+
+def _workload(run: dict) -> Workload:
+    """The run's llama.cpp settings as a workload: the context per sequence, the sequences, the cache types, flash
+    attention as llama.cpp resolved it, its ubatch and full-size SWA cache."""
+    s = run["settings"]
+    request = WorkloadRequest(
+        allocated_tokens=s["n_ctx"] // s["n_seq"],
+        streams=s["n_seq"],
+        key_element_bytes=ELEMENT_BYTES[s["type_k"]],
+        value_element_bytes=ELEMENT_BYTES[s["type_v"]],
+        flash_attention="on" if run["flash_attn"] else "off",
+        ubatch_tokens=run["n_ubatch"],
+        swa_full=bool(s.get("swa_full")),
+    )
+    return resolve_workload(request, None)
+
+
+def _memory(subject: Subject, workload: Workload) -> tuple[int | None, int | None]:
+    """(the fit's kvCache + recurrentState, the plan's floor less the fit's other parts) at the workload's context."""
+    weights, kv, recurrent, *others = forecast_parts(subject, workload)[0]
+    floor = Estimator(subject, workload, Probes()).bounds(workload.allocated_tokens)[0]
+    fit = None if kv.bytes is None or recurrent.bytes is None else kv.bytes + recurrent.bytes
+    return fit, floor - sum(p.bytes or 0 for p in (weights, *others))
+
+
+@pytest.mark.parametrize("run", RUNS, ids=run_id)
+def test_the_fit_and_the_plan_hold_llama_cpp_memory_module(run: dict, model_files: dict[str, Path]) -> None:
+    subject = file_subject(model_files[run["model"]], measured_variant(run), CACHE)
+    assert _memory(subject, _workload(run)) == (run["memory_bytes"], run["memory_bytes"])
