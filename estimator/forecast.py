@@ -147,6 +147,7 @@ def geometry_of(layout: Layout, workload: Workload, architecture: str) -> Contex
         swa_full=workload.swa_full,
         flash_attention=flash_attention_for(workload, architecture) is not False,
         quantized_k=cache_type(workload.key_element_bytes).quantized,
+        k_type=cache_type(workload.key_element_bytes).name,
         quantized_v=cache_type(workload.value_element_bytes).quantized,
     )
 

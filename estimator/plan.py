@@ -188,6 +188,7 @@ class Estimator:
             unified=w.kv_unified,
             flash_attention=flash_attention_for(w, self.subject.architecture) is not False,
             quantized_k=cache_type(w.key_element_bytes).quantized,
+            k_type=cache_type(w.key_element_bytes).name,
             quantized_v=cache_type(w.value_element_bytes).quantized,
         )
         kv: int | None = 0

@@ -122,3 +122,11 @@ def test_a_dsa_graph_llama_cpp_aborts_building_has_no_workspace(change: dict, re
     model = accuracy.model_writers()["glm-dsa-types"]()
     model.arch_kv(**change)
     assert (_graph_of(write(model, tmp_path / "dsa.gguf")) is not None) is rebuilt
+
+
+def test_a_tensor_of_a_block_type_is_whole_blocks() -> None:
+    """ggml_nbytes of a block type (deepseek4's concatenated K in a q8_0 cache's type): each row its blocks of 32
+    elements, 34 bytes each; f16 and bf16 two bytes an element."""
+    assert new_tensor("q8_0", 128, 1, 768, 4).nbytes == 4 * 768 * 4 * 34
+    assert new_tensor("q4_0", 64, 1, 256).nbytes == 256 * 2 * 18
+    assert new_tensor("bf16", 128, 768).nbytes == new_tensor("f16", 128, 768).nbytes == 128 * 768 * 2

@@ -209,6 +209,7 @@ def run_geometry(record: dict, arch: str, causal: bool | None = None) -> Context
         swa_full=bool(s.get("swa_full")),
         causal=causal,
         quantized_k=GGML_CACHE_TYPES[s["type_k"]].quantized,
+        k_type=s["type_k"],
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
     )
     return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
