@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memfit.estimator.compute_buffer import compute_bounds, replayed
-from memfit.estimator.compute_graph import buildable
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.kv_cache import cache_type, kv_cache_bytes
 from memfit.estimator.recurrent_state import recurrent_state_bytes
@@ -103,14 +102,21 @@ def host_projection(subject: Subject, workload: Workload, host_weights: int) -> 
             causal=layout.causal,
             flash_attention=flash,
             quantized_k=k_type.quantized,
+            k_type=k_type.name,
             quantized_v=v_type.quantized,
         )
-        bounds = compute_bounds(graph, n_vocab, geometry)
-        compute = replayed(graph, n_vocab, geometry).size if buildable(graph) else bounds[0] if bounds else 0
+        compute = replayed(graph, n_vocab, geometry).size if compute_bounds(graph, n_vocab, geometry) else 0
         k, v = kv_cache_bytes(layout, geometry, k_type, v_type, flash_attention=flash) if layout.attention else (0, 0)
         r, s = recurrent_state_bytes(layout.recurrent, geometry)
         return host_weights + k + v + r + s + compute
 
-    if compute_bounds(graph, n_vocab, llama_geometry(DEFAULT_MIN_CTX, workload.streams)) is None:
+    least = llama_geometry(
+        DEFAULT_MIN_CTX,
+        workload.streams,
+        flash_attention=flash,
+        quantized_k=k_type.quantized,
+        k_type=k_type.name,
+    )  # the compute buffer is derived at every context or none (its graph, flash attention, the K cache's type)
+    if compute_bounds(graph, n_vocab, least) is None:
         return None
     return projected
