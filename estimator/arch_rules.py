@@ -38,6 +38,7 @@ from memfit.estimator.graph_delta_net import (
     build_qwen35,
 )
 from memfit.estimator.graph_dsa import build_dsa
+from memfit.estimator.graph_dsv4 import build_dsv4
 from memfit.estimator.graph_gemma3n import build_gemma3n
 from memfit.estimator.graph_gemma4 import build_gemma4
 from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
@@ -48,6 +49,7 @@ from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys,
 from memfit.estimator.layout import (
     AttentionLayer,
     DeltaNet,
+    Dsv4,
     FfnOp,
     GraphBuilder,
     HyperConnections,
@@ -63,6 +65,7 @@ from memfit.estimator.moe_rules import (
     bailingmoe3_routing,
     cohere2moe_routing,
     deepseek2_routing,
+    deepseek4_routing,
     deepseek32_routing,
     gemma4_routing,
     glm_dsa_routing,
@@ -474,6 +477,36 @@ class Compression:
 
 
 DSV4_COMPRESSION = Compression(dsv4_compressed_caches, dsv4_compressor_states)
+
+
+DSV4_HC = 4  # llama_model_deepseek4::graph::build_hc_pre: GGML_ASSERT(hc == 4)
+
+
+def dsv4_graph(ly: Layers) -> Dsv4 | None:
+    # llama_model_deepseek4::load_arch_hparams: hyper_connection.count, the trunk's compress ratios,
+    # attention.q_lora_rank, output_group_count, output_lora_rank, the indexer's sizes; None where the graph's
+    # builder asserts (four streams, the heads a multiple of the output groups)
+    hp = ly.hp
+    groups = hp.require_int(NewerKeys.OUTPUT_GROUP_COUNT)
+    if hp.require_int(NewerKeys.HC_COUNT) != DSV4_HC or any(h % groups for h in ly.heads[: ly.n_trunk]):
+        return None
+    return Dsv4(
+        hc=hp.require_int(NewerKeys.HC_COUNT),
+        ratios=dsv4_ratios(ly)[: ly.n_trunk],
+        q_lora=hp.require_int(ATTN.Q_LORA_RANK),
+        o_groups=groups,
+        o_lora=hp.require_int(NewerKeys.OUTPUT_LORA_RANK),
+        idx_heads=hp.require_int(ATTN.Indexer.HEAD_COUNT),
+        idx_head=hp.require_int(ATTN.Indexer.KEY_LENGTH),
+        idx_top_k=hp.require_int(ATTN.Indexer.TOP_K),
+    )
+
+
+def dsv4_shexp_clamp(ly: Layers, il: int) -> bool:
+    # llama_model_deepseek4::load_arch_hparams: swiglu_clamp_shexp, else swiglu_clamp_exp's limits
+    present = ly.hp.metadata.get(ly.hp.key(Keys.LLM.SWIGLU_CLAMP_SHEXP)) is not None
+    return swiglu_clamped(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP if present else Keys.LLM.SWIGLU_CLAMP_EXP, il)
+
 
 # --- parameter counting (estimator/parameters.py) ---------------------------------------------------------
 
@@ -970,6 +1003,7 @@ class Graph:
     ssm_norm: Callable[[Layers], bool] = ssm_norm_required  # build_mamba2_layer: the grouped norm of y
     dsa: IndexerLayers | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
     hyper: Callable[[Layers], HyperConnections] | None = None  # qwen4exp's residual streams (graph_qwen4exp.py)
+    dsv4: Callable[[Layers], Dsv4 | None] | None = None  # deepseek4's streams and compressors (graph_dsv4.py)
     parallel_residual: Callable[[Layers, int], bool] = no_parallel_residual  # the FFN reads attention's normed input
     post_norms: bool = False  # gemma2.cpp, gemma3.cpp: attn_post_norm and ffn_post_norm before each residual add
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
@@ -1369,7 +1403,18 @@ RULES: dict[str, ArchRule] = {
     "hy_v3": ArchRule(kv_layers=trunk_layer),
     # llama_kv_cache_dsv4: a K-only sliding cache over every block, compressed K caches and compressor states beside
     "deepseek4": ArchRule(
-        window=Window(every_block_slides), mla=always_mla, compression=DSV4_COMPRESSION, rs_rollback=True
+        window=Window(every_block_slides),
+        mla=always_mla,
+        compression=DSV4_COMPRESSION,
+        rs_rollback=True,
+        graph=Graph(
+            builder=build_dsv4,
+            dsv4=dsv4_graph,
+            routing=deepseek4_routing,
+            ffn_clamp=dsv4_shexp_clamp,
+            sinks=True,
+            node_for_node=True,
+        ),
     ),
     # sliding windows
     "gemma2": ArchRule(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from memfit.estimator.arch_rules import RULES, ArchRule, Memory, Window, ffn_op
+from memfit.estimator.arch_rules import RULES, ArchRule, Graph, Memory, Window, ffn_op
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, TensorShapes, TensorTypes, key_name
 from memfit.estimator.layout import (
@@ -184,6 +184,8 @@ def graph_shape(
     graph, hp = rule.graph, layers.hp
     if graph is None or graph.reads_tensors and layers.tensors is None:
         return None
+    if graph.dsv4 is not None:
+        return _dsv4_shape(graph, layers, size, n_vocab)
     mla = rule.mla(hp)
     low_rank = graph.low_rank_kv and not mla  # the latent decompressed (deepseek2 without *_mla keys, minicpm3)
     kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla or low_rank else 0  # llama_model_deepseek2, _minicpm3
@@ -297,6 +299,38 @@ def graph_shape(
         embedding_scale=graph.embedding_scale(hp),
         rs_rollback=rule.rs_rollback,
     )
+
+
+def _dsv4_shape(graph: Graph, layers: Layers, size: int | None, n_vocab: int | None) -> GraphShape | None:
+    """deepseek4.cpp's trunk: every block attends with one K head that is also V (the raw sliding cache's), sinks,
+    and routes experts beside its shared ones; None where the builder asserts or a block's routing is not rebuilt."""
+    assert graph.dsv4 is not None
+    hp, blocks, dsv4 = layers.hp, [], graph.dsv4(layers)
+    if dsv4 is None:
+        return None
+    for il in range(layers.n_trunk):
+        routing = graph.routing(layers, il, n_vocab)
+        if routing is None:
+            return None
+        head = layers.head_dims(il, True)[0]
+        blocks.append(
+            GraphLayer(
+                n_head=layers.heads[il],
+                n_head_kv=1,
+                head_k=head,
+                head_v=head,
+                window=size,
+                n_expert=hp.require_int(Keys.LLM.EXPERT_COUNT),
+                n_expert_used=hp.require_int(Keys.LLM.EXPERT_USED_COUNT),
+                n_ff_exp=expert_width(layers, il),
+                routing=routing,
+                clamped_ffn=graph.ffn_clamp(layers, il),
+                sinks=graph.sinks,
+            )
+        )
+    shared: dict[GraphLayer, GraphLayer] = {}
+    layer_shapes = tuple(shared.setdefault(block, block) for block in blocks)
+    return GraphShape(layers.n_embd, layer_shapes, node_for_node=graph.node_for_node, builder=graph.builder, dsv4=dsv4)
 
 
 def _rope_part(hp: HParams, layers: Layers, kv_lora: int, mla: bool) -> int:

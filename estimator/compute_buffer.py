@@ -23,6 +23,7 @@ from memfit.estimator import replay_table
 from memfit.estimator.compute_graph import build_graph, buildable, ubatch_tokens
 from memfit.estimator.context import DEFAULT_N_BATCH, ContextGeometry
 from memfit.estimator.graph_alloc import Replay
+from memfit.estimator.graph_dsv4 import sized as dsv4_sized
 from memfit.estimator.layout import GraphShape, Layout
 from memfit.integers import round_up
 
@@ -75,6 +76,13 @@ def rebuilt(graph: GraphShape) -> bool:
     return buildable(graph)
 
 
+def derived(graph: GraphShape, geometry: ContextGeometry) -> bool:
+    """Whether the buffer is derived for this graph and workload: a rebuilt graph (deepseek4's for the K cache types
+    graph_dsv4 sizes, and without rollback snapshots: llama_kv_cache_dsv4's restore and snapshot inputs under
+    n_rs_seq are not rebuilt)."""
+    return rebuilt(graph) and (graph.dsv4 is None or dsv4_sized(geometry) and geometry.rs_snapshots == 0)
+
+
 @lru_cache(maxsize=1024)
 def replayed(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> Replay:
     """ggml-alloc's buffer for the rebuilt graph (the same for every quant of a model: kept for the next ask), from
@@ -93,7 +101,7 @@ def compute_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -
     """(floor, ceiling) of the compute buffer llama.cpp reserves for this graph and workload, or None where the
     rule is not derived: the buffer ggml-alloc sizes for the rebuilt graph (estimator/compute_graph.py)."""
     graph = interned(graph)
-    if not rebuilt(graph):
+    if not derived(graph, geometry):
         return None
     reserved = replayed(graph, n_vocab, geometry).size
     margin = replay_margin(graph, ubatch_tokens(geometry))
@@ -106,7 +114,7 @@ def compute_fallback(graph: GraphShape, n_vocab: int, geometry: ContextGeometry,
     bytes alive at once, which only grow with the context; and the margin grows with the ubatch's tokens (at most
     to the requested ubatch). 0 where the buffer is not derived (no bounds to fall)."""
     graph = interned(graph)
-    if not rebuilt(graph):
+    if not derived(graph, geometry):
         return 0
     found = replayed(graph, n_vocab, geometry)
     t = ubatch_tokens(geometry)

@@ -23,6 +23,7 @@ class ContextGeometry:
     flash_attention: bool = True  # flash attention on (llama.cpp's `auto` on its CPU backend); off: V transposed
     quantized_k: bool = False  # a block-quantized K cache type (q8_0): llama.cpp rotates K and Q (attn_rot_k)
     quantized_v: bool = False  # a block-quantized V cache type: llama.cpp rotates V (attn_rot_v)
+    k_type: str = ""  # the K cache's type as llama.cpp names it (f16, q8_0, ...); "": not said
     graph_tokens: int = 0  # a graph reserved for this many tokens (the token-generation graph's n_seq); 0: the ubatch
     transposed_v: bool | None = None  # the V cache transposed; None: without flash attention (see v_trans)
     rs_snapshots: int = 0  # llama_context_params.n_rs_seq as asked: recurrent-state snapshots per sequence
@@ -51,6 +52,7 @@ def llama_geometry(
     quantized_k: bool = False,
     quantized_v: bool = False,
     rs_snapshots: int = 0,
+    k_type: str = "",
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
 
@@ -73,6 +75,7 @@ def llama_geometry(
         quantized_k=quantized_k,
         quantized_v=quantized_v,
         rs_snapshots=rs_snapshots,
+        k_type=k_type,
     )
 
 
@@ -88,6 +91,7 @@ def context_geometry(
     quantized_v: bool = False,
     swa_full: bool = False,
     rs_snapshots: int = 0,
+    k_type: str = "",
 ) -> ContextGeometry:
     """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, the requested n_ubatch, unified cache,
     flash attention, full-size SWA cache and rollback snapshots, and llama.cpp's defaults for the rest."""
@@ -102,4 +106,5 @@ def context_geometry(
         quantized_k=quantized_k,
         quantized_v=quantized_v,
         rs_snapshots=rs_snapshots,
+        k_type=k_type,
     )

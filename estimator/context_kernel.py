@@ -52,6 +52,7 @@ class ContextKernel:
             causal=self.layout.causal,
             flash_attention=self.flash_attention,
             quantized_k=self.k_type.quantized,
+            k_type=self.k_type.name,
             quantized_v=self.v_type.quantized,
             rs_snapshots=w.rollback_snapshots,
         )

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memfit.estimator.compute_buffer import compute_bounds, replayed
-from memfit.estimator.compute_graph import buildable
-from memfit.estimator.context import llama_geometry
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.subject import Subject
 from memfit.estimator.workload import Workload
@@ -93,10 +91,10 @@ def host_projection(subject: Subject, workload: Workload, host_weights: int) -> 
 
     def projected(n_ctx: int) -> int:
         geometry = kernel.geometry_total(n_ctx)
-        bounds = compute_bounds(graph, n_vocab, geometry)
-        compute = replayed(graph, n_vocab, geometry).size if buildable(graph) else bounds[0] if bounds else 0
+        compute = replayed(graph, n_vocab, geometry).size if compute_bounds(graph, n_vocab, geometry) else 0
         return host_weights + sum(kernel.kv_bytes(geometry)) + sum(kernel.recurrent_bytes(geometry)) + compute
 
-    if compute_bounds(graph, n_vocab, llama_geometry(DEFAULT_MIN_CTX, workload.streams)) is None:
+    # the compute buffer is derived at every context or none (its graph, flash attention, the K cache's type)
+    if compute_bounds(graph, n_vocab, kernel.geometry_total(DEFAULT_MIN_CTX)) is None:
         return None
     return projected

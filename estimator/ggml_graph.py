@@ -17,8 +17,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from memfit.gguf_constants import GGML_QUANT_SIZES
+from memfit.gguf_constants import GGMLQuantizationType as QT
+
 F32, F16, I32, I64 = "f32", "f16", "i32", "i64"
 ELEMENT_BYTES = {F32: 4, F16: 2, I32: 4, I64: 8}
+# A KV cache's types, by llama.cpp's names, as (elements per block, bytes per block): a compute tensor of a cache's
+# type (deepseek4's concatenated K) sized as ggml_nbytes sizes it
+CACHE_TYPES = {
+    t.name.lower(): GGML_QUANT_SIZES[t] for t in (QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1)
+}
 BINARY = frozenset({"ADD", "SUB", "MUL", "DIV"})  # ggml's element-wise ops over two tensors (a, b broadcast)
 NORM_PIN = "norm"  # llama_context::graph_get_cb: build_norm's "norm" (a weighted norm of a layer il >= 0)
 KQV_PIN = "kqv_out"  # build_attn_mha: attention's output, on the CPU when offload_kqv is off (flash attention off)
@@ -56,19 +64,31 @@ class Tensor:
 
     @cached_property
     def nbytes(self) -> int:
-        """ggml_nbytes for the element types compute tensors have."""
+        """ggml_nbytes for the element types compute tensors have (a block type's rows whole blocks)."""
         if any(n == 0 for n in self.ne):
             return 0
-        return ELEMENT_BYTES[self.type] + sum((n - 1) * b for n, b in zip(self.ne, self.nb, strict=True))
+        block, size = block_of(self.type)
+        if block > 1:
+            rows = sum((n - 1) * b for n, b in zip(self.ne[1:], self.nb[1:], strict=True))
+            return self.ne[0] * self.nb[0] // block + rows
+        return size + sum((n - 1) * b for n, b in zip(self.ne, self.nb, strict=True))
 
     @property
     def contiguous(self) -> bool:
         return self.nb == strides(self.type, self.ne)
 
 
+def block_of(type_: str) -> tuple[int, int]:
+    """(elements per block, bytes per block) of a type: one element each but for a cache's block types."""
+    found = ELEMENT_BYTES.get(type_)
+    return (1, found) if found is not None else CACHE_TYPES[type_]
+
+
 def strides(type_: str, ne: Sequence[int]) -> tuple[int, int, int, int]:
-    nb = [ELEMENT_BYTES[type_]]
-    for n in ne[:3]:
+    """A contiguous tensor's strides (ggml_new_tensor_impl: a row of a block type is its whole blocks)."""
+    block, size = block_of(type_)
+    nb = [size, size * (ne[0] // block)]
+    for n in ne[1:3]:
         nb.append(nb[-1] * n)
     return nb[0], nb[1], nb[2], nb[3]
 
@@ -132,7 +152,7 @@ def view(src: Tensor, ne: Sequence[int], nb: Sequence[int] = (), offset: int = 0
     """ggml_view_Nd: `nb` the strides of dims 1.. as given; the rest, as ggml_view_impl makes them, ne x nb of the
     dimension before (none given: contiguous)."""
     shape = shape4(ne)
-    full = [ELEMENT_BYTES[src.type], *nb]
+    full = [block_of(src.type)[1], *nb]
     while len(full) < 4:
         full.append(full[-1] * shape[len(full) - 1])
     return _view(src, "VIEW", shape, full, offset)

@@ -37,12 +37,14 @@ GATING_OPS = {
 }
 
 
-def gated_op(gate: Tensor, up: Tensor, activation: FfnOp, clamped: bool) -> Tensor:
+def gated_op(gate: Tensor, up: Tensor, activation: FfnOp, clamped: bool, fused_clamp: bool = False) -> Tensor:
     """build_ffn's / build_moe_ffn's type_op over a gate and up: LLM_FFN_SILU's ggml_swiglu_split or LLM_FFN_GELU's
     ggml_geglu_split (a new tensor), or with a swiglu clamp limit silu(gate) clamped times the clamped up, each in
-    place."""
+    place (`fused_clamp`: deepseek4's one ggml_swiglu_clamp, a new tensor)."""
     if not clamped:
         return glu(gate, up, "GEGLU" if activation is FfnOp.GELU else "SWIGLU")
+    if fused_clamp:
+        return glu(gate, up, "SWIGLU_CLAMP")
     return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
 
 
@@ -63,16 +65,17 @@ def build_ffn(
     activation: FfnOp = FfnOp.SILU,
     clamped: bool = False,
     weights: tuple[str, str, str] = DENSE,
+    fused_clamp: bool = False,
 ) -> Tensor:
     """build_ffn with a parallel gate: gate and up, then their GLU (`gated_op`) | one up 2 x n_ff wide, ggml_swiglu over
     its halves (a new tensor) | up, then the activation in place; then down (`weights`: up's, gate's and down's
-    names)."""
+    names; `fused_clamp`: a clamped SwiGLU as deepseek4's one ggml_swiglu_clamp)."""
     up_w, gate_w, down_w = weights
     if fused_up:
         up = mul_mat(up_w, cur, 2 * n_ff)
         act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
     elif gated:
-        act = gated_op(mul_mat(gate_w, cur, n_ff), mul_mat(up_w, cur, n_ff), activation, clamped)
+        act = gated_op(mul_mat(gate_w, cur, n_ff), mul_mat(up_w, cur, n_ff), activation, clamped, fused_clamp)
     else:
         act = same(mul_mat(up_w, cur, n_ff), *UNGATED[activation])
     return mul_mat(down_w, act, cur.ne[0])
@@ -123,7 +126,7 @@ def expert_activation(r: Routing, gate: Tensor | None, up: Tensor) -> Tensor:
         return situ(gate, up, r.situ_linear)
     if gate is None:
         return same(up, *UNGATED[r.activation])
-    return gated_op(gate, up, r.activation, r.clamped)
+    return gated_op(gate, up, r.activation, r.clamped, r.fused_clamp)
 
 
 def expert_bias(r: Routing, x: Tensor, name: str, picked: Tensor) -> Tensor:

@@ -39,6 +39,9 @@ class NewerKeys:
     PLE_NGRAM_SIZE = "{arch}.ple.ngram_size"  # LLM_KV_PLE_NGRAM_SIZE
     PLE_HEADS_PER_NGRAM = "{arch}.ple.heads_per_ngram"  # LLM_KV_PLE_HEADS_PER_NGRAM
     PLE_CONV_KERNEL = "{arch}.ple.conv_kernel"  # LLM_KV_PLE_CONV_KERNEL
+    OUTPUT_GROUP_COUNT = "{arch}.attention.output_group_count"  # LLM_KV_ATTENTION_OUTPUT_GROUP_COUNT
+    OUTPUT_LORA_RANK = "{arch}.attention.output_lora_rank"  # LLM_KV_ATTENTION_OUTPUT_LORA_RANK
+    HASH_LAYER_COUNT = "{arch}.hash_layer_count"  # LLM_KV_HASH_LAYER_COUNT
 
 
 # The keys llama.cpp reads from every model's first file, with the type its getter takes

@@ -129,6 +129,7 @@ class Routing:
     activation: FfnOp = FfnOp.SILU  # type_op
     situ_linear: bool = False  # FfnOp.SITU with hparams.situ_linear_beta > 0: the up branch transformed too
     clamped: bool = False  # hparams.swiglu_clamp_exp[il] > 1e-6: silu(gate) and up clamped (FfnOp.SILU)
+    fused_clamp: bool = False  # the clamp as one ggml_swiglu_clamp (build_moe_ffn / build_ffn for LLM_ARCH_DEEPSEEK4)
     latent: int = 0  # the experts' width where the builder projects their input into a latent and back (0: none)
     latent_norm: bool = False  # the experts' output RMS-normed in the latent (kimi-k3's ffn_routed_norm)
     weight_before_ffn: bool = False  # LLM_ARCH_LLAMA4: picked on the logits, the weights times the experts' input
@@ -248,6 +249,23 @@ class HyperConnections:
     ple_conv_f32: bool = True  # ple_conv1d is F32 (else the graph casts each tap's kernel column to F32)
 
 
+@dataclass(frozen=True)
+class Dsv4:
+    """DeepSeek-V4's blocks beside their attention heads and experts (src/models/deepseek4.cpp; estimator/graph_dsv4.py
+    rebuilds them): the hyper-connection streams, each trunk layer's compress ratio (0: the raw sliding cache alone; 4:
+    CSA with the lightning indexer; 128: HCA), the low-rank query and grouped low-rank output, and the lightning
+    indexer's sizes."""
+
+    hc: int  # hyper_connection.count: residual streams, each n_embd wide
+    ratios: tuple[int, ...]  # attention.compress_ratios over the trunk
+    q_lora: int  # attention.q_lora_rank
+    o_groups: int  # attention.output_group_count
+    o_lora: int  # attention.output_lora_rank
+    idx_heads: int  # attention.indexer.head_count
+    idx_head: int  # attention.indexer.key_length
+    idx_top_k: int  # attention.indexer.top_k
+
+
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph
 GraphBuilder = Callable[["GraphShape", "ContextGeometry", int], "Graph"]
 
@@ -282,6 +300,7 @@ class GraphShape:
     indexer: Indexer | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)
     lightning: Lightning | None = None  # MiniMax-01's lightning attention (estimator/graph_minimax.py)
     hyper: HyperConnections | None = None  # qwen4exp's residual streams (estimator/graph_qwen4exp.py)
+    dsv4: Dsv4 | None = None  # DeepSeek-V4's streams, compressors and indexer (estimator/graph_dsv4.py)
     post_norms: bool = False  # a norm of the mixer's and of the FFN's output before each residual add (gemma2/3)
     embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
     rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent blocks write n_rs_seq + 1 state slots

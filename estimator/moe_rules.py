@@ -157,6 +157,23 @@ def glm_dsa_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     return _dsa(ly, il, _from_file(ly, il, file_gating(ly, Gating.SIGMOID), biased(ly, il, True)))
 
 
+def deepseek4_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_deepseek4: sqrt-softplus gating (the loader refuses any other), exp_probs_b on the layers past
+    # hash_layer_count (the hash-routed ones pick by token: not rebuilt), expert_weights_norm and _scale; build_moe_ffn
+    # and build_ffn clamp with one ggml_swiglu_clamp; the shared experts n_ff_exp * n_expert_shared wide
+    if file_gating(ly) is not Gating.SQRT_SOFTPLUS or il < ly.hp.optional_int(NewerKeys.HASH_LAYER_COUNT, 0):
+        return None
+    return Routing(
+        Gating.SQRT_SOFTPLUS,
+        probs_bias=True,
+        norm=file_norm(ly),
+        scale=file_scale(ly),
+        clamped=swiglu_clamped(ly, LLM.SWIGLU_CLAMP_EXP, il),
+        fused_clamp=True,
+        shared_ff=ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0) * expert_width(ly, il),
+    )
+
+
 def minimax01_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # minimax-01.cpp: build_moe_ffn(..., softmax, norm_w = true, expert_weights_scale (never read: 0)); no
     # exp_probs_b, no merged or shared experts; ffn_gate_exps not required (without it up alone, then silu)

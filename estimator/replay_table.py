@@ -77,7 +77,11 @@ def _padded_edges(k: int) -> tuple[int, int]:
 
 def affine_in_cells(graph: GraphShape) -> bool:
     """Whether every size is affine in x between two caps: QSA's blocks, ceil(x / ratio), are over llama.cpp's
-    padded cell counts only where the ratio divides the padding (graph_qwen4exp.qsa_top_k)."""
+    padded cell counts only where the ratio divides the padding (graph_qwen4exp.qsa_top_k); deepseek4's compressed
+    caches step with x (pad(ceil(x / ratio), 256) cells, graph_dsv4) and its windows are one sequence's whatever the
+    cache's unification: never."""
+    if graph.dsv4 is not None:
+        return False
     return graph.hyper is None or all(CELL_PADDING % ratio == 0 for ratio in graph.hyper.ratios if ratio)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.catalog import Catalog
-from memfit.estimator.compute_buffer import REPLAY_SLACK_CHECKED
+from memfit.estimator.compute_buffer import REPLAY_SLACK_CHECKED, compute_bounds
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.context import llama_geometry
 from memfit.estimator.ggml_graph import F32 as T_F32
@@ -122,3 +122,51 @@ def test_a_dsa_graph_llama_cpp_aborts_building_has_no_workspace(change: dict, re
     model = accuracy.model_writers()["glm-dsa-types"]()
     model.arch_kv(**change)
     assert (_graph_of(write(model, tmp_path / "dsa.gguf")) is not None) is rebuilt
+
+
+def test_a_tensor_of_a_block_type_is_whole_blocks() -> None:
+    """ggml_nbytes of a block type (deepseek4's concatenated K in a q8_0 cache's type): each row its blocks of 32
+    elements, 34 bytes each; f16 and bf16 two bytes an element."""
+    assert new_tensor("q8_0", 128, 1, 768, 4).nbytes == 4 * 768 * 4 * 34
+    assert new_tensor("q4_0", 64, 1, 256).nbytes == 256 * 2 * 18
+    assert new_tensor("bf16", 128, 768).nbytes == new_tensor("f16", 128, 768).nbytes == 128 * 768 * 2
+
+
+@pytest.mark.parametrize(
+    ("k_type", "flash", "derived"),
+    [
+        ("f16", True, True),
+        ("f16", False, True),
+        ("bf16", True, True),
+        ("q8_0", True, True),
+        ("q8_0", False, False),  # K, quantized, would be transposed into a copy: not measured
+        ("f32", True, False),  # build_attn_mha casts an F32 K and V to F16: not rebuilt
+        ("", True, False),  # a caller that does not name the K type
+    ],
+)
+def test_deepseek4_workspace_is_derived_for_the_k_cache_types_its_graph_sizes(
+    k_type: str, flash: bool, derived: bool, tmp_path: Path
+) -> None:
+    """graph_dsv4 concatenates the raw and compressed K in the cache's type: the compute buffer is derived where that
+    type's size is known and the graph around it rebuilt, unknown elsewhere."""
+    graph = _graph_of(write(accuracy.model_writers()["deepseek4"](), tmp_path / "dsv4.gguf"))
+    assert graph is not None
+    quantized = k_type.startswith("q")
+    geometry = llama_geometry(2048, 2, flash_attention=flash, quantized_k=quantized, k_type=k_type)
+    assert (compute_bounds(graph, 4096, geometry) is not None) is derived
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"hash_layer_count": 1},  # its first layer picks its experts by token (ffn_gate_tid2eid): not rebuilt
+        {"hyper_connection__count": 2},  # build_hc_pre: GGML_ASSERT(hc == 4)
+        {"attention__output_group_count": 3},  # GGML_ASSERT(n_head % n_groups == 0): 4 heads
+    ],
+)
+def test_a_deepseek4_graph_not_built_or_not_rebuilt_has_no_workspace(change: dict, tmp_path: Path) -> None:
+    """Where deepseek4.cpp aborts building its graph, or builds one memfit does not rebuild, memfit's layout has no
+    graph: the workspace answers unknown."""
+    model = accuracy.model_writers()["deepseek4"]()
+    model.arch_kv(**change)
+    assert _graph_of(write(model, tmp_path / "dsv4.gguf")) is None

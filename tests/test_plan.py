@@ -48,6 +48,7 @@ FAMILIES: dict[str, Callable[[], Model]] = {
     "hybrid": granitehybrid,
     "recurrent": mamba2,
     "embedding": bert_embd,
+    "compressed": deepseek4,
 }
 WORKLOADS = {
     "defaults": WorkloadRequest(),
@@ -141,28 +142,6 @@ def test_the_search_counts_rollback_snapshots_as_the_fit_answer(
         floor, ceiling = reference(subject, w, tokens)
         assert lean.bounds(tokens) == (floor, ceiling), tokens
         assert floor > reference(subject, plain, tokens)[0], tokens
-
-
-@pytest.fixture(scope="module")
-def deepseek4_subject(tmp_path_factory: pytest.TempPathFactory) -> Subject:
-    directory = tmp_path_factory.mktemp("plan-deepseek4")
-    write_model(deepseek4(), directory / "deepseek4.gguf")
-    subject = _service(directory).subject("deepseek4")
-    assert subject is not None and subject.layout is not None
-    return subject
-
-
-@pytest.mark.parametrize("workload", WORKLOADS.values(), ids=WORKLOADS.keys())
-def test_the_search_sums_compressed_caches_as_the_fit_answer(
-    deepseek4_subject: Subject, workload: WorkloadRequest
-) -> None:
-    """deepseek4 (no rebuilt graph, so skipped above): the search's lean estimate of its raw, compressed and indexer
-    caches (a stream per sequence, unified or not) and compressor states is the fit answer's, at every step."""
-    w = _workload(deepseek4_subject, workload)
-    lean = Estimator(deepseek4_subject, w, Probes())
-    assert lean.lean
-    for tokens in (1, 255, 256, 700, 1024, 5000, 8192, 32768):
-        assert lean.bounds(tokens) == reference(deepseek4_subject, w, tokens), tokens
 
 
 def _brute(values: list[tuple[int, int | None]], budget: int) -> tuple[int | None, int | None, int | None]:

@@ -13,7 +13,7 @@ import pytest
 
 from memfit.estimator import replay_table
 from memfit.estimator.arch_rules import RULES, Memory
-from memfit.estimator.compute_buffer import interned
+from memfit.estimator.compute_buffer import derived, interned
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.context import CELL_PADDING, ContextGeometry, llama_geometry
 from memfit.estimator.ggml_graph import F32, Graph, Tensor, new_tensor, op, same_shape
@@ -147,9 +147,11 @@ def test_every_recorded_run_replays_as_the_full_replay(
     rebuilt: list[RebuiltRun], source: str, shard: int, shards: int
 ) -> None:
     """On every measured run (of this data file) whose graph is rebuilt, the program compiled from two other
-    contexts of its regime, run at the run's own cells, gives the full replay's buffer and live bytes."""
+    contexts of its regime, run at the run's own cells, gives the full replay's buffer and live bytes (a graph whose
+    sizes are not affine in the cells is always replayed in full: never compiled)."""
     groups: dict[tuple, dict[ContextGeometry, RebuiltRun]] = {}
-    for r in (r for r in rebuilt if r.source == source):  # by structure and regime, each workload once
+    compiled = (r for r in rebuilt if r.source == source and replay_table.affine_in_cells(r.graph))
+    for r in compiled:  # by structure and regime, each workload once
         geometry = accuracy.run_geometry(r.run, r.architecture, r.causal)
         lo, _ = replay_table.regime(r.graph, geometry, geometry.n_ctx_seq)
         key = (r.graph, r.n_vocab, replay_table.structure_key(geometry), lo)
@@ -191,7 +193,7 @@ def random_geometry(architecture: str, tokens: int, settings: dict) -> ContextGe
 
 
 def random_settings(rng: random.Random) -> dict:
-    return {
+    settings = {
         "streams": rng.choice([1, 1, 1, 2, 3, 4, 8]),
         "ubatch": rng.choice([1, 2, 7, 64, 100, 256, 512, 512, 512, 1000, 1024, 2048]),
         "unified": rng.random() < 0.3,
@@ -200,6 +202,7 @@ def random_settings(rng: random.Random) -> dict:
         "quantized_k": rng.random() < 0.25,
         "quantized_v": rng.random() < 0.25,
     }
+    return settings | {"k_type": "q8_0" if settings["quantized_k"] else "f16"}  # a quantized K is q8_0
 
 
 def random_tokens(rng: random.Random) -> int:
@@ -244,6 +247,8 @@ def test_random_workloads_of_every_architecture_replay_as_the_full_replay(
                 settings = random_settings(rng)
                 for _ in range(CONTEXTS_PER_WORKLOAD):
                     geometry = random_geometry(arch, random_tokens(rng), settings)
+                    if not derived(model.graph, geometry):  # deepseek4's q8_0 K without flash attention: unknown
+                        continue
                     found = replay_table.replayed(model.graph, model.n_vocab, geometry, build_graph)
                     expected = oracle(model.graph, model.n_vocab, geometry)
                     assert (found.size, found.live) == expected, (model.name, geometry)

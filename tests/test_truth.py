@@ -220,6 +220,7 @@ TIGHT = {
     "plamo3", "plm", "qwen2", "qwen3", "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "qwen4exp", "rwkv6",
     "rwkv6qwen2", "rwkv7", "smallthinker", "smollm3", "stablelm", "starcoder2", "step35",
     "deepseek32", "glm-dsa", "minimax-01",  # the sparse-attention families (estimator/graph_dsa.py, graph_minimax.py)
+    "deepseek4",  # its compressed caches and hyper-connections (estimator/graph_dsv4.py)
 }  # fmt: skip
 
 

@@ -133,7 +133,7 @@ NODE_FOR_NODE = (
     "exaone4-64-key", "exaone4-4-key", "llama4-chunked", "llama4-nochunk", "afmoe-swa", "laguna-swa", "laguna-full",
     "llama-embed", "plm", "stablelm", "stablelm-parallel", "internlm2", "internlm2-qkv", "minicpm", "minicpm-moe",
     "qwen4exp", "qwen4exp-ple", "qwen4exp-qsa",
-    "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01",
+    "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01", "deepseek4",
 )  # fmt: skip
 
 

@@ -212,6 +212,7 @@ def run_geometry(record: dict, arch: str, causal: bool | None = None) -> Context
         swa_full=bool(s.get("swa_full")),
         causal=causal,
         quantized_k=GGML_CACHE_TYPES[s["type_k"]].quantized,
+        k_type=s["type_k"],
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
         rs_snapshots=s.get("n_rs_seq", 0),
     )

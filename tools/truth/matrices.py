@@ -525,7 +525,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, *LIGHTNING_MODELS)
         | PLAIN_MODELS
         | _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple")
-        | recurrent.QWEN4EXP_VARIANTS,
+        | recurrent.QWEN4EXP_VARIANTS
+        | _subset(recurrent.FAMILY_SET, "deepseek4"),
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
