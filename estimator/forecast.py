@@ -75,7 +75,7 @@ def workspace_part(subject: Subject, kernel: ContextKernel | None, geometry: Con
         return Part.unknown(
             Component.WORKSPACE,
             "llama.cpp's compute buffer is not derived for this architecture (its graph holds tensors memfit does"
-            " not model), this model or this ubatch",
+            " not model), this model or this workload (its ubatch, cache types or rollback snapshots)",
         )
     floor, slack = bounds
     how = (

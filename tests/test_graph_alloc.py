@@ -156,6 +156,16 @@ def test_deepseek4_workspace_is_derived_for_the_k_cache_types_its_graph_sizes(
     assert (compute_bounds(graph, 4096, geometry) is not None) is derived
 
 
+def test_deepseek4_workspace_is_unknown_with_rollback_snapshots(tmp_path: Path) -> None:
+    """n_rs_seq adds llama_kv_cache_dsv4's restore and snapshot inputs to the graph, which graph_dsv4 does not
+    rebuild (one recorded run: its buffer 6,912 bytes above the graph without them): unknown, never too low."""
+    graph = _graph_of(write(accuracy.model_writers()["deepseek4"](), tmp_path / "dsv4.gguf"))
+    assert graph is not None
+    plain = llama_geometry(2048, 2, k_type="f16")
+    assert compute_bounds(graph, 4096, plain) is not None
+    assert compute_bounds(graph, 4096, llama_geometry(2048, 2, k_type="f16", rs_snapshots=2)) is None
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -155,7 +155,7 @@ UNKNOWN_REASONS = {
     "unknown: llama.cpp refused these settings",
     "unknown: no layout",
     "unknown: graph not derived",
-    "unknown: ubatch not derived",
+    "unknown: workload not derived",
 }
 
 

@@ -287,7 +287,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     output_exact = output_buffer(n_vocab, geometry) == record["output_buffer_bytes_init"]
     window = workspace_bounds(layout.graph, n_vocab, geometry) if layout.graph is not None else None
     if window is None:
-        why = "unknown: graph not derived" if layout.graph is None else "unknown: ubatch not derived"
+        why = "unknown: graph not derived" if layout.graph is None else "unknown: workload not derived"
         return BoundsRow(record, why, kv_exact=kv_exact, output_exact=output_exact)
     floor, slack = window
     fixed = k + v + r + state
