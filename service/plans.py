@@ -71,9 +71,16 @@ class Plans:
                 )
                 tokens = request.workload.allocated_tokens
                 at = replace(request.workload, allocated_tokens=found.good if tokens is None else tokens)
-                fits.append(answers.answer_for(FitRequest(subject.model_id, at), subject, choice))
+                fit = answers.answer_for(FitRequest(subject.model_id, at), subject, choice)
+                fits.append(fit)
                 asked = workload.allocated_tokens  # the requested context, else the documented default (capped)
-                layers = self._layers(FitRequest(subject.model_id, at), subject, choice, environment, probes)
+                # a refused workload (no sequences, say) places nothing: llama.cpp would not make the context
+                refused = fit.refusal is not Refusal.NONE
+                layers = (
+                    None
+                    if refused
+                    else self._layers(FitRequest(subject.model_id, at), subject, choice, environment, probes)
+                )
                 rows.append((subject, found, asked, layers))
             if rows:
                 planned.append((request, repository, rows))

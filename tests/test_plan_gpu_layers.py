@@ -107,3 +107,19 @@ def test_a_plan_of_a_moe_model_names_the_fewest_layers_whose_experts_stay_on_the
     assert verdict(layers.n_cpu_moe_tight) in (Verdict.GOOD, Verdict.TIGHT)
     if layers.n_cpu_moe_tight > 0:
         assert verdict(layers.n_cpu_moe_tight - 1) not in (Verdict.GOOD, Verdict.TIGHT)
+
+
+@pytest.mark.parametrize("streams", [0, -1])
+def test_a_refused_plan_on_a_gpu_names_no_layers(tmp_path: Path, streams: int) -> None:
+    """A plan llama.cpp could not make (no sequences) is refused as a fit is, GPUs or not: no layers searched (the
+    fitter's projection divided the context by the streams: a 500)."""
+    write_model(gemma3_4b(), tmp_path / "gemma.gguf")
+    service = build_service(
+        [Root(str(tmp_path), RootKind.PLAIN)],
+        settings=Settings(gpus=declared_gpus(["cuda:3GiB"], {})),
+        read_host=lambda: HostMemory(available=8 * GIB, total=16 * GIB),
+    )
+    service.index.refresh()
+    (plan,) = service.plan_batch([FitRequest("gemma", WorkloadRequest(streams=streams))])
+    (quant,) = plan.quants
+    assert quant.gpu_layers is None and quant.fit.verdict is Verdict.UNKNOWN
