@@ -346,8 +346,10 @@ def _on_gpus(
     choose_context: bool,
 ) -> Workload:
     """The fitter's placement (cpuOffload) and context (`choose_context`) on the GPUs, where they are read and
-    memfit forecasts the fitter's candidates; else the workload as it is."""
+    memfit forecasts the fitter's candidates; else the workload as it is (a refused one too: 0 streams, say)."""
     if not facts.gpus or variant is None or not (choose_context or workload.mode == Mode.CPU_OFFLOAD):
+        return workload
+    if input_refusal(workload) is not None:  # llama.cpp makes no context to place
         return workload
     fit = predicted_fit(request, subject, workload, facts.gpus, variant, choose_context)
     return workload if fit is None else fitted_workload(workload, fit, choose_context)

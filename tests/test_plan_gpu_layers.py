@@ -11,7 +11,7 @@ import pytest
 from memfit.estimator.fit_types import FitRequest
 from memfit.estimator.machine import HostMemory
 from memfit.estimator.plan import largest_placed
-from memfit.estimator.vocabulary import Verdict
+from memfit.estimator.vocabulary import Mode, Refusal, Verdict
 from memfit.estimator.workload import WorkloadRequest
 from memfit.readers.declared_gpus import declared_gpus
 from memfit.readers.model_roots import Root, RootKind
@@ -111,8 +111,8 @@ def test_a_plan_of_a_moe_model_names_the_fewest_layers_whose_experts_stay_on_the
 
 @pytest.mark.parametrize("streams", [0, -1])
 def test_a_refused_plan_on_a_gpu_names_no_layers(tmp_path: Path, streams: int) -> None:
-    """A plan llama.cpp could not make (no sequences) is refused as a fit is, GPUs or not: no layers searched (the
-    fitter's projection divided the context by the streams: a 500)."""
+    """A plan or a cpuOffload fit llama.cpp could not make (no sequences) is refused, GPUs or not: no layers
+    searched, no fitter asked (its projection divided the context by the streams: a 500)."""
     write_model(gemma3_4b(), tmp_path / "gemma.gguf")
     service = build_service(
         [Root(str(tmp_path), RootKind.PLAIN)],
@@ -123,3 +123,5 @@ def test_a_refused_plan_on_a_gpu_names_no_layers(tmp_path: Path, streams: int) -
     (plan,) = service.plan_batch([FitRequest("gemma", WorkloadRequest(streams=streams))])
     (quant,) = plan.quants
     assert quant.gpu_layers is None and quant.fit.verdict is Verdict.UNKNOWN
+    (fit,) = service.fit_batch([FitRequest("gemma", WorkloadRequest(streams=streams, mode=Mode.CPU_OFFLOAD))])
+    assert fit.refusal is Refusal.NON_POSITIVE_STREAMS and fit.verdict is Verdict.UNKNOWN
