@@ -154,8 +154,8 @@ class DecoderGraph:
         """build_inp_embd (the token rows, expanded; the embeddings input allocated, never read), build_inp_pos
         (n_pos_per_embd positions a token) and build_inp_out_ids: (rows, output ids)."""
         gf, t, e = self.gf, self.t, self.shape.n_embd
-        tokens = new_tensor(I32, t, input=True)  # build_inp_embd
-        inp_l = get_rows(None, tokens, e)
+        self.token_ids = new_tensor(I32, t, input=True)  # build_inp_embd: res->t_inp_tokens
+        inp_l = get_rows(None, self.token_ids, e)
         inp_l = gf.expand(same_shape(inp_l, "SCALE") if self.shape.embedding_scale else inp_l)
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         self.pos = new_tensor(I32, t * pos_per_token, input=True)  # build_inp_pos

@@ -44,7 +44,7 @@ from memfit.estimator.ggml_graph import (
     transpose,
     view,
 )
-from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts
+from memfit.estimator.graph_ffn import SHARED, build_ffn, build_moe_ffn
 from memfit.estimator.kv_cache import group_cells, window_cells
 from memfit.estimator.layout import Dsv4, GraphLayer, GraphShape
 
@@ -159,7 +159,7 @@ class Dsv4Graph(DecoderGraph):
             shexp = build_ffn(
                 cur, b.routing.shared_ff, clamped=b.clamped_ffn, weights=SHARED, fused_clamp=b.routing.fused_clamp
             )
-            res = self.hc_post(same_shape(routed_experts(gf, b, cur), "ADD", shexp), res, post, comb)
+            res = self.hc_post(same_shape(self.routed(b, cur), "ADD", shexp), res, post, comb)
         in_layer(None)
         flat = get_rows(reshape(res, e * hc, t), out_ids, e * hc)
         cur = self.norm(self.hc_head(reshape(flat, e, hc, out_ids.ne[0])))  # output_norm
@@ -168,6 +168,14 @@ class Dsv4Graph(DecoderGraph):
         logits.output = True  # t_logits
         gf.expand(logits)
         return gf
+
+    def routed(self, b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_moe_ffn; a hash layer's experts given (deepseek4.cpp: selected_experts = ggml_get_rows of
+        ffn_gate_tid2eid, I32 [n_expert_used, n_vocab], by res->t_inp_tokens; exp_probs_b nullptr)."""
+        if not b.routing.by_token:
+            return build_moe_ffn(self.gf, b, cur)
+        picked = op("GET_ROWS", I32, (b.n_expert_used, self.t), "ffn_gate_tid2eid", self.token_ids)
+        return build_moe_ffn(self.gf, b, cur, picked=picked)
 
     # --- hyper-connections -----------------------------------------------------------------------------------
 

@@ -134,19 +134,21 @@ def expert_bias(r: Routing, x: Tensor, name: str, picked: Tensor) -> Tensor:
     return op("ADD_ID", F32, x.ne, x, f"{name}.bias", picked) if r.biases else x
 
 
-def build_moe_ffn(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
+def build_moe_ffn(
+    gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None = None, picked: Tensor | None = None
+) -> Tensor:
     """build_moe_ffn over cur [width, T] (the router's logits computed here, or given: probs_in): the gating, the
-    selection, top-k, the picked weights expanded early; llama4's input repeated per picked expert and weighted
-    (weight_before_ffn); the experts' gate and up (one gate_up matmul's views, or two; or up alone), the activation,
-    down (scaled per picked expert by down_exps_s), times the weights (not llama4's), each expert's view, the
-    partial sums."""
+    selection, top-k (or `picked`, the experts given: selected_experts_in, no argsort), the picked weights expanded
+    early; llama4's input repeated per picked expert and weighted (weight_before_ffn); the experts' gate and up (one
+    gate_up matmul's views, or two; or up alone), the activation, down (scaled per picked expert by down_exps_s),
+    times the weights (not llama4's), each expert's view, the partial sums."""
     r, width, t, k = b.routing, cur.ne[0], cur.ne[1], b.n_expert_used
     if logits is None:
         logits = mul_mat("ffn_gate_inp", cur, b.n_expert)  # ffn_moe_logits
     if r.biases:  # ffn_moe_logits_biased
         logits = same_shape(logits, "ADD", "ffn_gate_inp.bias")
     probs, selection = route(r, logits)
-    picked = argsort_top_k(selection, k)  # ffn_moe_topk
+    picked = argsort_top_k(selection, k) if picked is None else picked  # ffn_moe_topk
     weights = gf.expand(expert_weights(r, get_rows(reshape(probs, 1, b.n_expert, t), picked, 1)))
     rows, ff = reshape(cur, width, 1, t), b.n_ff_exp
     if r.weight_before_ffn:  # ffn_moe_weighted: cur repeated to [width, k, T], times the weights

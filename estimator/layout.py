@@ -120,6 +120,7 @@ class Routing:
 
     gating: Gating = Gating.SOFTMAX  # gating_op
     probs_bias: bool = False  # exp_probs_b: the experts picked on probs + bias (a new tensor; the weights from probs)
+    by_token: bool = False  # selected_experts given: deepseek4's hash layers pick by token (ffn_gate_tid2eid's rows)
     groups: int = 0  # hparams.n_expert_groups (more than 1: the experts picked in the n_group_used best groups)
     groups_used: int = 0
     norm: bool = False  # norm_w: the picked weights divided by their clamped sum

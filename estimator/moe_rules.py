@@ -159,13 +159,16 @@ def glm_dsa_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
 
 def deepseek4_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_deepseek4: sqrt-softplus gating (the loader refuses any other), exp_probs_b on the layers past
-    # hash_layer_count (the hash-routed ones pick by token: not rebuilt), expert_weights_norm and _scale; build_moe_ffn
-    # and build_ffn clamp with one ggml_swiglu_clamp; the shared experts n_ff_exp * n_expert_shared wide
-    if file_gating(ly) is not Gating.SQRT_SOFTPLUS or il < ly.hp.optional_int(NewerKeys.HASH_LAYER_COUNT, 0):
+    # hash_layer_count (the first ones pick by token: ffn_gate_tid2eid's rows, no bias), expert_weights_norm and
+    # _scale; build_moe_ffn and build_ffn clamp with one ggml_swiglu_clamp; the shared experts n_ff_exp *
+    # n_expert_shared wide
+    if file_gating(ly) is not Gating.SQRT_SOFTPLUS:
         return None
+    hashed = il < ly.hp.optional_int(NewerKeys.HASH_LAYER_COUNT, 0)
     return Routing(
         Gating.SQRT_SOFTPLUS,
-        probs_bias=True,
+        probs_bias=not hashed,
+        by_token=hashed,
         norm=file_norm(ly),
         scale=file_scale(ly),
         clamped=swiglu_clamped(ly, LLM.SWIGLU_CLAMP_EXP, il),

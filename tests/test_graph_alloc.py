@@ -166,10 +166,17 @@ def test_deepseek4_workspace_is_unknown_with_rollback_snapshots(tmp_path: Path) 
     assert compute_bounds(graph, 4096, llama_geometry(2048, 2, k_type="f16", rs_snapshots=2)) is None
 
 
+def test_deepseek4_hash_routed_layers_have_a_derived_workspace(tmp_path: Path) -> None:
+    """A deepseek4 file with hash_layer_count 1 (its first layer picks its experts by token, ffn_gate_tid2eid) is
+    rebuilt: its workspace is derived (test_truth holds it to the recorded runs' compute buffers)."""
+    graph = _graph_of(write(accuracy.model_writers()["deepseek4-hash"](), tmp_path / "dsv4-hash.gguf"))
+    assert graph is not None
+    assert compute_bounds(graph, 4096, llama_geometry(2048, 2, k_type="f16")) is not None
+
+
 @pytest.mark.parametrize(
     "change",
     [
-        {"hash_layer_count": 1},  # its first layer picks its experts by token (ffn_gate_tid2eid): not rebuilt
         {"hyper_connection__count": 2},  # build_hc_pre: GGML_ASSERT(hc == 4)
         {"attention__output_group_count": 3},  # GGML_ASSERT(n_head % n_groups == 0): 4 heads
     ],

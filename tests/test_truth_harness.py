@@ -134,6 +134,7 @@ NODE_FOR_NODE = (
     "llama-embed", "plm", "stablelm", "stablelm-parallel", "internlm2", "internlm2-qkv", "minicpm", "minicpm-moe",
     "qwen4exp", "qwen4exp-ple", "qwen4exp-qsa",
     "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01", "deepseek4",
+    "deepseek4-hash",
 )  # fmt: skip
 
 

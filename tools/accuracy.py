@@ -55,6 +55,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.DELTA_NET_SHAPES,
         **recurrent.DELTA_NET_VARIANTS,
         **recurrent.QWEN4EXP_VARIANTS,
+        **recurrent.DEEPSEEK4_VARIANTS,
         **recurrent.HYBRID_SHAPES,
         **more.FAMILY_SET,
         **plain.FAMILY_SET,

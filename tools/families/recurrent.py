@@ -917,16 +917,18 @@ def qwen4exp_qsa() -> Model:
     return _qwen4exp("tiny-qwen4exp-qsa", ple_layer=2, ratio=4, ple_conv=F16)
 
 
-def deepseek4() -> Model:
+def deepseek4(hash_layers: int = 0) -> Model:
     """DeepSeek-V4: hybrid by name, but create_memory builds llama_kv_cache_dsv4: a K-only sliding-window
     cache on every layer, K-only compressed caches for ratio-4 (CSA) and ratio-128 (HCA) layers, a
-    lightning-indexer K cache and F32 compressor states per compressed layer. compress_ratios [4, 128, 4, 0]."""
-    E, H, HD, QL, NE, FFE = 256, 4, 128, 64, 4, 128
+    lightning-indexer K cache and F32 compressor states per compressed layer. compress_ratios [4, 128, 4, 0].
+    The first `hash_layers` layers pick their experts by token: ffn_gate_tid2eid (I32 [n_expert_used, n_vocab],
+    zeros: expert 0) instead of exp_probs_b."""
+    E, H, HD, QL, NE, K, FFE = 256, 4, 128, 64, 4, 2, 128
     OG, OL, HC, IDX_H, IDX_D = 2, 32, 4, 2, 64  # the graph asserts hyper_connection.count == 4
     ratios = [4, 128, 4, 0]
     m = _model(
         "deepseek4",
-        "tiny-deepseek4",
+        f"tiny-deepseek4-hash{hash_layers}" if hash_layers else "tiny-deepseek4",
         ctx=1048576,
         embd=E,
         layers=4,
@@ -941,7 +943,7 @@ def deepseek4() -> Model:
     _experts(
         m,
         NE,
-        2,
+        K,
         FFE,
         expert_shared_count=1,
         expert_weights_scale=1.5,
@@ -959,7 +961,7 @@ def deepseek4() -> Model:
         hyper_connection__count=HC,
         hyper_connection__sinkhorn_iterations=20,
         hyper_connection__epsilon=1e-6,
-        hash_layer_count=0,
+        hash_layer_count=hash_layers,
         attention__compress_ratios=ratios,
     )
     hc, hc_mix = HC * E, (2 + HC) * HC
@@ -987,7 +989,9 @@ def deepseek4() -> Model:
             m.tensor(f"blk.{i}.indexer.proj.weight", [E, IDX_H], F16)
             m.tensor(f"blk.{i}.indexer.attn_q_b.weight", [QL, IDX_H * IDX_D], F16)
             _compressor(m, f"blk.{i}.indexer_compressor", E, IDX_D, r)
-        moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=True)
+        moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=i >= hash_layers)
+        if i < hash_layers:
+            m.tensor(f"blk.{i}.ffn_gate_tid2eid.weight", [K, VOCAB], QT.I32)
     return m
 
 
@@ -1110,6 +1114,8 @@ DELTA_NET_VARIANTS: dict[str, Callable[[], Model]] = {
 }
 # qwen4exp as Qwen3.8-Flash-Next is converted (the family set's two have neither QSA nor an F16 PLE kernel)
 QWEN4EXP_VARIANTS: dict[str, Callable[[], Model]] = {"qwen4exp-qsa": qwen4exp_qsa}
+# deepseek4 with its first layer hash-routed (DeepSeek-V4's converter writes hash_layer_count, the loader requires it)
+DEEPSEEK4_VARIANTS: dict[str, Callable[[], Model]] = {"deepseek4-hash": partial(deepseek4, 1)}
 
 
 # Published delta-net shapes, full size (sparse), measured in llama.cpp's dry run

@@ -438,7 +438,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         SWA_FULL,
         extra="swa_full=1",
     ),
-    "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET, FULL + RECURRENT_EXTRA),
+    "results_rec.jsonl": TruthFile(recurrent.FAMILY_SET | recurrent.DEEPSEEK4_VARIANTS, FULL + RECURRENT_EXTRA),
     "results_mamba1_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, "mamba", "jamba"), MAMBA1_UBATCHES),
     "results_hybrid_ubatch.jsonl": TruthFile(_subset(recurrent.FAMILY_SET, *HYBRIDS), HYBRID_UBATCHES),
     "results_more.jsonl": TruthFile(more.FAMILY_SET, None),
@@ -526,7 +526,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | PLAIN_MODELS
         | _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple")
         | recurrent.QWEN4EXP_VARIANTS
-        | _subset(recurrent.FAMILY_SET, "deepseek4"),
+        | _subset(recurrent.FAMILY_SET, "deepseek4")
+        | recurrent.DEEPSEEK4_VARIANTS,
         [_s(512, 1), _s(2048, 4, fa="off")],
         extra="graph=1",
         decode=0,
