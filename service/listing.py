@@ -196,9 +196,10 @@ class Listing:
         """Whether the artifact's facts are in memory, judged by the identities the index took of its files (no
         stat of its own: a restart's listing of 10,000 files stat'ed each again)."""
         cache = self.subjects.cache
-        seen = None if key is None else key[1]  # the model files', then the projector's (None without one)
-        return cache.holds(artifact.paths, None if seen is None else seen[: len(artifact.paths)]) and (
-            artifact.projector is None or cache.holds((artifact.projector,), None if seen is None else seen[-1:])
+        # the index's identities: the model files', then the projector's (None without one)
+        files, projector = (None, None) if key is None else (key[1][:-1], key[1][-1:])
+        return cache.holds(artifact.paths, files) and (
+            artifact.projector is None or cache.holds((artifact.projector,), projector)
         )
 
     def _hub_entries(self) -> list[ModelEntry]:
