@@ -347,9 +347,12 @@ def test_ctrl_c_on_serve_stops_it_cleanly() -> None:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
             break
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    err = proc.stderr.read()
-    assert proc.wait(timeout=30) == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err
+    try:
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read()
+        assert proc.wait(timeout=30) == 0 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    finally:
+        proc.kill()  # a server that did not stop is no later test's child
 
 
 def test_a_ctrl_c_before_uvicorn_runs_stops_a_background_serve(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ refusals, a process that dies replaced, and under a real `memfit serve` none out
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -36,7 +37,13 @@ WITHIN: list[dict[str, object]] = [
 
 
 def _children() -> set[int]:
-    return {p.pid for p in psutil.Process().children() if "resource_tracker" not in " ".join(p.cmdline())}
+    """The live processes this one started (an earlier test's exited, unreaped child is no plan process)."""
+    pids = set()
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.NoSuchProcess):  # one that ends while it is looked at
+            if child.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(child.cmdline()):
+                pids.add(child.pid)
+    return pids
 
 
 @pytest.fixture
