@@ -8,7 +8,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 
 from memfit.estimator.errors import EvidenceError
@@ -47,21 +47,29 @@ class Listing:
                         cache.facts(paths)
                     except EvidenceError:  # answered (and cached) as unreadable; a request says why
                         pass
-        self.weigh_catalog()
+        self.weigh_catalog(rest=time.sleep)
         self.models(read_for=None)
 
-    def weigh_catalog(self) -> None:
+    def weigh_catalog(self, rest: Callable[[float], object] | None = None) -> None:
         """The weights' floor of every catalog id on this host's CPU variants, computed once (a few ms an id: the
         index's thread does it, so a request never waits for it; an in-process listing calls it first). Only the
-        numbers are kept, not the subjects (their layouts and tensor lists: about 60 MiB for the catalog)."""
+        numbers are kept, not the subjects (their layouts and tensor lists: about 60 MiB for the catalog).
+
+        `rest(seconds)` is called after each id with the time it took: the index's thread sleeps as long, so that
+        for the second or so this pure Python takes at start-up, the event loop's thread finds the GIL free half
+        the time (in the first seconds of a server, `/health` took up to 164 ms while it ran at full speed; paced,
+        at memfit.serving's switch interval, up to 43 ms)."""
         if self._catalog_weights is not None:
             return
         s, weights = self.subjects, {}
         for entry, quant in s.catalog.ids():
+            started = time.perf_counter()
             model_id = f"{entry.model_id}:{quant}"
             part = s.catalog.weights(model_id, s.auto.variants)
             if part is not None and part.bytes is not None:
                 weights[model_id] = part.bytes
+            if rest is not None:
+                rest(time.perf_counter() - started)
         self._catalog_weights = weights
 
     def _reserve(self, artifacts: Sequence[LocalArtifact]) -> None:

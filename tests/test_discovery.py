@@ -629,3 +629,23 @@ def test_a_model_added_under_a_watched_root_of_each_kind_is_found_by_its_region(
         assert len(index.artifacts()) == listed + 1 and index.scans == scans  # found by its region alone
     finally:
         index.stop()
+
+
+def test_the_index_thread_weighs_the_catalog_at_half_speed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weighing the catalog at full speed in the index's thread kept the GIL from the event loop's thread for a
+    second or more after start-up (`/health` took up to 164 ms): the index's thread rests after each id as long as
+    it worked on it, and weighs exactly what a listing weighs at full speed."""
+    plain = build_service([], state_dir=str(tmp_path / "plain"))
+    plain.listing.weigh_catalog()
+    rests: list[float] = []
+    paced = build_service([], state_dir=str(tmp_path / "paced"))
+    monkeypatch.setattr(time, "sleep", rests.append)
+    paced.listing.warm([])
+    monkeypatch.undo()
+    ids = [f"{entry.model_id}:{quant}" for entry, quant in paced.subjects.catalog.ids()]
+    assert len(rests) == len(ids) > 100 and all(0 < seconds < 1 for seconds in rests)
+    listed = {m.model_id: m.weights_bytes for m in paced.listing.models()}
+    assert {i: listed[i] for i in ids} == {
+        m.model_id: m.weights_bytes for m in plain.listing.models() if m.model_id in ids
+    }
+    assert all(listed[i] for i in ids)
