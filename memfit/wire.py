@@ -387,36 +387,14 @@ def fit_one(service: FitService, request: wire.WireFitVerdictRequest) -> wire.Wi
     return None if result is None else fit_result(result)
 
 
-# The last listing converted: (the service's entries, their wire model, its JSON). The service returns the same
-# tuple while nothing changed, so a warm listing is neither converted nor dumped again.
-_listing: tuple[object, wire.WireModelList, bytes] | None = None
-
-
-def _converted(service: FitService) -> tuple[wire.WireModelList, bytes]:
-    global _listing
-    entries = service.model_list()
-    cached = _listing
-    if cached is not None and cached[0] is entries:
-        return cached[1], cached[2]
-    listing = generated().WireModelList(models=[model_entry(e) for e in entries])
-    _listing = (entries, listing, listing.model_dump_json(by_alias=True).encode())
-    return _listing[1], _listing[2]
-
-
 @overload
 def model_list(service: FitService) -> wire.WireModelList: ...
 @overload
 def model_list(service: FitService, *, plain: Literal[True]) -> plain_models.WireModelList: ...
 def model_list(service: FitService, plain: bool = False) -> wire.WireModelList | plain_models.WireModelList:
-    if plain:  # the dataclasses: built afresh
-        m = _models(True)
-        return m.WireModelList(models=[model_entry(e, m) for e in service.model_list()])
-    return _converted(service)[0].model_copy(deep=False)
-
-
-def model_list_json(service: FitService) -> bytes:
-    """GET /v1/models' body, dumped once per change of the listing."""
-    return _converted(service)[1]
+    """The listing as a model (GET /v1/models' body is memfit.wire_json's, kept per change of the listing)."""
+    m = _models(plain)
+    return m.WireModelList(models=[model_entry(e, m) for e in service.model_list()])
 
 
 def record_observation(

@@ -19,7 +19,7 @@ from pydantic_core import to_json
 
 from memfit import wire
 from memfit.estimator.device_forecast import DeviceShare
-from memfit.estimator.fit_types import FitRequest, FitResult
+from memfit.estimator.fit_types import FitRequest, FitResult, ModelEntry
 from memfit.estimator.vocabulary import Verdict
 from memfit.service.fit_service import FitService
 from memfit.service.memo import Memo
@@ -143,6 +143,44 @@ def batch_json(results: Sequence[FitResult], left_out: list[generated.WireLeftOu
             budget = budgets[id(r.budget)] = wire.fit_budget(r.budget, m).model_dump_json(by_alias=True).encode()
         parts.append(result_json(r, budget, m))
     return start + b",".join(parts) + shell[len(start) :]
+
+
+# The last listing dumped: (the service's entries, their JSON). The service returns the same tuple while nothing
+# changed, so a warm listing is not dumped again.
+_listing: tuple[object, bytes] | None = None
+
+
+def model_list_json(service: FitService) -> bytes:
+    """GET /v1/models' body, dumped once per change of the listing."""
+    global _listing
+    entries = service.model_list()
+    kept = _listing
+    if kept is None or kept[0] is not entries:
+        kept = _listing = (entries, models_json(entries, wire.generated()))
+    return kept[1]
+
+
+def models_json(entries: Sequence[ModelEntry], m: Any) -> bytes:
+    """What WireModelList.model_dump_json(by_alias=True) writes for these entries, without a model built and
+    validated per entry first (most of a first listing's time at 50,000 models): each entry's fields written into
+    the model's template (an entry naming the llama-servers that loaded it, a rare one, is dumped whole)."""
+    shell = m.WireModelList(models=[]).model_dump_json(by_alias=True).encode()
+    start = b'{"models":['
+    if not shell.startswith(start + b"]"):
+        raise AssertionError(f"WireModelList no longer starts with its models: {shell[:40]!r}")
+    template = Template(m.WireModelEntry, {"loaded_by": b"null"})  # the domain's and the wire's names are one
+    parts = [
+        template.fill({name: _field_json(getattr(e, name)) for name in template.gaps})
+        if not e.loaded_by
+        else wire.model_entry(e, m).model_dump_json(by_alias=True).encode()
+        for e in entries
+    ]
+    return start + b",".join(parts) + shell[len(start) :]
+
+
+def _field_json(value: object) -> bytes:
+    """A listing field's JSON: text (ids, paths: too many to keep) dumped each time, the rest as _json does."""
+    return to_json(value) if type(value) is str else _json(value)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from memfit import wire
+from memfit import wire, wire_json
 from memfit.estimator.errors import EvidenceError
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.gguf_header import GGUFHeader
@@ -219,14 +219,14 @@ def test_the_listing_is_derived_only_when_something_changed(tmp_path: Path) -> N
     write_model(qwen3(), tmp_path / "a.gguf")
     service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
     service.index.refresh()
-    wire.model_list_json(service)  # read the header (new facts: the next listing is derived once more)
-    first = wire.model_list_json(service)
+    wire_json.model_list_json(service)  # read the header (new facts: the next listing is derived once more)
+    first = wire_json.model_list_json(service)
     for _ in range(50):
-        assert wire.model_list_json(service) is first
+        assert wire_json.model_list_json(service) is first
     assert service.listings_built == 2
     write_model(llama_gqa(), tmp_path / "b.gguf")
     assert service.index.refresh()
-    assert b'"b"' in wire.model_list_json(service) and service.listings_built >= 2
+    assert b'"b"' in wire_json.model_list_json(service) and service.listings_built >= 2
     built = service.listings_built
     time.sleep(0.01)
     write_model(llama_gqa(), tmp_path / "a.gguf")  # replaced in place: no directory changes

@@ -1,17 +1,21 @@
 """The fit batch's JSON put together from kept fragments (memfit/wire_json.py) is, byte for byte, the generated
 model's own dump of the same answer: cold and warm, with and without GPUs, for refusals, unreadable files, shared
-file sets, profiles, placements and ids no model answers to."""
+file sets, profiles, placements and ids no model answers to; and so is the model listing's."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import httpx
 import pytest
 
 from memfit import wire, wire_json
+from memfit.estimator.fit_types import ModelEntry
 from memfit.estimator.machine import HostMemory
+from memfit.estimator.vocabulary import ModelSource
+from memfit.generated import models
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers import fit
 from memfit.handlers.context import parse
@@ -136,3 +140,41 @@ def test_a_large_body_is_left_to_connexion(public_models: Path, monkeypatch: pyt
     with LiveServer(_service(public_models, None)) as server, server.client() as client:
         assert _post(client, raw, "application/json").status_code == 200
     assert parsed == body
+
+
+def _text(rng: random.Random) -> str:
+    """Text as file names and headers may give it: quotes, backslashes, control characters, U+2028, non-BMP."""
+    return "".join(rng.choice('a/-_.:"\\\n\t\x00\x1f\x7f é\u2028😀') for _ in range(rng.randrange(0, 12)))
+
+
+def _entries(rng: random.Random) -> list[ModelEntry]:
+    maybe = lambda value: rng.choice((None, value))  # noqa: E731
+    return [
+        ModelEntry(
+            model_id=_text(rng),
+            source=rng.choice(list(ModelSource)),
+            root=_text(rng),
+            architecture=_text(rng),
+            quant=_text(rng),
+            revision=_text(rng),
+            artifact_bytes=maybe(rng.choice((0, 1, 2**63 - 1, rng.randrange(2**40)))),
+            context_limit=maybe(rng.randrange(2**31)),
+            has_projector=rng.random() < 0.5,
+            unreadable=maybe(_text(rng)),
+            weights_bytes=maybe(rng.randrange(2**40)),
+            reading=rng.choice((None, True)),
+            loaded_by=rng.choice(((), ((rng.randrange(1, 2**22), maybe(rng.randrange(1, 65536))),))),
+        )
+        for _ in range(rng.randrange(0, 40))
+    ]
+
+
+def test_the_listing_written_field_by_field_is_the_models_dump(public_models: Path) -> None:
+    """GET /v1/models' body is written from the entries without a model per entry: the same bytes as the generated
+    model's dump, on a real listing and on 200 made-up ones (fixed seed) with every field's kinds of values."""
+    listings = [list(_service(public_models, None).model_list())]
+    rng = random.Random(28)
+    listings += [_entries(rng) for _ in range(200)]
+    for entries in listings:
+        dumped = models.WireModelList(models=[wire.model_entry(e) for e in entries])
+        assert wire_json.models_json(entries, models) == dumped.model_dump_json(by_alias=True).encode()
