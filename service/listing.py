@@ -19,7 +19,9 @@ from memfit.estimator.vocabulary import ModelSource
 from memfit.readers.model_roots import LocalArtifact
 from memfit.service.subjects import Subjects, local_subject
 
-READ_SECONDS = 1.0  # how long a request's listing reads headers the index's thread has not read yet
+READ_SECONDS = 1.0  # how long a request's listing reads headers the index's thread has not read yet,
+READ_AT_MOST = 256  # when there are at most this many (a second's reading); more are all listed as being read
+REQUEST_FIRST_S = 10.0  # the most the index's thread waits for a request's listing before it reads on
 DERIVED_BY = ("memfit.estimator", "memfit.readers", "memfit.service")  # the code a stored entry was derived by,
 DERIVED_WITH = ("gguf_constants.py", "integers.py", "quant_names.py")  # and memfit's own modules that code imports
 
@@ -34,6 +36,8 @@ class Listing:
         self.built = 0  # work counted: how often the listing was derived
         self._local_entries: dict[tuple, ModelEntry] = {}  # (artifact, file identities) -> its listing entry
         self._catalog_weights: dict[str, int] | None = None  # catalog id -> its weights' floor, once weighed
+        self._no_request = threading.Event()  # clear while a request derives the listing: warming waits
+        self._no_request.set()
 
     def warm(self, artifacts: Sequence[LocalArtifact]) -> None:
         """Read the facts of these artifacts and their projectors, where not yet cached (called by the index's
@@ -43,6 +47,9 @@ class Listing:
         for artifact in artifacts:
             for paths in (artifact.paths, (artifact.projector,) if artifact.projector else ()):
                 if paths:
+                    # a request's listing first: the two shared the GIL, and the first listing of 50,000 took twice
+                    # its own time while this thread read on
+                    self._no_request.wait(REQUEST_FIRST_S)
                     try:
                         cache.facts(paths)
                     except EvidenceError:  # answered (and cached) as unreadable; a request says why
@@ -81,8 +88,9 @@ class Listing:
         files) are left out.
 
         Headers not read yet (just after start-up, the index's thread reading thousands) are read for at most
-        `read_for` seconds (None: all of them); the artifacts left are listed as still being read, and such a
-        listing is not kept: the next one reads on, and the index's thread's own is whole.
+        `read_for` seconds (None: all of them), and only when there are at most READ_AT_MOST; the artifacts left
+        are listed as still being read, and such a listing is not kept: the next one reads on, and the index's
+        thread's own is whole.
 
         A maintained view: derived again only when the index moved (a rescan, a file changed in place), new facts
         were cached or a Hub model recorded; otherwise the same tuple is returned, at no cost per model."""
@@ -95,7 +103,12 @@ class Listing:
             key = self._key()
             if listing is not None and listing[0] == key:
                 return listing[1]
-            entries = self._derive(None if read_for is None else time.monotonic() + read_for)
+            if read_for is not None:  # a request's
+                self._no_request.clear()
+            try:
+                entries = self._derive(None if read_for is None else time.monotonic() + read_for)
+            finally:
+                self._no_request.set()
             self.built += 1
             if not any(e.reading for e in entries):
                 self._listing = (key, entries)  # the key taken before deriving: facts read meanwhile move it again
@@ -119,6 +132,8 @@ class Listing:
         store_keys = {a: _store_key(key) for a, key in keys.items() if a in unheld and key is not None}
         store = s.cache.store
         stored = store.listed(list(store_keys.values())) if store is not None else {}
+        if deadline is not None and sum(store_keys.get(a, "") not in stored for a in unheld) > READ_AT_MOST:
+            deadline = 0.0  # too many to read in the request's time: it reads none (50,000 took it 2.3 s)
         derived: dict[str, str] = {}
         entries = []
         for artifact in artifacts:

@@ -14,11 +14,13 @@ from gguf import GGMLQuantizationType as QT
 
 from memfit import wire, wire_json
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.fit_types import ModelEntry
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.gguf_header import GGUFHeader
 from memfit.readers.header_store import HeaderStore, dumps, loads
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service import artifact_cache
+from memfit.service import listing as listing_module
 from memfit.service.artifact_cache import ArtifactCache
 from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
@@ -251,6 +253,51 @@ def test_a_listing_never_waits_for_headers_past_its_read_budget(tmp_path: Path) 
     body = wire.model_list(service).models  # a request's own budget: a second is plenty for six headers
     assert service.cache.reads == 6 and not any(m.reading for m in body) and len(body) > 6
     assert service.listing.models() is service.listing.models()  # a whole listing is kept
+
+
+def test_a_request_reads_no_header_when_too_many_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """50,000 new files: the first GET /v1/models read headers for its whole second, though the rest could never be
+    read in it (2.3 s): past READ_AT_MOST unread, a request's listing reads none and lists them all as being read."""
+    for i in range(4):
+        write_model(qwen3(), tmp_path / f"m{i}.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
+    service.index.refresh()
+    monkeypatch.setattr(listing_module, "READ_AT_MOST", 3)
+    local = [m for m in service.listing.models(read_for=60) if m.source == "local"]
+    assert service.cache.reads == 0 and len(local) == 4 and all(m.reading for m in local)
+    service.cache.facts([str(tmp_path / "m0.gguf")])  # read by the index's thread: three wait, which a request reads
+    local = [m for m in service.listing.models(read_for=60) if m.source == "local"]
+    assert service.cache.reads == 4 and not any(m.reading for m in local)
+
+
+def test_the_index_thread_reads_no_header_while_a_request_lists(tmp_path: Path) -> None:
+    """The index's thread warming 50,000 headers and a request's listing shared the GIL, and the first listing took
+    twice its own time: warming waits while a request derives the listing, and reads on once it has."""
+    for i in range(2):
+        write_model(qwen3(), tmp_path / f"m{i}.gguf")
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)])
+    service.index.refresh()
+    listing, deriving, release = service.listing, threading.Event(), threading.Event()
+    derive = listing._derive
+
+    def held_derive(deadline: float | None) -> tuple[ModelEntry, ...]:
+        if deadline is not None:  # the request's
+            deriving.set()
+            release.wait(30)
+        return derive(deadline)
+
+    listing._derive = held_derive  # type: ignore[method-assign]
+    request = threading.Thread(target=listing.models, kwargs={"read_for": 0})
+    request.start()
+    assert deriving.wait(30)
+    warming = threading.Thread(target=listing.warm, args=(service.index.artifacts(),))
+    warming.start()
+    warming.join(0.5)
+    assert warming.is_alive() and service.cache.reads == 0
+    release.set()
+    request.join(30)
+    warming.join(30)
+    assert not warming.is_alive() and service.cache.reads == 2
 
 
 def test_a_restart_lists_every_model_from_the_store_without_reading_a_header(
