@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from memfit.app import SERVED_SERVERS, served_spec_yaml
+from memfit.app import SERVED_SERVERS, SPEC_LOADER, SPEC_PATH, parse_spec, served_spec_yaml
 from memfit.service_builder import build_service
 from tests.conftest import TOKEN, LiveServer
 
@@ -76,3 +76,12 @@ def test_the_root_redirects_to_the_ui_and_names_the_spec(own_live: LiveServer) -
         assert page.status_code == 200 and "swagger" in page.text.lower()
         assert c.post("/").status_code in (404, 405)
         assert httpx.URL(str(page.url)).path == "/v1/ui/"
+
+
+def test_the_spec_parsed_with_libyaml_is_the_document_pyyaml_reads() -> None:
+    """The server parses the contract with libyaml (a second of its start-up in pure Python): the same document."""
+    text = SPEC_PATH.read_text(encoding="utf-8")
+    assert SPEC_LOADER is yaml.CSafeLoader  # the wheels pinned in constraints.txt have libyaml
+    assert parse_spec(text) == yaml.safe_load(text) and parse_spec(served_spec_yaml(text)) == yaml.safe_load(
+        served_spec_yaml(text)
+    )
