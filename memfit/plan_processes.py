@@ -35,16 +35,21 @@ class ServiceSettings:
 
 
 _service: FitService | None = None  # in a plan process: its service
+# A plan process's CPU priority below the server's (nice(2)): where the cores are busy, the server's own work (/health,
+# fits, the event loop) runs first and the plans wait
+PLAN_NICENESS = 10
 
 
 def _start(settings: ServiceSettings, server: int) -> None:
-    """A plan process's start: made to end with the server, then its service built and its index started."""
+    """A plan process's start: made to end with the server and to yield the CPU to it, then its service built and
+    its index started."""
     global _service
     from memfit.service_builder import build_service
     from memfit.serving import end_with_supervisor, quiet_warnings
 
     end_with_supervisor(server)
     quiet_warnings()
+    os.nice(PLAN_NICENESS)
     _service = build_service(
         settings.roots,
         state_dir=settings.state_dir,

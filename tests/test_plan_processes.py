@@ -22,7 +22,7 @@ from memfit.estimator.budget import BudgetSetting
 from memfit.estimator.errors import OverBudget
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.handlers.plan_runner import PlanProcessLost
-from memfit.plan_processes import PlanProcesses, ServiceSettings
+from memfit.plan_processes import PLAN_NICENESS, PlanProcesses, ServiceSettings
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.answers import Settings
 from memfit.service_builder import build_service
@@ -133,3 +133,11 @@ def _healthy(url: str) -> bool:
         return httpx.get(f"{url}/health", timeout=5).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_a_plan_process_yields_the_cpu_to_the_server(processes: PlanProcesses) -> None:
+    """A plan process took a core at the server's priority: under a flood of plans on busy cores /health waited for
+    it. It runs PLAN_NICENESS below the server."""
+    asyncio.run(processes.plan(WITHIN))
+    (child,) = _children()
+    assert psutil.Process(child).nice() == min(19, os.nice(0) + PLAN_NICENESS)
