@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -316,13 +317,13 @@ def serve(args: argparse.Namespace) -> int:
         if args.workers > 1:
             del service
             worker_settings = WorkerSettings(service_settings, token.value, args.metrics_public)
-            run_workers(worker_settings, args.host, args.port, args.workers, sock)
+            run_workers(worker_settings, args.host, args.port, args.workers, sock, STOP_REQUESTED)
         else:
             from memfit.app import create_app
 
             plans = PlanProcesses(service_settings, PLAN_SLOTS)
             app = create_app(service, token.value, metrics_public=args.metrics_public, plan_processes=plans)
-            run_one(app, args.host, args.port, sock)
+            run_one(app, args.host, args.port, sock, STOP_REQUESTED)
     except KeyboardInterrupt:  # before uvicorn runs, or after it shut down cleanly and re-raised the signal
         pass
     finally:
@@ -342,7 +343,9 @@ def _hub_line(hub: HubSettings) -> str:
 
 def _stop(_signum: int, _frame: object) -> None:
     """SIGTERM (`kill`, `systemctl stop`) stops `memfit serve` as a Ctrl-C does, its record removed. While uvicorn
-    runs it handles SIGTERM itself (a graceful shutdown) and raises it again once done, which lands here."""
+    runs it handles SIGTERM itself (a graceful shutdown) and raises it again once done, which lands here. Before
+    uvicorn runs, the KeyboardInterrupt raised here may be lost (in a finalizer): STOP_REQUESTED says it came."""
+    STOP_REQUESTED.set()
     raise KeyboardInterrupt
 
 
@@ -351,6 +354,7 @@ def _hang_up(_signum: int, _frame: object) -> None:
     signal.raise_signal(signal.SIGTERM)
 
 
+STOP_REQUESTED = threading.Event()  # a stop signal came: `serve` does not start uvicorn, or stops it once started
 # SIGINT too: a shell starts a background job with SIGINT ignored, and a Ctrl-C or `kill -INT` that came before
 # uvicorn installs its own handler was lost, the server running on
 _STOP_HANDLERS: dict[int, Callable[[int, object], None]] = {signal.SIGTERM: _stop, signal.SIGINT: _stop}

@@ -187,9 +187,14 @@ def raise_file_limit() -> None:
             log.warning("the file limit stays at %d: %s", soft, exc)
 
 
-def run_workers(settings: WorkerSettings, host: str, port: int, workers: int, sock: socket.socket) -> None:
-    """Serve on `sock` with `workers` processes until SIGINT or SIGTERM (the supervisor stops every worker)."""
+def run_workers(
+    settings: WorkerSettings, host: str, port: int, workers: int, sock: socket.socket, stop: threading.Event
+) -> None:
+    """Serve on `sock` with `workers` processes until SIGINT or SIGTERM (the supervisor stops every worker);
+    not at all once `stop` is set (a stop signal came before the supervisor's own handlers were in place)."""
     raise_file_limit()
+    if stop.is_set():
+        return
     app = functools.partial(worker_app, settings, os.getpid())
     config = server_config(app, host, port, factory=True, workers=workers)
     Supervisor(config, sockets=[sock]).run()
@@ -218,7 +223,25 @@ def settle_for_serving() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-def run_one(app: ASGIApp, host: str, port: int, sock: socket.socket) -> None:
+class StoppableServer(uvicorn.Server):
+    """uvicorn's server, which stops after its start-up where `stop` was set before its own signal handlers were in
+    place: the KeyboardInterrupt memfit's handler raises then can be lost (one raised while a finalizer runs is only
+    printed), and under load a Ctrl-C sent just after start-up left the server running."""
+
+    def __init__(self, config: uvicorn.Config, stop: threading.Event) -> None:
+        super().__init__(config)
+        self.stop = stop
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.stop.is_set():
+            self.should_exit = True
+
+
+def run_one(app: ASGIApp, host: str, port: int, sock: socket.socket, stop: threading.Event) -> None:
+    """Serve `app` on `sock` until SIGINT or SIGTERM; not at all, or only until its start-up is done, once `stop`
+    is set (memfit.cli's handlers set it)."""
     raise_file_limit()
     settle_for_serving()
-    uvicorn.Server(server_config(app, host, port)).run(sockets=[sock])
+    if not stop.is_set():
+        StoppableServer(server_config(app, host, port), stop).run(sockets=[sock])
