@@ -73,7 +73,7 @@ STRING_BYTES_GUESS = 16  # bytes per string (its length and text) of an array no
 VECTOR_MIN = 64  # strings left before the vectorised walk is worth its set-up
 SPAN_PER_STRING = 24  # bytes of the window the vectorised walk looks at per string left (more when it runs short)
 SPAN_SLACK = 512  # and this many more
-FIRST_RUN = 1024  # linked candidates taken at once at first (then twice as many each time, 64 after a break)
+MAX_RUN = 1 << 16  # linked candidates taken at once at most: at first, and again after a run unbroken from 64 up
 SHORT_RUN = 16  # linked candidates: a run shorter than this that breaks makes the walk step on one at a time
 
 
@@ -125,8 +125,8 @@ def _candidates(words: np.ndarray, big_endian: bool) -> tuple[np.ndarray, np.nda
         low &= np.uint32(0xFF)
     else:
         low = np.right_shift(before, shift, out=before)
-    np.left_shift(next_word, np.subtract(np.uint8(32), shift, out=shift), out=next_word)
-    ok = next_word == 0 if next_word.any() else None  # where the word after begins with e zero bytes, as it must
+    np.left_shift(next_word, np.subtract(np.uint8(32), shift, out=shift), out=next_word)  # 0: begins as it must
+    bad = next_word != 0 if next_word.any() else None  # where it does not: that candidate is no short length
     starts = next_word.view(np.int32)  # offsets from the span's start (< 2**31)
     np.copyto(starts, j, casting="unsafe")
     starts *= 4
@@ -136,9 +136,23 @@ def _candidates(words: np.ndarray, big_endian: bool) -> tuple[np.ndarray, np.nda
     ends = low.view(np.int32)  # low < 256: the same value as an int32
     ends += starts
     ends += 8  # where each candidate's string ends
-    if ok is not None:
-        starts, ends = starts[ok], ends[ok]
+    if bad is not None:
+        np.putmask(ends, bad, -1)  # an end no candidate starts at: never taken
     return starts, ends
+
+
+def _linked_run(starts: np.ndarray, ends: np.ndarray, i: int, k: int, cur: int) -> tuple[int, int]:
+    """Of the `k` candidates from the `i`th (which starts at `cur`), how many are walked at once, each starting
+    where the one before ends, and where the last of them ends (`cur` when none is)."""
+    import numpy as np
+
+    linked = ends[i : i + k - 1] == starts[i + 1 : i + k]
+    good = k if bool(linked.all()) else int(np.argmin(linked)) + 1
+    end = int(ends[i + good - 1])
+    if end < 0:  # not a candidate after all (only the last can be one: its end is no candidate's start)
+        good -= 1
+        end = int(ends[i + good - 1]) if good else cur
+    return good, end
 
 
 def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
@@ -165,17 +179,15 @@ def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_en
     starts, ends = _candidates(np.frombuffer(buf, dtype="<u4", count=m, offset=g0), big_endian)
     last = span - 8  # the last offset (from g0) whose length lies wholly in the span
     n = len(starts)
-    cur, walked, i, run, burst = lead, 0, 0, FIRST_RUN, 64
+    cur, walked, i, run, burst = lead, 0, 0, MAX_RUN, 64
     while walked < count and cur <= last:
         if i < n and int(starts[i]) == cur:  # a run of linked candidates from here
             k = min(count - walked, n - i, run)
-            linked = ends[i : i + k - 1] == starts[i + 1 : i + k]
-            good = k if bool(linked.all()) else int(np.argmin(linked)) + 1
+            good, cur = _linked_run(starts, ends, i, k, cur)
             walked += good
-            cur = int(ends[i + good - 1])
             i += good
             if good == k:
-                run, burst = min(run * 2, 1 << 16), 64
+                run, burst = min(run * 2, MAX_RUN), 64
                 continue
             run = 64
             steps = 0 if good >= SHORT_RUN else burst  # runs that keep breaking: walk a while without them
@@ -195,6 +207,14 @@ def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_en
 _SCALARS = {order: {vtype: struct.Struct(order + fmt) for vtype, fmt in _SCALAR_FORMATS.items()} for order in "<>"}
 # a tensor info after its name and n_dims, by n_dims: the dims, the type, the offset
 _TENSOR_TAILS = {order: [struct.Struct(f"{order}{n}QIQ").unpack_from for n in range(MAX_DIMS + 1)] for order in "<>"}
+
+
+def _text(buf: bytes, start: int, stop: int, offset: int) -> str:
+    """`buf[start:stop]` as UTF-8; `offset` is where it starts in the file."""
+    try:
+        return buf[start:stop].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GGUFError(f"string at byte {offset} is not UTF-8") from exc
 
 
 def _refuse_duplicate_names(infos: list[TensorInfo]) -> None:
@@ -286,10 +306,7 @@ class _Cursor:
             return SkippedString(n)
         self.keep(n + ITEM_BYTES)
         buf, i = self._take(n)
-        try:
-            return buf[i : i + n].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise GGUFError(f"string at byte {self.pos - n} is not UTF-8") from exc
+        return _text(buf, i, i + n, self.pos - n)
 
     def key(self) -> str:
         key = self.string(MAX_KEY_BYTES)
@@ -340,13 +357,8 @@ class _Cursor:
                     n_dims = u32(buf, at)[0]
                     stop = at + 16 + 8 * n_dims
                     if 1 <= n_dims <= MAX_DIMS and stop <= held:
-                        self.kept += TENSOR_INFO_BYTES + n + ITEM_BYTES
-                        if self.kept > MAX_KEPT_BYTES:
-                            self.keep(0)  # refused, as keep refuses
-                        try:
-                            name = intern(buf[i + 8 : at].decode("utf-8"))  # one per distinct name
-                        except UnicodeDecodeError as exc:
-                            raise GGUFError(f"string at byte {pos + 8} is not UTF-8") from exc
+                        self.keep(TENSOR_INFO_BYTES + n + ITEM_BYTES)
+                        name = intern(_text(buf, i + 8, at, pos + 8))  # one per distinct name
                         values = tail[n_dims](buf, at + 4)  # the dims, the type, the offset
                         shape = values[:n_dims]
                         if 0 in shape:
@@ -384,7 +396,6 @@ class _Cursor:
         value are read straight from the window when they lie there whole, else value by value; the checks are the
         same either way."""
         u64, u32, src = self._u64, self._u32, self.src
-        scalars = _SCALARS[self.order]
         metadata: dict[str, Value] = {}
         key_types: dict[str, KeyType] = {}
         for _ in range(count):
@@ -394,24 +405,12 @@ class _Cursor:
             n = u64(buf, i)[0] if 0 <= i <= held - 8 else MAX_KEY_BYTES + 1
             at = i + 8 + n  # the value's type
             if n <= MAX_KEY_BYTES and at + 4 <= held:  # the key and its type, from the window
-                self.kept += n + ITEM_BYTES
-                if self.kept > MAX_KEPT_BYTES:
-                    self.keep(0)  # refused, as keep refuses
-                try:
-                    key = buf[i + 8 : at].decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise GGUFError(f"string at byte {pos + 8} is not UTF-8") from exc
+                self.keep(n + ITEM_BYTES)
+                key = _text(buf, i + 8, at, pos + 8)
                 if not key:
                     raise GGUFError("a metadata key is empty")
                 vtype = u32(buf, at)[0]
-                at += 4
-                scalar = scalars.get(vtype)
-                if scalar is not None and at + scalar.size <= held:
-                    value: Value = scalar.unpack_from(buf, at)[0]
-                    self.pos = base + at + scalar.size
-                else:
-                    self.pos = base + at
-                    value = self.value(vtype)
+                value = self._value_in(vtype, buf, base, at + 4, held)
             else:
                 key = self.key()
                 if not key:
@@ -423,6 +422,22 @@ class _Cursor:
             metadata[key] = value
             key_types[key] = KeyType(vtype, self.item_type if vtype == ARRAY else None)
         return metadata, key_types
+
+    def _value_in(self, vtype: int, buf: bytes, base: int, at: int, held: int) -> Value:
+        """The value of type `vtype` at `buf[at:]` (the window from file offset `base`, of which `held` bytes are
+        in the file): a scalar or a string straight from the window when it lies there whole, else value by value
+        from file offset base + at."""
+        scalar = _SCALARS[self.order].get(vtype)
+        if scalar is not None and at + scalar.size <= held:
+            self.pos = base + at + scalar.size
+            return scalar.unpack_from(buf, at)[0]
+        n = self._u64(buf, at)[0] if vtype == STRING and at + 8 <= held else MAX_STRING_BYTES + 1
+        if n <= MAX_STRING_BYTES and at + 8 + n <= held:
+            self.keep(n + ITEM_BYTES)
+            self.pos = base + at + 8 + n
+            return _text(buf, at + 8, at + 8 + n, base + at + 8)
+        self.pos = base + at
+        return self.value(vtype)
 
     def scalar(self, vtype: int) -> int | float | bool:
         fmt = _SCALAR_FORMATS[vtype]
