@@ -357,8 +357,13 @@ class _Cursor:
                     n_dims = u32(buf, at)[0]
                     stop = at + 16 + 8 * n_dims
                     if 1 <= n_dims <= MAX_DIMS and stop <= held:
-                        self.keep(TENSOR_INFO_BYTES + n + ITEM_BYTES)
-                        name = intern(_text(buf, i + 8, at, pos + 8))  # one per distinct name
+                        self.kept += TENSOR_INFO_BYTES + n + ITEM_BYTES  # keep(), inline in this loop
+                        if self.kept > MAX_KEPT_BYTES:
+                            self.keep(0)
+                        try:
+                            name = intern(buf[i + 8 : at].decode("utf-8"))  # one per distinct name
+                        except UnicodeDecodeError:
+                            name = _text(buf, i + 8, at, pos + 8)  # raises
                         values = tail[n_dims](buf, at + 4)  # the dims, the type, the offset
                         shape = values[:n_dims]
                         if 0 in shape:
