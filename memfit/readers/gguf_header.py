@@ -107,7 +107,7 @@ def _candidates(words: np.ndarray, big_endian: bool) -> tuple[np.ndarray, np.nda
     starts and ends, in bytes from the span's start, in order."""
     import numpy as np
 
-    j = np.flatnonzero(words[1:-1] == 0)  # word j + 1 is zero; j indexes its neighbours: words[j], words[2:][j]
+    j = (words[1:-1] == 0).nonzero()[0]  # word j + 1 is zero; j indexes its neighbours: words[j], words[2:][j]
     before, next_word = words[j], words[2:][j]
     # e: 3 - the zero high bytes of the word before (a little-endian u32's high bytes come last). A length's block
     # of seven zero bytes starts 3 - e bytes before the zero word, so the word after must begin with e zero bytes
@@ -204,6 +204,7 @@ def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_en
     return walked, base + g0 + cur
 
 
+_U32_U64 = {order: (struct.Struct(order + "I").unpack_from, struct.Struct(order + "Q").unpack_from) for order in "<>"}
 _SCALARS = {order: {vtype: struct.Struct(order + fmt) for vtype, fmt in _SCALAR_FORMATS.items()} for order in "<>"}
 # a tensor info after its name and n_dims, by n_dims: the dims, the type, the offset
 _TENSOR_TAILS = {order: [struct.Struct(f"{order}{n}QIQ").unpack_from for n in range(MAX_DIMS + 1)] for order in "<>"}
@@ -271,8 +272,7 @@ class _Cursor:
         self.strings_walked = 0
         self.kept = 0
         self.item_type = 0  # the item type of the array read last
-        self._u32 = struct.Struct(order + "I").unpack_from
-        self._u64 = struct.Struct(order + "Q").unpack_from
+        self._u32, self._u64 = _U32_U64[order]
 
     def need(self, n: int) -> None:
         if n < 0 or self.pos + n > self.end:
@@ -400,7 +400,7 @@ class _Cursor:
         """`count` key-value pairs: the values by key, and the keys' types. A key, its type and a scalar or string
         value are read straight from the window when they lie there whole, else value by value; the checks are the
         same either way."""
-        u64, u32, src = self._u64, self._u32, self.src
+        u64, u32, src, new = self._u64, self._u32, self.src, tuple.__new__
         metadata: dict[str, Value] = {}
         key_types: dict[str, KeyType] = {}
         for _ in range(count):
@@ -425,7 +425,7 @@ class _Cursor:
             if key in metadata:
                 raise GGUFError(f"duplicate metadata key {key!r}")
             metadata[key] = value
-            key_types[key] = KeyType(vtype, self.item_type if vtype == ARRAY else None)
+            key_types[key] = new(KeyType, (vtype, self.item_type if vtype == ARRAY else None))
         return metadata, key_types
 
     def _value_in(self, vtype: int, buf: bytes, base: int, at: int, held: int) -> Value:
