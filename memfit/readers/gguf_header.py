@@ -113,7 +113,7 @@ def _candidates(words: np.ndarray, big_endian: bool) -> tuple[np.ndarray, np.nda
     # of seven zero bytes starts 3 - e bytes before the zero word, so the word after must begin with e zero bytes
     # (its low 8e bits: numpy shifts a u32 by 32 to 0); the length's low byte is the byte beside the block
     # (little-endian: the word before's byte e, with only zero bytes above it; big-endian: the word after's byte e).
-    # Each new array of a vocabulary's size costs its page faults: the arrays made here are reused in place.
+    # Each new vocabulary-sized array is memory to allocate and touch: the arrays made here are reused in place.
     e = np.greater_equal(before, 1 << 24).view(np.uint8)
     scratch = np.greater_equal(before, 1 << 16)
     e += scratch.view(np.uint8)
