@@ -11,7 +11,6 @@ proxy, never following a redirect (it would carry the token elsewhere).
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -20,7 +19,9 @@ from urllib.parse import urlsplit
 from memfit.server_proof import CHALLENGE_HEADER, PROOF_HEADER, new_nonce, proves
 from memfit.terminal import printable
 
-if TYPE_CHECKING:  # imported when a server is asked: a CLI start that answers here needs no pydantic
+if TYPE_CHECKING:  # imported when a server is asked: a CLI start that answers here needs no pydantic (nor http.client)
+    import http.client
+
     from pydantic import BaseModel
 
     from memfit.generated import models as wire
@@ -74,6 +75,8 @@ class RemoteServer:
         return self._call("GET", "/v1/models", models.WireModelList)
 
     def _call(self, method: str, path: str, answer: type[M], body: bytes | None = None) -> M:
+        import http.client
+
         where = f"the server at {self.url}"
         parts = urlsplit(self.url)
         connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)

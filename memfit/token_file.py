@@ -9,7 +9,6 @@ import errno
 import os
 import re
 import secrets
-import tempfile
 from dataclasses import dataclass
 
 from memfit.readers.regular_files import NotARegularFile, open_regular
@@ -30,6 +29,8 @@ def write_token_file(path: str, value: str) -> None:
     """Write atomically: a 0600 temporary file in the same directory, renamed over the old one."""
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
+    import tempfile  # here, when a file is written: with shutil, bz2 and lzma it is ~10 ms of every command's start
+
     fd, tmp = tempfile.mkstemp(prefix=".token-", dir=directory)  # mkstemp creates it 0600
     try:
         with os.fdopen(fd, "w") as f:

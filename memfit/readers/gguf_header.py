@@ -12,12 +12,15 @@ from __future__ import annotations
 import os
 import struct
 import sys
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from memfit import gguf_constants as gguf
 from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, KeyType, SkippedArray, SkippedString, TensorInfo, Value
 from memfit.integers import is_int, round_up
 from memfit.readers.regular_files import open_regular
+
+if TYPE_CHECKING:
+    import numpy as np
 
 GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -65,9 +68,12 @@ class GGUFError(ValueError):
 
 
 SKIP_WINDOW = 1 << 23  # the most of a long string array read at once
+FIRST_READ = 1 << 18  # the file's first read: the keys and a small vocabulary in one window
 STRING_BYTES_GUESS = 16  # bytes per string (its length and text) of an array not yet walked: a vocabulary's
 VECTOR_MIN = 64  # strings left before the vectorised walk is worth its set-up
-SPAN_PER_STRING = 32  # bytes of the window the vectorised walk looks at per string left (more when it runs short)
+SPAN_PER_STRING = 24  # bytes of the window the vectorised walk looks at per string left (more when it runs short)
+SPAN_SLACK = 512  # and this many more
+MAX_RUN = 1 << 16  # linked candidates taken at once at most: at first, and again after a run unbroken from 64 up
 SHORT_RUN = 16  # linked candidates: a run shorter than this that breaks makes the walk step on one at a time
 
 
@@ -96,55 +102,92 @@ def _walk_strings_one_by_one(buf: bytes, base: int, pos: int, count: int, big_en
 _U64_LE, _U64_BE = struct.Struct("<Q"), struct.Struct(">Q")
 
 
-def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
-    """The walk in numpy, exact. Candidates are the offsets whose u64 length is below 256 (seven zero bytes beside
-    the low one: every token of a real vocabulary). Seven zero bytes always hold one whole zero word of the 4-byte
-    grid from `pos`, so each zero word, with the zero high bytes of the word before it (the block of seven starts
-    there) and enough zero low bytes in the word after it, is a candidate; its length's low byte sits in one of
-    those neighbours, right beside the zero bytes. Each candidate's string ends at its offset + 8 + that byte, and
-    a run of candidates each starting where the previous one ends is walked at once. A candidate inside another
-    string's text (zero bytes in text) is never taken, since every string taken starts exactly where its
-    predecessor ends; a string that is not a candidate (a length of 256 or more, a longer run of zeros) is stepped
-    over with struct and the walk goes on from the next candidate."""
-    import numpy as np  # here, not at the top: a catalog fit (`memfit fit` of an id) never walks a vocabulary
+def _candidates(words: np.ndarray, big_endian: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The vectorised walk's candidates in `words` (word k: bytes 4k .. 4k + 3 of the span): where each one's string
+    starts and ends, in bytes from the span's start, in order."""
+    import numpy as np
 
-    r0 = pos - base
-    span = min(len(buf) - r0, SPAN_PER_STRING * count + 4096)  # bytes from pos the candidates are taken from
-    m = span // 4
-    u64 = (_U64_BE if big_endian else _U64_LE).unpack_from
-    if m < 3:
-        return _walk_strings_one_by_one(buf, base, pos, count, big_endian)
-    words = np.frombuffer(buf, dtype="<u4", count=m, offset=r0)  # word k: bytes 4k .. 4k + 3 from pos
-    j = np.flatnonzero(words[1:-1] == 0)  # word j + 1 is zero; j indexes its neighbours: words[j], words[2:][j]
+    j = (words[1:-1] == 0).nonzero()[0]  # word j + 1 is zero; j indexes its neighbours: words[j], words[2:][j]
     before, next_word = words[j], words[2:][j]
     # e: 3 - the zero high bytes of the word before (a little-endian u32's high bytes come last). A length's block
     # of seven zero bytes starts 3 - e bytes before the zero word, so the word after must begin with e zero bytes
     # (its low 8e bits: numpy shifts a u32 by 32 to 0); the length's low byte is the byte beside the block
     # (little-endian: the word before's byte e, with only zero bytes above it; big-endian: the word after's byte e).
-    e = (before >= 1 << 24).view(np.uint8) + (before >= 1 << 16).view(np.uint8) + (before >= 1 << 8).view(np.uint8)
-    shift = e << 3
-    ok = next_word << (np.uint8(32) - shift) == 0
-    starts = j.astype(np.int32) * 4 + e  # offsets from pos (little-endian; big-endian one more)
-    low = (next_word >> shift) & np.uint32(0xFF) if big_endian else before >> shift
-    ends = starts + low.view(np.int32)  # low < 256: the same value as an int32
-    ends += 9 if big_endian else 8  # where each candidate's string ends, from pos
+    # Each new vocabulary-sized array is memory to allocate and touch: the arrays made here are reused in place.
+    e = np.greater_equal(before, 1 << 24).view(np.uint8)
+    scratch = np.greater_equal(before, 1 << 16)
+    e += scratch.view(np.uint8)
+    np.greater_equal(before, 1 << 8, out=scratch)
+    e += scratch.view(np.uint8)
+    shift = np.multiply(e, np.uint8(8), out=scratch.view(np.uint8))
     if big_endian:
-        starts += 1
-    if not bool(ok.all()):
-        starts, ends = starts[ok], ends[ok]
-    last = span - 8  # the last offset (from pos) whose length lies wholly in the span
+        low = np.right_shift(next_word, shift)
+        low &= np.uint32(0xFF)
+    else:
+        low = np.right_shift(before, shift, out=before)
+    np.left_shift(next_word, np.subtract(np.uint8(32), shift, out=shift), out=next_word)  # 0: begins as it must
+    bad = next_word != 0 if next_word.any() else None  # where it does not: that candidate is no short length
+    starts = next_word.view(np.int32)  # offsets from the span's start (< 2**31)
+    np.copyto(starts, j, casting="unsafe")
+    starts *= 4
+    starts += e
+    if big_endian:
+        starts += 1  # the block of seven zero bytes, then the length's low byte
+    ends = low.view(np.int32)  # low < 256: the same value as an int32
+    ends += starts
+    ends += 8  # where each candidate's string ends
+    if bad is not None:
+        np.putmask(ends, bad, -1)  # an end no candidate starts at: never taken
+    return starts, ends
+
+
+def _linked_run(starts: np.ndarray, ends: np.ndarray, i: int, k: int, cur: int) -> tuple[int, int]:
+    """Of the `k` candidates from the `i`th (which starts at `cur`), how many are walked at once, each starting
+    where the one before ends, and where the last of them ends (`cur` when none is)."""
+    import numpy as np
+
+    linked = ends[i : i + k - 1] == starts[i + 1 : i + k]
+    good = k if bool(linked.all()) else int(np.argmin(linked)) + 1
+    end = int(ends[i + good - 1])
+    if end < 0:  # not a candidate after all (only the last can be one: its end is no candidate's start)
+        good -= 1
+        end = int(ends[i + good - 1]) if good else cur
+    return good, end
+
+
+def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_endian: bool) -> tuple[int, int]:
+    """The walk in numpy, exact. Candidates are the offsets whose u64 length is below 256 (seven zero bytes beside
+    the low one: every token of a real vocabulary). Seven zero bytes always hold one whole zero word of any 4-byte
+    grid (here the one aligned in `buf`, at or just before `pos`), so each zero word, with the zero high bytes of
+    the word before it (the block of seven starts there) and enough zero low bytes in the word after it, is a
+    candidate; its length's low byte sits in one of those neighbours, right beside the zero bytes. Each
+    candidate's string ends at its offset + 8 + that byte, and a run of candidates each starting where the
+    previous one ends is walked at once. A candidate inside another string's text (zero bytes in text) is never
+    taken, since every string taken starts exactly where its predecessor ends; a string that is not a candidate
+    (a length of 256 or more, a longer run of zeros) is stepped over with struct and the walk goes on from the
+    next candidate."""
+    import numpy as np  # here, not at the top: a catalog fit (`memfit fit` of an id) never walks a vocabulary
+
+    r0 = pos - base
+    lead = r0 & 3  # the grid starts on a 4-byte boundary of buf (numpy gathers from an unaligned array slowly)
+    g0 = r0 - lead
+    span = min(len(buf) - g0, SPAN_PER_STRING * count + SPAN_SLACK + lead)  # bytes from g0 the candidates are from
+    m = span // 4
+    if m < 3:
+        return _walk_strings_one_by_one(buf, base, pos, count, big_endian)
+    u64 = (_U64_BE if big_endian else _U64_LE).unpack_from
+    starts, ends = _candidates(np.frombuffer(buf, dtype="<u4", count=m, offset=g0), big_endian)
+    last = span - 8  # the last offset (from g0) whose length lies wholly in the span
     n = len(starts)
-    cur, walked, i, run, burst = 0, 0, 0, 64, 64
+    cur, walked, i, run, burst = lead, 0, 0, MAX_RUN, 64
     while walked < count and cur <= last:
         if i < n and int(starts[i]) == cur:  # a run of linked candidates from here
             k = min(count - walked, n - i, run)
-            linked = ends[i : i + k - 1] == starts[i + 1 : i + k]
-            good = k if bool(linked.all()) else int(np.argmin(linked)) + 1
+            good, cur = _linked_run(starts, ends, i, k, cur)
             walked += good
-            cur = int(ends[i + good - 1])
             i += good
             if good == k:
-                run, burst = min(run * 2, 1 << 16), 64
+                run, burst = min(run * 2, MAX_RUN), 64
                 continue
             run = 64
             steps = 0 if good >= SHORT_RUN else burst  # runs that keep breaking: walk a while without them
@@ -153,12 +196,35 @@ def _walk_strings_vectorised(buf: bytes, base: int, pos: int, count: int, big_en
         if steps:
             burst = min(burst * 2, 1 << 16)
             while steps and walked < count and cur <= last:
-                cur += 8 + u64(buf, r0 + cur)[0]
+                cur += 8 + u64(buf, g0 + cur)[0]
                 walked += 1
                 steps -= 1
         if cur <= last:
             i = int(starts.searchsorted(np.int32(cur)))
-    return walked, pos + cur
+    return walked, base + g0 + cur
+
+
+_U32_U64 = {order: (struct.Struct(order + "I").unpack_from, struct.Struct(order + "Q").unpack_from) for order in "<>"}
+_SCALARS = {order: {vtype: struct.Struct(order + fmt) for vtype, fmt in _SCALAR_FORMATS.items()} for order in "<>"}
+# a tensor info after its name and n_dims, by n_dims: the dims, the type, the offset
+_TENSOR_TAILS = {order: [struct.Struct(f"{order}{n}QIQ").unpack_from for n in range(MAX_DIMS + 1)] for order in "<>"}
+
+
+def _text(buf: bytes, start: int, stop: int, offset: int) -> str:
+    """`buf[start:stop]` as UTF-8; `offset` is where it starts in the file."""
+    try:
+        return buf[start:stop].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GGUFError(f"string at byte {offset} is not UTF-8") from exc
+
+
+def _refuse_duplicate_names(infos: list[TensorInfo]) -> None:
+    """gguf_init refuses a duplicate tensor name: the first one named again."""
+    seen: set[str] = set()
+    for t in infos:
+        if t.name in seen:
+            raise GGUFError(f"duplicate tensor name {t.name!r}")
+        seen.add(t.name)
 
 
 class Seekable(Protocol):
@@ -206,8 +272,7 @@ class _Cursor:
         self.strings_walked = 0
         self.kept = 0
         self.item_type = 0  # the item type of the array read last
-        self._u32 = struct.Struct(order + "I").unpack_from
-        self._u64 = struct.Struct(order + "Q").unpack_from
+        self._u32, self._u64 = _U32_U64[order]
 
     def need(self, n: int) -> None:
         if n < 0 or self.pos + n > self.end:
@@ -241,10 +306,7 @@ class _Cursor:
             return SkippedString(n)
         self.keep(n + ITEM_BYTES)
         buf, i = self._take(n)
-        try:
-            return buf[i : i + n].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise GGUFError(f"string at byte {self.pos - n} is not UTF-8") from exc
+        return _text(buf, i, i + n, self.pos - n)
 
     def key(self) -> str:
         key = self.string(MAX_KEY_BYTES)
@@ -260,12 +322,15 @@ class _Cursor:
         src, end, pos, big_endian = self.src, self.end, self.pos, self.order == ">"
         first, total = pos, count
         while count:
-            if pos + 8 > src.base + len(src.buf):
+            held = src.base + len(src.buf)
+            walked = total - count
+            guess = (pos - first) * count // walked if walked else STRING_BYTES_GUESS * count
+            # a new window when the length at pos is not held, or before the walk starts when the array looks
+            # longer than what is held: then the whole array is walked in one window, with one set-up
+            if pos + 8 > held or (not walked and held < min(pos + guess, end)):
                 if pos + 8 > end:
                     raise GGUFError("string array runs past the end of the file")
                 # a window for the strings left, as long as those walked so far suggest (a little more)
-                walked = total - count
-                guess = (pos - first) * count // walked if walked else STRING_BYTES_GUESS * count
                 src.window(pos, min(max(8, guess + guess // 8 + 4096), SKIP_WINDOW, end - pos))
             done, pos = _walk_strings(src.buf, src.base, pos, count, big_endian)
             count -= done
@@ -276,38 +341,43 @@ class _Cursor:
     def tensor_infos(self, count: int) -> tuple[TensorInfo, ...]:
         """`count` tensor infos (name, n_dims, the dims, type, offset). Each is read straight from the window when
         it lies there whole, else value by value; the checks are the same either way."""
-        u64, u32, order, src, end = self._u64, self._u32, self.order, self.src, self.end
-        tail = [struct.Struct(f"{order}{n}QIQ").unpack_from for n in range(MAX_DIMS + 1)]  # dims, type, offset
+        u64, u32, src = self._u64, self._u32, self.src
+        tail = _TENSOR_TAILS[self.order]
         infos: list[TensorInfo] = []
-        append = infos.append
+        append, intern, new = infos.append, sys.intern, tuple.__new__
+        pos, buf, base = self.pos, src.buf, src.base
+        held = min(len(buf), self.end - base)  # the bytes of the window that are in the file
         for _ in range(count):
-            pos, buf, base = self.pos, src.buf, src.base
             i = pos - base
             # the whole record, when the window holds it: name length, name, n_dims, dims, type, offset
-            if 0 <= i and i + 8 <= len(buf) and pos + 8 <= end:
+            if 0 <= i <= held - 8:
                 n = u64(buf, i)[0]
                 at = i + 8 + n  # n_dims
-                if n < MAX_NAME and at + 4 <= len(buf):
+                if n < MAX_NAME and at + 4 <= held:
                     n_dims = u32(buf, at)[0]
                     stop = at + 16 + 8 * n_dims
-                    if 1 <= n_dims <= MAX_DIMS and stop <= len(buf) and base + stop <= end:
-                        self.keep(TENSOR_INFO_BYTES + n + ITEM_BYTES)
+                    if 1 <= n_dims <= MAX_DIMS and stop <= held:
+                        self.kept += TENSOR_INFO_BYTES + n + ITEM_BYTES  # keep(), inline in this loop
+                        if self.kept > MAX_KEPT_BYTES:
+                            self.keep(0)
                         try:
-                            name = sys.intern(buf[i + 8 : i + 8 + n].decode("utf-8"))  # one per distinct name
-                        except UnicodeDecodeError as exc:
-                            raise GGUFError(f"string at byte {pos + 8} is not UTF-8") from exc
-                        *shape, ggml_type, offset = tail[n_dims](buf, at + 4)
+                            name = intern(buf[i + 8 : at].decode("utf-8"))  # one per distinct name
+                        except UnicodeDecodeError:
+                            name = _text(buf, i + 8, at, pos + 8)  # raises
+                        values = tail[n_dims](buf, at + 4)  # the dims, the type, the offset
+                        shape = values[:n_dims]
                         if 0 in shape:
                             raise GGUFError(f"tensor {name!r} has a zero dimension")
-                        append(TensorInfo(name, tuple(shape), ggml_type, offset))
-                        self.pos = base + stop
+                        append(new(TensorInfo, (name, shape, values[n_dims], values[n_dims + 1])))
+                        pos = base + stop
                         continue
+            self.pos = pos
             append(self._tensor_info())
-        names: set[str] = set()
-        for t in infos:  # gguf_init refuses a duplicate tensor name
-            if t.name in names:
-                raise GGUFError(f"duplicate tensor name {t.name!r}")
-            names.add(t.name)
+            pos, buf, base = self.pos, src.buf, src.base
+            held = min(len(buf), self.end - base)
+        self.pos = pos
+        if len({t.name for t in infos}) < len(infos):
+            _refuse_duplicate_names(infos)
         return tuple(infos)
 
     def _tensor_info(self) -> TensorInfo:
@@ -325,6 +395,54 @@ class _Cursor:
         ggml_type = self.u32()
         offset = self.u64()
         return TensorInfo(name, shape, ggml_type, offset)
+
+    def metadata(self, count: int) -> tuple[dict[str, Value], dict[str, KeyType]]:
+        """`count` key-value pairs: the values by key, and the keys' types. A key, its type and a scalar or string
+        value are read straight from the window when they lie there whole, else value by value; the checks are the
+        same either way."""
+        u64, u32, src, new = self._u64, self._u32, self.src, tuple.__new__
+        metadata: dict[str, Value] = {}
+        key_types: dict[str, KeyType] = {}
+        for _ in range(count):
+            pos, buf, base = self.pos, src.buf, src.base
+            held = min(len(buf), self.end - base)  # the bytes of the window that are in the file
+            i = pos - base
+            n = u64(buf, i)[0] if 0 <= i <= held - 8 else MAX_KEY_BYTES + 1
+            at = i + 8 + n  # the value's type
+            if n <= MAX_KEY_BYTES and at + 4 <= held:  # the key and its type, from the window
+                self.keep(n + ITEM_BYTES)
+                key = _text(buf, i + 8, at, pos + 8)
+                if not key:
+                    raise GGUFError("a metadata key is empty")
+                vtype = u32(buf, at)[0]
+                value = self._value_in(vtype, buf, base, at + 4, held)
+            else:
+                key = self.key()
+                if not key:
+                    raise GGUFError("a metadata key is empty")
+                vtype = self.u32()
+                value = self.value(vtype)
+            if key in metadata:
+                raise GGUFError(f"duplicate metadata key {key!r}")
+            metadata[key] = value
+            key_types[key] = new(KeyType, (vtype, self.item_type if vtype == ARRAY else None))
+        return metadata, key_types
+
+    def _value_in(self, vtype: int, buf: bytes, base: int, at: int, held: int) -> Value:
+        """The value of type `vtype` at `buf[at:]` (the window from file offset `base`, of which `held` bytes are
+        in the file): a scalar or a string straight from the window when it lies there whole, else value by value
+        from file offset base + at."""
+        scalar = _SCALARS[self.order].get(vtype)
+        if scalar is not None and at + scalar.size <= held:
+            self.pos = base + at + scalar.size
+            return scalar.unpack_from(buf, at)[0]
+        n = self._u64(buf, at)[0] if vtype == STRING and at + 8 <= held else MAX_STRING_BYTES + 1
+        if n <= MAX_STRING_BYTES and at + 8 + n <= held:
+            self.keep(n + ITEM_BYTES)
+            self.pos = base + at + 8 + n
+            return _text(buf, at + 8, at + 8 + n, base + at + 8)
+        self.pos = base + at
+        return self.value(vtype)
 
     def scalar(self, vtype: int) -> int | float | bool:
         fmt = _SCALAR_FORMATS[vtype]
@@ -368,7 +486,7 @@ class _Cursor:
 def _byte_order(source: _Source) -> str:
     if source.size < 24:
         raise GGUFError("not a GGUF file (too short)")
-    buf, i = source.window(0, 24)
+    buf, i = source.window(0, min(FIRST_READ, source.size))
     if buf[i : i + 4] != GGUF_MAGIC:
         raise GGUFError("not a GGUF file (bad magic)")
     (little,) = struct.unpack_from("<I", buf, i + 4)
@@ -396,19 +514,7 @@ def _parse(source: _Source) -> GGUFHeader:
     if n_kv > MAX_KEYS or n_tensors > MAX_TENSORS:
         raise GGUFError(f"{n_kv} keys and {n_tensors} tensors are not a model's")
 
-    metadata: dict[str, Value] = {}
-    key_types: dict[str, KeyType] = {}
-    for _ in range(n_kv):
-        key = cur.key()
-        if not key:
-            raise GGUFError("a metadata key is empty")
-        vtype = cur.u32()
-        value = cur.value(vtype)
-        if key in metadata:
-            raise GGUFError(f"duplicate metadata key {key!r}")
-        metadata[key] = value
-        key_types[key] = KeyType(vtype, cur.item_type if vtype == ARRAY else None)
-
+    metadata, key_types = cur.metadata(n_kv)
     tensors = cur.tensor_infos(n_tensors)
 
     alignment = metadata.get(gguf.Keys.General.ALIGNMENT, gguf.GGUF_DEFAULT_ALIGNMENT)
