@@ -278,7 +278,8 @@ class Gpu:
 
 def _cuda_runtime_dirs() -> list[str]:
     """Folders holding libcudart.so.13 and libcublas.so.13 on this machine (CUDA's toolkit, NVIDIA's wheels)."""
-    roots = [Path(p) for p in sys.path if p.endswith("-packages")] + [Path("/usr/local/cuda"), Path("/usr/lib")]
+    wheels = [Path(p) / "nvidia" for p in sys.path if p.endswith("-packages")]
+    roots = [*wheels, Path("/usr/local/cuda"), Path("/usr/lib/x86_64-linux-gnu")]
     found: list[str] = []
     for lib in ("libcudart.so.13", "libcublas.so.13"):
         for root in roots:
