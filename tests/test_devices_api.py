@@ -30,7 +30,7 @@ from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tests.test_environment import fake_nvml
 from tools.gguf_writers import QT, qwen3_30b_a3b, write_model
-from tools.truth.mock import args_of, files, row_id, rows
+from tools.truth.mock import args_of, files, placement_request, row_id, rows
 from tools.truth.mock.matrix import CPU_VARIANT, MOCK_FILES
 
 GIB = 1 << 30
@@ -261,28 +261,6 @@ def _comparable(row: dict[str, Any]) -> bool:
 RUNS = [r for path in files() for r in rows(path.name) if _comparable(r)]
 
 
-def _request(row: dict[str, Any]) -> dict[str, Any]:
-    a, c, s = args_of(row), row["cparams"], row["settings"]
-    element = {"f16": 2, "q8_0": 1, "f32": 4}
-    body = {
-        "allocatedTokens": c["n_ctx_seq"],
-        "streams": c["n_seq_max"],
-        "ubatchTokens": c["n_ubatch"],
-        "flashAttention": "on" if c["flash_attn"] else "off",
-        "keyElementBytes": element[a.get("type_k", "f16")],
-        "valueElementBytes": element[a.get("type_v", "f16")],
-        "cpuVariant": CPU_VARIANT,
-        "gpuLayers": "all" if s["ngl"] < 0 else s["ngl"],
-        "nCpuMoe": int(a.get("n_cpu_moe", 0)),
-        "splitMode": s["split"],
-        "mainGpu": s["main_gpu"],
-        "kvOffload": bool(s["kv_offload"]),
-    }
-    if s["ts"]:
-        body["tensorSplit"] = [float(x) for x in s["ts"].split(",")]
-    return body
-
-
 def _sizes(mock: dict[str, Any]) -> list[tuple[int, int]]:
     """Each mock device's total and free memory (one value stands for every device, free = total unless given),
     as tools/truth/mock registers them (estimator/devices.py's mock_gpus)."""
@@ -311,7 +289,9 @@ def test_each_device_holds_what_llama_cpp_put_there(row: dict[str, Any], tmp_pat
     )
     service = build_service([Root(str(tmp_path), RootKind.PLAIN)], settings=Settings(gpus=gpus))
     service.index.refresh()
-    answer = wire.fit_batch(service, [WireFitVerdictRequest(model_id=row["model"], **_request(row))]).results[0]
+    answer = wire.fit_batch(service, [WireFitVerdictRequest(model_id=row["model"], **placement_request(row))]).results[
+        0
+    ]
     devices = {d.name.replace("CUDA", mock["name"]): d for d in answer.devices}
     for name, want in row["per_device"].items():
         if name == "Host":

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.truth import DATA, load
+from tools.truth.mock.matrix import CPU_VARIANT
 
 MOCK_DATA = DATA / "mock"
 
@@ -25,6 +26,31 @@ def rows(name: str) -> list[dict[str, Any]]:
 def args_of(row: dict[str, Any]) -> dict[str, str]:
     """A row's probe arguments as key -> value."""
     return dict(item.split("=", 1) for item in row["args"])
+
+
+def placement_request(row: dict[str, Any]) -> dict[str, Any]:
+    """The fit request (wire JSON fields) for a run's workload and placement flags: its context, streams, ubatch,
+    flash attention and KV types as llama.cpp resolved them, and its -ngl, --n-cpu-moe, -ts, -sm, -mg and
+    --no-kv-offload, on the CPU variant the runs record."""
+    a, c, s = args_of(row), row["cparams"], row["settings"]
+    element = {"f16": 2, "q8_0": 1, "f32": 4}
+    body = {
+        "allocatedTokens": c["n_ctx_seq"],
+        "streams": c["n_seq_max"],
+        "ubatchTokens": c["n_ubatch"],
+        "flashAttention": "on" if c["flash_attn"] else "off",
+        "keyElementBytes": element[a.get("type_k", "f16")],
+        "valueElementBytes": element[a.get("type_v", "f16")],
+        "cpuVariant": CPU_VARIANT,
+        "gpuLayers": "all" if s["ngl"] < 0 else s["ngl"],
+        "nCpuMoe": int(a.get("n_cpu_moe", 0)),
+        "splitMode": s["split"],
+        "mainGpu": s["main_gpu"],
+        "kvOffload": bool(s["kv_offload"]),
+    }
+    if s["ts"]:
+        body["tensorSplit"] = [float(x) for x in s["ts"].split(",")]
+    return body
 
 
 def row_id(row: dict[str, Any]) -> str:

@@ -48,6 +48,8 @@
 //     fit_min_ctx=4096       n_ctx_min;  n_ctx=0 lets the fitter choose the context size
 //     fit_verbose=0|1        print the fitter's trace log to stderr
 //   quiet=1                  do not echo llama.cpp's log to stderr
+//   hold=1                   after printing the JSON line, keep the model and context allocated until a line arrives
+//                            on stdin (tools/truth/gpu_check.py reads NVML's used memory meanwhile)
 //   rereserve=1              diagnostic: re-run llama.cpp's dry-run sizing (graph_reserve with sizes) inside the live
 //                            context (pp and tg graph); =2 also re-runs a real reserve afterwards (real allocation only)
 
@@ -779,6 +781,10 @@ int main(int argc, char ** argv) {
 
     printf("%s\n", o.c_str());
     fflush(stdout);
+    if (geti("hold", 0)) {
+        char line[16];
+        if (!fgets(line, sizeof line, stdin)) { /* stdin closed: release as well */ }
+    }
 
     llama_free(ctx);
     llama_model_free(model);
