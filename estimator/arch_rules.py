@@ -91,7 +91,6 @@ from memfit.estimator.moe_rules import (
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
-    deepseek2_is_lite,
     tensors_bert,
     tensors_command_r,
     tensors_deepseek2,
@@ -809,7 +808,7 @@ def ssm_norm_listed(ly: Layers) -> bool:
 
 def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
     # llama_model_deepseek2::load_arch_hparams: q_lora_rank, not read on the lite shapes (one wq)
-    return 0 if deepseek2_is_lite(hp.n_layer, n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
+    return 0 if hp.deepseek2_lite(n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
 
 
 def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:

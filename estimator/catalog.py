@@ -32,6 +32,7 @@ from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_repack import Matrix, packing_bytes
 from memfit.estimator.cpu_variant import VARIANTS, CpuVariant
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.hparams import HParams
 from memfit.estimator.parameters import ParameterCount, count_parameters
 from memfit.estimator.placement import ModelTensors, PlacementUnsupported, model_tensors
 from memfit.estimator.quant_recipe import DEFAULT_TYPE, ModelFacts, tensor_types
@@ -157,7 +158,7 @@ def proxy_weights(
     with the 1-D tensors a layer may carry, 32-byte padding, AMX's packing where a variant packs the ceiling
     type, and, for a tied embedding, the second copy llama.cpp's CPU backend may keep."""
     low, high = bits_per_weight(spread.floor_type), bits_per_weight(spread.ceiling_type)
-    blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
+    hp = HParams(entry.metadata, entry.architecture)
     fixed = count.f32 * F32_BYTES
     floor = int(count.quantized * low / 8) + fixed + count.vectors_min * F32_BYTES
     qtype = gguf.GGMLQuantizationType[spread.ceiling_type]
@@ -168,10 +169,10 @@ def proxy_weights(
         math.ceil(count.quantized * high / 8 * (1 + extra))
         + fixed
         + count.vectors_max * F32_BYTES
-        + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
+        + (hp.n_layer + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
     )
     if entry.tied_embeddings:
-        n_embd = entry.metadata.get(f"{entry.architecture}.embedding_length", 0)
+        n_embd = hp.optional_int(gguf.Keys.LLM.EMBEDDING_LENGTH, 0)
         embedding = math.ceil(entry.n_vocab * n_embd * high / 8 * (1 + extra))
         ceiling += embedding
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
@@ -183,7 +184,7 @@ def proxy_weights(
 
 
 def entry_shape(entry: CatalogEntry) -> Shape:
-    return Shape(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings)
+    return Shape(HParams(entry.metadata, entry.architecture), entry.n_vocab, entry.tied_embeddings)
 
 
 def computable(entry: CatalogEntry, quant: str) -> bool:

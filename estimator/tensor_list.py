@@ -11,12 +11,14 @@ Checked by loading every catalog entry's list in llama.cpp, and against publishe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import NamedTuple
 
-from memfit.estimator.errors import EvidenceError
-from memfit.estimator.vocabulary import Limit
+from memfit.estimator.hparams import HParams, Layers
 from memfit.gguf_constants import GGMLQuantizationType as QT
+from memfit.gguf_constants import Keys
+
+LLM, ATTN, SSM = Keys.LLM, Keys.Attention, Keys.SSM
 
 # names convert_hf_to_gguf.py (conversion/base.py) stores as F32 besides 1-D tensors, norms and non-weights
 _F32_NAMES = (
@@ -49,64 +51,31 @@ def source_type(name: str, ne: tuple[int, ...]) -> QT:
 
 
 class Shape:
-    """A model's hyperparameters with llama.cpp's defaults (llama_model_base::load_hparams)."""
+    """What a tensor list reads of a model: its one hyperparameter record (HParams, with llama_model_base::
+    load_hparams' per-layer arrays and defaults), its vocabulary, and whether its output is tied to token_embd."""
 
-    def __init__(self, metadata: Mapping[str, object], arch: str, n_vocab: int, tied: bool) -> None:
-        self.metadata, self.arch, self.n_vocab, self.tied = metadata, arch, n_vocab, tied
+    def __init__(self, hp: HParams, n_vocab: int, tied: bool) -> None:
+        ly = Layers(hp)
+        self.hp, self.n_vocab, self.tied = hp, n_vocab, tied
+        self.n_layer, self.n_embd = hp.n_layer, ly.n_embd
+        self._heads, self._heads_kv, self._ff = ly.heads, ly.heads_kv, ly.ff
+        self.head_dim = self.n_embd // self._heads[0] if self._heads[0] else 0  # n_embd / n_head(0)
+        self.head_k, self.head_v = ly.head_k, ly.head_v
+        self.n_rot = hp.optional_int(Keys.Rope.DIMENSION_COUNT, self.head_k)
+        self.n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
 
-    def get(self, key: str) -> object:
-        return self.metadata.get(f"{self.arch}.{key}")
-
-    def value(self, key: str, default: int = 0, il: int = 0) -> int:
-        value = self.get(key)
-        if value is None:
-            return default
-        if isinstance(value, (tuple, list)):
-            value = value[il]
-        if not isinstance(value, int):  # a file's key of another kind
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.arch}.{key} is not an integer")
-        return value
-
-    @property
-    def n_layer(self) -> int:
-        return self.value("block_count")
-
-    @property
-    def n_embd(self) -> int:
-        return self.value("embedding_length")
+    def value(self, template: str, default: int = 0) -> int:
+        """An `<arch>.*` integer the loader reads with get_key (a gguf-py Keys template), else `default`."""
+        return self.hp.optional_int(template, default)
 
     def n_head(self, il: int = 0) -> int:
-        return self.value("attention.head_count", 0, il)
+        return self._heads[il]
 
     def n_head_kv(self, il: int = 0) -> int:
-        return (
-            self.n_head(il)
-            if self.get("attention.head_count_kv") is None
-            else self.value("attention.head_count_kv", 0, il)
-        )
+        return self._heads_kv[il]
 
     def n_ff(self, il: int = 0) -> int:
-        return self.value("feed_forward_length", 0, il)
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head() if self.n_head() else 0
-
-    @property
-    def head_k(self) -> int:
-        return self.value("attention.key_length", self.head_dim)
-
-    @property
-    def head_v(self) -> int:
-        return self.value("attention.value_length", self.head_dim)
-
-    @property
-    def n_rot(self) -> int:
-        return self.value("rope.dimension_count", self.head_k)
-
-    @property
-    def n_expert(self) -> int:
-        return self.value("expert_count")
+        return self._ff[il]
 
 
 class _Builder:
@@ -157,10 +126,10 @@ class _Builder:
 
     def mamba2(self, hp: Shape, il: int, norm: bool = True) -> None:
         # the Mamba-2 mixer of mamba2.cpp / granite-hybrid.cpp / falcon-h1.cpp: ssm_in projects z, xBC and dt
-        d_inner, d_state, groups = hp.value("ssm.inner_size"), hp.value("ssm.state_size"), hp.value("ssm.group_count")
-        heads, conv_dim = hp.value("ssm.time_step_rank"), d_inner + 2 * groups * d_state
+        d_inner, d_state, groups = hp.value(SSM.INNER_SIZE), hp.value(SSM.STATE_SIZE), hp.value(SSM.GROUP_COUNT)
+        heads, conv_dim = hp.value(SSM.TIME_STEP_RANK), d_inner + 2 * groups * d_state
         self.blk(il, "ssm_in.weight", hp.n_embd, d_inner + conv_dim + heads)
-        self.blk(il, "ssm_conv1d.weight", hp.value("ssm.conv_kernel"), conv_dim)
+        self.blk(il, "ssm_conv1d.weight", hp.value(SSM.CONV_KERNEL), conv_dim)
         self.blk(il, "ssm_conv1d.bias", conv_dim)
         self.blk(il, "ssm_dt.bias", heads)
         self.blk(il, "ssm_a", 1, heads)
@@ -213,7 +182,7 @@ def tensors_qwen3(hp: Shape) -> list[Tensor]:
         b.blk(il, "attn_q_norm.weight", hp.head_k)
         b.blk(il, "ffn_norm.weight", hp.n_embd)
         if hp.n_expert:
-            b.experts(il, hp.n_embd, hp.value("expert_feed_forward_length"), hp.n_expert)
+            b.experts(il, hp.n_embd, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH), hp.n_expert)
         else:
             b.swiglu(il, hp.n_embd, hp.n_ff(il))
     return b.tensors
@@ -375,7 +344,7 @@ def tensors_bert(hp: Shape) -> list[Tensor]:
     e, ff = hp.n_embd, hp.n_ff()
     b.add("token_embd.weight", e, hp.n_vocab)
     b.add("token_types.weight", e, 2)
-    b.add("position_embd.weight", e, hp.value("context_length"))
+    b.add("position_embd.weight", e, hp.value(LLM.CONTEXT_LENGTH))
     _layer_norm(b, "token_embd_norm", e)
     for il in range(hp.n_layer):
         b.qkv(il, e, e, e, e, bias=True)
@@ -396,7 +365,7 @@ def tensors_bert(hp: Shape) -> list[Tensor]:
 def tensors_gpt_oss(hp: Shape) -> list[Tensor]:
     # src/models/openai-moe.cpp: biased attention with sinks, post-attention norm, biased experts
     b = _Builder()
-    e, rot, n_expert, ff_exp = hp.n_embd, hp.n_rot, hp.n_expert, hp.value("expert_feed_forward_length")
+    e, rot, n_expert, ff_exp = hp.n_embd, hp.n_rot, hp.n_expert, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH)
     b.embeddings(hp)
     for il in range(hp.n_layer):
         heads, kv = hp.n_head(il), hp.n_head_kv(il)
@@ -414,21 +383,16 @@ def tensors_gpt_oss(hp: Shape) -> list[Tensor]:
     return b.tensors
 
 
-def deepseek2_is_lite(n_layer: int, n_vocab: int | None) -> bool:
-    # llama_model_deepseek2::load_arch_hparams: is_lite (no low-rank Q; q_lora_rank is not read)
-    return n_layer in (27, 26) or (n_layer == 48 and n_vocab == 128256)
-
-
 def tensors_deepseek2(hp: Shape) -> list[Tensor]:
     # src/models/deepseek2.cpp: MLA (attn_k_b / attn_v_b when key_length_mla is present, else attn_kv_b), low-rank
     # Q except on lite models, leading dense blocks, routed and shared experts, exp_probs_b on grouped routers
     b = _Builder()
     e = hp.n_embd
-    q_lora = 0 if deepseek2_is_lite(hp.n_layer, hp.n_vocab) else hp.value("attention.q_lora_rank")
-    kv_lora, rope = hp.value("attention.kv_lora_rank"), hp.n_rot
-    k_mla, v_mla = hp.value("attention.key_length_mla", hp.head_k), hp.value("attention.value_length_mla", hp.head_v)
-    split_kv_b, nope = hp.get("attention.key_length_mla") is not None, k_mla - rope
-    n_dense, ff_exp = hp.value("leading_dense_block_count"), hp.value("expert_feed_forward_length")
+    q_lora = 0 if hp.hp.deepseek2_lite(hp.n_vocab) else hp.value(ATTN.Q_LORA_RANK)
+    kv_lora, rope = hp.value(ATTN.KV_LORA_RANK), hp.n_rot
+    k_mla, v_mla = hp.value(ATTN.KEY_LENGTH_MLA, hp.head_k), hp.value(ATTN.VALUE_LENGTH_MLA, hp.head_v)
+    split_kv_b, nope = hp.hp.has(ATTN.KEY_LENGTH_MLA), k_mla - rope
+    n_dense, ff_exp = hp.value(LLM.LEADING_DENSE_BLOCK_COUNT), hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH)
     b.embeddings(hp)
     for il in range(hp.n_layer):
         heads = hp.n_head(il)
@@ -453,9 +417,9 @@ def tensors_deepseek2(hp: Shape) -> list[Tensor]:
             b.swiglu(il, e, hp.n_ff(il))
             continue
         b.experts(il, e, ff_exp, hp.n_expert)
-        if hp.value("expert_group_count") > 1:
+        if hp.value(LLM.EXPERT_GROUP_COUNT) > 1:
             b.blk(il, "exp_probs_b.bias", hp.n_expert)
-        b.shared_expert(il, e, ff_exp * hp.value("expert_shared_count"))
+        b.shared_expert(il, e, ff_exp * hp.value(LLM.EXPERT_SHARED_COUNT))
     return b.tensors
 
 
@@ -477,7 +441,7 @@ def tensors_lfm2(hp: Shape) -> list[Tensor]:
             b.blk(il, "attn_k_norm.weight", hp.head_dim)
             b.gqa(hp, il)
         else:
-            b.blk(il, "shortconv.conv.weight", hp.value("shortconv.l_cache"), e)
+            b.blk(il, "shortconv.conv.weight", hp.value(Keys.ShortConv.L_CACHE), e)
             b.blk(il, "shortconv.in_proj.weight", e, 3 * e)
             b.blk(il, "shortconv.out_proj.weight", e, e)
     return b.tensors
@@ -511,7 +475,7 @@ def tensors_granitehybrid(hp: Shape) -> list[Tensor]:
             b.swiglu(il, e, hp.n_ff(il))
             continue
         b.experts(il, e, hp.n_ff(il), hp.n_expert)
-        if shared := hp.value("expert_shared_feed_forward_length"):
+        if shared := hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH):
             b.shared_expert(il, e, shared)
     return b.tensors
 
@@ -537,10 +501,10 @@ def tensors_qwen3next(hp: Shape) -> list[Tensor]:
     # (Q doubled for the gate); every layer routed experts and a gated shared expert
     b = _Builder()
     e, hk = hp.n_embd, hp.head_k
-    interval = hp.value("full_attention_interval", 4)
-    d_state, n_k, n_v = hp.value("ssm.state_size"), hp.value("ssm.group_count"), hp.value("ssm.time_step_rank")
+    interval = hp.value(LLM.FULL_ATTENTION_INTERVAL, 4)
+    d_state, n_k, n_v = hp.value(SSM.STATE_SIZE), hp.value(SSM.GROUP_COUNT), hp.value(SSM.TIME_STEP_RANK)
     key_dim, value_dim = d_state * n_k, d_state * n_v
-    shared = hp.value("expert_shared_feed_forward_length") or hp.n_ff()
+    shared = hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH) or hp.n_ff()
     b.embeddings(hp)
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", e)
@@ -553,13 +517,13 @@ def tensors_qwen3next(hp: Shape) -> list[Tensor]:
         else:
             b.blk(il, "attn_qkv.weight", e, 2 * key_dim + value_dim)
             b.blk(il, "attn_gate.weight", e, value_dim)
-            b.blk(il, "ssm_conv1d.weight", hp.value("ssm.conv_kernel"), 2 * key_dim + value_dim)
+            b.blk(il, "ssm_conv1d.weight", hp.value(SSM.CONV_KERNEL), 2 * key_dim + value_dim)
             b.blk(il, "ssm_dt.bias", n_v)
             b.blk(il, "ssm_a", n_v)
             b.blk(il, "ssm_ba.weight", e, 2 * n_v)
             b.blk(il, "ssm_norm.weight", d_state)
             b.blk(il, "ssm_out.weight", value_dim, e)
-        b.experts(il, e, hp.value("expert_feed_forward_length"), hp.n_expert)
+        b.experts(il, e, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH), hp.n_expert)
         b.blk(il, "ffn_gate_inp_shexp.weight", e)
         b.shared_expert(il, e, shared)
     return b.tensors
