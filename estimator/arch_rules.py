@@ -13,7 +13,9 @@ An entry states what llama.cpp's `llama_model::create_memory` builds for the arc
 - `compression`: compressed KV caches and compressor states beside the main cache (deepseek4);
 - `graph`: how its compute graph is built (estimator/compute_buffer.py), or None when it is not derived;
 - `tied_embedding_twice`: the loader keeps a tied token embedding twice;
-- `parameters`, `counted`: how its loader shapes the weights, and whether memfit counts them from a layout.
+- `parameters`: how its loader shapes the weights the compute graph multiplies by;
+- `tensors`: the tensors its loader requires (estimator/tensor_list.py), where mirrored: the weights and the
+  parameter count of a published layout (`COUNTED`: the architectures that have one).
 
 Rules are small named functions of the layer hyperparameters (`Layers`), each naming the llama.cpp code it
 mirrors; an architecture shaped like another is one more entry naming the same functions. Every rule was
@@ -91,23 +93,29 @@ from memfit.estimator.moe_rules import (
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
-    deepseek2_is_lite,
     tensors_bert,
+    tensors_cohere2,
     tensors_command_r,
     tensors_deepseek2,
+    tensors_exaone4,
     tensors_falcon_h1,
     tensors_gemma,
     tensors_gemma2,
     tensors_gemma3,
     tensors_gemma3n,
+    tensors_glm4,
     tensors_gpt_oss,
+    tensors_granite,
     tensors_granitehybrid,
     tensors_lfm2,
     tensors_llama,
+    tensors_mamba,
     tensors_mamba2,
+    tensors_nomic_bert,
     tensors_olmo2,
     tensors_phi3,
     tensors_qwen2,
+    tensors_qwen2moe,
     tensors_qwen3,
     tensors_qwen3next,
     tensors_stablelm,
@@ -508,67 +516,22 @@ def dsv4_shexp_clamp(ly: Layers, il: int) -> bool:
     return swiglu_clamped(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP if present else Keys.LLM.SWIGLU_CLAMP_EXP, il)
 
 
-# --- parameter counting (estimator/parameters.py) ---------------------------------------------------------
-
-SsmWeights = Callable[[HParams, int], int]  # (hparams, n_embd) -> a recurrent block's weight elements
-
-
-def _ssm_dims(hp: HParams) -> tuple[int, int, int, int]:
-    return (
-        hp.require_int(SSM.CONV_KERNEL),
-        hp.require_int(SSM.INNER_SIZE),
-        hp.require_int(SSM.STATE_SIZE),
-        hp.require_int(SSM.TIME_STEP_RANK),
-    )
-
-
-def mamba1_weights(hp: HParams, e: int) -> int:
-    # llama_model_mamba::load_tensors: in (x, z), conv, x_proj (dt, B, C), dt_proj, A, out
-    d_conv, d_inner, d_state, rank = _ssm_dims(hp)
-    return (
-        e * 2 * d_inner
-        + d_conv * d_inner
-        + d_inner * (rank + 2 * d_state)
-        + rank * d_inner
-        + d_inner * d_state
-        + d_inner * e
-    )
-
-
-def mamba2_weights(hp: HParams, e: int) -> int:
-    # llama_model_mamba2::load_tensors: in (z, x, B, C, dt), conv over x B C, out
-    d_conv, d_inner, d_state, rank = _ssm_dims(hp)
-    groups = hp.optional_int(SSM.GROUP_COUNT, 0)
-    return e * (2 * d_inner + 2 * groups * d_state + rank) + d_conv * (d_inner + 2 * groups * d_state) + d_inner * e
-
-
-def gated_delta_net_weights(hp: HParams, e: int) -> int:
-    # llama_model_qwen3next::load_tensors: in_proj_qkvz and _ba, conv over q k v, out
-    d_conv, d_inner, d_state, rank = _ssm_dims(hp)
-    groups = hp.optional_int(SSM.GROUP_COUNT, 0)
-    return (
-        e * (2 * groups * d_state + 2 * d_inner)
-        + e * 2 * rank
-        + d_conv * (d_inner + 2 * groups * d_state)
-        + d_inner * e
-    )
+# --- the weights' shapes the compute graph reads ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Counting:
-    """How the architecture's loader shapes its weights (llama_model_<arch>::load_tensors), for counting them."""
+    """How the architecture's loader shapes the weights its compute graph multiplies by (llama_model_<arch>::
+    load_tensors); the weights themselves are its tensor list's (`ArchRule.tensors`)."""
 
     gated_ffn: bool = True  # gate, up and down (else up and down)
-    gated_query: bool = False  # q projects to 2 x heads x head_dim (a gate)
-    position_embeddings: bool = False  # learned positions and token types, kept F32
-    ssm_weights: SsmWeights = mamba2_weights  # a recurrent block (an LFM2 short convolution is found by its key)
+    position_embeddings: bool = False  # learned positions and token types
     attention_beside_ssm: bool = False  # attention and SSM side by side in every layer (falcon-h1)
 
 
 GATED_FFN = Counting()
 NON_GATED_FFN = Counting(gated_ffn=False)
 LEARNED_POSITIONS = Counting(gated_ffn=False, position_embeddings=True)  # GPT-2 style: wpe, up and down
-GATED_DELTA_NET = Counting(gated_query=True, ssm_weights=gated_delta_net_weights)
 
 # --- the compute graph (estimator/compute_buffer.py) -----------------------------------------------------
 
@@ -809,7 +772,7 @@ def ssm_norm_listed(ly: Layers) -> bool:
 
 def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
     # llama_model_deepseek2::load_arch_hparams: q_lora_rank, not read on the lite shapes (one wq)
-    return 0 if deepseek2_is_lite(hp.n_layer, n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
+    return 0 if hp.deepseek2_lite(n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
 
 
 def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
@@ -1276,8 +1239,8 @@ class ArchRule:
     graph: Graph | None = None  # its compute graph, as derived (None: the workspace is unknown)
     tied_embedding_twice: bool = False  # the loader creates the tied output before token_embd: two copies
     parameters: Counting = GATED_FFN  # how its loader shapes the weights
-    counted: bool = False  # memfit counts its parameters from a published layout (checked against published counts)
-    tensors: TensorList | None = None  # the tensors its loader requires (estimator/tensor_list.py), where mirrored
+    # the tensors its loader requires (estimator/tensor_list.py), where mirrored: its weights and parameter count
+    tensors: TensorList | None = None
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
@@ -1296,7 +1259,7 @@ _QWEN_NEXT = Recurrence(every_4th_attends)
 
 RULES: dict[str, ArchRule] = {
     # create_memory's default branch: a plain KV cache over every layer (section 7 of the ground-truth notes)
-    "llama": ArchRule(tensors=tensors_llama, llm_type_70b=llama_70b, graph=SAME_DECODER, counted=True),
+    "llama": ArchRule(tensors=tensors_llama, llm_type_70b=llama_70b, graph=SAME_DECODER),
     "deci": ArchRule(graph=DECI),
     "falcon": PLAIN,
     "grok": PLAIN,
@@ -1306,30 +1269,30 @@ RULES: dict[str, ArchRule] = {
     "mpt": PLAIN,
     "baichuan": PLAIN,
     "starcoder": ArchRule(parameters=LEARNED_POSITIONS),
-    "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=STARCODER2, parameters=NON_GATED_FFN, counted=True),
+    "starcoder2": ArchRule(tensors=tensors_starcoder2, graph=STARCODER2, parameters=NON_GATED_FFN),
     "refact": PLAIN,
     "bloom": PLAIN,
-    "stablelm": ArchRule(tensors=tensors_stablelm, graph=STABLELM, counted=True),
+    "stablelm": ArchRule(tensors=tensors_stablelm, graph=STABLELM),
     "qwen": PLAIN,
-    "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER, counted=True),
-    "qwen2moe": ArchRule(counted=True),
+    "qwen2": ArchRule(tensors=tensors_qwen2, llm_type_70b=eighty_layers_70b, graph=SAME_DECODER),
+    "qwen2moe": ArchRule(tensors=tensors_qwen2moe),
     "qwen2vl": MROPE,
-    "qwen3": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED, counted=True),
-    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=QWEN3MOE, counted=True),
+    "qwen3": ArchRule(tensors=tensors_qwen3, graph=QK_NORMED),
+    "qwen3moe": ArchRule(tensors=tensors_qwen3, graph=QWEN3MOE),
     "qwen3vl": MROPE,
     "qwen3vlmoe": MROPE,
     "phi2": ArchRule(parameters=NON_GATED_FFN),
-    "phi3": ArchRule(tensors=tensors_phi3, graph=PHI3, counted=True),
+    "phi3": ArchRule(tensors=tensors_phi3, graph=PHI3),
     "phimoe": PLAIN,
     "plamo": PLAIN,
     "codeshell": PLAIN,
     "orion": PLAIN,
-    "internlm2": ArchRule(tensors=tensors_llama, graph=QKV_WHERE_PRESENT, counted=True),
-    "minicpm": ArchRule(tensors=tensors_llama, graph=MINICPM, counted=True),
+    "internlm2": ArchRule(tensors=tensors_llama, graph=QKV_WHERE_PRESENT),
+    "minicpm": ArchRule(tensors=tensors_llama, graph=MINICPM),
     "minicpm3": ArchRule(graph=MINICPM3),
-    "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER, counted=True),
+    "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER),
     "xverse": PLAIN,
-    "command-r": ArchRule(tensors=tensors_command_r, graph=COMMAND_R, counted=True),
+    "command-r": ArchRule(tensors=tensors_command_r, graph=COMMAND_R),
     "dbrx": PLAIN,
     "olmo": PLAIN,
     "olmoe": PLAIN,
@@ -1337,15 +1300,15 @@ RULES: dict[str, ArchRule] = {
     "arctic": PLAIN,
     "deepseek": PLAIN,
     "chatglm": PLAIN,
-    "glm4": ArchRule(counted=True, cell_positions=mrope_with_sections),
+    "glm4": ArchRule(tensors=tensors_glm4, cell_positions=mrope_with_sections),
     "glm4moe": ArchRule(graph=GLM4_MOE, cell_positions=mrope_with_sections),
     "bitnet": PLAIN,
     "jais": PLAIN,
     "jais2": PLAIN,
     "nemotron": PLAIN,
     "exaone": PLAIN,
-    "granite": ArchRule(graph=GRANITE, counted=True),
-    "granitemoe": ArchRule(counted=True),
+    "granite": ArchRule(tensors=tensors_granite, graph=GRANITE),
+    "granitemoe": ArchRule(tensors=tensors_granite),
     "chameleon": PLAIN,
     "plm": ArchRule(graph=PLM, parameters=NON_GATED_FFN),
     "bailingmoe": PLAIN,
@@ -1357,24 +1320,24 @@ RULES: dict[str, ArchRule] = {
     "hunyuan-moe": PLAIN,
     "hunyuan-dense": PLAIN,
     "hunyuan_vl": PLAIN,
-    "smollm3": ArchRule(tensors=tensors_llama, graph=SMOLLM3, counted=True),
+    "smollm3": ArchRule(tensors=tensors_llama, graph=SMOLLM3),
     "seed_oss": PLAIN,
     "grovemoe": PLAIN,
     "apertus": PLAIN,
     "minimax-m2": PLAIN,
     "cogvlm": PLAIN,
     "pangu-embedded": PLAIN,
-    "mistral3": ArchRule(tensors=tensors_llama, graph=SAME_DECODER, counted=True),
+    "mistral3": ArchRule(tensors=tensors_llama, graph=SAME_DECODER),
     "maincoder": PLAIN,
     "talkie": PLAIN,
     "llama-embed": ArchRule(graph=EMBEDDER),
     "deepseek2-ocr": PLAIN,
     "paddleocr": MROPE,
     # create_memory returns no memory at all for these
-    "bert": ArchRule(tensors=tensors_bert, memory=Memory.NONE, graph=BERT, parameters=LEARNED_POSITIONS, counted=True),
+    "bert": ArchRule(tensors=tensors_bert, memory=Memory.NONE, graph=BERT, parameters=LEARNED_POSITIONS),
     "jina-bert-v2": NO_MEMORY,
     "jina-bert-v3": NO_MEMORY,
-    "nomic-bert": ArchRule(memory=Memory.NONE, graph=replace(BERT, fused_qkv=True), counted=True),
+    "nomic-bert": ArchRule(tensors=tensors_nomic_bert, memory=Memory.NONE, graph=replace(BERT, fused_qkv=True)),
     "nomic-bert-moe": NO_MEMORY,
     "neo-bert": NO_MEMORY,
     "eurobert": NO_MEMORY,
@@ -1386,7 +1349,7 @@ RULES: dict[str, ArchRule] = {
     "llada-moe": NO_MEMORY,
     "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DEEPSEEK2, counted=True),
+    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DEEPSEEK2),
     "mistral4": ArchRule(mla=mla_if_lengths, graph=DEEPSEEK2),  # llama_model_mistral4 inherits deepseek2
     "deepseek32": ArchRule(
         kv_layers=trunk_layer,
@@ -1421,13 +1384,11 @@ RULES: dict[str, ArchRule] = {
         tensors=tensors_gemma2,
         window=Window(period_pattern, period=2, default_size=4096),
         graph=GEMMA2,
-        counted=True,
     ),
     "gemma3": ArchRule(
         tensors=tensors_gemma3,
         window=Window(period_pattern, window_key_positive, period=6),
         graph=GEMMA3,
-        counted=True,
     ),
     "gemma3n": ArchRule(
         tensors=tensors_gemma3n,
@@ -1442,11 +1403,9 @@ RULES: dict[str, ArchRule] = {
         graph=GEMMA4,
         tied_embedding_twice=True,
     ),
-    "cohere2": ArchRule(window=Window(period_pattern, period=4), graph=COHERE2, counted=True),
-    "gpt-oss": ArchRule(tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=GPT_OSS, counted=True),
-    "olmo2": ArchRule(
-        tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2, counted=True
-    ),
+    "cohere2": ArchRule(tensors=tensors_cohere2, window=Window(period_pattern, period=4), graph=COHERE2),
+    "gpt-oss": ArchRule(tensors=tensors_gpt_oss, window=Window(period_pattern, period=2), graph=GPT_OSS),
+    "olmo2": ArchRule(tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2),
     "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=AFMOE),
     "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=LAGUNA),
     "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
@@ -1455,9 +1414,9 @@ RULES: dict[str, ArchRule] = {
         graph=SAME_DECODER,
     ),
     "exaone4": ArchRule(
+        tensors=tensors_exaone4,
         window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
         graph=EXAONE4,
-        counted=True,
     ),
     "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=SAME_DECODER),
     "llama4": ArchRule(
@@ -1480,15 +1439,12 @@ RULES: dict[str, ArchRule] = {
     "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=SAME_DECODER),
     # recurrent
     "mamba": ArchRule(
+        tensors=tensors_mamba,
         memory=Memory.RECURRENT,
         recurrence=Recurrence(every_layer, reads_group_count=False),
         graph=MAMBA1,
-        parameters=Counting(ssm_weights=mamba1_weights),
-        counted=True,
     ),
-    "mamba2": ArchRule(
-        tensors=tensors_mamba2, memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=SAME_DECODER, counted=True
-    ),
+    "mamba2": ArchRule(tensors=tensors_mamba2, memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=SAME_DECODER),
     "rwkv6": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV6),
     "rwkv6qwen2": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV6_QWEN2),
     "rwkv7": ArchRule(memory=Memory.RECURRENT, recurrence=_ALL_RECURRENT, graph=RWKV7),
@@ -1507,7 +1463,6 @@ RULES: dict[str, ArchRule] = {
         kv_layers=not_recurrent,
         recurrence=_NO_KV_HEADS,
         graph=GRANITE,
-        counted=True,
     ),
     "falcon-h1": ArchRule(
         tensors=tensors_falcon_h1,
@@ -1516,7 +1471,6 @@ RULES: dict[str, ArchRule] = {
         recurrence=_ALL_RECURRENT,
         graph=FALCON_H1,
         parameters=Counting(attention_beside_ssm=True),
-        counted=True,
     ),
     "nemotron_h": ArchRule(
         memory=Memory.HYBRID,
@@ -1541,7 +1495,6 @@ RULES: dict[str, ArchRule] = {
         recurrence=_NO_KV_HEADS,
         window=Window(attention_layers_slide, window_key_positive),
         graph=SAME_SHORT_CONV,
-        counted=True,
         rs_rollback=True,
     ),
     "lfm2moe": ArchRule(
@@ -1553,15 +1506,12 @@ RULES: dict[str, ArchRule] = {
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
         graph=QWEN3NEXT,
-        parameters=GATED_DELTA_NET,
-        counted=True,
     ),
     "qwen35": ArchRule(
         memory=Memory.HYBRID,
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
         graph=QWEN35,
-        parameters=GATED_DELTA_NET,
         cell_positions=mrope,
         rs_rollback=True,
     ),
@@ -1570,7 +1520,6 @@ RULES: dict[str, ArchRule] = {
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
         graph=QWEN35,
-        parameters=GATED_DELTA_NET,
         cell_positions=mrope,
         rs_rollback=True,
     ),
@@ -1580,7 +1529,6 @@ RULES: dict[str, ArchRule] = {
         recurrence=Recurrence(every_4th_attends, history=ple_conv_history),
         indexer=beside_each_attention_layer,
         graph=QWEN4EXP,
-        parameters=GATED_DELTA_NET,
         cell_positions=mrope,
         rs_rollback=True,
     ),
@@ -1610,4 +1558,5 @@ RULES: dict[str, ArchRule] = {
 # Architectures whose compute graph is derived (estimator/compute_buffer.py), each measured against llama.cpp
 # (tests/data): their `workspace` is derived; any other's is unknown with workspaceUnmeasured.
 WORKSPACE_DERIVED = frozenset(arch for arch, rule in RULES.items() if rule.graph is not None)
-COUNTED = frozenset(arch for arch, rule in RULES.items() if rule.counted)
+# Architectures whose parameters memfit counts from a published layout: those with a tensor list.
+COUNTED = frozenset(arch for arch, rule in RULES.items() if rule.tensors is not None)

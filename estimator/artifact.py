@@ -127,8 +127,8 @@ def refuse_contradicted_shapes(metadata: dict, shapes: dict[str, tuple[int, ...]
         return
     n_vocab = _token_count(metadata) or _ne(shapes.get(TOKEN_EMBD, ()))[1]  # llama.cpp: vocab.n_tokens()
     try:
-        HParams(metadata, arch)  # a block_count llama.cpp accepts, before a list of that many layers is built
-        expected = rule.tensors(Shape(metadata, arch, n_vocab, tied=OUTPUT not in shapes))
+        # HParams refuses a block_count llama.cpp refuses, before a list of that many layers is built
+        expected = rule.tensors(Shape(HParams(metadata, arch), n_vocab, tied=OUTPUT not in shapes))
     except (EvidenceError, ArithmeticError, LookupError):
         return  # hyperparameters its tensor list cannot be built from: derive_layout reports them
     for t in expected:

@@ -3,9 +3,10 @@
 A catalog answer rests on published facts, not a file. `weights` is `derivedLayout` where the architecture's
 tensor list is mirrored (estimator/tensor_list.py) and llama.cpp's quantization recipe covers the quant
 (estimator/quant_recipe.py): every tensor in the type llama-quantize gives it, its bytes padded as llama.cpp
-allocates them; a range only where the recipe depends on an importance matrix. Elsewhere it is a
-`parameterProxy` (the parameters counted from the published layout, times the bits per weight of the quant's
-lowest tensor type; its ceiling uses the highest type the recipe may choose). `kvCache` and `recurrentState` go
+allocates them; a range only where the recipe depends on an importance matrix. For a quant the recipe does not
+cover it is a `parameterProxy` (the tensor list's parameters, times the bits per weight of the quant's lowest
+tensor type; its ceiling uses the highest type the recipe may choose); without a tensor list, unknown
+(`layoutUnpublished`: memfit counts no parameters but a list's). `kvCache` and `recurrentState` go
 through the same layout rules as a file, and the answer says `artifactNotOnDisk`.
 """
 
@@ -32,11 +33,11 @@ from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_repack import Matrix, packing_bytes
 from memfit.estimator.cpu_variant import VARIANTS, CpuVariant
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.parameters import ParameterCount, count_parameters
+from memfit.estimator.hparams import HParams
 from memfit.estimator.placement import ModelTensors, PlacementUnsupported, model_tensors
 from memfit.estimator.quant_recipe import DEFAULT_TYPE, ModelFacts, tensor_types
 from memfit.estimator.subject import NO_VARIANT, Subject
-from memfit.estimator.tensor_list import Shape, Tensor
+from memfit.estimator.tensor_list import ParameterCount, Shape, Tensor, count_parameters
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.quant_names import DEFAULT_QUANT
 
@@ -153,13 +154,13 @@ class Catalog:
 def proxy_weights(
     entry: CatalogEntry, count: ParameterCount, spread: QuantSpread, variants: tuple[CpuVariant, ...]
 ) -> Part:
-    """parameters x bits per weight of the recipe's lowest type (a floor); the highest type gives the ceiling,
-    with the 1-D tensors a layer may carry, 32-byte padding, AMX's packing where a variant packs the ceiling
-    type, and, for a tied embedding, the second copy llama.cpp's CPU backend may keep."""
+    """The tensor list's parameters x bits per weight of the recipe's lowest type (a floor), its F32 tensors at 4
+    bytes; the highest type gives the ceiling, with 32-byte padding, AMX's packing where a variant packs the
+    ceiling type, and, for a tied embedding, the second copy llama.cpp's CPU backend may keep."""
     low, high = bits_per_weight(spread.floor_type), bits_per_weight(spread.ceiling_type)
-    blocks = entry.metadata.get(f"{entry.architecture}.block_count", 0)
+    hp = HParams(entry.metadata, entry.architecture)
     fixed = count.f32 * F32_BYTES
-    floor = int(count.quantized * low / 8) + fixed + count.vectors_min * F32_BYTES
+    floor = int(count.quantized * low / 8) + fixed
     qtype = gguf.GGMLQuantizationType[spread.ceiling_type]
     block, type_size = gguf.GGML_QUANT_SIZES[qtype]
     one_block = Matrix(int(qtype), (block * 32, 32))  # 32 rows of 32 blocks: a shape AMX takes
@@ -167,11 +168,10 @@ def proxy_weights(
     ceiling = (
         math.ceil(count.quantized * high / 8 * (1 + extra))
         + fixed
-        + count.vectors_max * F32_BYTES
-        + (blocks + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
+        + (hp.n_layer + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
     )
     if entry.tied_embeddings:
-        n_embd = entry.metadata.get(f"{entry.architecture}.embedding_length", 0)
+        n_embd = hp.optional_int(gguf.Keys.LLM.EMBEDDING_LENGTH, 0)
         embedding = math.ceil(entry.n_vocab * n_embd * high / 8 * (1 + extra))
         ceiling += embedding
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""
@@ -183,7 +183,7 @@ def proxy_weights(
 
 
 def entry_shape(entry: CatalogEntry) -> Shape:
-    return Shape(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings)
+    return Shape(HParams(entry.metadata, entry.architecture), entry.n_vocab, entry.tied_embeddings)
 
 
 def computable(entry: CatalogEntry, quant: str) -> bool:
@@ -289,15 +289,14 @@ def catalog_weights(
     try:
         if not variants:
             weights = Part.unknown(Component.WEIGHTS, NO_VARIANT)
-        elif (tensors := entry_tensors(entry)) is not None and quant in DEFAULT_TYPE:
+        elif (tensors := entry_tensors(entry)) is None:
+            raise EvidenceError(
+                Limit.LAYOUT_UNPUBLISHED, f"memfit does not count {entry.architecture} parameters from a layout"
+            )
+        elif quant in DEFAULT_TYPE:
             weights, packed, duplicate = recipe_weights(entry, quant, tensors, variants)
         else:
-            weights = proxy_weights(
-                entry,
-                count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings),
-                spreads[quant],
-                variants,
-            )
+            weights = proxy_weights(entry, count_parameters(tensors), spreads[quant], variants)
     except (EvidenceError, KeyError) as exc:
         weights, unpublished = Part.unknown(Component.WEIGHTS, f"no parameter proxy for {quant}: {exc}"), True
     if quant not in entry.quants:

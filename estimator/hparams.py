@@ -179,6 +179,11 @@ class HParams:
             )
         return value
 
+    def deepseek2_lite(self, n_vocab: int | None) -> bool:
+        """llama_model_deepseek2::load_arch_hparams: is_lite, the shapes with one wq and no low-rank Q (q_lora_rank
+        is not read): DeepSeek-V2-Lite (27 layers), GigaChat3-10B-A1.8B (26), and 48 layers of 128256 tokens."""
+        return self.n_layer in (27, 26) or (self.n_layer == 48 and n_vocab == 128256)
+
     def per_layer_flags(self, template: str) -> tuple[bool, ...] | None:
         """A boolean per-layer array (sliding-window pattern, recurrent-layer marks), or None when absent;
         read once (per-layer predicates ask for it layer by layer)."""

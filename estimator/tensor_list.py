@@ -11,12 +11,15 @@ Checked by loading every catalog entry's list in llama.cpp, and against publishe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from memfit.estimator.errors import EvidenceError
-from memfit.estimator.vocabulary import Limit
+from memfit.estimator.hparams import HParams, Layers
 from memfit.gguf_constants import GGMLQuantizationType as QT
+from memfit.gguf_constants import Keys
+
+LLM, ATTN, SSM = Keys.LLM, Keys.Attention, Keys.SSM
 
 # names convert_hf_to_gguf.py (conversion/base.py) stores as F32 besides 1-D tensors, norms and non-weights
 _F32_NAMES = (
@@ -49,64 +52,35 @@ def source_type(name: str, ne: tuple[int, ...]) -> QT:
 
 
 class Shape:
-    """A model's hyperparameters with llama.cpp's defaults (llama_model_base::load_hparams)."""
+    """What a tensor list reads of a model: its one hyperparameter record (HParams, with llama_model_base::
+    load_hparams' per-layer arrays and defaults), its vocabulary, and whether its output is tied to token_embd."""
 
-    def __init__(self, metadata: Mapping[str, object], arch: str, n_vocab: int, tied: bool) -> None:
-        self.metadata, self.arch, self.n_vocab, self.tied = metadata, arch, n_vocab, tied
+    def __init__(self, hp: HParams, n_vocab: int, tied: bool) -> None:
+        ly = Layers(hp)
+        self.hp, self.n_vocab, self.tied = hp, n_vocab, tied
+        self.n_layer, self.n_trunk, self.n_embd = (
+            hp.n_layer,
+            ly.n_trunk,
+            ly.n_embd,
+        )  # n_trunk: NextN/MTP layers excluded
+        self._heads, self._heads_kv, self._ff = ly.heads, ly.heads_kv, ly.ff
+        self.head_dim = self.n_embd // self._heads[0] if self._heads[0] else 0  # n_embd / n_head(0)
+        self.head_k, self.head_v = ly.head_k, ly.head_v
+        self.n_rot = hp.optional_int(Keys.Rope.DIMENSION_COUNT, self.head_k)
+        self.n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
 
-    def get(self, key: str) -> object:
-        return self.metadata.get(f"{self.arch}.{key}")
-
-    def value(self, key: str, default: int = 0, il: int = 0) -> int:
-        value = self.get(key)
-        if value is None:
-            return default
-        if isinstance(value, (tuple, list)):
-            value = value[il]
-        if not isinstance(value, int):  # a file's key of another kind
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.arch}.{key} is not an integer")
-        return value
-
-    @property
-    def n_layer(self) -> int:
-        return self.value("block_count")
-
-    @property
-    def n_embd(self) -> int:
-        return self.value("embedding_length")
+    def value(self, template: str, default: int = 0) -> int:
+        """An `<arch>.*` integer the loader reads with get_key (a gguf-py Keys template), else `default`."""
+        return self.hp.optional_int(template, default)
 
     def n_head(self, il: int = 0) -> int:
-        return self.value("attention.head_count", 0, il)
+        return self._heads[il]
 
     def n_head_kv(self, il: int = 0) -> int:
-        return (
-            self.n_head(il)
-            if self.get("attention.head_count_kv") is None
-            else self.value("attention.head_count_kv", 0, il)
-        )
+        return self._heads_kv[il]
 
     def n_ff(self, il: int = 0) -> int:
-        return self.value("feed_forward_length", 0, il)
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head() if self.n_head() else 0
-
-    @property
-    def head_k(self) -> int:
-        return self.value("attention.key_length", self.head_dim)
-
-    @property
-    def head_v(self) -> int:
-        return self.value("attention.value_length", self.head_dim)
-
-    @property
-    def n_rot(self) -> int:
-        return self.value("rope.dimension_count", self.head_k)
-
-    @property
-    def n_expert(self) -> int:
-        return self.value("expert_count")
+        return self._ff[il]
 
 
 class _Builder:
@@ -139,6 +113,16 @@ class _Builder:
         self.qkv(il, hp.n_embd, hk * heads, hk * kv, hp.head_v * kv, bias)
         self.blk(il, "attn_output.weight", hk * heads, hp.n_embd)
 
+    def normed_gqa(self, hp: Shape, il: int, bias: bool = False) -> None:
+        """The pre-attention norm, then grouped-query attention."""
+        self.blk(il, "attn_norm.weight", hp.n_embd)
+        self.gqa(hp, il, bias)
+
+    def fused_up(self, il: int, n_embd: int, n_ff: int) -> None:
+        """An FFN without ffn_gate: ffn_up twice n_ff wide (gate and up), swiglu over its halves."""
+        self.blk(il, "ffn_down.weight", n_ff, n_embd)
+        self.blk(il, "ffn_up.weight", n_embd, 2 * n_ff)
+
     def swiglu(self, il: int, n_embd: int, n_ff: int) -> None:
         self.blk(il, "ffn_gate.weight", n_embd, n_ff)
         self.blk(il, "ffn_down.weight", n_ff, n_embd)
@@ -157,10 +141,10 @@ class _Builder:
 
     def mamba2(self, hp: Shape, il: int, norm: bool = True) -> None:
         # the Mamba-2 mixer of mamba2.cpp / granite-hybrid.cpp / falcon-h1.cpp: ssm_in projects z, xBC and dt
-        d_inner, d_state, groups = hp.value("ssm.inner_size"), hp.value("ssm.state_size"), hp.value("ssm.group_count")
-        heads, conv_dim = hp.value("ssm.time_step_rank"), d_inner + 2 * groups * d_state
+        d_inner, d_state, groups = hp.value(SSM.INNER_SIZE), hp.value(SSM.STATE_SIZE), hp.value(SSM.GROUP_COUNT)
+        heads, conv_dim = hp.value(SSM.TIME_STEP_RANK), d_inner + 2 * groups * d_state
         self.blk(il, "ssm_in.weight", hp.n_embd, d_inner + conv_dim + heads)
-        self.blk(il, "ssm_conv1d.weight", hp.value("ssm.conv_kernel"), conv_dim)
+        self.blk(il, "ssm_conv1d.weight", hp.value(SSM.CONV_KERNEL), conv_dim)
         self.blk(il, "ssm_conv1d.bias", conv_dim)
         self.blk(il, "ssm_dt.bias", heads)
         self.blk(il, "ssm_a", 1, heads)
@@ -172,48 +156,79 @@ class _Builder:
 
 TensorList = Callable[[Shape], list[Tensor]]
 
+
+def _decoder(hp: Shape, norm: str = "output_norm") -> _Builder:
+    """A builder that holds a decoder's embeddings: token_embd, the final norm, and the output unless tied."""
+    b = _Builder()
+    b.embeddings(hp, norm)
+    return b
+
+
 # --- dense decoders -------------------------------------------------------------------------------------------
 
 
 def tensors_llama(hp: Shape) -> list[Tensor]:
     # src/models/llama.cpp (mistral3, minicpm, smollm3, internlm2: the same blocks); experts when expert_count > 0
-    b = _Builder()
-    b.embeddings(hp)
+    return _llama_blocks(hp, shared=0)
+
+
+def tensors_granite(hp: Shape) -> list[Tensor]:
+    # src/models/granite.cpp (granite, granitemoe): llama's blocks; with experts, a shared expert when
+    # expert_shared_feed_forward_length > 0 (Granite MoE Shared)
+    return _llama_blocks(hp, shared=hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH))
+
+
+def _llama_blocks(hp: Shape, shared: int) -> list[Tensor]:
+    b = _decoder(hp)
     for il in range(hp.n_layer):
-        b.blk(il, "attn_norm.weight", hp.n_embd)
-        b.gqa(hp, il)
+        b.normed_gqa(hp, il)
         b.blk(il, "ffn_norm.weight", hp.n_embd)
-        if hp.n_expert:
-            b.experts(il, hp.n_embd, hp.n_ff(il), hp.n_expert)
-        else:
+        if not hp.n_expert:
             b.swiglu(il, hp.n_embd, hp.n_ff(il))
+            continue
+        b.experts(il, hp.n_embd, hp.n_ff(il), hp.n_expert)
+        if shared:
+            b.shared_expert(il, hp.n_embd, shared)
     return b.tensors
 
 
 def tensors_qwen2(hp: Shape) -> list[Tensor]:
     # src/models/qwen2.cpp: llama blocks with Q/K/V biases
-    b = _Builder()
-    b.embeddings(hp)
+    return _qwen2_blocks(hp, moe=False)
+
+
+def tensors_qwen2moe(hp: Shape) -> list[Tensor]:
+    # src/models/qwen2moe.cpp: qwen2's attention; every layer routed experts (expert_feed_forward_length wide, else
+    # n_ff / n_expert_used) and a shared expert (expert_shared_feed_forward_length, else n_ff) with its 1-D gate
+    return _qwen2_blocks(hp, moe=True)
+
+
+def _qwen2_blocks(hp: Shape, moe: bool) -> list[Tensor]:
+    b = _decoder(hp)
+    e = hp.n_embd
     for il in range(hp.n_layer):
-        b.blk(il, "attn_norm.weight", hp.n_embd)
-        b.gqa(hp, il, bias=True)
-        b.blk(il, "ffn_norm.weight", hp.n_embd)
-        b.swiglu(il, hp.n_embd, hp.n_ff(il))
+        b.normed_gqa(hp, il, bias=True)
+        b.blk(il, "ffn_norm.weight", e)
+        if not moe:
+            b.swiglu(il, e, hp.n_ff(il))
+            continue
+        used = hp.value(LLM.EXPERT_USED_COUNT)
+        b.experts(il, e, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH) or hp.n_ff(il) // used, hp.n_expert)
+        b.blk(il, "ffn_gate_inp_shexp.weight", e)
+        b.shared_expert(il, e, hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH) or hp.n_ff(il))
     return b.tensors
 
 
 def tensors_qwen3(hp: Shape) -> list[Tensor]:
     # src/models/qwen3.cpp and qwen3moe.cpp: per-head Q/K norms; experts when expert_count > 0
-    b = _Builder()
-    b.embeddings(hp)
+    b = _decoder(hp)
     for il in range(hp.n_layer):
-        b.blk(il, "attn_norm.weight", hp.n_embd)
-        b.gqa(hp, il)
+        b.normed_gqa(hp, il)
         b.blk(il, "attn_k_norm.weight", hp.head_k)
         b.blk(il, "attn_q_norm.weight", hp.head_k)
         b.blk(il, "ffn_norm.weight", hp.n_embd)
         if hp.n_expert:
-            b.experts(il, hp.n_embd, hp.value("expert_feed_forward_length"), hp.n_expert)
+            b.experts(il, hp.n_embd, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH), hp.n_expert)
         else:
             b.swiglu(il, hp.n_embd, hp.n_ff(il))
     return b.tensors
@@ -221,13 +236,35 @@ def tensors_qwen3(hp: Shape) -> list[Tensor]:
 
 def tensors_olmo2(hp: Shape) -> list[Tensor]:
     # src/models/olmo2.cpp: no pre-norms, full-width Q/K norms, post-attention and post-FFN norms
-    b = _Builder()
+    return _post_normed(hp, whole_qk_norms=True)
+
+
+def tensors_glm4(hp: Shape) -> list[Tensor]:
+    # src/models/glm4.cpp: Q/K/V with biases, post-attention and post-FFN norms, ffn_up twice n_ff wide (gate and
+    # up), no ffn_gate; NextN layers' tensors are skipped (TENSOR_SKIP), so only the trunk's are listed
+    b = _decoder(hp)
     e = hp.n_embd
-    b.embeddings(hp)
+    for il in range(hp.n_trunk):
+        b.normed_gqa(hp, il, bias=True)
+        b.blk(il, "post_attention_norm.weight", e)
+        b.blk(il, "ffn_norm.weight", e)
+        b.fused_up(il, e, hp.n_ff(il))
+        b.blk(il, "post_ffw_norm.weight", e)
+    return b.tensors
+
+
+def tensors_exaone4(hp: Shape) -> list[Tensor]:
+    # src/models/exaone4.cpp: olmo2's blocks with per-head Q/K norms
+    return _post_normed(hp, whole_qk_norms=False)
+
+
+def _post_normed(hp: Shape, whole_qk_norms: bool) -> list[Tensor]:
+    b = _decoder(hp)
+    e = hp.n_embd
     for il in range(hp.n_layer):
         b.gqa(hp, il)
-        b.blk(il, "attn_q_norm.weight", e)
-        b.blk(il, "attn_k_norm.weight", hp.n_head_kv(il) * hp.head_k)
+        b.blk(il, "attn_q_norm.weight", e if whole_qk_norms else hp.head_k)
+        b.blk(il, "attn_k_norm.weight", hp.n_head_kv(il) * hp.head_k if whole_qk_norms else hp.head_k)
         b.blk(il, "post_attention_norm.weight", e)
         b.swiglu(il, e, hp.n_ff(il))
         b.blk(il, "post_ffw_norm.weight", e)
@@ -236,29 +273,36 @@ def tensors_olmo2(hp: Shape) -> list[Tensor]:
 
 def tensors_phi3(hp: Shape) -> list[Tensor]:
     # src/models/phi3.cpp: fused attn_qkv; ffn_up twice n_ff wide (gate and up), no ffn_gate
-    b = _Builder()
+    b = _decoder(hp)
     e = hp.n_embd
-    b.embeddings(hp)
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", e)
         b.blk(il, "attn_qkv.weight", e, e + 2 * hp.head_dim * hp.n_head_kv(il))
         b.blk(il, "attn_output.weight", e, e)
         b.blk(il, "ffn_norm.weight", e)
-        b.blk(il, "ffn_down.weight", hp.n_ff(il), e)
-        b.blk(il, "ffn_up.weight", e, 2 * hp.n_ff(il))
+        b.fused_up(il, e, hp.n_ff(il))
     return b.tensors
 
 
 def tensors_command_r(hp: Shape) -> list[Tensor]:
     # src/models/command-r.cpp: one norm per (parallel) block; Q/K norms only from 64 layers on
-    b = _Builder()
-    b.embeddings(hp)
+    b = _decoder(hp)
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", hp.n_embd)
         if hp.n_layer >= 64:
             b.blk(il, "attn_q_norm.weight", hp.head_dim, hp.n_head(il))
             b.blk(il, "attn_k_norm.weight", hp.head_dim, hp.n_head_kv(il))
         b.gqa(hp, il)
+        b.swiglu(il, hp.n_embd, hp.n_ff(il))
+    return b.tensors
+
+
+def tensors_cohere2(hp: Shape) -> list[Tensor]:
+    # llama_model_cohere2::load_arch_tensors: command-r's parallel blocks without Q/K norms; the output tied to
+    # token_embd
+    b = _decoder(hp)
+    for il in range(hp.n_layer):
+        b.normed_gqa(hp, il)
         b.swiglu(il, hp.n_embd, hp.n_ff(il))
     return b.tensors
 
@@ -270,9 +314,8 @@ def _layer_norm(b: _Builder, name: str, n: int) -> None:
 
 def tensors_starcoder2(hp: Shape) -> list[Tensor]:
     # src/models/starcoder2.cpp: LayerNorms with biases, biased Q/K/V/O, a GELU MLP (up, down and biases)
-    b = _Builder()
+    b = _decoder(hp)
     e, ff = hp.n_embd, hp.n_ff()
-    b.embeddings(hp)
     b.add("output_norm.bias", e)
     for il in range(hp.n_layer):
         _layer_norm(b, f"blk.{il}.attn_norm", e)
@@ -288,9 +331,8 @@ def tensors_starcoder2(hp: Shape) -> list[Tensor]:
 
 def tensors_stablelm(hp: Shape) -> list[Tensor]:
     # src/models/stablelm.cpp: LayerNorms with biases, Q/K/V biases, SwiGLU
-    b = _Builder()
+    b = _decoder(hp)
     e = hp.n_embd
-    b.embeddings(hp)
     b.add("output_norm.bias", e)
     for il in range(hp.n_layer):
         _layer_norm(b, f"blk.{il}.attn_norm", e)
@@ -301,12 +343,10 @@ def tensors_stablelm(hp: Shape) -> list[Tensor]:
 
 
 def _gemma(hp: Shape, post_norms: bool, qk_norms: bool) -> list[Tensor]:
-    b = _Builder()
+    b = _decoder(hp)
     e = hp.n_embd
-    b.embeddings(hp)
     for il in range(hp.n_layer):
-        b.blk(il, "attn_norm.weight", e)
-        b.gqa(hp, il)
+        b.normed_gqa(hp, il)
         if post_norms:
             b.blk(il, "post_attention_norm.weight", e)
         if qk_norms:
@@ -337,17 +377,15 @@ def tensors_gemma3(hp: Shape) -> list[Tensor]:
 def tensors_gemma3n(hp: Shape) -> list[Tensor]:
     # src/models/gemma3n.cpp: gemma3 blocks plus AltUp, LAuReL and per-layer inputs (sizes fixed in llama_hparams)
     n_altup, e_alt = GEMMA3N_ALTUP, GEMMA3N_PER_LAYER_EMBD
-    b = _Builder()
+    b = _decoder(hp)
     e = hp.n_embd
-    b.embeddings(hp)
     b.add("altup_proj.weight", e, e, n_altup - 1)
     b.add("altup_unembd_proj.weight", e, e, n_altup - 1)
     b.add("per_layer_token_embd.weight", e_alt * hp.n_layer, hp.n_vocab)
     b.add("per_layer_model_proj.weight", e, e_alt * hp.n_layer)
     b.add("per_layer_proj_norm.weight", e_alt)
     for il in range(hp.n_layer):
-        b.blk(il, "attn_norm.weight", e)
-        b.gqa(hp, il)
+        b.normed_gqa(hp, il)
         b.blk(il, "attn_q_norm.weight", hp.head_k)
         b.blk(il, "attn_k_norm.weight", hp.head_k)
         b.blk(il, "post_attention_norm.weight", e)
@@ -375,7 +413,7 @@ def tensors_bert(hp: Shape) -> list[Tensor]:
     e, ff = hp.n_embd, hp.n_ff()
     b.add("token_embd.weight", e, hp.n_vocab)
     b.add("token_types.weight", e, 2)
-    b.add("position_embd.weight", e, hp.value("context_length"))
+    b.add("position_embd.weight", e, hp.value(LLM.CONTEXT_LENGTH))
     _layer_norm(b, "token_embd_norm", e)
     for il in range(hp.n_layer):
         b.qkv(il, e, e, e, e, bias=True)
@@ -390,14 +428,31 @@ def tensors_bert(hp: Shape) -> list[Tensor]:
     return b.tensors
 
 
+def tensors_nomic_bert(hp: Shape) -> list[Tensor]:
+    # llama_model_bert::load_arch_tensors for nomic-bert: rotary positions (no position_embd), 2 token types, a
+    # fused QKV without bias, a biased output projection, post-LayerNorms, a SwiGLU MLP without biases; no output
+    b = _Builder()
+    e = hp.n_embd
+    b.add("token_embd.weight", e, hp.n_vocab)
+    b.add("token_types.weight", e, 2)
+    _layer_norm(b, "token_embd_norm", e)
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_qkv.weight", e, 3 * e)
+        b.blk(il, "attn_output.weight", e, e)
+        b.blk(il, "attn_output.bias", e)
+        _layer_norm(b, f"blk.{il}.attn_output_norm", e)
+        b.swiglu(il, e, hp.n_ff(il))
+        _layer_norm(b, f"blk.{il}.layer_output_norm", e)
+    return b.tensors
+
+
 # --- experts and latent attention ---------------------------------------------------------------------------
 
 
 def tensors_gpt_oss(hp: Shape) -> list[Tensor]:
     # src/models/openai-moe.cpp: biased attention with sinks, post-attention norm, biased experts
-    b = _Builder()
-    e, rot, n_expert, ff_exp = hp.n_embd, hp.n_rot, hp.n_expert, hp.value("expert_feed_forward_length")
-    b.embeddings(hp)
+    b = _decoder(hp)
+    e, rot, n_expert, ff_exp = hp.n_embd, hp.n_rot, hp.n_expert, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH)
     for il in range(hp.n_layer):
         heads, kv = hp.n_head(il), hp.n_head_kv(il)
         b.blk(il, "attn_norm.weight", e)
@@ -414,22 +469,16 @@ def tensors_gpt_oss(hp: Shape) -> list[Tensor]:
     return b.tensors
 
 
-def deepseek2_is_lite(n_layer: int, n_vocab: int | None) -> bool:
-    # llama_model_deepseek2::load_arch_hparams: is_lite (no low-rank Q; q_lora_rank is not read)
-    return n_layer in (27, 26) or (n_layer == 48 and n_vocab == 128256)
-
-
 def tensors_deepseek2(hp: Shape) -> list[Tensor]:
     # src/models/deepseek2.cpp: MLA (attn_k_b / attn_v_b when key_length_mla is present, else attn_kv_b), low-rank
     # Q except on lite models, leading dense blocks, routed and shared experts, exp_probs_b on grouped routers
-    b = _Builder()
+    b = _decoder(hp)
     e = hp.n_embd
-    q_lora = 0 if deepseek2_is_lite(hp.n_layer, hp.n_vocab) else hp.value("attention.q_lora_rank")
-    kv_lora, rope = hp.value("attention.kv_lora_rank"), hp.n_rot
-    k_mla, v_mla = hp.value("attention.key_length_mla", hp.head_k), hp.value("attention.value_length_mla", hp.head_v)
-    split_kv_b, nope = hp.get("attention.key_length_mla") is not None, k_mla - rope
-    n_dense, ff_exp = hp.value("leading_dense_block_count"), hp.value("expert_feed_forward_length")
-    b.embeddings(hp)
+    q_lora = 0 if hp.hp.deepseek2_lite(hp.n_vocab) else hp.value(ATTN.Q_LORA_RANK)
+    kv_lora, rope = hp.value(ATTN.KV_LORA_RANK), hp.n_rot
+    k_mla, v_mla = hp.value(ATTN.KEY_LENGTH_MLA, hp.head_k), hp.value(ATTN.VALUE_LENGTH_MLA, hp.head_v)
+    split_kv_b, nope = hp.hp.has(ATTN.KEY_LENGTH_MLA), k_mla - rope
+    n_dense, ff_exp = hp.value(LLM.LEADING_DENSE_BLOCK_COUNT), hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH)
     for il in range(hp.n_layer):
         heads = hp.n_head(il)
         b.blk(il, "attn_norm.weight", e)
@@ -453,9 +502,9 @@ def tensors_deepseek2(hp: Shape) -> list[Tensor]:
             b.swiglu(il, e, hp.n_ff(il))
             continue
         b.experts(il, e, ff_exp, hp.n_expert)
-        if hp.value("expert_group_count") > 1:
+        if hp.value(LLM.EXPERT_GROUP_COUNT) > 1:
             b.blk(il, "exp_probs_b.bias", hp.n_expert)
-        b.shared_expert(il, e, ff_exp * hp.value("expert_shared_count"))
+        b.shared_expert(il, e, ff_exp * hp.value(LLM.EXPERT_SHARED_COUNT))
     return b.tensors
 
 
@@ -465,9 +514,8 @@ def tensors_deepseek2(hp: Shape) -> list[Tensor]:
 def tensors_lfm2(hp: Shape) -> list[Tensor]:
     # src/models/lfm2.cpp: short-conv layers where head_count_kv is 0, GQA with Q/K norms elsewhere; the final
     # norm is named token_embd_norm
-    b = _Builder()
+    b = _decoder(hp, norm="token_embd_norm")
     e = hp.n_embd
-    b.embeddings(hp, norm="token_embd_norm")
     for il in range(hp.n_layer):
         b.blk(il, "ffn_norm.weight", e)
         b.swiglu(il, e, hp.n_ff(il))
@@ -477,16 +525,37 @@ def tensors_lfm2(hp: Shape) -> list[Tensor]:
             b.blk(il, "attn_k_norm.weight", hp.head_dim)
             b.gqa(hp, il)
         else:
-            b.blk(il, "shortconv.conv.weight", hp.value("shortconv.l_cache"), e)
+            b.blk(il, "shortconv.conv.weight", hp.value(Keys.ShortConv.L_CACHE), e)
             b.blk(il, "shortconv.in_proj.weight", e, 3 * e)
             b.blk(il, "shortconv.out_proj.weight", e, e)
     return b.tensors
 
 
+def tensors_mamba(hp: Shape) -> list[Tensor]:
+    # src/models/mamba.cpp: every layer a Mamba-1 mixer: ssm_in (x and z), the convolution, x_proj (dt, B, C),
+    # dt_proj, A and D, out; no FFN
+    b = _decoder(hp)
+    e = hp.n_embd
+    d_conv, d_inner, d_state, rank = (
+        hp.value(k) for k in (SSM.CONV_KERNEL, SSM.INNER_SIZE, SSM.STATE_SIZE, SSM.TIME_STEP_RANK)
+    )
+    for il in range(hp.n_layer):
+        b.blk(il, "attn_norm.weight", e)
+        b.blk(il, "ssm_in.weight", e, 2 * d_inner)
+        b.blk(il, "ssm_conv1d.weight", d_conv, d_inner)
+        b.blk(il, "ssm_conv1d.bias", d_inner)
+        b.blk(il, "ssm_x.weight", d_inner, rank + 2 * d_state)
+        b.blk(il, "ssm_dt.weight", rank, d_inner)
+        b.blk(il, "ssm_dt.bias", d_inner)
+        b.blk(il, "ssm_a", d_state, d_inner)
+        b.blk(il, "ssm_d", d_inner)
+        b.blk(il, "ssm_out.weight", d_inner, e)
+    return b.tensors
+
+
 def tensors_mamba2(hp: Shape) -> list[Tensor]:
     # src/models/mamba2.cpp: every layer a Mamba-2 mixer with a grouped RMS norm, no FFN
-    b = _Builder()
-    b.embeddings(hp)
+    b = _decoder(hp)
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", hp.n_embd)
         b.mamba2(hp, il)
@@ -496,9 +565,8 @@ def tensors_mamba2(hp: Shape) -> list[Tensor]:
 def tensors_granitehybrid(hp: Shape) -> list[Tensor]:
     # src/models/granite-hybrid.cpp: Mamba-2 where head_count_kv is 0, attention elsewhere; then a SwiGLU FFN, or
     # routed experts and a shared expert when expert_count > 0
-    b = _Builder()
+    b = _decoder(hp)
     e = hp.n_embd
-    b.embeddings(hp)
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", e)
         if hp.n_head_kv(il) == 0:
@@ -511,7 +579,7 @@ def tensors_granitehybrid(hp: Shape) -> list[Tensor]:
             b.swiglu(il, e, hp.n_ff(il))
             continue
         b.experts(il, e, hp.n_ff(il), hp.n_expert)
-        if shared := hp.value("expert_shared_feed_forward_length"):
+        if shared := hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH):
             b.shared_expert(il, e, shared)
     return b.tensors
 
@@ -519,9 +587,8 @@ def tensors_granitehybrid(hp: Shape) -> list[Tensor]:
 def tensors_falcon_h1(hp: Shape) -> list[Tensor]:
     # src/models/falcon-h1.cpp: a Mamba-2 mixer (no grouped norm) beside GQA in every layer, then a SwiGLU FFN;
     # the FFN norm's name has no `.weight` suffix (tn(LLM_TENSOR_FFN_NORM, i))
-    b = _Builder()
+    b = _decoder(hp)
     e, hk = hp.n_embd, hp.head_k
-    b.embeddings(hp)
     for il in range(hp.n_layer):
         b.mamba2(hp, il, norm=False)
         b.qkv(il, e, hk * hp.n_head(0), hk * hp.n_head_kv(0), hp.head_v * hp.n_head_kv(0))
@@ -535,13 +602,12 @@ def tensors_falcon_h1(hp: Shape) -> list[Tensor]:
 def tensors_qwen3next(hp: Shape) -> list[Tensor]:
     # src/models/qwen3next.cpp: gated DeltaNet layers with a gated-attention layer every full_attention_interval
     # (Q doubled for the gate); every layer routed experts and a gated shared expert
-    b = _Builder()
+    b = _decoder(hp)
     e, hk = hp.n_embd, hp.head_k
-    interval = hp.value("full_attention_interval", 4)
-    d_state, n_k, n_v = hp.value("ssm.state_size"), hp.value("ssm.group_count"), hp.value("ssm.time_step_rank")
+    interval = hp.value(LLM.FULL_ATTENTION_INTERVAL, 4)
+    d_state, n_k, n_v = hp.value(SSM.STATE_SIZE), hp.value(SSM.GROUP_COUNT), hp.value(SSM.TIME_STEP_RANK)
     key_dim, value_dim = d_state * n_k, d_state * n_v
-    shared = hp.value("expert_shared_feed_forward_length") or hp.n_ff()
-    b.embeddings(hp)
+    shared = hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH) or hp.n_ff()
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", e)
         b.blk(il, "post_attention_norm.weight", e)
@@ -553,17 +619,30 @@ def tensors_qwen3next(hp: Shape) -> list[Tensor]:
         else:
             b.blk(il, "attn_qkv.weight", e, 2 * key_dim + value_dim)
             b.blk(il, "attn_gate.weight", e, value_dim)
-            b.blk(il, "ssm_conv1d.weight", hp.value("ssm.conv_kernel"), 2 * key_dim + value_dim)
+            b.blk(il, "ssm_conv1d.weight", hp.value(SSM.CONV_KERNEL), 2 * key_dim + value_dim)
             b.blk(il, "ssm_dt.bias", n_v)
             b.blk(il, "ssm_a", n_v)
             b.blk(il, "ssm_ba.weight", e, 2 * n_v)
             b.blk(il, "ssm_norm.weight", d_state)
             b.blk(il, "ssm_out.weight", value_dim, e)
-        b.experts(il, e, hp.value("expert_feed_forward_length"), hp.n_expert)
+        b.experts(il, e, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH), hp.n_expert)
         b.blk(il, "ffn_gate_inp_shexp.weight", e)
         b.shared_expert(il, e, shared)
     return b.tensors
 
 
-def parameter_count(tensors: list[Tensor]) -> int:
-    return sum(math.prod(t.ne) for t in tensors)
+@dataclass(frozen=True)
+class ParameterCount:
+    """A tensor list's parameters, split as llama-quantize treats them."""
+
+    quantized: int  # in tensors the conversion stores in F16: the quantizer gives them the recipe's types
+    f32: int  # in tensors it keeps in F32 whatever the quant (norms, biases, routers, convolutions, embeddings)
+
+    @property
+    def total(self) -> int:
+        return self.quantized + self.f32
+
+
+def count_parameters(tensors: list[Tensor]) -> ParameterCount:
+    quantized = sum(math.prod(t.ne) for t in tensors if t.source != QT.F32)
+    return ParameterCount(quantized, sum(math.prod(t.ne) for t in tensors) - quantized)

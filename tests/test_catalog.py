@@ -12,13 +12,14 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 
 from memfit import wire
+from memfit.estimator.arch_rules import COUNTED, RULES
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import weights_on
+from memfit.estimator.artifact import padded, tensor_bytes, weights_on
 from memfit.estimator.catalog import Catalog, CatalogEntry, entry_tensors, proxy_weights
 from memfit.estimator.cpu_variant import VARIANTS
+from memfit.estimator.hparams import HParams
 from memfit.estimator.model_ids import suggestions
-from memfit.estimator.parameters import COUNTED, count_parameters
-from memfit.estimator.tensor_list import parameter_count
+from memfit.estimator.tensor_list import Shape, count_parameters
 from memfit.generated.models import WireFitVerdictRequest, WireFitVerdictResult
 from memfit.readers.catalog_file import load_catalog_file
 from memfit.readers.model_roots import Root, RootKind
@@ -75,18 +76,36 @@ def test_catalog_is_large_enough_and_covers_the_families() -> None:
 @pytest.mark.parametrize("entry", CATALOG.entries, ids=lambda e: e.model_id)
 def test_entry_layout_is_derivable_and_its_parameter_count_agrees(entry: CatalogEntry) -> None:
     derive_layout(entry.metadata, entry.architecture)  # raises when the layout is incomplete
-    if entry.architecture not in COUNTED:  # no counting rule: the answer's weights say unknown, never a guess
+    if entry.architecture not in COUNTED:  # no tensor list: the answer's weights say unknown, never a guess
         assert entry.parameters is None
         return
-    counted = count_parameters(entry.metadata, entry.architecture, entry.n_vocab, entry.tied_embeddings).total
-    if entry.parameters:  # a mistyped layout shows up as a count that differs from the published one
-        assert abs(counted - entry.parameters) <= 0.02 * entry.parameters, (counted, entry.parameters)
     tensors = entry_tensors(entry)
-    if tensors is not None and entry.parameters:  # so does a mistyped tensor list
-        listed = parameter_count(tensors)
-        assert abs(listed - entry.parameters) <= 0.02 * entry.parameters, (listed, entry.parameters)
+    assert tensors is not None
+    counted = count_parameters(tensors).total
+    if entry.parameters:  # a mistyped layout or tensor list shows up as a count that differs from the published one
+        assert abs(counted - entry.parameters) <= 0.02 * entry.parameters, (counted, entry.parameters)
     assert entry.quants and all(q in CATALOG.spreads for q in entry.quants)
     assert entry.source and entry.context_length
+
+
+# the weights llama.cpp allocated in its dry run of each catalog entry's shape (a file of its tensor list in the
+# converter's types: llama.cpp's loader refuses a required tensor missing, one of another shape, or one too many)
+DRY_RUN_WEIGHTS = {
+    r["model"]: r["weights_bytes"]
+    for r in map(json.loads, (Path(__file__).parent / "data" / "catalog_dryrun.jsonl").open())
+    if "weights_bytes" in r
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(DRY_RUN_WEIGHTS))
+def test_an_entrys_tensor_list_is_what_llama_cpp_allocated(model_id: str) -> None:
+    entry = ENTRIES[model_id]
+    tensors = entry_tensors(entry)
+    assert tensors is not None
+    listed = sum(padded(tensor_bytes(t.ne, t.source)) for t in tensors)
+    if RULES[entry.architecture].tied_embedding_twice:  # its loader allocates the tied token embedding twice
+        listed += next(padded(tensor_bytes(t.ne, t.source)) for t in tensors if t.name == "token_embd.weight")
+    assert listed == DRY_RUN_WEIGHTS[model_id]
 
 
 @pytest.mark.parametrize(
@@ -105,16 +124,25 @@ def test_entry_layout_is_derivable_and_its_parameter_count_agrees(entry: Catalog
         "falcon-h1",
         "bert-embd",
         "starcoder2",
+        "granite",
+        "command-r7b-shape",
+        "exaone4-32b-shape",
+        "nomic-bert-shape",
+        "falcon-mamba-7b-shape-f16",
     ],
 )
 def test_parameter_count_matches_the_tensors_of_a_real_shape(name: str) -> None:
-    """The counting rule against the writers' tensor lists: the weight matrices within 0.5%."""
+    """The architecture's tensor list against the writers' files (each loaded by llama.cpp in tests/data's runs):
+    the weight matrices within 0.5%."""
     model = model_writers()[name]()
     metadata = {k: tuple(v) if isinstance(v, list) else v for k, v in model.kv.items()}
     tied = all(n != "output.weight" for n, *_ in model.tensors)
-    counted = count_parameters(metadata, model.arch, model.vocab, tied)
+    rule = RULES[model.arch]
+    assert rule.tensors is not None
+    listed = rule.tensors(Shape(HParams(metadata, model.arch), model.vocab, tied))
+    counted = sum(math.prod(t.ne) for t in listed if len(t.ne) > 1)
     actual = sum(math.prod(ne) for _, ne, _ in model.tensors if len(ne) > 1)
-    assert abs(counted.matrices - actual) <= 0.005 * actual
+    assert abs(counted - actual) <= 0.005 * actual
 
 
 def _answer(service: FitService, model_id: str, **fields: Any) -> WireFitVerdictResult:
@@ -204,8 +232,9 @@ def test_a_catalog_range_holds_the_file_of_the_same_shape(
         quants=(qtype.name,),
         source="test",
     )
-    count = count_parameters(metadata, model.arch, model.vocab, tied)
-    proxy = proxy_weights(entry, count, CATALOG.spreads[qtype.name], VARIANTS)
+    tensors = entry_tensors(entry)
+    assert tensors is not None
+    proxy = proxy_weights(entry, count_parameters(tensors), CATALOG.spreads[qtype.name], VARIANTS)
     floor, slack, _ = weights_on(facts, VARIANTS)
     assert proxy.bytes is not None and proxy.bytes <= floor
     assert floor + slack <= proxy.bytes + proxy.slack
