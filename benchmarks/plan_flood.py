@@ -43,6 +43,7 @@ def percentiles(ms: list[float]) -> str:
 async def probe(url: str, until: Callable[[], bool], ms: list[float]) -> None:
     """/health every PROBE_S until `until()`, each latency in ms."""
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        await client.get("/health")  # not counted: a new client's first request (its connection, httpx's set-up)
         while not until():
             start = time.perf_counter()
             response = await client.get("/health")
