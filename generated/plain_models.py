@@ -832,7 +832,7 @@ class WireModelEntry:
     """
     reading: bool | None = None
     """
-    True for a local file whose header the server has not read yet: just after start-up, or after thousands of files appeared, a listing reads headers for at most about a second and lists the rest this way (`architecture` and `quant` empty, `artifactBytes` and `contextLimit` null) rather than make the client wait; ask again for their facts. Absent or null once read. Added in 1.14.0.
+    True for a local file whose header the server has not read yet: just after start-up, or after thousands of files appeared, a listing reads headers for at most about a second (none when more than a few hundred wait: the server reads them in the background) and lists the rest this way (`architecture` and `quant` empty, `artifactBytes` and `contextLimit` null) rather than make the client wait; ask again for their facts. Absent or null once read. Added in 1.14.0.
     """
     unreadable: str | None = None
     """
