@@ -15,7 +15,7 @@ from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, plac
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.gguf_file import MAX_DIMS, GGUFHeader, SkippedArray
-from memfit.estimator.hparams import HParams, refuse_mistyped_keys
+from memfit.estimator.hparams import HParams, file_value, refuse_mistyped_keys
 from memfit.estimator.layout import Layout
 from memfit.estimator.tensor_list import Shape
 from memfit.estimator.vocabulary import INT64_MAX, Limit
@@ -90,8 +90,8 @@ def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
 def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
     """Tensors of the NextN/MTP blocks (the last nextn_predict_layers of block_count): llama.cpp skips them
     unless it is asked to load the MTP head for speculative decoding."""
-    nextn = metadata.get(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch))
-    blocks = metadata.get(Keys.LLM.BLOCK_COUNT.format(arch=arch))
+    nextn = file_value(metadata, arch, Keys.LLM.NEXTN_PREDICT_LAYERS)
+    blocks = file_value(metadata, arch, Keys.LLM.BLOCK_COUNT)
     if not isinstance(nextn, int) or not isinstance(blocks, int) or nextn <= 0:
         return set()
     first = blocks - nextn
@@ -197,10 +197,9 @@ def _token_count(metadata: dict) -> int | None:
 def _vocab_size(metadata: dict, arch: str) -> int | None:
     """The tokenizer's token count, else `<arch>.vocab_size` when there is no token list; None when neither is a
     count llama.cpp could load."""
-    if Keys.Tokenizer.LIST in metadata:
-        size = _token_count(metadata)
-    else:
-        size = metadata.get(Keys.LLM.VOCAB_SIZE.format(arch=arch))
+    size = (
+        _token_count(metadata) if Keys.Tokenizer.LIST in metadata else file_value(metadata, arch, Keys.LLM.VOCAB_SIZE)
+    )
     return size if is_int(size) and 0 < size <= MAX_VOCAB else None
 
 
@@ -293,7 +292,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         _, _, ggml_type, ne0, ne1, _ = loaded[TOKEN_EMBD]
         tied_embedding = Matrix(ggml_type, (ne0, ne1))
 
-    limit = metadata.get(Keys.LLM.CONTEXT_LENGTH.format(arch=arch))
+    limit = file_value(metadata, arch, Keys.LLM.CONTEXT_LENGTH)
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
     n_vocab = _vocab_size(metadata, arch)
     try:

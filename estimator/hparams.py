@@ -18,6 +18,13 @@ def key_name(template: str) -> str:
     return template.removeprefix("{arch}.")
 
 
+def file_value(metadata: Mapping[str, Value], arch: str, template: str) -> Value | None:
+    """An `<arch>.*` key's value as the file holds it, unchecked (None where absent): for the facts a listing shows
+    of any file (its context limit, its vocabulary's size, its MTP blocks), which judge the value themselves instead
+    of refusing the file as HParams does."""
+    return metadata.get(template.format(arch=arch))
+
+
 ATTN = Keys.Attention
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS: llama.cpp refuses a block_count above it
 
