@@ -39,6 +39,40 @@ def test_headers_that_trickle_in_are_cut_off(live: LiveServer, monkeypatch: pyte
         assert time.monotonic() - start < 5
 
 
+@pytest.mark.parametrize(
+    ("head", "rest", "status"),
+    [
+        (b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", b"", b"200"),
+        (b"GET /health HTTP/1.1\nHost: localhost\n\n", b"", b"400"),  # bare line feeds: httptools refuses them
+        (b"POST /v1/models/fit/batch HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n", b"[]", b"401"),
+    ],
+)
+def test_a_head_that_trickles_in_sets_up_uvicorn_once_it_ends(
+    live: LiveServer, monkeypatch: pytest.MonkeyPatch, head: bytes, rest: bytes, status: bytes
+) -> None:
+    """A burst of connections that trickle their headers made uvicorn's protocol set up on each one's first byte
+    (its parser, both addresses: tens of µs each, with `/health` queued behind them): the bytes are kept until the
+    request's line and headers end, then handed over at once, the body's first bytes with them."""
+    spoken: list[int] = []
+    speak = http_server.DeadlineProtocol._speak
+
+    def counted(self: http_server.DeadlineProtocol) -> None:
+        spoken.append(1)
+        speak(self)
+
+    monkeypatch.setattr(http_server.DeadlineProtocol, "_speak", counted)
+    with _connect(live) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(len(head) - 1):
+            s.sendall(head[i : i + 1])
+            time.sleep(0.002)
+        time.sleep(0.2)
+        assert spoken == []
+        s.sendall(head[-1:] + rest)
+        answer = _read_answer(s)
+    assert spoken == [1] and answer.split(b" ")[1] == status
+
+
 def _read_answer(s: socket.socket) -> bytes:
     """One whole HTTP answer: its head, then as many body bytes as its Content-Length says (it may come in parts)."""
     data = b""
