@@ -16,6 +16,7 @@ from memfit.estimator.workload import WorkloadRequest
 from memfit.readers.declared_gpus import declared_gpus
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.answers import Settings
+from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
 from tools.gguf_writers import gemma3_4b, qwen3_30b_a3b, write_model
 
@@ -38,15 +39,22 @@ def test_the_largest_placed_is_where_the_gpus_stop_meeting_it_if_the_host_meets_
     assert largest_placed(35, lambda n: (n == 0, True)) == 0
 
 
+def _on_gpu(models: Path, gpu: str, host_gib: tuple[int, int]) -> FitService:
+    """A service over `models` with `gpu` declared and the host's (available, total) GiB, its index read."""
+    available, total = host_gib
+    service = build_service(
+        [Root(str(models), RootKind.PLAIN)],
+        settings=Settings(gpus=declared_gpus([gpu], {})),
+        read_host=lambda: HostMemory(available=available * GIB, total=total * GIB),
+    )
+    service.index.refresh()
+    return service
+
+
 @pytest.mark.parametrize("gpu", ["cuda:1536MiB", "cuda:3GiB:1GiB"])
 def test_a_plan_on_a_gpu_names_the_layers_each_verdict_allows(tmp_path: Path, gpu: str) -> None:
     write_model(gemma3_4b(), tmp_path / "gemma.gguf")  # 2.0 GiB of weights, 34 layers and the output layer
-    service = build_service(
-        [Root(str(tmp_path), RootKind.PLAIN)],
-        settings=Settings(gpus=declared_gpus([gpu], {})),
-        read_host=lambda: HostMemory(available=8 * GIB, total=16 * GIB),
-    )
-    service.index.refresh()
+    service = _on_gpu(tmp_path, gpu, host_gib=(8, 16))
     workload = WorkloadRequest(allocated_tokens=8192)
     (plan,) = service.plan_batch([FitRequest("gemma", workload)])
     (quant,) = plan.quants
@@ -86,12 +94,7 @@ def test_a_plan_of_a_moe_model_names_the_fewest_layers_whose_experts_stay_on_the
     """Qwen3-30B-A3B's shape (48 layers, 128 experts, Q4_0: 16 GiB) on a 12 GiB GPU: with -ngl all, the fewest
     --n-cpu-moe whose verdict is good (and at least tight) is good there and not one layer fewer."""
     write_model(qwen3_30b_a3b(), tmp_path / "moe.gguf")
-    service = build_service(
-        [Root(str(tmp_path), RootKind.PLAIN)],
-        settings=Settings(gpus=declared_gpus(["cuda:12GiB"], {})),
-        read_host=lambda: HostMemory(available=32 * GIB, total=64 * GIB),
-    )
-    service.index.refresh()
+    service = _on_gpu(tmp_path, "cuda:12GiB", host_gib=(32, 64))
     (plan,) = service.plan_batch([FitRequest("moe", WorkloadRequest(allocated_tokens=8192))])
     layers = plan.quants[0].gpu_layers
     assert layers is not None and layers.n_cpu_moe_good is not None and layers.n_cpu_moe_tight is not None
@@ -114,12 +117,7 @@ def test_a_refused_plan_on_a_gpu_names_no_layers(tmp_path: Path, streams: int) -
     """A plan or a cpuOffload fit llama.cpp could not make (no sequences) is refused, GPUs or not: no layers
     searched, no fitter asked (its projection divided the context by the streams: a 500)."""
     write_model(gemma3_4b(), tmp_path / "gemma.gguf")
-    service = build_service(
-        [Root(str(tmp_path), RootKind.PLAIN)],
-        settings=Settings(gpus=declared_gpus(["cuda:3GiB"], {})),
-        read_host=lambda: HostMemory(available=8 * GIB, total=16 * GIB),
-    )
-    service.index.refresh()
+    service = _on_gpu(tmp_path, "cuda:3GiB", host_gib=(8, 16))
     (plan,) = service.plan_batch([FitRequest("gemma", WorkloadRequest(streams=streams))])
     (quant,) = plan.quants
     assert quant.gpu_layers is None and quant.fit.verdict is Verdict.UNKNOWN
