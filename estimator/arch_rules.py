@@ -47,7 +47,7 @@ from memfit.estimator.graph_hybrid import build_falcon_h1, build_nemotron_h
 from memfit.estimator.graph_minimax import build_minimax
 from memfit.estimator.graph_plamo2 import build_plamo2
 from memfit.estimator.graph_qwen4exp import build_qwen4exp
-from memfit.estimator.hparams import HParams, LayerPredicate, Layers, NewerKeys, key_name
+from memfit.estimator.hparams import HParams, Key, LayerPredicate, Layers, NewerKeys, key_name
 from memfit.estimator.layout import (
     AttentionLayer,
     DeltaNet,
@@ -185,10 +185,10 @@ def listed_else_interval(default_interval: int) -> LayerPredicate:
 
     def is_recurrent(ly: Layers, il: int) -> bool:
         # llama_model_qwen3next::load_arch_hparams: recurrent_layer_arr[il] = (il + 1) % full_attn_interval != 0
-        listed = ly.hp.per_layer_flags(NewerKeys.RECURRENT_LAYERS)
+        listed = ly.hp.recurrent_layer_arr
         if listed is not None:
             return listed[il]
-        interval = ly.hp.optional_int(Keys.LLM.FULL_ATTENTION_INTERVAL, default_interval)
+        interval = default_interval if ly.hp.full_attn_interval is None else ly.hp.full_attn_interval
         if interval == 0:
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key_name(Keys.LLM.FULL_ATTENTION_INTERVAL)} is 0")
         return (il + 1) % interval != 0
@@ -252,8 +252,7 @@ def period_flags(ly: Layers, period: int, dense_first: bool) -> tuple[bool, ...]
 
 def _pattern_value(window: Window, ly: Layers) -> object:
     # llama_model_loader::get_key(LLM_KV_ATTENTION_SLIDING_WINDOW_PATTERN)
-    key = ly.hp.key(ATTN.SLIDING_WINDOW_PATTERN)
-    value = ly.hp.metadata.get(key)
+    key, value = ly.hp.key(ATTN.SLIDING_WINDOW_PATTERN), ly.hp.swa_pattern
     if value is None and window.pattern_required:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"llama.cpp refuses to load the model without {key}")
     if isinstance(value, SkippedArray):
@@ -339,7 +338,7 @@ def twenty_layers_own_kv(ly: Layers) -> int:
 
 def shared_kv_layers_reuse(ly: Layers) -> int:
     # llama_model_gemma4::load_arch_hparams: n_layer_kv_from_start = n_layer - shared_kv_layers
-    return max(0, ly.n_all - ly.hp.optional_int(ATTN.SHARED_KV_LAYERS, 0))
+    return max(0, ly.n_all - ly.hp.n_layer_kv_shared)
 
 
 def no_mla(hp: HParams) -> bool:
@@ -349,7 +348,7 @@ def no_mla(hp: HParams) -> bool:
 
 def mla_if_lengths(hp: HParams) -> bool:
     # llama_hparams::is_mla: both key_length_mla and value_length_mla are set
-    return bool(hp.optional_int(ATTN.KEY_LENGTH_MLA)) and bool(hp.optional_int(ATTN.VALUE_LENGTH_MLA))
+    return bool(hp.n_embd_head_k_mla) and bool(hp.n_embd_head_v_mla)
 
 
 def always_mla(hp: HParams) -> bool:
@@ -362,13 +361,13 @@ IndexerCache = Callable[[Layers, int], KvCache]  # (layers, KV layers of the mai
 
 def beside_each_attention_layer(ly: Layers, attention_layers: int) -> KvCache:
     # llama-kv-cache-hybrid-idx.cpp: one head of indexer.key_length K and head_dim_v V per attention layer
-    width = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    width = ly.hp.required(HParams.indexer_head_size)
     return KvCache((AttentionLayer(width, ly.head_v),) * attention_layers, ly.head_v)
 
 
 def dsa_every_trunk_layer(ly: Layers, attention_layers: int) -> KvCache:
     # llama-kv-cache-dsa.cpp: one head of indexer.key_length K, no V, on every trunk layer
-    width = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    width = ly.hp.required(HParams.indexer_head_size)
     return KvCache((AttentionLayer(width, 0, has_v=False),) * ly.n_trunk)
 
 
@@ -380,19 +379,19 @@ def glm_dsa_full_layers(ly: Layers) -> tuple[bool, ...]:
     # llama_model_glm_dsa::load_arch_hparams: is_indexer_full(il) from attention.indexer.types (an array or one value
     # for every layer), else every layer (GLM 5, 5.1: a context below GLM-5.2's), else GLM_5_2_DEFAULT_INDEXER_TYPES
     hp = ly.hp
-    types = hp.metadata.get(hp.key(NewerKeys.INDEXER_TYPES))
+    types = hp.indexer_types
     if isinstance(types, tuple):
         return tuple(bool(t) for t in types[: ly.n_trunk])
     if is_int(types):
         return (bool(types),) * ly.n_trunk
-    if (hp.optional_int(Keys.LLM.CONTEXT_LENGTH, 0) or 0) < GLM_DSA_SPARSE_CONTEXT:
+    if (hp.n_ctx_train or 0) < GLM_DSA_SPARSE_CONTEXT:
         return (True,) * ly.n_trunk
     return tuple(il < GLM_5_2_INDEXER_TABLE and (il < 2 or il % 4 == 2) for il in range(ly.n_trunk))
 
 
 def glm_dsa_listed_layers(ly: Layers, attention_layers: int) -> KvCache:
     # llama_model_glm_dsa::create_memory: the indexer cache keeps the layers whose indexer is full
-    width = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    width = ly.hp.required(HParams.indexer_head_size)
     return KvCache((AttentionLayer(width, 0, has_v=False),) * sum(glm_dsa_full_layers(ly)))
 
 
@@ -405,9 +404,9 @@ def _dsa_indexer(ly: Layers, full: tuple[bool, ...]) -> Indexer | None:
     # ggml_mul_mat with the cache's k_rot (as wide as the largest power of two from 64 dividing the head: ggml
     # asserts it is the head) and abort on a shared layer before a full one
     hp = ly.hp
-    head = hp.require_int(ATTN.Indexer.KEY_LENGTH)
-    indexer = Indexer(hp.require_int(ATTN.Indexer.HEAD_COUNT), head, hp.require_int(ATTN.Indexer.TOP_K), full)
-    rope_fits = hp.optional_int(Keys.Rope.DIMENSION_COUNT, ly.head_k) <= head
+    head = hp.required(HParams.indexer_head_size)
+    indexer = Indexer(hp.required(HParams.indexer_n_head), head, hp.required(HParams.indexer_top_k), full)
+    rope_fits = (ly.head_k if hp.n_rot is None else hp.n_rot) <= head
     built = rope_fits and rotation_size(head) == head and full[:1] == (True,) and len(full) == ly.n_trunk
     return indexer if built else None
 
@@ -431,7 +430,7 @@ def dsv4_ratios(ly: Layers) -> tuple[int, ...]:
     # llama_model_deepseek4::load_arch_hparams: attention.compress_ratios, at least block_count entries (the first
     # block_count are used); load_arch_tensors refuses any ratio but 0, 4 and 128
     name = key_name(NewerKeys.COMPRESS_RATIOS)
-    value = ly.hp.metadata.get(ly.hp.key(NewerKeys.COMPRESS_RATIOS))
+    value = ly.hp.compress_ratios
     if value is None:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{name} is missing")
     ratios = tuple(value[: ly.n_all]) if isinstance(value, tuple) else ()
@@ -445,7 +444,7 @@ def dsv4_ratios(ly: Layers) -> tuple[int, ...]:
 def dsv4_compressed_caches(ly: Layers) -> tuple[KvCache, ...]:
     # llama_kv_cache_dsv4: K-only caches (dsv4_make_k_only) over every block of its ratio: CSA on ratio 4 and HCA on
     # ratio 128 as wide as the attention's K, the lightning indexer's on ratio 4 one head of indexer.key_length
-    ratios, indexer = dsv4_ratios(ly), ly.hp.require_int(ATTN.Indexer.KEY_LENGTH)
+    ratios, indexer = dsv4_ratios(ly), ly.hp.required(HParams.indexer_head_size)
 
     def cache(ratio: int, width: Callable[[int], int]) -> KvCache:
         return KvCache(
@@ -467,7 +466,7 @@ def dsv4_compressor_states(ly: Layers) -> tuple[RecurrentLayer, ...]:
     # llama_kv_cache_dsv4: the CSA, HCA and lightning-indexer compressor states over the trunk (model.hparams's
     # n_layer()), each an F32 kv and score tensor (R and S here): the attention's compressor on every compressed
     # layer (its n_embd_head_k), the indexer's beside it on ratio 4 (indexer.key_length)
-    indexer, states = ly.hp.require_int(ATTN.Indexer.KEY_LENGTH), []
+    indexer, states = ly.hp.required(HParams.indexer_head_size), []
     for ratio in dsv4_ratios(ly)[: ly.n_trunk]:
         if ratio:
             n = dsv4_compressor(ly.head_k_swa, ratio) + (dsv4_compressor(indexer, ratio) if ratio == CSA_RATIO else 0)
@@ -495,25 +494,25 @@ def dsv4_graph(ly: Layers) -> Dsv4 | None:
     # attention.q_lora_rank, output_group_count, output_lora_rank, the indexer's sizes; None where the graph's
     # builder asserts (four streams, the heads a multiple of the output groups)
     hp = ly.hp
-    groups = hp.require_int(NewerKeys.OUTPUT_GROUP_COUNT)
-    if hp.require_int(NewerKeys.HC_COUNT) != DSV4_HC or any(h % groups for h in ly.heads[: ly.n_trunk]):
+    groups = hp.required(HParams.n_output_groups)
+    if hp.required(HParams.n_hc) != DSV4_HC or any(h % groups for h in ly.heads[: ly.n_trunk]):
         return None
     return Dsv4(
-        hc=hp.require_int(NewerKeys.HC_COUNT),
+        hc=hp.required(HParams.n_hc),
         ratios=dsv4_ratios(ly)[: ly.n_trunk],
-        q_lora=hp.require_int(ATTN.Q_LORA_RANK),
+        q_lora=hp.required(HParams.n_lora_q),
         o_groups=groups,
-        o_lora=hp.require_int(NewerKeys.OUTPUT_LORA_RANK),
-        idx_heads=hp.require_int(ATTN.Indexer.HEAD_COUNT),
-        idx_head=hp.require_int(ATTN.Indexer.KEY_LENGTH),
-        idx_top_k=hp.require_int(ATTN.Indexer.TOP_K),
+        o_lora=hp.required(HParams.n_lora_o),
+        idx_heads=hp.required(HParams.indexer_n_head),
+        idx_head=hp.required(HParams.indexer_head_size),
+        idx_top_k=hp.required(HParams.indexer_top_k),
     )
 
 
 def dsv4_shexp_clamp(ly: Layers, il: int) -> bool:
     # llama_model_deepseek4::load_arch_hparams: swiglu_clamp_shexp, else swiglu_clamp_exp's limits
-    present = ly.hp.metadata.get(ly.hp.key(Keys.LLM.SWIGLU_CLAMP_SHEXP)) is not None
-    return swiglu_clamped(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP if present else Keys.LLM.SWIGLU_CLAMP_EXP, il)
+    present = ly.hp.swiglu_clamp_shexp is not None
+    return swiglu_clamped(ly, HParams.swiglu_clamp_shexp if present else HParams.swiglu_clamp_exp, il)
 
 
 # --- the weights' shapes the compute graph reads ----------------------------------------------------------
@@ -541,22 +540,20 @@ WkvSizes = Callable[[Layers, int], Wkv]  # an RWKV layer's sizes
 
 def mamba_in(ly: Layers) -> int:
     # llama_model_mamba::load_tensors: ssm_in [n_embd, 2 * d_inner] (x and z)
-    return 2 * ly.hp.optional_int(SSM.INNER_SIZE, 0)
+    return 2 * ly.hp.ssm_d_inner
 
 
 def mamba2_in(ly: Layers) -> int:
     # llama_model_mamba2::load_tensors: ssm_in [n_embd, 2 * d_inner + 2 * n_group * d_state + n_head] (z x B C dt)
     hp = ly.hp
-    d_state, groups = hp.optional_int(SSM.STATE_SIZE, 0), hp.optional_int(SSM.GROUP_COUNT, 0)
-    return 2 * hp.optional_int(SSM.INNER_SIZE, 0) + 2 * groups * d_state + hp.optional_int(SSM.TIME_STEP_RANK, 0)
+    d_state, groups = hp.ssm_d_state, hp.ssm_n_group
+    return 2 * hp.ssm_d_inner + 2 * groups * d_state + hp.ssm_dt_rank
 
 
 def gated_delta_net_in(ly: Layers) -> int:
     # llama_model_qwen3next::load_tensors: attn_qkv [n_embd, 2 * n_group * d_state + d_inner] (q k v)
     hp = ly.hp
-    return 2 * hp.optional_int(SSM.GROUP_COUNT, 0) * hp.optional_int(SSM.STATE_SIZE, 0) + hp.optional_int(
-        SSM.INNER_SIZE, 0
-    )
+    return 2 * hp.ssm_n_group * hp.ssm_d_state + hp.ssm_d_inner
 
 
 def lightning_in(ly: Layers) -> int:
@@ -571,7 +568,7 @@ def short_conv_in(ly: Layers) -> int:
 
 def kda_in(ly: Layers) -> int:
     # llama_model_kimi_linear::load_tensors: attn_q / attn_k / attn_v [n_embd, n_head * kda.head_dim]
-    return (ly.heads[0] if ly.n_all else 0) * ly.hp.optional_int(Keys.KDA.HEAD_DIM, 0)
+    return (ly.heads[0] if ly.n_all else 0) * ly.hp.n_embd_head_kda
 
 
 def rwkv_time_mix_in(ly: Layers) -> int:
@@ -586,7 +583,7 @@ def rwkv_channel_mix_in(ly: Layers) -> int:
 
 def dt_b_c_rms(hp: HParams) -> bool:
     # llama_model_mamba::load_arch_hparams: ssm.dt_b_c_rms (FalconMamba), false when absent
-    return hp.optional_bool(SSM.DT_B_C_RMS, False)
+    return hp.ssm_dt_b_c_rms
 
 
 def dt_b_c_norm_weights(hp: HParams) -> bool:
@@ -594,20 +591,28 @@ def dt_b_c_norm_weights(hp: HParams) -> bool:
     return True
 
 
-def _wkv(ly: Layers, version: int, decay: str, mix: str = "", iclr: str = "", value: str = "", gate: str = "") -> Wkv:
+def _wkv(
+    ly: Layers,
+    version: int,
+    decay: Key[int],
+    mix: Key[int] | None = None,
+    iclr: Key[int] | None = None,
+    value: Key[int] | None = None,
+    gate: Key[int] | None = None,
+) -> Wkv:
     # llama_model_rwkv6 / _rwkv7::load_arch_hparams: wkv_head_size and the LoRA ranks; the channel mix is n_ff wide
     hp = ly.hp
 
-    def rank(key: str) -> int:
-        return hp.optional_int(key, 0) if key else 0
+    def rank(field: Key[int] | None) -> int:
+        return hp.value(field) if field else 0
 
     ranks = (rank(decay), rank(mix), rank(iclr), rank(value), rank(gate))
-    return Wkv(version, hp.optional_int(Keys.WKV.HEAD_SIZE, 0), *ranks, channel_mix=ly.ff[0])
+    return Wkv(version, hp.wkv_head_size, *ranks, channel_mix=ly.ff[0])
 
 
 def rwkv6_wkv(ly: Layers, il: int) -> Wkv:
     # llama_model_rwkv6::load_arch_hparams: time_decay_extra_dim, time_mix_extra_dim
-    return _wkv(ly, 6, Keys.LLM.TIME_DECAY_EXTRA_DIM, mix=Keys.LLM.TIME_MIX_EXTRA_DIM)
+    return _wkv(ly, 6, HParams.time_decay_extra_dim, mix=HParams.time_mix_extra_dim)
 
 
 def rwkv6qwen2_wkv(ly: Layers, il: int) -> Wkv:
@@ -617,14 +622,13 @@ def rwkv6qwen2_wkv(ly: Layers, il: int) -> Wkv:
 
 def rwkv7_wkv(ly: Layers, il: int) -> Wkv:
     # llama_model_rwkv7::load_arch_hparams: the decay, iclr, value-residual-mix and gate LoRA ranks
-    attn = Keys.Attention
     return _wkv(
         ly,
         7,
-        attn.DECAY_LORA_RANK,
-        iclr=attn.ICLR_LORA_RANK,
-        value=attn.VALUE_RESIDUAL_MIX_LORA_RANK,
-        gate=attn.GATE_LORA_RANK,
+        HParams.n_lora_decay,
+        iclr=HParams.n_lora_iclr,
+        value=HParams.n_lora_value_res_mix,
+        gate=HParams.n_lora_gate,
     )
 
 
@@ -643,13 +647,13 @@ def _gated_delta_net(ly: Layers) -> DeltaNet:
     # llama_model_qwen3next / _qwen35 / _qwen35moe::load_arch_hparams: head_k_dim = ssm_d_state, num_k_heads =
     # ssm_n_group, num_v_heads = ssm_dt_rank, head_v_dim = ssm_d_inner / num_v_heads
     hp = ly.hp
-    v_heads = hp.optional_int(SSM.TIME_STEP_RANK, 0)
+    v_heads = hp.ssm_dt_rank
     return DeltaNet(
-        head_k=hp.optional_int(SSM.STATE_SIZE, 0),
-        k_heads=hp.optional_int(SSM.GROUP_COUNT, 0),
-        head_v=hp.optional_int(SSM.INNER_SIZE, 0) // v_heads if v_heads else 0,
+        head_k=hp.ssm_d_state,
+        k_heads=hp.ssm_n_group,
+        head_v=hp.ssm_d_inner // v_heads if v_heads else 0,
         v_heads=v_heads,
-        d_conv=hp.optional_int(SSM.CONV_KERNEL, 0),
+        d_conv=hp.ssm_d_conv,
     )
 
 
@@ -667,14 +671,14 @@ def _kda(ly: Layers) -> DeltaNet:
     # llama_model_kimi_linear / _kimi_k3 / _bailingmoe3: kda.head_dim wide heads, n_head of them for q, k and v
     # (their graphs' MHA fallback where the file has the legacy attn_kv_b is not rebuilt)
     hp = ly.hp
-    head, heads = hp.optional_int(Keys.KDA.HEAD_DIM, 0), ly.heads[0] if ly.n_all else 0
+    head, heads = hp.n_embd_head_kda, ly.heads[0] if ly.n_all else 0
     legacy = _has_tensor(ly, ".attn_kv_b.weight", False)
     return DeltaNet(
         head,
         heads,
         head,
         heads,
-        hp.optional_int(SSM.CONV_KERNEL, 0),
+        hp.ssm_d_conv,
         not_rebuilt="MLA without attn_k_b / attn_v_b" if legacy else "",
     )
 
@@ -688,17 +692,17 @@ def kimi_k3_delta_net(ly: Layers) -> DeltaNet:
     # llama_model_kimi_k3::load_arch_hparams: kda.gate_lower_bound, attn_res.block_size, situ (the dense and
     # shared FFNs' kimi_k3_situ); the MLA output gate (attn_gate, optional) per element
     hp = ly.hp
-    bound = hp.optional_float(NewerKeys.KDA_GATE_LOWER_BOUND)
+    bound = hp.kda_gate_lower_bound
     heads = ly.heads[0] if ly.n_all else 0
-    v_mla = hp.optional_int(ATTN.VALUE_LENGTH_MLA, 0)
+    v_mla = hp.n_embd_head_v_mla
     base = _kda(ly)
     return replace(
         base,
-        q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0) if _has_tensor(ly, ".attn_q_a_norm.weight", True) else 0,
+        q_lora=hp.n_lora_q if _has_tensor(ly, ".attn_q_a_norm.weight", True) else 0,
         lower_bound=bound is not None and bound != float("-inf"),
         attn_gate=heads * v_mla if _has_tensor(ly, ".attn_gate.weight", True) else 0,
-        situ_linear=(hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0,
-        attn_res=hp.optional_int(NewerKeys.ATTN_RES_BLOCK_SIZE, 0),
+        situ_linear=(hp.situ_linear_beta or 0.0) > 0.0,
+        attn_res=hp.attn_res_block_size,
     )
 
 
@@ -708,7 +712,7 @@ def bailingmoe3_delta_net(ly: Layers) -> DeltaNet:
     hp = ly.hp
     return replace(
         _kda(ly),
-        q_lora=hp.optional_int(ATTN.Q_LORA_RANK, 0),
+        q_lora=hp.n_lora_q,
         attn_gate=ly.heads[0] if ly.n_all else 0,
     )
 
@@ -720,20 +724,18 @@ def no_ffn_clamp(ly: Layers, il: int) -> bool:
 def shexp_clamp(ly: Layers, il: int) -> bool:
     # llama_model_bailingmoe3 / _step35::load_arch_hparams: swiglu_clamp_shexp, which build_ffn reads for the
     # layer's dense and shared FFNs
-    return swiglu_clamped(ly, Keys.LLM.SWIGLU_CLAMP_SHEXP, il)
+    return swiglu_clamped(ly, HParams.swiglu_clamp_shexp, il)
 
 
 def experts_after_leading_dense(ly: Layers, il: int) -> bool:
     # llama_model_<arch>::load_arch_tensors: ffn_*_exps from layer leading_dense_block_count on
-    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and il >= ly.hp.optional_int(
-        Keys.LLM.LEADING_DENSE_BLOCK_COUNT, 0
-    )
+    return ly.hp.n_expert > 0 and il >= ly.hp.n_layer_dense_lead
 
 
 def experts_interleaved(ly: Layers, il: int) -> bool:
     # llama_model_llama4::load_arch_tensors: is_moe_layer = (il + 1) % interleave_moe_layer_step == 0
-    step = ly.hp.optional_int(Keys.LLM.INTERLEAVE_MOE_LAYER_STEP, 1) or 1
-    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and (il + 1) % step == 0
+    step = ly.hp.n_moe_layer_step or 1
+    return ly.hp.n_expert > 0 and (il + 1) % step == 0
 
 
 def experts_where_routed(ly: Layers, il: int) -> bool:
@@ -751,12 +753,12 @@ def experts_where_routed_else_leading_dense(ly: Layers, il: int) -> bool:
 
 def experts_on_every_layer(ly: Layers, il: int) -> bool:
     # llama_model_minimax_01::load_arch_tensors: ffn_gate_inp and the experts on every layer
-    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0
+    return ly.hp.n_expert > 0
 
 
 def experts_on_ffn_layers(ly: Layers, il: int) -> bool:
     # llama_model_nemotron_h_moe::load_arch_tensors: the layers with n_ff(il) > 0 route experts
-    return ly.hp.optional_int(Keys.LLM.EXPERT_COUNT, 0) > 0 and ly.ff[il] > 0
+    return ly.hp.n_expert > 0 and ly.ff[il] > 0
 
 
 def ssm_norm_required(ly: Layers) -> bool:
@@ -772,12 +774,12 @@ def ssm_norm_listed(ly: Layers) -> bool:
 
 def q_lora_unless_lite(hp: HParams, n_vocab: int | None) -> int:
     # llama_model_deepseek2::load_arch_hparams: q_lora_rank, not read on the lite shapes (one wq)
-    return 0 if hp.deepseek2_lite(n_vocab) else hp.optional_int(ATTN.Q_LORA_RANK, 0)
+    return 0 if hp.deepseek2_lite(n_vocab) else hp.n_lora_q
 
 
 def q_lora_rank(hp: HParams, n_vocab: int | None) -> int:
     # llama_model_minicpm3 / _deepseek32 / _glm_dsa::load_arch_hparams: q_lora_rank, always
-    return hp.require_int(ATTN.Q_LORA_RANK)
+    return hp.required(HParams.n_lora_q)
 
 
 def no_q_lora(hp: HParams, n_vocab: int | None) -> int:
@@ -840,7 +842,7 @@ def sliding_layers_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
 
 def sliding_or_dense_lead_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
     # cohere2moe.cpp: is_swa(il) || il < n_layer_dense_lead
-    return sliding[il] or il < ly.hp.optional_int(Keys.LLM.LEADING_DENSE_BLOCK_COUNT, 0)
+    return sliding[il] or il < ly.hp.n_layer_dense_lead
 
 
 def sliding_layers_or_no_window_rope(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
@@ -882,7 +884,7 @@ def never(hp: HParams) -> bool:
 
 def embedding_scaled(hp: HParams) -> bool:
     # granite.cpp, granite-hybrid.cpp: hparams.f_embedding_scale (embedding_scale, 0 when absent) scales build_inp_embd
-    return bool(hp.optional_float(Keys.LLM.EMBEDDING_SCALE))
+    return bool(hp.f_embedding_scale)
 
 
 def mrope(hp: HParams) -> bool:
@@ -892,13 +894,13 @@ def mrope(hp: HParams) -> bool:
 
 def mrope_with_sections(hp: HParams) -> bool:
     # llama_model_rope_type: MROPE where llama_hparams::use_mrope (rope sections 0 and 1 set)
-    sections = hp.metadata.get(hp.key(Keys.Rope.DIMENSION_SECTIONS))
+    sections = hp.rope_sections
     return isinstance(sections, tuple | list) and len(sections) >= 2 and all(is_int(s) and s > 0 for s in sections[:2])
 
 
 def rms_eps_missing(hp: HParams) -> bool:
     # cohere2moe.cpp: LLM_NORM where the file has no attention.layer_norm_rms_epsilon (f_norm_rms_eps 0)
-    return not hp.has(Keys.Attention.LAYERNORM_RMS_EPS)
+    return not hp.has(HParams.f_norm_rms_eps)
 
 
 def no_attn_v(ly: Layers, il: int) -> bool:
@@ -1135,7 +1137,7 @@ PLE_CONV = "blk.{bid}.ple_conv1d.weight"  # LLM_TENSOR_PLE_CONV1D
 def qwen4exp_ple_layer(ly: Layers) -> int:
     # llama_model_qwen4exp::load_arch_hparams: ple.layers (absent or empty: no PLE); llama.cpp refuses more than one
     # layer, one out of range, or one that is not a linear-attention (recurrent) layer
-    value = ly.hp.metadata.get(ly.hp.key(NewerKeys.PLE_LAYERS))
+    value = ly.hp.ple_layers
     if value is None or value == ():
         return -1
     layers = tuple(value) if isinstance(value, tuple) else ()
@@ -1154,8 +1156,8 @@ def ple_conv_history(ly: Layers, il: int) -> int:
     if il != qwen4exp_ple_layer(ly):
         return 0
     hp = ly.hp
-    kernel, ngram = hp.require_int(NewerKeys.PLE_CONV_KERNEL), hp.require_int(NewerKeys.PLE_NGRAM_SIZE)
-    return max(0, kernel - 1) * ngram * hp.require_int(NewerKeys.HC_COUNT) * ly.n_embd
+    kernel, ngram = hp.required(HParams.ple_conv_kernel), hp.required(HParams.ple_ngram_size)
+    return max(0, kernel - 1) * ngram * hp.required(HParams.n_hc) * ly.n_embd
 
 
 def ple_conv_f32(ly: Layers, il: int) -> bool:
@@ -1164,25 +1166,25 @@ def ple_conv_f32(ly: Layers, il: int) -> bool:
     name = PLE_CONV.format(bid=il)
     if ly.types is not None and name in ly.types:
         return ly.types[name] == QT.F32
-    return ly.hp.metadata.get(Keys.General.FILE_TYPE) == LlamaFileType.ALL_F32
+    return ly.hp.ftype == LlamaFileType.ALL_F32
 
 
 def qwen4exp_hyper(ly: Layers) -> HyperConnections:
     # llama_model_qwen4exp::load_arch_hparams: hyper_connection.count and .low_rank, the indexer's head count, key
     # length and top_k, attention.compress_ratios (0 where absent: dense attention); the PLE layer's n-gram keys
     hp, ple = ly.hp, qwen4exp_ple_layer(ly)
-    ngram, per_ngram = hp.optional_int(NewerKeys.PLE_NGRAM_SIZE, 0), hp.optional_int(NewerKeys.PLE_HEADS_PER_NGRAM, 0)
+    ngram, per_ngram = hp.ple_ngram_size, hp.ple_heads_per_ngram
     return HyperConnections(
-        count=hp.require_int(NewerKeys.HC_COUNT),
-        rank=hp.require_int(NewerKeys.HC_LOW_RANK),
-        ratios=hp.per_layer(NewerKeys.COMPRESS_RATIOS, default=0),
-        idx_heads=hp.require_int(ATTN.Indexer.HEAD_COUNT),
-        idx_head=hp.require_int(ATTN.Indexer.KEY_LENGTH),
-        idx_top_k=hp.require_int(ATTN.Indexer.TOP_K),
+        count=hp.required(HParams.n_hc),
+        rank=hp.required(HParams.n_hc_low_rank),
+        ratios=hp.compress_ratio_arr,
+        idx_heads=hp.required(HParams.indexer_n_head),
+        idx_head=hp.required(HParams.indexer_head_size),
+        idx_top_k=hp.required(HParams.indexer_top_k),
         ple_layer=ple,
         ple_heads=max(0, ngram - 1) * per_ngram if ple >= 0 else 0,
-        ple_head=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if ple >= 0 else 0,
-        ple_kernel=hp.optional_int(NewerKeys.PLE_CONV_KERNEL, 0) if ple >= 0 else 0,
+        ple_head=hp.n_embd_per_layer if ple >= 0 else 0,
+        ple_kernel=hp.ple_conv_kernel if ple >= 0 else 0,
         ple_dilation=ngram if ple >= 0 else 0,
         ple_conv_f32=ple >= 0 and ple_conv_f32(ly, ple),
     )

@@ -44,7 +44,7 @@ def layers_of(
 
 def window_size(window: Window, layers: Layers) -> int | None:
     """n_swa, or None when this model does not slide."""
-    size = layers.hp.optional_int(ATTN.SLIDING_WINDOW)
+    size = layers.hp.n_swa
     if not window.when(layers, size):
         return None
     if window.forced_size is not None:
@@ -66,17 +66,17 @@ def kv_layer_flags(rule: ArchRule, layers: Layers) -> tuple[bool, ...]:
 def state_widths(rule: ArchRule, layers: Layers) -> RecurrentLayer:
     """llama_hparams::n_embd_r() / n_embd_s(): the first family whose key is present wins."""
     hp = layers.hp
-    wkv = hp.optional_int(Keys.WKV.HEAD_SIZE, 0)
-    l_cache = hp.optional_int(Keys.ShortConv.L_CACHE, 0)
-    kda = hp.optional_int(Keys.KDA.HEAD_DIM, 0)
-    d_conv = hp.optional_int(Keys.SSM.CONV_KERNEL, 0)
-    d_inner = hp.optional_int(Keys.SSM.INNER_SIZE, 0)
-    d_state = hp.optional_int(Keys.SSM.STATE_SIZE, 0)
+    wkv = hp.wkv_head_size
+    l_cache = hp.n_shortconv_l_cache
+    kda = hp.n_embd_head_kda
+    d_conv = hp.ssm_d_conv
+    d_inner = hp.ssm_d_inner
+    d_state = hp.ssm_d_state
     reads_groups = rule.recurrence is not None and rule.recurrence.reads_group_count
-    groups = hp.optional_int(Keys.SSM.GROUP_COUNT, 0) if reads_groups else 0
+    groups = hp.ssm_n_group if reads_groups else 0
     n_head = layers.heads[0] if layers.n_all else 0
     if wkv:  # RWKV: token shift, and a head_size x n_embd WKV state
-        return RecurrentLayer(hp.optional_int(Keys.LLM.TOKEN_SHIFT_COUNT, 2) * layers.n_embd, layers.n_embd * wkv)
+        return RecurrentLayer(hp.token_shift_count * layers.n_embd, layers.n_embd * wkv)
     if l_cache:  # LFM2 short convolution
         return RecurrentLayer((l_cache - 1) * layers.n_embd, 0)
     if kda:  # Kimi delta attention: three short convs over q, k, v
@@ -162,7 +162,7 @@ def derive_layout(
         note=_describe(arch, attention, states),
         head_dims=head_dims,
         same_cache_types=rule.mla(hp),
-        causal=hp.optional_bool(ATTN.CAUSAL, True),  # llama_model_base::load_hparams: hparams.causal_attn
+        causal=hp.causal_attn,  # llama_model_base::load_hparams: hparams.causal_attn
         graph=graph_shape(rule, layers, sliding, size, width, n_vocab),
         swa_type=window.swa_type if window is not None else SwaType.STANDARD,
         cell_ext=rule.cell_positions(hp),
@@ -188,17 +188,17 @@ def graph_shape(
         return _dsv4_shape(graph, layers, size, n_vocab)
     mla = rule.mla(hp)
     low_rank = graph.low_rank_kv and not mla  # the latent decompressed (deepseek2 without *_mla keys, minicpm3)
-    kv_lora = hp.require_int(ATTN.KV_LORA_RANK) if mla or low_rank else 0  # llama_model_deepseek2, _minicpm3
+    kv_lora = hp.required(HParams.n_lora_kv) if mla or low_rank else 0  # llama_model_deepseek2, _minicpm3
     q_lora = graph.q_lora(hp, n_vocab) if kv_lora else 0
-    n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
+    n_expert = hp.n_expert
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
     mamba1 = graph.mixer is Mixer.MAMBA
     ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's / build_plamo2_mamba_layer's sizes
-        hp.optional_int(SSM.INNER_SIZE, 0),
-        hp.optional_int(SSM.STATE_SIZE, 0),
-        0 if mamba1 else hp.optional_int(SSM.GROUP_COUNT, 0),
-        hp.optional_int(SSM.TIME_STEP_RANK, 0),
-        hp.optional_int(SSM.CONV_KERNEL, 0),
+        hp.ssm_d_inner,
+        hp.ssm_d_state,
+        0 if mamba1 else hp.ssm_n_group,
+        hp.ssm_dt_rank,
+        hp.ssm_d_conv,
         norms=mamba1 and graph.ssm_norms(hp),
         grouped_norm=graph.ssm_norm(layers),
     )
@@ -209,7 +209,7 @@ def graph_shape(
     lightning = None
     if graph.mixer is Mixer.LIGHTNING and state and layers.head_k == layers.head_v:  # minimax-01.cpp asserts K == V
         lightning = Lightning(layers.heads[0], layers.head_k, state.r_elements)
-    rope = hp.optional_bool(Keys.Rope.SCALING_FINETUNED, True) if graph.rope_switch else graph.rope
+    rope = hp.rope_finetuned if graph.rope_switch else graph.rope
     blocks, kv_start = [], rule.kv_from_start(layers)
     for il in range(layers.n_trunk):
         recurrent = layers.recurrent[il]
@@ -221,7 +221,7 @@ def graph_shape(
         )
         head_k, head_v = layers.head_dims(il, sliding[il])
         if mla:  # the heads before absorption (key_length_mla, value_length_mla); the cache holds latent + rope
-            head_k, head_v = hp.require_int(ATTN.KEY_LENGTH_MLA), hp.require_int(ATTN.VALUE_LENGTH_MLA)
+            head_k, head_v = hp.required(HParams.n_embd_head_k_mla), hp.required(HParams.n_embd_head_v_mla)
         moe = n_expert > 0 and graph.moe_layers(layers, il)
         routing = graph.routing(layers, il, n_vocab) if moe else Routing()
         if routing is None:  # build_moe_ffn's call in this block is not rebuilt
@@ -237,7 +237,7 @@ def graph_shape(
                 n_ff=dense_ff,
                 gated=rule.parameters.gated_ffn,
                 n_expert=n_expert if moe else 0,
-                n_expert_used=hp.optional_int(Keys.LLM.EXPERT_USED_COUNT, 0) if moe else 0,
+                n_expert_used=hp.n_expert_used if moe else 0,
                 n_ff_exp=expert_width(layers, il) if moe else 0,
                 recurrent_in=recurrent_in if recurrent else 0,
                 recurrent_state=state_elements if recurrent else 0,
@@ -290,7 +290,7 @@ def graph_shape(
         pre_norm=graph.pre_norm,
         normed_hidden_output=graph.normed_hidden_output,
         attn_temperature=graph.attn_temperature,
-        per_layer_embd=hp.optional_int(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP, 0) if graph.per_layer_embd else 0,
+        per_layer_embd=hp.n_embd_per_layer if graph.per_layer_embd else 0,
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
         indexer=indexer,
         lightning=lightning,
@@ -320,8 +320,8 @@ def _dsv4_shape(graph: Graph, layers: Layers, size: int | None, n_vocab: int | N
                 head_k=head,
                 head_v=head,
                 window=size,
-                n_expert=hp.require_int(Keys.LLM.EXPERT_COUNT),
-                n_expert_used=hp.require_int(Keys.LLM.EXPERT_USED_COUNT),
+                n_expert=hp.required(HParams.n_expert),
+                n_expert_used=hp.required(HParams.n_expert_used),
                 n_ff_exp=expert_width(layers, il),
                 routing=routing,
                 clamped_ffn=graph.ffn_clamp(layers, il),
@@ -336,7 +336,7 @@ def _dsv4_shape(graph: Graph, layers: Layers, size: int | None, n_vocab: int | N
 def _rope_part(hp: HParams, layers: Layers, kv_lora: int, mla: bool) -> int:
     """The rope part of each key head: MLA's key_length less the latent; else llama_hparams::n_rot
     (rope.dimension_count, the key head when absent)."""
-    return layers.head_k - kv_lora if mla else hp.optional_int(Keys.Rope.DIMENSION_COUNT, layers.head_k)
+    return layers.head_k - kv_lora if mla else layers.head_k if hp.n_rot is None else hp.n_rot
 
 
 def _describe(arch: str, attention: tuple[AttentionLayer, ...], states: tuple[RecurrentLayer, ...]) -> str:

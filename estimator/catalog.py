@@ -171,7 +171,7 @@ def proxy_weights(
         + (hp.n_layer + 1) * TENSORS_PER_BLOCK * TENSOR_PADDING
     )
     if entry.tied_embeddings:
-        n_embd = hp.optional_int(gguf.Keys.LLM.EMBEDDING_LENGTH, 0)
+        n_embd = hp.n_embd
         embedding = math.ceil(entry.n_vocab * n_embd * high / 8 * (1 + extra))
         ceiling += embedding
     stated = f" (published: {entry.parameters:,})" if entry.parameters else ""

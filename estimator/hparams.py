@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import overload
+from functools import lru_cache
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.gguf_file import KeyType, SkippedArray, Value
@@ -121,69 +122,248 @@ def refuse_mistyped_keys(metadata: Mapping[str, Value], key_types: Mapping[str, 
             refuse(key, vt.name)
 
 
+class Raw(NamedTuple):
+    """What a reader of one key sees: its value (None where the file has no such key), the key as the file names
+    it, and the model's block_count (per-layer arrays have one entry per block)."""
+
+    value: Value | None
+    key: str
+    n_layer: int
+
+
+T = TypeVar("T")
+
+
+def uint(default: int) -> Callable[[Raw], int]:
+    """get_key into a uint32 field: the value, `default` where absent (a non-integer fails the load)."""
+    return lambda raw: default if raw.value is None else _uint(raw)
+
+
+def maybe_uint(raw: Raw) -> int | None:
+    """A uint32 whose default depends on other fields (None where absent)."""
+    return None if raw.value is None else _uint(raw)
+
+
+def _uint(raw: Raw) -> int:
+    if not is_int(raw.value) or raw.value < 0:
+        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{raw.key} is not a non-negative integer")
+    return raw.value
+
+
+def flag(default: bool) -> Callable[[Raw], bool]:
+    """get_key into a bool field (a value of another type fails the load)."""
+
+    def read(raw: Raw) -> bool:
+        value = default if raw.value is None else raw.value
+        if not isinstance(value, bool):
+            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{raw.key} is not a boolean")
+        return value
+
+    return read
+
+
+def real(raw: Raw) -> float | None:
+    """A float field (None where absent or not a number)."""
+    return float(raw.value) if (is_int(raw.value) or isinstance(raw.value, float)) else None
+
+
+def given(raw: Raw) -> Value | None:
+    """The value as the file holds it, for the rules that judge it themselves."""
+    return raw.value
+
+
+def per_layer(default: int) -> Callable[[Raw], tuple[int, ...]]:
+    """get_key_or_arr: one number for every layer, or one per layer (`default` for every layer where absent)."""
+
+    def read(raw: Raw) -> tuple[int, ...]:
+        values = maybe_per_layer(raw)
+        return (default,) * raw.n_layer if values is None else values
+
+    return read
+
+
+def maybe_per_layer(raw: Raw) -> tuple[int, ...] | None:
+    """get_key_or_arr with a default that depends on other fields (None where absent)."""
+    value, n_layer = raw.value, raw.n_layer
+    if value is None:
+        return None
+    if is_int(value) and value >= 0:
+        return (value,) * n_layer
+    if isinstance(value, SkippedArray) or not isinstance(value, tuple):
+        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{raw.key} is not a per-layer array")
+    if len(value) != n_layer or not all(is_int(v) and v >= 0 for v in value):
+        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{raw.key} has {len(value)} entries for {n_layer} layers")
+    return value
+
+
+def layer_flags(raw: Raw) -> tuple[bool, ...] | None:
+    """A boolean per-layer array (recurrent-layer marks), None where absent."""
+    if raw.value is None:
+        return None
+    if not isinstance(raw.value, tuple) or len(raw.value) != raw.n_layer:
+        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{raw.key} is not one flag per layer")
+    return tuple(bool(v) for v in raw.value)
+
+
+class Key(Generic[T]):
+    """One field of the record: the key it is read from (a gguf-py template) and how llama.cpp's loader reads it.
+    A value the file holds is read at construction into the instance's own attribute, which hides this Key. The
+    Key is reached for the others: it gives the default of a key the file lacks (kept from then on), and raises
+    the refusal of a value the loader would refuse where a rule reads the field (llama.cpp's getters throw when a
+    model's loader asks for the key, not for keys its architecture never reads)."""
+
+    def __init__(self, template: str, read: Callable[[Raw], T]) -> None:
+        self.template, self.read = template, read
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Key[T]: ...
+
+    @overload
+    def __get__(self, obj: HParams, owner: type) -> T: ...
+
+    def __get__(self, obj: HParams | None, owner: type) -> Key[T] | T:
+        if obj is None:
+            return self
+        if self.name in obj.refused:
+            raise obj.refused[self.name]
+        value = self.read(Raw(None, obj.key(self.template), obj.n_layer))
+        obj.__dict__[self.name] = value
+        return value
+
+
+LLM, SSM = Keys.LLM, Keys.SSM
+
+
 class HParams:
-    """The `<arch>.*` keys of one model, with llama.cpp's per-layer reading rules."""
+    """One model's hyperparameters, read once from its header as llama_model_base::load_hparams and each
+    architecture's load_arch_hparams read them (src/llama-model.cpp): every key memfit's rules use, each a field
+    named as llama_hparams names it, with its default. The only reader of `<arch>.*` keys besides file_value."""
+
+    # llama_model_base::load_hparams, every architecture
+    n_ctx_train = Key(LLM.CONTEXT_LENGTH, uint(0))
+    n_embd = Key(LLM.EMBEDDING_LENGTH, uint(0))
+    n_head_arr = Key(ATTN.HEAD_COUNT, per_layer(0))
+    n_head_kv_arr = Key(ATTN.HEAD_COUNT_KV, maybe_per_layer)  # None: n_head_arr, layer by layer
+    n_ff_arr = Key(LLM.FEED_FORWARD_LENGTH, per_layer(0))
+    n_embd_head_k = Key(ATTN.KEY_LENGTH, maybe_uint)  # None: n_embd / n_head(0)
+    n_embd_head_v = Key(ATTN.VALUE_LENGTH, maybe_uint)
+    n_embd_head_k_swa = Key(ATTN.KEY_LENGTH_SWA, maybe_uint)  # None: n_embd_head_k
+    n_embd_head_v_swa = Key(ATTN.VALUE_LENGTH_SWA, maybe_uint)
+    n_rot = Key(Keys.Rope.DIMENSION_COUNT, maybe_uint)  # None: n_embd_head_k
+    rope_finetuned = Key(Keys.Rope.SCALING_FINETUNED, flag(True))
+    rope_sections = Key(Keys.Rope.DIMENSION_SECTIONS, given)
+    causal_attn = Key(ATTN.CAUSAL, flag(True))
+    f_norm_rms_eps = Key(ATTN.LAYERNORM_RMS_EPS, real)
+    f_embedding_scale = Key(LLM.EMBEDDING_SCALE, real)
+    n_embd_per_layer = Key(LLM.EMBD_LENGTH_PER_LAYER_INP, uint(0))
+    nextn_predict_layers = Key(LLM.NEXTN_PREDICT_LAYERS, uint(0))
+    ftype = Key(Keys.General.FILE_TYPE, given)
+    # sliding windows, shared KV, hybrids' layer marks
+    n_swa = Key(ATTN.SLIDING_WINDOW, maybe_uint)
+    swa_pattern = Key(ATTN.SLIDING_WINDOW_PATTERN, given)
+    n_layer_kv_shared = Key(ATTN.SHARED_KV_LAYERS, uint(0))
+    recurrent_layer_arr = Key(NewerKeys.RECURRENT_LAYERS, layer_flags)
+    full_attn_interval = Key(LLM.FULL_ATTENTION_INTERVAL, maybe_uint)  # None: the architecture's own
+    # experts
+    n_expert = Key(LLM.EXPERT_COUNT, uint(0))
+    n_expert_used = Key(LLM.EXPERT_USED_COUNT, uint(0))
+    n_expert_groups = Key(LLM.EXPERT_GROUP_COUNT, uint(0))
+    n_group_used = Key(LLM.EXPERT_GROUP_USED_COUNT, uint(0))
+    n_expert_shared = Key(LLM.EXPERT_SHARED_COUNT, uint(0))
+    n_ff_exp = Key(LLM.EXPERT_FEED_FORWARD_LENGTH, uint(0))
+    n_ff_shexp = Key(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, uint(0))
+    expert_gating_func = Key(LLM.EXPERT_GATING_FUNC, uint(0))
+    expert_weights_norm = Key(LLM.EXPERT_WEIGHTS_NORM, flag(False))
+    expert_weights_scale = Key(LLM.EXPERT_WEIGHTS_SCALE, real)
+    n_layer_dense_lead = Key(LLM.LEADING_DENSE_BLOCK_COUNT, uint(0))
+    n_moe_layer_step = Key(LLM.INTERLEAVE_MOE_LAYER_STEP, uint(1))
+    moe_latent_size = Key(LLM.MOE_LATENT_SIZE, uint(0))
+    expert_latent_length = Key(NewerKeys.EXPERT_LATENT_LENGTH, uint(0))
+    n_hash_layers = Key(NewerKeys.HASH_LAYER_COUNT, uint(0))
+    swiglu_clamp_exp = Key(LLM.SWIGLU_CLAMP_EXP, given)
+    swiglu_clamp_shexp = Key(LLM.SWIGLU_CLAMP_SHEXP, given)
+    situ_linear_beta = Key(NewerKeys.SITU_LINEAR_BETA, real)
+    # MLA and the sparse-attention indexers
+    n_lora_q = Key(ATTN.Q_LORA_RANK, uint(0))
+    n_lora_kv = Key(ATTN.KV_LORA_RANK, uint(0))
+    n_embd_head_k_mla = Key(ATTN.KEY_LENGTH_MLA, uint(0))
+    n_embd_head_v_mla = Key(ATTN.VALUE_LENGTH_MLA, uint(0))
+    indexer_n_head = Key(ATTN.Indexer.HEAD_COUNT, uint(0))
+    indexer_head_size = Key(ATTN.Indexer.KEY_LENGTH, uint(0))
+    indexer_top_k = Key(ATTN.Indexer.TOP_K, uint(0))
+    indexer_types = Key(NewerKeys.INDEXER_TYPES, given)
+    compress_ratios = Key(NewerKeys.COMPRESS_RATIOS, given)  # deepseek4: at least one per block
+    compress_ratio_arr = Key(NewerKeys.COMPRESS_RATIOS, per_layer(0))  # qwen4exp: get_key_or_arr
+    n_lora_o = Key(NewerKeys.OUTPUT_LORA_RANK, uint(0))
+    n_output_groups = Key(NewerKeys.OUTPUT_GROUP_COUNT, uint(0))
+    # hyper-connections and per-layer embeddings
+    n_hc = Key(NewerKeys.HC_COUNT, uint(0))
+    n_hc_low_rank = Key(NewerKeys.HC_LOW_RANK, uint(0))
+    ple_layers = Key(NewerKeys.PLE_LAYERS, given)
+    ple_ngram_size = Key(NewerKeys.PLE_NGRAM_SIZE, uint(0))
+    ple_heads_per_ngram = Key(NewerKeys.PLE_HEADS_PER_NGRAM, uint(0))
+    ple_conv_kernel = Key(NewerKeys.PLE_CONV_KERNEL, uint(0))
+    attn_res_block_size = Key(NewerKeys.ATTN_RES_BLOCK_SIZE, uint(0))
+    # recurrent state: SSM, WKV, KDA, short convolutions
+    ssm_d_conv = Key(SSM.CONV_KERNEL, uint(0))
+    ssm_d_inner = Key(SSM.INNER_SIZE, uint(0))
+    ssm_d_state = Key(SSM.STATE_SIZE, uint(0))
+    ssm_dt_rank = Key(SSM.TIME_STEP_RANK, uint(0))
+    ssm_n_group = Key(SSM.GROUP_COUNT, uint(0))
+    ssm_dt_b_c_rms = Key(SSM.DT_B_C_RMS, flag(False))
+    wkv_head_size = Key(Keys.WKV.HEAD_SIZE, uint(0))
+    token_shift_count = Key(LLM.TOKEN_SHIFT_COUNT, uint(2))
+    n_lora_decay = Key(ATTN.DECAY_LORA_RANK, uint(0))
+    n_lora_iclr = Key(ATTN.ICLR_LORA_RANK, uint(0))
+    n_lora_value_res_mix = Key(ATTN.VALUE_RESIDUAL_MIX_LORA_RANK, uint(0))
+    n_lora_gate = Key(ATTN.GATE_LORA_RANK, uint(0))
+    time_mix_extra_dim = Key(LLM.TIME_MIX_EXTRA_DIM, uint(0))
+    time_decay_extra_dim = Key(LLM.TIME_DECAY_EXTRA_DIM, uint(0))
+    n_embd_head_kda = Key(Keys.KDA.HEAD_DIM, uint(0))
+    kda_gate_lower_bound = Key(NewerKeys.KDA_GATE_LOWER_BOUND, real)
+    n_shortconv_l_cache = Key(Keys.ShortConv.L_CACHE, uint(0))
 
     def __init__(self, metadata: Mapping[str, Value], arch: str) -> None:
-        self.metadata = metadata
         self.arch = arch
-        self.n_layer = self.require_int(Keys.LLM.BLOCK_COUNT)
+        block_count = Raw(metadata.get(self.key(LLM.BLOCK_COUNT)), self.key(LLM.BLOCK_COUNT), 0)
+        if block_count.value is None:
+            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{block_count.key} is missing")
+        self.n_layer = _uint(block_count)
         if not 0 < self.n_layer <= MAX_LAYERS:
             raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses a block_count of {self.n_layer}")
-        self._flags: dict[str, tuple[bool, ...] | None] = {}
+        self.refused: dict[str, EvidenceError] = {}  # the fields whose value the loader would refuse
+        present = []  # the fields whose key the file holds
+        for field, key in _keys_of(arch):
+            value = metadata.get(key)
+            if value is None:
+                continue
+            present.append(field.name)
+            try:
+                setattr(self, field.name, field.read(Raw(value, key, self.n_layer)))
+            except EvidenceError as refusal:
+                self.refused[field.name] = refusal
+        self.present = frozenset(present)
 
     def key(self, template: str) -> str:
         return template.format(arch=self.arch)
 
-    def has(self, template: str) -> bool:
-        return self.key(template) in self.metadata
+    def has(self, field: Key[Any]) -> bool:
+        """Whether the file holds the field's key (whatever its value)."""
+        return field.name in self.present
 
-    @overload
-    def optional_int(self, template: str, default: int) -> int: ...
+    def required(self, field: Key[int]) -> int:
+        """A field llama.cpp reads with get_key(..., required): refused where the file has no such key."""
+        if not self.has(field):
+            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(field.template)} is missing")
+        return self.value(field)
 
-    @overload
-    def optional_int(self, template: str, default: None = None) -> int | None: ...
-
-    def optional_int(self, template: str, default: int | None = None) -> int | None:
-        value = self.metadata.get(self.key(template))
-        if value is None:
-            return default
-        if not is_int(value) or value < 0:
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is not a non-negative integer")
-        return value
-
-    def require_int(self, template: str) -> int:
-        value = self.optional_int(template)
-        if value is None:
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is missing")
-        return value
-
-    def optional_bool(self, template: str, default: bool) -> bool:
-        """A flag llama.cpp reads with get_key (a value of another type fails its load)."""
-        value = self.metadata.get(self.key(template), default)
-        if not isinstance(value, bool):
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is not a boolean")
-        return value
-
-    def optional_float(self, template: str) -> float | None:
-        value = self.metadata.get(self.key(template))
-        return float(value) if (is_int(value) or isinstance(value, float)) else None
-
-    def per_layer(self, template: str, default: int | None = None) -> tuple[int, ...]:
-        """A value llama.cpp reads with get_key_or_arr: one number for every layer, or one per layer."""
-        value = self.metadata.get(self.key(template))
-        if value is None:
-            if default is None:
-                raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(template)} is missing")
-            return (default,) * self.n_layer
-        if is_int(value) and value >= 0:
-            return (value,) * self.n_layer
-        if isinstance(value, SkippedArray) or not isinstance(value, tuple):
-            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} is not a per-layer array")
-        if len(value) != self.n_layer or not all(is_int(v) and v >= 0 for v in value):
-            raise EvidenceError(
-                Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} has {len(value)} entries for {self.n_layer} layers"
-            )
+    def value(self, field: Key[T]) -> T:
+        """The field the class's Key names (for rules that take the field as an argument)."""
+        value: T = getattr(self, field.name)
         return value
 
     def deepseek2_lite(self, n_vocab: int | None) -> bool:
@@ -191,20 +371,14 @@ class HParams:
         is not read): DeepSeek-V2-Lite (27 layers), GigaChat3-10B-A1.8B (26), and 48 layers of 128256 tokens."""
         return self.n_layer in (27, 26) or (self.n_layer == 48 and n_vocab == 128256)
 
-    def per_layer_flags(self, template: str) -> tuple[bool, ...] | None:
-        """A boolean per-layer array (sliding-window pattern, recurrent-layer marks), or None when absent;
-        read once (per-layer predicates ask for it layer by layer)."""
-        if template in self._flags:
-            return self._flags[template]
-        value = self.metadata.get(self.key(template))
-        if value is None:
-            flags = None
-        elif not isinstance(value, tuple) or len(value) != self.n_layer:
-            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{self.key(template)} is not one flag per layer")
-        else:
-            flags = tuple(bool(v) for v in value)
-        self._flags[template] = flags
-        return flags
+
+FIELDS: tuple[Key[Any], ...] = tuple(v for v in vars(HParams).values() if isinstance(v, Key))
+
+
+@lru_cache(maxsize=256)  # one entry per architecture a rule names
+def _keys_of(arch: str) -> tuple[tuple[Key[Any], str], ...]:
+    """Each field with its key as an `arch` file names it."""
+    return tuple((field, field.template.format(arch=arch)) for field in FIELDS)
 
 
 # A per-layer rule, as llama.cpp's hybrids pass filter functions (il -> bool) to their memory.
@@ -228,23 +402,23 @@ class Layers:
         self.tensors = tensors  # the file's tensors and their shapes, where known (a catalog entry has none)
         self.types = types  # and their ggml types, where known
         self.n_all = hp.n_layer  # block_count, NextN/MTP layers included
-        self.n_trunk = self.n_all - hp.optional_int(Keys.LLM.NEXTN_PREDICT_LAYERS, 0)
+        self.n_trunk = self.n_all - hp.nextn_predict_layers
         if self.n_trunk < 0:
             raise EvidenceError(
                 Limit.LAYOUT_NOT_UNIFORM,
                 f"{key_name(Keys.LLM.NEXTN_PREDICT_LAYERS)} exceeds {key_name(Keys.LLM.BLOCK_COUNT)}",
             )
-        self.n_embd = hp.require_int(Keys.LLM.EMBEDDING_LENGTH)
-        self.heads = hp.per_layer(ATTN.HEAD_COUNT, default=0)
+        self.n_embd = hp.required(HParams.n_embd)
+        self.heads = hp.n_head_arr
         # head_count_kv defaults to head_count, layer by layer
-        self.heads_kv = hp.per_layer(ATTN.HEAD_COUNT_KV) if hp.has(ATTN.HEAD_COUNT_KV) else self.heads
-        self.ff = hp.per_layer(Keys.LLM.FEED_FORWARD_LENGTH, default=0)
+        self.heads_kv = self.heads if hp.n_head_kv_arr is None else hp.n_head_kv_arr
+        self.ff = hp.n_ff_arr
         # n_embd_head_k/v: key_length / value_length, else n_embd / n_head(0); *_swa on sliding layers
         fallback = self.n_embd // self.heads[0] if self.n_all and self.heads[0] else 0
-        self.head_k = hp.optional_int(ATTN.KEY_LENGTH, fallback)
-        self.head_v = hp.optional_int(ATTN.VALUE_LENGTH, fallback)
-        self.head_k_swa = hp.optional_int(ATTN.KEY_LENGTH_SWA, self.head_k)
-        self.head_v_swa = hp.optional_int(ATTN.VALUE_LENGTH_SWA, self.head_v)
+        self.head_k = fallback if hp.n_embd_head_k is None else hp.n_embd_head_k
+        self.head_v = fallback if hp.n_embd_head_v is None else hp.n_embd_head_v
+        self.head_k_swa = self.head_k if hp.n_embd_head_k_swa is None else hp.n_embd_head_k_swa
+        self.head_v_swa = self.head_v if hp.n_embd_head_v_swa is None else hp.n_embd_head_v_swa
         # is_recurrent is asked of every layer; NextN/MTP layers are never recurrent
         self.recurrent = tuple(
             is_recurrent is not None and is_recurrent(self, il) and il < self.n_trunk for il in range(self.n_all)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from memfit.estimator.hparams import Layers, NewerKeys
+from memfit.estimator.gguf_file import Value
+from memfit.estimator.hparams import HParams, Key, Layers
 from memfit.estimator.layout import FfnOp, Gating, Routing
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 from memfit.integers import is_int
@@ -37,18 +38,18 @@ def layer_tensor(ly: Layers, template: str, il: int) -> bool | None:
 def file_gating(ly: Layers, absent: Gating | None = None) -> Gating | None:
     # llama_model_<arch>::load_arch_hparams: expert_gating_func, `absent` where the file has none (0); a value
     # build_moe_ffn does not know aborts it
-    value = ly.hp.optional_int(LLM.EXPERT_GATING_FUNC, 0)
+    value = ly.hp.expert_gating_func
     return absent if value == 0 else next((g for g in Gating if g.value == value), None)
 
 
 def file_norm(ly: Layers) -> bool:
     # llama_model_<arch>::load_arch_hparams: expert_weights_norm (false when absent)
-    return ly.hp.optional_bool(LLM.EXPERT_WEIGHTS_NORM, False)
+    return ly.hp.expert_weights_norm
 
 
 def file_scale(ly: Layers) -> bool:
     # build_moe_ffn scales the weights where expert_weights_scale (0 when absent or unread) is neither 0 nor 1
-    return (ly.hp.optional_float(LLM.EXPERT_WEIGHTS_SCALE) or 0.0) not in (0.0, 1.0)
+    return (ly.hp.expert_weights_scale or 0.0) not in (0.0, 1.0)
 
 
 def biased(ly: Layers, il: int, unknown: bool) -> bool:
@@ -58,10 +59,10 @@ def biased(ly: Layers, il: int, unknown: bool) -> bool:
     return unknown if present is None else present
 
 
-def swiglu_clamped(ly: Layers, key: str, il: int) -> bool:
+def swiglu_clamped(ly: Layers, field: Key[Value | None], il: int) -> bool:
     # get_key_or_arr(LLM_KV_SWIGLU_CLAMP_EXP / _SHEXP): one limit for every layer or one per layer (0 when absent);
     # build_moe_ffn / build_ffn clamp where the layer's exceeds 1e-6
-    value = ly.hp.metadata.get(ly.hp.key(key))
+    value = ly.hp.value(field)
     limits = value if isinstance(value, tuple) else (value,) * ly.n_all
     limit = limits[il] if il < len(limits) else None
     return (is_int(limit) or isinstance(limit, float)) and float(limit) > SWIGLU_CLAMP_EPS
@@ -69,25 +70,26 @@ def swiglu_clamped(ly: Layers, key: str, il: int) -> bool:
 
 def expert_width(ly: Layers, il: int) -> int:
     # llama_hparams::n_ff_exp: expert_feed_forward_length, else the layer's feed_forward_length
-    return ly.hp.optional_int(LLM.EXPERT_FEED_FORWARD_LENGTH, 0) or ly.ff[il]
+    return ly.hp.n_ff_exp or ly.ff[il]
 
 
 def shared_width(ly: Layers, il: int, count: int = 0) -> int:
     # llama_model_<arch>::load_arch_tensors: the shared experts expert_shared_feed_forward_length wide, else
     # n_expert_shared (`count` where the file has none) x n_ff_exp
-    width = ly.hp.optional_int(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0)
-    return width or ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, count) * expert_width(ly, il)
+    width = ly.hp.n_ff_shexp
+    shared = ly.hp.n_expert_shared if ly.hp.has(HParams.n_expert_shared) else count
+    return width or shared * expert_width(ly, il)
 
 
 def shared(ly: Layers, il: int, call: Routing) -> Routing:
     # what every builder's build_moe_ffn call shares beside its own arguments: hparams.n_expert_groups / n_group_used
     # (llama_model_base::load_hparams, any architecture) and create_tensor_gate_up_exps's merged experts where the
     # layer holds them; and the shared experts beside the call, by the loaders' usual width (shared_width)
-    groups = ly.hp.optional_int(LLM.EXPERT_GROUP_COUNT, 0)
+    groups = ly.hp.n_expert_groups
     return replace(
         call,
         groups=groups if groups > 1 else 0,
-        groups_used=ly.hp.optional_int(LLM.EXPERT_GROUP_USED_COUNT, 0) if groups > 1 else 0,
+        groups_used=ly.hp.n_group_used if groups > 1 else 0,
         fused_gate_up=layer_tensor(ly, GATE_UP_EXPS, il) is True,
         shared_ff=shared_width(ly, il),
     )
@@ -102,7 +104,7 @@ def scaled_experts(ly: Layers, il: int, call: Routing) -> Routing:
 def shared_of_count(ly: Layers, il: int, width: int) -> int:
     # kimi's and ling's loaders: the shared experts n_ff_exp * max(1, n_expert_shared) wide (ffn_*_shexp not
     # required: none where the layer has no ffn_up_shexp)
-    count = max(1, ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0))
+    count = max(1, ly.hp.n_expert_shared)
     return width * count if layer_tensor(ly, SHARED_UP, il) is not False else 0
 
 
@@ -134,7 +136,7 @@ def deepseek2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | Non
     # routers (tensor_list.tensors_deepseek2) where the file's names are unknown
     lite_glm = ly.n_trunk in GLM_LITE_TRUNKS and n_vocab == GLM_LITE_VOCAB
     gating = file_gating(ly, Gating.SIGMOID if lite_glm else Gating.SOFTMAX)
-    return _from_file(ly, il, gating, biased(ly, il, ly.hp.optional_int(LLM.EXPERT_GROUP_COUNT, 0) > 1))
+    return _from_file(ly, il, gating, biased(ly, il, ly.hp.n_expert_groups > 1))
 
 
 def _dsa(ly: Layers, il: int, call: Routing | None) -> Routing | None:
@@ -142,7 +144,7 @@ def _dsa(ly: Layers, il: int, call: Routing | None) -> Routing | None:
     # wide (their loaders read no expert_shared_feed_forward_length)
     if call is None:
         return None
-    width = ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0) * expert_width(ly, il)
+    width = ly.hp.n_expert_shared * expert_width(ly, il)
     return replace(scaled_experts(ly, il, call), shared_ff=width)
 
 
@@ -164,16 +166,16 @@ def deepseek4_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | Non
     # n_expert_shared wide
     if file_gating(ly) is not Gating.SQRT_SOFTPLUS:
         return None
-    hashed = il < ly.hp.optional_int(NewerKeys.HASH_LAYER_COUNT, 0)
+    hashed = il < ly.hp.n_hash_layers
     return Routing(
         Gating.SQRT_SOFTPLUS,
         probs_bias=not hashed,
         by_token=hashed,
         norm=file_norm(ly),
         scale=file_scale(ly),
-        clamped=swiglu_clamped(ly, LLM.SWIGLU_CLAMP_EXP, il),
+        clamped=swiglu_clamped(ly, HParams.swiglu_clamp_exp, il),
         fused_clamp=True,
-        shared_ff=ly.hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0) * expert_width(ly, il),
+        shared_ff=ly.hp.n_expert_shared * expert_width(ly, il),
     )
 
 
@@ -194,7 +196,7 @@ def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
 def step35_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_step35::load_arch_hparams: as glm4moe's, and the layer's swiglu_clamp_exp
     call = sigmoid_routing(ly, il, n_vocab)
-    return replace(call, clamped=swiglu_clamped(ly, LLM.SWIGLU_CLAMP_EXP, il)) if call else None
+    return replace(call, clamped=swiglu_clamped(ly, HParams.swiglu_clamp_exp, il)) if call else None
 
 
 def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
@@ -221,27 +223,27 @@ def nemotron_h_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | No
     # llama_model_nemotron_h::graph::build_ffn_layer: sigmoid, exp_probs_b (required), norm_w and w_scale from
     # expert_weights_norm / _scale, up experts (no gate) with relu^2; in moe_latent_size (ffn_latent_down / _up)
     call = _from_file(ly, il, Gating.SIGMOID, True)
-    latent = ly.hp.optional_int(LLM.MOE_LATENT_SIZE, 0)
+    latent = ly.hp.moe_latent_size
     return replace(call, gated=False, activation=FfnOp.RELU_SQR, latent=latent) if call else None
 
 
 def qwen_next_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_qwen3next / _qwen35moe::graph: softmax, no exp_probs_b, norm_w true (expert_weights_scale unread),
     # the experts' scales; load_block_trunk: the shared expert expert_shared_feed_forward_length wide, else n_ff
-    width = ly.hp.optional_int(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or (ly.ff[0] if ly.n_all else 0)
+    width = ly.hp.n_ff_shexp or (ly.ff[0] if ly.n_all else 0)
     return replace(scaled_experts(ly, il, shared(ly, il, Routing(norm=True))), shared_ff=width)
 
 
 def qwen4exp_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_qwen4exp::graph::build_layer_ffn: qwen3.5's experts and sigmoid-gated shared expert; its loader's
     # n_ff_exp where the file has no expert_feed_forward_length (n_ff / n_expert_used) is not rebuilt
-    return qwen_next_routing(ly, il, n_vocab) if ly.hp.has(LLM.EXPERT_FEED_FORWARD_LENGTH) else None
+    return qwen_next_routing(ly, il, n_vocab) if ly.hp.has(HParams.n_ff_exp) else None
 
 
 def kimi_linear_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_kimi_linear::graph: expert_gating_func, exp_probs_b, norm_w true, expert_weights_scale
     call = _from_file(ly, il, file_gating(ly), True)
-    width = shared_of_count(ly, il, ly.hp.optional_int(LLM.EXPERT_FEED_FORWARD_LENGTH, 0))
+    width = shared_of_count(ly, il, ly.hp.n_ff_exp)
     return replace(call, norm=True, shared_ff=width) if call else None
 
 
@@ -249,10 +251,10 @@ def kimi_k3_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_kimi_k3::graph::build_latent_moe: the file's gating, norm and scale, exp_probs_b, situ (with
     # situ_linear_beta), the experts in expert_latent_length (ffn_routed_down / _up; ffn_routed_norm not required)
     call, hp = _from_file(ly, il, file_gating(ly), True), ly.hp
-    latent = hp.optional_int(NewerKeys.EXPERT_LATENT_LENGTH, 0)
-    situ_linear = (hp.optional_float(NewerKeys.SITU_LINEAR_BETA) or 0.0) > 0.0
+    latent = hp.expert_latent_length
+    situ_linear = (hp.situ_linear_beta or 0.0) > 0.0
     latent_norm = latent > 0 and layer_tensor(ly, ROUTED_NORM, il) is not False
-    width = shared_of_count(ly, il, hp.optional_int(LLM.EXPERT_FEED_FORWARD_LENGTH, 0))
+    width = shared_of_count(ly, il, hp.n_ff_exp)
     if call is None:
         return None
     return replace(
@@ -264,10 +266,8 @@ def bailingmoe3_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | N
     # llama_model_bailingmoe3::graph: the file's gating, norm and scale, exp_probs_b; the layer's swiglu_clamp_exp;
     # the shared experts expert_shared_feed_forward_length wide, else n_ff_exp * max(1, n_expert_shared)
     call, hp = _from_file(ly, il, file_gating(ly), True), ly.hp
-    width = hp.optional_int(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0) or hp.optional_int(
-        LLM.EXPERT_FEED_FORWARD_LENGTH, 0
-    ) * max(1, hp.optional_int(LLM.EXPERT_SHARED_COUNT, 0))
-    return replace(call, clamped=swiglu_clamped(ly, LLM.SWIGLU_CLAMP_EXP, il), shared_ff=width) if call else None
+    width = hp.n_ff_shexp or hp.n_ff_exp * max(1, hp.n_expert_shared)
+    return replace(call, clamped=swiglu_clamped(ly, HParams.swiglu_clamp_exp, il), shared_ff=width) if call else None
 
 
 def laguna_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:

@@ -57,7 +57,7 @@ class Shape:
 
     def __init__(self, hp: HParams, n_vocab: int, tied: bool) -> None:
         ly = Layers(hp)
-        self.hp, self.n_vocab, self.tied = hp, n_vocab, tied
+        self.record, self.n_vocab, self.tied = hp, n_vocab, tied
         self.n_layer, self.n_trunk, self.n_embd = (
             hp.n_layer,
             ly.n_trunk,
@@ -66,12 +66,8 @@ class Shape:
         self._heads, self._heads_kv, self._ff = ly.heads, ly.heads_kv, ly.ff
         self.head_dim = self.n_embd // self._heads[0] if self._heads[0] else 0  # n_embd / n_head(0)
         self.head_k, self.head_v = ly.head_k, ly.head_v
-        self.n_rot = hp.optional_int(Keys.Rope.DIMENSION_COUNT, self.head_k)
-        self.n_expert = hp.optional_int(Keys.LLM.EXPERT_COUNT, 0)
-
-    def value(self, template: str, default: int = 0) -> int:
-        """An `<arch>.*` integer the loader reads with get_key (a gguf-py Keys template), else `default`."""
-        return self.hp.optional_int(template, default)
+        self.n_rot = self.head_k if hp.n_rot is None else hp.n_rot
+        self.n_expert = hp.n_expert
 
     def n_head(self, il: int = 0) -> int:
         return self._heads[il]
@@ -141,10 +137,10 @@ class _Builder:
 
     def mamba2(self, hp: Shape, il: int, norm: bool = True) -> None:
         # the Mamba-2 mixer of mamba2.cpp / granite-hybrid.cpp / falcon-h1.cpp: ssm_in projects z, xBC and dt
-        d_inner, d_state, groups = hp.value(SSM.INNER_SIZE), hp.value(SSM.STATE_SIZE), hp.value(SSM.GROUP_COUNT)
-        heads, conv_dim = hp.value(SSM.TIME_STEP_RANK), d_inner + 2 * groups * d_state
+        d_inner, d_state, groups = hp.record.ssm_d_inner, hp.record.ssm_d_state, hp.record.ssm_n_group
+        heads, conv_dim = hp.record.ssm_dt_rank, d_inner + 2 * groups * d_state
         self.blk(il, "ssm_in.weight", hp.n_embd, d_inner + conv_dim + heads)
-        self.blk(il, "ssm_conv1d.weight", hp.value(SSM.CONV_KERNEL), conv_dim)
+        self.blk(il, "ssm_conv1d.weight", hp.record.ssm_d_conv, conv_dim)
         self.blk(il, "ssm_conv1d.bias", conv_dim)
         self.blk(il, "ssm_dt.bias", heads)
         self.blk(il, "ssm_a", 1, heads)
@@ -175,7 +171,7 @@ def tensors_llama(hp: Shape) -> list[Tensor]:
 def tensors_granite(hp: Shape) -> list[Tensor]:
     # src/models/granite.cpp (granite, granitemoe): llama's blocks; with experts, a shared expert when
     # expert_shared_feed_forward_length > 0 (Granite MoE Shared)
-    return _llama_blocks(hp, shared=hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH))
+    return _llama_blocks(hp, shared=hp.record.n_ff_shexp)
 
 
 def _llama_blocks(hp: Shape, shared: int) -> list[Tensor]:
@@ -212,10 +208,10 @@ def _qwen2_blocks(hp: Shape, moe: bool) -> list[Tensor]:
         if not moe:
             b.swiglu(il, e, hp.n_ff(il))
             continue
-        used = hp.value(LLM.EXPERT_USED_COUNT)
-        b.experts(il, e, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH) or hp.n_ff(il) // used, hp.n_expert)
+        used = hp.record.n_expert_used
+        b.experts(il, e, hp.record.n_ff_exp or hp.n_ff(il) // used, hp.n_expert)
         b.blk(il, "ffn_gate_inp_shexp.weight", e)
-        b.shared_expert(il, e, hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH) or hp.n_ff(il))
+        b.shared_expert(il, e, hp.record.n_ff_shexp or hp.n_ff(il))
     return b.tensors
 
 
@@ -228,7 +224,7 @@ def tensors_qwen3(hp: Shape) -> list[Tensor]:
         b.blk(il, "attn_q_norm.weight", hp.head_k)
         b.blk(il, "ffn_norm.weight", hp.n_embd)
         if hp.n_expert:
-            b.experts(il, hp.n_embd, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH), hp.n_expert)
+            b.experts(il, hp.n_embd, hp.record.n_ff_exp, hp.n_expert)
         else:
             b.swiglu(il, hp.n_embd, hp.n_ff(il))
     return b.tensors
@@ -413,7 +409,7 @@ def tensors_bert(hp: Shape) -> list[Tensor]:
     e, ff = hp.n_embd, hp.n_ff()
     b.add("token_embd.weight", e, hp.n_vocab)
     b.add("token_types.weight", e, 2)
-    b.add("position_embd.weight", e, hp.value(LLM.CONTEXT_LENGTH))
+    b.add("position_embd.weight", e, hp.record.n_ctx_train)
     _layer_norm(b, "token_embd_norm", e)
     for il in range(hp.n_layer):
         b.qkv(il, e, e, e, e, bias=True)
@@ -452,7 +448,7 @@ def tensors_nomic_bert(hp: Shape) -> list[Tensor]:
 def tensors_gpt_oss(hp: Shape) -> list[Tensor]:
     # src/models/openai-moe.cpp: biased attention with sinks, post-attention norm, biased experts
     b = _decoder(hp)
-    e, rot, n_expert, ff_exp = hp.n_embd, hp.n_rot, hp.n_expert, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH)
+    e, rot, n_expert, ff_exp = hp.n_embd, hp.n_rot, hp.n_expert, hp.record.n_ff_exp
     for il in range(hp.n_layer):
         heads, kv = hp.n_head(il), hp.n_head_kv(il)
         b.blk(il, "attn_norm.weight", e)
@@ -474,11 +470,13 @@ def tensors_deepseek2(hp: Shape) -> list[Tensor]:
     # Q except on lite models, leading dense blocks, routed and shared experts, exp_probs_b on grouped routers
     b = _decoder(hp)
     e = hp.n_embd
-    q_lora = 0 if hp.hp.deepseek2_lite(hp.n_vocab) else hp.value(ATTN.Q_LORA_RANK)
-    kv_lora, rope = hp.value(ATTN.KV_LORA_RANK), hp.n_rot
-    k_mla, v_mla = hp.value(ATTN.KEY_LENGTH_MLA, hp.head_k), hp.value(ATTN.VALUE_LENGTH_MLA, hp.head_v)
-    split_kv_b, nope = hp.hp.has(ATTN.KEY_LENGTH_MLA), k_mla - rope
-    n_dense, ff_exp = hp.value(LLM.LEADING_DENSE_BLOCK_COUNT), hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH)
+    q_lora = 0 if hp.record.deepseek2_lite(hp.n_vocab) else hp.record.n_lora_q
+    kv_lora, rope = hp.record.n_lora_kv, hp.n_rot
+    split_kv_b = hp.record.has(HParams.n_embd_head_k_mla)
+    k_mla = hp.record.n_embd_head_k_mla if split_kv_b else hp.head_k
+    v_mla = hp.record.n_embd_head_v_mla if hp.record.has(HParams.n_embd_head_v_mla) else hp.head_v
+    nope = k_mla - rope
+    n_dense, ff_exp = hp.record.n_layer_dense_lead, hp.record.n_ff_exp
     for il in range(hp.n_layer):
         heads = hp.n_head(il)
         b.blk(il, "attn_norm.weight", e)
@@ -502,9 +500,9 @@ def tensors_deepseek2(hp: Shape) -> list[Tensor]:
             b.swiglu(il, e, hp.n_ff(il))
             continue
         b.experts(il, e, ff_exp, hp.n_expert)
-        if hp.value(LLM.EXPERT_GROUP_COUNT) > 1:
+        if hp.record.n_expert_groups > 1:
             b.blk(il, "exp_probs_b.bias", hp.n_expert)
-        b.shared_expert(il, e, ff_exp * hp.value(LLM.EXPERT_SHARED_COUNT))
+        b.shared_expert(il, e, ff_exp * hp.record.n_expert_shared)
     return b.tensors
 
 
@@ -525,7 +523,7 @@ def tensors_lfm2(hp: Shape) -> list[Tensor]:
             b.blk(il, "attn_k_norm.weight", hp.head_dim)
             b.gqa(hp, il)
         else:
-            b.blk(il, "shortconv.conv.weight", hp.value(Keys.ShortConv.L_CACHE), e)
+            b.blk(il, "shortconv.conv.weight", hp.record.n_shortconv_l_cache, e)
             b.blk(il, "shortconv.in_proj.weight", e, 3 * e)
             b.blk(il, "shortconv.out_proj.weight", e, e)
     return b.tensors
@@ -536,9 +534,8 @@ def tensors_mamba(hp: Shape) -> list[Tensor]:
     # dt_proj, A and D, out; no FFN
     b = _decoder(hp)
     e = hp.n_embd
-    d_conv, d_inner, d_state, rank = (
-        hp.value(k) for k in (SSM.CONV_KERNEL, SSM.INNER_SIZE, SSM.STATE_SIZE, SSM.TIME_STEP_RANK)
-    )
+    rec = hp.record
+    d_conv, d_inner, d_state, rank = rec.ssm_d_conv, rec.ssm_d_inner, rec.ssm_d_state, rec.ssm_dt_rank
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", e)
         b.blk(il, "ssm_in.weight", e, 2 * d_inner)
@@ -579,7 +576,7 @@ def tensors_granitehybrid(hp: Shape) -> list[Tensor]:
             b.swiglu(il, e, hp.n_ff(il))
             continue
         b.experts(il, e, hp.n_ff(il), hp.n_expert)
-        if shared := hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH):
+        if shared := hp.record.n_ff_shexp:
             b.shared_expert(il, e, shared)
     return b.tensors
 
@@ -604,10 +601,10 @@ def tensors_qwen3next(hp: Shape) -> list[Tensor]:
     # (Q doubled for the gate); every layer routed experts and a gated shared expert
     b = _decoder(hp)
     e, hk = hp.n_embd, hp.head_k
-    interval = hp.value(LLM.FULL_ATTENTION_INTERVAL, 4)
-    d_state, n_k, n_v = hp.value(SSM.STATE_SIZE), hp.value(SSM.GROUP_COUNT), hp.value(SSM.TIME_STEP_RANK)
+    interval = 4 if hp.record.full_attn_interval is None else hp.record.full_attn_interval
+    d_state, n_k, n_v = hp.record.ssm_d_state, hp.record.ssm_n_group, hp.record.ssm_dt_rank
     key_dim, value_dim = d_state * n_k, d_state * n_v
-    shared = hp.value(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH) or hp.n_ff()
+    shared = hp.record.n_ff_shexp or hp.n_ff()
     for il in range(hp.n_layer):
         b.blk(il, "attn_norm.weight", e)
         b.blk(il, "post_attention_norm.weight", e)
@@ -619,13 +616,13 @@ def tensors_qwen3next(hp: Shape) -> list[Tensor]:
         else:
             b.blk(il, "attn_qkv.weight", e, 2 * key_dim + value_dim)
             b.blk(il, "attn_gate.weight", e, value_dim)
-            b.blk(il, "ssm_conv1d.weight", hp.value(SSM.CONV_KERNEL), 2 * key_dim + value_dim)
+            b.blk(il, "ssm_conv1d.weight", hp.record.ssm_d_conv, 2 * key_dim + value_dim)
             b.blk(il, "ssm_dt.bias", n_v)
             b.blk(il, "ssm_a", n_v)
             b.blk(il, "ssm_ba.weight", e, 2 * n_v)
             b.blk(il, "ssm_norm.weight", d_state)
             b.blk(il, "ssm_out.weight", value_dim, e)
-        b.experts(il, e, hp.value(LLM.EXPERT_FEED_FORWARD_LENGTH), hp.n_expert)
+        b.experts(il, e, hp.record.n_ff_exp, hp.n_expert)
         b.blk(il, "ffn_gate_inp_shexp.weight", e)
         b.shared_expert(il, e, shared)
     return b.tensors
