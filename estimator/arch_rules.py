@@ -132,7 +132,7 @@ from memfit.integers import is_int
 LLAMA_CPP_COMMIT = "80fb11ac73e66d89eae2c6a91d8a77428fa733ed"
 LLAMA_CPP_RELEASE = f"llama.cpp {LLAMA_CPP_COMMIT[:7]} (node-llama-cpp 3.21.1's prebuilt libllama)"
 
-ATTN, SSM = Keys.Attention, Keys.SSM
+ATTN = Keys.Attention
 ROUTER = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_INP] + ".weight"  # blk.{bid}.ffn_gate_inp.weight
 SSM_NORM = TENSOR_NAMES[MODEL_TENSOR.SSM_NORM] + ".weight"  # blk.{bid}.ssm_norm.weight
 ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_gate.weight

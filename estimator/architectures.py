@@ -32,7 +32,8 @@ from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 ATTN = Keys.Attention
 # llama_model_base::create_tensor_qkv: Q, K and V in one attn_qkv, where the file has it
 ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
-SSM = Keys.SSM
+
+SSM_MIXERS = (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2)  # the mixers built from llama_hparams' ssm_* sizes
 
 
 def layers_of(
@@ -193,14 +194,18 @@ def graph_shape(
     n_expert = hp.n_expert
     recurrent_in = graph.recurrent_in(layers) if rule.recurrence else 0
     mamba1 = graph.mixer is Mixer.MAMBA
-    ssm = Ssm(  # build_mamba2_layer's / build_mamba_layer's / build_plamo2_mamba_layer's sizes
-        hp.ssm_d_inner,
-        hp.ssm_d_state,
-        0 if mamba1 else hp.ssm_n_group,
-        hp.ssm_dt_rank,
-        hp.ssm_d_conv,
-        norms=mamba1 and graph.ssm_norms(hp),
-        grouped_norm=graph.ssm_norm(layers),
+    ssm = (
+        Ssm(  # build_mamba2_layer's / build_mamba_layer's / build_plamo2_mamba_layer's sizes
+            hp.ssm_d_inner,
+            hp.ssm_d_state,
+            0 if mamba1 else hp.ssm_n_group,
+            hp.ssm_dt_rank,
+            hp.ssm_d_conv,
+            norms=mamba1 and graph.ssm_norms(hp),
+            grouped_norm=graph.ssm_norm(layers),
+        )
+        if rule.recurrence and graph.mixer in SSM_MIXERS
+        else None  # the ssm.* keys are read by the Mamba architectures' loaders only
     )
     state_elements = state.r_elements + state.s_elements if state else 0
     indexer = graph.dsa(layers) if graph.dsa else None
@@ -246,7 +251,7 @@ def graph_shape(
                 kv_lora=kv_lora if mla and attends else 0,
                 q_lora=q_lora if attends else 0,
                 n_rot=_rope_part(hp, layers, kv_lora, mla) if kv_lora and attends else 0,
-                ssm=ssm if recurrent and graph.mixer in (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2) else None,
+                ssm=ssm if recurrent else None,
                 wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
                 rope=rope and graph.roped(layers, sliding, il) or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),

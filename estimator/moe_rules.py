@@ -12,10 +12,9 @@ from dataclasses import replace
 from memfit.estimator.gguf_file import Value
 from memfit.estimator.hparams import HParams, Key, Layers
 from memfit.estimator.layout import FfnOp, Gating, Routing
-from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
+from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES
 from memfit.integers import is_int
 
-LLM = Keys.LLM
 SWIGLU_CLAMP_EPS = 1e-6  # build_ffn / build_moe_ffn: a swiglu clamp limit counts above this
 GATE_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_EXP] + ".weight"  # blk.{bid}.ffn_gate_exps.weight
 GATE_UP_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_UP_EXP] + ".weight"  # blk.{bid}.ffn_gate_up_exps.weight

@@ -47,9 +47,14 @@ def test_per_layer_keys_take_one_value_or_one_per_layer() -> None:
 
 
 def test_a_malformed_key_no_rule_of_the_architecture_reads_leaves_its_layout() -> None:
-    """llama.cpp loads a granite model whatever its wkv.* or expert_gating_func keys hold: its loader never asks."""
+    """llama.cpp loads a granite model whatever its ssm.*, wkv.* or expert_gating_func keys hold: its loader never
+    asks (memfit read the ssm.* sizes of every model until this test)."""
     metadata = _metadata("granite")
-    hostile = metadata | {"granite.wkv.head_size": "wide", "granite.expert_gating_func": -1}
+    hostile = metadata | {
+        "granite.ssm.conv_kernel": "wide",
+        "granite.wkv.head_size": "wide",
+        "granite.expert_gating_func": -1,
+    }
     assert derive_layout(hostile, "granite") == derive_layout(metadata, "granite")
 
 
