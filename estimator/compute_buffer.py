@@ -78,9 +78,8 @@ def rebuilt(graph: GraphShape) -> bool:
 
 def derived(graph: GraphShape, geometry: ContextGeometry) -> bool:
     """Whether the buffer is derived for this graph and workload: a rebuilt graph (deepseek4's for the K cache types
-    graph_dsv4 sizes, and without rollback snapshots: llama_kv_cache_dsv4's restore and snapshot inputs under
-    n_rs_seq are not rebuilt)."""
-    return rebuilt(graph) and (graph.dsv4 is None or dsv4_sized(geometry) and geometry.rs_snapshots == 0)
+    graph_dsv4 sizes)."""
+    return rebuilt(graph) and (graph.dsv4 is None or dsv4_sized(geometry))
 
 
 @lru_cache(maxsize=1024)

@@ -9,10 +9,12 @@ attention sinks and a grouped low-rank output (wo_a, wo_b); a ratio-4 block (CSA
 CSA cache, runs the lightning indexer over its own compressed cache and attends over the raw keys and the indexer's
 top-k compressed ones; a ratio-128 block (HCA) over the raw keys and every compressed one. The compressors keep their
 kv and score rows in llama_dsv4_comp_state and read them back as llama_kv_cache_dsv4's reserve plan sizes them
-(dsv4_build_reserve_comp_plan). The FFN is build_moe_ffn (sqrt-softplus routing, ggml_swiglu_clamp) beside the
-shared experts' build_ffn; the head mixes the streams with build_hc_head. The context's fused DSV4 ops and fused_lid
-are on (the CPU backend runs them). Ops in place on a tensor's only consumer take no memory of their own; weights,
-the caches and the compressor states are left out.
+(dsv4_build_reserve_comp_plan); with rollback snapshots (n_rs_seq) each state's rows are first restored from their
+snapshot plane (dsv4_build_state_restore) and, once the compressed rows are written, the planes rewritten from the
+restored state and the ubatch's rows (dsv4_build_state_snapshot). The FFN is build_moe_ffn (sqrt-softplus routing,
+ggml_swiglu_clamp) beside the shared experts' build_ffn; the head mixes the streams with build_hc_head. The context's
+fused DSV4 ops and fused_lid are on (the CPU backend runs them). Ops in place on a tensor's only consumer take no
+memory of their own; weights, the caches and the compressor states are left out.
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ FLOAT = 4
 
 def sized(geometry: ContextGeometry) -> bool:
     """Whether the graph is rebuilt for this K cache type: the raw and compressed K concatenated keep the cache's
-    type in the compute buffer (f16, bf16, a block type under flash attention); not an F32 cache (build_attn_mha
-    casts K and V to F16 under flash attention) nor a block type without it (K transposed into a copy), nor a type
+    type in the compute buffer (f32, f16, bf16, a block type under flash attention); not a block type without it
+    (llama.cpp refuses it: deepseek4's V type is its K type, and a quantized V needs flash attention), nor a type
     the caller does not name."""
-    block = CACHE_TYPES.get(geometry.k_type, (0, 0))[0]
+    block = 1 if geometry.k_type == F32 else CACHE_TYPES.get(geometry.k_type, (0, 0))[0]
     return block == 1 or block > 1 and geometry.flash_attention
 
 
@@ -69,6 +71,8 @@ class CompInputs:
     state_pos: Tensor  # I32 [T]
     persist_src: Tensor  # I32 [min(T, state rows)]
     persist_dst: Tensor
+    restore: tuple[Tensor, Tensor] | None  # I32 [state rows] src, dst: with rollback snapshots (n_rs_seq > 0)
+    snapshot: tuple[Tensor, Tensor] | None  # I32 [n_rs_seq * state rows] src, dst
     read_idxs: Tensor  # I32 [(2 if overlapping) * ratio * n_blocks]
     write_idxs: Tensor  # I64 [n_blocks]
     write_pos: Tensor  # I32 [n_blocks]
@@ -112,7 +116,8 @@ class Dsv4Graph(DecoderGraph):
 
     def comp_inputs(self, name: str) -> CompInputs:
         """dsv4_build_comp_inputs for the csa, hca or lid compressor (made once): the reserve plan's n_blocks =
-        T / ratio + n_seqs, state rows state_size x streams (2 x ratio overlapping, else ratio), its cache's cells."""
+        T / ratio + n_seqs, state rows state_size x streams (2 x ratio overlapping, else ratio), its cache's cells;
+        with n_rs_seq snapshots the restore indices (the state rows) and the snapshot ones (n_rs_seq x the rows)."""
         if name not in self.comp:
             g, t, d = self.geometry, self.t, self.d
             ns, ratio = g.n_stream, RATIOS[name]
@@ -122,10 +127,13 @@ class Dsv4Graph(DecoderGraph):
             f16 = name == "lid" or g.flash_attention  # the lid mask follows fused_lid (on), the others flash attention
             cells = group_cells(None, ratio, g)  # plan.n_kv: the compressed cache's cells
             head = d.idx_head if name == "lid" else self.shape.layers[0].head_k
+            snapshots = g.rs_snapshots
             self.comp[name] = CompInputs(
                 new_tensor(I32, t, input=True),
                 new_tensor(I32, persist, input=True),
                 new_tensor(I32, persist, input=True),
+                self.index_pair(rows) if snapshots else None,
+                self.index_pair(snapshots * rows) if snapshots else None,
                 new_tensor(I32, overlap * ratio * blocks, input=True),
                 new_tensor(I64, blocks, input=True),
                 new_tensor(I32, blocks, input=True),
@@ -134,11 +142,20 @@ class Dsv4Graph(DecoderGraph):
             )
         return self.comp[name]
 
+    @staticmethod
+    def index_pair(n: int) -> tuple[Tensor, Tensor]:
+        """A plan's source and destination row indices: two I32 [n] inputs."""
+        return new_tensor(I32, n, input=True), new_tensor(I32, n, input=True)
+
+    def comp_state_rows(self, name: str) -> int:
+        """llama_dsv4_comp_state::get_n_rows(): state_size x streams (the CSA and indexer states 2 x ratio, HCA's
+        ratio)."""
+        return (HCA if name == "hca" else 2 * CSA) * self.geometry.n_stream
+
     def state_view(self, name: str, width: int) -> Tensor:
-        """llama_dsv4_comp_state::get_kv_all / get_score_all: the layer's state (its own buffer), get_n_rows() =
-        state_size x streams rows (the CSA and indexer states 2 x ratio, HCA's ratio)."""
-        rows = (HCA if name == "hca" else 2 * CSA) * self.geometry.n_stream
-        return new_tensor(F32, width, rows, external=True)
+        """llama_dsv4_comp_state::get_kv_all / get_score_all: the layer's state (its own buffer), its rows and
+        each snapshot plane's: get_n_rows() x (1 + n_rs_seq)."""
+        return new_tensor(F32, width, self.comp_state_rows(name) * (1 + self.geometry.rs_snapshots), external=True)
 
     # --- the graph -----------------------------------------------------------------------------------------------
 
@@ -250,11 +267,14 @@ class Dsv4Graph(DecoderGraph):
         """The block's compressor of `name` (csa, lid: overlapping windows; hca): its kv (comp_wkv) and score
         (comp_wgate plus the ape rows of each token's position) of every token after the state's rows; the windows
         the plan reads, soft-maxed over their positions and pooled, normed and roped; the result (rotated where the
-        cache rotates) into the compressed cache; the last tokens' rows persisted into the state."""
+        cache rotates) into the compressed cache; the snapshot planes rewritten where there are snapshots; the last
+        tokens' rows persisted into the state."""
         gf, inp = self.gf, self.comp_inputs(name)
         state_kv = mul_mat(None, cur, width)
         state_score = same_shape(mul_mat(None, cur, width), "ADD", get_rows(None, inp.state_pos, width))
-        source_kv, source_score = self.with_state(name, state_kv), self.with_state(name, state_score)
+        rows = state_kv, state_score
+        restored = [self.restored(name, width) for _ in rows]
+        source_kv, source_score = (self.with_state(name, x, r) for x, r in zip(rows, restored, strict=True))
         if name == "hca":
             comp = self.hca_pool(source_kv, source_score, inp.read_idxs, head)
         else:
@@ -264,13 +284,27 @@ class Dsv4Graph(DecoderGraph):
             comp = self.hadamard(comp, inp.rot)
         cache = new_tensor(self.k_type, head, comp.ne[2], external=True)
         gf.expand(set_rows(cache, view(comp, (head, comp.ne[2]), (comp.nb[2],)), inp.write_idxs))  # cpy_k
-        for rows in (state_kv, state_score):  # the persisted rows: get_rows, then cpy_kv / cpy_score
-            gf.expand(set_rows(self.state_view(name, width), get_rows(rows, inp.persist_src, width), inp.persist_dst))
+        if inp.snapshot is not None:  # dsv4_build_state_snapshot: the restored planes and the ubatch's rows
+            src, dst = inp.snapshot
+            sources = [op("CONCAT", F32, (width, r.ne[1] + x.ne[1]), r, x) for r, x in zip(restored, rows, strict=True)]
+            for source in sources:
+                gf.expand(set_rows(self.state_view(name, width), get_rows(source, src, width), dst))
+        for x in rows:  # the persisted rows: get_rows, then cpy_kv / cpy_score
+            gf.expand(set_rows(self.state_view(name, width), get_rows(x, inp.persist_src, width), inp.persist_dst))
 
-    def with_state(self, name: str, rows: Tensor) -> Tensor:
-        """The state's rows (a view of it) followed by the ubatch's (ggml_concat along the rows)."""
-        base = self.state_view(name, rows.ne[0])
-        return op("CONCAT", F32, (rows.ne[0], base.ne[1] + rows.ne[1]), base, rows)
+    def restored(self, name: str, width: int) -> Tensor:
+        """dsv4_build_state_restore: the state's planes; with snapshots, the rows to restore read (get_rows) and
+        written back over them (cpy_kv / cpy_score: set_rows, a view of the state)."""
+        state, restore = self.state_view(name, width), self.comp_inputs(name).restore
+        if restore is None:
+            return state
+        return set_rows(self.state_view(name, width), get_rows(state, restore[0], width), restore[1])
+
+    def with_state(self, name: str, rows: Tensor, restored: Tensor) -> Tensor:
+        """The state's rows (a view of the restored planes) followed by the ubatch's (ggml_concat along the rows)."""
+        n = self.comp_state_rows(name)
+        base = view(restored, (rows.ne[0], n), (restored.nb[1],))
+        return op("CONCAT", F32, (rows.ne[0], n + rows.ne[1]), base, rows)
 
     def pooled(self, kv: Tensor, score: Tensor) -> Tensor:
         """The windows' values and scores transposed (made contiguous), the scores soft-maxed over the positions,
@@ -376,13 +410,16 @@ class Dsv4Graph(DecoderGraph):
         return op("ADD", mask.type, mask.ne, back, mask)
 
     def mha_k(self, b: GraphLayer, q: Tensor, k: Tensor, mask: Tensor) -> Tensor:
-        """build_attn_mha with K as V and the sinks: flash attention, or kq, soft_max in place, V (K) transposed
-        into a copy, kqv; [head * H, T]."""
+        """build_attn_mha with K as V and the sinks: flash attention (an F32 K and V cast to F16 first), or kq,
+        soft_max in place, V (K) transposed into a copy, kqv; [head * H, T]."""
         t, ns, hd, heads = self.t, k.ne[3], b.head_k, b.n_head
         q = permute(view(q, (hd, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         kp = permute(k, 0, 2, 1, 3)
         if self.geometry.flash_attention:
-            out = op("FLASH_ATTN_EXT", F32, (hd, heads, t // ns, ns), q, kp, kp, mask, "attn_sinks")
+            k16, v16 = kp, kp
+            if k.type == F32:  # ggml_cast of K and of V (the same K, permuted twice) to F16
+                k16, v16 = op("CPY", F16, kp.ne, kp), op("CPY", F16, kp.ne, permute(k, 0, 2, 1, 3))
+            out = op("FLASH_ATTN_EXT", F32, (hd, heads, t // ns, ns), q, k16, v16, mask, "attn_sinks")
             return self.gf.expand(reshape(out, hd * heads, t))
         v = cont(transpose(kp))
         kq = same_shape(mul_mat_t(kp, q), "SOFT_MAX", mask, "attn_sinks")

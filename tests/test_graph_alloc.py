@@ -139,8 +139,9 @@ def test_a_tensor_of_a_block_type_is_whole_blocks() -> None:
         ("f16", False, True),
         ("bf16", True, True),
         ("q8_0", True, True),
-        ("q8_0", False, False),  # K, quantized, would be transposed into a copy: not measured
-        ("f32", True, False),  # build_attn_mha casts an F32 K and V to F16: not rebuilt
+        ("q8_0", False, False),  # llama.cpp refuses it (V is K's type, a quantized V needs flash attention)
+        ("f32", True, True),  # build_attn_mha casts an F32 K and V to F16 (graph_dumps_dsv4.jsonl)
+        ("f32", False, True),
         ("", True, False),  # a caller that does not name the K type
     ],
 )
@@ -156,14 +157,14 @@ def test_deepseek4_workspace_is_derived_for_the_k_cache_types_its_graph_sizes(
     assert (compute_bounds(graph, 4096, geometry) is not None) is derived
 
 
-def test_deepseek4_workspace_is_unknown_with_rollback_snapshots(tmp_path: Path) -> None:
-    """n_rs_seq adds llama_kv_cache_dsv4's restore and snapshot inputs to the graph, which graph_dsv4 does not
-    rebuild (one recorded run: its buffer 6,912 bytes above the graph without them): unknown, never too low."""
+def test_deepseek4_workspace_is_derived_with_rollback_snapshots(tmp_path: Path) -> None:
+    """n_rs_seq adds llama_kv_cache_dsv4's restore and snapshot rows of each compressor state to the graph
+    (graph_dumps_dsv4.jsonl holds it node for node): derived, and more than the graph without them."""
     graph = _graph_of(write(accuracy.model_writers()["deepseek4"](), tmp_path / "dsv4.gguf"))
     assert graph is not None
-    plain = llama_geometry(2048, 2, k_type="f16")
-    assert compute_bounds(graph, 4096, plain) is not None
-    assert compute_bounds(graph, 4096, llama_geometry(2048, 2, k_type="f16", rs_snapshots=2)) is None
+    plain = compute_bounds(graph, 4096, llama_geometry(2048, 2, k_type="f16"))
+    snapshots = compute_bounds(graph, 4096, llama_geometry(2048, 2, k_type="f16", rs_snapshots=2))
+    assert plain is not None and snapshots is not None and snapshots[0] > plain[0]
 
 
 def test_deepseek4_hash_routed_layers_have_a_derived_workspace(tmp_path: Path) -> None:

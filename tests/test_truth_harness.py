@@ -138,11 +138,16 @@ NODE_FOR_NODE = (
 )  # fmt: skip
 
 
+# The recorded dumps: every model's at two settings, and deepseek4's beside them (rollback snapshots, an F32 cache).
+GRAPH_DUMPS = ("graph_dumps.jsonl", "graph_dumps_dsv4.jsonl")
+
+
 @pytest.fixture(scope="module")
 def dumped_graphs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict, Graph]]:
     """Each recorded graph dump of NODE_FOR_NODE's models, beside memfit's graph rebuilt for the same run."""
     # (plm's run with flash attention aborts in llama.cpp: its row records the failure, no graph)
-    rows = [r for r in load(DATA / "graph_dumps.jsonl") if r["model"] in NODE_FOR_NODE and "graph" in r]
+    dumps = [r for name in GRAPH_DUMPS for r in load(DATA / name)]
+    rows = [r for r in dumps if r["model"] in NODE_FOR_NODE and "graph" in r]
     files = accuracy.write_models(set(NODE_FOR_NODE), tmp_path_factory.mktemp("models"))
     cache, out = ArtifactCache(), []
     for r in rows:

@@ -311,6 +311,26 @@ ROLLBACK_RUNS = [
     _s(8192, 2, fa="off", n_rs_seq=3),
     _s(4096, 4, n_ubatch=8, n_rs_seq=4),
 ]
+# deepseek4's settings beyond results_rec's: rollback snapshots (llama_kv_cache_dsv4's restore and snapshot inputs)
+# at 1 to 3 snapshots, 1 to 4 sequences, ubatches 512 to 2048, flash attention on and off, a q8_0 cache; an F32
+# cache (build_attn_mha casts K and V to F16 under flash attention) with flash attention on and off; and a q8_0
+# cache with flash attention off, which llama.cpp refuses (deepseek4's K and V types must match: a quantized V).
+DSV4_RUNS = [
+    _s(4096, 1, n_rs_seq=1),
+    _s(8192, 4, fa="off", n_rs_seq=3),
+    _s(8192, 2, "q8_0", n_rs_seq=2),
+    _s(4096, 3, n_ubatch=1024, n_rs_seq=1),
+    _s(8192, 1, n_ubatch=2048, n_rs_seq=2),
+    _s(2048, 1, "f32"),
+    _s(8192, 4, "f32"),
+    _s(4096, 2, "f32", fa="off"),
+    _s(8192, 2, "f32", n_ubatch=1024),
+    _s(4096, 2, "f32", n_rs_seq=2),
+    _s(4096, 1, "q8_0", fa="off"),
+    _s(8192, 2, "q8_0", fa="off", n_ubatch=1024),
+]
+# Their reserved graphs node by node: snapshots with flash attention on and off, an F32 cache with it on and off.
+DSV4_DUMPS = [_s(2048, 2, n_rs_seq=2), _s(2048, 4, "f32"), _s(4096, 2, "f32", fa="off", n_rs_seq=1)]
 # The four real-scale shapes of the first measurements.
 SCALE_SHAPES = ("llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0", "qwen3-30b-a3b-shape-q4_0", "mamba2-2.7b-shape-f16")
 
@@ -378,6 +398,12 @@ class TruthFile:
     tags: Callable[[str, Settings], dict[str, Any]] | None = None  # a row's own fields, by model and settings
 
 
+def _graph_dumps(models: dict[str, Callable[[], Model]], settings: list[Settings]) -> TruthFile:
+    """The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer)."""
+    return TruthFile(models, settings, extra="graph=1", decode=0, label=LABEL + ", reserved graph")
+
+
+DSV4_SET = _subset(recurrent.FAMILY_SET, "deepseek4") | recurrent.DEEPSEEK4_VARIANTS  # plain and hash-routed
 # Measured files regenerate does not make: several CPU variants in one file (each row's label names its own).
 NOT_REGENERATED = ("results_variants_dryrun.jsonl",)
 TRUTH_FILES: dict[str, TruthFile] = {
@@ -506,8 +532,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
-    # The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer).
-    "graph_dumps.jsonl": TruthFile(
+    "graph_dumps.jsonl": _graph_dumps(
         _subset(PUBLIC_SET, "llama-gqa-f16", "gemma3-swa-f16", "qwen3moe-f16", "mamba2-f16", "granitehybrid-f16")
         | _subset(attention.FAMILY_SET, "command-r")
         | _subset(recurrent.FAMILY_SET, "mamba", "jamba")
@@ -526,12 +551,16 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | PLAIN_MODELS
         | _subset(recurrent.FAMILY_SET, "qwen4exp", "qwen4exp-ple")
         | recurrent.QWEN4EXP_VARIANTS
-        | _subset(recurrent.FAMILY_SET, "deepseek4")
-        | recurrent.DEEPSEEK4_VARIANTS,
+        | DSV4_SET,
         [_s(512, 1), _s(2048, 4, fa="off")],
-        extra="graph=1",
+    ),
+    "graph_dumps_dsv4.jsonl": _graph_dumps(DSV4_SET, DSV4_DUMPS),
+    "results_dsv4_dryrun.jsonl": TruthFile(
+        DSV4_SET,
+        DSV4_RUNS,
+        extra="no_alloc=1",
         decode=0,
-        label=LABEL + ", reserved graph",
+        label=LABEL + ", haswell CPU variant, no_alloc dry run",
     ),
     "results_wide_ubatch_dryrun.jsonl": TruthFile(
         _subset(attention.FAMILY_SET, "command-r", "command-r-64"),
