@@ -10,6 +10,7 @@ import pytest
 
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.errors import EvidenceError
+from memfit.estimator.gguf_file import Value
 from memfit.estimator.hparams import HParams, Layers
 from memfit.estimator.vocabulary import Limit
 from tools.accuracy import model_writers
@@ -86,7 +87,7 @@ def test_a_per_layer_array_of_another_length_is_not_uniform() -> None:
 
 
 @pytest.mark.parametrize("block_count", [None, 0, 513, "four"], ids=["missing", "zero", "past-max", "string"])
-def test_block_count_is_read_first_and_refused_at_once(block_count: object) -> None:
-    metadata = {} if block_count is None else {"llama.block_count": block_count}
+def test_block_count_is_read_first_and_refused_at_once(block_count: int | str | None) -> None:
+    metadata: dict[str, Value] = {} if block_count is None else {"llama.block_count": block_count}
     with pytest.raises(EvidenceError):
         HParams(metadata, "llama")

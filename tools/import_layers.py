@@ -3,16 +3,16 @@
     python -m tools.import_layers            the layers, the edges between them, and the upward imports
     python -m tools.import_layers --check    exit 1 when an import runs upward
 
-Every module of the installed package (pyproject.toml's package-dir mapping: estimator/ is memfit.estimator, and so
-on) is read with `ast`; an import inside a function or under TYPE_CHECKING counts as much as one at the top, since
+Every module of the package (memfit/, whose estimator, service, generated and handlers are links to the top-level
+folders) is read with `ast`; an import inside a function or under TYPE_CHECKING counts as much as one at the top, since
 it is a dependency all the same. A module's layer is the first of LAYERS whose prefixes it starts with.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import sys
-import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,23 +37,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def package_dirs() -> dict[str, Path]:
-    """memfit's packages and their folders, as pyproject.toml maps them."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    return {name: ROOT / folder for name, folder in config["package-dir"].items()}
-
-
 def modules() -> dict[str, Path]:
-    """Every module of the package, by dotted name."""
+    """Every module of the package, by dotted name (memfit/ and its subpackages, the linked folders included)."""
     found: dict[str, Path] = {}
-    for package, folder in sorted(package_dirs().items(), key=lambda kv: -len(kv[0])):
-        for path in sorted(folder.glob("*.py")):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-            found.setdefault(name, path)
-        for sub in sorted(p for p in folder.iterdir() if (p / "__init__.py").exists()):
-            for path in sorted(sub.glob("*.py")):
-                name = f"{package}.{sub.name}" if path.stem == "__init__" else f"{package}.{sub.name}.{path.stem}"
-                found.setdefault(name, path)
+    for folder, _, files in os.walk(ROOT / "memfit", followlinks=True):
+        for path in sorted(Path(folder) / f for f in files if f.endswith(".py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
