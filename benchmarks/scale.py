@@ -3,7 +3,7 @@
 For N = 100, 1,000, 10,000 and 50,000 sparse GGUFs (tools/gguf_writers.py; each file's header bytes written, its data
 region a hole) under one plain root, over a fresh state directory:
 - first list: index start (scan, then the index thread reads every header) until the listing is ready, and the
-  process's resident memory then (every model's facts held);
+  process's resident memory then (every model listed, the facts of the last FACTS_KEPT held);
   the index watches the root (watchfiles: inotify / FSEvents), as `memfit serve` does;
 - first request: GET /v1/models' body asked as soon as the index has started (the server answers /health),
   while its thread reads the headers: a listing reads for a second at most, the rest listed as being read;
@@ -101,7 +101,7 @@ def scale_row(n: int, work: Path, template: Path, idle_s: float) -> dict[str, fl
     _ready(service, n)
     row["first_s"] = time.perf_counter() - start
     row["first_ms_per_model"] = row["first_s"] * 1e3 / n
-    row["rss_mib"] = psutil.Process().memory_info().rss / 2**20  # every model's facts held (and this benchmark's)
+    row["rss_mib"] = psutil.Process().memory_info().rss / 2**20  # every model listed (and this benchmark's memory)
     warm = []
     for _ in range(50):
         t = time.perf_counter()

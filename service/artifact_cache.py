@@ -2,7 +2,8 @@
 
 A file replaced, grown or touched has a new identity and is read again; an unchanged one is never re-read
 while it is cached: in memory (a bounded LRU of facts), and, with a store, across restarts (header summaries
-in the state directory).
+in the state directory). The facts of the FACTS_KEPT file sets used last are held in memory; an older one's are
+derived again from its stored summary (or its header) when asked.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class FileIdentity(NamedTuple):
     ctime_ns: int
 
 
+# The facts (layout, tensor list) held in memory, least recently used dropped first: a small header's take about
+# 15 KiB, a 32-layer model's several times that; every model held was most of a server's memory at 50,000 models
+# (868-930 MiB). The listing keeps its own entries, so it never needs the facts of a model it has listed.
+FACTS_KEPT = 1024
 HEAD_BYTES = 4096  # a stored summary is checked against the digest of its file's first bytes before it is used
 # The checks a stored summary passed (summarize's) and its tensor fields (3: each tensor's shape): a row stored
 # by a release that checked or kept less is read again.
@@ -74,33 +79,42 @@ class ArtifactCache:
     """A bounded LRU of ArtifactFacts keyed by the identities of a file set (and of the tensor bytes of single
     files of any kind, such as LoRA adapters).
 
-    Its capacity grows with what it serves (`reserve`, called when the index changes), so a listing of every
-    indexed model never evicts its own entries. A file set is read once however many threads ask for it at once
-    (single flight per identity: the others wait for the one read). `version` moves whenever new facts are
-    cached; `reads` counts the reads (work done, for tests and benchmarks); `hits` and `misses` count the lookups
+    The facts themselves are bounded by `facts_kept`, the least recently used dropped first (read again, from the
+    store when it has their summary, when asked again). The small answers (why a file set cannot be read, a file's
+    tensor bytes) are bounded by `capacity`, which grows with what the index serves (`reserve`, called when it
+    changes), so a listing never reads an unreadable file again to say why. A file set is read once however many
+    threads ask for it at once (single flight per identity: the others wait for the one read). `version` moves
+    whenever new facts are cached (not when dropped ones are read again: a listing kept needs none of them);
+    `reads` counts the reads (work done, for tests and benchmarks); `hits` and `misses` count the lookups
     answered from memory and those that were not, for /metrics."""
 
-    def __init__(self, capacity: int = 4096, store: HeaderStore | None = None) -> None:
+    def __init__(self, capacity: int = 4096, store: HeaderStore | None = None, facts_kept: int = FACTS_KEPT) -> None:
         self.capacity = capacity
+        self.facts_kept = facts_kept
         self.store = store
         self.version = 0
         self.cleared = 0  # moves with each `clear`: what was derived from the facts is forgotten with them
         self.reads = 0
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[tuple, ArtifactFacts | Unreadable | int] = OrderedDict()
+        self._facts: OrderedDict[tuple, ArtifactFacts] = OrderedDict()  # bounded by facts_kept
+        self._entries: OrderedDict[tuple, Unreadable | int] = OrderedDict()  # bounded by capacity
+        self._dropped: set[int] = set()  # the hashes of the keys whose facts were dropped (at most `capacity`)
         self._inflight: dict[tuple, threading.Event] = {}
         self._lock = threading.Lock()
 
     def reserve(self, file_sets: int) -> None:
-        """Hold at least twice `file_sets` entries (the served ones and as many replaced since): never fewer."""
+        """Hold at least twice `file_sets` small answers (the served ones and as many replaced since): never
+        fewer."""
         with self._lock:
             self.capacity = max(self.capacity, 2 * file_sets)
 
     def clear(self) -> None:
         """Forget every fact held in memory (the store, if any, keeps its summaries)."""
         with self._lock:
+            self._facts.clear()
             self._entries.clear()
+            self._dropped.clear()
             self.cleared += 1
 
     def identity(self, paths: Sequence[str]) -> tuple[FileIdentity, ...]:
@@ -124,7 +138,7 @@ class ArtifactCache:
         else:
             key = tuple(seen)
         with self._lock:
-            return key in self._entries
+            return key in self._facts or key in self._entries
 
     def facts(self, paths: Sequence[str], identity: tuple[FileIdentity, ...] | None = None) -> ArtifactFacts:
         """The facts of the file set at `paths`; EvidenceError (artifactUnreadable) when it cannot be read."""
@@ -147,9 +161,13 @@ class ArtifactCache:
         counted = False
         while True:
             with self._lock:
-                cached = self._entries.get(key)
+                held: OrderedDict = self._facts
+                cached = held.get(key)
+                if cached is None:
+                    held = self._entries
+                    cached = held.get(key)
                 if cached is not None:
-                    self._entries.move_to_end(key)
+                    held.move_to_end(key)
                     self.hits += 0 if counted else 1
                     break
                 if not counted:
@@ -169,10 +187,13 @@ class ArtifactCache:
                 raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"cannot read the artifact: {exc.strerror}") from exc
             else:
                 with self._lock:
-                    self._entries[key] = cached
-                    self.version += 1
-                    while len(self._entries) > self.capacity:
-                        self._entries.popitem(last=False)
+                    if isinstance(cached, ArtifactFacts):
+                        self._keep_facts(key, cached)
+                    else:
+                        self.version += 1
+                        self._entries[key] = cached
+                        while len(self._entries) > self.capacity:
+                            self._entries.popitem(last=False)
             finally:
                 with self._lock:
                     self._inflight.pop(key, None)
@@ -183,6 +204,21 @@ class ArtifactCache:
                 raise NotAModel(cached.kind, cached.message)
             raise EvidenceError(cached.limit, cached.message)
         return cached
+
+    def _keep_facts(self, key: tuple, facts: ArtifactFacts) -> None:
+        """Hold facts just read, dropping the least recently used past `facts_kept` (under the lock). Facts read
+        again after they were dropped do not move `version`: what was derived from them (a listing's entries) holds.
+        """
+        self._facts[key] = facts
+        dropped = self._dropped
+        if hash(key) in dropped:
+            dropped.discard(hash(key))
+        else:
+            self.version += 1
+        while len(self._facts) > self.facts_kept:
+            if len(dropped) >= self.capacity:  # files replaced many times over: forget (re-reads move `version`)
+                dropped.clear()
+            dropped.add(hash(self._facts.popitem(last=False)[0]))
 
     def _summary(self, path: str, identity: FileIdentity) -> HeaderSummary:
         """The header summary of the file whose identity was taken: read through one descriptor whose fstat must

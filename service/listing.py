@@ -21,6 +21,7 @@ from memfit.service.subjects import Subjects, local_subject
 
 READ_SECONDS = 1.0  # how long a request's listing reads headers the index's thread has not read yet,
 READ_AT_MOST = 256  # when there are at most this many (a second's reading); more are all listed as being read
+STORED_AT_ONCE = 4096  # listing entries the index's thread derives before it stores them, in one transaction
 REQUEST_FIRST_S = 10.0  # the most the index's thread waits for a request's listing before it reads on
 DERIVED_BY = ("memfit.estimator", "memfit.readers", "memfit.service")  # the code a stored entry was derived by,
 DERIVED_WITH = ("gguf_constants.py", "integers.py", "quant_names.py")  # and memfit's own modules that code imports
@@ -41,9 +42,12 @@ class Listing:
 
     def warm(self, artifacts: Sequence[LocalArtifact]) -> None:
         """Read the facts of these artifacts and their projectors, where not yet cached (called by the index's
-        thread with what a change made new), then build the listing, so that requests find both ready."""
-        cache = self.subjects.cache
-        self._reserve(self.subjects.index.artifacts())
+        thread with what a change made new), and derive each one's listing entry while its facts are in memory
+        (the facts cache holds the last FACTS_KEPT only: a listing derived after would read the others again),
+        then build the listing, so that requests find both ready."""
+        s = self.subjects
+        self._reserve(s.index.artifacts())
+        derived: dict[str, str] = {}
         for artifact in artifacts:
             for paths in (artifact.paths, (artifact.projector,) if artifact.projector else ()):
                 if paths:
@@ -51,11 +55,37 @@ class Listing:
                     # its own time while this thread read on
                     self._no_request.wait(REQUEST_FIRST_S)
                     try:
-                        cache.facts(paths)
+                        s.cache.facts(paths)
                     except EvidenceError:  # answered (and cached) as unreadable; a request says why
                         pass
+            self._keep_entry(artifact, derived)
+            if len(derived) >= STORED_AT_ONCE:
+                self._store(derived)
+        self._store(derived)
         self.weigh_catalog(rest=time.sleep)
         self.models(read_for=None)
+
+    def _keep_entry(self, artifact: LocalArtifact, derived: dict[str, str]) -> None:
+        """Derive and keep the listing entry of an artifact the index serves (its facts just read), unless one is
+        kept for its files as the index saw them; one derived is added to `derived` for the store."""
+        seen = self.subjects.index.file_identities(artifact)
+        if seen is None:  # not served (any more)
+            return
+        key = (artifact, seen)
+        if key in self._local_entries:
+            return
+        self._no_request.wait(REQUEST_FIRST_S)
+        entry = self._read_entry(artifact, key, derived)
+        if entry is not None and entry.unreadable is None:
+            with self._lock:
+                self._local_entries[key] = entry
+
+    def _store(self, derived: dict[str, str]) -> None:
+        """Store the entries derived (and forget them here)."""
+        store = self.subjects.cache.store
+        if store is not None and derived:
+            store.put_listed(derived, _derivation())
+        derived.clear()
 
     def weigh_catalog(self, rest: Callable[[float], object] | None = None) -> None:
         """The weights' floor of every catalog id on this host's CPU variants, computed once (a few ms an id: the
@@ -143,8 +173,7 @@ class Listing:
             local = self._local(artifact, key, before, artifact not in unheld, deadline, found, derived)
             if local is not None:
                 entries.append(local)
-        if store is not None:
-            store.put_listed(derived, _derivation())
+        self._store(derived)
         listed = {e.model_id.lower() for e in entries}
         for remote in self._hub_entries():
             if remote.model_id.lower() not in listed:
@@ -192,28 +221,35 @@ class Listing:
         if local is None and not held and deadline is not None and time.monotonic() >= deadline:
             return _being_read(artifact)
         if local is None:
-            s = self.subjects
-            subject = local_subject(artifact, s.cache, s.auto.variants)
-            if key is not None and (not subject.is_model or not subject.unreadable):  # what the header says
-                derived[_store_key(key)] = _stored_text(subject if subject.is_model else False)
-            if not subject.is_model:
+            local = self._read_entry(artifact, key, derived)
+            if local is None:
                 return None
-            local = ModelEntry(
-                model_id=artifact.model_id,
-                source=ModelSource.LOCAL,
-                root=artifact.root,
-                architecture=subject.architecture,
-                quant=subject.quant,
-                revision=artifact.revision,
-                artifact_bytes=subject.artifact_bytes,
-                context_limit=subject.context_limit,
-                has_projector=artifact.projector is not None,
-                unreadable=subject.unreadable or None,
-            )
         assert isinstance(local, ModelEntry)
         if key is not None and local.unreadable is None:
             self._local_entries[key] = local
         return local
+
+    def _read_entry(self, artifact: LocalArtifact, key: tuple | None, derived: dict[str, str]) -> ModelEntry | None:
+        """A local artifact's entry from its facts, read where they are not in memory (None: not a model); added to
+        `derived` for the store under `key`, the artifact and its files' identities as the index saw them."""
+        s = self.subjects
+        subject = local_subject(artifact, s.cache, s.auto.variants)
+        if key is not None and (not subject.is_model or not subject.unreadable):  # what the header says
+            derived[_store_key(key)] = _stored_text(subject if subject.is_model else False)
+        if not subject.is_model:
+            return None
+        return ModelEntry(
+            model_id=artifact.model_id,
+            source=ModelSource.LOCAL,
+            root=artifact.root,
+            architecture=subject.architecture,
+            quant=subject.quant,
+            revision=artifact.revision,
+            artifact_bytes=subject.artifact_bytes,
+            context_limit=subject.context_limit,
+            has_projector=artifact.projector is not None,
+            unreadable=subject.unreadable or None,
+        )
 
     def _held(self, artifact: LocalArtifact, key: tuple[LocalArtifact, tuple] | None) -> bool:
         """Whether the artifact's facts are in memory, judged by the identities the index took of its files (no
