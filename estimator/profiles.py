@@ -293,6 +293,13 @@ def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> 
             " (estimator/fit_placement.py), which needs the model's tensors and graph: the context it starts from"
         )
         return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
+    if workload.multi_token_prediction:
+        detail = (
+            "llama.cpp's fitter (common/fit.cpp) starts from the trained context; under --spec-type draft-mtp it fits"
+            " the MTP draft context with the model (common_fit_extra_model), which memfit does not size: the context"
+            " it starts from"
+        )
+        return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
     weights = host_weights(subject)
     projection = host_projection(subject, workload, weights) if weights is not None else None
     if projection is None or host_total is None:

@@ -144,6 +144,26 @@ def test_the_search_counts_rollback_snapshots_as_the_fit_answer(
         assert floor > reference(subject, plain, tokens)[0], tokens
 
 
+@pytest.mark.parametrize("family", ["qwen35-mtp", "bailingmoe3"])
+def test_the_search_counts_multi_token_prediction_as_the_fit_answer(
+    tmp_path_factory: pytest.TempPathFactory, family: str
+) -> None:
+    """multiTokenPrediction (llama-server's draft-mtp) on models whose files hold their NextN layers: the search's
+    lean estimate is the fit answer's at every step (the NextN weights and the nextn embeddings of the output
+    buffer), and both hold more than without it."""
+    directory = tmp_path_factory.mktemp("plan-mtp")
+    write_model(recurrent.FAMILY_SET[family](), directory / f"{family}.gguf")
+    subject = _service(directory).subject(family)
+    assert subject is not None and subject.layout is not None
+    w = _workload(subject, WorkloadRequest(streams=2, multi_token_prediction=True))
+    plain = replace(w, multi_token_prediction=False)
+    lean = Estimator(subject, w, Probes())
+    for tokens in (1, 7, 100, 256, 1000, 4096, 8192):
+        floor, ceiling = reference(subject, w, tokens)
+        assert lean.bounds(tokens) == (floor, ceiling), tokens
+        assert floor > reference(subject, plain, tokens)[0], tokens
+
+
 def _brute(values: list[tuple[int, int | None]], budget: int) -> tuple[int | None, int | None, int | None]:
     """(good, tight, possible) by looking at every token count (values[t - 1] is at t tokens)."""
 

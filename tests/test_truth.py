@@ -22,6 +22,7 @@ from memfit.estimator.artifact import ArtifactFacts, weights_on
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.machine import HostMemory
+from memfit.estimator.workspace import output_buffer
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.artifact_cache import ArtifactCache
@@ -38,6 +39,7 @@ from tools.accuracy import (
     own_weights,
     recorded_bounds,
     recorded_truth,
+    run_geometry,
     settings,
     unmodelled,
     write_models,
@@ -364,18 +366,26 @@ def test_every_refusal_measured_is_one_memfit_names() -> None:
         assert any(message in run["stderr_tail"] for message in REFUSAL_MESSAGES), run_id(run)
 
 
+def _run_request(run: dict) -> dict:
+    """A fit request for a run's model, context, sequences and cache types."""
+    s = settings(run)
+    return {
+        "modelId": run["model"],
+        "allocatedTokens": s["n_ctx"] // s["n_seq"],
+        "streams": s["n_seq"],
+        "keyElementBytes": ELEMENT_BYTES[s["type_k"]],
+        "valueElementBytes": ELEMENT_BYTES[s["type_v"]],
+    }
+
+
 @pytest.mark.parametrize("run", REFUSED_RUNS, ids=run_id)
 def test_settings_llama_cpp_refused_answer_unknown(run: dict, refused_service: Any) -> None:
     """Each setting llama.cpp refused in a dry run, asked of memfit: unknown + workloadUnsupported, no upper bound,
     the refusal named in the note."""
     s = settings(run)
     workload = WireFitVerdictRequest.model_validate(
-        {
-            "modelId": run["model"],
-            "allocatedTokens": s["n_ctx"] // s["n_seq"],
-            "streams": s["n_seq"],
-            "keyElementBytes": ELEMENT_BYTES[s["type_k"]],
-            "valueElementBytes": ELEMENT_BYTES[s["type_v"]],
+        _run_request(run)
+        | {
             "flashAttention": s["fa"],
             "ubatchTokens": s.get("n_ubatch", 512),  # llama.cpp's default where a run does not set it
         }
@@ -442,6 +452,38 @@ def test_rollback_snapshots_asked_on_the_wire(run: dict, rollback_service: Any) 
     assert source == "request"
     workspace = run["compute_bytes"] + run["output_buffer_bytes_init"]
     assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
+
+
+MTP_RUNS = load(DATA / "results_mtp.jsonl")
+
+
+def test_multi_token_prediction_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama-server's target under --spec-type draft-mtp (results_mtp.jsonl: load_mtp and unmasked nextn embeddings
+    set after init, as llama-server sets them): every run compared, KV + recurrent state exact, the output buffer
+    exact as the decode's output_reserve grew it, and both bounds within max(1%, 8 MiB) of the whole allocation,
+    the NextN layers' weights in it."""
+    rows = [r for group in recorded.values() for r in group if settings(r.record).get("mtp")]
+    assert len(rows) == len(MTP_RUNS) == 20
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+
+
+def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str, Path]) -> None:
+    """Without draft-mtp memfit's weights would leave out the NextN layers' tensors of the two files that hold them
+    (qwen35-mtp's MTP block, bailingmoe3's) and keep the three trunk-only files' (deepseek2, glm4moe, mimo2: llama.cpp
+    does not require the tensors there), and its output buffer would be the one llama.cpp made at init, short of
+    the one the decode grew by the nextn embeddings."""
+    short = set()
+    for run in MTP_RUNS:
+        plain = dict(run, settings={k: v for k, v in run["settings"].items() if k != "mtp"})
+        row = compare(plain, model_files[run["model"]], CACHE)
+        assert row.weights is not None and row.weights[1] <= run["weights_bytes"]
+        if row.weights[1] < run["weights_bytes"]:
+            short.add(run["model"])
+        facts = CACHE.facts((str(model_files[run["model"]]),))
+        assert facts.layout is not None and facts.n_vocab is not None
+        at_init = output_buffer(facts.n_vocab, run_geometry(run, facts.architecture, facts.layout.causal))
+        assert at_init == run["output_buffer_bytes_init"] < run["output_buffer_bytes_after_decode"]
+    assert short == {"qwen35-mtp", "bailingmoe3"}
 
 
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]
