@@ -121,6 +121,7 @@ SETTINGS = (
     ("cache_ram_mib", "cacheRamMib"),
     ("context_checkpoints", "contextCheckpoints"),
     ("rollback_snapshots", "rollbackSnapshots"),
+    ("multi_token_prediction", "multiTokenPrediction"),
     ("gpu_layers", "gpuLayers"),
     ("tensor_split", "tensorSplit"),
     ("tensor_overrides", "tensorOverrides"),

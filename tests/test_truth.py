@@ -455,6 +455,7 @@ def test_rollback_snapshots_asked_on_the_wire(run: dict, rollback_service: Any) 
 
 
 MTP_RUNS = load(DATA / "results_mtp.jsonl")
+NO_MTP_LAYERS_MODEL = "qwen35"  # recurrent.FAMILY_SET: qwen35's layers with no NextN layer (nextn_predict_layers 0)
 
 
 def test_multi_token_prediction_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
@@ -484,6 +485,57 @@ def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str,
         at_init = output_buffer(facts.n_vocab, run_geometry(run, facts.architecture, facts.layout.causal))
         assert at_init == run["output_buffer_bytes_init"] < run["output_buffer_bytes_after_decode"]
     assert short == {"qwen35-mtp", "bailingmoe3"}
+
+
+@pytest.fixture(scope="module")
+def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    directory = tmp_path_factory.mktemp("mtp-models")
+    write_models({r["model"] for r in MTP_RUNS} | {NO_MTP_LAYERS_MODEL}, directory)
+    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    built.index.refresh()
+    return built
+
+
+def _mtp_estimate(service: Any, request: dict) -> dict:
+    answer = wire.fit_one(service, WireFitVerdictRequest.model_validate(request))
+    assert answer is not None
+    return dict(json.loads(answer.model_dump_json(by_alias=True)))
+
+
+@pytest.mark.parametrize("run", MTP_RUNS, ids=run_id)
+def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -> None:
+    """A fit request's multiTokenPrediction is llama-server's draft-mtp: the weights llama.cpp loaded with load_mtp
+    to the byte, kvCache + recurrentState its memory module's, the workspace's bounds around its compute and output
+    buffers after the decode, and the setting echoed as requested."""
+    request = _run_request(run) | {
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "multiTokenPrediction": True,
+    }
+    estimate = _mtp_estimate(mtp_service, request)["estimate"]
+    parts = {p["component"]: p for p in estimate["parts"]}
+    assert parts["weights"]["bytes"] == parts["weights"]["upperBytes"] == run["weights_bytes"]
+    assert parts["kvCache"]["bytes"] + parts["recurrentState"]["bytes"] == run["memory_bytes"]
+    workspace = run["compute_bytes_after_decode"] + run["output_buffer_bytes_after_decode"]
+    assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
+    assert estimate["workload"]["multiTokenPrediction"] is True
+    source = {x["setting"]: x["source"] for x in estimate["workload"]["settings"]}["multiTokenPrediction"]
+    assert source == "request"
+
+
+def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:
+    """A model without NextN layers under draft-mtp: llama_init_from_model refuses the MTP context and llama-server
+    stops, so past the weights the answer is unknown, with workloadUnsupported; without it the same request is
+    answered."""
+    request: dict = {"modelId": NO_MTP_LAYERS_MODEL, "allocatedTokens": 2048, "cpuVariant": "haswell"}
+    plain = _mtp_estimate(mtp_service, request)
+    refused = _mtp_estimate(mtp_service, request | {"multiTokenPrediction": True})
+    assert "workloadUnsupported" not in plain["limits"] and "workloadUnsupported" in refused["limits"]
+    parts = {p["component"]: p for p in refused["estimate"]["parts"]}
+    assert parts["weights"]["bytes"] == {p["component"]: p for p in plain["estimate"]["parts"]}["weights"]["bytes"]
+    assert {parts[c]["basis"] for c in ("kvCache", "recurrentState", "workspace")} == {"unknown"}
+    assert "MTP" in parts["kvCache"]["note"]
 
 
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]
