@@ -169,7 +169,25 @@ def derive_layout(
         cell_ext=rule.cell_positions(hp),
         streams_per_sequence=rule.compression is not None,
         rs_rollback=rule.rs_rollback,
+        nextn_width=nextn_width(arch, hp),
     )
+
+
+# load_arch_hparams of deepseek4 and qwen4exp: n_embd_out_impl = hyper_connection.count * n_embd (the residual
+# streams side by side), whatever embedding_length_out says
+HC_OUTPUT = frozenset({"deepseek4", "qwen4exp"})
+
+
+def nextn_width(arch: str, hp: HParams) -> int:
+    """hparams.n_embd_out() (embedding_length_out, else n_embd; the residual streams' width where HC_OUTPUT) for a
+    model with NextN/MTP layers: the floats of one row of nextn embeddings llama_context::output_reserve keeps per
+    batch token once llama-server's draft-mtp sets them on the target; 0 for a model without NextN layers."""
+    if hp.nextn_predict_layers == 0:
+        return 0
+    n_embd = hp.required(HParams.n_embd)
+    if arch in HC_OUTPUT:
+        return hp.required(HParams.n_hc) * n_embd
+    return hp.n_embd_out_impl or n_embd
 
 
 def graph_shape(

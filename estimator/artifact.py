@@ -65,6 +65,21 @@ class ArtifactFacts:
     tensors: ModelTensors | None = None  # what placement needs (placement.model_tensors), where it is derived
     tensors_problem: str = ""  # why it is not
     duplicate_bytes: int = 0  # a tied embedding loaded twice: its copy, which a mapped load views in the file
+    # the tensors of the NextN/MTP layers in the file, which llama.cpp loads only with load_mtp (llama-server's
+    # --spec-type draft-mtp): their count, padded bytes, and MUL_MAT weights (an extra buffer type may pack them)
+    mtp_count: int = 0
+    mtp_bytes: int = 0
+    mtp_matrices: tuple[Matrix, ...] = ()
+
+
+@dataclass(frozen=True)
+class MtpWeights:
+    """What loading a file's NextN/MTP layers adds to its weights under a set of CPU variants (mtp_weights)."""
+
+    count: int  # tensors
+    floor: int  # bytes, under the variant that packs least
+    slack: int  # how far above it the variant that packs most is
+    packed: tuple[int, int]  # (least, most) of those bytes an extra buffer type copies
 
 
 # (block elements, block bytes) by ggml type number: looked up per tensor, without making the enum member
@@ -208,6 +223,13 @@ def weights_on(facts: ArtifactFacts, variants: tuple[CpuVariant, ...]) -> tuple[
     return variant_weights(facts.weights_bytes, facts.weights_note, facts.matrices, facts.tied, variants)
 
 
+def mtp_weights(facts: ArtifactFacts, variants: tuple[CpuVariant, ...]) -> MtpWeights:
+    """What the NextN/MTP layers' tensors add to the weights under every one of `variants` (at least one) when
+    llama.cpp loads them (load_mtp): their padded bytes, and what the variants' extra buffer types pack of them."""
+    floor, slack, _ = variant_weights(facts.mtp_bytes, "", facts.mtp_matrices, None, variants)
+    return MtpWeights(facts.mtp_count, floor, slack, packed_range(facts.mtp_matrices, None, variants))
+
+
 def variant_weights(
     weights_bytes: int,
     weights_note: str,
@@ -275,6 +297,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     refuse_other_kinds(metadata, summaries)
     sizes = {t[0]: t[1] for s in summaries for t in s.tensors}
     skipped = mtp_tensors(metadata, arch, sizes)
+    mtp_bytes = sum(padded(n) for name, n in sizes.items() if name in skipped)
     sizes = {name: n for name, n in sizes.items() if name not in skipped}
     loaded = {t[0]: t for s in summaries for t in s.tensors if t[0] in sizes}
     weights = sum(padded(n) for n in sizes.values())
@@ -313,6 +336,9 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         tied_embedding,
         matmul_weights(loaded.values()),
         duplicate_bytes=duplicate,
+        mtp_count=len(skipped),
+        mtp_bytes=mtp_bytes,
+        mtp_matrices=matmul_weights(t for s in summaries for t in s.tensors if t[0] in skipped),
     )
 
 

@@ -27,6 +27,10 @@ class ContextGeometry:
     graph_tokens: int = 0  # a graph reserved for this many tokens (the token-generation graph's n_seq); 0: the ubatch
     transposed_v: bool | None = None  # the V cache transposed; None: without flash attention (see v_trans)
     rs_snapshots: int = 0  # llama_context_params.n_rs_seq as asked: recurrent-state snapshots per sequence
+    n_batch: int = DEFAULT_N_BATCH  # cparams.n_batch: the logical batch, capped by the context
+    # the floats per batch token of the nextn embeddings the output buffer keeps (n_embd_out() under llama-server's
+    # draft-mtp, which sets them unmasked on the target; 0: not set)
+    nextn_width: int = 0
 
     @property
     def v_trans(self) -> bool:
@@ -53,6 +57,7 @@ def llama_geometry(
     quantized_v: bool = False,
     rs_snapshots: int = 0,
     k_type: str = "",
+    nextn_width: int = 0,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
 
@@ -76,6 +81,8 @@ def llama_geometry(
         quantized_v=quantized_v,
         rs_snapshots=rs_snapshots,
         k_type=k_type,
+        n_batch=n_batch,
+        nextn_width=nextn_width,
     )
 
 

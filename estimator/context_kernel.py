@@ -41,7 +41,7 @@ class ContextKernel:
 
     def geometry_total(self, n_ctx: int) -> ContextGeometry:
         """The context llama.cpp makes for a total n_ctx under the workload's streams, ubatch, unified cache,
-        full-size SWA cache, flash attention, cache types and rollback snapshots."""
+        full-size SWA cache, flash attention, cache types, rollback snapshots and MTP's nextn embeddings."""
         w = self.workload
         return llama_geometry(
             n_ctx,
@@ -55,6 +55,7 @@ class ContextKernel:
             k_type=self.k_type.name,
             quantized_v=self.v_type.quantized,
             rs_snapshots=w.rollback_snapshots,
+            nextn_width=self.layout.nextn_width if w.multi_token_prediction else 0,
         )
 
     def kv_bytes(self, geometry: ContextGeometry, flash_attention: bool | None = None) -> tuple[int, int]:

@@ -27,6 +27,7 @@ from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.devices import CPU, HOST, Device, device_of
 from memfit.estimator.machine import GpuMemory
+from memfit.estimator.mtp import with_mtp
 from memfit.estimator.placement import (
     Memory,
     ModelTensors,
@@ -139,6 +140,7 @@ def device_shares(
     gpus: Sequence[GpuMemory],
 ) -> tuple[DeviceShare, ...]:
     """The host's share and each GPU's of `parts` (the whole estimate) for the workload's placement."""
+    subject = with_mtp(subject, workload)
     devices = gpu_devices(gpus)
     flags = workload.placement
     if places_nothing_on_gpus(flags, devices):

@@ -446,9 +446,11 @@ def predicted_fit(
 ) -> PlacementFit | None:
     """What llama.cpp's fitter does for the workload on `gpus` (-c 0 where `choose_context`); None where it has no
     GPU to place on or memfit cannot forecast the candidates (the model's tensors, its graph, a placement memfit
-    does not mirror)."""
+    does not mirror, or draft-mtp's: the fitter fits the MTP context with the target, common_fit_extra_model)."""
     layout, devices = subject.layout, gpu_devices(gpus)
     if not devices or not subject.tensors or layout is None or subject.context_limit is None:
+        return None
+    if workload.multi_token_prediction:
         return None
     if workload.placement.gpu_layers is None:  # an unknown mode names no -ngl
         return None

@@ -11,6 +11,7 @@ from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.fit_types import ObservationRow
 from memfit.estimator.kv_cache import cache_geometry, is_llama_cpp_type
 from memfit.estimator.ledger import after_load_parts, weights_under_load_mode
+from memfit.estimator.mtp import mtp_refusal, with_mtp
 from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
@@ -124,9 +125,14 @@ def forecast_parts(
     """The five parts, in the contract's order (then the ledger's, where the workload has them), and the limits
     they add. Under a setting llama.cpp refuses, nothing
     past the weights is allocated: the rest is unknown, unless a byte count it derives is beyond 2^63-1 (the
-    contract's first refusal, nonFiniteInput, is decided on those parts)."""
-    parts, limits = _derived_parts(subject, workload, history)
-    refused = refused_setting(workload, subject.architecture)
+    contract's first refusal, nonFiniteInput, is decided on those parts). The weights are the subject's as the
+    workload loads them (estimator/mtp.py: with the NextN/MTP layers under llama-server's draft-mtp)."""
+    loaded = with_mtp(subject, workload)
+    parts, limits = _derived_parts(loaded, workload, history)
+    if loaded.weights.basis is Basis.UNKNOWN and subject.weights.basis is not Basis.UNKNOWN:
+        limits.append(Limit.WORKLOAD_UNSUPPORTED)  # the NextN/MTP layers' tensors draft-mtp loads are not known
+    subject = loaded
+    refused = refused_setting(workload, subject.architecture) or mtp_refusal(subject, workload)
     if refused is None or bounds(parts).overflows:
         # the weights as the load mode holds them, and what llama-server grows after load (estimator/ledger.py)
         return [*weights_under_load_mode(subject, workload), *parts[1:], *after_load_parts(subject, workload)], limits

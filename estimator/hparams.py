@@ -246,6 +246,7 @@ class HParams:
     # llama_model_base::load_hparams, every architecture
     n_ctx_train = Key(LLM.CONTEXT_LENGTH, uint(0))
     n_embd = Key(LLM.EMBEDDING_LENGTH, uint(0))
+    n_embd_out_impl = Key(LLM.EMBEDDING_LENGTH_OUT, uint(0))  # n_embd_out(): this, else n_embd
     n_head_arr = Key(ATTN.HEAD_COUNT, per_layer(0))
     n_head_kv_arr = Key(ATTN.HEAD_COUNT_KV, maybe_per_layer)  # None: n_head_arr, layer by layer
     n_ff_arr = Key(LLM.FEED_FORWARD_LENGTH, per_layer(0))

@@ -338,6 +338,9 @@ class Layout:
     cell_ext: bool = False  # llama_kv_cache::has_cell_ext: each cell keeps a 2-D position (M-RoPE)
     streams_per_sequence: bool = False  # one KV stream per sequence even in a unified cache (llama_kv_cache_dsv4)
     rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent state keeps n_rs_seq snapshots
+    # hparams.n_embd_out() where the model has NextN/MTP layers (n_layer_nextn > 0): the width of a row of the
+    # target context's nextn embeddings under llama-server's --spec-type draft-mtp; 0: no NextN layers
+    nextn_width: int = 0
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

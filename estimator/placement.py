@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from memfit.estimator.arch_rules import RULES
@@ -105,6 +105,12 @@ class ModelTensors:
     kv_layers: tuple[int, ...] = ()  # the layer of each of layout.caches[0].layers
     recurrent_layers: tuple[int, ...] = ()  # the layer of each of layout.recurrent
     n_nextn: int = 0  # hparams.n_layer_nextn: the NextN/MTP layers at the end of n_layer (not loaded without MTP)
+    mtp_weights: tuple[Weight, ...] = ()  # the NextN/MTP layers' tensors, which only load_mtp loads
+
+    def with_mtp(self) -> ModelTensors:
+        """The model as llama.cpp loads it with load_mtp (llama-server's --spec-type draft-mtp): the NextN/MTP
+        layers' tensors loaded too (each architecture's load_arch_tensors drops TENSOR_SKIP from them)."""
+        return replace(self, weights=self.weights + self.mtp_weights, mtp_weights=())
 
     @property
     def n_trunk(self) -> int:
@@ -211,6 +217,7 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
         kv,
         recurrent,
         layers.n_all - layers.n_trunk,
+        tuple(w for w in weights if w.name in skipped),
     )
 
 
@@ -508,11 +515,12 @@ def recurrent_bytes(model: ModelTensors, memory: Memory, request: Placement, lay
     return out
 
 
-def output_buffer(n_vocab: int, n_seq: int, output_device: Device | None) -> tuple[str, int]:
-    # llama_context::output_reserve(n_seq_max): the logits of n_seq_max outputs in floats, in the pinned host
-    # buffer type of the output layer's device (whatever --no-host says), else the CPU's
+def output_buffer(n_vocab: int, n_seq: int, output_device: Device | None, nextn_floats: int = 0) -> tuple[str, int]:
+    # llama_context::output_reserve(n_seq_max): the logits of n_seq_max outputs in floats (and the nextn embeddings'
+    # `nextn_floats` under llama-server's draft-mtp: workspace.output_floats), in the pinned host buffer type of the
+    # output layer's device (whatever --no-host says), else the CPU's
     host = output_device.host_buffer_type if output_device is not None else None
-    return host or CPU, n_vocab * n_seq * 4
+    return host or CPU, (n_vocab * n_seq + nextn_floats) * 4
 
 
 # --- the whole placement ----------------------------------------------------------------------------------------
@@ -540,7 +548,8 @@ def place(
         "kv": kv_bytes(model, memory, request, layers),
         "recurrent": recurrent_bytes(model, memory, request, layers),
     }
-    out_type, out_bytes = output_buffer(model.n_vocab, memory.geometry.n_seq, layers[model.n_layer])
+    g = memory.geometry
+    out_type, out_bytes = output_buffer(model.n_vocab, g.n_seq, layers[model.n_layer], g.nextn_width * g.n_batch)
     parts["output"] = {out_type: out_bytes}
     names = sorted({b for part in parts.values() for b in part})
     buffers = tuple(

@@ -28,6 +28,7 @@ from memfit.estimator.errors import OverBudget
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.layout import Layout
 from memfit.estimator.ledger import MAPPED
+from memfit.estimator.mtp import mtp_refusal, with_mtp
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, ContextSource
@@ -130,6 +131,7 @@ class Estimator:
     gives without a measurement history."""
 
     def __init__(self, subject: Subject, workload: Workload, probes: Probes) -> None:
+        subject = with_mtp(subject, workload)  # the weights as the workload loads them (forecast_parts does too)
         self.subject, self.workload, self.probes = subject, workload, probes
         layout = subject.layout
         # the lean path: a known layout and a known flash attention setting, and only the parts llama.cpp allocates
@@ -140,6 +142,7 @@ class Estimator:
             layout is not None
             and workload.flash_attention_on is not None
             and refused_setting(workload, subject.architecture) is None
+            and mtp_refusal(subject, workload) is None
             and not workload.swa_full
             and workload.load_mode not in MAPPED
             and workload.cache_ram_mib == 0

@@ -71,6 +71,7 @@ LLAMA_SERVER: dict[str, Default] = {
     "cacheRamMib": Default(8192, f"{COMMON_H}: cache_ram_mib = 8192, one prompt cache per server"),
     "contextCheckpoints": Default(32, f"{COMMON_H}: n_ctx_checkpoints = 32 per slot"),
     "rollbackSnapshots": Default(0, f"{COMMON_H}: need_n_rs_seq() is 0 with no speculative type that rolls back"),
+    "multiTokenPrediction": Default(False, f"{COMMON_H}: speculative.types names no draft-mtp, so load_mtp is false"),
 }
 # the placement Ollama and LM Studio launch with is their own (Ollama's llm/server.go passes --n-gpu-layers from its
 # own estimate, LM Studio's GPU offload setting): not llama-server's -ngl auto, so their mode stays memfit's default
@@ -291,6 +292,13 @@ def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> 
         detail = (
             "llama.cpp's fitter (common/fit.cpp) starts from the trained context; with GPUs it fits per device"
             " (estimator/fit_placement.py), which needs the model's tensors and graph: the context it starts from"
+        )
+        return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
+    if workload.multi_token_prediction:
+        detail = (
+            "llama.cpp's fitter (common/fit.cpp) starts from the trained context; under --spec-type draft-mtp it fits"
+            " the MTP draft context with the model (common_fit_extra_model), which memfit does not size: the context"
+            " it starts from"
         )
         return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
     weights = host_weights(subject)

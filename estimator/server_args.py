@@ -25,7 +25,8 @@ CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYT
 TRUTHY, FALSEY, AUTOY = ("on", "enabled", "true", "1"), ("off", "disabled", "false", "0"), ("auto", "-1")
 # common/speculative.cpp's speculative type names; common_params_speculative::need_n_rs_seq (common/common.h): under
 # any of ROLLBACK_SPEC_TYPES llama-server asks n_rs_seq = the draft length (common_context_params_to_llama)
-ROLLBACK_SPEC_TYPES = frozenset({"draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark"})
+MTP_SPEC_TYPE = "draft-mtp"  # common_model_params_to_llama: load_mtp where the types name it
+ROLLBACK_SPEC_TYPES = frozenset({MTP_SPEC_TYPE, "draft-eagle3", "draft-dflash", "draft-dspark"})
 SPEC_TYPES = ROLLBACK_SPEC_TYPES | {"none", "draft-simple", "ngram-simple", "ngram-map-k", "ngram-map-k4v"}
 SPEC_TYPES |= {"ngram-mod", "ngram-cache"}
 DEFAULT_DRAFT_N_MAX = 3  # common_params_speculative_draft::n_max
@@ -220,6 +221,9 @@ def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Se
     rollback = _rollback_snapshots(values, reading.unread)
     if rollback is not None:
         named["rollbackSnapshots"] = rollback
+    mtp = _multi_token_prediction(values)
+    if mtp is not None:
+        named["multiTokenPrediction"] = mtp
     return ServerArgs(
         named=named,
         ctx_size=_as_int(sized.get("ctx_size")),
@@ -250,6 +254,19 @@ def _rollback_snapshots(values: Mapping[str, tuple[object, str]], unread: dict[s
         unread["draft_max"] = "--spec-draft-n-max"
         return None
     return Named(n_max, f"{said}; {n_said}: n_rs_seq = the draft length (common/common.h need_n_rs_seq)")
+
+
+def _multi_token_prediction(values: Mapping[str, tuple[object, str]]) -> Named | None:
+    """Whether llama-server loads the model's MTP layers: common_model_params_to_llama sets load_mtp where the
+    --spec-type list names draft-mtp (common/common.cpp); None where no --spec-type is named (a draft model's
+    types, inferred from its metadata, are `unread` by _rollback_snapshots)."""
+    named_types, said = values.get("spec_types", ((), ""))
+    types = named_types if isinstance(named_types, tuple) else ()
+    if not types:
+        return None
+    if MTP_SPEC_TYPE in types:
+        return Named(True, f"{said}: load_mtp, and the target's nextn embeddings (common/common.cpp, speculative.cpp)")
+    return Named(False, f"{said}: no draft-mtp, so load_mtp is false (common/common.cpp)")
 
 
 def _as_int(value: object) -> int | None:

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memfit.estimator.artifact import ArtifactFacts, HubArtifact, RemoteHeader
+from memfit.estimator.artifact import ArtifactFacts, HubArtifact, MtpWeights, RemoteHeader
 from memfit.estimator.bounds import Part
 from memfit.estimator.errors import EvidenceError, NotAModel
 from memfit.estimator.layout import Layout
@@ -41,6 +41,10 @@ class Subject:
     tensors_problem: str = "the model's tensors are not known (no file header was read)"  # why not, when not
     packed: tuple[int, int] | None = None  # (floor, ceiling) of the weights the CPU's extra buffer types copy
     duplicate: int = 0  # a tensor's second copy in the weights, which a mapped load views in the file instead
+    # what its NextN/MTP layers' tensors add to the weights when llama-server loads them (--spec-type draft-mtp);
+    # None: not known (a catalog entry's published layout lists no NextN tensors)
+    mtp: MtpWeights | None = None
+    mtp_loaded: bool = False  # `weights`, `packed` and `tensors` hold them (estimator/mtp.py with_mtp)
 
     @property
     def is_model(self) -> bool:
@@ -92,6 +96,7 @@ def read_subject(
     limits: list[Limit],
     keys: tuple[str, str],
     packed: tuple[int, int] | None = None,
+    mtp: MtpWeights | None = None,
 ) -> Subject:
     """The subject of a file set whose headers were read: its weights, the layout its metadata states."""
     layout_limits = [facts.layout_error.limit] if facts.layout_error else []
@@ -114,6 +119,7 @@ def read_subject(
         tensors_problem=facts.tensors_problem,
         packed=packed,
         duplicate=facts.duplicate_bytes,
+        mtp=mtp,
     )
 
 

@@ -39,6 +39,7 @@ DEFAULT_LOAD_MODE = LoadMode.NONE  # the weights read into allocated buffers, as
 DEFAULT_CACHE_RAM_MIB = 0  # no prompt cache
 DEFAULT_CONTEXT_CHECKPOINTS = 0  # no context checkpoints
 DEFAULT_ROLLBACK_SNAPSHOTS = 0  # llama_context_default_params: n_rs_seq = 0 (no speculative rollback)
+DEFAULT_MULTI_TOKEN_PREDICTION = False  # llama_model_default_params: load_mtp false (no --spec-type draft-mtp)
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -70,6 +71,7 @@ class WorkloadRequest:
     cache_ram_mib: int | None = None
     context_checkpoints: int | None = None
     rollback_snapshots: int | None = None
+    multi_token_prediction: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ SETTINGS = (
     ("cache_ram_mib", "cacheRamMib"),
     ("context_checkpoints", "contextCheckpoints"),
     ("rollback_snapshots", "rollbackSnapshots"),
+    ("multi_token_prediction", "multiTokenPrediction"),
     ("gpu_layers", "gpuLayers"),
     ("tensor_split", "tensorSplit"),
     ("tensor_overrides", "tensorOverrides"),
@@ -146,6 +149,9 @@ class Workload:
     slot_tokens: int | None = None  # the context one slot may use (llama-server's n_ctx_slot); None: per stream
     sources: tuple[ResolvedSetting, ...] = ()  # where each setting came from
     rollback_snapshots: int = DEFAULT_ROLLBACK_SNAPSHOTS  # llama.cpp's n_rs_seq, as asked (before the arch's clamp)
+    # llama-server's --spec-type draft-mtp: the model loaded with its NextN/MTP layers (load_mtp) and the target
+    # context's nextn embeddings output (estimator/mtp.py)
+    multi_token_prediction: bool = DEFAULT_MULTI_TOKEN_PREDICTION
 
     @property
     def n_ctx(self) -> int:
@@ -155,12 +161,20 @@ class Workload:
     @property
     def knobs_at_defaults(self) -> bool:
         """Whether the runtime settings are llama.cpp's defaults (what the measurement history records)."""
-        return (self.flash_attention, self.ubatch_tokens, self.kv_unified, self.swa_full, self.rollback_snapshots) == (
+        return (
+            self.flash_attention,
+            self.ubatch_tokens,
+            self.kv_unified,
+            self.swa_full,
+            self.rollback_snapshots,
+            self.multi_token_prediction,
+        ) == (
             DEFAULT_FLASH_ATTENTION,
             DEFAULT_UBATCH_TOKENS,
             DEFAULT_KV_UNIFIED,
             DEFAULT_SWA_FULL,
             DEFAULT_ROLLBACK_SNAPSHOTS,
+            DEFAULT_MULTI_TOKEN_PREDICTION,
         )
 
     @property
@@ -194,6 +208,7 @@ class Workload:
             None if self.slot_tokens is None else clamp(self.slot_tokens),
             self.sources,
             clamp(self.rollback_snapshots),
+            self.multi_token_prediction,
         )
 
 
@@ -230,6 +245,9 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         rollback_snapshots=DEFAULT_ROLLBACK_SNAPSHOTS
         if request.rollback_snapshots is None
         else request.rollback_snapshots,
+        multi_token_prediction=DEFAULT_MULTI_TOKEN_PREDICTION
+        if request.multi_token_prediction is None
+        else request.multi_token_prediction,
         sources=tuple(
             ResolvedSetting(
                 wire, SettingSource.REQUEST if getattr(request, name) is not None else SettingSource.DEFAULT

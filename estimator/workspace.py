@@ -1,7 +1,8 @@
 """The workspace: llama.cpp's compute buffer (estimator/compute_buffer.py) and its output buffer.
 
 The output buffer is exact: n_vocab * max(1, n_seq) * 4 (a float of logits per vocabulary entry and
-sequence). The compute buffer is bounded from the graph llama.cpp reserves for a worst-case ubatch.
+sequence), and under llama-server's draft-mtp n_embd_out * n_batch * 4 more (the target's nextn embeddings, a row
+per batch token). The compute buffer is bounded from the graph llama.cpp reserves for a worst-case ubatch.
 """
 
 from __future__ import annotations
@@ -14,8 +15,15 @@ LOGIT_BYTES = 4
 
 
 def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
-    """llama_context::output_reserve at start: logits for one output per sequence."""
-    return n_vocab * geometry.n_seq * LOGIT_BYTES
+    """llama_context::output_reserve: logits for one output per sequence (at init), and where nextn embeddings are
+    set unmasked (common_speculative_impl_draft_mtp does on the target, after init) n_embd_out floats per batch
+    token (embd_nextn.size = n_embd_out * n_batch), which the first decode's output_reserve allocates."""
+    return output_floats(n_vocab, geometry) * LOGIT_BYTES
+
+
+def output_floats(n_vocab: int, geometry: ContextGeometry) -> int:
+    """The floats of llama.cpp's output buffer (output_buffer)."""
+    return n_vocab * geometry.n_seq + geometry.nextn_width * geometry.n_batch
 
 
 def workspace_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:

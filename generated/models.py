@@ -185,8 +185,8 @@ class WireFitVerdictRequest(WireModel):
     such servers): its slots and a slot's context as it answers `GET /props` (`total_slots`,
     `default_generation_settings.n_ctx`; `GET /slots` where `/props` leaves them out), asked over loopback
     with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`, ubatch, load
-    mode, prompt cache, checkpoints and rollback snapshots (`--spec-type`, `--spec-draft-n-max`) its command
-    line (or its `LLAMA_ARG_*` variables) names;
+    mode, prompt cache, checkpoints, rollback snapshots (`--spec-type`, `--spec-draft-n-max`) and
+    multi-token prediction (`--spec-type draft-mtp`) its command line (or its `LLAMA_ARG_*` variables) names;
     llama-server's defaults for the rest (the server does not report them). Where no such server runs, or it
     does not answer, or its command line names a value memfit cannot express (a cache type other than f32,
     f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
@@ -233,6 +233,19 @@ class WireFitVerdictRequest(WireModel):
     many copies of every sequence's state and the workspace the snapshots each ubatch writes; on the
     others llama.cpp ignores it. The draft model's own context is not counted. At most 256 (memfit's
     bound).
+
+    """
+    multi_token_prediction: Annotated[bool | None, Field(alias="multiTokenPrediction")] = None
+    """
+    llama-server's `--spec-type draft-mtp` (multi-token prediction, since 1.18.0): the model is loaded
+    with its NextN/MTP layers (llama.cpp's `load_mtp`), whose tensors `weights` then holds (on the
+    devices their layers are assigned to), and the model's own context keeps the hidden state of every
+    batch token for the draft (its nextn embeddings: `n_embd_out` x `n_batch` floats more in llama.cpp's
+    output buffer, part of `workspace`). Default false; the `running` profile reads `--spec-type`. The
+    draft's own context (its KV cache and compute buffer) is not counted, nor its share of llama-server's
+    `--fit`: with it, the `llamaServer` and `running` profiles answer llama.cpp's fitter as starting from
+    the trained context. A model without NextN layers is answered `workloadUnsupported`: llama-server does
+    not start it so. Set `rollbackSnapshots` too (the draft length) for the recurrent state.
 
     """
 
@@ -834,6 +847,10 @@ class WireFitWorkload(WireModel):
     ]
     """
     llama.cpp's n_rs_seq as requested (since 1.17.0; the architectures without rollback ignore it).
+    """
+    multi_token_prediction: Annotated[bool, Field(alias="multiTokenPrediction")]
+    """
+    llama-server's `--spec-type draft-mtp` as requested (since 1.18.0).
     """
     slot_tokens: Annotated[int | None, Field(alias="slotTokens", ge=-9223372036854775808, le=9223372036854775807)]
     """

@@ -471,6 +471,7 @@ def _fit_requests(args: argparse.Namespace) -> list[WireFitVerdictRequest]:
             cache_ram_mib=None,
             context_checkpoints=None,
             rollback_snapshots=args.rollback_snapshots,
+            multi_token_prediction=args.mtp,
         )
         for m in args.model
     ]
@@ -570,6 +571,9 @@ def measure(args: argparse.Namespace) -> int:
         return 1
     if args.rollback_snapshots:
         print("memfit: measure loads the model with n_rs_seq 0: --rollback-snapshots does not apply", file=sys.stderr)
+        return 1
+    if args.mtp:
+        print("memfit: measure loads the model without its MTP layers: --mtp does not apply", file=sys.stderr)
         return 1
     subject = service.subject(args.model)
     if subject is None or service.history.db is None:

@@ -88,6 +88,7 @@ def fit_request(request: Request) -> FitRequest:
             request.cache_ram_mib,
             request.context_checkpoints,
             request.rollback_snapshots,
+            request.multi_token_prediction,
         ),
     )
 
@@ -165,6 +166,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 cache_ram_mib=w.cache_ram_mib,
                 context_checkpoints=w.context_checkpoints,
                 rollback_snapshots=w.rollback_snapshots,
+                multi_token_prediction=w.multi_token_prediction,
                 slot_tokens=w.slot_tokens,
                 settings=[
                     m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources

@@ -256,6 +256,13 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
         help="llama.cpp's n_rs_seq: recurrent-state snapshots per sequence for a speculative rollback (llama-server:"
         " --spec-draft-n-max under --spec-type draft-mtp, eagle3, dflash or dspark; default 0)",
     )
+    parser.add_argument(
+        "--mtp",
+        action="store_true",
+        default=None,
+        help="llama-server's --spec-type draft-mtp: the model loaded with its NextN/MTP layers, and its context's"
+        " output buffer holding their input (the draft's own context is not counted)",
+    )
 
 
 def tokens_per_stream(args: argparse.Namespace) -> int | None:

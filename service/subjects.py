@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from memfit.estimator.artifact import HubArtifact, HubMiss, packed_range, weights_on
+from memfit.estimator.artifact import HubArtifact, HubMiss, mtp_weights, packed_range, weights_on
 from memfit.estimator.bounds import Part
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.cpu_variant import AUTO, CpuVariant, VariantChoice, resolve_variant
@@ -107,6 +107,7 @@ def local_subject(artifact: LocalArtifact, cache: ArtifactCache, variants: tuple
         limits,
         (weights_key, companions_key),
         packed_range(facts.matrices, facts.tied, variants) if variants else None,
+        mtp_weights(facts, variants) if variants else None,
     )
 
 
@@ -154,6 +155,7 @@ def hub_subject(found: HubArtifact, cache: ArtifactCache, variants: tuple[CpuVar
         limits,
         (weights_key, companions_key),
         packed_range(facts.matrices, facts.tied, variants) if variants else None,
+        mtp_weights(facts, variants) if variants else None,
     )
 
 

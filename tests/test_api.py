@@ -217,6 +217,7 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "cacheRamMib": 0,
         "contextCheckpoints": 0,
         "rollbackSnapshots": 0,  # llama.cpp's n_rs_seq: no speculative rollback
+        "multiTokenPrediction": False,  # llama-server's --spec-type draft-mtp: the MTP layers not loaded
         "slotTokens": None,
     }
     assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0

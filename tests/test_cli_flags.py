@@ -36,6 +36,13 @@ def test_llama_cpp_flags_ask_what_memfit_flags_ask(public_models: Path, capsys: 
     assert (ours.flash_attention, ours.ubatch_tokens, ours.kv_unified) == ("off", 1024, True)
 
 
+def test_mtp_is_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--mtp is the request's multiTokenPrediction (llama-server's --spec-type draft-mtp), echoed; false by
+    default."""
+    assert _workload(capsys, public_models, "--mtp").multi_token_prediction is True
+    assert _workload(capsys, public_models).multi_token_prediction is False
+
+
 def test_rollback_snapshots_are_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--rollback-snapshots is the request's rollbackSnapshots (llama.cpp's n_rs_seq), echoed; 0 by default."""
     assert _workload(capsys, public_models, "--rollback-snapshots", "3").rollback_snapshots == 3

@@ -25,7 +25,7 @@ from memfit.estimator.plan import Estimator, Probes, StepEnds, maxima, precision
 from memfit.estimator.profiles import resolved_workload
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.subject import Subject
-from memfit.estimator.vocabulary import Verdict
+from memfit.estimator.vocabulary import Limit, Verdict
 from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
 from memfit.readers.host_memory import read_host_memory
 from memfit.readers.model_roots import Root, RootKind
@@ -142,6 +142,42 @@ def test_the_search_counts_rollback_snapshots_as_the_fit_answer(
         floor, ceiling = reference(subject, w, tokens)
         assert lean.bounds(tokens) == (floor, ceiling), tokens
         assert floor > reference(subject, plain, tokens)[0], tokens
+
+
+@pytest.mark.parametrize("family", ["qwen35-mtp", "bailingmoe3"])
+def test_the_search_counts_multi_token_prediction_as_the_fit_answer(
+    tmp_path_factory: pytest.TempPathFactory, family: str
+) -> None:
+    """multiTokenPrediction (llama-server's draft-mtp) on models whose files hold their NextN layers: the search's
+    lean estimate is the fit answer's at every step (the NextN weights and the nextn embeddings of the output
+    buffer), and both hold more than without it."""
+    directory = tmp_path_factory.mktemp("plan-mtp")
+    write_model(recurrent.FAMILY_SET[family](), directory / f"{family}.gguf")
+    subject = _service(directory).subject(family)
+    assert subject is not None and subject.layout is not None
+    w = _workload(subject, WorkloadRequest(streams=2, multi_token_prediction=True))
+    plain = replace(w, multi_token_prediction=False)
+    lean = Estimator(subject, w, Probes())
+    for tokens in (1, 7, 100, 256, 1000, 4096, 8192):
+        floor, ceiling = reference(subject, w, tokens)
+        assert lean.bounds(tokens) == (floor, ceiling), tokens
+        assert floor > reference(subject, plain, tokens)[0], tokens
+
+
+def test_multi_token_prediction_of_unlisted_nextn_tensors_is_unknown(tmp_path: Path) -> None:
+    """A subject whose NextN layers' tensors are not known (a published layout lists none: mtp None) under
+    draft-mtp: its weights unknown, with workloadUnsupported, and the plan's estimate has no ceiling; its file's
+    own subject is answered."""
+    write_model(recurrent.FAMILY_SET["qwen35-mtp"](), tmp_path / "qwen35-mtp.gguf")
+    read = _service(tmp_path).subject("qwen35-mtp")
+    assert read is not None and read.mtp is not None and read.mtp.count > 0
+    w = _workload(read, WorkloadRequest(multi_token_prediction=True))
+    parts, limits = forecast_parts(read, w)
+    assert parts[0].bytes is not None and Limit.WORKLOAD_UNSUPPORTED not in limits
+    unlisted = replace(read, mtp=None)
+    parts, limits = forecast_parts(unlisted, w)
+    assert parts[0].bytes is None and Limit.WORKLOAD_UNSUPPORTED in limits
+    assert Estimator(unlisted, w, Probes()).bounds(4096)[1] is None
 
 
 def _brute(values: list[tuple[int, int | None]], budget: int) -> tuple[int | None, int | None, int | None]:

@@ -187,6 +187,25 @@ def test_speculative_flags_decide_the_rollback_snapshots(
     assert (None if named is None else named.value, args.unread) == (snapshots, unread)
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "mtp"),
+    [
+        (["--spec-type", "draft-mtp"], {}, True),
+        (["--spec-type", "ngram-mod"], {"LLAMA_ARG_SPEC_TYPE": "draft-mtp"}, True),  # the two lists add up
+        (["--spec-type", "draft-eagle3", "--spec-draft-n-max", "5"], {}, False),  # a draft type that is not MTP
+        (["--spec-type", "draft-mtp,none"], {}, False),  # `none` in a list leaves only it
+        (["-md", "draft.gguf"], {}, None),  # the type read from the draft's metadata: unread (rollbackSnapshots)
+        ([], {}, None),  # no speculation: llama-server's load_mtp false, its default
+    ],
+)
+def test_speculative_flags_decide_the_multi_token_prediction(
+    argv: list[str], env: dict[str, str], mtp: bool | None
+) -> None:
+    """common_model_params_to_llama: load_mtp where the --spec-type list names draft-mtp (common/common.cpp)."""
+    named = server_args(["llama-server", "-m", "m.gguf", *argv], env).named.get("multiTokenPrediction")
+    assert (None if named is None else named.value) == mtp
+
+
 def test_a_value_memfit_cannot_express_is_left_unread() -> None:
     args = server_args(["llama-server", "-ctk", "q4_0", "-c", "lots", "-fa", "maybe", "-kvu", "-ub", "0", "-ub", "64"])
     assert args.unread == ("-ctk", "-c", "-fa")  # -ub's second value is read: the last one counts

@@ -22,6 +22,7 @@ from memfit.estimator.artifact import ArtifactFacts, weights_on
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.machine import HostMemory
+from memfit.estimator.workspace import output_buffer
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.artifact_cache import ArtifactCache
@@ -38,6 +39,7 @@ from tools.accuracy import (
     own_weights,
     recorded_bounds,
     recorded_truth,
+    run_geometry,
     settings,
     unmodelled,
     write_models,
@@ -364,18 +366,26 @@ def test_every_refusal_measured_is_one_memfit_names() -> None:
         assert any(message in run["stderr_tail"] for message in REFUSAL_MESSAGES), run_id(run)
 
 
+def _run_request(run: dict) -> dict:
+    """A fit request for a run's model, context, sequences and cache types."""
+    s = settings(run)
+    return {
+        "modelId": run["model"],
+        "allocatedTokens": s["n_ctx"] // s["n_seq"],
+        "streams": s["n_seq"],
+        "keyElementBytes": ELEMENT_BYTES[s["type_k"]],
+        "valueElementBytes": ELEMENT_BYTES[s["type_v"]],
+    }
+
+
 @pytest.mark.parametrize("run", REFUSED_RUNS, ids=run_id)
 def test_settings_llama_cpp_refused_answer_unknown(run: dict, refused_service: Any) -> None:
     """Each setting llama.cpp refused in a dry run, asked of memfit: unknown + workloadUnsupported, no upper bound,
     the refusal named in the note."""
     s = settings(run)
     workload = WireFitVerdictRequest.model_validate(
-        {
-            "modelId": run["model"],
-            "allocatedTokens": s["n_ctx"] // s["n_seq"],
-            "streams": s["n_seq"],
-            "keyElementBytes": ELEMENT_BYTES[s["type_k"]],
-            "valueElementBytes": ELEMENT_BYTES[s["type_v"]],
+        _run_request(run)
+        | {
             "flashAttention": s["fa"],
             "ubatchTokens": s.get("n_ubatch", 512),  # llama.cpp's default where a run does not set it
         }
@@ -442,6 +452,90 @@ def test_rollback_snapshots_asked_on_the_wire(run: dict, rollback_service: Any) 
     assert source == "request"
     workspace = run["compute_bytes"] + run["output_buffer_bytes_init"]
     assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
+
+
+MTP_RUNS = load(DATA / "results_mtp.jsonl")
+NO_MTP_LAYERS_MODEL = "qwen35"  # recurrent.FAMILY_SET: qwen35's layers with no NextN layer (nextn_predict_layers 0)
+
+
+def test_multi_token_prediction_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama-server's target under --spec-type draft-mtp (results_mtp.jsonl: load_mtp and unmasked nextn embeddings
+    set after init, as llama-server sets them): every run compared, KV + recurrent state exact, the output buffer
+    exact as the decode's output_reserve grew it, and both bounds within max(1%, 8 MiB) of the whole allocation,
+    the NextN layers' weights in it."""
+    rows = [r for group in recorded.values() for r in group if settings(r.record).get("mtp")]
+    assert len(rows) == len(MTP_RUNS) == 20
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+
+
+def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str, Path]) -> None:
+    """Without draft-mtp memfit's weights would leave out the NextN layers' tensors of the two files that hold them
+    (qwen35-mtp's MTP block, bailingmoe3's) and keep the three trunk-only files' (deepseek2, glm4moe, mimo2: llama.cpp
+    does not require the tensors there), and its output buffer would be the one llama.cpp made at init, short of
+    the one the decode grew by the nextn embeddings."""
+    short = set()
+    for run in MTP_RUNS:
+        plain = dict(run, settings={k: v for k, v in run["settings"].items() if k != "mtp"})
+        row = compare(plain, model_files[run["model"]], CACHE)
+        assert row.weights is not None and row.weights[1] <= run["weights_bytes"]
+        if row.weights[1] < run["weights_bytes"]:
+            short.add(run["model"])
+        facts = CACHE.facts((str(model_files[run["model"]]),))
+        assert facts.layout is not None and facts.n_vocab is not None
+        at_init = output_buffer(facts.n_vocab, run_geometry(run, facts.architecture, facts.layout.causal))
+        assert at_init == run["output_buffer_bytes_init"] < run["output_buffer_bytes_after_decode"]
+    assert short == {"qwen35-mtp", "bailingmoe3"}
+
+
+@pytest.fixture(scope="module")
+def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    directory = tmp_path_factory.mktemp("mtp-models")
+    write_models({r["model"] for r in MTP_RUNS} | {NO_MTP_LAYERS_MODEL}, directory)
+    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    built.index.refresh()
+    return built
+
+
+def _mtp_estimate(service: Any, request: dict) -> dict:
+    answer = wire.fit_one(service, WireFitVerdictRequest.model_validate(request))
+    assert answer is not None
+    return dict(json.loads(answer.model_dump_json(by_alias=True)))
+
+
+@pytest.mark.parametrize("run", MTP_RUNS, ids=run_id)
+def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -> None:
+    """A fit request's multiTokenPrediction is llama-server's draft-mtp: the weights llama.cpp loaded with load_mtp
+    to the byte, kvCache + recurrentState its memory module's, the workspace's bounds around its compute and output
+    buffers after the decode, and the setting echoed as requested."""
+    request = _run_request(run) | {
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "multiTokenPrediction": True,
+    }
+    estimate = _mtp_estimate(mtp_service, request)["estimate"]
+    parts = {p["component"]: p for p in estimate["parts"]}
+    assert parts["weights"]["bytes"] == parts["weights"]["upperBytes"] == run["weights_bytes"]
+    assert parts["kvCache"]["bytes"] + parts["recurrentState"]["bytes"] == run["memory_bytes"]
+    workspace = run["compute_bytes_after_decode"] + run["output_buffer_bytes_after_decode"]
+    assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
+    assert estimate["workload"]["multiTokenPrediction"] is True
+    source = {x["setting"]: x["source"] for x in estimate["workload"]["settings"]}["multiTokenPrediction"]
+    assert source == "request"
+
+
+def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:
+    """A model without NextN layers under draft-mtp: llama_init_from_model refuses the MTP context and llama-server
+    stops, so past the weights the answer is unknown, with workloadUnsupported; without it the same request is
+    answered."""
+    request: dict = {"modelId": NO_MTP_LAYERS_MODEL, "allocatedTokens": 2048, "cpuVariant": "haswell"}
+    plain = _mtp_estimate(mtp_service, request)
+    refused = _mtp_estimate(mtp_service, request | {"multiTokenPrediction": True})
+    assert "workloadUnsupported" not in plain["limits"] and "workloadUnsupported" in refused["limits"]
+    parts = {p["component"]: p for p in refused["estimate"]["parts"]}
+    assert parts["weights"]["bytes"] == {p["component"]: p for p in plain["estimate"]["parts"]}["weights"]["bytes"]
+    assert {parts[c]["basis"] for c in ("kvCache", "recurrentState", "workspace")} == {"unknown"}
+    assert "MTP" in parts["kvCache"]["note"]
 
 
 TINY_REAL = [r for r in RUNS if r["model"].endswith("-rw")]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.architectures import derive_layout
-from memfit.estimator.artifact import packed_range, weights_on
+from memfit.estimator.artifact import ArtifactFacts, mtp_weights, packed_range, weights_on
 from memfit.estimator.bounds import Part
 from memfit.estimator.catalog import Catalog
 from memfit.estimator.context import ContextGeometry, llama_geometry
@@ -102,6 +102,31 @@ def own_weights(record: dict) -> bool:
     return bool(settings(record).get("mmap"))
 
 
+def run_weights(facts: ArtifactFacts, record: dict, variant: CpuVariant) -> tuple[int, int]:
+    """memfit's (floor, slack) of a run's weights under `variant`: the file's, and under llama-server's draft-mtp
+    (the probe's mtp=1) its NextN/MTP layers' tensors too (estimator/mtp.py)."""
+    floor, slack, _ = weights_on(facts, (variant,))
+    if settings(record).get("mtp"):
+        mtp = mtp_weights(facts, (variant,))
+        floor, slack = floor + mtp.floor, slack + mtp.slack
+    return floor, slack
+
+
+def measured_workspace(record: dict) -> int:
+    """llama.cpp's compute and output buffers of a run: as allocated at init, or under draft-mtp (the probe's
+    mtp=1) after the decode, whose output_reserve grows the output buffer by the nextn embeddings."""
+    if settings(record).get("mtp"):
+        return record["compute_bytes_after_decode"] + record["output_buffer_bytes_after_decode"]
+    return record["compute_bytes"] + record["output_buffer_bytes_init"]
+
+
+def measured_output(record: dict) -> int:
+    """llama.cpp's output buffer of a run, as measured_workspace takes it."""
+    if settings(record).get("mtp"):
+        return int(record["output_buffer_bytes_after_decode"])
+    return int(record["output_buffer_bytes_init"])
+
+
 def unmodelled(record: dict) -> str | None:
     """Why a run's settings are outside what memfit models, or None."""
     s = settings(record)
@@ -120,7 +145,8 @@ def file_subject(path: Path, variant: CpuVariant, cache: ArtifactCache) -> Subje
     weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)
     packed = packed_range(facts.matrices, facts.tied, (variant,))
     companions = Part.not_applicable(Component.COMPANIONS, "")
-    return read_subject(facts, path.stem, "", None, weights, companions, [], ("", ""), packed)
+    mtp = mtp_weights(facts, (variant,))
+    return read_subject(facts, path.stem, "", None, weights, companions, [], ("", ""), packed, mtp)
 
 
 def compare(record: dict, path: Path, cache: ArtifactCache, variant: CpuVariant | None = None) -> Row:
@@ -133,7 +159,7 @@ def compare(record: dict, path: Path, cache: ArtifactCache, variant: CpuVariant 
         facts = cache.facts((str(path),))
     except EvidenceError as exc:
         return Row(record, f"unreadable: {exc}")
-    floor, slack, _ = weights_on(facts, (variant or measured_variant(record),))
+    floor, slack = run_weights(facts, record, variant or measured_variant(record))
     weights = (floor, floor + slack)
     if facts.layout is None:
         return Row(record, f"not derived ({facts.layout_error})", weights=weights)
@@ -199,9 +225,10 @@ def architecture(record: dict) -> str:
     return record.get("architecture") or record.get("model_desc", "?").split()[0]
 
 
-def run_geometry(record: dict, arch: str, causal: bool | None = None) -> ContextGeometry:
+def run_geometry(record: dict, arch: str, causal: bool | None = None, nextn_width: int = 0) -> ContextGeometry:
     """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it (`causal`: the
-    layout's, where known; else whether the architecture has a memory module)."""
+    layout's, where known; else whether the architecture has a memory module; `nextn_width`: the layout's, taken
+    under draft-mtp, the probe's mtp=1)."""
     s = settings(record)
     if causal is None:
         causal = RULES[arch].memory is not Memory.NONE if arch in RULES else True
@@ -216,6 +243,7 @@ def run_geometry(record: dict, arch: str, causal: bool | None = None) -> Context
         k_type=s["type_k"],
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
         rs_snapshots=s.get("n_rs_seq", 0),
+        nextn_width=nextn_width if s.get("mtp") else 0,
     )
     return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
 
@@ -235,7 +263,7 @@ class BoundsRow:
 
     @property
     def real_workspace(self) -> int:
-        return self.record["compute_bytes"] + self.record["output_buffer_bytes_init"]
+        return measured_workspace(self.record)
 
     @property
     def compared(self) -> bool:
@@ -273,7 +301,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     """memfit's KV, recurrent state and workspace for a run, and whether llama.cpp's allocation lies between
     the bounds; `weights` None (a catalog shape, no file) checks the workspace and the caches only."""
     s = settings(record)
-    geometry = run_geometry(record, arch, layout.causal)
+    geometry = run_geometry(record, arch, layout.causal, layout.nextn_width)
     k, v = kv_cache_bytes(
         layout,
         geometry,
@@ -285,14 +313,14 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     # llama.cpp's memory module, all its buffers (DSA's indexer cache too, which kv_k_bytes and kv_v_bytes leave out)
     real_memory = record["memory_bytes"]
     kv_exact = k + v + r + state == real_memory
-    output_exact = output_buffer(n_vocab, geometry) == record["output_buffer_bytes_init"]
+    output_exact = output_buffer(n_vocab, geometry) == measured_output(record)
     window = workspace_bounds(layout.graph, n_vocab, geometry) if layout.graph is not None else None
     if window is None:
         why = "unknown: graph not derived" if layout.graph is None else "unknown: workload not derived"
         return BoundsRow(record, why, kv_exact=kv_exact, output_exact=output_exact)
     floor, slack = window
     fixed = k + v + r + state
-    real = record["compute_bytes"] + record["output_buffer_bytes_init"] + real_memory
+    real = measured_workspace(record) + real_memory
     lower, upper = fixed + floor, fixed + floor + slack
     # A catalog shape has no file: its weights are llama.cpp's own on both sides (only the rest is checked)
     low_w, high_w = weights if weights is not None else (record["weights_bytes"], record["weights_bytes"])
@@ -320,7 +348,7 @@ def file_bounds(records: Iterable[dict], models: dict[str, Path]) -> list[Bounds
         if facts.layout is None or facts.n_vocab is None:
             rows.append(BoundsRow(record, "unknown: no layout"))
             continue
-        floor, slack, _ = weights_on(facts, (measured_variant(record),))
+        floor, slack = run_weights(facts, record, measured_variant(record))
         weights = None if own_weights(record) else (floor, floor + slack)
         rows.append(check_bounds(record, facts.layout, facts.architecture, facts.n_vocab, weights))
     return rows

@@ -398,6 +398,21 @@ class TruthFile:
     tags: Callable[[str, Settings], dict[str, Any]] | None = None  # a row's own fields, by model and settings
 
 
+# llama-server's target under --spec-type draft-mtp (mtp=1, the probe's: loaded with load_mtp, nextn embeddings unmasked
+# after init, the output buffer and the compute buffer read after decoding a 512-token prompt, the first
+# output_reserve and graph that see them): two models whose files hold their NextN layer's tensors (qwen35's MTP
+# block, bailingmoe3's) and three whose files hold the trunk only (llama.cpp does not require the NextN tensors
+# there; deepseek2's, glm4moe's and mimo2's graphs keep every row of the last layer under unmasked nextn
+# embeddings); contexts below and above n_batch's 2048 (n_batch capped by the context), 1 to 4 sequences, a q8_0
+# cache, flash attention off, a 128-token ubatch.
+MTP_RUNS = [
+    _s(1000, 1, mtp=1),
+    _s(4096, 2, mtp=1),
+    _s(8192, 4, "q8_0", mtp=1),
+    _s(2048, 1, fa="off", n_ubatch=128, mtp=1),
+]
+
+
 def _graph_dumps(models: dict[str, Callable[[], Model]], settings: list[Settings]) -> TruthFile:
     """The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer)."""
     return TruthFile(models, settings, extra="graph=1", decode=0, label=LABEL + ", reserved graph")
@@ -568,6 +583,14 @@ TRUTH_FILES: dict[str, TruthFile] = {
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", no_alloc dry run",
+    ),
+    "results_mtp.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3")
+        | _subset(attention.FAMILY_SET, "deepseek2-mla-nextn")
+        | _subset(more.FAMILY_SET, "glm4moe-nextn", "mimo2-nextn"),
+        MTP_RUNS,
+        decode=512,
+        label=LABEL + ", llama-server's target under --spec-type draft-mtp (load_mtp, nextn embeddings)",
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_state_seq.jsonl": TruthFile(

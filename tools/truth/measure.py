@@ -167,6 +167,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["rss_growth_total_after_decode"] = raw["rss_after_decode"]["rss"] - rss0
         out["peak_rss_growth"] = raw["rss_after_decode"]["hwm"] - rss0
         out["compute_bytes_after_decode"] = sum(v["compute"] for v in raw["breakdown_after_decode"].values())
+        if raw.get("mtp"):  # the output buffer output_reserve grew at the decode (probe mtp=1)
+            out["output_buffer_bytes_after_decode"] = raw["output_buffer_bytes_after_decode"]
     if "state_seq_bytes" in raw:  # one sequence's state after state_tokens tokens (probe state_tokens=T)
         out |= {
             k: raw[k] for k in ("state_tokens", "state_seq", "state_rc", "state_seq_bytes", "state_seq_partial_bytes")
@@ -174,6 +176,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     if "fit_n_ctx" in raw:  # common_fit_params' choice (probe fit_used=B)
         out |= {k: raw[k] for k in ("fit_used", "fit_host_total", "fit_status", "fit_n_ctx")}
     out["no_alloc"] = raw.get("no_alloc", 0)
+    if raw.get("mtp"):  # llama-server's target under --spec-type draft-mtp (probe mtp=1)
+        out["mtp"] = 1
     if "graph" in raw:
         out["graph"] = raw["graph"]
     out["rss_baseline_bytes"] = rss0

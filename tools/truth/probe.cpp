@@ -12,6 +12,9 @@
 //   llama_state_seq_get_size, a prompt-cache entry, and llama_state_seq_get_size_ext(PARTIAL_ONLY), a checkpoint)
 //   fit_used=B (common_fit_params as llama-server's --fit calls it, n_ctx 0, the other settings as above, with the
 //   margin that leaves the host B bytes to use: the context it chooses, its status and the host's total memory)
+//   mtp=1 (llama-server's target under --spec-type draft-mtp: the model loaded with load_mtp, as common.cpp sets it,
+//   and after init llama_set_embeddings_nextn(ctx, true, unmasked), as common_speculative_impl_draft_mtp does; the
+//   output buffer is read again after the decode, the first output_reserve that sees it)
 
 #include <algorithm>
 #include <cstdio>
@@ -26,6 +29,7 @@
 #include "ggml.h"
 #include "llama.h"
 #include "fit.h"
+#include "llama-ext.h"
 
 #define private public
 #define protected public
@@ -227,6 +231,8 @@ int main(int argc, char ** argv) {
     mp.n_gpu_layers = 0;
     mp.load_mode = num("mmap", 0) ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
     mp.no_alloc = num("no_alloc", 0) != 0;
+    const bool mtp = num("mtp", 0) != 0;
+    mp.load_mtp = mtp;
     llama_model * model = llama_model_load_from_file(argv[1], mp);
     if (!model) fail("model load failed");
     const std::string rss_model = rss();
@@ -250,6 +256,7 @@ int main(int argc, char ** argv) {
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) fail("context init failed");
     const std::string rss_ctx = rss();
+    if (mtp) llama_set_embeddings_nextn(ctx, true, /*masked*/ false);
 
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
@@ -308,7 +315,8 @@ int main(int argc, char ** argv) {
         .raw("rss_after_backend", rss_backend)
         .raw("rss_after_model", rss_model)
         .raw("rss_after_ctx", rss_ctx)
-        .num("no_alloc", mp.no_alloc);
+        .num("no_alloc", mp.no_alloc)
+        .num("mtp", mtp);
 
     const bool graph = num("graph", 0) != 0 && !mp.no_alloc;
     if (graph) out.raw("graph", graph_nodes(ctx));
@@ -327,7 +335,9 @@ int main(int argc, char ** argv) {
         batch.n_tokens = (int) n_decode;
         const int rc = llama_decode(ctx, batch);
         llama_batch_free(batch);
-        out.num("decode_tokens", n_decode).num("decode_rc", rc).raw("rss_after_decode", rss()).raw("breakdown_after_decode", breakdown(ctx));
+        const ggml_backend_buffer_t output_after = ctx->buf_output.get();
+        out.num("decode_tokens", n_decode).num("decode_rc", rc).raw("rss_after_decode", rss()).raw("breakdown_after_decode", breakdown(ctx))
+            .num("output_buffer_bytes_after_decode", output_after ? (long long) ggml_backend_buffer_get_size(output_after) : 0);
     }
     const long long state_tokens = mp.no_alloc || graph || n_decode > 0 ? 0 : num("state_tokens", 0);
     if (state_tokens > 0) {
