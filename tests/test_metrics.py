@@ -70,7 +70,9 @@ def test_a_scrape_after_a_batch_counts_it(server: tuple[LiveServer, Path]) -> No
     assert grew("memfit_fit_batch_size_count") == 2 and grew("memfit_fit_batch_size_sum") == 4
     assert grew("memfit_fit_batch_size_bucket", le="1.0") == 1 and grew("memfit_fit_batch_size_bucket", le="4.0") == 2
     lookups = grew("memfit_header_cache_hits_total") + grew("memfit_header_cache_misses_total")
-    assert lookups >= 4 and value(after, "memfit_header_cache_hits_total") >= 2  # qwen3 twice in one batch
+    # a request looks each model it names up once (qwen3 and llama), and the listing's entries were derived while the
+    # index read them, so no lookup of the listing's counts here
+    assert lookups >= 2 and value(after, "memfit_header_cache_hits_total") >= 2
     assert value(after, "memfit_index_artifacts", root=str(models), kind="plain") == 2
     assert value(after, "memfit_history_rows") == 0
 
