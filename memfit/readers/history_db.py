@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Iterator
 
@@ -78,6 +79,7 @@ COLUMNS = (
     "note",
 )
 BUSY_TIMEOUT_S = 2
+LOCKED_RETRY_S = 0.01  # between tries of the WAL switch while another connection holds the file
 REPLACED = "the file was deleted or replaced after memfit opened it; restart memfit to use the file at the path"
 PER_WORKLOAD_CAP = 16  # rows kept per identity and workload: answers use the newest, the rest are its record
 TOTAL_CAP = 100_000  # rows kept overall (about 30 MB): the oldest go first
@@ -119,7 +121,15 @@ class HistoryDB:
                 _uri(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=True, check_same_thread=False
             )
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            deadline = time.monotonic() + BUSY_TIMEOUT_S
+            while True:  # SQLite answers "locked" at once, without its busy handler, where waiting could deadlock:
+                try:  # another connection making the file WAL or its schema at the same moment
+                    db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(LOCKED_RETRY_S)
             db.execute("PRAGMA synchronous=NORMAL")
             if self._identity is None:
                 db.executescript(SCHEMA)
