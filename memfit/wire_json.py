@@ -10,6 +10,7 @@ budget applied last. Byte for byte what WireFitVerdictBatch.model_dump_json(by_a
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ RESULT_KEPT = ("model_id", "identity", "estimate", "soft_bytes")  # the rest: fr
 DEVICE_KEPT = ("name", "kind", "declared", "unified", "parts", "lower_bound_bytes", "upper_bound_bytes", "note")
 
 SMALL_KEPT = 4096  # the JSON of the few values a request's environment gives (verdicts, limits, sources)
+BATCHES_KEPT = 8  # whole batches' JSON, kept by their results (Answers.judge gives the same ones again)
 
 
 class Template:
@@ -63,6 +65,7 @@ class Template:
 _results: Memo[tuple, tuple[tuple, Template]] = Memo(KEPT)
 _devices: Memo[int, tuple[tuple, Template]] = Memo(KEPT)
 _small: dict[tuple, bytes] = {}
+_batches: Memo[tuple, tuple[tuple[FitResult, ...], list, bytes]] = Memo(BATCHES_KEPT)
 
 
 def fragments(model: BaseModel, names: Iterable[str]) -> dict[str, bytes]:
@@ -130,7 +133,16 @@ def device_json(r: FitResult, share: DeviceShare, verdict: Verdict, m: Any) -> b
 
 
 def batch_json(results: Sequence[FitResult], left_out: list[generated.WireLeftOut], m: Any) -> bytes:
-    """The batch: its results, and `leftOut` as the generated model writes it."""
+    """The batch: its results, and `leftOut` as the generated model writes it; dumped once for the same results
+    (the same objects) and an equal `leftOut`."""
+    key = tuple(map(id, results))
+    kept = _batches.get(key)
+    if kept is not None and all(map(operator.is_, kept[0], results)) and kept[1] == left_out:
+        return kept[2]
+    return _batches.put(key, (tuple(results), left_out, _batch_json(results, left_out, m)))[2]
+
+
+def _batch_json(results: Sequence[FitResult], left_out: list[generated.WireLeftOut], m: Any) -> bytes:
     shell = m.WireFitVerdictBatch(results=[], left_out=left_out).model_dump_json(by_alias=True).encode()
     start = b'{"results":['
     if not shell.startswith(start + b"]"):

@@ -3,6 +3,7 @@ one reading."""
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from memfit.service.running import ReadRunning, server_for
 from memfit.service.subjects import Subjects
 
 ANSWERS_KEPT = 1024  # answers kept for the next request (each small: its parts; its subject is kept anyway)
+JUDGED_KEPT = 8  # batches' judgements kept: a launcher's few batches, each against the last readings
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,10 @@ class Answers:
         # what answer_for computes from them alone, so a warm batch only judges
         self._answers: Memo[tuple, Answer] = Memo(ANSWERS_KEPT)
         self._placed: Memo[tuple, tuple[Answer, tuple[Part, ...], tuple[DeviceShare, ...]]] = Memo(ANSWERS_KEPT)
+        # each batch's results per (its answers, the environment): the host's memory reading moves about once a
+        # second (the kernel folds its counters at vm.stat_interval), so a launcher's repeated batch is judged once
+        # per reading, and the same results given again let memfit.wire_json keep its bytes
+        self._judged: Memo[tuple, tuple[tuple[Answer, ...], tuple[FitResult, ...]]] = Memo(JUDGED_KEPT)
 
     def read_environment(self) -> Environment:
         host = self.read_host()
@@ -203,14 +209,26 @@ class Answers:
         return server_for(self.subjects.index, self.read_running(), model_id)
 
     def judge(self, answers: Sequence[Answer], environment: Environment) -> list[FitResult]:
-        """Answers judged against one environment; sharedKey marks file sets used twice."""
+        """Answers judged against one environment; sharedKey marks file sets used twice. The same answers against
+        an equal environment are given the same results again."""
+        gpus = None if environment.gpus is None else tuple(environment.gpus)
+        key = (*map(id, answers), environment.budget, gpus, environment.host_total)
+        kept = self._judged.get(key)
+        if kept is not None and len(kept[0]) == len(answers) and all(map(operator.is_, kept[0], answers)):
+            return list(kept[1])
+        results = self._judged_anew(answers, environment, gpus)
+        self._judged.put(key, (tuple(answers), tuple(results)))
+        return results
+
+    def _judged_anew(
+        self, answers: Sequence[Answer], environment: Environment, gpus: tuple[GpuMemory, ...] | None
+    ) -> list[FitResult]:
         uses: Counter[str] = Counter()
         for a in answers:
             if a.parts:
                 uses.update({a.subject.weights_key, a.subject.companions_key} - {""})
         budget = environment.budget
         results = []
-        gpus = None if environment.gpus is None else tuple(environment.gpus)
         for a in answers:
             refused = a.refusal is not Refusal.NONE
             shared = (uses[a.subject.weights_key] > 1, uses[a.subject.companions_key] > 1)

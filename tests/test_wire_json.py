@@ -178,3 +178,44 @@ def test_the_listing_written_field_by_field_is_the_models_dump(public_models: Pa
     for entries in listings:
         dumped = models.WireModelList(models=[wire.model_entry(e) for e in entries])
         assert wire_json.models_json(entries, models) == dumped.model_dump_json(by_alias=True).encode()
+
+
+def _reading_service(models: Path, readings: list[int]) -> FitService:
+    """A service whose host reads `available` from `readings`, one per request, in turn."""
+    service = build_service(
+        [Root(str(models), RootKind.PLAIN)],
+        read_host=lambda: HostMemory(available=readings.pop(0), total=16 * GIB),
+        read_committed=lambda: None,
+    )
+    service.index.refresh()
+    return service
+
+
+def test_a_batch_judged_again_follows_each_reading(public_models: Path) -> None:
+    """A repeated batch is judged and dumped once per reading of the host (Answers.judge and wire_json keep the
+    last ones): an equal reading gives the kept bytes, another reading its own budget and verdicts, and each answer
+    is the one a service that saw only that reading gives."""
+    low, high = 1 << 20, 12 * GIB  # the tiny f16 model's weights alone are past 1 MiB, and well within 12 GiB
+    readings = [high, high, low, high]
+    service = _reading_service(public_models, list(readings))
+    batch = wire_json.batch_of([WireFitVerdictRequest.model_validate({"modelId": "llama-gqa-f16"})] * 2)
+    answers = [wire_json.fit_batch_json(service, batch) for _ in readings]
+    assert answers[1] is answers[0]  # the same reading: the kept bytes
+    assert answers[3] == answers[0]
+    for answer, available in zip(answers, readings, strict=True):
+        alone = wire_json.fit_batch_json(_reading_service(public_models, [available]), batch)
+        assert answer == alone
+        results = json.loads(answer)["results"]
+        assert [r["budget"]["bytes"] for r in results] == [available] * 2
+        assert {r["verdict"] for r in results} == {"good" if available == high else "oversize"}
+
+
+def test_a_kept_batch_writes_the_left_out_it_is_given(public_models: Path) -> None:
+    """The same results with another `leftOut` (its suggestions changed as models came) are dumped again."""
+    service = _service(public_models, None)
+    results = service.fit_batch(wire_json.batch_of([WireFitVerdictRequest(model_id="llama-gqa-f16")]).fits)
+    none = wire_json.batch_json(results, [], models)
+    left = [models.WireLeftOut(model_id="llama-gqa", suggestions=models.Suggestions(["llama-gqa-f16"]))]
+    named = wire_json.batch_json(results, left, models)
+    assert json.loads(none)["leftOut"] == []
+    assert json.loads(named)["leftOut"] == [{"modelId": "llama-gqa", "suggestions": ["llama-gqa-f16"], "reason": None}]
