@@ -47,6 +47,7 @@ from memfit.estimator.graph_alloc import Replay, replay
 from memfit.estimator.layout import GraphShape
 from memfit.estimator.replay_table import Build
 from memfit.estimator.workload import WorkloadRequest
+from memfit.heap import keep_heap
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tools.gguf_writers import (
@@ -451,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak", type=int, default=10_000, help="batches before the last RSS reading (default 10000)")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput level (default 5)")
     args = parser.parse_args(argv)
+    keep_heap()  # as memfit serve's processes read headers (memfit.serving.settle_for_serving)
     failed = []
     with tempfile.TemporaryDirectory(prefix="memfit-bench-") as tmp:
         models_dir = Path(tmp) / "models"

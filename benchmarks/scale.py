@@ -32,6 +32,7 @@ import numpy as np
 import psutil
 
 from memfit import wire, wire_json
+from memfit.heap import keep_heap
 from memfit.readers.gguf_header import read_header
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.artifact_cache import ArtifactCache
@@ -189,6 +190,7 @@ def _missed(rows: list[dict[str, float]], cold: dict[str, float], growth: float 
 
 def main(argv: list[str] | None = None) -> int:
     argv = argv or []
+    keep_heap()  # as memfit serve's processes read headers (memfit.serving.settle_for_serving)
     idle_s = 10.0
     sizes: tuple[int, ...] = SIZES
     if "--quick" in argv:
