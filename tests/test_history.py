@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sqlite3
 import threading
 from dataclasses import replace
 from multiprocessing.process import BaseProcess
@@ -19,7 +20,7 @@ from memfit.estimator.fit_types import FitRequest, ObservationRow
 from memfit.estimator.observations import KV_ROUNDING
 from memfit.estimator.vocabulary import Component
 from memfit.readers.header_store import HeaderStore
-from memfit.readers.history_db import COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB
+from memfit.readers.history_db import BUSY_TIMEOUT_S, COLUMNS, MAX_CHARS, PER_WORKLOAD_CAP, TOTAL_CAP, HistoryDB
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
@@ -452,3 +453,26 @@ def test_an_observation_without_a_workspace_leaves_the_measured_one_standing(
         assert client.post(OBSERVATIONS, json=later).status_code == 201  # stored as a record of the run
         workspace = _parts(client, "qwen3-f16", allocatedTokens=1024)[0]["workspace"]
         assert (workspace["basis"], workspace["bytes"]) == ("measuredArtifact", 22_000_000)
+
+
+def test_a_new_connection_waits_out_another_making_the_file_wal(tmp_path: Path) -> None:
+    """While another connection holds the file's reserved lock (as one switching it to WAL, or making its schema,
+    at the same moment does), SQLite answers the WAL switch 'database is locked' at once, without its busy handler:
+    the history tries again until the lock is gone (within BUSY_TIMEOUT_S), instead of failing to open (four services
+    opening one state directory at once failed so under load)."""
+    path = str(tmp_path / "history.sqlite3")
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE made_first (x)")
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # what a bare connection meets meanwhile
+        sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None).execute("PRAGMA journal_mode=WAL")
+    released = threading.Timer(0.2, lambda: other.execute("COMMIT"))
+    released.start()
+    try:
+        db = HistoryDB(path)
+    finally:
+        released.join()
+        other.close()
+    with db.connection() as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
