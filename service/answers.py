@@ -135,8 +135,16 @@ class Answers:
         subject = reading.subject(request.model_id, choice, looked_up)
         if subject is None:
             return None
-        facts = reading.facts(request.workload, request.model_id)
-        key = (id(subject), request, facts_key(facts), reading.history)
+        return self.kept_answer(
+            request, subject, choice, reading.facts(request.workload, request.model_id), reading.history
+        )
+
+    def kept_answer(
+        self, request: FitRequest, subject: Subject, choice: VariantChoice, facts: LaunchFacts, history: int
+    ) -> Answer:
+        """answer_for's answer, given again while its subject, the request, the launch facts `facts` and the
+        history's version `history` (HistoryAccess.version, read once per request) stay."""
+        key = (id(subject), request, facts_key(facts), history)
         kept = self._answers.get(key)
         if kept is not None and kept.subject is subject:  # not another subject at a freed one's address
             return kept

@@ -49,7 +49,7 @@ class Plans:
         ]
         if budget is not None:
             budget.check_quants(sum(len(found) for _, _, found, _ in named))
-        environment = answers.read_environment()
+        environment, history = answers.read_environment(), answers.history.version()
         probes = Probes(budget)
         planned: list[tuple[FitRequest, bool, list[tuple[Subject, Maxima, int, LayerMaxima | None]]]] = []
         fits: list[Answer] = []
@@ -71,7 +71,7 @@ class Plans:
                 )
                 tokens = request.workload.allocated_tokens
                 at = replace(request.workload, allocated_tokens=found.good if tokens is None else tokens)
-                fit = answers.answer_for(FitRequest(subject.model_id, at), subject, choice)
+                fit = answers.kept_answer(FitRequest(subject.model_id, at), subject, choice, facts, history)
                 fits.append(fit)
                 asked = workload.allocated_tokens  # the requested context, else the documented default (capped)
                 # a refused workload (no sequences, say) places nothing: llama.cpp would not make the context
@@ -79,7 +79,7 @@ class Plans:
                 layers = (
                     None
                     if refused
-                    else self._layers(FitRequest(subject.model_id, at), subject, choice, environment, probes)
+                    else self._layers(FitRequest(subject.model_id, at), subject, choice, environment, probes, history)
                 )
                 rows.append((subject, found, asked, layers))
             if rows:
@@ -114,7 +114,13 @@ class Plans:
         return results
 
     def _layers(
-        self, request: FitRequest, subject: Subject, choice: VariantChoice, environment: Environment, probes: Probes
+        self,
+        request: FitRequest,
+        subject: Subject,
+        choice: VariantChoice,
+        environment: Environment,
+        probes: Probes,
+        history: int,
     ) -> LayerMaxima | None:
         """On GPUs (read or declared), at the request's context: the largest gpuLayers whose verdict is good and at
         least tight, every pool judged (the host against the budget, each GPU against its free memory), and the
@@ -131,7 +137,8 @@ class Plans:
             if key not in judged:
                 probes.count()
                 placement = replace(request.workload, gpu_layers=gpu_layers, n_cpu_moe=n_cpu_moe)
-                answer = answers.answer_for(FitRequest(request.model_id, placement), subject, choice)
+                facts = answers.launch_facts(placement, request.model_id)
+                answer = answers.kept_answer(FitRequest(request.model_id, placement), subject, choice, facts, history)
                 result = answers.judge([answer], environment)[0]
                 holding = [d.holds_model for d in result.devices]
                 refused = result.refusal is not Refusal.NONE

@@ -121,3 +121,33 @@ def test_a_batch_stats_each_file_it_names_once(tmp_path: Path, monkeypatch: pyte
         stats.clear()
         assert len(service.fit_batch(batch)) == 32
         assert stats == ["tiny.gguf"]
+
+
+def test_a_warm_plan_keeps_its_answers_until_an_observation_moves_the_history(tmp_path: Path) -> None:
+    """A plan's full answer at the context asked about is kept as a fit's is (service/plans.py, kept_answer): the
+    same answer for the same plan again, and a new one once another worker stores an observation for it."""
+    (tmp_path / "models").mkdir()
+    write_model(llama_gqa(), tmp_path / "models" / "tiny.gguf")
+    state = tmp_path / "state"
+    service = _service(tmp_path / "models", state)
+    plan = [FitRequest("tiny", WorkloadRequest(allocated_tokens=4096))]
+    ((first,),) = [p.quants for p in service.plan_batch(plan)]
+    ((again,),) = [p.quants for p in service.plan_batch(plan)]
+    assert again.fit.parts is first.fit.parts  # warm: the kept answer's parts
+    workspace = _part(first.fit, "workspace")
+    assert workspace is not None
+    s = first.fit.subject
+    other = _service(tmp_path / "models", state)  # another worker over the same state directory
+    other.record_observation(
+        Observation(
+            s.model_id,
+            s.revision,
+            s.quant,
+            s.artifact_bytes,
+            WorkloadRequest(4096, 1, 2, 2, "fullGpu"),
+            ObservedParts(workspace=workspace + 4096),
+            "t",
+        )
+    )
+    ((observed,),) = [p.quants for p in service.plan_batch(plan)]
+    assert _part(observed.fit, "workspace") == workspace + 4096
