@@ -33,6 +33,7 @@ from memfit.readers.model_roots import (
     within,
 )
 from memfit.readers.state_health import StateHealth
+from memfit.service.artifact_cache import identity_of
 
 log = logging.getLogger("memfit.index")
 
@@ -90,14 +91,15 @@ def index_by_id(artifacts: Sequence[LocalArtifact]) -> dict[str, LocalArtifact]:
 
 def _file_identities(artifact: LocalArtifact) -> tuple:
     """The stat identity of each file of `artifact` (model files and projector): a file replaced, grown or
-    touched in place (no directory changes) changes it."""
+    touched in place (no directory changes) changes it. Plain tuples: the listing store keys entries by their
+    text."""
     seen = []
     for path in (*artifact.paths, artifact.projector or ""):
         try:
             st = os.stat(path) if path else None
         except OSError:
             st = None
-        seen.append(None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        seen.append(None if st is None else tuple(identity_of(st)))
     return tuple(seen)
 
 
