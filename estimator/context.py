@@ -31,6 +31,9 @@ class ContextGeometry:
     # the floats per batch token of the nextn embeddings the output buffer keeps (n_embd_out() under llama-server's
     # draft-mtp, which sets them unmasked on the target; 0: not set)
     nextn_width: int = 0
+    # the draft tokens each sequence's verification batch carries under llama-server's speculative decoding (the
+    # output buffer's logits rows: workspace.output_rows; 0: no speculation)
+    draft_tokens: int = 0
 
     @property
     def v_trans(self) -> bool:
@@ -42,6 +45,20 @@ class ContextGeometry:
         """cparams.n_rs_seq: the snapshots asked where the architecture supports a rollback (`rs_rollback`), else 0
         (llama_context's constructor clamps it)."""
         return self.rs_snapshots if rs_rollback else 0
+
+
+def output_rows(geometry: ContextGeometry) -> int:
+    """The logits rows the output buffer grows to: output_reserve's n_outputs_max = max(n_outputs, n_seq_max)
+    (llama-context.cpp), n_outputs at most llama-server's verification outputs (verification_outputs)."""
+    return max(geometry.n_seq, verification_outputs(geometry.n_seq, geometry.n_batch, geometry.draft_tokens))
+
+
+def verification_outputs(n_seq: int, n_batch: int, draft_tokens: int) -> int:
+    """The outputs of one llama-server batch where every slot verifies a draft: each slot adds its sampled token
+    and its draft, all with logits (server-context.cpp handle_last_sampled_token), and the server caps a batch's
+    outputs at min(n_batch, n_parallel * (1 + n_draft)) (common/speculative.cpp
+    common_speculative_get_output_limits, as server_output_limits sets cparams.n_outputs_max)."""
+    return min(n_batch, n_seq * (1 + draft_tokens))
 
 
 def llama_geometry(
@@ -58,6 +75,7 @@ def llama_geometry(
     rs_snapshots: int = 0,
     k_type: str = "",
     nextn_width: int = 0,
+    draft_tokens: int = 0,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
 
@@ -83,6 +101,7 @@ def llama_geometry(
         k_type=k_type,
         n_batch=n_batch,
         nextn_width=nextn_width,
+        draft_tokens=draft_tokens,
     )
 
 

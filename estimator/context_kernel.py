@@ -41,7 +41,8 @@ class ContextKernel:
 
     def geometry_total(self, n_ctx: int) -> ContextGeometry:
         """The context llama.cpp makes for a total n_ctx under the workload's streams, ubatch, unified cache,
-        full-size SWA cache, flash attention, cache types, rollback snapshots and MTP's nextn embeddings."""
+        full-size SWA cache, flash attention, cache types, rollback snapshots, MTP's nextn embeddings and the
+        draft tokens each verification carries."""
         w = self.workload
         return llama_geometry(
             n_ctx,
@@ -56,6 +57,7 @@ class ContextKernel:
             quantized_v=self.v_type.quantized,
             rs_snapshots=w.rollback_snapshots,
             nextn_width=self.layout.nextn_width if w.multi_token_prediction else 0,
+            draft_tokens=w.draft_tokens,
         )
 
     def kv_bytes(self, geometry: ContextGeometry, flash_attention: bool | None = None) -> tuple[int, int]:

@@ -24,7 +24,7 @@ from enum import Enum
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import kv_layer_flags, layers_of
 from memfit.estimator.artifact import HeaderSummary, mtp_tensors
-from memfit.estimator.context import ContextGeometry
+from memfit.estimator.context import ContextGeometry, output_rows
 from memfit.estimator.cpu_repack import REPACK, Matrix, extra_buffer_types, takes
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, Device, DeviceKind, alloc_size, padded
@@ -515,12 +515,13 @@ def recurrent_bytes(model: ModelTensors, memory: Memory, request: Placement, lay
     return out
 
 
-def output_buffer(n_vocab: int, n_seq: int, output_device: Device | None, nextn_floats: int = 0) -> tuple[str, int]:
-    # llama_context::output_reserve(n_seq_max): the logits of n_seq_max outputs in floats (and the nextn embeddings'
-    # `nextn_floats` under llama-server's draft-mtp: workspace.output_floats), in the pinned host buffer type of the
+def output_buffer(n_vocab: int, rows: int, output_device: Device | None, nextn_floats: int = 0) -> tuple[str, int]:
+    # llama_context::output_reserve: the logits of `rows` outputs in floats (n_seq_max, or more while llama-server
+    # verifies drafts: workspace.output_rows), and the nextn embeddings' `nextn_floats` under llama-server's
+    # draft-mtp (workspace.output_floats), in the pinned host buffer type of the
     # output layer's device (whatever --no-host says), else the CPU's
     host = output_device.host_buffer_type if output_device is not None else None
-    return host or CPU, (n_vocab * n_seq + nextn_floats) * 4
+    return host or CPU, (n_vocab * rows + nextn_floats) * 4
 
 
 # --- the whole placement ----------------------------------------------------------------------------------------
@@ -549,7 +550,7 @@ def place(
         "recurrent": recurrent_bytes(model, memory, request, layers),
     }
     g = memory.geometry
-    out_type, out_bytes = output_buffer(model.n_vocab, g.n_seq, layers[model.n_layer], g.nextn_width * g.n_batch)
+    out_type, out_bytes = output_buffer(model.n_vocab, output_rows(g), layers[model.n_layer], g.nextn_width * g.n_batch)
     parts["output"] = {out_type: out_bytes}
     names = sorted({b for part in parts.values() for b in part})
     buffers = tuple(

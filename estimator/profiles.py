@@ -30,6 +30,7 @@ from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ContextSource, FlashAttention, LoadMode, Mode, Profile, SettingSource
 from memfit.estimator.workload import (
+    MTP_DRAFT_TOKENS,
     SETTINGS,
     ResolvedSetting,
     Workload,
@@ -72,7 +73,10 @@ LLAMA_SERVER: dict[str, Default] = {
     "contextCheckpoints": Default(32, f"{COMMON_H}: n_ctx_checkpoints = 32 per slot"),
     "rollbackSnapshots": Default(0, f"{COMMON_H}: need_n_rs_seq() is 0 with no speculative type that rolls back"),
     "multiTokenPrediction": Default(False, f"{COMMON_H}: speculative.types names no draft-mtp, so load_mtp is false"),
+    # after multiTokenPrediction: under it, the draft length (_Resolving.defaults)
+    "draftTokens": Default(0, f"{COMMON_H}: speculative.types = {{NONE}}, so no slot verifies a draft"),
 }
+MTP_DRAFT = Default(MTP_DRAFT_TOKENS, f"{COMMON_H}: draft-mtp drafts speculative.draft.n_max = 3 tokens a step")
 # the placement Ollama and LM Studio launch with is their own (Ollama's llm/server.go passes --n-gpu-layers from its
 # own estimate, LM Studio's GPU offload setting): not llama-server's -ngl auto, so their mode stays memfit's default
 OWN_PLACEMENT = frozenset({"mode"})
@@ -137,6 +141,8 @@ class _Resolving:
 
     def defaults(self, table: Mapping[str, Default]) -> None:
         for wire, default in table.items():
+            if wire == "draftTokens" and self.request.multi_token_prediction:
+                default = MTP_DRAFT
             self.set(wire, default.value, SettingSource.PROFILE, default.cite)
 
 

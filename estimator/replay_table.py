@@ -97,9 +97,9 @@ def regime(graph: GraphShape, geometry: ContextGeometry, x: int) -> tuple[int, i
 def structure_key(geometry: ContextGeometry) -> tuple:
     """The geometry's fields with the context taken out: the cells left out, n_ctx as what the graph reads of it
     (the ubatch's outputs, min(n_ctx, n_ubatch)), and the output buffer's own fields (n_batch, capped by the context,
-    and the nextn embeddings' width), which no graph reads."""
+    the nextn embeddings' width and the draft tokens a verification carries), which no graph reads."""
     fields = dict(vars(geometry))
-    del fields["n_ctx_seq"], fields["n_batch"], fields["nextn_width"]
+    del fields["n_ctx_seq"], fields["n_batch"], fields["nextn_width"], fields["draft_tokens"]
     fields["n_ctx"] = min(geometry.n_ctx, geometry.n_ubatch)
     return tuple(fields.values())
 

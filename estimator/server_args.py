@@ -30,7 +30,18 @@ ROLLBACK_SPEC_TYPES = frozenset({MTP_SPEC_TYPE, "draft-eagle3", "draft-dflash", 
 SPEC_TYPES = ROLLBACK_SPEC_TYPES | {"none", "draft-simple", "ngram-simple", "ngram-map-k", "ngram-map-k4v"}
 SPEC_TYPES |= {"ngram-mod", "ngram-cache"}
 DEFAULT_DRAFT_N_MAX = 3  # common_params_speculative_draft::n_max
+# common/speculative.cpp common_speculative_n_max: each type's draft length, as the option (a ServerArgs target)
+# that sets it and its default (common/common.h); the draft types' is --spec-draft-n-max
+DRAFT_TYPES = frozenset({"draft-simple", "draft-eagle3", MTP_SPEC_TYPE, "draft-dflash", "draft-dspark"})
+NGRAM_DRAFTS = {
+    "ngram-simple": ("ngram_simple_m", 48),  # common_params_speculative_ngram_map::size_m
+    "ngram-map-k": ("ngram_map_k_m", 48),
+    "ngram-map-k4v": ("ngram_map_k4v_m", 48),
+    "ngram-mod": ("ngram_mod_max", 64),  # common_params_speculative_ngram_mod::n_max
+}
+NGRAM_CACHE_DRAFT = 8  # common_speculative_n_max: ngram-cache drafts at most 8
 MAX_ROLLBACK_SNAPSHOTS = 256  # the contract's maximum of rollbackSnapshots: a longer draft is not read
+MAX_DRAFT_TOKENS = 256  # the contract's maximum of draftTokens
 FLASH_ATTENTION = (
     dict.fromkeys(TRUTHY, FlashAttention.ON)
     | dict.fromkeys(FALSEY, FlashAttention.OFF)
@@ -143,10 +154,16 @@ OPTIONS = (
     Option(("--spec-draft-n-max",), "LLAMA_ARG_SPEC_DRAFT_N_MAX", "draft_max", _int),
     Option(("--spec-draft-model", "-md", "--model-draft"), "LLAMA_ARG_SPEC_DRAFT_MODEL", "draft_model", _text),
     Option(("--spec-type",), "LLAMA_ARG_SPEC_TYPE", "spec_types", _spec_types, appends=True),
+    # the ngram types' draft lengths (no LLAMA_ARG_ variable)
+    Option(("--spec-ngram-mod-n-max",), "", "ngram_mod_max", _int),
+    Option(("--spec-ngram-simple-size-m",), "", "ngram_simple_m", _int),
+    Option(("--spec-ngram-map-k-size-m",), "", "ngram_map_k_m", _int),
+    Option(("--spec-ngram-map-k4v-size-m",), "", "ngram_map_k4v_m", _int),
 )
 BY_FLAG = {flag: (option, True) for option in OPTIONS for flag in option.flags}
 BY_FLAG |= {flag: (option, False) for option in OPTIONS for flag in option.off_flags}
-FIELDS = ("ctx_size", "parallel", "per_slot", "model", "port", "host", "draft_model", "draft_max", "spec_types")
+FIELDS: tuple[str, ...] = ("ctx_size", "parallel", "per_slot", "model", "port", "host", "draft_model", "draft_max")
+FIELDS += ("spec_types", *(target for target, _ in NGRAM_DRAFTS.values()))
 
 
 class _Reading:
@@ -174,7 +191,7 @@ class _Reading:
             negative = option.env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_") if option.off_flags else None
             if negative is not None and negative in env:
                 self.take(option, negative, option.off, f"its environment: {negative} ({ARG_CPP})")
-            elif option.env in env:
+            elif option.env and option.env in env:
                 self._variable(option, env[option.env])
 
     def _variable(self, option: Option, text: str) -> None:
@@ -224,6 +241,9 @@ def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Se
     mtp = _multi_token_prediction(values)
     if mtp is not None:
         named["multiTokenPrediction"] = mtp
+    draft = _draft_tokens(values, reading.unread)
+    if draft is not None:
+        named["draftTokens"] = draft
     return ServerArgs(
         named=named,
         ctx_size=_as_int(sized.get("ctx_size")),
@@ -267,6 +287,39 @@ def _multi_token_prediction(values: Mapping[str, tuple[object, str]]) -> Named |
     if MTP_SPEC_TYPE in types:
         return Named(True, f"{said}: load_mtp, and the target's nextn embeddings (common/common.cpp, speculative.cpp)")
     return Named(False, f"{said}: no draft-mtp, so load_mtp is false (common/common.cpp)")
+
+
+def _draft_tokens(values: Mapping[str, tuple[object, str]], unread: dict[str, str]) -> Named | None:
+    """The draft tokens a slot's verification batch carries at most: common_speculative_n_max over the --spec-type
+    list (common/speculative.cpp; server_output_limits sizes the outputs by it), 0 under `none`; None where no
+    --spec-type is named (a draft model's types, read from its metadata, are `unread` by _rollback_snapshots) or a
+    length is past the contract's bound."""
+    named_types, said = values.get("spec_types", ((), ""))
+    types = named_types if isinstance(named_types, tuple) else ()
+    if not types:
+        return None
+    drafting = bool(DRAFT_TYPES.intersection(types))
+    needed = [NGRAM_DRAFTS[name][0] for name in types if name in NGRAM_DRAFTS] + (["draft_max"] if drafting else [])
+    if any(target in unread for target in needed):
+        return None  # a length memfit could not read
+    lengths = [(0, "")]
+    if drafting:
+        default = (DEFAULT_DRAFT_N_MAX, f"--spec-draft-n-max {DEFAULT_DRAFT_N_MAX}, default")
+        n_max, n_said = values.get("draft_max", default)
+        lengths.append((max(0, _as_int(n_max) or 0), n_said))
+    for name in types:
+        if name in NGRAM_DRAFTS:
+            target, length_default = NGRAM_DRAFTS[name]
+            length, length_said = values.get(target, (length_default, f"{name}'s default {length_default}"))
+            lengths.append((max(0, _as_int(length) or 0), length_said))
+        elif name == "ngram-cache":
+            lengths.append((NGRAM_CACHE_DRAFT, f"ngram-cache's {NGRAM_CACHE_DRAFT}"))
+    n, n_said = max(lengths, key=lambda x: x[0])
+    if n > MAX_DRAFT_TOKENS:
+        unread["draftTokens"] = "--spec-type"
+        return None
+    why = f"; {n_said}" if n_said else ""
+    return Named(n, f"{said}{why}: the draft length (common/speculative.cpp common_speculative_n_max)")
 
 
 def _as_int(value: object) -> int | None:

@@ -40,6 +40,10 @@ DEFAULT_CACHE_RAM_MIB = 0  # no prompt cache
 DEFAULT_CONTEXT_CHECKPOINTS = 0  # no context checkpoints
 DEFAULT_ROLLBACK_SNAPSHOTS = 0  # llama_context_default_params: n_rs_seq = 0 (no speculative rollback)
 DEFAULT_MULTI_TOKEN_PREDICTION = False  # llama_model_default_params: load_mtp false (no --spec-type draft-mtp)
+DEFAULT_DRAFT_TOKENS = 0  # common_params_speculative::types = {NONE}: llama-server verifies no draft
+# common_params_speculative_draft::n_max (common/common.h): the draft length of --spec-type draft-mtp, which always
+# drafts, where the request names none
+MTP_DRAFT_TOKENS = 3
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -72,6 +76,7 @@ class WorkloadRequest:
     context_checkpoints: int | None = None
     rollback_snapshots: int | None = None
     multi_token_prediction: bool | None = None
+    draft_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,7 @@ SETTINGS = (
     ("context_checkpoints", "contextCheckpoints"),
     ("rollback_snapshots", "rollbackSnapshots"),
     ("multi_token_prediction", "multiTokenPrediction"),
+    ("draft_tokens", "draftTokens"),
     ("gpu_layers", "gpuLayers"),
     ("tensor_split", "tensorSplit"),
     ("tensor_overrides", "tensorOverrides"),
@@ -152,6 +158,9 @@ class Workload:
     # llama-server's --spec-type draft-mtp: the model loaded with its NextN/MTP layers (load_mtp) and the target
     # context's nextn embeddings output (estimator/mtp.py)
     multi_token_prediction: bool = DEFAULT_MULTI_TOKEN_PREDICTION
+    # the draft tokens each slot's verification batch carries under llama-server's speculative decoding (its
+    # logits rows in the output buffer: context.output_rows)
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS
 
     @property
     def n_ctx(self) -> int:
@@ -168,6 +177,7 @@ class Workload:
             self.swa_full,
             self.rollback_snapshots,
             self.multi_token_prediction,
+            self.draft_tokens,
         ) == (
             DEFAULT_FLASH_ATTENTION,
             DEFAULT_UBATCH_TOKENS,
@@ -175,6 +185,7 @@ class Workload:
             DEFAULT_SWA_FULL,
             DEFAULT_ROLLBACK_SNAPSHOTS,
             DEFAULT_MULTI_TOKEN_PREDICTION,
+            DEFAULT_DRAFT_TOKENS,
         )
 
     @property
@@ -209,6 +220,7 @@ class Workload:
             self.sources,
             clamp(self.rollback_snapshots),
             self.multi_token_prediction,
+            clamp(self.draft_tokens),
         )
 
 
@@ -248,6 +260,7 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         multi_token_prediction=DEFAULT_MULTI_TOKEN_PREDICTION
         if request.multi_token_prediction is None
         else request.multi_token_prediction,
+        draft_tokens=default_draft_tokens(request) if request.draft_tokens is None else request.draft_tokens,
         sources=tuple(
             ResolvedSetting(
                 wire, SettingSource.REQUEST if getattr(request, name) is not None else SettingSource.DEFAULT
@@ -270,6 +283,12 @@ def resolve_placement(request: WorkloadRequest, mode: str) -> PlacementFlags:
         main_gpu=d.main_gpu if request.main_gpu is None else request.main_gpu,
         kv_offload=d.kv_offload if request.kv_offload is None else request.kv_offload,
     )
+
+
+def default_draft_tokens(request: WorkloadRequest) -> int:
+    """The draft tokens where a request names none: under multiTokenPrediction llama-server's draft length
+    (common_params_speculative_draft::n_max), since draft-mtp always drafts; else none."""
+    return MTP_DRAFT_TOKENS if request.multi_token_prediction else DEFAULT_DRAFT_TOKENS
 
 
 def input_refusal(workload: Workload) -> Refusal | None:

@@ -1,21 +1,24 @@
 """The workspace: llama.cpp's compute buffer (estimator/compute_buffer.py) and its output buffer.
 
-The output buffer is exact: n_vocab * max(1, n_seq) * 4 (a float of logits per vocabulary entry and
-sequence), and under llama-server's draft-mtp n_embd_out * n_batch * 4 more (the target's nextn embeddings, a row
-per batch token). The compute buffer is bounded from the graph llama.cpp reserves for a worst-case ubatch.
+The output buffer is exact: n_vocab * rows * 4 (a float of logits per vocabulary entry and output row: one per
+sequence, or while llama-server verifies drafts 1 + the draft length per sequence, at most n_batch), and under
+llama-server's draft-mtp n_embd_out * n_batch * 4 more (the target's nextn embeddings, a row per batch token).
+The compute buffer is bounded from the graph llama.cpp reserves for a worst-case ubatch.
 """
 
 from __future__ import annotations
 
 from memfit.estimator.compute_buffer import compute_bounds
-from memfit.estimator.context import ContextGeometry
+from memfit.estimator.context import ContextGeometry, output_rows
 from memfit.estimator.layout import GraphShape
 
 LOGIT_BYTES = 4
 
 
 def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
-    """llama_context::output_reserve: logits for one output per sequence (at init), and where nextn embeddings are
+    """llama_context::output_reserve: logits for one output per sequence (at init; the verification batches of
+    llama-server's speculative decoding grow them to output_rows, the old buffer freed before the new one is
+    allocated, so the larger is the peak), and where nextn embeddings are
     set unmasked (common_speculative_impl_draft_mtp does on the target, after init) n_embd_out floats per batch
     token (embd_nextn.size = n_embd_out * n_batch), which the first decode's output_reserve allocates."""
     return output_floats(n_vocab, geometry) * LOGIT_BYTES
@@ -23,7 +26,7 @@ def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
 
 def output_floats(n_vocab: int, geometry: ContextGeometry) -> int:
     """The floats of llama.cpp's output buffer (output_buffer)."""
-    return n_vocab * geometry.n_seq + geometry.nextn_width * geometry.n_batch
+    return n_vocab * output_rows(geometry) + geometry.nextn_width * geometry.n_batch
 
 
 def workspace_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:

@@ -186,7 +186,8 @@ class WireFitVerdictRequest(WireModel):
     `default_generation_settings.n_ctx`; `GET /slots` where `/props` leaves them out), asked over loopback
     with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`, ubatch, load
     mode, prompt cache, checkpoints, rollback snapshots (`--spec-type`, `--spec-draft-n-max`) and
-    multi-token prediction (`--spec-type draft-mtp`) its command line (or its `LLAMA_ARG_*` variables) names;
+    multi-token prediction (`--spec-type draft-mtp`) and draft tokens (`--spec-type`, its draft lengths) its
+    command line (or its `LLAMA_ARG_*` variables) names;
     llama-server's defaults for the rest (the server does not report them). Where no such server runs, or it
     does not answer, or its command line names a value memfit cannot express (a cache type other than f32,
     f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
@@ -245,7 +246,20 @@ class WireFitVerdictRequest(WireModel):
     draft's own context (its KV cache and compute buffer) is not counted, nor its share of llama-server's
     `--fit`: with it, the `llamaServer` and `running` profiles answer llama.cpp's fitter as starting from
     the trained context. A model without NextN layers is answered `workloadUnsupported`: llama-server does
-    not start it so. Set `rollbackSnapshots` too (the draft length) for the recurrent state.
+    not start it so. Set `rollbackSnapshots` too (the draft length) for the recurrent state; the draft
+    each verification carries is `draftTokens` (3 by default under this, llama-server's).
+
+    """
+    draft_tokens: Annotated[int | None, Field(alias="draftTokens", ge=0, le=256)] = None
+    """
+    The draft tokens each slot's verification batch carries under llama-server's speculative decoding
+    (since 1.19.0; any `--spec-type`, a draft model `-md`): the slot's sampled token and its draft are all
+    decoded with logits, so llama.cpp's output buffer (part of `workspace`) grows from one row of
+    `n_vocab` floats per slot to min(`n_batch`, slots x (1 + this)) rows (llama-server's output limit).
+    Default 0 (no speculation), but 3 under `multiTokenPrediction` (llama-server's `--spec-draft-n-max`
+    default: draft-mtp always drafts); the `running` profile reads the longest draft its `--spec-type`
+    list allows (`--spec-draft-n-max` for the draft types, the ngram types' own lengths; a draft model
+    with no `--spec-type` is left unread). At most 256 (memfit's bound).
 
     """
 
@@ -851,6 +865,10 @@ class WireFitWorkload(WireModel):
     multi_token_prediction: Annotated[bool, Field(alias="multiTokenPrediction")]
     """
     llama-server's `--spec-type draft-mtp` as requested (since 1.18.0).
+    """
+    draft_tokens: Annotated[int, Field(alias="draftTokens", ge=-9223372036854775808, le=9223372036854775807)]
+    """
+    The draft tokens a slot's verification carries, as requested or defaulted (since 1.19.0).
     """
     slot_tokens: Annotated[int | None, Field(alias="slotTokens", ge=-9223372036854775808, le=9223372036854775807)]
     """

@@ -472,6 +472,7 @@ def _fit_requests(args: argparse.Namespace) -> list[WireFitVerdictRequest]:
             context_checkpoints=None,
             rollback_snapshots=args.rollback_snapshots,
             multi_token_prediction=args.mtp,
+            draft_tokens=args.draft_tokens,
         )
         for m in args.model
     ]
@@ -544,6 +545,19 @@ def plan(args: argparse.Namespace) -> int:
     return max([*codes, EXIT_NOT_FOUND if missing else EXIT_GOOD])
 
 
+def _not_measured(args: argparse.Namespace, auto: str) -> str | None:
+    """Why a flag does not apply to `memfit measure` (what its load leaves out), or None."""
+    if args.cpu_variant not in (None, auto):
+        return "loads this host's own llama.cpp: --cpu-variant does not apply"
+    if args.rollback_snapshots:
+        return "loads the model with n_rs_seq 0: --rollback-snapshots does not apply"
+    if args.mtp:
+        return "loads the model without its MTP layers: --mtp does not apply"
+    if args.draft_tokens:
+        return "loads the model and verifies no draft: --draft-tokens does not apply"
+    return None
+
+
 def measure(args: argparse.Namespace) -> int:
     """Load MODEL in llama-cpp-python's llama.cpp and record what it allocated in the measurement history."""
     try:
@@ -566,14 +580,9 @@ def measure(args: argparse.Namespace) -> int:
     if artifact is None:
         print(f"memfit: {args.model!r} is not a GGUF file on this machine", file=sys.stderr)
         return 1
-    if args.cpu_variant not in (None, AUTO):
-        print("memfit: measure loads this host's own llama.cpp: --cpu-variant does not apply", file=sys.stderr)
-        return 1
-    if args.rollback_snapshots:
-        print("memfit: measure loads the model with n_rs_seq 0: --rollback-snapshots does not apply", file=sys.stderr)
-        return 1
-    if args.mtp:
-        print("memfit: measure loads the model without its MTP layers: --mtp does not apply", file=sys.stderr)
+    inapplicable = _not_measured(args, AUTO)
+    if inapplicable is not None:
+        print(f"memfit: measure {inapplicable}", file=sys.stderr)
         return 1
     subject = service.subject(args.model)
     if subject is None or service.history.db is None:

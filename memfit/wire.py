@@ -89,6 +89,7 @@ def fit_request(request: Request) -> FitRequest:
             request.context_checkpoints,
             request.rollback_snapshots,
             request.multi_token_prediction,
+            request.draft_tokens,
         ),
     )
 
@@ -167,6 +168,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 context_checkpoints=w.context_checkpoints,
                 rollback_snapshots=w.rollback_snapshots,
                 multi_token_prediction=w.multi_token_prediction,
+                draft_tokens=w.draft_tokens,
                 slot_tokens=w.slot_tokens,
                 settings=[
                     m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources

@@ -26,6 +26,7 @@ _COUNT = re.compile(r"\s*(\d+)\s*([kKmM]?)\s*")
 SPLIT_MODES = [m.value for m in SplitMode]
 CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
 ROLLBACK_SNAPSHOTS_MAX = 256  # the contract's maximum of rollbackSnapshots
+DRAFT_TOKENS_MAX = 256  # the contract's maximum of draftTokens
 
 EXAMPLES = {
     "fit": """examples:
@@ -90,6 +91,13 @@ def rollback_snapshots(text: str) -> int:
     """--rollback-snapshots: 0 to ROLLBACK_SNAPSHOTS_MAX, the contract's bounds."""
     if not text.strip().isdigit() or int(text) > ROLLBACK_SNAPSHOTS_MAX:
         raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {ROLLBACK_SNAPSHOTS_MAX}, got {text!r}")
+    return int(text)
+
+
+def draft_tokens(text: str) -> int:
+    """--draft-tokens: 0 to DRAFT_TOKENS_MAX, the contract's bounds."""
+    if not text.strip().isdigit() or int(text) > DRAFT_TOKENS_MAX:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {DRAFT_TOKENS_MAX}, got {text!r}")
     return int(text)
 
 
@@ -262,6 +270,14 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="llama-server's --spec-type draft-mtp: the model loaded with its NextN/MTP layers, and its context's"
         " output buffer holding their input (the draft's own context is not counted)",
+    )
+    parser.add_argument(
+        "--draft-tokens",
+        type=draft_tokens,
+        metavar="N",
+        help="the draft tokens each slot's verification carries under llama-server's speculative decoding (its"
+        " --spec-draft-n-max, default 3, for the draft types; its output buffer holds 1 + N logits rows a slot;"
+        " default 0, or 3 with --mtp)",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,7 @@ from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tests.test_history import _observation
+from tools.gguf_writers import qwen3_30b_a3b, write_model
 from tools.truth import records
 
 BATCH = "/v1/models/fit/batch"
@@ -218,6 +220,7 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "contextCheckpoints": 0,
         "rollbackSnapshots": 0,  # llama.cpp's n_rs_seq: no speculative rollback
         "multiTokenPrediction": False,  # llama-server's --spec-type draft-mtp: the MTP layers not loaded
+        "draftTokens": 0,  # no speculative decoding: one logits row per sequence
         "slotTokens": None,
     }
     assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0
@@ -407,3 +410,54 @@ def test_model_list(client: httpx.Client) -> None:
 def test_a_local_id_typed_with_spaces_is_found(client: httpx.Client) -> None:
     (result,) = client.post(BATCH, json=[{"modelId": " qwen3-f16\t"}]).json()["results"]
     assert result["modelId"] == " qwen3-f16\t" and result["identity"]["modelId"] == "qwen3-f16"
+
+
+@pytest.fixture(scope="module")
+def real_qwen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server over Qwen3-30B-A3B's published shape (n_vocab 151,936), written sparse by tools/gguf_writers.py."""
+    directory = tmp_path_factory.mktemp("real-qwen")
+    write_model(qwen3_30b_a3b(), directory / "qwen3-30b-a3b.gguf")
+    service = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+def _workspace(client: httpx.Client, **workload: object) -> tuple[int, int, dict]:
+    body = {"modelId": "qwen3-30b-a3b", "cpuVariant": "haswell", "mode": "cpuOffload", **workload}
+    (result,) = client.post(BATCH, json=[body]).json()["results"]
+    parts = {p["component"]: p for p in result["estimate"]["parts"]}
+    return parts["workspace"]["bytes"], parts["workspace"]["upperBytes"], result["estimate"]["workload"]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "streams", "draft", "rows"),
+    [
+        (4096, 4, 3, 4 * (1 + 3)),  # each slot's sampled token and its 3 drafts, all with logits
+        (4096, 1, 16, 1 + 16),
+        (256, 2, 256, 512),  # 2 x 257 outputs, capped by n_batch = min(2048, n_ctx 512)
+        (4096, 16, 200, 2048),  # 16 x 201 outputs, capped by n_batch 2048
+    ],
+)
+def test_draft_tokens_grow_the_output_buffer_to_the_verified_rows(
+    real_qwen: httpx.Client, tokens: int, streams: int, draft: int, rows: int
+) -> None:
+    """llama-server's verification batch decodes every slot's sampled token and draft with logits, so
+    llama_context::decode's output_reserve(n_outputs_all) grows the output buffer from n_seq_max rows of n_vocab
+    floats to the batch's outputs, at most min(n_batch, n_parallel x (1 + n_draft)) (server_output_limits); the
+    compute buffer is the same replay, so the workspace's floor and ceiling both move by the added rows."""
+    plain_floor, plain_ceiling, _ = _workspace(real_qwen, allocatedTokens=tokens, streams=streams)
+    floor, ceiling, workload = _workspace(real_qwen, allocatedTokens=tokens, streams=streams, draftTokens=draft)
+    added = 151936 * 4 * (rows - streams)  # Qwen3-30B-A3B's vocabulary, a float each, per added row
+    assert (floor - plain_floor, ceiling - plain_ceiling) == (added, added)
+    assert workload["draftTokens"] == draft
+    assert {s["setting"]: s["source"] for s in workload["settings"]}["draftTokens"] == "request"
+
+
+def test_multi_token_prediction_verifies_llama_servers_default_draft(real_qwen: httpx.Client) -> None:
+    """--spec-type draft-mtp always drafts, common_params_speculative_draft::n_max = 3 tokens by default: without a
+    draftTokens of its own an MTP request carries 4 logits rows a slot (this model has no NextN layers, so past the
+    weights the answer is unknown; the echo still says what was asked)."""
+    *_, workload = _workspace(real_qwen, allocatedTokens=4096, streams=2, multiTokenPrediction=True)
+    assert workload["draftTokens"] == 3
+    *_, asked = _workspace(real_qwen, allocatedTokens=4096, multiTokenPrediction=True, draftTokens=0)
+    assert asked["draftTokens"] == 0

@@ -43,6 +43,25 @@ def test_mtp_is_the_requests(public_models: Path, capsys: pytest.CaptureFixture[
     assert _workload(capsys, public_models).multi_token_prediction is False
 
 
+def test_draft_tokens_are_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--draft-tokens is the request's draftTokens (the draft a slot's verification carries), echoed; 0 by default,
+    llama-server's draft length 3 (common_params_speculative_draft::n_max) under --mtp, whose draft-mtp always
+    drafts."""
+    assert _workload(capsys, public_models, "--draft-tokens", "5").draft_tokens == 5
+    assert _workload(capsys, public_models, "--mtp", "--draft-tokens", "0").draft_tokens == 0
+    assert _workload(capsys, public_models, "--mtp").draft_tokens == 3
+    assert _workload(capsys, public_models).draft_tokens == 0
+
+
+@pytest.mark.parametrize("value", ["257", "-1", "three"])
+def test_draft_tokens_past_the_contract_are_a_usage_error(
+    value: str, public_models: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "qwen3-f16", "--draft-tokens", value, "--models", str(public_models), "--no-usual-dirs"])
+    assert exit_.value.code == 2 and "--draft-tokens" in capsys.readouterr().err
+
+
 def test_rollback_snapshots_are_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--rollback-snapshots is the request's rollbackSnapshots (llama.cpp's n_rs_seq), echoed; 0 by default."""
     assert _workload(capsys, public_models, "--rollback-snapshots", "3").rollback_snapshots == 3

@@ -206,6 +206,52 @@ def test_speculative_flags_decide_the_multi_token_prediction(
     assert (None if named is None else named.value) == mtp
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "draft", "unread"),
+    [
+        (["--spec-type", "draft-mtp"], {}, 3, ()),  # common_params_speculative_draft::n_max = 3
+        (["--spec-type", "draft-simple", "--spec-draft-n-max", "8"], {}, 8, ()),
+        (["--spec-type", "draft-eagle3"], {"LLAMA_ARG_SPEC_DRAFT_N_MAX": "5"}, 5, ()),
+        (["--spec-type", "draft-dflash", "--spec-draft-n-max", "0"], {}, 0, ()),
+        (["--spec-type", "ngram-mod"], {}, 64, ()),  # common_params_speculative_ngram_mod::n_max = 64
+        (["--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "16"], {}, 16, ()),
+        (["--spec-type", "ngram-simple"], {}, 48, ()),  # common_params_speculative_ngram_map::size_m = 48
+        (["--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-m", "20"], {}, 20, ()),
+        (["--spec-type", "ngram-cache"], {}, 8, ()),  # common_speculative_n_max: 8 for ngram-cache
+        (["--spec-type", "draft-mtp,ngram-map-k", "--spec-ngram-map-k-size-m", "2"], {}, 3, ()),  # the longest
+        (["--spec-type", "draft-mtp,none"], {}, 0, ()),  # `none` in a list leaves only it
+        (["--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "1000"], {}, None, ("--spec-type",)),  # past 256
+        (["--spec-type", "draft-mtp", "--spec-draft-n-max", "x"], {}, None, ("--spec-draft-n-max",)),
+        (["-md", "draft.gguf"], {}, None, ("--spec-draft-model",)),  # the types read from the draft's metadata
+        ([], {}, None, ()),  # no speculation: llama-server's default, no draft
+    ],
+)
+def test_speculative_flags_decide_the_draft_tokens(
+    argv: list[str], env: dict[str, str], draft: int | None, unread: tuple[str, ...]
+) -> None:
+    """server_output_limits sizes a batch's outputs by common_speculative_n_max (common/speculative.cpp): the
+    longest draft any named type makes, --spec-draft-n-max for the draft types, size_m for the ngram
+    map types, n_max for ngram-mod, 8 for ngram-cache."""
+    args = server_args(["llama-server", "-m", "m.gguf", *argv], env)
+    named = args.named.get("draftTokens")
+    assert (None if named is None else named.value, args.unread) == (draft, unread)
+
+
+def test_the_running_profile_takes_the_servers_draft_length() -> None:
+    """A running llama-server's --spec-type and --spec-draft-n-max are the workload's draftTokens; a request's own
+    value wins; with no speculation named, llama-server's default: 0, or 3 under draft-mtp."""
+    spec = ["-np", "2", "-c", "8192", "--spec-type", "draft-simple", "--spec-draft-n-max", "6"]
+    resolution = resolve_profile(WorkloadRequest(profile="running"), running(spec), subject())
+    assert resolution.request.draft_tokens == 6
+    assert resolution.sources["draftTokens"].source is SettingSource.RUNNING
+    asked = resolve_profile(WorkloadRequest(profile="running", draft_tokens=1), running(spec), subject())
+    assert asked.request.draft_tokens == 1 and "draftTokens" not in asked.sources
+    plain = resolve_profile(WorkloadRequest(profile="running"), running(["-np", "2"]), subject())
+    assert plain.request.draft_tokens == 0 and plain.sources["draftTokens"].source is SettingSource.PROFILE
+    mtp = resolve_profile(WorkloadRequest(profile="llamaServer", multi_token_prediction=True), LaunchFacts(), subject())
+    assert mtp.request.draft_tokens == 3 and mtp.sources["draftTokens"].source is SettingSource.PROFILE
+
+
 def test_a_value_memfit_cannot_express_is_left_unread() -> None:
     args = server_args(["llama-server", "-ctk", "q4_0", "-c", "lots", "-fa", "maybe", "-kvu", "-ub", "0", "-ub", "64"])
     assert args.unread == ("-ctk", "-c", "-fa")  # -ub's second value is read: the last one counts

@@ -45,6 +45,7 @@ from tools.accuracy import (
     write_models,
 )
 from tools.truth import DATA, ELEMENT_BYTES, load, measured_variant, run_id
+from tools.truth.matrices import TRUTH_FILES
 
 # Every run but the shapes' dry runs (checked below), weights byte-exact under the CPU variant it was measured on
 RUNS = [r for path in sorted(DATA.glob("results_*.jsonl")) if path != SHAPES_TRUTH for r in load(path)]
@@ -419,13 +420,18 @@ def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
 ROLLBACK_RUNS = [r for r in load(DATA / "results_rec.jsonl") if settings(r).get("n_rs_seq")]
 
 
-@pytest.fixture(scope="module")
-def rollback_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    directory = tmp_path_factory.mktemp("rollback-models")
-    write_models({r["model"] for r in ROLLBACK_RUNS}, directory)
+def _service_over(models: set[str], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A service over the writers' files of `models`, its index read."""
+    directory = tmp_path_factory.mktemp("models")
+    write_models(models, directory)
     built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
     built.index.refresh()
     return built
+
+
+@pytest.fixture(scope="module")
+def rollback_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _service_over({r["model"] for r in ROLLBACK_RUNS}, tmp_path_factory)
 
 
 @pytest.mark.parametrize("run", ROLLBACK_RUNS, ids=run_id)
@@ -489,11 +495,7 @@ def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str,
 
 @pytest.fixture(scope="module")
 def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    directory = tmp_path_factory.mktemp("mtp-models")
-    write_models({r["model"] for r in MTP_RUNS} | {NO_MTP_LAYERS_MODEL}, directory)
-    built = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
-    built.index.refresh()
-    return built
+    return _service_over({r["model"] for r in MTP_RUNS} | {NO_MTP_LAYERS_MODEL}, tmp_path_factory)
 
 
 def _mtp_estimate(service: Any, request: dict) -> dict:
@@ -512,6 +514,7 @@ def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -
         "cpuVariant": "haswell",
         "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
         "multiTokenPrediction": True,
+        "draftTokens": 0,  # the probe decoded a prompt, one output: no verification batch
     }
     estimate = _mtp_estimate(mtp_service, request)["estimate"]
     parts = {p["component"]: p for p in estimate["parts"]}
@@ -581,3 +584,51 @@ def test_a_tied_q2_k_embedding_is_kept_twice_only_under_avx512(model_files: dict
         floor, ceiling = compare(run, model_files[run["model"]], CACHE, other).weights or (0, 0)
         assert not floor <= run["weights_bytes"] <= ceiling
         assert ("CPU_REPACK" in run["weights_buffers"]) == (run["cpu_variant"] == "skylakex")
+
+
+DRAFT_RUNS = load(DATA / "results_draft.jsonl")
+
+
+def test_draft_verification_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama-server's verification batch (results_draft.jsonl: each sequence's sampled token and draft decoded with
+    logits): every run compared, the output buffer exact as the decode's output_reserve grew it, the bounds tight."""
+    rows = recorded["results_draft.jsonl"]
+    assert len(rows) == len(DRAFT_RUNS) == 16
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+
+
+@pytest.mark.parametrize("run", DRAFT_RUNS, ids=run_id)
+def test_a_verification_grows_the_output_buffer_to_its_outputs(run: dict) -> None:
+    """What llama.cpp measured is output_reserve's rule: n_vocab floats a row, n_seq_max rows at init, then one per
+    output of the verification batch, min(n_batch, n_seq x (1 + draft)) (the probe caps the batch at n_batch as
+    llama-server's output limit does)."""
+    s = settings(run)
+    n_vocab = TRUTH_FILES["results_draft.jsonl"].models[run["model"]]().vocab  # the writer's vocabulary
+    assert run["output_buffer_bytes_init"] == n_vocab * 4 * s["n_seq"]
+    rows = min(run["n_batch"], s["n_seq"] * (1 + s["verify"]))
+    assert run["decode_rc"] == 0 and run["decode_tokens"] == rows
+    assert run["output_buffer_bytes_after_decode"] == n_vocab * 4 * rows
+
+
+@pytest.fixture(scope="module")
+def draft_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _service_over({r["model"] for r in DRAFT_RUNS}, tmp_path_factory)
+
+
+@pytest.mark.parametrize("run", DRAFT_RUNS, ids=run_id)
+def test_draft_tokens_asked_on_the_wire(run: dict, draft_service: Any) -> None:
+    """A fit request's draftTokens is the draft a slot's verification carries: the workspace's bounds around
+    llama.cpp's compute buffer and the output buffer the verification grew, the setting echoed as requested."""
+    s = settings(run)
+    request = _run_request(run) | {
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "kvUnified": bool(s.get("unified")),
+        "draftTokens": s["verify"],
+    }
+    estimate = _mtp_estimate(draft_service, request)["estimate"]
+    parts = {p["component"]: p for p in estimate["parts"]}
+    workspace = run["compute_bytes_after_decode"] + run["output_buffer_bytes_after_decode"]
+    assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
+    assert estimate["workload"]["draftTokens"] == s["verify"]

@@ -112,17 +112,24 @@ def run_weights(facts: ArtifactFacts, record: dict, variant: CpuVariant) -> tupl
     return floor, slack
 
 
+def after_decode(record: dict) -> bool:
+    """Whether the run's buffers are read after its decode: under draft-mtp (the probe's mtp=1) and for a
+    verification batch (verify=D), whose output_reserve grows the output buffer."""
+    s = settings(record)
+    return bool(s.get("mtp")) or "verify" in s
+
+
 def measured_workspace(record: dict) -> int:
-    """llama.cpp's compute and output buffers of a run: as allocated at init, or under draft-mtp (the probe's
-    mtp=1) after the decode, whose output_reserve grows the output buffer by the nextn embeddings."""
-    if settings(record).get("mtp"):
+    """llama.cpp's compute and output buffers of a run: as allocated at init, or after the decode where its
+    output_reserve grows the output buffer (after_decode: the nextn embeddings, a verification batch's rows)."""
+    if after_decode(record):
         return record["compute_bytes_after_decode"] + record["output_buffer_bytes_after_decode"]
     return record["compute_bytes"] + record["output_buffer_bytes_init"]
 
 
 def measured_output(record: dict) -> int:
     """llama.cpp's output buffer of a run, as measured_workspace takes it."""
-    if settings(record).get("mtp"):
+    if after_decode(record):
         return int(record["output_buffer_bytes_after_decode"])
     return int(record["output_buffer_bytes_init"])
 
@@ -228,7 +235,7 @@ def architecture(record: dict) -> str:
 def run_geometry(record: dict, arch: str, causal: bool | None = None, nextn_width: int = 0) -> ContextGeometry:
     """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it (`causal`: the
     layout's, where known; else whether the architecture has a memory module; `nextn_width`: the layout's, taken
-    under draft-mtp, the probe's mtp=1)."""
+    under draft-mtp, the probe's mtp=1; the draft tokens of a verification batch, the probe's verify=D)."""
     s = settings(record)
     if causal is None:
         causal = RULES[arch].memory is not Memory.NONE if arch in RULES else True
@@ -244,6 +251,7 @@ def run_geometry(record: dict, arch: str, causal: bool | None = None, nextn_widt
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
         rs_snapshots=s.get("n_rs_seq", 0),
         nextn_width=nextn_width if s.get("mtp") else 0,
+        draft_tokens=s.get("verify", 0),
     )
     return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
 

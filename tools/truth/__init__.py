@@ -44,7 +44,8 @@ def records(name: str) -> list[dict]:
     ]
 
 
-RUN_EXTRAS = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp")  # in a run's id where set
+# in a run's id where set
+RUN_EXTRAS = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp", "verify")
 
 
 def run_id(record: dict) -> str:

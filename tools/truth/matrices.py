@@ -413,6 +413,18 @@ MTP_RUNS = [
 ]
 
 
+# llama-server's verification batch (verify=D, the probe's: each sequence's sampled token and D draft tokens decoded
+# together, every one with logits, at most n_batch tokens; the output buffer read after the decode, whose
+# output_reserve(n_outputs_all) grows it): 1 to 16 sequences, drafts of 3 to 200 tokens, a unified cache, and 16 x
+# 201 outputs past n_batch's 2048, which caps the batch.
+DRAFT_RUNS = [
+    _s(4096, 4, verify=3),
+    _s(2048, 1, verify=16),
+    _s(8192, 4, unified=1, verify=8),
+    _s(32768, 16, verify=200),
+]
+
+
 def _graph_dumps(models: dict[str, Callable[[], Model]], settings: list[Settings]) -> TruthFile:
     """The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer)."""
     return TruthFile(models, settings, extra="graph=1", decode=0, label=LABEL + ", reserved graph")
@@ -591,6 +603,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
         MTP_RUNS,
         decode=512,
         label=LABEL + ", llama-server's target under --spec-type draft-mtp (load_mtp, nextn embeddings)",
+    ),
+    "results_draft.jsonl": TruthFile(
+        _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0", "gemma3-swa-f16")
+        | _subset(recurrent.FAMILY_SET, "qwen35-mtp"),
+        DRAFT_RUNS,
+        label=LABEL + ", llama-server's verification batch (every sequence's draft decoded with logits)",
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_state_seq.jsonl": TruthFile(

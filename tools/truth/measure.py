@@ -167,7 +167,7 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["rss_growth_total_after_decode"] = raw["rss_after_decode"]["rss"] - rss0
         out["peak_rss_growth"] = raw["rss_after_decode"]["hwm"] - rss0
         out["compute_bytes_after_decode"] = sum(v["compute"] for v in raw["breakdown_after_decode"].values())
-        if raw.get("mtp"):  # the output buffer output_reserve grew at the decode (probe mtp=1)
+        if raw.get("mtp") or "verify" in raw:  # the output buffer the decode's output_reserve grew (mtp=1, verify=D)
             out["output_buffer_bytes_after_decode"] = raw["output_buffer_bytes_after_decode"]
     if "state_seq_bytes" in raw:  # one sequence's state after state_tokens tokens (probe state_tokens=T)
         out |= {
@@ -178,6 +178,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     out["no_alloc"] = raw.get("no_alloc", 0)
     if raw.get("mtp"):  # llama-server's target under --spec-type draft-mtp (probe mtp=1)
         out["mtp"] = 1
+    if "verify" in raw:  # the decode was llama-server's verification batch of verify draft tokens a sequence
+        out["verify"] = raw["verify"]
     if "graph" in raw:
         out["graph"] = raw["graph"]
     out["rss_baseline_bytes"] = rss0

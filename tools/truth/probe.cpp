@@ -15,6 +15,9 @@
 //   mtp=1 (llama-server's target under --spec-type draft-mtp: the model loaded with load_mtp, as common.cpp sets it,
 //   and after init llama_set_embeddings_nextn(ctx, true, unmasked), as common_speculative_impl_draft_mtp does; the
 //   output buffer is read again after the decode, the first output_reserve that sees it)
+//   verify=D (the decode is llama-server's verification batch: each of the n_seq sequences its sampled token and D
+//   draft tokens, every one with logits, at most n_batch tokens in all, as handle_last_sampled_token adds them; the
+//   output buffer is read again after the decode, whose output_reserve(n_outputs_all) grows it)
 
 #include <algorithm>
 #include <cstdio>
@@ -317,6 +320,8 @@ int main(int argc, char ** argv) {
         .raw("rss_after_ctx", rss_ctx)
         .num("no_alloc", mp.no_alloc)
         .num("mtp", mtp);
+    const long long verify = num("verify", -1);
+    if (verify >= 0) out.num("verify", verify);
 
     const bool graph = num("graph", 0) != 0 && !mp.no_alloc;
     if (graph) out.raw("graph", graph_nodes(ctx));
@@ -324,19 +329,22 @@ int main(int argc, char ** argv) {
     const long long n_decode = mp.no_alloc || graph ? 0 : std::min<long long>(num("decode", 0), c.n_batch);
     if (n_decode > 0) {
         const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-        llama_batch batch = llama_batch_init((int) n_decode, 0, 1);
-        for (int i = 0; i < n_decode; ++i) {
+        // a verification batch: sequence s's 1 + verify tokens at positions 0..verify, all with logits
+        const long long per_seq = verify >= 0 ? 1 + verify : n_decode;
+        const long long n_tokens = verify >= 0 ? std::min<long long>(c.n_seq_max * per_seq, c.n_batch) : n_decode;
+        llama_batch batch = llama_batch_init((int) n_tokens, 0, 1);
+        for (int i = 0; i < n_tokens; ++i) {
             batch.token[i] = 300 + (i * 7) % (n_vocab - 300);
-            batch.pos[i] = i;
+            batch.pos[i] = (llama_pos) (i % per_seq);
             batch.n_seq_id[i] = 1;
-            batch.seq_id[i][0] = 0;
-            batch.logits[i] = i == n_decode - 1;
+            batch.seq_id[i][0] = (llama_seq_id) (i / per_seq);
+            batch.logits[i] = verify >= 0 || i == n_tokens - 1;
         }
-        batch.n_tokens = (int) n_decode;
+        batch.n_tokens = (int) n_tokens;
         const int rc = llama_decode(ctx, batch);
         llama_batch_free(batch);
         const ggml_backend_buffer_t output_after = ctx->buf_output.get();
-        out.num("decode_tokens", n_decode).num("decode_rc", rc).raw("rss_after_decode", rss()).raw("breakdown_after_decode", breakdown(ctx))
+        out.num("decode_tokens", n_tokens).num("decode_rc", rc).raw("rss_after_decode", rss()).raw("breakdown_after_decode", breakdown(ctx))
             .num("output_buffer_bytes_after_decode", output_after ? (long long) ggml_backend_buffer_get_size(output_after) : 0);
     }
     const long long state_tokens = mp.no_alloc || graph || n_decode > 0 ? 0 : num("state_tokens", 0);
