@@ -291,7 +291,7 @@ def test_llama_servers_output_cap_replays_as_the_full_replay_at_every_ubatch_and
     model = architectures(rebuilt)[arch][0]
     replay_table.clear()
     for ubatch, streams in ((64, 1), (512, 1), (512, 3), (512, 4), (2048, 4)):
-        keys = {}
+        keys: dict[int, set[tuple]] = {}
         for server, draft in ((False, 0), (True, 0), (True, 3)):
             for tokens in (2048, 4096, 8192):
                 geometry = llama_geometry(tokens * streams, streams, ubatch, server=server, draft_tokens=draft)
