@@ -105,14 +105,22 @@ def _whole(graph: GraphShape, ssm: Ssm | None) -> bool:
 
 
 def ubatch_tokens(geometry: ContextGeometry) -> int:
-    return round_up(ubatch_outputs(geometry), geometry.n_seq)  # graph_reserve: rounded up to a multiple of n_seqs
+    return round_up(reserved_tokens(geometry), geometry.n_seq)  # graph_reserve: rounded up to a multiple of n_seqs
+
+
+def reserved_tokens(geometry: ContextGeometry) -> int:
+    """llama_context::sched_reserve's n_tokens = min(n_ctx, n_ubatch), before graph_reserve rounds them up to a
+    multiple of n_seq; the token-generation graph it reserves next has n_seq tokens (`graph_tokens`)."""
+    return geometry.graph_tokens or min(geometry.n_ctx, geometry.n_ubatch)
 
 
 def ubatch_outputs(geometry: ContextGeometry) -> int:
-    """llama_context::sched_reserve: n_tokens = min(n_ctx, n_ubatch), each an output (n_outputs = min(n_tokens,
-    n_outputs_max = n_batch)); graph_reserve rounds the tokens up to a multiple of n_seq but not the outputs. The
-    token-generation graph it reserves next has n_seq tokens, each an output (`graph_tokens`)."""
-    return geometry.graph_tokens or min(geometry.n_ctx, geometry.n_ubatch)
+    """The reserved graph's outputs (its output ids' rows), not rounded up as the tokens are: the prompt graph's
+    n_outputs_pp = min(n_tokens, cparams.n_outputs_max) (llama_context::sched_reserve: n_batch in a plain context,
+    llama-server's output limit under it: context.server_outputs_max); the token-generation graph's n_seq."""
+    if geometry.graph_tokens:
+        return geometry.graph_tokens
+    return min(reserved_tokens(geometry), geometry.outputs_max)
 
 
 def rotation_size(head: int) -> int:

@@ -34,6 +34,14 @@ class ContextGeometry:
     # the draft tokens each sequence's verification batch carries under llama-server's speculative decoding (the
     # output buffer's logits rows: workspace.output_rows; 0: no speculation)
     draft_tokens: int = 0
+    # llama_context_params.n_outputs_max: the outputs of the prompt graph llama.cpp reserves, min(n_tokens, this)
+    # (0: n_batch, a plain context's; llama-server sets its output limit, server_outputs_max)
+    n_outputs_max: int = 0
+
+    @property
+    def outputs_max(self) -> int:
+        """cparams.n_outputs_max (llama_context's constructor): as asked, else n_batch."""
+        return self.n_outputs_max or self.n_batch
 
     @property
     def v_trans(self) -> bool:
@@ -61,6 +69,12 @@ def verification_outputs(n_seq: int, n_batch: int, draft_tokens: int) -> int:
     return min(n_batch, n_seq * (1 + draft_tokens))
 
 
+def server_outputs_max(n_seq: int, n_batch: int, draft_tokens: int) -> int:
+    """llama-server's n_outputs_max, set before its context is made (server-context.cpp load_model):
+    server_output_limits' total, min(n_batch, n_parallel x (1 + n_draft)) (verification_outputs), at least 1."""
+    return max(1, verification_outputs(n_seq, n_batch, draft_tokens))
+
+
 def llama_geometry(
     n_ctx_req: int,
     n_seq: int,
@@ -76,8 +90,10 @@ def llama_geometry(
     k_type: str = "",
     nextn_width: int = 0,
     draft_tokens: int = 0,
+    server: bool = False,
 ) -> ContextGeometry:
-    """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor).
+    """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor); under
+    llama-server (`server`) with its output limit (server_outputs_max).
 
     memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
     SWA cache.
@@ -102,6 +118,9 @@ def llama_geometry(
         n_batch=n_batch,
         nextn_width=nextn_width,
         draft_tokens=draft_tokens,
+        # llama-server's params.n_batch is the request's, before llama_context caps it by the context: the cap
+        # differs only where n_ctx < n_batch, where the graph's tokens (at most n_ctx) cap the outputs anyway
+        n_outputs_max=server_outputs_max(max(1, n_seq), DEFAULT_N_BATCH, draft_tokens) if server else 0,
     )
 
 

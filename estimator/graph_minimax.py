@@ -19,7 +19,7 @@ reserve's size alone.
 
 from __future__ import annotations
 
-from memfit.estimator.compute_graph import FLOAT, DecoderGraph, ubatch_outputs
+from memfit.estimator.compute_graph import FLOAT, DecoderGraph, reserved_tokens
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F32,
@@ -51,7 +51,7 @@ class MinimaxGraph(DecoderGraph):
         self.la_inputs: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
         self.seqs = seqs
         if seqs == 1:  # graph_reserve(n_tokens, 1, ...): n_tokens is not rounded up to the sequences
-            self.t = ubatch_outputs(geometry)
+            self.t = reserved_tokens(geometry)
 
     def ubatch_seqs(self) -> int:
         return self.seqs

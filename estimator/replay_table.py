@@ -3,12 +3,12 @@ piecewise affine function of a stream's KV cells, its pieces found as contexts a
 
 The graph llama.cpp reserves (estimator/compute_graph.py) depends on the context only through the KV cells each
 layer sees (kv_cache.window_cells: a stream's cells x = n_ctx_seq, or a sliding window's pad(min(x, cap), 256)) and
-through the ubatch's outputs (compute_graph.ubatch_outputs). Everything else in the geometry (ubatch, streams,
-flash attention, cache types) and the model fixes the graph's structure (`structure_key`). Between two `caps` (a
-sliding window's cells, a sparse attention's top-k: `regime`) every cell count the graph takes is x or a constant,
-so every tensor size is affine in x; two graphs of a
-structure built at two cell counts give that program (estimator/replay_program.py), and a run of it at x gives the
-buffer over a whole piece of contexts (estimator/replay_interval.py).
+through the ubatch's tokens and outputs (compute_graph.ubatch_outputs). Everything else in the geometry (ubatch,
+streams, flash attention, cache types, the outputs' cap) and the model fixes the graph's structure
+(`structure_key`). Between two `caps` (a sliding window's cells, a sparse attention's top-k: `regime`) every cell
+count the graph takes is x or a constant, so every tensor size is affine in x; two graphs of a structure built
+at two cell counts give that program (estimator/replay_program.py), and a run of it at x gives the buffer over a
+whole piece of contexts (estimator/replay_interval.py).
 
 The first context asked of a structure is replayed in full (graph_alloc.replay), as a single fit needs no more,
 its graph kept a while; the second compiles the structure from its own graph and that one; every later context
@@ -96,11 +96,13 @@ def regime(graph: GraphShape, geometry: ContextGeometry, x: int) -> tuple[int, i
 
 def structure_key(geometry: ContextGeometry) -> tuple:
     """The geometry's fields with the context taken out: the cells left out, n_ctx as what the graph reads of it
-    (the ubatch's outputs, min(n_ctx, n_ubatch)), and the output buffer's own fields (n_batch, capped by the context,
-    the nextn embeddings' width and the draft tokens a verification carries), which no graph reads."""
+    (the ubatch's tokens, min(n_ctx, n_ubatch)), n_outputs_max as the reserved graph's outputs, min(those tokens,
+    n_outputs_max), and the output buffer's own fields (n_batch, capped by the context and at least the ubatch, so
+    no graph reads it beyond the outputs; the nextn embeddings' width; the draft tokens a verification carries)."""
     fields = dict(vars(geometry))
     del fields["n_ctx_seq"], fields["n_batch"], fields["nextn_width"], fields["draft_tokens"]
     fields["n_ctx"] = min(geometry.n_ctx, geometry.n_ubatch)
+    fields["n_outputs_max"] = min(fields["n_ctx"], geometry.outputs_max)
     return tuple(fields.values())
 
 

@@ -134,6 +134,11 @@ SETTINGS = (
 )
 
 
+# the profiles whose launcher runs llama-server (profiles.py): itself (and the one running here), Ollama's
+# startLlamaServer, LM Studio's llama.cpp engine as memfit models it (llama-server's defaults past its own)
+LLAMA_SERVER_PROFILES = frozenset({Profile.LLAMA_SERVER, Profile.RUNNING, Profile.OLLAMA, Profile.LM_STUDIO})
+
+
 @dataclass(frozen=True)
 class Workload:
     allocated_tokens: int  # KV capacity per stream
@@ -161,6 +166,12 @@ class Workload:
     # the draft tokens each slot's verification batch carries under llama-server's speculative decoding (its
     # logits rows in the output buffer: context.output_rows)
     draft_tokens: int = DEFAULT_DRAFT_TOKENS
+
+    @property
+    def under_llama_server(self) -> bool:
+        """Whether the profile launches llama-server (LLAMA_SERVER_PROFILES), which caps the reserved graph's
+        outputs at its output limit (context.server_outputs_max); custom is a plain llama.cpp context."""
+        return self.profile in LLAMA_SERVER_PROFILES
 
     @property
     def n_ctx(self) -> int:

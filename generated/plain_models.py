@@ -182,6 +182,11 @@ class WireFitVerdictRequest:
     f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
     llama-server's defaults (its context then as `--fit` would choose it). A field the request names always
     wins; the answer's `workload.settings` says where every setting came from.
+    `llamaServer`, `ollama`, `lmStudio` and `running` are llama-server, which caps the outputs of the graph
+    llama.cpp reserves at its output limit, min(`n_batch`, slots x (1 + `draftTokens`)) (since 1.19.0;
+    `server_output_limits` sets `n_outputs_max` before the context is made): the compute buffer in
+    `workspace` is sized for that many logits rows instead of the whole ubatch's. `custom` is a plain
+    llama.cpp context (every token of the reserved ubatch an output).
 
     """
     swa_full: bool | None = None
@@ -246,7 +251,8 @@ class WireFitVerdictRequest:
     Default 0 (no speculation), but 3 under `multiTokenPrediction` (llama-server's `--spec-draft-n-max`
     default: draft-mtp always drafts); the `running` profile reads the longest draft its `--spec-type`
     list allows (`--spec-draft-n-max` for the draft types, the ngram types' own lengths; a draft model
-    with no `--spec-type` is left unread). At most 256 (memfit's bound).
+    with no `--spec-type` is left unread). At most 256 (memfit's bound). Under the profiles that run
+    llama-server the same limit caps the outputs of the graph llama.cpp reserves (see `profile`).
 
     """
 

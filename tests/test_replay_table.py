@@ -201,6 +201,9 @@ def random_settings(rng: random.Random) -> dict:
         "flash_attention": rng.random() < 0.5,
         "quantized_k": rng.random() < 0.25,
         "quantized_v": rng.random() < 0.25,
+        # under llama-server the reserved graph's outputs are capped at its output limit (n_outputs_max)
+        "server": rng.random() < 0.4,
+        "draft_tokens": rng.choice([0, 0, 3, 16]),
     }
     return settings | {"k_type": "q8_0" if settings["quantized_k"] else "f16"}  # a quantized K is q8_0
 
@@ -276,3 +279,24 @@ def test_equal_graph_shapes_are_one_instance_to_the_compute_buffers_caches() -> 
     a, b = GraphShape(n_embd=320, layers=()), GraphShape(n_embd=320, layers=())
     assert a is not b and interned(a) is interned(b) is interned(a)
     assert interned(GraphShape(n_embd=321, layers=())) is not interned(a)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen3moe", "granitehybrid"])
+def test_llama_servers_output_cap_replays_as_the_full_replay_at_every_ubatch_and_stream_count(
+    rebuilt: list[RebuiltRun], arch: str
+) -> None:
+    """The reserved graph's outputs under llama-server's cap (min(ubatch, n_seq x (1 + draft))) are part of the
+    structure: at ubatch 64 to 2048 over 1, 3 and 4 streams, capped (drafts 0 and 3) or not, the table's answer at
+    three contexts is the full replay's; two geometries share a structure exactly when their outputs agree."""
+    model = architectures(rebuilt)[arch][0]
+    replay_table.clear()
+    for ubatch, streams in ((64, 1), (512, 1), (512, 3), (512, 4), (2048, 4)):
+        keys: dict[int, set[tuple]] = {}
+        for server, draft in ((False, 0), (True, 0), (True, 3)):
+            for tokens in (2048, 4096, 8192):
+                geometry = llama_geometry(tokens * streams, streams, ubatch, server=server, draft_tokens=draft)
+                found = replay_table.replayed(model.graph, model.n_vocab, geometry, build_graph)
+                assert (found.size, found.live) == oracle(model.graph, model.n_vocab, geometry), (ubatch, streams)
+            outputs = min(ubatch, streams * (1 + draft)) if server else ubatch
+            keys.setdefault(outputs, set()).add(replay_table.structure_key(geometry))
+        assert all(len(k) == 1 for k in keys.values()) and len(set().union(*keys.values())) == len(keys)

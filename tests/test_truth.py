@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from memfit import wire
@@ -27,6 +28,7 @@ from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.artifact_cache import ArtifactCache
 from memfit.service_builder import build_service
+from tests.conftest import LiveServer
 from tools.accuracy import (
     CATALOG_TRUTH,
     SHAPES_TRUTH,
@@ -36,6 +38,7 @@ from tools.accuracy import (
     check_bounds,
     compare,
     file_bounds,
+    measured_workspace,
     own_weights,
     recorded_bounds,
     recorded_truth,
@@ -632,3 +635,89 @@ def test_draft_tokens_asked_on_the_wire(run: dict, draft_service: Any) -> None:
     workspace = run["compute_bytes_after_decode"] + run["output_buffer_bytes_after_decode"]
     assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
     assert estimate["workload"]["draftTokens"] == s["verify"]
+
+
+OUTPUT_CAP_DRY = load(DATA / "results_output_cap_dryrun.jsonl")
+OUTPUT_CAP_DECODED = load(DATA / "results_output_cap.jsonl")
+OUTPUT_CAP_FILES = ("results_output_cap_dryrun.jsonl", "results_output_cap.jsonl")
+
+
+def test_llama_servers_output_cap_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama-server's n_outputs_max (the probe's outputs_max=N, results_output_cap*.jsonl: real-scale dense,
+    sliding-window, MoE, recurrent and hybrid shapes in dry runs, tiny models decoded, 1 and 4 sequences, caps of
+    drafts 0 and 3, ubatch 512 and 2048, flash attention on and off; a few uncapped runs beside them): every run
+    compared, the caches and the output buffer exact, both workspace bounds within max(1%, 8 MiB)."""
+    rows = [r for name in OUTPUT_CAP_FILES for r in recorded[name]]
+    assert len(rows) == len(OUTPUT_CAP_DRY) + len(OUTPUT_CAP_DECODED) == 118
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+    assert sum("outputs_max" in settings(r.record) for r in rows) == 108
+
+
+def _server_cap(run: dict) -> bool:
+    """A run llama-server would make: its cap is its own rule's for the run's sequences and draft (server_output_limits:
+    min(n_batch, n_parallel x (1 + n_draft)))."""
+    s = settings(run)
+    return s.get("outputs_max") == min(run["n_batch"], s["n_seq"] * (1 + s.get("verify", 0)))
+
+
+SERVER_CAPPED = [r for r in OUTPUT_CAP_DRY + OUTPUT_CAP_DECODED if _server_cap(r)]
+UNCAPPED = [r for r in OUTPUT_CAP_DRY if "outputs_max" not in settings(r)]
+
+
+@pytest.fixture(scope="module")
+def cap_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A live memfit server over the output-cap runs' models (the real-scale shapes sparse)."""
+    service = _service_over({r["model"] for r in OUTPUT_CAP_DRY + OUTPUT_CAP_DECODED}, tmp_path_factory)
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+def _cap_workspace(client: httpx.Client, run: dict, profile: str) -> tuple[int, int, dict]:
+    """The workspace bounds memfit answers over the wire for a run's settings under `profile`."""
+    s = settings(run)
+    body = _run_request(run) | {
+        "profile": profile,
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "kvUnified": bool(s.get("unified")),
+        "draftTokens": s.get("verify", 0),
+    }
+    (result,) = client.post("/v1/models/fit/batch", json=[body]).json()["results"]
+    parts = {p["component"]: p for p in result["estimate"]["parts"]}
+    return parts["workspace"]["bytes"], parts["workspace"]["upperBytes"], result["estimate"]["workload"]
+
+
+def _tight(floor: int, truth: int, ceiling: int) -> bool:
+    """floor <= truth <= ceiling, both within max(1%, 8 MiB) of it."""
+    slack = max(truth // 100, 8 << 20)
+    return truth - slack <= floor <= truth <= ceiling <= truth + slack
+
+
+@pytest.mark.parametrize("run", SERVER_CAPPED, ids=run_id)
+def test_the_llama_server_profile_reserves_the_capped_graph(run: dict, cap_server: httpx.Client) -> None:
+    """Under the llamaServer profile the reserved prompt graph has llama-server's output limit: the workspace's
+    bounds hold llama.cpp's compute and output buffers as measured with that cap (after the decode where the run
+    verified a draft), both tight."""
+    floor, ceiling, workload = _cap_workspace(cap_server, run, "llamaServer")
+    assert _tight(floor, measured_workspace(run), ceiling)
+    assert workload["profile"] == "llamaServer"
+
+
+def test_every_llama_server_profile_is_capped(cap_server: httpx.Client) -> None:
+    """Ollama's and LM Studio's launches, and a running llama-server (none runs here: its defaults), cap the graph
+    as llama-server does: the same settings give the capped buffers under each."""
+    run = next(r for r in SERVER_CAPPED if r["model"] == "llama31-8b-shape-q4_0" and settings(r)["n_seq"] == 4)
+    for profile in ("ollama", "lmStudio", "running"):
+        floor, ceiling, _ = _cap_workspace(cap_server, run, profile)
+        assert _tight(floor, measured_workspace(run), ceiling), profile
+
+
+@pytest.mark.parametrize("run", UNCAPPED, ids=run_id)
+def test_the_custom_profile_stays_a_plain_context(run: dict, cap_server: httpx.Client) -> None:
+    """memfit's custom profile is a plain llama.cpp context (n_outputs_max = n_batch: every token of the reserved
+    ubatch an output): its bounds hold the uncapped run; llama-server's at the same settings lie below it."""
+    floor, ceiling, _ = _cap_workspace(cap_server, run, "custom")
+    assert _tight(floor, measured_workspace(run), ceiling)
+    _, server_ceiling, _ = _cap_workspace(cap_server, run, "llamaServer")
+    assert server_ceiling < measured_workspace(run)

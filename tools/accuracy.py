@@ -235,7 +235,8 @@ def architecture(record: dict) -> str:
 def run_geometry(record: dict, arch: str, causal: bool | None = None, nextn_width: int = 0) -> ContextGeometry:
     """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it (`causal`: the
     layout's, where known; else whether the architecture has a memory module; `nextn_width`: the layout's, taken
-    under draft-mtp, the probe's mtp=1; the draft tokens of a verification batch, the probe's verify=D)."""
+    under draft-mtp, the probe's mtp=1; the draft tokens of a verification batch, the probe's verify=D; the
+    prompt graph's output cap, the probe's outputs_max=N)."""
     s = settings(record)
     if causal is None:
         causal = RULES[arch].memory is not Memory.NONE if arch in RULES else True
@@ -253,6 +254,8 @@ def run_geometry(record: dict, arch: str, causal: bool | None = None, nextn_widt
         nextn_width=nextn_width if s.get("mtp") else 0,
         draft_tokens=s.get("verify", 0),
     )
+    # llama-server's output limit as the probe asked it (outputs_max=N: llama_context_params.n_outputs_max)
+    geometry = dataclasses.replace(geometry, n_outputs_max=s.get("outputs_max", 0))
     return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
 
 

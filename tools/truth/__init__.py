@@ -45,7 +45,7 @@ def records(name: str) -> list[dict]:
 
 
 # in a run's id where set
-RUN_EXTRAS = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp", "verify")
+RUN_EXTRAS = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp", "verify", "outputs_max")
 
 
 def run_id(record: dict) -> str:

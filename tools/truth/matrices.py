@@ -425,6 +425,28 @@ DRAFT_RUNS = [
 ]
 
 
+# llama-server's output limit (outputs_max=N, the probe's: llama_context_params.n_outputs_max as server_output_limits
+# sets it before the context is made, min(n_batch, n_parallel x (1 + n_draft))), so llama_context::sched_reserve
+# reserves the prompt graph with min(n_ubatch, N) outputs instead of every token's: one sequence, and four over a
+# unified cache (llama-server's -np auto), drafts of 0 and 3 tokens (caps 1, 4 and 16), ubatch 512 and 2048, flash
+# attention on and off; two uncapped runs (a plain context's n_batch) beside them.
+OUTPUT_CAP_RUNS = [
+    _s(8192, n_seq, fa=fa, unified=unified, n_ubatch=ub, outputs_max=n_seq * (1 + draft))
+    for (n_seq, unified), draft, ub, fa in itertools.product(((1, 0), (4, 1)), (0, 3), (512, 2048), ("auto", "off"))
+] + [_s(8192, 4, unified=1), _s(8192, 4, unified=1, n_ubatch=2048)]
+# The same cap over real allocation and a decode: a prompt (one output), or llama-server's verification batch
+# (verify=3) under the cap it sets for it, the compute and output buffers read after the decode.
+OUTPUT_CAP_DECODES = [
+    _s(4096, 1, outputs_max=1),
+    _s(4096, 1, fa="off", outputs_max=1),
+    _s(4096, 1, verify=3, outputs_max=4),
+    _s(4096, 4, unified=1, outputs_max=4),
+    _s(4096, 4, n_ubatch=2048, outputs_max=4),
+    _s(4096, 4, unified=1, verify=3, outputs_max=16),
+    _s(4096, 4, unified=1, fa="off", n_ubatch=2048, verify=3, outputs_max=16),
+]
+
+
 def _graph_dumps(models: dict[str, Callable[[], Model]], settings: list[Settings]) -> TruthFile:
     """The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer)."""
     return TruthFile(models, settings, extra="graph=1", decode=0, label=LABEL + ", reserved graph")
@@ -609,6 +631,19 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | _subset(recurrent.FAMILY_SET, "qwen35-mtp"),
         DRAFT_RUNS,
         label=LABEL + ", llama-server's verification batch (every sequence's draft decoded with logits)",
+    ),
+    # real-scale shapes, dense, sliding-window, MoE, recurrent and hybrid
+    "results_output_cap_dryrun.jsonl": TruthFile(
+        _subset(SHAPE_SET, *SCALE_SHAPES) | _subset(shapes.FAMILY_SET, "granite-4.0-h-tiny-shape"),
+        OUTPUT_CAP_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run, llama-server's n_outputs_max",
+    ),
+    "results_output_cap.jsonl": TruthFile(
+        _subset(PUBLIC_SET, "qwen3-f16", "gemma3-swa-f16", "qwen3moe-f16", "granitehybrid-f16"),
+        OUTPUT_CAP_DECODES,
+        label=LABEL + ", llama-server's n_outputs_max (its output limit)",
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_state_seq.jsonl": TruthFile(

@@ -180,6 +180,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["mtp"] = 1
     if "verify" in raw:  # the decode was llama-server's verification batch of verify draft tokens a sequence
         out["verify"] = raw["verify"]
+    if "outputs_max" in raw:  # llama_context_params.n_outputs_max as llama-server sets it (probe outputs_max=N)
+        out["outputs_max"] = raw["outputs_max"]
     if "graph" in raw:
         out["graph"] = raw["graph"]
     out["rss_baseline_bytes"] = rss0

@@ -18,6 +18,9 @@
 //   verify=D (the decode is llama-server's verification batch: each of the n_seq sequences its sampled token and D
 //   draft tokens, every one with logits, at most n_batch tokens in all, as handle_last_sampled_token adds them; the
 //   output buffer is read again after the decode, whose output_reserve(n_outputs_all) grows it)
+//   outputs_max=N (llama_context_params.n_outputs_max, as llama-server's server_output_limits sets it before the
+//   context is made: min(n_batch, n_parallel x (1 + n_draft)); llama_context::sched_reserve reserves the prompt
+//   graph with min(n_tokens, N) outputs; 0 or unset: n_batch, a plain context's)
 
 #include <algorithm>
 #include <cstdio>
@@ -246,6 +249,8 @@ int main(int argc, char ** argv) {
     cp.n_batch = num("n_batch", 2048);
     cp.n_ubatch = num("n_ubatch", 512);
     cp.n_rs_seq = num("n_rs_seq", 0);
+    const long long outputs_max = num("outputs_max", 0);
+    cp.n_outputs_max = (uint32_t) outputs_max;
     cp.n_threads = cp.n_threads_batch = num("threads", 2);
     cp.type_k = type_named(text("type_k", "f16"));
     cp.type_v = type_named(text("type_v", "f16"));
@@ -322,6 +327,7 @@ int main(int argc, char ** argv) {
         .num("mtp", mtp);
     const long long verify = num("verify", -1);
     if (verify >= 0) out.num("verify", verify);
+    if (outputs_max > 0) out.num("outputs_max", outputs_max);
 
     const bool graph = num("graph", 0) != 0 && !mp.no_alloc;
     if (graph) out.raw("graph", graph_nodes(ctx));

@@ -167,7 +167,7 @@ def context_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
     of half that (and three of a third for 25%): the context reduced alone, or then the layers assigned (MoE: the
     experts overridden). Then three
     on ggml-cuda's rules (a declared cuda GPU stands for the mock): llama-server's four slots on a unified cache
-    choosing the context, and a context of 8192 on one and two devices."""
+    (its output limit, 4, as n_outputs_max) choosing the context, and a context of 8192 on one and two devices."""
     runs: list[Run] = []
     for share in (60, 25):
         free = int(full_offload_bytes * share / 100 / MIB) + 1024
@@ -175,7 +175,9 @@ def context_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
     runs.append(("fitctx3_25", _fit_gpus(3, int(full_offload_bytes * 0.25 / MIB) + 1024)))
     cuda = {"mock_alloc": "cuda", "mock_moe_dep": "1"}
     free = int(full_offload_bytes * 0.6 / MIB) + 1024
-    runs.append(("fitctx1_60_server", _fit_gpus(1, free) | cuda | {"n_seq": "4", "unified": "1"}))
+    # llama-server's n_outputs_max, set before its fit: min(n_batch, 4 slots x (1 + no draft)) (server_output_limits)
+    server = {"n_seq": "4", "unified": "1", "outputs_max": "4"}
+    runs.append(("fitctx1_60_server", _fit_gpus(1, free) | cuda | server))
     free = int(full_offload_bytes * 0.25 / MIB) + 1024
     runs += [(f"fit{n}_25_cuda", _fit_gpus(n, free) | cuda | {"n_ctx": "8192"}) for n in (1, 2)]
     return [(label, args | {"fit": "1"}) for label, args in runs]

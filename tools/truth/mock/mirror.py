@@ -106,8 +106,8 @@ def request_of(row: dict[str, Any]) -> Placement:
 
 
 def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str) -> tuple[ModelTensors, MemoryAt]:
-    """The model and its memory at any total context, with the run's sequences, ubatch, cache types and flash
-    attention (as auto resolved it)."""
+    """The model and its memory at any total context, with the run's sequences, ubatch, cache types, flash
+    attention (as auto resolved it) and output cap."""
     facts = artifact_facts(list(summaries), name)
     a, c = args_of(row), row["cparams"]
     k_type, v_type = GGML_CACHE_TYPES[a.get("type_k", "f16")], GGML_CACHE_TYPES[a.get("type_v", "f16")]
@@ -126,6 +126,8 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
             flash_attention=bool(c["flash_attn"]),
         )
         geometry = dataclasses.replace(geometry, transposed_v=a.get("fa") == "off")  # the cache made before auto
+        # llama-server's output limit as the run set it (outputs_max: llama_context_params.n_outputs_max)
+        geometry = dataclasses.replace(geometry, n_outputs_max=int(a.get("outputs_max", 0)))
         return Memory(layout, geometry, k_type, v_type)
 
     return model_tensors(summaries, facts.n_vocab), at

@@ -413,6 +413,7 @@ int main(int argc, char ** argv) {
     cp.n_batch   = geti("n_batch", 2048);
     cp.n_ubatch  = geti("n_ubatch", 512);
     cp.n_rs_seq  = geti("n_rs_seq", 0);
+    cp.n_outputs_max = geti("outputs_max", 0);  // llama-server sets its output limit (server_output_limits)
     cp.n_threads = cp.n_threads_batch = geti("threads", 2);
     cp.type_k    = parse_type(gets("type_k", "f16"));
     cp.type_v    = parse_type(gets("type_v", "f16"));
