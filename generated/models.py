@@ -194,9 +194,9 @@ class WireFitVerdictRequest(WireModel):
     llama-server's defaults (its context then as `--fit` would choose it). A field the request names always
     wins; the answer's `workload.settings` says where every setting came from.
     `llamaServer`, `ollama`, `lmStudio` and `running` are llama-server, which caps the outputs of the graph
-    llama.cpp reserves at its output limit, min(`n_batch`, slots x (1 + `draftTokens`)) (since 1.19.0;
-    `server_output_limits` sets `n_outputs_max` before the context is made): the compute buffer in
-    `workspace` is sized for that many logits rows instead of the whole ubatch's. `custom` is a plain
+    llama.cpp reserves at its output limit, min(`n_batch`, slots x (1 + the draft tokens)) (since 1.19.0;
+    `server_output_limits` sets `n_outputs_max` before the context is made): the compute buffer in the
+    workspace part is sized for that many logits rows instead of the whole ubatch's. `custom` is a plain
     llama.cpp context (every token of the reserved ubatch an output).
 
     """
