@@ -28,11 +28,13 @@ MAX_RSS_GROWTH = 0.10
 
 
 def observation(client: int, n: int) -> dict:
+    """Client `client`'s `n`th observation, each under an identity of its own: the history keeps 16 rows per
+    identity and workload (history_db.PER_WORKLOAD_CAP), so rows sharing one would be trimmed, not lost."""
     return {
         "modelId": "model-0",
         "revision": "",
         "quant": "Q4_K_M",
-        "artifactBytes": 1000 + n,
+        "artifactBytes": 1000 + client * 1_000_000 + n,
         "workload": {
             "allocatedTokens": 4096,
             "streams": 1,
@@ -92,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         server = Server("memfit", models, state)
         try:
             body = batch_body([f"model-{i}" for i in range(len(REAL_SIZE))])
-            stored = asyncio.run(run(server.url, 4, 2.0, body))[2]  # warm up (its observations count too)
+            # warm up at the load's own concurrency (its observations count too)
+            stored = asyncio.run(run(server.url, args.clients, 2.0, body))[2]
             rss = [server.rss()]
             statuses: Counter = Counter()
             latencies: list[float] = []

@@ -2,7 +2,8 @@
 serving the same bytes (the wire's own cost).
 
 `python -m benchmarks.serve memfit|bare|bytes MODELS_DIR PORT STATE_DIR` runs it on 127.0.0.1 under uvicorn, the
-way `memfit serve` runs (same service construction), with access logs off so that all pay the same.
+way `memfit serve` runs (same service construction, the process's heap and collector set as memfit.serving sets
+them), with access logs off so that all pay the same.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from starlette.routing import Route
 from memfit import wire
 from memfit.app import create_app
 from memfit.generated.models import WireFitVerdictRequest
+from memfit.heap import keep_heap
 from memfit.readers.model_roots import Root, RootKind
 from memfit.service.fit_service import FitService
 from memfit.service_builder import build_service
+from memfit.serving import settle_for_serving
 
 TOKEN = "bench-token"
 
@@ -84,8 +87,10 @@ APPS = {"bare": bare_app, "bytes": bytes_app}
 
 def main(argv: list[str]) -> int:
     kind, models, port, state = argv
+    keep_heap()
     fit = service(models, state)
     app = create_app(fit, TOKEN) if kind == "memfit" else APPS[kind](fit)
+    settle_for_serving()
     uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning", access_log=False)
     return 0
 

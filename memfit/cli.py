@@ -265,10 +265,12 @@ def _directories(roots: Sequence[Root]) -> str:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from memfit.heap import keep_heap
     from memfit.http.plan_limit import PLAN_SLOTS
     from memfit.plan_processes import PlanProcesses, ServiceSettings
     from memfit.serving import WorkerSettings, quiet_warnings, run_one, run_workers
 
+    keep_heap()  # before any thread allocates: glibc fixes its arenas' number at the first thread's
     quiet_warnings()
     from memfit.server_record import client_url, record_path, remove_record, write_record
     from memfit.token_file import load_token

@@ -97,7 +97,8 @@ def worker_app(settings: WorkerSettings, supervisor: int) -> ASGIApp:
     """A worker's app (uvicorn calls it in the worker, as an app factory), the worker made to end with its
     supervisor. A measurement history that cannot be opened leaves the worker degraded, not stopped (said in the
     log now, and on /health); a worker that cannot build its app at all exits, and the supervisor starts another
-    later."""
+    later. glibc keeps the memory header reads reuse (memfit.heap), set before any thread allocates."""
+    keep_heap()
     end_with_supervisor(supervisor)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     quiet_warnings()
@@ -217,9 +218,7 @@ def settle_for_serving() -> None:
     routes, the catalog) lives as long as the server: frozen out of the collector's way, a full collection no
     longer scans its 80,000 objects (112 ms on this machine under load, 0 once frozen), which paused every request
     while a flood of connections made collections frequent. Full collections, which still scan the connections,
-    come less often (FULL_COLLECTION_EVERY). Threads hand the GIL over every SWITCH_INTERVAL_S. glibc keeps the
-    memory header reads reuse (memfit.heap)."""
-    keep_heap()
+    come less often (FULL_COLLECTION_EVERY). Threads hand the GIL over every SWITCH_INTERVAL_S."""
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)

@@ -31,3 +31,46 @@ def test_a_large_header_read_again_faults_in_no_fresh_memory(tmp_path: Path) -> 
     write_model(gemma3_4b(), path)
     done = subprocess.run([sys.executable, "-c", FAULTS, str(path)], capture_output=True, text=True, check=True)
     assert int(done.stdout) < 3 * 64  # pages: the header alone is 1,640
+
+
+ARENAS = """
+import ctypes, sys, tempfile, threading
+from memfit.heap import keep_heap
+if sys.argv[1] == "kept":
+    assert keep_heap()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = (ctypes.c_void_p,)
+together = threading.Barrier(8)
+def allocate():
+    together.wait()
+    for _ in range(50):
+        libc.free(libc.malloc(1 << 20))
+threads = [threading.Thread(target=allocate) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc.fdopen.restype = ctypes.c_void_p
+libc.fdopen.argtypes = (ctypes.c_int, ctypes.c_char_p)
+libc.malloc_info.argtypes = (ctypes.c_int, ctypes.c_void_p)
+libc.fclose.argtypes = (ctypes.c_void_p,)
+fd, name = tempfile.mkstemp()
+report = libc.fdopen(fd, b"w")
+libc.malloc_info(0, report)
+libc.fclose(report)
+print(open(name).read().count("<heap nr="))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and malloc_info")
+def test_threads_that_allocate_together_share_the_capped_arenas() -> None:
+    """Eight threads allocating at once: glibc's defaults give each its own arena (each then keeps up to the trim
+    threshold free at its top); in a process memfit.heap set, they share memfit.heap.ARENAS."""
+
+    def arenas(mode: str) -> int:
+        done = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True, text=True, check=True)
+        return int(done.stdout)
+
+    assert arenas("kept") == 2
+    assert arenas("defaults") > 2
