@@ -6,8 +6,10 @@ threshold: every read then pays a page fault per 4 KiB page (a 262k header's rea
 3.4 ms with the memory kept, on this machine). With both thresholds fixed, the freed buffers stay in the heap for
 the next read. Each of glibc's arenas keeps at most TRIM_THRESHOLD_BYTES free at its top, so their number is
 capped too: glibc gives each new thread that allocates its own arena, up to 8 per core (a server's worker threads,
-the index's), and with every arena keeping its top, a load at 8 clients grew the resident memory 6-12% after its
-warm-up (2-3% with ARENAS). Python threads allocate under the GIL, so more arenas buy them no parallelism.
+the index's), which could keep 32 MiB each. Python's threads allocate under the GIL, but C code that releases it
+(SQLite's queries) may contend for a shared arena: with ARENAS arenas a server's throughput at 8 clients was 0.90-1.01 of glibc's default in
+interleaved runs on this 2-core machine (2 arenas: 0.66-0.92), and its memory grew 1.4-1.6% under CI's load
+(default: 3.0-7.5%).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 MMAP_THRESHOLD_BYTES = 32 << 20  # glibc's own ceiling for its sliding threshold (DEFAULT_MMAP_THRESHOLD_MAX)
 TRIM_THRESHOLD_BYTES = 32 << 20  # about 3x a 262k header read's buffers (9.4 MB)
-ARENAS = 2  # the main thread's and one the other threads share
+ARENAS = 4  # the main thread's and three the other threads share
 
 
 def keep_heap() -> bool:

@@ -72,5 +72,5 @@ def test_threads_that_allocate_together_share_the_capped_arenas() -> None:
         done = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True, text=True, check=True)
         return int(done.stdout)
 
-    assert arenas("kept") == 2
-    assert arenas("defaults") > 2
+    assert arenas("kept") == 4
+    assert arenas("defaults") > 4
