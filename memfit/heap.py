@@ -7,9 +7,9 @@ threshold: every read then pays a page fault per 4 KiB page (a 262k header's rea
 the next read. Each of glibc's arenas keeps at most TRIM_THRESHOLD_BYTES free at its top, so their number is
 capped too: glibc gives each new thread that allocates its own arena, up to 8 per core (a server's worker threads,
 the index's), which could keep 32 MiB each. Python's threads allocate under the GIL, but C code that releases it
-(SQLite's queries) may contend for a shared arena: with ARENAS arenas a server's throughput at 8 clients was 0.90-1.01 of glibc's default in
-interleaved runs on this 2-core machine (2 arenas: 0.66-0.92), and its memory grew 1.4-1.6% under CI's load
-(default: 3.0-7.5%).
+(SQLite's queries) may contend for a shared arena: with ARENAS arenas a server's throughput at 8 clients was
+0.90-1.01 of glibc's default in interleaved runs on this 2-core machine (2 arenas: 0.66-0.92), and its memory grew
+0.5-1.6% under CI's load (default: 3.0-7.5%).
 """
 
 from __future__ import annotations
