@@ -108,7 +108,7 @@ def _candidates(words: np.ndarray, big_endian: bool) -> tuple[np.ndarray, np.nda
     import numpy as np
 
     j = (words[1:-1] == 0).nonzero()[0]  # word j + 1 is zero; j indexes its neighbours: words[j], words[2:][j]
-    before, next_word = words[j], words[2:][j]
+    before, next_word = words.take(j), words[2:].take(j)  # take: faster than fancy indexing
     # e: 3 - the zero high bytes of the word before (a little-endian u32's high bytes come last). A length's block
     # of seven zero bytes starts 3 - e bytes before the zero word, so the word after must begin with e zero bytes
     # (its low 8e bits: numpy shifts a u32 by 32 to 0); the length's low byte is the byte beside the block
