@@ -139,6 +139,7 @@ def derive_layout(
             note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
             causal=False,
             graph=graph_shape(rule, layers_of(rule, hp, tensors, types), (False,) * hp.n_layer, None, None, n_vocab),
+            embd_width=embd_width(arch, hp),
         )
     layers = layers_of(rule, hp, tensors, types)
     window = rule.window
@@ -170,6 +171,7 @@ def derive_layout(
         streams_per_sequence=rule.compression is not None,
         rs_rollback=rule.rs_rollback,
         nextn_width=nextn_width(arch, hp),
+        embd_width=embd_width(arch, hp),
     )
 
 
@@ -179,11 +181,14 @@ HC_OUTPUT = frozenset({"deepseek4", "qwen4exp"})
 
 
 def nextn_width(arch: str, hp: HParams) -> int:
-    """hparams.n_embd_out() (embedding_length_out, else n_embd; the residual streams' width where HC_OUTPUT) for a
-    model with NextN/MTP layers: the floats of one row of nextn embeddings llama_context::output_reserve keeps per
-    batch token once llama-server's draft-mtp sets them on the target; 0 for a model without NextN layers."""
-    if hp.nextn_predict_layers == 0:
-        return 0
+    """hparams.n_embd_out() for a model with NextN/MTP layers: the floats of one row of nextn embeddings
+    llama_context::output_reserve keeps per batch token once llama-server's draft-mtp sets them on the target; 0 for
+    a model without NextN layers."""
+    return embd_width(arch, hp) if hp.nextn_predict_layers else 0
+
+
+def embd_width(arch: str, hp: HParams) -> int:
+    """llama_hparams::n_embd_out(): embedding_length_out, else n_embd; the residual streams' width where HC_OUTPUT."""
     n_embd = hp.required(HParams.n_embd)
     if arch in HC_OUTPUT:
         return hp.required(HParams.n_hc) * n_embd
@@ -321,6 +326,7 @@ def graph_shape(
         post_norms=graph.post_norms,
         embedding_scale=graph.embedding_scale(hp),
         rs_rollback=rule.rs_rollback,
+        pooling=hp.pooling_type,
     )
 
 

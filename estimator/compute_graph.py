@@ -784,8 +784,34 @@ def ssm_scan(
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    """llama_model::build_graph: the architecture's graph, then build_pooling's under cparams.embeddings."""
     if shape.builder is not None:
-        return shape.builder(shape, geometry, n_vocab)
-    if shape.bert_block:
-        return EncoderGraph(shape, geometry).build()
-    return DecoderGraph(shape, geometry, n_vocab).build()
+        gf = shape.builder(shape, geometry, n_vocab)
+    elif shape.bert_block:
+        gf = EncoderGraph(shape, geometry).build()
+    else:
+        gf = DecoderGraph(shape, geometry, n_vocab).build()
+    if geometry.embeddings:
+        build_pooling(gf, shape, geometry)
+    return gf
+
+
+POOLING_NONE, POOLING_MEAN = 0, 1  # llama_pooling_type; CLS 2, LAST 3 and RANK 4 read one row a sequence
+
+
+def build_pooling(gf: Graph, shape: GraphShape, geometry: ContextGeometry) -> None:
+    """llm_graph_context::build_pooling over t_embd (the last graph output n_embd wide): NONE pools nothing; MEAN
+    multiplies its transposed copy (ggml_cont) by the inp_mean input [n_tokens, n_seqs]; CLS, LAST and RANK take
+    one row a sequence (inp_cls, get_rows). RANK's classification head (cls, cls_out: a few floats a sequence) is
+    left out."""
+    if shape.pooling == POOLING_NONE:
+        return
+    t_embd = next(t for t in reversed(gf.nodes) if t.output and t.ne[0] == shape.n_embd)
+    n_seqs = geometry.n_seq  # graph_reserve's ubatch: n_seqs_unq = n_seqs
+    if shape.pooling == POOLING_MEAN:
+        inp_mean = new_tensor(F32, ubatch_tokens(geometry), n_seqs, input=True)
+        pooled = mul_mat_t(cont(transpose(t_embd)), inp_mean)
+    else:
+        pooled = get_rows(t_embd, new_tensor(I32, n_seqs, input=True), shape.n_embd)
+    pooled.output = True  # set_outputs: t_embd_pooled
+    gf.expand(pooled)

@@ -37,6 +37,12 @@ class ContextGeometry:
     # llama_context_params.n_outputs_max: the outputs of the prompt graph llama.cpp reserves, min(n_tokens, this)
     # (0: n_batch, a plain context's; llama-server sets its output limit, server_outputs_max)
     n_outputs_max: int = 0
+    # cparams.embeddings (llama-server's --embedding, --rerank): every token of a decode an output, build_pooling in
+    # the graph (compute_graph.build_pooling)
+    embeddings: bool = False
+    # the floats of a row of embeddings the output buffer keeps beside the logits under `embeddings` (n_embd_out();
+    # 0: none)
+    embd_width: int = 0
 
     @property
     def outputs_max(self) -> int:
@@ -56,9 +62,24 @@ class ContextGeometry:
 
 
 def output_rows(geometry: ContextGeometry) -> int:
-    """The logits rows the output buffer grows to: output_reserve's n_outputs_max = max(n_outputs, n_seq_max)
-    (llama-context.cpp), n_outputs at most llama-server's verification outputs (verification_outputs)."""
+    """The rows the output buffer grows to: output_reserve's n_outputs_max = max(n_outputs, n_seq_max)
+    (llama-context.cpp), n_outputs at most llama-server's verification outputs (verification_outputs), or a whole
+    batch's where every token is an output (embedding_outputs)."""
+    if geometry.embeddings:
+        return max(geometry.n_seq, embedding_outputs(geometry.n_batch))
     return max(geometry.n_seq, verification_outputs(geometry.n_seq, geometry.n_batch, geometry.draft_tokens))
+
+
+def embedding_outputs(n_batch: int) -> int:
+    """The outputs of one decode under cparams.embeddings: all of its tokens (llama_context::decode's output_all:
+    "pooled embedding requires that all tokens are output"), at most n_batch of them."""
+    return n_batch
+
+
+def server_embedding_batch(n_batch: int, n_ubatch: int) -> int:
+    """llama-server's n_batch when it serves embeddings: n_ubatch where n_batch is larger (tools/server/server.cpp:
+    "embeddings require all tokens to be processed in a single ubatch")."""
+    return min(n_batch, n_ubatch)
 
 
 def verification_outputs(n_seq: int, n_batch: int, draft_tokens: int) -> int:
@@ -69,9 +90,12 @@ def verification_outputs(n_seq: int, n_batch: int, draft_tokens: int) -> int:
     return min(n_batch, n_seq * (1 + draft_tokens))
 
 
-def server_outputs_max(n_seq: int, n_batch: int, draft_tokens: int) -> int:
+def server_outputs_max(n_seq: int, n_batch: int, draft_tokens: int, embeddings: bool = False) -> int:
     """llama-server's n_outputs_max, set before its context is made (server-context.cpp load_model):
-    server_output_limits' total, min(n_batch, n_parallel x (1 + n_draft)) (verification_outputs), at least 1."""
+    server_output_limits' total, min(n_batch, n_parallel x (1 + n_draft)) (verification_outputs), at least 1; n_batch
+    where it serves embeddings (params.embedding, or a pooling type other than none: { n_batch, 1 })."""
+    if embeddings:
+        return n_batch
     return max(1, verification_outputs(n_seq, n_batch, draft_tokens))
 
 
@@ -91,9 +115,12 @@ def llama_geometry(
     nextn_width: int = 0,
     draft_tokens: int = 0,
     server: bool = False,
+    embeddings: bool = False,
+    embd_width: int = 0,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor); under
-    llama-server (`server`) with its output limit (server_outputs_max).
+    llama-server (`server`) with its output limit (server_outputs_max), which serving `embeddings` lifts to its
+    n_batch, itself cut to the ubatch (server_embedding_batch).
 
     memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
     SWA cache.
@@ -101,7 +128,8 @@ def llama_geometry(
     n_ctx = round_up(n_ctx_req, CELL_PADDING)
     n_ctx_seq = n_ctx if unified else round_up(n_ctx // n_seq, CELL_PADDING)
     n_ctx = n_ctx_seq * (1 if unified else n_seq)  # n_ctx made n_ctx_seq x n_seq_max where the two differ
-    n_batch = min(DEFAULT_N_BATCH, n_ctx_req) if causal else DEFAULT_N_BATCH  # capped by the unpadded request
+    batch_req = server_embedding_batch(DEFAULT_N_BATCH, n_ubatch_req) if server and embeddings else DEFAULT_N_BATCH
+    n_batch = min(batch_req, n_ctx_req) if causal else batch_req  # capped by the unpadded request
     return ContextGeometry(
         n_ctx=n_ctx,
         n_ctx_seq=n_ctx_seq,
@@ -120,7 +148,9 @@ def llama_geometry(
         draft_tokens=draft_tokens,
         # llama-server's params.n_batch is the request's, before llama_context caps it by the context: the cap
         # differs only where n_ctx < n_batch, where the graph's tokens (at most n_ctx) cap the outputs anyway
-        n_outputs_max=server_outputs_max(max(1, n_seq), DEFAULT_N_BATCH, draft_tokens) if server else 0,
+        n_outputs_max=server_outputs_max(max(1, n_seq), batch_req, draft_tokens, embeddings) if server else 0,
+        embeddings=embeddings,
+        embd_width=embd_width if embeddings else 0,
     )
 
 

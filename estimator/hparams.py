@@ -262,6 +262,8 @@ class HParams:
     f_embedding_scale = Key(LLM.EMBEDDING_SCALE, real)
     n_embd_per_layer = Key(LLM.EMBD_LENGTH_PER_LAYER_INP, uint(0))
     nextn_predict_layers = Key(LLM.NEXTN_PREDICT_LAYERS, uint(0))
+    # llama_model_base::load_hparams: LLM_KV_POOLING_TYPE, absent UNSPECIFIED, which llama_context makes NONE (0)
+    pooling_type = Key(LLM.POOLING_TYPE, uint(0))
     ftype = Key(Keys.General.FILE_TYPE, given)
     # sliding windows, shared KV, hybrids' layer marks
     n_swa = Key(ATTN.SLIDING_WINDOW, maybe_uint)

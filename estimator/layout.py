@@ -305,6 +305,8 @@ class GraphShape:
     post_norms: bool = False  # a norm of the mixer's and of the FFN's output before each residual add (gemma2/3)
     embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
     rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent blocks write n_rs_seq + 1 state slots
+    # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings
+    pooling: int = 0
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
@@ -341,6 +343,9 @@ class Layout:
     # hparams.n_embd_out() where the model has NextN/MTP layers (n_layer_nextn > 0): the width of a row of the
     # target context's nextn embeddings under llama-server's --spec-type draft-mtp; 0: no NextN layers
     nextn_width: int = 0
+    # hparams.n_embd_out(): the floats of a row of embeddings llama_context::output_reserve keeps per output under
+    # cparams.embeddings (llama-server's --embedding); 0: not derived
+    embd_width: int = 0
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

@@ -515,13 +515,14 @@ def recurrent_bytes(model: ModelTensors, memory: Memory, request: Placement, lay
     return out
 
 
-def output_buffer(n_vocab: int, rows: int, output_device: Device | None, nextn_floats: int = 0) -> tuple[str, int]:
-    # llama_context::output_reserve: the logits of `rows` outputs in floats (n_seq_max, or more while llama-server
-    # verifies drafts: workspace.output_rows), and the nextn embeddings' `nextn_floats` under llama-server's
-    # draft-mtp (workspace.output_floats), in the pinned host buffer type of the
-    # output layer's device (whatever --no-host says), else the CPU's
+def output_buffer(row_floats: int, rows: int, output_device: Device | None, nextn_floats: int = 0) -> tuple[str, int]:
+    # llama_context::output_reserve: `rows` outputs of `row_floats` floats (n_vocab logits, and n_embd_out embeddings
+    # under cparams.embeddings; n_seq_max rows, or more while llama-server verifies drafts or every token is an
+    # output: workspace.output_rows), and the nextn embeddings' `nextn_floats` under llama-server's draft-mtp
+    # (workspace.output_floats), in the pinned host buffer type of the output layer's device (whatever --no-host
+    # says), else the CPU's
     host = output_device.host_buffer_type if output_device is not None else None
-    return host or CPU, (n_vocab * rows + nextn_floats) * 4
+    return host or CPU, (row_floats * rows + nextn_floats) * 4
 
 
 # --- the whole placement ----------------------------------------------------------------------------------------
@@ -550,7 +551,9 @@ def place(
         "recurrent": recurrent_bytes(model, memory, request, layers),
     }
     g = memory.geometry
-    out_type, out_bytes = output_buffer(model.n_vocab, output_rows(g), layers[model.n_layer], g.nextn_width * g.n_batch)
+    out_type, out_bytes = output_buffer(
+        model.n_vocab + g.embd_width, output_rows(g), layers[model.n_layer], g.nextn_width * g.n_batch
+    )
     parts["output"] = {out_type: out_bytes}
     names = sorted({b for part in parts.values() for b in part})
     buffers = tuple(

@@ -98,9 +98,10 @@ def structure_key(geometry: ContextGeometry) -> tuple:
     """The geometry's fields with the context taken out: the cells left out, n_ctx as what the graph reads of it
     (the ubatch's tokens, min(n_ctx, n_ubatch)), n_outputs_max as the reserved graph's outputs, min(those tokens,
     n_outputs_max), and the output buffer's own fields (n_batch, capped by the context and at least the ubatch, so
-    no graph reads it beyond the outputs; the nextn embeddings' width; the draft tokens a verification carries)."""
+    no graph reads it beyond the outputs; the nextn embeddings' width; the draft tokens a verification carries; the
+    embeddings' width)."""
     fields = dict(vars(geometry))
-    del fields["n_ctx_seq"], fields["n_batch"], fields["nextn_width"], fields["draft_tokens"]
+    del fields["n_ctx_seq"], fields["n_batch"], fields["nextn_width"], fields["draft_tokens"], fields["embd_width"]
     fields["n_ctx"] = min(geometry.n_ctx, geometry.n_ubatch)
     fields["n_outputs_max"] = min(fields["n_ctx"], geometry.outputs_max)
     return tuple(fields.values())

@@ -42,6 +42,7 @@ NGRAM_DRAFTS = {
 NGRAM_CACHE_DRAFT = 8  # common_speculative_n_max: ngram-cache drafts at most 8
 MAX_ROLLBACK_SNAPSHOTS = 256  # the contract's maximum of rollbackSnapshots: a longer draft is not read
 MAX_DRAFT_TOKENS = 256  # the contract's maximum of draftTokens
+POOLING_TYPES = frozenset({"none", "mean", "cls", "last", "rank"})  # --pooling's values (another stops the server)
 FLASH_ATTENTION = (
     dict.fromkeys(TRUTHY, FlashAttention.ON)
     | dict.fromkeys(FALSEY, FlashAttention.OFF)
@@ -102,6 +103,10 @@ def _text(text: str) -> str:
     return text
 
 
+def _pooling(text: str) -> str | None:
+    return text if text in POOLING_TYPES else None
+
+
 @dataclass(frozen=True)
 class Option:
     """One of common/arg.cpp's options: its flags, its variable, what it sets (a wire setting, or a ServerArgs
@@ -159,11 +164,15 @@ OPTIONS = (
     Option(("--spec-ngram-simple-size-m",), "", "ngram_simple_m", _int),
     Option(("--spec-ngram-map-k-size-m",), "", "ngram_map_k_m", _int),
     Option(("--spec-ngram-map-k4v-size-m",), "", "ngram_map_k4v_m", _int),
+    # what decides whether it serves embeddings (_embeddings); --pooling comes first in arg.cpp
+    Option(("--pooling",), "LLAMA_ARG_POOLING", "pooling", _pooling),
+    Option(("--embedding", "--embeddings"), "LLAMA_ARG_EMBEDDINGS", "embedding"),
+    Option(("--rerank", "--reranking"), "LLAMA_ARG_RERANKING", "rerank"),
 )
 BY_FLAG = {flag: (option, True) for option in OPTIONS for flag in option.flags}
 BY_FLAG |= {flag: (option, False) for option in OPTIONS for flag in option.off_flags}
 FIELDS: tuple[str, ...] = ("ctx_size", "parallel", "per_slot", "model", "port", "host", "draft_model", "draft_max")
-FIELDS += ("spec_types", *(target for target, _ in NGRAM_DRAFTS.values()))
+FIELDS += ("spec_types", *(target for target, _ in NGRAM_DRAFTS.values()), "pooling", "embedding", "rerank")
 
 
 class _Reading:
@@ -244,6 +253,9 @@ def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Se
     draft = _draft_tokens(values, reading.unread)
     if draft is not None:
         named["draftTokens"] = draft
+    embeddings = _embeddings(values)
+    if embeddings is not None:
+        named["embeddings"] = embeddings
     return ServerArgs(
         named=named,
         ctx_size=_as_int(sized.get("ctx_size")),
@@ -320,6 +332,22 @@ def _draft_tokens(values: Mapping[str, tuple[object, str]], unread: dict[str, st
         return None
     why = f"; {n_said}" if n_said else ""
     return Named(n, f"{said}{why}: the draft length (common/speculative.cpp common_speculative_n_max)")
+
+
+def _embeddings(values: Mapping[str, tuple[object, str]]) -> Named | None:
+    """Whether llama-server serves embeddings, as server_output_limits decides it (tools/server/server-context.cpp):
+    params.embedding (--embedding; --rerank sets it with pooling rank) or a pooling type other than none named
+    (--pooling); None where none of them is named (llama-server's default, false)."""
+    for target in ("embedding", "rerank"):
+        if target in values:
+            return Named(True, f"{values[target][1]}: params.embedding, cparams.embeddings (common/common.cpp)")
+    if "pooling" not in values:
+        return None
+    pooling, said = values["pooling"]
+    if pooling == "none":
+        return Named(False, f"{said}: no embedding, pooling none (server_output_limits)")
+    # without --embedding its context computes none: answered as serving them, the larger
+    return Named(True, f"{said}: a pooling type, so the output limit is n_batch (server_output_limits)")
 
 
 def _as_int(value: object) -> int | None:

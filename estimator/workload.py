@@ -44,6 +44,7 @@ DEFAULT_DRAFT_TOKENS = 0  # common_params_speculative::types = {NONE}: llama-ser
 # common_params_speculative_draft::n_max (common/common.h): the draft length of --spec-type draft-mtp, which always
 # drafts, where the request names none
 MTP_DRAFT_TOKENS = 3
+DEFAULT_EMBEDDINGS = False  # common_params::embedding = false (common/common.h): no --embedding, --rerank
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -77,6 +78,7 @@ class WorkloadRequest:
     rollback_snapshots: int | None = None
     multi_token_prediction: bool | None = None
     draft_tokens: int | None = None
+    embeddings: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ SETTINGS = (
     ("rollback_snapshots", "rollbackSnapshots"),
     ("multi_token_prediction", "multiTokenPrediction"),
     ("draft_tokens", "draftTokens"),
+    ("embeddings", "embeddings"),
     ("gpu_layers", "gpuLayers"),
     ("tensor_split", "tensorSplit"),
     ("tensor_overrides", "tensorOverrides"),
@@ -166,6 +169,9 @@ class Workload:
     # the draft tokens each slot's verification batch carries under llama-server's speculative decoding (its
     # logits rows in the output buffer: context.output_rows)
     draft_tokens: int = DEFAULT_DRAFT_TOKENS
+    # llama-server serves embeddings (--embedding, --rerank): cparams.embeddings, every token of a decode an output
+    # with its embeddings beside its logits, and llama-server's output limit lifted to its n_batch (the ubatch)
+    embeddings: bool = DEFAULT_EMBEDDINGS
 
     @property
     def under_llama_server(self) -> bool:
@@ -189,6 +195,7 @@ class Workload:
             self.rollback_snapshots,
             self.multi_token_prediction,
             self.draft_tokens,
+            self.embeddings,
         ) == (
             DEFAULT_FLASH_ATTENTION,
             DEFAULT_UBATCH_TOKENS,
@@ -197,6 +204,7 @@ class Workload:
             DEFAULT_ROLLBACK_SNAPSHOTS,
             DEFAULT_MULTI_TOKEN_PREDICTION,
             DEFAULT_DRAFT_TOKENS,
+            DEFAULT_EMBEDDINGS,
         )
 
     @property
@@ -232,6 +240,7 @@ class Workload:
             clamp(self.rollback_snapshots),
             self.multi_token_prediction,
             clamp(self.draft_tokens),
+            self.embeddings,
         )
 
 
@@ -272,6 +281,7 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         if request.multi_token_prediction is None
         else request.multi_token_prediction,
         draft_tokens=default_draft_tokens(request) if request.draft_tokens is None else request.draft_tokens,
+        embeddings=DEFAULT_EMBEDDINGS if request.embeddings is None else request.embeddings,
         sources=tuple(
             ResolvedSetting(
                 wire, SettingSource.REQUEST if getattr(request, name) is not None else SettingSource.DEFAULT

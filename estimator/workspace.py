@@ -3,6 +3,8 @@
 The output buffer is exact: n_vocab * rows * 4 (a float of logits per vocabulary entry and output row: one per
 sequence, or while llama-server verifies drafts 1 + the draft length per sequence, at most n_batch), and under
 llama-server's draft-mtp n_embd_out * n_batch * 4 more (the target's nextn embeddings, a row per batch token).
+Under cparams.embeddings every token of a decode is an output, and a row holds n_embd_out floats of embeddings
+beside the logits: (n_vocab + n_embd_out) * n_batch * 4.
 The compute buffer is bounded from the graph llama.cpp reserves for a worst-case ubatch.
 """
 
@@ -20,13 +22,15 @@ def output_buffer(n_vocab: int, geometry: ContextGeometry) -> int:
     llama-server's speculative decoding grow them to output_rows, the old buffer freed before the new one is
     allocated, so the larger is the peak), and where nextn embeddings are
     set unmasked (common_speculative_impl_draft_mtp does on the target, after init) n_embd_out floats per batch
-    token (embd_nextn.size = n_embd_out * n_batch), which the first decode's output_reserve allocates."""
+    token (embd_nextn.size = n_embd_out * n_batch), which the first decode's output_reserve allocates; under
+    cparams.embeddings each row also n_embd_out floats of embeddings (embd.size = n_embd_out * n_outputs_max), a
+    row per token of the batch."""
     return output_floats(n_vocab, geometry) * LOGIT_BYTES
 
 
 def output_floats(n_vocab: int, geometry: ContextGeometry) -> int:
     """The floats of llama.cpp's output buffer (output_buffer)."""
-    return n_vocab * output_rows(geometry) + geometry.nextn_width * geometry.n_batch
+    return (n_vocab + geometry.embd_width) * output_rows(geometry) + geometry.nextn_width * geometry.n_batch
 
 
 def workspace_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:

@@ -186,8 +186,9 @@ class WireFitVerdictRequest(WireModel):
     `default_generation_settings.n_ctx`; `GET /slots` where `/props` leaves them out), asked over loopback
     with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`, ubatch, load
     mode, prompt cache, checkpoints, rollback snapshots (`--spec-type`, `--spec-draft-n-max`) and
-    multi-token prediction (`--spec-type draft-mtp`) and draft tokens (`--spec-type`, its draft lengths) its
-    command line (or its `LLAMA_ARG_*` variables) names;
+    multi-token prediction (`--spec-type draft-mtp`), draft tokens (`--spec-type`, its draft lengths) and
+    embeddings (`--embedding`, `--rerank`, `--pooling`) its command line (or its `LLAMA_ARG_*` variables)
+    names;
     llama-server's defaults for the rest (the server does not report them). Where no such server runs, or it
     does not answer, or its command line names a value memfit cannot express (a cache type other than f32,
     f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
@@ -196,8 +197,9 @@ class WireFitVerdictRequest(WireModel):
     `llamaServer`, `ollama`, `lmStudio` and `running` are llama-server, which caps the outputs of the graph
     llama.cpp reserves at its output limit, min(`n_batch`, slots x (1 + the draft tokens)) (since 1.19.0;
     `server_output_limits` sets `n_outputs_max` before the context is made): the compute buffer in the
-    workspace part is sized for that many logits rows instead of the whole ubatch's. `custom` is a plain
-    llama.cpp context (every token of the reserved ubatch an output).
+    workspace part is sized for that many logits rows instead of the whole ubatch's; serving embeddings
+    lifts that limit (since 1.20.0). `custom` is a plain llama.cpp context (every token of the reserved
+    ubatch an output).
 
     """
     swa_full: Annotated[bool | None, Field(alias="swaFull")] = None
@@ -266,6 +268,20 @@ class WireFitVerdictRequest(WireModel):
     list allows (`--spec-draft-n-max` for the draft types, the ngram types' own lengths; a draft model
     with no `--spec-type` is left unread). At most 256 (memfit's bound). Under the profiles that run
     llama-server the same limit caps the outputs of the graph llama.cpp reserves (see `profile`).
+
+    """
+    embeddings: bool | None = None
+    """
+    llama-server serves embeddings (since 1.20.0; `--embedding`, `--rerank`, or a `--pooling` other than
+    `none`): llama.cpp's context computes them (`cparams.embeddings`), so every token of a decode is an
+    output and llama.cpp's output buffer (part of `workspace`) holds `n_vocab` + `n_embd_out` floats for
+    each of up to `n_batch` tokens; llama-server then sets `n_batch` to the ubatch (where it is larger)
+    and lifts its output limit to that `n_batch`, so the graph llama.cpp reserves has every token of the
+    ubatch an output (see `profile`), and the pooling the model names (mean, cls, last, rank) is in it.
+    Default false under every profile (llama-server's `embedding = false`); the `running` profile reads
+    `--embedding`, `--rerank` and `--pooling` (a `--pooling` without `--embedding` is answered as serving
+    them, the larger: its context then computes none). The pooling is the model's own, whatever
+    `--pooling` names.
 
     """
 
@@ -875,6 +891,10 @@ class WireFitWorkload(WireModel):
     draft_tokens: Annotated[int, Field(alias="draftTokens", ge=-9223372036854775808, le=9223372036854775807)]
     """
     The draft tokens a slot's verification carries, as requested or defaulted (since 1.19.0).
+    """
+    embeddings: bool
+    """
+    Whether llama-server serves embeddings, as requested or defaulted (since 1.20.0).
     """
     slot_tokens: Annotated[int | None, Field(alias="slotTokens", ge=-9223372036854775808, le=9223372036854775807)]
     """

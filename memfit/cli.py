@@ -475,6 +475,7 @@ def _fit_requests(args: argparse.Namespace) -> list[WireFitVerdictRequest]:
             rollback_snapshots=args.rollback_snapshots,
             multi_token_prediction=args.mtp,
             draft_tokens=args.draft_tokens,
+            embeddings=args.embedding,
         )
         for m in args.model
     ]
@@ -557,6 +558,8 @@ def _not_measured(args: argparse.Namespace, auto: str) -> str | None:
         return "loads the model without its MTP layers: --mtp does not apply"
     if args.draft_tokens:
         return "loads the model and verifies no draft: --draft-tokens does not apply"
+    if args.embedding:
+        return "loads the model without embeddings: --embedding does not apply"
     return None
 
 

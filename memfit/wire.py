@@ -90,6 +90,7 @@ def fit_request(request: Request) -> FitRequest:
             request.rollback_snapshots,
             request.multi_token_prediction,
             request.draft_tokens,
+            request.embeddings,
         ),
     )
 
@@ -169,6 +170,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 rollback_snapshots=w.rollback_snapshots,
                 multi_token_prediction=w.multi_token_prediction,
                 draft_tokens=w.draft_tokens,
+                embeddings=w.embeddings,
                 slot_tokens=w.slot_tokens,
                 settings=[
                     m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources

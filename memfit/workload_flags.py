@@ -279,6 +279,13 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
         " --spec-draft-n-max, default 3, for the draft types; its output buffer holds 1 + N logits rows a slot;"
         " default 0, or 3 with --mtp)",
     )
+    parser.add_argument(
+        "--embedding",
+        action="store_true",
+        default=None,
+        help="llama-server serves embeddings (its --embedding, --rerank, or a --pooling other than none): every token"
+        " of a batch an output, its embeddings beside its logits in the output buffer, the output limit lifted",
+    )
 
 
 def tokens_per_stream(args: argparse.Namespace) -> int | None:

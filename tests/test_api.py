@@ -221,6 +221,7 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "rollbackSnapshots": 0,  # llama.cpp's n_rs_seq: no speculative rollback
         "multiTokenPrediction": False,  # llama-server's --spec-type draft-mtp: the MTP layers not loaded
         "draftTokens": 0,  # no speculative decoding: one logits row per sequence
+        "embeddings": False,  # no --embedding: one logits row per sequence, no embeddings rows
         "slotTokens": None,
     }
     assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0
@@ -461,3 +462,38 @@ def test_multi_token_prediction_verifies_llama_servers_default_draft(real_qwen: 
     assert workload["draftTokens"] == 3
     *_, asked = _workspace(real_qwen, allocatedTokens=4096, multiTokenPrediction=True, draftTokens=0)
     assert asked["draftTokens"] == 0
+
+
+QWEN_VOCAB, QWEN_EMBD = 151936, 2048  # Qwen3-30B-A3B's vocabulary and hidden size (tools/gguf_writers.qwen3_30b_a3b)
+
+
+@pytest.mark.parametrize(("tokens", "streams"), [(4096, 1), (4096, 4), (1024, 2)])
+def test_embeddings_output_every_token_of_a_batch(real_qwen: httpx.Client, tokens: int, streams: int) -> None:
+    """A context that computes embeddings outputs every token of a decode (llama_context::decode's output_all), and
+    output_reserve keeps n_embd_out floats of embeddings beside the n_vocab logits of each: in a plain context
+    (custom) the output buffer grows from n_seq_max rows of logits to n_batch rows of both, n_batch =
+    min(2048, n_ctx); the model names no pooling, so the compute buffer is the same replay."""
+    plain_floor, plain_ceiling, _ = _workspace(real_qwen, allocatedTokens=tokens, streams=streams)
+    floor, ceiling, workload = _workspace(real_qwen, allocatedTokens=tokens, streams=streams, embeddings=True)
+    n_batch = min(2048, tokens * streams)
+    added = (QWEN_VOCAB + QWEN_EMBD) * 4 * n_batch - QWEN_VOCAB * 4 * streams
+    assert (floor - plain_floor, ceiling - plain_ceiling) == (added, added)
+    assert workload["embeddings"] is True
+    assert {s["setting"]: s["source"] for s in workload["settings"]}["embeddings"] == "request"
+
+
+@pytest.mark.parametrize("ubatch", [512, 256, 2048])
+def test_llama_server_serving_embeddings_lifts_its_output_limit(real_qwen: httpx.Client, ubatch: int) -> None:
+    """llama-server serving embeddings cuts its n_batch to the ubatch (tools/server/server.cpp) and sets its output
+    limit to that n_batch (server_output_limits: { n_batch, 1 }): the reserved graph is a plain context's, every
+    token of the ubatch an output, and the output buffer holds the ubatch's rows of logits and embeddings. Without
+    embeddings llama-server caps the graph's outputs at its 4 slots, below both."""
+    settings = {"allocatedTokens": 4096, "streams": 4, "kvUnified": True, "ubatchTokens": ubatch}
+    plain_floor, plain_ceiling, _ = _workspace(real_qwen, profile="custom", **settings)
+    floor, ceiling, workload = _workspace(real_qwen, profile="llamaServer", embeddings=True, **settings)
+    added = (QWEN_VOCAB + QWEN_EMBD) * 4 * ubatch - QWEN_VOCAB * 4 * 4
+    assert (floor - plain_floor, ceiling - plain_ceiling) == (added, added)
+    assert workload["embeddings"] is True and workload["ubatchTokens"] == ubatch
+    capped_floor, _, capped = _workspace(real_qwen, profile="llamaServer", **settings)
+    assert capped["embeddings"] is False and capped_floor < plain_floor
+    assert {s["setting"]: s["source"] for s in capped["settings"]}["embeddings"] == "profile"

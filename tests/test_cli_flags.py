@@ -53,6 +53,13 @@ def test_draft_tokens_are_the_requests(public_models: Path, capsys: pytest.Captu
     assert _workload(capsys, public_models).draft_tokens == 0
 
 
+def test_embedding_is_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--embedding is the request's embeddings (llama-server serving embeddings), echoed; false by default
+    (common_params::embedding = false)."""
+    assert _workload(capsys, public_models, "--embedding").embeddings is True
+    assert _workload(capsys, public_models).embeddings is False
+
+
 @pytest.mark.parametrize("value", ["257", "-1", "three"])
 def test_draft_tokens_past_the_contract_are_a_usage_error(
     value: str, public_models: Path, capsys: pytest.CaptureFixture[str]

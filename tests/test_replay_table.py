@@ -300,3 +300,27 @@ def test_llama_servers_output_cap_replays_as_the_full_replay_at_every_ubatch_and
             outputs = min(ubatch, streams * (1 + draft)) if server else ubatch
             keys.setdefault(outputs, set()).add(replay_table.structure_key(geometry))
         assert all(len(k) == 1 for k in keys.values()) and len(set().union(*keys.values())) == len(keys)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen3moe", "bert", "llama-embed"])
+def test_embeddings_replay_as_the_full_replay_with_each_pooling(rebuilt: list[RebuiltRun], arch: str) -> None:
+    """A context computing embeddings (llama-server's, its n_batch the ubatch and its output limit lifted, or a
+    plain one) reserves the graph with build_pooling's nodes for the model's pooling (none, mean, cls, last, rank):
+    at ubatch 256 and 512 over 1 and 4 streams the table's answer at three contexts is the full replay's; the
+    embeddings are part of the structure, their width in the output buffer is not."""
+    model = architectures(rebuilt)[arch][0]
+    replay_table.clear()
+    for pooling in range(5):
+        graph = replace(model.graph, pooling=pooling)
+        for ubatch, streams in ((256, 1), (512, 4)):
+            for server in (False, True):
+                for tokens in (1024, 4096, 8192):
+                    geometry = llama_geometry(
+                        tokens * streams, streams, ubatch, server=server, embeddings=True, embd_width=7
+                    )
+                    found = replay_table.replayed(graph, model.n_vocab, geometry, build_graph)
+                    assert (found.size, found.live) == oracle(graph, model.n_vocab, geometry), (pooling, ubatch)
+                plain = llama_geometry(tokens * streams, streams, ubatch, server=server)
+                assert replay_table.structure_key(plain) != replay_table.structure_key(geometry)
+                wider = replace(geometry, embd_width=9)
+                assert replay_table.structure_key(wider) == replay_table.structure_key(geometry)

@@ -252,6 +252,47 @@ def test_the_running_profile_takes_the_servers_draft_length() -> None:
     assert mtp.request.draft_tokens == 3 and mtp.sources["draftTokens"].source is SettingSource.PROFILE
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "embeddings", "unread"),
+    [
+        (["--embedding"], {}, True, ()),
+        (["--embeddings"], {}, True, ()),
+        (["--rerank"], {}, True, ()),  # params.embedding = true, pooling rank
+        (["--reranking", "--pooling", "none"], {}, True, ()),  # params.embedding stays set
+        (["--pooling", "mean"], {}, True, ()),  # a pooling type: server_output_limits lifts the limit
+        (["--pooling", "none"], {}, False, ()),
+        (["--pooling", "none", "--embedding"], {}, True, ()),
+        (["--pooling", "max"], {}, None, ("--pooling",)),  # not a pooling type llama.cpp knows
+        ([], {"LLAMA_ARG_EMBEDDINGS": "1"}, True, ()),
+        ([], {"LLAMA_ARG_RERANKING": "true"}, True, ()),
+        ([], {"LLAMA_ARG_POOLING": "cls"}, True, ()),
+        ([], {"LLAMA_ARG_EMBEDDINGS": "0"}, None, ()),  # a switch's variable counts only when truthy
+        ([], {}, None, ()),  # none named: llama-server's default, no embeddings
+    ],
+)
+def test_embedding_flags_decide_the_embeddings(
+    argv: list[str], env: dict[str, str], embeddings: bool | None, unread: tuple[str, ...]
+) -> None:
+    """server_output_limits (tools/server/server-context.cpp): params.embedding (--embedding; --rerank sets it) or a
+    pooling type other than none (--pooling, common/arg.cpp) serve embeddings."""
+    args = server_args(["llama-server", "-m", "m.gguf", *argv], env)
+    named = args.named.get("embeddings")
+    assert (None if named is None else named.value, args.unread) == (embeddings, unread)
+
+
+def test_the_running_profile_takes_the_servers_embeddings() -> None:
+    """A running llama-server's --embedding is the workload's embeddings; a request's own value wins; with none
+    named, llama-server's default: false."""
+    serving = ["-np", "2", "-c", "8192", "--embedding"]
+    resolution = resolve_profile(WorkloadRequest(profile="running"), running(serving), subject())
+    assert resolution.request.embeddings is True
+    assert resolution.sources["embeddings"].source is SettingSource.RUNNING
+    asked = resolve_profile(WorkloadRequest(profile="running", embeddings=False), running(serving), subject())
+    assert asked.request.embeddings is False and "embeddings" not in asked.sources
+    plain = resolve_profile(WorkloadRequest(profile="running"), running(["-np", "2"]), subject())
+    assert plain.request.embeddings is False and plain.sources["embeddings"].source is SettingSource.PROFILE
+
+
 def test_a_value_memfit_cannot_express_is_left_unread() -> None:
     args = server_args(["llama-server", "-ctk", "q4_0", "-c", "lots", "-fa", "maybe", "-kvu", "-ub", "0", "-ub", "64"])
     assert args.unread == ("-ctk", "-c", "-fa")  # -ub's second value is read: the last one counts

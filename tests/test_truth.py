@@ -39,6 +39,7 @@ from tools.accuracy import (
     compare,
     file_bounds,
     measured_workspace,
+    model_writers,
     own_weights,
     recorded_bounds,
     recorded_truth,
@@ -721,3 +722,88 @@ def test_the_custom_profile_stays_a_plain_context(run: dict, cap_server: httpx.C
     assert _tight(floor, measured_workspace(run), ceiling)
     _, server_ceiling, _ = _cap_workspace(cap_server, run, "llamaServer")
     assert server_ceiling < measured_workspace(run)
+
+
+EMBEDDING_DRY = load(DATA / "results_embedding_dryrun.jsonl")
+EMBEDDING_DECODED = load(DATA / "results_embedding.jsonl")
+EMBEDDING_FILES = ("results_embedding_dryrun.jsonl", "results_embedding.jsonl")
+SERVING_EMBEDDINGS = [r for r in EMBEDDING_DRY + EMBEDDING_DECODED if settings(r).get("embeddings")]
+
+
+def test_llama_server_serving_embeddings_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama-server serving embeddings (the probe's embeddings=1, results_embedding*.jsonl: real-scale dense,
+    sliding-window and MoE shapes without a pooling of their own and with last, mean and cls, BERT encoders, in dry
+    runs; tiny decoders, a non-causal llama and BERTs decoded, every token of a prompt an output): every run
+    compared, the caches and the output buffer exact (after the decode where one ran), the bounds tight; the
+    pooling's nodes replayed."""
+    rows = [r for name in EMBEDDING_FILES for r in recorded[name]]
+    assert len(rows) == len(EMBEDDING_DRY) + len(EMBEDDING_DECODED) == 56
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+    assert len(SERVING_EMBEDDINGS) == 49
+
+
+def _writer_widths(run: dict) -> tuple[int, int]:
+    """The run's model's vocabulary and n_embd as its writer wrote them."""
+    model = model_writers()[run["model"]]()
+    return model.vocab, int(model.kv[f"{model.arch}.embedding_length"])
+
+
+@pytest.mark.parametrize("run", EMBEDDING_DECODED, ids=run_id)
+def test_an_embedding_decode_outputs_every_token(run: dict) -> None:
+    """What llama.cpp measured is output_reserve's rule under cparams.embeddings: n_vocab logits and n_embd_out
+    embeddings a row, n_seq_max rows at init, then one per token of the decode (all outputs: "pooled embedding
+    requires that all tokens are output"), n_batch of them (llama-server's, the ubatch)."""
+    n_vocab, n_embd = _writer_widths(run)
+    assert run["output_buffer_bytes_init"] == (n_vocab + n_embd) * 4 * settings(run)["n_seq"]
+    assert run["decode_rc"] == 0 and run["decode_tokens"] == run["n_batch"] == run["n_ubatch"]
+    assert run["output_buffer_bytes_after_decode"] == (n_vocab + n_embd) * 4 * run["n_batch"]
+
+
+@pytest.fixture(scope="module")
+def embedding_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A live memfit server over the embedding runs' models (the real-scale shapes sparse)."""
+    service = _service_over({r["model"] for r in EMBEDDING_DRY + EMBEDDING_DECODED}, tmp_path_factory)
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+def _within_trained_context(run: dict) -> bool:
+    """Whether a run's context per sequence is within its model's trained context (memfit refuses a request past it:
+    contextExceedsModelLimit; llama.cpp ran bert-large's 8192 dry)."""
+    model = model_writers()[run["model"]]()
+    s = settings(run)
+    return s["n_ctx"] // s["n_seq"] <= int(model.kv[f"{model.arch}.context_length"])
+
+
+def _served_workspace(run: dict) -> int:
+    """llama.cpp's compute and output buffers once llama-server has decoded an embedding batch: as measured after
+    the decode, or for a dry run its compute buffer and the output buffer a decode grows (the rows
+    test_an_embedding_decode_outputs_every_token holds, of the writer's widths)."""
+    if "output_buffer_bytes_after_decode" in run:
+        return int(run["compute_bytes_after_decode"] + run["output_buffer_bytes_after_decode"])
+    model = model_writers()[run["model"]]()
+    n_embd = int(model.kv[f"{model.arch}.embedding_length"])
+    return int(run["compute_bytes"]) + (model.vocab + n_embd) * 4 * run["n_batch"]
+
+
+@pytest.mark.parametrize("run", [r for r in SERVING_EMBEDDINGS if _within_trained_context(r)], ids=run_id)
+def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server: httpx.Client) -> None:
+    """Under the llamaServer profile with embeddings llama-server's n_batch is the ubatch and its output limit that
+    n_batch: the workspace's bounds hold llama.cpp's compute buffer (every token of the ubatch an output, the
+    model's pooling) and the output buffer an embedding batch grows, both tight. Without embeddings (llama-server's
+    cap at its slots, n_seq rows of logits) the profile answers less, and at real scale its ceiling lies below."""
+    s = settings(run)
+    body = _run_request(run) | {
+        "profile": "llamaServer",
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "kvUnified": bool(s.get("unified")),
+    }
+    answers = embedding_server.post("/v1/models/fit/batch", json=[body | {"embeddings": True}, body]).json()
+    serving, plain = ({p["component"]: p for p in r["estimate"]["parts"]} for r in answers["results"])
+    assert _tight(serving["workspace"]["bytes"], _served_workspace(run), serving["workspace"]["upperBytes"])
+    assert answers["results"][0]["estimate"]["workload"]["embeddings"] is True
+    assert plain["workspace"]["bytes"] < serving["workspace"]["bytes"]
+    if run in EMBEDDING_DRY:  # the real-scale shapes
+        assert plain["workspace"]["upperBytes"] < _served_workspace(run)

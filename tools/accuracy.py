@@ -44,6 +44,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
     from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
+    from tools.truth.matrices import EMBEDDING_MODELS, EMBEDDING_SHAPES  # their pooled variants
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -62,6 +63,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
         **attn_scale.SHAPES,
+        **EMBEDDING_SHAPES,
+        **EMBEDDING_MODELS,
     }
 
 
@@ -113,10 +116,11 @@ def run_weights(facts: ArtifactFacts, record: dict, variant: CpuVariant) -> tupl
 
 
 def after_decode(record: dict) -> bool:
-    """Whether the run's buffers are read after its decode: under draft-mtp (the probe's mtp=1) and for a
-    verification batch (verify=D), whose output_reserve grows the output buffer."""
+    """Whether the run's buffers are read after its decode: under draft-mtp (the probe's mtp=1), for a
+    verification batch (verify=D) and for a decode that computes embeddings (embeddings=1, every token an output),
+    whose output_reserve grows the output buffer."""
     s = settings(record)
-    return bool(s.get("mtp")) or "verify" in s
+    return bool(s.get("mtp")) or "verify" in s or (bool(s.get("embeddings")) and "decode_tokens" in record)
 
 
 def measured_workspace(record: dict) -> int:
@@ -232,11 +236,14 @@ def architecture(record: dict) -> str:
     return record.get("architecture") or record.get("model_desc", "?").split()[0]
 
 
-def run_geometry(record: dict, arch: str, causal: bool | None = None, nextn_width: int = 0) -> ContextGeometry:
+def run_geometry(
+    record: dict, arch: str, causal: bool | None = None, nextn_width: int = 0, embd_width: int = 0
+) -> ContextGeometry:
     """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it (`causal`: the
     layout's, where known; else whether the architecture has a memory module; `nextn_width`: the layout's, taken
     under draft-mtp, the probe's mtp=1; the draft tokens of a verification batch, the probe's verify=D; the
-    prompt graph's output cap, the probe's outputs_max=N)."""
+    prompt graph's output cap, the probe's outputs_max=N; the embeddings computed, the probe's embeddings=1, with
+    `embd_width` floats of them a row and llama.cpp's n_batch as the run set it, llama-server's ubatch)."""
     s = settings(record)
     if causal is None:
         causal = RULES[arch].memory is not Memory.NONE if arch in RULES else True
@@ -253,7 +260,11 @@ def run_geometry(record: dict, arch: str, causal: bool | None = None, nextn_widt
         rs_snapshots=s.get("n_rs_seq", 0),
         nextn_width=nextn_width if s.get("mtp") else 0,
         draft_tokens=s.get("verify", 0),
+        embeddings=bool(s.get("embeddings")),
+        embd_width=embd_width,
     )
+    if geometry.embeddings:  # the run's n_batch as llama-server serving embeddings sets it (the ubatch)
+        geometry = dataclasses.replace(geometry, n_batch=record["n_batch"])
     # llama-server's output limit as the probe asked it (outputs_max=N: llama_context_params.n_outputs_max)
     geometry = dataclasses.replace(geometry, n_outputs_max=s.get("outputs_max", 0))
     return dataclasses.replace(geometry, flash_attention=bool(record["flash_attn"]))
@@ -312,7 +323,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     """memfit's KV, recurrent state and workspace for a run, and whether llama.cpp's allocation lies between
     the bounds; `weights` None (a catalog shape, no file) checks the workspace and the caches only."""
     s = settings(record)
-    geometry = run_geometry(record, arch, layout.causal, layout.nextn_width)
+    geometry = run_geometry(record, arch, layout.causal, layout.nextn_width, layout.embd_width)
     k, v = kv_cache_bytes(
         layout,
         geometry,
@@ -324,12 +335,16 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     # llama.cpp's memory module, all its buffers (DSA's indexer cache too, which kv_k_bytes and kv_v_bytes leave out)
     real_memory = record["memory_bytes"]
     kv_exact = k + v + r + state == real_memory
-    output_exact = output_buffer(n_vocab, geometry) == measured_output(record)
+    # a run that never decoded has the output buffer of init, n_seq_max rows (measured_output)
+    at_init = geometry.embeddings and not after_decode(record)
+    output = output_buffer(n_vocab, dataclasses.replace(geometry, embeddings=False) if at_init else geometry)
+    output_exact = output == measured_output(record)
     window = workspace_bounds(layout.graph, n_vocab, geometry) if layout.graph is not None else None
     if window is None:
         why = "unknown: graph not derived" if layout.graph is None else "unknown: workload not derived"
         return BoundsRow(record, why, kv_exact=kv_exact, output_exact=output_exact)
     floor, slack = window
+    floor += output - output_buffer(n_vocab, geometry)  # the output buffer the run measured
     fixed = k + v + r + state
     real = measured_workspace(record) + real_memory
     lower, upper = fixed + floor, fixed + floor + slack

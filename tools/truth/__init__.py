@@ -45,7 +45,8 @@ def records(name: str) -> list[dict]:
 
 
 # in a run's id where set
-RUN_EXTRAS = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp", "verify", "outputs_max")
+RUN_EXTRAS: tuple[str, ...] = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp")
+RUN_EXTRAS += ("verify", "outputs_max", "embeddings")
 
 
 def run_id(record: dict) -> str:

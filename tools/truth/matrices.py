@@ -447,6 +447,57 @@ OUTPUT_CAP_DECODES = [
 ]
 
 
+# llama-server serving embeddings (embeddings=1, the probe's: llama_context_params.embeddings as --embedding sets it,
+# with llama-server's n_batch cut to the ubatch (server.cpp) and its output limit that n_batch (server_output_limits:
+# { n_batch, 1 }), so every token of the reserved ubatch is an output): one sequence and four over a unified cache,
+# flash attention off, a 2048 ubatch; llama-server's plain output limit beside them (no embeddings, four slots).
+EMBEDDING_RUNS = [
+    _s(8192, 1, n_batch=512, outputs_max=512, embeddings=1),
+    _s(8192, 4, unified=1, n_batch=512, outputs_max=512, embeddings=1),
+    _s(8192, 1, fa="off", n_batch=512, outputs_max=512, embeddings=1),
+    _s(8192, 4, unified=1, n_batch=2048, n_ubatch=2048, outputs_max=2048, embeddings=1),
+    _s(8192, 4, unified=1, outputs_max=4),
+]
+# The same over real allocation, every token of a prompt of n_batch tokens decoded as an output (the probe sets
+# them all, as llama-server does for an embedding task), the output buffer read after the decode.
+EMBEDDING_DECODES = [
+    _s(4096, 1, n_batch=512, outputs_max=512, embeddings=1),
+    _s(4096, 4, unified=1, n_batch=512, outputs_max=512, embeddings=1),
+    _s(4096, 1, fa="off", n_batch=256, n_ubatch=256, outputs_max=256, embeddings=1),
+]
+
+
+def _pooled(make: Callable[[], Model], pooling: int) -> Callable[[], Model]:
+    """A writer's model with `<arch>.pooling_type` set (llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank), as an
+    embedding model's conversion writes it (Qwen3-Embedding's last, a mean-pooled decoder)."""
+
+    def model() -> Model:
+        m = make()
+        m.arch_kv(pooling_type=pooling)
+        return m
+
+    return model
+
+
+EMBEDDING_SHAPES = (
+    _subset(SHAPE_SET, "llama31-8b-shape-q4_0", "gemma3-4b-shape-q4_0")
+    | {
+        "llama31-8b-shape-q4_0-last": _pooled(SHAPE_SET["llama31-8b-shape-q4_0"], 3),
+        "llama31-8b-shape-q4_0-mean": _pooled(SHAPE_SET["llama31-8b-shape-q4_0"], 1),
+        "qwen3-30b-a3b-shape-q4_0-cls": _pooled(SHAPE_SET["qwen3-30b-a3b-shape-q4_0"], 2),
+    }
+    | _subset(shapes.FAMILY_SET, "bert-large-shape", "nomic-bert-shape")
+)
+EMBEDDING_MODELS = (
+    _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0")
+    | {
+        "qwen3-f16-last": _pooled(PUBLIC_SET["qwen3-f16"], 3),
+        "qwen3-f16-mean": _pooled(PUBLIC_SET["qwen3-f16"], 1),
+    }
+    | _subset(attention.FAMILY_SET, "llama-embed", "bert-embd", "nomic-bert-embd")
+)
+
+
 def _graph_dumps(models: dict[str, Callable[[], Model]], settings: list[Settings]) -> TruthFile:
     """The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer)."""
     return TruthFile(models, settings, extra="graph=1", decode=0, label=LABEL + ", reserved graph")
@@ -644,6 +695,20 @@ TRUTH_FILES: dict[str, TruthFile] = {
         _subset(PUBLIC_SET, "qwen3-f16", "gemma3-swa-f16", "qwen3moe-f16", "granitehybrid-f16"),
         OUTPUT_CAP_DECODES,
         label=LABEL + ", llama-server's n_outputs_max (its output limit)",
+    ),
+    # real-scale shapes, without a pooling of their own, with last, mean and cls, and BERT encoders (mean)
+    "results_embedding_dryrun.jsonl": TruthFile(
+        EMBEDDING_SHAPES,
+        EMBEDDING_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run, llama-server serving embeddings",
+    ),
+    "results_embedding.jsonl": TruthFile(
+        EMBEDDING_MODELS,
+        EMBEDDING_DECODES,
+        decode=512,
+        label=LABEL + ", llama-server serving embeddings (a prompt decoded, every token an output)",
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_state_seq.jsonl": TruthFile(

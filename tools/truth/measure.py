@@ -167,7 +167,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["rss_growth_total_after_decode"] = raw["rss_after_decode"]["rss"] - rss0
         out["peak_rss_growth"] = raw["rss_after_decode"]["hwm"] - rss0
         out["compute_bytes_after_decode"] = sum(v["compute"] for v in raw["breakdown_after_decode"].values())
-        if raw.get("mtp") or "verify" in raw:  # the output buffer the decode's output_reserve grew (mtp=1, verify=D)
+        # the output buffer the decode's output_reserve grew (mtp=1, verify=D, embeddings=1)
+        if raw.get("mtp") or "verify" in raw or raw.get("embeddings"):
             out["output_buffer_bytes_after_decode"] = raw["output_buffer_bytes_after_decode"]
     if "state_seq_bytes" in raw:  # one sequence's state after state_tokens tokens (probe state_tokens=T)
         out |= {
@@ -176,18 +177,27 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     if "fit_n_ctx" in raw:  # common_fit_params' choice (probe fit_used=B)
         out |= {k: raw[k] for k in ("fit_used", "fit_host_total", "fit_status", "fit_n_ctx")}
     out["no_alloc"] = raw.get("no_alloc", 0)
-    if raw.get("mtp"):  # llama-server's target under --spec-type draft-mtp (probe mtp=1)
-        out["mtp"] = 1
-    if "verify" in raw:  # the decode was llama-server's verification batch of verify draft tokens a sequence
-        out["verify"] = raw["verify"]
-    if "outputs_max" in raw:  # llama_context_params.n_outputs_max as llama-server sets it (probe outputs_max=N)
-        out["outputs_max"] = raw["outputs_max"]
+    out |= server_settings(raw)
     if "graph" in raw:
         out["graph"] = raw["graph"]
     out["rss_baseline_bytes"] = rss0
     out["sum_buffers_bytes"] = (
         out["weights_bytes"] + out["memory_bytes"] + out["compute_bytes"] + out["output_buffer_bytes_init"]
     )
+    return out
+
+
+def server_settings(raw: dict[str, Any]) -> dict[str, Any]:
+    """The probe's llama-server options a run was made with, where set."""
+    out: dict[str, Any] = {}
+    if raw.get("mtp"):  # llama-server's target under --spec-type draft-mtp (probe mtp=1)
+        out["mtp"] = 1
+    if "verify" in raw:  # the decode was llama-server's verification batch of verify draft tokens a sequence
+        out["verify"] = raw["verify"]
+    if "outputs_max" in raw:  # llama_context_params.n_outputs_max as llama-server sets it (probe outputs_max=N)
+        out["outputs_max"] = raw["outputs_max"]
+    if raw.get("embeddings"):  # llama_context_params.embeddings as llama-server's --embedding sets it
+        out["embeddings"] = 1
     return out
 
 

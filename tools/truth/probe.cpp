@@ -21,6 +21,10 @@
 //   outputs_max=N (llama_context_params.n_outputs_max, as llama-server's server_output_limits sets it before the
 //   context is made: min(n_batch, n_parallel x (1 + n_draft)); llama_context::sched_reserve reserves the prompt
 //   graph with min(n_tokens, N) outputs; 0 or unset: n_batch, a plain context's)
+//   embeddings=1 (llama_context_params.embeddings, as common_context_params_to_llama sets it from llama-server's
+//   --embedding/--rerank: every token of a decode an output, the output buffer n_vocab + n_embd_out floats a row;
+//   the output buffer is read again after the decode)  pooling=none|mean|cls|last|rank (pooling_type, as --pooling
+//   sets it; unset: the model's own)
 
 #include <algorithm>
 #include <cstdio>
@@ -261,6 +265,16 @@ int main(int argc, char ** argv) {
     cp.kv_unified = num("unified", 0) != 0;
     cp.swa_full = num("swa_full", 0) != 0;
     cp.no_perf = true;
+    const bool embeddings = num("embeddings", 0) != 0;
+    cp.embeddings = embeddings;
+    const std::string pooling = text("pooling", "");
+    if (!pooling.empty()) {
+        const std::map<std::string, enum llama_pooling_type> poolings = {
+            {"none", LLAMA_POOLING_TYPE_NONE}, {"mean", LLAMA_POOLING_TYPE_MEAN}, {"cls", LLAMA_POOLING_TYPE_CLS},
+            {"last", LLAMA_POOLING_TYPE_LAST}, {"rank", LLAMA_POOLING_TYPE_RANK}};
+        if (!poolings.count(pooling)) fail("unknown pooling type");
+        cp.pooling_type = poolings.at(pooling);
+    }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) fail("context init failed");
     const std::string rss_ctx = rss();
@@ -283,6 +297,8 @@ int main(int argc, char ** argv) {
                              .num("n_outputs_max", c.n_outputs_max)
                              .num("flash_attn", c.flash_attn)
                              .num("kv_unified", c.kv_unified)
+                             .num("embeddings", c.embeddings)
+                             .num("pooling_type", (long long) c.pooling_type)
                              .done());
 
     // The memory module's caches, by the kind llama.cpp built for the architecture (most derived first).
@@ -328,6 +344,8 @@ int main(int argc, char ** argv) {
     const long long verify = num("verify", -1);
     if (verify >= 0) out.num("verify", verify);
     if (outputs_max > 0) out.num("outputs_max", outputs_max);
+    if (embeddings) out.num("embeddings", 1);
+    if (!pooling.empty()) out.str("pooling", pooling);
 
     const bool graph = num("graph", 0) != 0 && !mp.no_alloc;
     if (graph) out.raw("graph", graph_nodes(ctx));
@@ -344,7 +362,7 @@ int main(int argc, char ** argv) {
             batch.pos[i] = (llama_pos) (i % per_seq);
             batch.n_seq_id[i] = 1;
             batch.seq_id[i][0] = (llama_seq_id) (i / per_seq);
-            batch.logits[i] = verify >= 0 || i == n_tokens - 1;
+            batch.logits[i] = verify >= 0 || embeddings || i == n_tokens - 1;  // pooled embeddings: every token
         }
         batch.n_tokens = (int) n_tokens;
         const int rc = llama_decode(ctx, batch);
