@@ -138,6 +138,7 @@ def derive_layout(
             has_kv_cache=False,
             note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
             causal=False,
+            memory=False,
             graph=graph_shape(rule, layers_of(rule, hp, tensors, types), (False,) * hp.n_layer, None, None, n_vocab),
             embd_width=embd_width(arch, hp),
         )

@@ -43,6 +43,9 @@ class ContextGeometry:
     # the floats of a row of embeddings the output buffer keeps beside the logits under `embeddings` (n_embd_out();
     # 0: none)
     embd_width: int = 0
+    # the model has no memory module (llama_model::create_memory returns none: BERT and the other encoders), so
+    # llama_context::decode calls encode(), every token of its one ubatch an output (encode_outputs)
+    memoryless: bool = False
 
     @property
     def outputs_max(self) -> int:
@@ -63,11 +66,21 @@ class ContextGeometry:
 
 def output_rows(geometry: ContextGeometry) -> int:
     """The rows the output buffer grows to: output_reserve's n_outputs_max = max(n_outputs, n_seq_max)
-    (llama-context.cpp), n_outputs at most llama-server's verification outputs (verification_outputs), or a whole
-    batch's where every token is an output (embedding_outputs)."""
+    (llama-context.cpp), n_outputs at most llama-server's verification outputs (verification_outputs), a whole
+    batch's where every token is an output (embedding_outputs), or a whole ubatch's where the model has no memory
+    module (encode_outputs)."""
+    if geometry.memoryless:
+        return encode_outputs(geometry.n_seq, geometry.n_ubatch)
     if geometry.embeddings:
         return max(geometry.n_seq, embedding_outputs(geometry.n_batch))
     return max(geometry.n_seq, verification_outputs(geometry.n_seq, geometry.n_batch, geometry.draft_tokens))
+
+
+def encode_outputs(n_seq: int, n_ubatch: int) -> int:
+    """The rows of a model without a memory module once it has decoded, embeddings or not: max(n_seq_max, n_ubatch)
+    at most (the batch's every token an output, the batch at most one ubatch)."""
+    # llama_context::decode without memory calls encode(): GGML_ASSERT(n_ubatch >= n_tokens), output_reserve(n_tokens)
+    return max(n_seq, n_ubatch)
 
 
 def embedding_outputs(n_batch: int) -> int:
@@ -117,10 +130,11 @@ def llama_geometry(
     server: bool = False,
     embeddings: bool = False,
     embd_width: int = 0,
+    memoryless: bool = False,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor); under
     llama-server (`server`) with its output limit (server_outputs_max), which serving `embeddings` lifts to its
-    n_batch, itself cut to the ubatch (server_embedding_batch).
+    n_batch, itself cut to the ubatch (server_embedding_batch); `memoryless`: a model without a memory module.
 
     memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
     SWA cache.
@@ -151,6 +165,7 @@ def llama_geometry(
         n_outputs_max=server_outputs_max(max(1, n_seq), batch_req, draft_tokens, embeddings) if server else 0,
         embeddings=embeddings,
         embd_width=embd_width if embeddings else 0,
+        memoryless=memoryless,
     )
 
 

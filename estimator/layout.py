@@ -335,6 +335,7 @@ class Layout:
     head_dims: tuple[tuple[int, int], ...] = ()  # the distinct (K, V) head sizes of the trunk layers
     same_cache_types: bool = False  # llama.cpp refuses different K and V cache types (MLA)
     causal: bool = True  # False for embedding models: llama.cpp does not cap their batch by the context
+    memory: bool = True  # False: llama_model::create_memory makes no memory module (decode calls encode())
     graph: GraphShape | None = None  # None: the architecture's compute graph is not derived
     swa_type: SwaType = SwaType.STANDARD  # how the sliding layers mask (estimator/seq_state.py)
     cell_ext: bool = False  # llama_kv_cache::has_cell_ext: each cell keeps a 2-D position (M-RoPE)

@@ -17,6 +17,7 @@ from memfit.readers.model_roots import Root, RootKind
 from memfit.service_builder import build_service
 from tests.conftest import LiveServer
 from tests.test_history import _observation
+from tools.families import shapes
 from tools.gguf_writers import qwen3_30b_a3b, write_model
 from tools.truth import records
 
@@ -497,3 +498,46 @@ def test_llama_server_serving_embeddings_lifts_its_output_limit(real_qwen: httpx
     capped_floor, _, capped = _workspace(real_qwen, profile="llamaServer", **settings)
     assert capped["embeddings"] is False and capped_floor < plain_floor
     assert {s["setting"]: s["source"] for s in capped["settings"]}["embeddings"] == "profile"
+
+
+@pytest.fixture(scope="module")
+def real_bert(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server over bert-large's shape (tools/families/shapes.py, written sparse), its pooling none (so computing
+    embeddings adds no node to the graph, only rows to the output buffer)."""
+    directory = tmp_path_factory.mktemp("real-bert")
+    model = shapes.FAMILY_SET["bert-large-shape"]()
+    model.arch_kv(pooling_type=0)
+    write_model(model, directory / "bert-large.gguf")
+    service = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+BERT_VOCAB, BERT_EMBD = 30522, 1024  # bert-large's vocabulary and hidden size (tools/families/shapes.py)
+
+
+@pytest.mark.parametrize(
+    ("streams", "ubatch", "rows"),
+    [
+        (1, 512, 512),  # a prompt of a whole ubatch, every token an output
+        (4, 512, 512),
+        (4, 256, 256),  # the ubatch, not n_batch (2048: a non-causal model's, uncapped by its context)
+        (4, 2, 4),  # n_seq_max rows where the ubatch is smaller (output_reserve's max(n_outputs, n_seq_max))
+    ],
+)
+def test_a_model_without_memory_outputs_every_token_of_its_ubatch(
+    real_bert: httpx.Client, streams: int, ubatch: int, rows: int
+) -> None:
+    """A model without a memory module (BERT) decodes through llama_context::encode, whose one ubatch is every
+    token an output, embeddings or not: the output buffer holds max(n_seq_max, n_ubatch) rows after the first decode,
+    n_vocab logits each, and n_embd_out embeddings more under cparams.embeddings (custom: a plain context)."""
+    settings = {"modelId": "bert-large", "allocatedTokens": 512, "streams": streams, "ubatchTokens": ubatch}
+    plain_floor, plain_ceiling, _ = _workspace(real_bert, **settings)
+    floor, ceiling, workload = _workspace(real_bert, embeddings=True, **settings)
+    added = BERT_EMBD * 4 * rows
+    assert (floor - plain_floor, ceiling - plain_ceiling) == (added, added)
+    assert workload["embeddings"] is True and workload["profile"] == "custom"
+    one_floor, one_ceiling, _ = _workspace(real_bert, **settings | {"streams": 1})
+    one_added = BERT_VOCAB * 4 * (rows - max(1, ubatch))  # one stream's rows: the ubatch's
+    # the ceiling's compute slack grows with the sequences of a 2-token ubatch too
+    assert plain_floor - one_floor == one_added <= plain_ceiling - one_ceiling

@@ -759,6 +759,30 @@ def test_an_embedding_decode_outputs_every_token(run: dict) -> None:
     assert run["output_buffer_bytes_after_decode"] == (n_vocab + n_embd) * 4 * run["n_batch"]
 
 
+ENCODED = load(DATA / "results_encode.jsonl")
+
+
+def test_a_model_without_memory_decoded_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """A model without a memory module decoded through encode() (results_encode.jsonl: BERTs, nomic-bert and
+    bert-large's shape, a plain context's n_batch over a 512 and a 256 ubatch, 1 and 4 sequences, without embeddings
+    and with): every run compared, the output buffer exact as the decode grew it, the bounds tight."""
+    rows = recorded["results_encode.jsonl"]
+    assert len(rows) == len(ENCODED) == 24
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+
+
+@pytest.mark.parametrize("run", ENCODED, ids=run_id)
+def test_an_encode_outputs_every_token_of_its_ubatch(run: dict) -> None:
+    """What llama.cpp measured is encode()'s rule: n_vocab logits a row (and n_embd_out embeddings under
+    cparams.embeddings), n_seq_max rows at init, then one per token of the prompt, which is one ubatch at most
+    (encode() asserts n_ubatch >= n_tokens), however large n_batch is; every token an output, embeddings or not."""
+    n_vocab, n_embd = _writer_widths(run)
+    row = n_vocab + (n_embd if settings(run).get("embeddings") else 0)
+    assert run["output_buffer_bytes_init"] == row * 4 * settings(run)["n_seq"]
+    assert run["decode_rc"] == 0 and run["decode_tokens"] == run["n_ubatch"] < run["n_batch"] == 2048
+    assert run["output_buffer_bytes_after_decode"] == row * 4 * run["n_ubatch"]
+
+
 @pytest.fixture(scope="module")
 def embedding_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     """A live memfit server over the embedding runs' models (the real-scale shapes sparse)."""
@@ -791,7 +815,8 @@ def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server:
     """Under the llamaServer profile with embeddings llama-server's n_batch is the ubatch and its output limit that
     n_batch: the workspace's bounds hold llama.cpp's compute buffer (every token of the ubatch an output, the
     model's pooling) and the output buffer an embedding batch grows, both tight. Without embeddings (llama-server's
-    cap at its slots, n_seq rows of logits) the profile answers less, and at real scale its ceiling lies below."""
+    cap at its slots, n_seq rows of logits) the profile answers less, and at real scale its ceiling lies below,
+    but for a model without a memory module, whose encode() outputs the ubatch's rows of logits either way."""
     s = settings(run)
     body = _run_request(run) | {
         "profile": "llamaServer",
@@ -805,5 +830,5 @@ def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server:
     assert _tight(serving["workspace"]["bytes"], _served_workspace(run), serving["workspace"]["upperBytes"])
     assert answers["results"][0]["estimate"]["workload"]["embeddings"] is True
     assert plain["workspace"]["bytes"] < serving["workspace"]["bytes"]
-    if run in EMBEDDING_DRY:  # the real-scale shapes
+    if run in EMBEDDING_DRY and architecture(run) not in NON_CAUSAL:  # the real-scale decoders
         assert plain["workspace"]["upperBytes"] < _served_workspace(run)

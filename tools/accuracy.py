@@ -117,10 +117,19 @@ def run_weights(facts: ArtifactFacts, record: dict, variant: CpuVariant) -> tupl
 
 def after_decode(record: dict) -> bool:
     """Whether the run's buffers are read after its decode: under draft-mtp (the probe's mtp=1), for a
-    verification batch (verify=D) and for a decode that computes embeddings (embeddings=1, every token an output),
+    verification batch (verify=D), for a decode that computes embeddings (embeddings=1, every token an output) and
+    for a prompt of the run's own (decode=N: a model without a memory module, whose encode() outputs every token),
     whose output_reserve grows the output buffer."""
     s = settings(record)
-    return bool(s.get("mtp")) or "verify" in s or (bool(s.get("embeddings")) and "decode_tokens" in record)
+    decoded = "decode_tokens" in record
+    return bool(s.get("mtp")) or "verify" in s or ((bool(s.get("embeddings")) or "decode" in s) and decoded)
+
+
+def at_init(geometry: ContextGeometry) -> ContextGeometry:
+    """The geometry of the output buffer llama_context's constructor reserves (output_reserve(n_seq_max)), before a
+    decode grows it to every token of a batch (cparams.embeddings) or of a ubatch (a model without a memory
+    module); a row keeps its embeddings' floats under cparams.embeddings all the same."""
+    return dataclasses.replace(geometry, embeddings=False, memoryless=False)
 
 
 def measured_workspace(record: dict) -> int:
@@ -243,10 +252,12 @@ def run_geometry(
     layout's, where known; else whether the architecture has a memory module; `nextn_width`: the layout's, taken
     under draft-mtp, the probe's mtp=1; the draft tokens of a verification batch, the probe's verify=D; the
     prompt graph's output cap, the probe's outputs_max=N; the embeddings computed, the probe's embeddings=1, with
-    `embd_width` floats of them a row and llama.cpp's n_batch as the run set it, llama-server's ubatch)."""
+    `embd_width` floats of them a row and llama.cpp's n_batch as the run set it, llama-server's ubatch; whether the
+    architecture has no memory module, whose decode is encode())."""
     s = settings(record)
+    memoryless = arch in RULES and RULES[arch].memory is Memory.NONE
     if causal is None:
-        causal = RULES[arch].memory is not Memory.NONE if arch in RULES else True
+        causal = not memoryless
     geometry = llama_geometry(
         s["n_ctx"],
         s["n_seq"],
@@ -262,6 +273,7 @@ def run_geometry(
         draft_tokens=s.get("verify", 0),
         embeddings=bool(s.get("embeddings")),
         embd_width=embd_width,
+        memoryless=memoryless,
     )
     if geometry.embeddings:  # the run's n_batch as llama-server serving embeddings sets it (the ubatch)
         geometry = dataclasses.replace(geometry, n_batch=record["n_batch"])
@@ -336,8 +348,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     real_memory = record["memory_bytes"]
     kv_exact = k + v + r + state == real_memory
     # a run that never decoded has the output buffer of init, n_seq_max rows (measured_output)
-    at_init = geometry.embeddings and not after_decode(record)
-    output = output_buffer(n_vocab, dataclasses.replace(geometry, embeddings=False) if at_init else geometry)
+    output = output_buffer(n_vocab, geometry if after_decode(record) else at_init(geometry))
     output_exact = output == measured_output(record)
     window = workspace_bounds(layout.graph, n_vocab, geometry) if layout.graph is not None else None
     if window is None:

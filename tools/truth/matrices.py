@@ -467,6 +467,20 @@ EMBEDDING_DECODES = [
 ]
 
 
+# A model without a memory module (llama_model::create_memory returns none), decoded through llama_context::encode:
+# a plain context (n_batch 2048, uncapped by a non-causal model's context) with a 512 and a 256 ubatch, one and four
+# sequences (512 cells each, the BERTs' trained context), without embeddings and with (embeddings=1); each run a
+# prompt of a whole ubatch (decode=N: encode() takes the batch in one ubatch, every token an output), the output
+# buffer read after the decode.
+ENCODE_DECODES = [
+    _s(512 * n_seq, n_seq, n_ubatch=ub, decode=ub) | more_
+    for more_, n_seq, ub in itertools.product(({}, {"embeddings": 1}), (1, 4), (512, 256))
+]
+ENCODE_MODELS = _subset(attention.FAMILY_SET, "bert-embd", "nomic-bert-embd") | _subset(
+    shapes.FAMILY_SET, "bert-large-shape"
+)
+
+
 def _pooled(make: Callable[[], Model], pooling: int) -> Callable[[], Model]:
     """A writer's model with `<arch>.pooling_type` set (llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank), as an
     embedding model's conversion writes it (Qwen3-Embedding's last, a mean-pooled decoder)."""
@@ -709,6 +723,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
         EMBEDDING_DECODES,
         decode=512,
         label=LABEL + ", llama-server serving embeddings (a prompt decoded, every token an output)",
+    ),
+    "results_encode.jsonl": TruthFile(
+        ENCODE_MODELS,
+        ENCODE_DECODES,
+        label=LABEL + ", a model without a memory module decoded (encode(): one ubatch, every token an output)",
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_state_seq.jsonl": TruthFile(

@@ -89,7 +89,8 @@ def parse_log(text: str) -> dict[str, Any]:
 
 def run(probe: Probe, model: Path, settings: dict[str, Any], extra: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
     """The probe's JSON for one run (an `error` key when it failed) and its parsed log."""
-    cmd = [str(probe.path), str(model), *(f"{k}={v}" for k, v in settings.items()), f"decode={probe.decode}"]
+    asked = {"decode": probe.decode} | settings  # a run's own decode=N over the file's
+    cmd = [str(probe.path), str(model), *(f"{k}={v}" for k, v in asked.items())]
     cmd += extra.split()
     if probe.backend_dir:
         cmd.append(f"backend_dir={probe.backend_dir}")
@@ -167,8 +168,9 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["rss_growth_total_after_decode"] = raw["rss_after_decode"]["rss"] - rss0
         out["peak_rss_growth"] = raw["rss_after_decode"]["hwm"] - rss0
         out["compute_bytes_after_decode"] = sum(v["compute"] for v in raw["breakdown_after_decode"].values())
-        # the output buffer the decode's output_reserve grew (mtp=1, verify=D, embeddings=1)
-        if raw.get("mtp") or "verify" in raw or raw.get("embeddings"):
+        # the output buffer the decode's output_reserve grew (mtp=1, verify=D, embeddings=1, and encode()'s every
+        # token of a model without a memory module)
+        if raw.get("mtp") or "verify" in raw or raw.get("embeddings") or raw.get("memory_kind") == "none":
             out["output_buffer_bytes_after_decode"] = raw["output_buffer_bytes_after_decode"]
     if "state_seq_bytes" in raw:  # one sequence's state after state_tokens tokens (probe state_tokens=T)
         out |= {
