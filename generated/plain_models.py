@@ -262,13 +262,14 @@ class WireFitVerdictRequest:
     llama-server serves embeddings (since 1.20.0; `--embedding`, `--rerank`, or a `--pooling` other than
     `none`): llama.cpp's context computes them (`cparams.embeddings`), so every token of a decode is an
     output and llama.cpp's output buffer (part of `workspace`) holds `n_vocab` + `n_embd_out` floats for
-    each of up to `n_batch` tokens; llama-server then sets `n_batch` to the ubatch (where it is larger)
+    each of up to `n_batch` tokens (up to the ubatch's for a model without a memory module, which decodes
+    the whole batch in one ubatch); llama-server then sets `n_batch` to the ubatch (where it is larger)
     and lifts its output limit to that `n_batch`, so the graph llama.cpp reserves has every token of the
     ubatch an output (see `profile`), and the pooling the model names (mean, cls, last, rank) is in it.
     Default false under every profile (llama-server's `embedding = false`); the `running` profile reads
     `--embedding`, `--rerank` and `--pooling` (a `--pooling` without `--embedding` is answered as serving
-    them, the larger: its context then computes none). The pooling is the model's own, whatever
-    `--pooling` names.
+    them, though its context then computes none: the floor counts output rows it never allocates). The
+    pooling is the model's own, whatever `--pooling` names.
 
     """
 
