@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak", type=int, default=10_000, help="batches before the last RSS reading (default 10000)")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput level (default 5)")
     args = parser.parse_args(argv)
-    keep_heap()  # as memfit serve's processes read headers (memfit.serving.settle_for_serving)
+    keep_heap()  # as memfit serve's processes read headers (memfit.cli.serve, memfit.serving.worker_app)
     failed = []
     with tempfile.TemporaryDirectory(prefix="memfit-bench-") as tmp:
         models_dir = Path(tmp) / "models"

@@ -190,7 +190,7 @@ def _missed(rows: list[dict[str, float]], cold: dict[str, float], growth: float 
 
 def main(argv: list[str] | None = None) -> int:
     argv = argv or []
-    keep_heap()  # as memfit serve's processes read headers (memfit.serving.settle_for_serving)
+    keep_heap()  # as memfit serve's processes read headers (memfit.cli.serve, memfit.serving.worker_app)
     idle_s = 10.0
     sizes: tuple[int, ...] = SIZES
     if "--quick" in argv:
