@@ -476,6 +476,19 @@ ENCODE_DECODES = [
     _s(512 * n_seq, n_seq, n_ubatch=ub, decode=ub) | more_
     for more_, n_seq, ub in itertools.product(({}, {"embeddings": 1}), (1, 4), (512, 256))
 ]
+# The same models under llama-server without --embedding: its output limit is its slots' outputs (outputs_max=n_seq,
+# server_output_limits), so the graph llama.cpp reserves has that many outputs; it refuses every completion of a
+# model without memory ("the current context does not logits computation") and every embedding task, so the one
+# decode such a server makes is common_init_from_params' warmup: the vocabulary's BOS and EOS, whichever it has
+# (decode=2 and decode=1), the output buffer read after it. One slot's limit of one output takes a one-token warmup
+# only (two abort in output_reserve: GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max)); a limit of four (one
+# slot drafting three tokens) takes both.
+ENCODE_SERVER_DECODES = [
+    _s(512 * n_seq, n_seq, n_ubatch=ub, outputs_max=limit, decode=warmup)
+    for (n_seq, limit, warmup), ub in itertools.product(
+        ((1, 1, 1), (1, 4, 2), (1, 4, 1), (4, 4, 2), (4, 4, 1)), (512, 256)
+    )
+]
 ENCODE_MODELS = _subset(attention.FAMILY_SET, "bert-embd", "nomic-bert-embd") | _subset(
     shapes.FAMILY_SET, "bert-large-shape"
 )
@@ -728,6 +741,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
         ENCODE_MODELS,
         ENCODE_DECODES,
         label=LABEL + ", a model without a memory module decoded (encode(): one ubatch, every token an output)",
+    ),
+    "results_encode_server.jsonl": TruthFile(
+        ENCODE_MODELS,
+        ENCODE_SERVER_DECODES,
+        label=LABEL + ", a model without a memory module under llama-server without embeddings (its warmup decoded)",
     ),
     "results_wide_gemma3n.jsonl": TruthFile(_subset(attention.FAMILY_SET, "gemma3n-shared"), WIDE),
     "results_state_seq.jsonl": TruthFile(
