@@ -9,6 +9,7 @@ from memfit.integers import round_up
 CELL_PADDING = 256  # llama.cpp pads the KV size to 256 cells
 DEFAULT_N_UBATCH = 512
 DEFAULT_N_BATCH = 2048
+WARMUP_TOKENS = 2  # common_init_from_params' warmup decodes the vocabulary's BOS and EOS, whichever it has
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def output_rows(geometry: ContextGeometry) -> int:
     batch's where every token is an output (embedding_outputs), or a whole ubatch's where the model has no memory
     module (encode_outputs)."""
     if geometry.memoryless:
-        return encode_outputs(geometry.n_seq, geometry.n_ubatch)
+        return geometry.n_seq if warmup_only(geometry) else encode_outputs(geometry.n_seq, geometry.n_ubatch)
     if geometry.embeddings:
         return max(geometry.n_seq, embedding_outputs(geometry.n_batch))
     return max(geometry.n_seq, verification_outputs(geometry.n_seq, geometry.n_batch, geometry.draft_tokens))
@@ -81,6 +82,22 @@ def encode_outputs(n_seq: int, n_ubatch: int) -> int:
     at most (the batch's every token an output, the batch at most one ubatch)."""
     # llama_context::decode without memory calls encode(): GGML_ASSERT(n_ubatch >= n_tokens), output_reserve(n_tokens)
     return max(n_seq, n_ubatch)
+
+
+def warmup_only(geometry: ContextGeometry) -> bool:
+    """Whether the one decode the context ever makes is llama-server's warmup: a model without a memory module
+    under llama-server (its output limit set) computing no embeddings, whose completions it refuses ("the current
+    context does not logits computation", server-context.cpp) as it refuses embedding tasks without --embedding."""
+    return geometry.memoryless and geometry.n_outputs_max > 0 and not geometry.embeddings
+
+
+def warmup_slack_rows(geometry: ContextGeometry) -> int:
+    """The rows past output_rows (n_seq_max) the warmup may add where it is the only decode (warmup_only): one per
+    token of it, the vocabulary's BOS and EOS, whichever it has (common_init_from_params), at most the output
+    limit (more abort in output_reserve: GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max)); 0 elsewhere."""
+    if not warmup_only(geometry):
+        return 0
+    return max(0, min(geometry.n_outputs_max, geometry.n_ubatch, WARMUP_TOKENS) - geometry.n_seq)
 
 
 def embedding_outputs(n_batch: int) -> int:

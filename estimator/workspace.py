@@ -4,14 +4,16 @@ The output buffer is exact: n_vocab * rows * 4 (a float of logits per vocabulary
 sequence, or while llama-server verifies drafts 1 + the draft length per sequence, at most n_batch), and under
 llama-server's draft-mtp n_embd_out * n_batch * 4 more (the target's nextn embeddings, a row per batch token).
 Under cparams.embeddings every token of a decode is an output, and a row holds n_embd_out floats of embeddings
-beside the logits: (n_vocab + n_embd_out) * n_batch * 4.
+beside the logits: (n_vocab + n_embd_out) * n_batch * 4. Under llama-server a model without a memory module that
+computes no embeddings decodes only the server's warmup, whose one or two tokens (the vocabulary's BOS and EOS) may
+add a row past n_seq: that row is the ceiling's (warmup_slack_rows).
 The compute buffer is bounded from the graph llama.cpp reserves for a worst-case ubatch.
 """
 
 from __future__ import annotations
 
 from memfit.estimator.compute_buffer import compute_bounds
-from memfit.estimator.context import ContextGeometry, output_rows
+from memfit.estimator.context import ContextGeometry, output_rows, warmup_slack_rows
 from memfit.estimator.layout import GraphShape
 
 LOGIT_BYTES = 4
@@ -34,10 +36,12 @@ def output_floats(n_vocab: int, geometry: ContextGeometry) -> int:
 
 
 def workspace_bounds(graph: GraphShape, n_vocab: int, geometry: ContextGeometry) -> tuple[int, int] | None:
-    """(floor, slack): the compute buffer's floor plus the output buffer, and how far above it the ceiling is;
-    None where the compute buffer is not derived for this workload."""
+    """(floor, slack): the compute buffer's floor plus the output buffer, and how far above it the ceiling is (the
+    compute buffer's, and the rows llama-server's warmup may add: warmup_slack_rows); None where the compute buffer
+    is not derived for this workload."""
     bounds = compute_bounds(graph, n_vocab, geometry)
     if bounds is None:
         return None
     floor, ceiling = bounds
-    return floor + output_buffer(n_vocab, geometry), ceiling - floor
+    warmup = (n_vocab + geometry.embd_width) * warmup_slack_rows(geometry) * LOGIT_BYTES
+    return floor + output_buffer(n_vocab, geometry), ceiling - floor + warmup

@@ -783,6 +783,58 @@ def test_an_encode_outputs_every_token_of_its_ubatch(run: dict) -> None:
     assert run["output_buffer_bytes_after_decode"] == row * 4 * run["n_ubatch"]
 
 
+ENCODED_UNDER_SERVER = load(DATA / "results_encode_server.jsonl")
+
+
+def test_a_model_without_memory_under_llama_server_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """The same models under llama-server without embeddings (results_encode_server.jsonl: its output limit, the
+    warmup of one or two tokens its only decode): every run compared, the output buffer as the warmup left it
+    (within the one row the vocabulary decides), the bounds tight."""
+    rows = recorded["results_encode_server.jsonl"]
+    assert len(rows) == len(ENCODED_UNDER_SERVER) == 30
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+
+
+@pytest.mark.parametrize("run", ENCODED_UNDER_SERVER, ids=run_id)
+def test_llama_server_warmup_outputs_its_tokens(run: dict) -> None:
+    """What llama.cpp measured: the warmup's encode() keeps n_seq_max rows or one per token of it, whichever is
+    more (not a ubatch's: the server's completions and embedding tasks never decode on such a model), and grows
+    no compute buffer past the one reserved under the output limit."""
+    n_vocab, _ = _writer_widths(run)
+    s = settings(run)
+    assert run["decode_rc"] == 0 and run["decode_tokens"] == s["decode"] <= s["outputs_max"]
+    assert run["output_buffer_bytes_init"] == n_vocab * 4 * s["n_seq"]
+    assert run["output_buffer_bytes_after_decode"] == n_vocab * 4 * max(s["n_seq"], s["decode"])
+    assert run["compute_bytes_after_decode"] == run["compute_bytes"]
+
+
+@pytest.fixture(scope="module")
+def encode_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A live memfit server over the memoryless runs' models (bert-large's shape sparse)."""
+    service = _service_over({r["model"] for r in ENCODED_UNDER_SERVER}, tmp_path_factory)
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+@pytest.mark.parametrize("run", ENCODED_UNDER_SERVER, ids=run_id)
+def test_the_llama_server_profile_holds_a_model_without_memory(run: dict, encode_server: httpx.Client) -> None:
+    """Asked over the wire under the llamaServer profile (its slots the run's sequences, the draft its output limit
+    names), a BERT's workspace bounds hold the compute and output buffers after the server's warmup, both tight:
+    the output rows are the slots', not the ubatch's a plain context's first decode would take."""
+    s = settings(run)
+    body = _run_request(run) | {
+        "profile": "llamaServer",
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",
+        "draftTokens": s["outputs_max"] // s["n_seq"] - 1,
+    }
+    (result,) = encode_server.post("/v1/models/fit/batch", json=[body]).json()["results"]
+    parts = {p["component"]: p for p in result["estimate"]["parts"]}
+    floor, ceiling = parts["workspace"]["bytes"], parts["workspace"]["upperBytes"]
+    assert _tight(floor, measured_workspace(run), ceiling)
+
+
 @pytest.fixture(scope="module")
 def embedding_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     """A live memfit server over the embedding runs' models (the real-scale shapes sparse)."""
