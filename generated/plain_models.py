@@ -187,8 +187,12 @@ class WireFitVerdictRequest:
     llama.cpp reserves at its output limit, min(`n_batch`, slots x (1 + the draft tokens)) (since 1.19.0;
     `server_output_limits` sets `n_outputs_max` before the context is made): the compute buffer in the
     workspace part is sized for that many logits rows instead of the whole ubatch's; serving embeddings
-    lifts that limit (since 1.20.0). `custom` is a plain llama.cpp context (every token of the reserved
-    ubatch an output).
+    lifts that limit (since 1.20.0). A model without a memory module (a BERT) that serves no embeddings
+    never decodes past llama-server's warmup there (the server refuses its completions), so its output
+    buffer keeps one row per slot, and the ceiling one more where the limit lets the warmup's second token
+    in (the vocabulary's BOS and EOS, which memfit does not read; with one slot and no draft llama.cpp
+    aborts on such a warmup, an answer memfit still gives). `custom` is a plain llama.cpp context (every
+    token of the reserved ubatch an output).
 
     """
     swa_full: bool | None = None
