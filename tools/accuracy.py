@@ -58,6 +58,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.QWEN4EXP_VARIANTS,
         **recurrent.DEEPSEEK4_VARIANTS,
         **recurrent.HYBRID_SHAPES,
+        **recurrent.MTP_SHAPES,
         **more.FAMILY_SET,
         **plain.FAMILY_SET,
         **shapes.FAMILY_SET,
