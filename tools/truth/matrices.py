@@ -416,17 +416,17 @@ MTP_RUNS = [
 # second context on the same model, ctx_type MTP, the target's n_ctx, no rollback snapshots; its memory module (the
 # NextN layer's KV cache only), its compute buffer, and its output buffer after a draft step (each sequence one token
 # with logits, masked nextn embeddings)): MTP_RUNS' settings, a unified cache and a 2048-token ubatch beside them.
-MTP_CTX_RUNS = [{k: v for k, v in s.items() if k != "mtp"} | {"mtp_ctx": 1} for s in MTP_RUNS] + [
-    _s(8192, 4, unified=1, mtp_ctx=1),
-    _s(4096, 1, n_ubatch=2048, mtp_ctx=1),
+MTP_CTX_RUNS = [s | {"mtp_ctx": 1} for s in MTP_RUNS] + [
+    _s(8192, 4, unified=1, mtp=1, mtp_ctx=1),
+    _s(4096, 1, n_ubatch=2048, mtp=1, mtp_ctx=1),
 ]
 # The same on published shapes with their MTP block (dry runs): contexts 4k to 64k, 1 to 4 sequences, a q8_0 cache,
 # flash attention off, ubatches 512 to 2048.
 MTP_CTX_SHAPE_RUNS = [
-    _s(4096, 1, mtp_ctx=1),
-    _s(32768, 4, "q8_0", mtp_ctx=1),
-    _s(8192, 2, fa="off", n_ubatch=1024, mtp_ctx=1),
-    _s(65536, 1, n_ubatch=2048, mtp_ctx=1),
+    _s(4096, 1, mtp=1, mtp_ctx=1),
+    _s(32768, 4, "q8_0", mtp=1, mtp_ctx=1),
+    _s(8192, 2, fa="off", n_ubatch=1024, mtp=1, mtp_ctx=1),
+    _s(65536, 1, n_ubatch=2048, mtp=1, mtp_ctx=1),
 ]
 
 
