@@ -60,6 +60,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.DEEPSEEK4_VARIANTS,
         **recurrent.HYBRID_SHAPES,
         **recurrent.MTP_SHAPES,
+        **recurrent.MTP_MODELS,
         **more.FAMILY_SET,
         **plain.FAMILY_SET,
         **shapes.FAMILY_SET,

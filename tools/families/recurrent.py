@@ -1023,7 +1023,6 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "qwen35": qwen35,
     "qwen35moe": qwen35moe,
     "qwen35-mtp": qwen35_mtp,
-    "qwen35moe-mtp": qwen35moe_mtp,
     "lfm2moe": lfm2moe,
     "lfm2-swa": lfm2_swa,
     "plamo2": plamo2,
@@ -1314,6 +1313,10 @@ HYBRID_SHAPES: dict[str, Callable[[], Model]] = {
         Hybrid(2048, 32, ff=7168, experts=32, experts_used=4, expert_ff=1792, vocab=65536),
     ),
 }
+
+
+# A tiny model measured beside the family's MTP ones (results_mtp_ctx.jsonl), not a family model of its own
+MTP_MODELS: dict[str, Callable[[], Model]] = {"qwen35moe-mtp": qwen35moe_mtp}
 
 
 def _with_mtp_block(shape: Callable[[], Model], name: str, **more: Any) -> Callable[[], Model]:

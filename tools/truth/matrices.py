@@ -709,7 +709,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         label=LABEL + ", llama-server's target under --spec-type draft-mtp (load_mtp, nextn embeddings)",
     ),
     "results_mtp_ctx.jsonl": TruthFile(
-        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "qwen35moe-mtp", "bailingmoe3")
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3")
+        | recurrent.MTP_MODELS
         | _subset(attention.FAMILY_SET, "deepseek2-mla-nextn")
         | _subset(more.FAMILY_SET, "glm4moe-nextn", "mimo2-nextn"),
         MTP_CTX_RUNS,
