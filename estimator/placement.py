@@ -506,7 +506,7 @@ def draft_kv_placed(model: ModelTensors, memory: Memory, request: Placement, lay
     draft = draft_context(model.architecture, memory.layout) if memory.geometry.nextn_width else None
     if draft is None:
         return {}
-    g, out = memory.geometry, {}
+    g, out = memory.geometry, dict[str, int]()
     rows = g.n_ctx_seq * g.n_stream
     for il in range(model.n_layer - model.n_nextn, model.n_layer):
         device = cache_buffer(request, layers[il])
