@@ -686,6 +686,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
         [_s(512, 1), _s(2048, 4, fa="off")],
     ),
     "graph_dumps_dsv4.jsonl": _graph_dumps(DSV4_SET, DSV4_DUMPS),
+    # the MTP draft context's reserved DECODER_MTP graph beside the target's (mtp_ctx=1 graph=1)
+    "graph_dumps_mtp.jsonl": _graph_dumps(
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3") | recurrent.MTP_MODELS,
+        [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
+    ),
     "results_dsv4_dryrun.jsonl": TruthFile(
         DSV4_SET,
         DSV4_RUNS,

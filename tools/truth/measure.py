@@ -222,6 +222,8 @@ def summarize_draft(raw: dict[str, Any]) -> dict[str, Any]:
         out["decode_rc"] = raw["decode_rc"]
         out["compute_bytes_after_decode"] = sum(v["compute"] for v in raw["breakdown_after_decode"].values())
         out["output_buffer_bytes_after_decode"] = raw["output_buffer_bytes_after_decode"]
+    if "graph" in raw:  # its reserved DECODER_MTP graph node by node (probe graph=1)
+        out["graph"] = raw["graph"]
     return out
 
 
