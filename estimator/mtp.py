@@ -12,9 +12,9 @@ ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_par
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
 module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (draft_kv_bytes),
 its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output
-buffer logits and masked nextn embeddings for one row a sequence (draft_output_bytes). Both are counted: the cache in
-kvCache, the compute and output buffers in workspace (context_kernel). Its share of llama-server's --fit
-(common_fit_extra_model fits it with the target) is not counted.
+buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes).
+Both are counted: the cache in kvCache, the compute and output buffers in workspace (context_kernel). Its share of
+llama-server's --fit (common_fit_extra_model fits it with the target) is not counted.
 """
 
 from __future__ import annotations
@@ -138,10 +138,14 @@ def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int,
 
 
 def draft_output_bytes(n_vocab: int, nextn_width: int, geometry: ContextGeometry) -> int:
-    """llama_context::output_reserve on the draft after llama_set_embeddings_nextn(ctx_dft, true, masked): logits and
-    nextn embeddings for max(n_outputs, n_seq_max) rows, each draft step one output a sequence (the buffer of init,
-    logits alone, is freed first)."""
-    return (n_vocab + nextn_width) * geometry.n_seq * 4
+    """llama_context::output_reserve on the draft after llama_set_embeddings_nextn(ctx_dft, true, masked) and, with
+    llama-server's draft backend_sampling (on by default), a top-k sampler chain a sequence (llama_set_sampler): for
+    max(n_outputs, n_seq_max) rows (each draft step one output a sequence) logits and nextn embeddings, the backend
+    sampling's logits and probs (2 x n_vocab floats) and its sampled token and candidates (1 + n_vocab tokens); the
+    buffer of init, logits alone, is freed first. `nextn_width` 0: the buffer at init."""
+    if not nextn_width:
+        return n_vocab * geometry.n_seq * 4
+    return (n_vocab + nextn_width + 2 * n_vocab + 1 + n_vocab) * geometry.n_seq * 4
 
 
 def draft_workspace(

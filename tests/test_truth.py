@@ -500,8 +500,9 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
 @pytest.mark.parametrize("run", MTP_DRAFT_RUNS, ids=run_id)
 def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
     """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (f16), its DECODER_MTP graph's
-    compute buffer replayed to the byte, its output buffer after the draft step (logits and masked nextn embeddings,
-    one row a sequence), and the sizes it shares with the target."""
+    compute buffer replayed to the byte, its output buffer after the draft step (logits, masked nextn embeddings and
+    the backend sampling's rows, one a sequence, with each sequence's sampler on the backend as llama-server sets
+    it), and the sizes it shares with the target."""
     facts = CACHE.facts((str(model_files[run["model"]]),))
     assert facts.layout is not None and facts.n_vocab is not None
     draft = draft_context(facts.architecture, facts.layout)
@@ -514,6 +515,7 @@ def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]
         run["n_seq_max"],
         "f16",
     )
+    assert d["backend_samplers"] == run["n_seq_max"]
     assert sum(draft_kv_bytes(draft, geometry)) == d["memory_bytes"] > 0
     assert replayed(draft.graph, facts.n_vocab, draft_geometry(geometry)).size == d["compute_bytes"]
     if "output_buffer_bytes_after_decode" in d:

@@ -216,6 +216,7 @@ def summarize_draft(raw: dict[str, Any]) -> dict[str, Any]:
         "compute_bytes": sum(v["compute"] for v in breakdown.values()),
         "compute_buffers": {b: v["compute"] for b, v in breakdown.items() if v["compute"]},
         "output_buffer_bytes_init": raw["output_buffer_bytes"],
+        "backend_samplers": raw.get("draft_sampling", 0),  # sequences whose draft sampling is on the backend
     }
     if "breakdown_after_decode" in raw:
         out["decode_tokens"] = raw["decode_tokens"]

@@ -19,6 +19,8 @@
 //   it from common_base_params_to_speculative's parameters: its memory module, compute and output buffers under
 //   "mtp_ctx"; with decode=N, after the target's decode, a draft step: each sequence one token and its hidden state,
 //   with logits, the buffers read again)  type_k_draft, type_v_draft (--cache-type-k-draft/-v-draft; default f16)
+//   draft_sampling=0 (the draft's sampling not offloaded to the backend; default 1, llama-server's draft
+//   backend_sampling: each sequence's top-k sampler chain set on the draft context)
 //   verify=D (the decode is llama-server's verification batch: each of the n_seq sequences its sampled token and D
 //   draft tokens, every one with logits, at most n_batch tokens in all, as handle_last_sampled_token adds them; the
 //   output buffer is read again after the decode, whose output_reserve(n_outputs_all) grows it)
@@ -453,7 +455,18 @@ int main(int argc, char ** argv) {
         if (!ctx_dft) {
             d.str("error", "draft context init failed");
         } else {
-            // common_speculative_impl_draft_mtp's constructor: the draft keeps masked nextn embeddings
+            // common_speculative_impl_draft_mtp's constructor: with draft.backend_sampling (on by default) each
+            // sequence's top-k(10) sampler chain offloaded to the backend (llama_set_sampler: a re-reserve is due),
+            // then the draft keeps masked nextn embeddings
+            if (num("draft_sampling", 1) != 0) {
+                for (llama_seq_id seq = 0; seq < (llama_seq_id) cp.n_seq_max; ++seq) {
+                    llama_sampler * chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+                    llama_sampler_chain_add(chain, llama_sampler_init_top_k(10));
+                    if (!llama_set_sampler(ctx_dft, seq, chain)) llama_sampler_free(chain);
+                }
+                d.num("draft_sampling", (long long) ctx_dft->sampling.samplers.size());
+                if (ctx_dft->sched_need_reserve) ctx_dft->sched_reserve();  // what the next decode would reserve
+            }
             llama_set_embeddings_nextn(ctx_dft, true, /*masked*/ true);
             const auto & dc = ctx_dft->cparams;
             d.str("type_k", ggml_type_name(dp.type_k)).str("type_v", ggml_type_name(dp.type_v));
