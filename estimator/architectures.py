@@ -172,6 +172,7 @@ def derive_layout(
         streams_per_sequence=rule.compression is not None,
         rs_rollback=rule.rs_rollback,
         nextn_width=nextn_width(arch, hp),
+        nextn_layers=hp.nextn_predict_layers,
         embd_width=embd_width(arch, hp),
     )
 

@@ -11,6 +11,7 @@ from memfit.estimator.compute_buffer import compute_fallback
 from memfit.estimator.context import ContextGeometry, llama_geometry
 from memfit.estimator.kv_cache import KvGroup, cache_type, cache_type_problem, grouped_kv_bytes, kv_groups
 from memfit.estimator.layout import Layout
+from memfit.estimator.mtp import draft_context, draft_fallback, draft_kv_bytes, draft_workspace
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.workload import Workload, flash_attention_for
 from memfit.estimator.workspace import workspace_bounds
@@ -27,6 +28,12 @@ class ContextKernel:
         self.k_type = cache_type(workload.key_element_bytes)
         self.v_type = cache_type(workload.value_element_bytes)
         self._groups: dict[bool, tuple[KvGroup, ...]] = {}  # by flash attention: the KV cache's groups of layers
+        # llama-server's MTP draft context beside the model's under --spec-type draft-mtp (estimator/mtp.py): its KV
+        # cache counted with the model's, its compute and output buffers with the workspace; `draft_unknown` where
+        # the model has NextN layers but memfit does not derive the draft context's buffers for its architecture
+        mtp = workload.multi_token_prediction and layout.nextn_width > 0
+        self.draft = draft_context(architecture, layout) if mtp else None
+        self.draft_unknown = mtp and self.draft is None
 
     @cached_property
     def kv_problem(self) -> str | None:
@@ -72,7 +79,11 @@ class ContextKernel:
         groups = self._groups.get(flash)
         if groups is None:
             groups = self._groups[flash] = kv_groups(self.layout, self.k_type, self.v_type, flash)
-        return grouped_kv_bytes(self.layout, groups, geometry)
+        k, v = grouped_kv_bytes(self.layout, groups, geometry)
+        if self.draft is not None:
+            dk, dv = draft_kv_bytes(self.draft, geometry)
+            k, v = k + dk, v + dv
+        return k, v
 
     def recurrent_bytes(self, geometry: ContextGeometry) -> tuple[int, int]:
         """(R bytes, S bytes) of the recurrent state at `geometry`."""
@@ -82,9 +93,13 @@ class ContextKernel:
         """(floor, slack) of the workspace at `geometry` (workspace.workspace_bounds); None where it is not
         derived (no graph, no vocabulary, or a graph memfit does not rebuild)."""
         graph = self.layout.graph
-        if graph is None or self.n_vocab is None:
+        if graph is None or self.n_vocab is None or self.draft_unknown:
             return None
-        return workspace_bounds(graph, self.n_vocab, geometry)
+        bounds = workspace_bounds(graph, self.n_vocab, geometry)
+        if bounds is None or self.draft is None:
+            return bounds
+        draft = draft_workspace(self.draft, self.n_vocab, self.layout.nextn_width, geometry)
+        return None if draft is None else (bounds[0] + draft[0], bounds[1] + draft[1])
 
     def fallback(self, geometry: ContextGeometry) -> int:
         """How far the workspace's bounds at `geometry` can fall at a larger context (compute_buffer.compute_fallback);
@@ -92,4 +107,7 @@ class ContextKernel:
         graph = self.layout.graph
         if graph is None or self.n_vocab is None:
             return 0
-        return compute_fallback(graph, self.n_vocab, geometry, self.workload.ubatch_tokens)
+        fallback = compute_fallback(graph, self.n_vocab, geometry, self.workload.ubatch_tokens)
+        if self.draft is not None:
+            fallback += draft_fallback(self.draft, self.n_vocab, geometry, self.workload.ubatch_tokens)
+        return fallback

@@ -23,11 +23,12 @@ from functools import lru_cache
 
 from memfit.estimator import scheduler
 from memfit.estimator.bounds import Bounds, Part, bounds
+from memfit.estimator.compute_buffer import compute_bounds
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.devices import CPU, HOST, Device, device_of
 from memfit.estimator.machine import GpuMemory
-from memfit.estimator.mtp import with_mtp
+from memfit.estimator.mtp import draft_context, draft_geometry, with_mtp
 from memfit.estimator.placement import (
     Memory,
     ModelTensors,
@@ -193,11 +194,12 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
         return {pool: Part.unknown(Component.WORKSPACE, why) for pool in pools}
     output = placed.results[0].output_buffer_bytes
     splits = found[0].splits
+    draft = draft_compute(placed)
     shares = {}
     for pool in pools:
         extra = output if pool == HOST_POOL else 0
-        low = min(dict(b.floors).get(pool, 0) for b in found) + extra
-        high = max(dict(b.ceilings).get(pool, 0) for b in found) + extra
+        low = min(dict(b.floors).get(pool, 0) for b in found) + extra + draft.get(pool, (0, 0))[0]
+        high = max(dict(b.ceilings).get(pool, 0) for b in found) + extra + draft.get(pool, (0, 0))[1]
         note = (
             f"this backend's compute buffer for llama.cpp's scheduler split graph ({splits} splits), as"
             " llama_context::sched_reserve reserves it (ggml-backend.cpp ggml_backend_sched_split_graph, ggml-alloc.c)"
@@ -213,6 +215,22 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
             )
         shares[pool] = Part(Component.WORKSPACE, low, Basis.DERIVED_LAYOUT, note, high - low)
     return shares
+
+
+def draft_compute(placed: Placed) -> dict[str, tuple[int, int]]:
+    """The MTP draft context's compute buffer by pool under draft-mtp: its whole bounds (estimator/mtp.py) on the
+    host where its NextN layer is there; where that layer is on a GPU, the scheduler's split of the draft graph is
+    not derived, so that GPU and the host each get 0 to its ceiling. Empty without a draft context."""
+    model, memory = placed.model, placed.memory
+    draft = draft_context(model.architecture, memory.layout) if memory.geometry.nextn_width else None
+    bounds = compute_bounds(draft.graph, model.n_vocab, draft_geometry(memory.geometry)) if draft else None
+    if bounds is None:
+        return {}
+    floor, ceiling = bounds
+    name = placed.results[0].layer_devices[model.n_layer - model.n_nextn]
+    if name == CPU:
+        return {HOST_POOL: (floor, ceiling)}
+    return {HOST_POOL: (0, ceiling), name: (0, ceiling)}
 
 
 @dataclass(frozen=True)

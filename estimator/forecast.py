@@ -11,7 +11,7 @@ from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.fit_types import ObservationRow
 from memfit.estimator.kv_cache import cache_geometry, is_llama_cpp_type
 from memfit.estimator.ledger import after_load_parts, weights_under_load_mode
-from memfit.estimator.mtp import mtp_refusal, with_mtp
+from memfit.estimator.mtp import draft_kv_bytes, draft_output_bytes, mtp_refusal, with_mtp
 from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
@@ -25,6 +25,12 @@ def kv_cache_part(kernel: ContextKernel, geometry: ContextGeometry) -> Part:
         return Part.not_applicable(Component.KV_CACHE, f"llama.cpp keeps no KV cache here ({layout.note})")
     if not layout.attention:
         return Part.not_applicable(Component.KV_CACHE, f"no layer holds KV ({layout.note})")
+    if kernel.draft_unknown:
+        return Part.unknown(
+            Component.KV_CACHE,
+            "under --spec-type draft-mtp llama-server makes an MTP draft context on the model, whose KV cache memfit"
+            " does not derive for this architecture",
+        )
     k_type, v_type = kernel.k_type, kernel.v_type
     k, v = kernel.kv_bytes(geometry)
     if workload.flash_attention_on is None and (k, v) != kernel.kv_bytes(
@@ -41,6 +47,12 @@ def kv_cache_part(kernel: ContextKernel, geometry: ContextGeometry) -> Part:
         f"{layout.note}; {streams} stream(s) x {geometry.n_ctx_seq} cells, ubatch {geometry.n_ubatch}"
         f"{layout_v}, K {k_type.name} {k} + V {v_type.name} {v} bytes"
     )
+    if kernel.draft is not None:
+        dk, dv = draft_kv_bytes(kernel.draft, geometry)
+        note += (
+            f", of which llama-server's MTP draft context's cache of its {kernel.draft.layers} NextN layer(s) (f16,"
+            f" --cache-type-k-draft's default) K {dk} + V {dv} bytes"
+        )
     odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]
     if odd:
         note += f"; {odd[0]} bytes per element is not a llama.cpp cache type, multiplied plainly"
@@ -72,6 +84,12 @@ def workspace_part(subject: Subject, kernel: ContextKernel | None, geometry: Con
         return Part.unknown(Component.WORKSPACE, why)
     graph = subject.layout.graph
     bounds = kernel.workspace(geometry) if kernel is not None and geometry is not None else None
+    if kernel is not None and kernel.draft_unknown:
+        return Part.unknown(
+            Component.WORKSPACE,
+            f"under --spec-type draft-mtp llama-server makes an MTP draft context on the model, whose KV cache,"
+            f" compute and output buffers memfit does not derive for {subject.architecture}",
+        )
     if geometry is None or bounds is None or subject.n_vocab is None:
         return Part.unknown(
             Component.WORKSPACE,
@@ -89,6 +107,12 @@ def workspace_part(subject: Subject, kernel: ContextKernel | None, geometry: Con
         f" graph it reserves for a {geometry.n_ubatch}-token ubatch, {how}; the bounds are {slack} bytes apart"
         f" (flash attention {'on' if geometry.flash_attention else 'off'})"
     )
+    if kernel is not None and kernel.draft is not None:
+        draft_out = draft_output_bytes(subject.n_vocab, subject.layout.nextn_width, geometry)
+        note += (
+            "; with llama-server's MTP draft context's compute buffer (its DECODER_MTP graph, rebuilt and replayed"
+            f" the same way) and its output buffer ({draft_out} bytes)"
+        )
     return Part(Component.WORKSPACE, floor, Basis.DERIVED_LAYOUT, note, slack=slack)
 
 

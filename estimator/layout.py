@@ -344,6 +344,9 @@ class Layout:
     # hparams.n_embd_out() where the model has NextN/MTP layers (n_layer_nextn > 0): the width of a row of the
     # target context's nextn embeddings under llama-server's --spec-type draft-mtp; 0: no NextN layers
     nextn_width: int = 0
+    # hparams.n_layer_nextn: the NextN/MTP layers appended after the trunk (llama-server's MTP draft context's
+    # KV cache holds them: estimator/mtp.py)
+    nextn_layers: int = 0
     # hparams.n_embd_out(): the floats of a row of embeddings llama_context::output_reserve keeps per output under
     # cparams.embeddings (llama-server's --embedding); 0: not derived
     embd_width: int = 0

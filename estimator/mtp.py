@@ -5,20 +5,36 @@ loads the NextN/MTP layers' tensors (the last nextn_predict_layers of block_coun
 (TENSOR_SKIP), on the devices their layers are assigned to. common_speculative_impl_draft_mtp's constructor sets
 the target context's nextn embeddings, unmasked (llama_set_embeddings_nextn(ctx_tgt, true, false)), after the
 context is made: the first decode's llama_context::output_reserve then grows the output buffer by n_embd_out
-floats per batch token (workspace.output_buffer; the geometry's nextn_width, set by context_kernel). The MTP draft
-context's own KV cache and compute buffer are not counted (the contract's rollbackSnapshots says so), nor is its
-share of llama-server's --fit (common_fit_extra_model fits it with the target).
+floats per batch token (workspace.output_buffer; the geometry's nextn_width, set by context_kernel).
+
+llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model:
+ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
+(--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
+module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (draft_kv_bytes),
+its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output
+buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes).
+Both are counted: the cache in kvCache, the compute and output buffers in workspace (context_kernel). Its share of
+llama-server's --fit (common_fit_extra_model fits it with the target) is not counted.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from memfit.estimator.bounds import Part
+from memfit.estimator.compute_buffer import compute_bounds, compute_fallback
+from memfit.estimator.context import ContextGeometry
+from memfit.estimator.graph_mtp import mtp_graph_shape, nextn_block
+from memfit.estimator.kv_cache import GGML_CACHE_TYPES
+from memfit.estimator.layout import GraphShape, Layout
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.estimator.workload import Workload
 
+NO_MTP_TENSORS = (
+    "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
+    " file holds none of that layer's tensors: the graph's GGML_ASSERT on nextn.eh_proj aborts the server"
+)
 NO_MTP_LAYERS = (
     "llama-server's --spec-type draft-mtp needs the model's NextN/MTP layers, and it has none: llama_init_from_model"
     ' refuses the MTP context ("model doesn\'t contain MTP layers") and the server stops'
@@ -27,9 +43,13 @@ NO_MTP_LAYERS = (
 
 def mtp_refusal(subject: Subject, workload: Workload) -> str | None:
     """Why llama-server does not start under draft-mtp with this model (one without NextN layers), or None."""
-    if not workload.multi_token_prediction or subject.layout is None or subject.layout.nextn_width:
+    if not workload.multi_token_prediction or subject.layout is None:
         return None
-    return NO_MTP_LAYERS
+    if not subject.layout.nextn_width:
+        return NO_MTP_LAYERS
+    if subject.mtp is not None and subject.mtp.count == 0:  # a trunk-only file: no nextn.eh_proj to build on
+        return NO_MTP_TENSORS
+    return None
 
 
 def with_mtp(subject: Subject, workload: Workload) -> Subject:
@@ -59,3 +79,88 @@ def with_mtp(subject: Subject, workload: Workload) -> Subject:
         packed = (packed[0] + mtp.packed[0], packed[1] + mtp.packed[1])
     tensors = tuple(t.with_mtp() for t in subject.tensors)
     return replace(subject, weights=weights, packed=packed, tensors=tensors, mtp_loaded=True)
+
+
+# common_params_speculative_draft's cache_type_k / cache_type_v: the draft context's KV cache types by default
+DRAFT_CACHE_TYPE = GGML_CACHE_TYPES["f16"]
+# llama_model::create_memory under ctx_type MTP: a plain llama_kv_cache whose filter keeps il >= n_layer() (the
+# NextN layers) for these architectures; their DECODER_MTP graph runs one NextN block (n_layer_nextn == 1 asserted)
+NEXTN_ONLY_CACHE = frozenset({"qwen3next", "qwen35", "qwen35moe", "bailingmoe3"})
+
+
+@dataclass(frozen=True)
+class DraftContext:
+    """llama-server's MTP draft context for a model: its graph and the rows of its KV cache."""
+
+    graph: GraphShape  # LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py)
+    layers: int  # the NextN layers its KV cache holds
+    k_width: int  # K elements a cell, a layer
+    v_width: int  # V elements a cell, a layer (0: an MLA cache keeps K only)
+
+
+def draft_context(arch: str, layout: Layout) -> DraftContext | None:
+    """The draft context where memfit derives it (NEXTN_ONLY_CACHE, one NextN layer, its graph rebuilt), else None.
+    The NextN block's heads are the trunk's last attention layer's (graph_mtp.nextn_block)."""
+    if arch not in NEXTN_ONLY_CACHE or layout.nextn_layers != 1 or layout.graph is None:
+        return None
+    graph, block = mtp_graph_shape(arch, layout.graph), nextn_block(layout.graph)
+    if graph is None or block is None:
+        return None
+    if block.kv_lora:  # llama_kv_cache of an MLA layer: K [kv_lora_rank + n_rot], no V
+        return DraftContext(graph, layout.nextn_layers, block.kv_lora + block.n_rot, 0)
+    return DraftContext(graph, layout.nextn_layers, block.n_head_kv * block.head_k, block.n_head_kv * block.head_v)
+
+
+def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
+    """The draft context's sizes beside the target's (common_speculative_init_result): the same n_ctx, streams,
+    ubatch and flash attention; n_rs_seq 0; common_base_params_to_speculative's n_outputs_max = n_parallel; f16
+    caches (no Hadamard rotations); no verification rows, embeddings or nextn rows of its own at reserve."""
+    return replace(
+        geometry,
+        n_outputs_max=geometry.n_seq,
+        quantized_k=False,
+        quantized_v=False,
+        k_type=DRAFT_CACHE_TYPE.name,
+        rs_snapshots=0,
+        nextn_width=0,
+        draft_tokens=0,
+        embeddings=False,
+        embd_width=0,
+        graph_tokens=0,
+    )
+
+
+def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int, int]:
+    """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over the NextN layers): per layer
+    K [k_width, n_ctx_seq, n_stream] and V [v_width, ...] in the draft's f16."""
+    rows = draft.layers * geometry.n_ctx_seq * geometry.n_stream
+    return rows * DRAFT_CACHE_TYPE.row_bytes(draft.k_width), rows * DRAFT_CACHE_TYPE.row_bytes(draft.v_width)
+
+
+def draft_output_bytes(n_vocab: int, nextn_width: int, geometry: ContextGeometry) -> int:
+    """llama_context::output_reserve on the draft after llama_set_embeddings_nextn(ctx_dft, true, masked) and, with
+    llama-server's draft backend_sampling (on by default), a top-k sampler chain a sequence (llama_set_sampler): for
+    max(n_outputs, n_seq_max) rows (each draft step one output a sequence) logits and nextn embeddings, the backend
+    sampling's logits and probs (2 x n_vocab floats) and its sampled token and candidates (1 + n_vocab tokens); the
+    buffer of init, logits alone, is freed first. `nextn_width` 0: the buffer at init."""
+    if not nextn_width:
+        return n_vocab * geometry.n_seq * 4
+    return (n_vocab + nextn_width + 2 * n_vocab + 1 + n_vocab) * geometry.n_seq * 4
+
+
+def draft_workspace(
+    draft: DraftContext, n_vocab: int, nextn_width: int, geometry: ContextGeometry
+) -> tuple[int, int] | None:
+    """(floor, slack) of the draft's compute buffer (its DECODER_MTP graph replayed) plus its output buffer, at the
+    target's `geometry`; None where the buffer is not derived."""
+    g = draft_geometry(geometry)
+    bounds = compute_bounds(draft.graph, n_vocab, g)
+    if bounds is None:
+        return None
+    floor, ceiling = bounds
+    return floor + draft_output_bytes(n_vocab, nextn_width, geometry), ceiling - floor
+
+
+def draft_fallback(draft: DraftContext, n_vocab: int, geometry: ContextGeometry, n_ubatch: int) -> int:
+    """compute_buffer.compute_fallback of the draft's graph."""
+    return compute_fallback(draft.graph, n_vocab, draft_geometry(geometry), n_ubatch)

@@ -31,6 +31,7 @@ from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, Device, DeviceKind, 
 from memfit.estimator.hparams import HParams
 from memfit.estimator.kv_cache import CacheType, layer_cells
 from memfit.estimator.layout import Layout
+from memfit.estimator.mtp import DRAFT_CACHE_TYPE, draft_context, draft_output_bytes
 from memfit.estimator.recurrent_state import STATE_ELEMENT_BYTES, state_rows
 from memfit.gguf_constants import GGUF_DEFAULT_ALIGNMENT, Keys
 from memfit.integers import round_up
@@ -499,6 +500,24 @@ def kv_bytes(model: ModelTensors, memory: Memory, request: Placement, layers: Se
     return out
 
 
+def draft_kv_placed(model: ModelTensors, memory: Memory, request: Placement, layers: Sequence[Device | None]) -> dict:
+    # llama-server's MTP draft context (estimator/mtp.py) under draft-mtp (the geometry's nextn rows): its
+    # llama_kv_cache's K and V tensors of each NextN layer in that layer's buffer type, as the target's caches are
+    draft = draft_context(model.architecture, memory.layout) if memory.geometry.nextn_width else None
+    if draft is None:
+        return {}
+    g, out = memory.geometry, dict[str, int]()
+    rows = g.n_ctx_seq * g.n_stream
+    for il in range(model.n_layer - model.n_nextn, model.n_layer):
+        device = cache_buffer(request, layers[il])
+        n = _tensor_bytes(device, DRAFT_CACHE_TYPE, draft.k_width, rows)
+        if draft.v_width:
+            n += _tensor_bytes(device, DRAFT_CACHE_TYPE, draft.v_width, rows)
+        name = device.name if device is not None else CPU
+        out[name] = out.get(name, 0) + n
+    return out
+
+
 def recurrent_bytes(model: ModelTensors, memory: Memory, request: Placement, layers: Sequence[Device | None]) -> dict:
     # llama_memory_recurrent's constructor: per recurrent layer an R [n_embd_r, n_rows] and an S [n_embd_s, n_rows]
     # F32 tensor, n_rows = max(1, n_seq_max) * (1 + n_rs_seq)
@@ -545,15 +564,21 @@ def place(
     if unknown:  # common/arg.cpp's parse_tensor_buffer_overrides: "unknown buffer type"
         raise PlacementUnsupported(f"-ot names unknown buffer types {', '.join(unknown)} (known: {', '.join(known)})")
     placed = _copies(model, types, layers, request)
+    kv = kv_bytes(model, memory, request, layers)
+    for name, n in draft_kv_placed(model, memory, request, layers).items():
+        kv[name] = kv.get(name, 0) + n
     parts: dict[str, dict[str, int]] = {
         "weights": weights_bytes(types, [c for _, cs in placed for c in cs]),
-        "kv": kv_bytes(model, memory, request, layers),
+        "kv": kv,
         "recurrent": recurrent_bytes(model, memory, request, layers),
     }
     g = memory.geometry
     out_type, out_bytes = output_buffer(
         model.n_vocab + g.embd_width, output_rows(g), layers[model.n_layer], g.nextn_width * g.n_batch
     )
+    if draft_context(model.architecture, memory.layout) is not None and g.nextn_width:
+        # the MTP draft context's output buffer, in the same buffer type (output_reserve: dev_output's host type)
+        out_bytes += draft_output_bytes(model.n_vocab, g.nextn_width, g)
     parts["output"] = {out_type: out_bytes}
     names = sorted({b for part in parts.values() for b in part})
     buffers = tuple(

@@ -304,7 +304,7 @@ def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> 
     if workload.multi_token_prediction:
         detail = (
             "llama.cpp's fitter (common/fit.cpp) starts from the trained context; under --spec-type draft-mtp it fits"
-            " the MTP draft context with the model (common_fit_extra_model), which memfit does not size: the context"
+            " the MTP draft context with the model (common_fit_extra_model), which memfit does not mirror: the context"
             " it starts from"
         )
         return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)

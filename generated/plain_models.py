@@ -241,11 +241,21 @@ class WireFitVerdictRequest:
     devices their layers are assigned to), and the model's own context keeps the hidden state of every
     batch token for the draft (its nextn embeddings: `n_embd_out` x `n_batch` floats more in llama.cpp's
     output buffer, part of `workspace`). Default false; the `running` profile reads `--spec-type`. The
-    draft's own context (its KV cache and compute buffer) is not counted, nor its share of llama-server's
-    `--fit`: with it, the `llamaServer` and `running` profiles answer llama.cpp's fitter as starting from
-    the trained context. A model without NextN layers is answered `workloadUnsupported`: llama-server does
-    not start it so. Set `rollbackSnapshots` too (the draft length) for the recurrent state; the draft
-    each verification carries is `draftTokens` (3 by default under this, llama-server's).
+    MTP draft context llama-server makes on the same model is counted (since 1.20.1): its KV cache of the
+    NextN layer (the same cells and streams, in f16, `--cache-type-k-draft`'s default, whatever
+    `keyElementBytes` and `valueElementBytes` say of the model's own) in `kvCache`, and its compute buffer
+    (its draft graph) and output buffer (a row per sequence of logits, nextn embeddings and, as
+    llama-server's draft samples on the backend by default, the sampler's logits, probabilities and
+    candidates) in `workspace`,
+    for qwen3next, qwen35, qwen35moe and bailingmoe3; on the other architectures with NextN layers
+    `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN
+    layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
+    host (each share's ceiling holds all of it). Its share of llama-server's `--fit` is not mirrored: with
+    it, the `llamaServer` and `running` profiles answer llama.cpp's fitter as starting from the trained
+    context. A model without NextN layers, or a file without their tensors (the draft's graph aborts), is
+    answered `workloadUnsupported`: llama-server does not start it so. Set `rollbackSnapshots` too (the
+    draft length) for the recurrent state; the draft each verification carries is `draftTokens` (3 by
+    default under this, llama-server's).
 
     """
     draft_tokens: int | None = None

@@ -4,10 +4,12 @@ the byte) for the attention, sliding-window, MLA, embedding, recurrent, hybrid a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.plan import Estimator, Probes
 from memfit.estimator.subject import Subject
@@ -58,3 +60,35 @@ def _memory(subject: Subject, workload: Workload) -> tuple[int | None, int | Non
 def test_the_fit_and_the_plan_hold_llama_cpp_memory_module(run: dict, model_files: dict[str, Path]) -> None:
     subject = file_subject(model_files[run["model"]], measured_variant(run), CACHE)
     assert _memory(subject, _workload(run)) == (run["memory_bytes"], run["memory_bytes"])
+
+
+MTP_CTX = [r for r in records("results_mtp_ctx.jsonl") if "draft_ctx" in r]
+
+
+@pytest.mark.parametrize("run", MTP_CTX, ids=run_id)
+def test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run: dict, tmp_path: Path) -> None:
+    """Under multiTokenPrediction (results_mtp_ctx.jsonl: the target and llama-server's MTP draft context) the fit's
+    kvCache + recurrentState and the plan's floor both hold the two contexts' memory modules, to the byte."""
+    files = write_models({run["model"]}, tmp_path)
+    subject = file_subject(files[run["model"]], measured_variant(run), CACHE)
+    workload = replace(_workload(run), multi_token_prediction=True)
+    both = run["memory_bytes"] + run["draft_ctx"]["memory_bytes"]
+    assert _memory(subject, workload) == (both, both)
+
+
+def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unknown(tmp_path: Path) -> None:
+    """glm4moe with a NextN layer under draft-mtp: its draft context's memory module is not the NextN-only cache
+    (create_memory gives it no layer filter) nor its graph rebuilt here, so the kernel derives no draft and no
+    workspace, where the same workload without MTP has one."""
+    run = next(r for r in records("results_mtp.jsonl") if r["model"] == "glm4moe-nextn")
+    files = write_models({run["model"]}, tmp_path)
+    subject = file_subject(files[run["model"]], measured_variant(run), CACHE)
+    assert subject.layout is not None
+    plain = _workload(run)
+    kernels = [
+        ContextKernel(subject.layout, subject.n_vocab, subject.architecture, w)
+        for w in (plain, replace(plain, multi_token_prediction=True))
+    ]
+    geometry = kernels[1].geometry(plain.allocated_tokens)
+    assert (kernels[0].draft_unknown, kernels[1].draft_unknown, kernels[1].draft) == (False, True, None)
+    assert kernels[0].workspace(geometry) is not None and kernels[1].workspace(geometry) is None

@@ -413,3 +413,35 @@ def test_cpu_offload_answers_with_the_fitters_placement(row: dict[str, Any], tmp
             got = {p.component: p.bytes or 0 for p in devices[name].parts}
             assert (got["weights"], got["kvCache"] + got["recurrentState"]) == (want["model"], want["context"]), name
     assert "not predicted" not in answer.devices[0].note
+
+
+def test_the_mtp_draft_context_is_placed_with_its_nextn_layer(tmp_path: Path) -> None:
+    """Under multiTokenPrediction on a GPU holding every layer (qwen35-mtp, the run of results_mtp_ctx.jsonl at 4096
+    cells over two sequences): the draft context's KV cache lands with its NextN layer on the GPU, byte for byte as
+    llama.cpp made it on the host, the host's none of it (qwen35's compute buffers per backend are not derived with
+    or without it)."""
+    from tools.families import recurrent
+    from tools.truth import DATA, load
+
+    run = next(
+        r
+        for r in load(DATA / "results_mtp_ctx.jsonl")
+        if r["model"] == "qwen35-mtp" and r["settings"]["n_ctx"] == 4096 and r["settings"]["n_seq"] == 2
+    )
+    write_model(recurrent.FAMILY_SET["qwen35-mtp"](), tmp_path / "qwen35-mtp.gguf")
+    nvml = NvmlReader(fake_nvml([("GPU-aaaa-1111", 23 * GIB, 24 * GIB)]), environ={})
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)], read_host=lambda: HOST_16, nvml=nvml)
+    service.index.refresh()
+    asked = {"modelId": "qwen35-mtp", "allocatedTokens": 2048, "streams": 2, "mode": "fullGpu", "draftTokens": 0}
+    asked |= {"cpuVariant": "haswell", "flashAttention": "on"}
+
+    def devices(mtp: bool) -> dict[str, dict[str, Any]]:
+        answer = wire.fit_one(service, WireFitVerdictRequest.model_validate(asked | {"multiTokenPrediction": mtp}))
+        assert answer is not None
+        body = answer.model_dump(by_alias=True, mode="json")
+        return {d["kind"]: {p["component"]: p for p in d["parts"]} for d in body["devices"]}
+
+    plain, mtp = devices(False), devices(True)
+    draft = run["draft_ctx"]
+    assert mtp["gpu"]["kvCache"]["bytes"] - plain["gpu"]["kvCache"]["bytes"] == draft["memory_bytes"]
+    assert mtp["host"]["kvCache"]["bytes"] == plain["host"]["kvCache"]["bytes"]

@@ -20,9 +20,11 @@ import pytest
 from memfit import wire
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.artifact import ArtifactFacts, weights_on
+from memfit.estimator.compute_buffer import replayed
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.machine import HostMemory
+from memfit.estimator.mtp import draft_context, draft_geometry, draft_kv_bytes, draft_output_bytes
 from memfit.estimator.workspace import output_buffer
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
@@ -474,8 +476,55 @@ def test_multi_token_prediction_is_held(recorded: dict[str, list[BoundsRow]]) ->
     exact as the decode's output_reserve grew it, and both bounds within max(1%, 8 MiB) of the whole allocation,
     the NextN layers' weights in it."""
     rows = [r for group in recorded.values() for r in group if settings(r.record).get("mtp")]
+    rows = [r for r in rows if not settings(r.record).get("mtp_ctx")]  # the target alone
     assert len(rows) == len(MTP_RUNS) == 20
     assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+
+
+MTP_CTX_RUNS = load(DATA / "results_mtp_ctx.jsonl") + load(DATA / "results_mtp_ctx_dryrun.jsonl")
+MTP_DRAFT_RUNS = [r for r in MTP_CTX_RUNS if "error" not in r]
+TRUNK_ONLY = [r for r in MTP_CTX_RUNS if "error" in r]  # deepseek2, glm4moe, mimo2 files without the NextN tensors
+
+
+def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """The target and llama-server's MTP draft context beside it (results_mtp_ctx*.jsonl, the probe's mtp_ctx=1):
+    every run made compared, both memory modules exact, and both bounds of the whole (the two contexts' buffers)
+    within max(1%, 8 MiB); the runs on files without the NextN tensors are llama.cpp's refusals."""
+    rows = [r for group in recorded.values() for r in group if settings(r.record).get("mtp_ctx")]
+    compared = [r for r in rows if r.compared]
+    assert len(rows) == len(MTP_CTX_RUNS) and len(compared) == len(MTP_DRAFT_RUNS) == 30
+    assert all(r.kv_exact and r.output_exact and r.tight for r in compared)
+    assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
+
+
+@pytest.mark.parametrize("run", MTP_DRAFT_RUNS, ids=run_id)
+def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
+    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (f16), its DECODER_MTP graph's
+    compute buffer replayed to the byte, its output buffer after the draft step (logits, masked nextn embeddings and
+    the backend sampling's rows, one a sequence, with each sequence's sampler on the backend as llama-server sets
+    it), and the sizes it shares with the target."""
+    facts = CACHE.facts((str(model_files[run["model"]]),))
+    assert facts.layout is not None and facts.n_vocab is not None
+    draft = draft_context(facts.architecture, facts.layout)
+    assert draft is not None
+    geometry = run_geometry(run, facts.architecture, facts.layout.causal, facts.layout.nextn_width)
+    d = run["draft_ctx"]
+    assert (d["n_ctx"], d["n_ctx_seq"], d["n_seq_max"], d["type_k"]) == (
+        run["n_ctx"],
+        run["n_ctx_seq"],
+        run["n_seq_max"],
+        "f16",
+    )
+    assert d["backend_samplers"] == run["n_seq_max"]
+    assert sum(draft_kv_bytes(draft, geometry)) == d["memory_bytes"] > 0
+    assert replayed(draft.graph, facts.n_vocab, draft_geometry(geometry)).size == d["compute_bytes"]
+    if "output_buffer_bytes_after_decode" in d:
+        assert d["decode_rc"] == 0 and d["compute_bytes_after_decode"] == d["compute_bytes"]
+        assert (
+            draft_output_bytes(facts.n_vocab, facts.layout.nextn_width, geometry)
+            == d["output_buffer_bytes_after_decode"]
+        )
+    assert draft_output_bytes(facts.n_vocab, 0, geometry) == d["output_buffer_bytes_init"]
 
 
 def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str, Path]) -> None:
@@ -499,7 +548,8 @@ def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str,
 
 @pytest.fixture(scope="module")
 def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return _service_over({r["model"] for r in MTP_RUNS} | {NO_MTP_LAYERS_MODEL}, tmp_path_factory)
+    tiny = {r["model"] for r in load(DATA / "results_mtp_ctx.jsonl")}
+    return _service_over({r["model"] for r in MTP_RUNS} | tiny | {NO_MTP_LAYERS_MODEL}, tmp_path_factory)
 
 
 def _mtp_estimate(service: Any, request: dict) -> dict:
@@ -508,27 +558,47 @@ def _mtp_estimate(service: Any, request: dict) -> dict:
     return dict(json.loads(answer.model_dump_json(by_alias=True)))
 
 
-@pytest.mark.parametrize("run", MTP_RUNS, ids=run_id)
+@pytest.mark.parametrize("run", [r for r in MTP_DRAFT_RUNS if "decode_tokens" in r], ids=run_id)
 def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -> None:
     """A fit request's multiTokenPrediction is llama-server's draft-mtp: the weights llama.cpp loaded with load_mtp
-    to the byte, kvCache + recurrentState its memory module's, the workspace's bounds around its compute and output
-    buffers after the decode, and the setting echoed as requested."""
+    to the byte, kvCache + recurrentState the target's memory module and the MTP draft context's, the workspace's
+    bounds around both contexts' compute and output buffers after their decodes, and the setting echoed as
+    requested."""
     request = _run_request(run) | {
         "ubatchTokens": run["n_ubatch"],
         "cpuVariant": "haswell",
         "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
         "multiTokenPrediction": True,
         "draftTokens": 0,  # the probe decoded a prompt, one output: no verification batch
+        "kvUnified": bool(settings(run).get("unified")),
     }
     estimate = _mtp_estimate(mtp_service, request)["estimate"]
     parts = {p["component"]: p for p in estimate["parts"]}
     assert parts["weights"]["bytes"] == parts["weights"]["upperBytes"] == run["weights_bytes"]
-    assert parts["kvCache"]["bytes"] + parts["recurrentState"]["bytes"] == run["memory_bytes"]
+    d = run["draft_ctx"]
+    assert parts["kvCache"]["bytes"] + parts["recurrentState"]["bytes"] == run["memory_bytes"] + d["memory_bytes"]
     workspace = run["compute_bytes_after_decode"] + run["output_buffer_bytes_after_decode"]
+    workspace += d["compute_bytes_after_decode"] + d["output_buffer_bytes_after_decode"]
     assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
+    assert "MTP draft context" in parts["kvCache"]["note"] and "MTP draft context" in parts["workspace"]["note"]
     assert estimate["workload"]["multiTokenPrediction"] is True
     source = {x["setting"]: x["source"] for x in estimate["workload"]["settings"]}["multiTokenPrediction"]
     assert source == "request"
+
+
+@pytest.mark.parametrize("model", sorted({r["model"] for r in TRUNK_ONLY}))
+def test_multi_token_prediction_without_nextn_tensors_is_unsupported(model: str, mtp_service: Any) -> None:
+    """A file with NextN layers but none of their tensors (results_mtp_ctx.jsonl: llama-server's draft context on it
+    aborts in the MTP graph's GGML_ASSERT on nextn.eh_proj): under draft-mtp the answer is unknown with
+    workloadUnsupported; without it the same request is answered."""
+    assert all("nextn.eh_proj" in r["stderr_tail"] for r in TRUNK_ONLY if r["model"] == model)
+    request: dict = {"modelId": model, "allocatedTokens": 2048, "cpuVariant": "haswell"}
+    plain = _mtp_estimate(mtp_service, request)
+    refused = _mtp_estimate(mtp_service, request | {"multiTokenPrediction": True})
+    assert "workloadUnsupported" not in plain["limits"] and "workloadUnsupported" in refused["limits"]
+    parts = {p["component"]: p for p in refused["estimate"]["parts"]}
+    assert {parts[c]["basis"] for c in ("kvCache", "workspace")} == {"unknown"}
+    assert "nextn.eh_proj" in parts["kvCache"]["note"]
 
 
 def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:

@@ -15,6 +15,7 @@ from memfit.estimator.arch_rules import LLAMA_CPP_COMMIT
 from memfit.estimator.compute_graph import build_graph
 from memfit.estimator.ggml_graph import Graph
 from memfit.estimator.graph_alloc import reserved_bytes
+from memfit.estimator.mtp import draft_context, draft_geometry
 from memfit.service.artifact_cache import ArtifactCache
 from tools import accuracy
 from tools.truth import DATA, load, run_id
@@ -177,3 +178,36 @@ def test_the_rebuilt_graph_is_llama_cpps_node_for_node(dumped_graphs: list[tuple
             at += real[at:].index(want) + 1
         top = max(n["offset"] + n["nbytes"] for n in r["graph"] if n["offset"] >= 0)
         assert reserved_bytes(graph) == top == r["compute_bytes"], run_id(r)
+
+
+def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
+    """The rebuilt graph's nodes that take memory (no view, no cache tensor) not found in `dump`'s nodes in the same
+    order with the same op and shape: empty where every one is."""
+    real, at, missing = [(n["op"], n["ne"]) for n in dump], 0, []
+    for t in graph.nodes:
+        if t.view_src is not None or t.external:
+            continue
+        want = (t.op, list(t.ne))
+        if want in real[at:]:
+            at += real[at:].index(want) + 1
+        else:
+            missing.append(want)
+    return missing
+
+
+@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp.jsonl"), ids=run_id)
+def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
+    """llama-server's MTP draft context's reserved DECODER_MTP graph (graph_dumps_mtp.jsonl: qwen35, qwen35moe and
+    bailingmoe3, the probe's mtp_ctx=1 graph=1): estimator/graph_mtp.py's rebuilt graph has llama.cpp's nodes in
+    order, op and shape, and replaying the allocator over it reaches the top of llama.cpp's compute buffer."""
+    d = run["draft_ctx"]
+    files = accuracy.write_models({run["model"]}, tmp_path)
+    facts = ArtifactCache().facts((str(files[run["model"]]),))
+    assert facts.layout is not None and facts.n_vocab is not None
+    draft = draft_context(facts.architecture, facts.layout)
+    assert draft is not None
+    geometry = draft_geometry(accuracy.run_geometry(run, facts.architecture, facts.layout.causal))
+    graph = build_graph(draft.graph, geometry, facts.n_vocab)
+    assert _in_order(graph, d["graph"]) == []
+    top = max(n["offset"] + n["nbytes"] for n in d["graph"] if n["offset"] >= 0)
+    assert reserved_bytes(graph) == top == d["compute_bytes"]

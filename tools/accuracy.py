@@ -30,6 +30,7 @@ from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.layout import Layout
+from memfit.estimator.mtp import DraftContext, draft_context, draft_kv_bytes, draft_output_bytes, draft_workspace
 from memfit.estimator.recurrent_state import recurrent_state_bytes
 from memfit.estimator.subject import Subject, read_subject
 from memfit.estimator.vocabulary import Basis, Component
@@ -58,6 +59,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.QWEN4EXP_VARIANTS,
         **recurrent.DEEPSEEK4_VARIANTS,
         **recurrent.HYBRID_SHAPES,
+        **recurrent.MTP_SHAPES,
+        **recurrent.MTP_MODELS,
         **more.FAMILY_SET,
         **plain.FAMILY_SET,
         **shapes.FAMILY_SET,
@@ -122,22 +125,53 @@ def after_decode(record: dict) -> bool:
     whose output_reserve grows the output buffer."""
     s = settings(record)
     decoded = "decode_tokens" in record
-    return bool(s.get("mtp")) or "verify" in s or ((bool(s.get("embeddings")) or "decode" in s) and decoded)
+    return "verify" in s or ((bool(s.get("mtp")) or bool(s.get("embeddings")) or "decode" in s) and decoded)
 
 
 def at_init(geometry: ContextGeometry) -> ContextGeometry:
     """The geometry of the output buffer llama_context's constructor reserves (output_reserve(n_seq_max)), before a
     decode grows it to every token of a batch (cparams.embeddings) or of a ubatch (a model without a memory
     module); a row keeps its embeddings' floats under cparams.embeddings all the same."""
-    return dataclasses.replace(geometry, embeddings=False, memoryless=False)
+    return dataclasses.replace(geometry, embeddings=False, memoryless=False, nextn_width=0)
 
 
 def measured_workspace(record: dict) -> int:
     """llama.cpp's compute and output buffers of a run: as allocated at init, or after the decode where its
     output_reserve grows the output buffer (after_decode: the nextn embeddings, a verification batch's rows)."""
+    draft = measured_draft_workspace(record)
     if after_decode(record):
-        return record["compute_bytes_after_decode"] + record["output_buffer_bytes_after_decode"]
-    return record["compute_bytes"] + record["output_buffer_bytes_init"]
+        return record["compute_bytes_after_decode"] + record["output_buffer_bytes_after_decode"] + draft
+    return record["compute_bytes"] + record["output_buffer_bytes_init"] + draft
+
+
+def measured_draft_workspace(record: dict) -> int:
+    """llama-server's MTP draft context's compute and output buffers (the probe's mtp_ctx=1), after its draft step
+    where it decoded one; 0 for a run without it."""
+    d = record.get("draft_ctx")
+    if d is None:
+        return 0
+    if "output_buffer_bytes_after_decode" in d:
+        return int(d["compute_bytes_after_decode"] + d["output_buffer_bytes_after_decode"])
+    return int(d["compute_bytes"] + d["output_buffer_bytes_init"])
+
+
+def draft_bounds(
+    record: dict, draft: DraftContext | None, layout: Layout, n_vocab: int, geometry: ContextGeometry
+) -> tuple[int, int, int, bool] | None:
+    """memfit's MTP draft context for a run that made one (the probe's mtp_ctx=1): its KV bytes, its workspace's
+    floor and slack (the output buffer as the run measured it: logits alone where it never decoded), and whether
+    the KV cache is exact; (0, 0, 0, True) for a run without it, None where memfit does not derive it."""
+    d = record.get("draft_ctx")
+    if d is None:
+        return 0, 0, 0, True
+    window = draft_workspace(draft, n_vocab, layout.nextn_width, geometry) if draft is not None else None
+    if draft is None or window is None:
+        return None
+    k, v = draft_kv_bytes(draft, geometry)
+    floor, slack = window
+    if "output_buffer_bytes_after_decode" not in d:  # output_reserve(n_seq_max) at init, before the nextn rows
+        floor -= draft_output_bytes(n_vocab, layout.nextn_width, geometry) - draft_output_bytes(n_vocab, 0, geometry)
+    return k + v, floor, slack, k + v == d["memory_bytes"]
 
 
 def measured_output(record: dict) -> int:
@@ -358,7 +392,13 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
         return BoundsRow(record, why, kv_exact=kv_exact, output_exact=output_exact)
     floor, slack = window
     floor += output - output_buffer(n_vocab, geometry)  # the output buffer the run measured
-    fixed = k + v + r + state
+    draft = draft_bounds(record, draft_context(arch, layout), layout, n_vocab, geometry)
+    if draft is None:
+        return BoundsRow(record, "unknown: MTP draft context not derived", kv_exact=kv_exact, output_exact=output_exact)
+    draft_kv, draft_floor, draft_slack, draft_exact = draft
+    floor, slack, kv_exact = floor + draft_floor, slack + draft_slack, kv_exact and draft_exact
+    fixed = k + v + r + state + draft_kv
+    real_memory += record.get("draft_ctx", {}).get("memory_bytes", 0)
     real = measured_workspace(record) + real_memory
     lower, upper = fixed + floor, fixed + floor + slack
     # A catalog shape has no file: its weights are llama.cpp's own on both sides (only the rest is checked)

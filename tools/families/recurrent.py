@@ -598,6 +598,11 @@ def qwen35_mtp() -> Model:
     return _qwen35("tiny-qwen35-mtp", interval=2, nextn=1)
 
 
+def qwen35moe_mtp() -> Model:
+    """Qwen3.5-MoE with one NextN/MTP block (block_count 4 + 1): the MTP layer's FFN is the MoE one."""
+    return _qwen35("tiny-qwen35moe-mtp", interval=2, nextn=1, moe=True)
+
+
 def _lfm2(
     arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers: int | None = None, s: Hybrid = TINY_LFM2
 ) -> Model:
@@ -1306,5 +1311,29 @@ HYBRID_SHAPES: dict[str, Callable[[], Model]] = {
         tuple(8 if i in (2, 6, 10, 14, 18, 21) else 0 for i in range(24)),
         3,
         Hybrid(2048, 32, ff=7168, experts=32, experts_used=4, expert_ff=1792, vocab=65536),
+    ),
+}
+
+
+# A tiny model measured beside the family's MTP ones (results_mtp_ctx.jsonl), not a family model of its own
+MTP_MODELS: dict[str, Callable[[], Model]] = {"qwen35moe-mtp": qwen35moe_mtp}
+
+
+def _with_mtp_block(shape: Callable[[], Model], name: str, **more: Any) -> Callable[[], Model]:
+    """A published shape with one NextN/MTP block appended (its tensors written), named `name`."""
+    assert isinstance(shape, partial)
+    return partial(shape.func, name, *shape.args[1:], **(shape.keywords | {"nextn": 1} | more))
+
+
+# Published shapes with their NextN/MTP block (the MTP layer's tensors written, so llama-server's draft context can
+# be made on them): Qwen3.5-4B, Qwen3.5-35B-A3B (an MoE MTP layer) and Ling-3.0-tiny's bailingmoe3 (an MLA MTP layer
+# appended after its 24 trunk layers).
+MTP_SHAPES: dict[str, Callable[[], Model]] = {
+    "qwen3.5-4b-mtp-shape": _with_mtp_block(DELTA_NET_SHAPES["qwen3.5-4b-shape"], "qwen3.5-4b-mtp"),
+    "qwen3.5-35b-a3b-mtp-shape": _with_mtp_block(DELTA_NET_SHAPES["qwen3.5-35b-a3b-shape"], "qwen3.5-35b-a3b-mtp"),
+    "ling-3.0-tiny-mtp-shape": _with_mtp_block(
+        DELTA_NET_SHAPES["ling-3.0-tiny-shape"],
+        "ling-3.0-tiny-mtp",
+        heads_kv=tuple(int((il + 1) % 4 == 0) for il in range(24)) + (1,),
     ),
 }

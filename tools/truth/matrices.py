@@ -412,6 +412,23 @@ MTP_RUNS = [
     _s(2048, 1, fa="off", n_ubatch=128, mtp=1),
 ]
 
+# llama-server's MTP draft context beside that target (mtp_ctx=1, the probe's: common_speculative_init_result's
+# second context on the same model, ctx_type MTP, the target's n_ctx, no rollback snapshots; its memory module (the
+# NextN layer's KV cache only), its compute buffer, and its output buffer after a draft step (each sequence one token
+# with logits, masked nextn embeddings)): MTP_RUNS' settings, a unified cache and a 2048-token ubatch beside them.
+MTP_CTX_RUNS = [s | {"mtp_ctx": 1} for s in MTP_RUNS] + [
+    _s(8192, 4, unified=1, mtp=1, mtp_ctx=1),
+    _s(4096, 1, n_ubatch=2048, mtp=1, mtp_ctx=1),
+]
+# The same on published shapes with their MTP block (dry runs): contexts 4k to 64k, 1 to 4 sequences, a q8_0 cache,
+# flash attention off, ubatches 512 to 2048.
+MTP_CTX_SHAPE_RUNS = [
+    _s(4096, 1, mtp=1, mtp_ctx=1),
+    _s(32768, 4, "q8_0", mtp=1, mtp_ctx=1),
+    _s(8192, 2, fa="off", n_ubatch=1024, mtp=1, mtp_ctx=1),
+    _s(65536, 1, n_ubatch=2048, mtp=1, mtp_ctx=1),
+]
+
 
 # llama-server's verification batch (verify=D, the probe's: each sequence's sampled token and D draft tokens decoded
 # together, every one with logits, at most n_batch tokens; the output buffer read after the decode, whose
@@ -682,6 +699,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
         [_s(512, 1), _s(2048, 4, fa="off")],
     ),
     "graph_dumps_dsv4.jsonl": _graph_dumps(DSV4_SET, DSV4_DUMPS),
+    # the MTP draft context's reserved DECODER_MTP graph beside the target's (mtp_ctx=1 graph=1)
+    "graph_dumps_mtp.jsonl": _graph_dumps(
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3") | recurrent.MTP_MODELS,
+        [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
+    ),
     "results_dsv4_dryrun.jsonl": TruthFile(
         DSV4_SET,
         DSV4_RUNS,
@@ -703,6 +725,22 @@ TRUTH_FILES: dict[str, TruthFile] = {
         MTP_RUNS,
         decode=512,
         label=LABEL + ", llama-server's target under --spec-type draft-mtp (load_mtp, nextn embeddings)",
+    ),
+    "results_mtp_ctx.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3")
+        | recurrent.MTP_MODELS
+        | _subset(attention.FAMILY_SET, "deepseek2-mla-nextn")
+        | _subset(more.FAMILY_SET, "glm4moe-nextn", "mimo2-nextn"),
+        MTP_CTX_RUNS,
+        decode=512,
+        label=LABEL + ", llama-server's target and its MTP draft context under --spec-type draft-mtp",
+    ),
+    "results_mtp_ctx_dryrun.jsonl": TruthFile(
+        recurrent.MTP_SHAPES,
+        MTP_CTX_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run, the target and its MTP draft context",
     ),
     "results_draft.jsonl": TruthFile(
         _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0", "gemma3-swa-f16")

@@ -178,6 +178,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         }
     if "fit_n_ctx" in raw:  # common_fit_params' choice (probe fit_used=B)
         out |= {k: raw[k] for k in ("fit_used", "fit_host_total", "fit_status", "fit_n_ctx")}
+    if "mtp_ctx" in raw:  # llama-server's MTP draft context beside the target (probe mtp_ctx=1)
+        out["draft_ctx"] = summarize_draft(raw["mtp_ctx"])
     out["no_alloc"] = raw.get("no_alloc", 0)
     out |= server_settings(raw)
     if "graph" in raw:
@@ -189,11 +191,50 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def summarize_draft(raw: dict[str, Any]) -> dict[str, Any]:
+    """The MTP draft context's part of the probe's JSON: its sizes, memory module, compute and output buffers
+    (after its draft step where one was decoded)."""
+    if "error" in raw:
+        return {"error": raw["error"]}
+    kvs = raw.get("kv_caches") or []
+    rs = raw.get("recurrent") or {}
+    breakdown = raw["breakdown"]
+    c = raw["cparams"]
+    out: dict[str, Any] = {
+        **{k: c[k] for k in ("n_ctx", "n_ctx_seq", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "kv_unified")},
+        "n_outputs_max": c["n_outputs_max"],
+        "type_k": raw["type_k"],
+        "type_v": raw["type_v"],
+        "memory_kind": raw["memory_kind"],
+        "kv_bytes": sum(k["total_bytes"] for k in kvs),
+        "kv_caches": [
+            {key: k[key] for key in ("role", "cells", "n_stream", "n_layer", "layers", "v_trans", "k_bytes", "v_bytes")}
+            for k in kvs
+        ],
+        "rs_bytes": rs.get("total_bytes", 0),
+        "memory_bytes": sum(raw.get("memory_buffers", {}).values()),
+        "compute_bytes": sum(v["compute"] for v in breakdown.values()),
+        "compute_buffers": {b: v["compute"] for b, v in breakdown.items() if v["compute"]},
+        "output_buffer_bytes_init": raw["output_buffer_bytes"],
+        "backend_samplers": raw.get("draft_sampling", 0),  # sequences whose draft sampling is on the backend
+    }
+    if "breakdown_after_decode" in raw:
+        out["decode_tokens"] = raw["decode_tokens"]
+        out["decode_rc"] = raw["decode_rc"]
+        out["compute_bytes_after_decode"] = sum(v["compute"] for v in raw["breakdown_after_decode"].values())
+        out["output_buffer_bytes_after_decode"] = raw["output_buffer_bytes_after_decode"]
+    if "graph" in raw:  # its reserved DECODER_MTP graph node by node (probe graph=1)
+        out["graph"] = raw["graph"]
+    return out
+
+
 def server_settings(raw: dict[str, Any]) -> dict[str, Any]:
     """The probe's llama-server options a run was made with, where set."""
     out: dict[str, Any] = {}
     if raw.get("mtp"):  # llama-server's target under --spec-type draft-mtp (probe mtp=1)
         out["mtp"] = 1
+    if raw.get("mtp_ctx"):  # and its MTP draft context (probe mtp_ctx=1)
+        out["mtp_ctx"] = 1
     if "verify" in raw:  # the decode was llama-server's verification batch of verify draft tokens a sequence
         out["verify"] = raw["verify"]
     if "outputs_max" in raw:  # llama_context_params.n_outputs_max as llama-server sets it (probe outputs_max=N)

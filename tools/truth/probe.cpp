@@ -15,6 +15,12 @@
 //   mtp=1 (llama-server's target under --spec-type draft-mtp: the model loaded with load_mtp, as common.cpp sets it,
 //   and after init llama_set_embeddings_nextn(ctx, true, unmasked), as common_speculative_impl_draft_mtp does; the
 //   output buffer is read again after the decode, the first output_reserve that sees it)
+//   mtp_ctx=1 (mtp=1 and llama-server's MTP draft context beside the target, as common_speculative_init_result makes
+//   it from common_base_params_to_speculative's parameters: its memory module, compute and output buffers under
+//   "mtp_ctx"; with decode=N, after the target's decode, a draft step: each sequence one token and its hidden state,
+//   with logits, the buffers read again)  type_k_draft, type_v_draft (--cache-type-k-draft/-v-draft; default f16)
+//   draft_sampling=0 (the draft's sampling not offloaded to the backend; default 1, llama-server's draft
+//   backend_sampling: each sequence's top-k sampler chain set on the draft context)
 //   verify=D (the decode is llama-server's verification batch: each of the n_seq sequences its sampled token and D
 //   draft tokens, every one with logits, at most n_batch tokens in all, as handle_last_sampled_token adds them; the
 //   output buffer is read again after the decode, whose output_reserve(n_outputs_all) grows it)
@@ -169,6 +175,43 @@ std::string breakdown(const llama_context * ctx) {
     return o.done();
 }
 
+// The memory module's caches, by the kind llama.cpp built for the architecture (most derived first).
+void add_memory(Obj & out, llama_context * ctx) {
+    std::vector<std::string> caches;
+    std::string state = "null", kind = "none";
+    if (llama_memory_i * mem = ctx->memory.get()) {
+        if (auto * m = dynamic_cast<llama_kv_cache_iswa *>(mem)) {
+            kind = "kv_iswa";
+            caches = {kv_cache(m->get_base(), "base"), kv_cache(m->get_swa(), "swa")};
+        } else if (auto * m = dynamic_cast<llama_memory_hybrid_iswa *>(mem)) {
+            kind = "hybrid_iswa";
+            caches = {kv_cache(m->get_mem_attn()->get_base(), "base"), kv_cache(m->get_mem_attn()->get_swa(), "swa")};
+            state = recurrent(m->get_mem_recr());
+        } else if (auto * m = dynamic_cast<llama_memory_hybrid *>(mem)) {
+            kind = "hybrid";
+            caches = {kv_cache(m->get_mem_attn(), "attn")};
+            state = recurrent(m->get_mem_recr());
+        } else if (auto * m = dynamic_cast<llama_memory_recurrent *>(mem)) {
+            kind = "recurrent";
+            state = recurrent(m);
+        } else if (auto * m = dynamic_cast<llama_kv_cache *>(mem)) {
+            kind = "kv";
+            caches = {kv_cache(m, "attn")};
+        } else {
+            kind = "other";
+        }
+        out.raw("memory_buffers", per_buffer_type(mem->memory_breakdown()));
+    }
+    std::string list = "[";
+    for (size_t i = 0; i < caches.size(); ++i) list += (i ? "," : "") + caches[i];
+    out.str("memory_kind", kind).raw("kv_caches", list + "]").raw("recurrent", state);
+}
+
+long long output_bytes(const llama_context * ctx) {
+    const ggml_backend_buffer_t output = ctx->buf_output.get();
+    return output ? (long long) ggml_backend_buffer_get_size(output) : 0;
+}
+
 // The graph llama_context::sched_reserve reserved last (the worst-case prompt ubatch), allocated in the compute
 // buffer: per node its op, type, shape, the node it views, and its offset in the buffer (-1: not in it).
 std::string graph_nodes(llama_context * ctx) {
@@ -241,7 +284,8 @@ int main(int argc, char ** argv) {
     mp.n_gpu_layers = 0;
     mp.load_mode = num("mmap", 0) ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
     mp.no_alloc = num("no_alloc", 0) != 0;
-    const bool mtp = num("mtp", 0) != 0;
+    const bool mtp_ctx = num("mtp_ctx", 0) != 0;
+    const bool mtp = num("mtp", 0) != 0 || mtp_ctx;
     mp.load_mtp = mtp;
     llama_model * model = llama_model_load_from_file(argv[1], mp);
     if (!model) fail("model load failed");
@@ -301,35 +345,7 @@ int main(int argc, char ** argv) {
                              .num("pooling_type", (long long) c.pooling_type)
                              .done());
 
-    // The memory module's caches, by the kind llama.cpp built for the architecture (most derived first).
-    std::vector<std::string> caches;
-    std::string state = "null", kind = "none";
-    if (llama_memory_i * mem = ctx->memory.get()) {
-        if (auto * m = dynamic_cast<llama_kv_cache_iswa *>(mem)) {
-            kind = "kv_iswa";
-            caches = {kv_cache(m->get_base(), "base"), kv_cache(m->get_swa(), "swa")};
-        } else if (auto * m = dynamic_cast<llama_memory_hybrid_iswa *>(mem)) {
-            kind = "hybrid_iswa";
-            caches = {kv_cache(m->get_mem_attn()->get_base(), "base"), kv_cache(m->get_mem_attn()->get_swa(), "swa")};
-            state = recurrent(m->get_mem_recr());
-        } else if (auto * m = dynamic_cast<llama_memory_hybrid *>(mem)) {
-            kind = "hybrid";
-            caches = {kv_cache(m->get_mem_attn(), "attn")};
-            state = recurrent(m->get_mem_recr());
-        } else if (auto * m = dynamic_cast<llama_memory_recurrent *>(mem)) {
-            kind = "recurrent";
-            state = recurrent(m);
-        } else if (auto * m = dynamic_cast<llama_kv_cache *>(mem)) {
-            kind = "kv";
-            caches = {kv_cache(m, "attn")};
-        } else {
-            kind = "other";
-        }
-        out.raw("memory_buffers", per_buffer_type(mem->memory_breakdown()));
-    }
-    std::string list = "[";
-    for (size_t i = 0; i < caches.size(); ++i) list += (i ? "," : "") + caches[i];
-    out.str("memory_kind", kind).raw("kv_caches", list + "]").raw("recurrent", state);
+    add_memory(out, ctx);
 
     const ggml_backend_buffer_t output = ctx->buf_output.get();
     out.raw("breakdown", breakdown(ctx))
@@ -341,6 +357,7 @@ int main(int argc, char ** argv) {
         .raw("rss_after_ctx", rss_ctx)
         .num("no_alloc", mp.no_alloc)
         .num("mtp", mtp);
+    if (mtp_ctx) out.num("mtp_ctx", 1);
     const long long verify = num("verify", -1);
     if (verify >= 0) out.num("verify", verify);
     if (outputs_max > 0) out.num("outputs_max", outputs_max);
@@ -413,9 +430,83 @@ int main(int argc, char ** argv) {
         out.num("fit_used", fit_used).num("fit_host_total", (long long) host_total).num("fit_status", status)
             .num("fit_n_ctx", fcp.n_ctx);
     }
+    llama_context * ctx_dft = nullptr;
+    if (mtp_ctx) {
+        // llama-server's MTP draft context (common_speculative_init_result): the server's context parameters with
+        // ctx_type MTP, the target's n_ctx, no rollback snapshots, ctx_other the target; made on the target's
+        // model after the target's context, its log silenced until it is freed (the log parser reads the target's lines only)
+        llama_context_params dp = cp;
+        dp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        dp.n_ctx = llama_n_ctx(ctx);
+        dp.n_rs_seq = 0;
+        dp.ctx_other = ctx;
+        // common_base_params_to_speculative: the draft's own cache types (--cache-type-k-draft/-v-draft, default
+        // f16), one output a sequence (n_outputs_max n_parallel, n_outputs_max_per_seq 1), no embeddings, pooling
+        // unspecified
+        dp.type_k = type_named(text("type_k_draft", "f16"));
+        dp.type_v = type_named(text("type_v_draft", "f16"));
+        dp.n_outputs_max = cp.n_seq_max;
+        dp.n_outputs_max_per_seq = 1;
+        dp.embeddings = false;
+        dp.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;
+        llama_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
+        ctx_dft = llama_init_from_model(model, dp);
+        Obj d;
+        if (!ctx_dft) {
+            d.str("error", "draft context init failed");
+        } else {
+            // common_speculative_impl_draft_mtp's constructor: with draft.backend_sampling (on by default) each
+            // sequence's top-k(10) sampler chain offloaded to the backend (llama_set_sampler: a re-reserve is due),
+            // then the draft keeps masked nextn embeddings
+            if (num("draft_sampling", 1) != 0) {
+                for (llama_seq_id seq = 0; seq < (llama_seq_id) cp.n_seq_max; ++seq) {
+                    llama_sampler * chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+                    llama_sampler_chain_add(chain, llama_sampler_init_top_k(10));
+                    if (!llama_set_sampler(ctx_dft, seq, chain)) llama_sampler_free(chain);
+                }
+                d.num("draft_sampling", (long long) ctx_dft->sampling.samplers.size());
+                if (ctx_dft->sched_need_reserve) ctx_dft->sched_reserve();  // what the next decode would reserve
+            }
+            llama_set_embeddings_nextn(ctx_dft, true, /*masked*/ true);
+            const auto & dc = ctx_dft->cparams;
+            d.str("type_k", ggml_type_name(dp.type_k)).str("type_v", ggml_type_name(dp.type_v));
+            d.raw("cparams", Obj().num("n_ctx", dc.n_ctx).num("n_ctx_seq", dc.n_ctx_seq).num("n_seq_max", dc.n_seq_max)
+                                  .num("n_batch", dc.n_batch).num("n_ubatch", dc.n_ubatch)
+                                  .num("flash_attn", dc.flash_attn).num("kv_unified", dc.kv_unified)
+                                  .num("n_outputs_max", dc.n_outputs_max).done());
+            add_memory(d, ctx_dft);
+            d.raw("breakdown", breakdown(ctx_dft)).num("output_buffer_bytes", output_bytes(ctx_dft))
+                .raw("rss_after_ctx", rss());
+            if (graph) d.raw("graph", graph_nodes(ctx_dft));
+            if (!mp.no_alloc && !graph && num("decode", 0) > 0) {
+                // a draft step: each sequence's last token with its target hidden state, with logits
+                const int n_embd = llama_model_n_embd_out(model);
+                const int n_tokens = (int) dc.n_seq_max;
+                llama_batch batch = llama_batch_init(n_tokens, n_embd, 1);
+                batch.token = (llama_token *) malloc(sizeof(llama_token) * n_tokens);
+                for (int i = 0; i < n_tokens; ++i) {
+                    batch.token[i] = 300 + i;
+                    batch.pos[i] = 0;
+                    batch.n_seq_id[i] = 1;
+                    batch.seq_id[i][0] = (llama_seq_id) i;
+                    batch.logits[i] = 1;
+                }
+                std::fill(batch.embd, batch.embd + (size_t) n_tokens * n_embd, 0.01f);
+                batch.n_tokens = n_tokens;
+                const int rc = llama_decode(ctx_dft, batch);
+                llama_batch_free(batch);  // frees token too
+                d.num("decode_tokens", n_tokens).num("decode_rc", rc).raw("rss_after_decode", rss())
+                    .raw("breakdown_after_decode", breakdown(ctx_dft))
+                    .num("output_buffer_bytes_after_decode", output_bytes(ctx_dft));
+            }
+        }
+        out.raw("mtp_ctx", d.done());
+    }
     printf("%s\n", out.done().c_str());
     fflush(stdout);
     llama_free(ctx);
+    if (ctx_dft) llama_free(ctx_dft);
+    llama_log_set([](ggml_log_level, const char * t, void *) { fputs(t, stderr); }, nullptr);
     llama_model_free(model);
     llama_backend_free();
     return 0;

@@ -1,0 +1,126 @@
+"""The graph llama-server's MTP draft context reserves (LLM_GRAPH_TYPE_DECODER_MTP), rebuilt node for node:
+llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp and
+llama_model_bailingmoe3::graph_mtp.
+
+Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
+input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer
+of its architecture (qwen's gated attention, bailingmoe3's gated MLA) and its FFN over every row, the head norm (the
+graph's t_h_nextn, an output), the output rows, the LM head (t_logits). The block's weights are the trunk's last
+attention layer's here (the NextN layer repeats its shape).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from memfit.estimator.compute_graph import DecoderGraph, ubatch_outputs
+from memfit.estimator.context import ContextGeometry
+from memfit.estimator.ggml_graph import F32, I32, Graph, Tensor, get_rows, mul_mat, new_tensor, op, same_shape
+from memfit.estimator.graph_delta_net import IMROPE_POSITIONS, KdaGraph, QwenNextGraph
+from memfit.estimator.graph_ffn import build_ffn, routed_experts
+from memfit.estimator.layout import GraphLayer, GraphShape
+
+
+def _inputs(g: DecoderGraph, pos_per_token: int) -> tuple[Tensor, Tensor]:
+    """llm_graph_input_embd_h: the token ids (their rows of tok_embd) and the hidden-state input mtp_h_input;
+    build_inp_pos and build_inp_out_ids (the draft's n_outputs_max rows). The unused embeddings input of the
+    qwen builders is never expanded, so it is not in the graph. Returns (the rows, the hidden state)."""
+    t, e = g.t, g.shape.n_embd
+    g.token_ids = new_tensor(I32, t, input=True)
+    tok = get_rows(None, g.token_ids, e)
+    h = new_tensor(F32, e, t, input=True)
+    g.pos = new_tensor(I32, t * pos_per_token, input=True)
+    return tok, h
+
+
+def _eh_proj(g: DecoderGraph, tok: Tensor, h: Tensor) -> Tensor:
+    """enorm(rows) and hnorm(hidden) concatenated on dim 0, times eh_proj: [n_embd, T]."""
+    e = g.shape.n_embd
+    joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok), g.norm(h))
+    return mul_mat(None, joined, e)
+
+
+def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int) -> Graph:
+    """The head norm over every row (res->t_h_nextn, an output), its output rows, the LM head (t_logits)."""
+    cur = g.norm(cur)
+    cur.output = True
+    logits = mul_mat(None, get_rows(cur, out_ids, g.shape.n_embd), n_vocab)
+    logits.output = True
+    g.gf.expand(logits)
+    return g.gf
+
+
+class QwenMtpGraph(QwenNextGraph):
+    """qwen3next.cpp / qwen35.cpp / qwen35moe.cpp graph_mtp: eh_proj, attn_norm, build_layer_attn's gated attention,
+    its residual, attn_post_norm, the FFN (dense, or the experts plus the sigmoid-gated shared expert), its
+    residual, the head."""
+
+    def build(self) -> Graph:
+        tok, h = _inputs(self, 1 if self.next else IMROPE_POSITIONS)
+        out_ids = new_tensor(I32, _outputs(self), input=True)
+        (b,) = self.shape.layers
+        inp_sa = _eh_proj(self, tok, h)
+        cur = self.gated_attention(b, self.norm(inp_sa))
+        ffn_residual = same_shape(cur, "ADD", inp_sa)
+        out = self.ffn_out(b, self.norm(ffn_residual))
+        return _head(self, same_shape(out, "ADD", ffn_residual), out_ids, self.n_vocab)
+
+
+class BailingMtpGraph(KdaGraph):
+    """bailingmoe3.cpp graph_mtp: eh_proj, attn_norm, the gated MLA block, its residual, ffn_norm, the experts plus
+    the shared expert, the residual, the head (shared_head_norm)."""
+
+    def build(self) -> Graph:
+        tok, h = _inputs(self, 1)
+        out_ids = new_tensor(I32, _outputs(self), input=True)
+        (b,) = self.shape.layers
+        inp_sa = _eh_proj(self, tok, h)
+        cur = self.mla(b, self.norm(inp_sa))
+        ffn_inp = same_shape(cur, "ADD", inp_sa)
+        cur = self.norm(ffn_inp)
+        if b.n_expert:
+            out = same_shape(routed_experts(self.gf, b, cur), "ADD", build_ffn(cur, b.routing.shared_ff))
+        else:
+            out = build_ffn(cur, b.n_ff)
+        return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab)
+
+
+def _outputs(g: DecoderGraph) -> int:
+    """build_inp_out_ids' rows: min(n_tokens, n_outputs_max) (the draft's n_outputs_max, its n_parallel)."""
+    return ubatch_outputs(g.geometry)
+
+
+def build_qwen3next_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return QwenMtpGraph(shape, geometry, n_vocab, next_=True).build()
+
+
+def build_qwen35_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return QwenMtpGraph(shape, geometry, n_vocab, next_=False).build()
+
+
+def build_bailingmoe3_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return BailingMtpGraph(shape, geometry, n_vocab, "bailingmoe3").build()
+
+
+# llama_model::build_graph under LLM_GRAPH_TYPE_DECODER_MTP, by architecture: the MTP graphs rebuilt here
+MTP_BUILDERS = {
+    "qwen3next": build_qwen3next_mtp,
+    "qwen35": build_qwen35_mtp,
+    "qwen35moe": build_qwen35_mtp,
+    "bailingmoe3": build_bailingmoe3_mtp,
+}
+
+
+def nextn_block(shape: GraphShape) -> GraphLayer | None:
+    """The NextN block's shape: the trunk's last attention layer (not recurrent), or None where it has none."""
+    attention = [b for b in shape.layers if not b.recurrent_in and (b.n_head or b.kv_lora)]
+    return attention[-1] if attention else None
+
+
+def mtp_graph_shape(arch: str, shape: GraphShape) -> GraphShape | None:
+    """The draft context's graph: the trunk's shape with the NextN block alone and the architecture's MTP builder;
+    None where that builder is not rebuilt here."""
+    builder, block = MTP_BUILDERS.get(arch), nextn_block(shape)
+    if builder is None or block is None:
+        return None
+    return replace(shape, layers=(block,), builder=builder)
