@@ -20,6 +20,7 @@ from memfit.estimator.layout import (
     Layout,
     Lightning,
     Mixer,
+    RankHead,
     RecurrentLayer,
     Routing,
     Ssm,
@@ -328,6 +329,30 @@ def graph_shape(
         embedding_scale=graph.embedding_scale(hp),
         rs_rollback=rule.rs_rollback,
         pooling=hp.pooling_type,
+        rank_head=rank_head(hp.arch, layers.tensors),
+    )
+
+
+# llm_graph_context::build_pooling's RANK case: modern-bert pools by mean first and applies gelu, qwen3 and qwen3vl
+# end with a soft_max
+MEAN_FIRST_HEAD = frozenset({"modern-bert"})
+SOFTMAX_HEAD = frozenset({"qwen3", "qwen3vl"})
+
+
+def rank_head(arch: str, tensors: TensorShapes | None) -> RankHead:
+    """build_pooling's classification head as the file holds it (cls, cls_b, cls_norm, cls_out, cls_out_b, each
+    created TENSOR_NOT_REQUIRED by the architectures that have one: bert, jina-bert-v2/v3, modern-bert, neo-bert,
+    nomic-bert(-moe), qwen3, qwen3vl); no head where the tensors are unknown (a catalog entry)."""
+    found = tensors or {}
+    cls, out = found.get("cls.weight"), found.get("cls.output.weight")
+    return RankHead(
+        cls_rows=0 if cls is None else cls[1] if len(cls) > 1 else 1,  # ne[1] (a trailing 1 may be left out)
+        cls_bias="cls.bias" in found,
+        cls_norm="cls.norm.weight" in found,
+        out_rows=0 if out is None else out[1] if len(out) > 1 else 1,
+        out_bias="cls.output.bias" in found,
+        mean_first=arch in MEAN_FIRST_HEAD,
+        softmax=arch in SOFTMAX_HEAD,
     )
 
 

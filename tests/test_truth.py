@@ -832,3 +832,75 @@ def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server:
     assert plain["workspace"]["bytes"] < serving["workspace"]["bytes"]
     if run in EMBEDDING_DRY and architecture(run) not in NON_CAUSAL:  # the real-scale decoders
         assert plain["workspace"]["upperBytes"] < _served_workspace(run)
+
+
+POOLED_DRY = load(DATA / "results_pooling_dryrun.jsonl")
+POOLED_DECODED = load(DATA / "results_pooling.jsonl")
+POOLED = POOLED_DRY + POOLED_DECODED
+
+
+def test_llama_server_pooling_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama-server's --pooling (the probe's pooling=NAME, results_pooling*.jsonl: Llama-3.1-8B's and bert-large's
+    shapes, one with a classification head, every pooling named over the model's own at a 512 and a 2048 ubatch,
+    and a pooling without embeddings; a tiny Qwen3 reranker decoded): every run compared, the caches and the output
+    buffer exact, the bounds tight (the compute buffer the graph replay of the pooling named)."""
+    rows = [r for name in ("results_pooling_dryrun.jsonl", "results_pooling.jsonl") for r in recorded[name]]
+    assert len(rows) == len(POOLED) == 34
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+    assert {settings(r)["pooling"] for r in POOLED} == {"none", "mean", "cls", "last", "rank"}
+
+
+def test_a_named_pooling_is_what_the_graph_reserves() -> None:
+    """What llama.cpp measured: with embeddings the compute buffer follows the pooling named, not the model's own
+    (Llama-3.1-8B's shape names none: mean and cls reserve more than none); without embeddings a pooling changes no
+    graph (the plain one of the same ubatch, every token a logits row)."""
+    dry = {(r["model"], r["n_ubatch"], settings(r)["pooling"], settings(r).get("embeddings")): r for r in POOLED_DRY}
+    llama = "llama31-8b-shape-q4_0"
+    none, mean, cls = (dry[llama, 512, name, 1]["compute_bytes"] for name in ("none", "mean", "cls"))
+    assert none < cls < mean
+    assert dry[llama, 512, "mean", None]["compute_bytes"] == none
+
+
+@pytest.fixture(scope="module")
+def pooling_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A live memfit server over the pooling runs' models (the real-scale shapes sparse)."""
+    service = _service_over({r["model"] for r in POOLED}, tmp_path_factory)
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+def _pooled_workspace(run: dict) -> int:
+    """llama.cpp's compute and output buffers as llama-server runs a run's settings: serving embeddings, once it has
+    decoded an embedding batch (_served_workspace); a pooling alone, as allocated (its prompts' last tokens only
+    have logits, n_seq rows)."""
+    if settings(run).get("embeddings"):
+        return _served_workspace(run)
+    return int(run["compute_bytes"] + run["output_buffer_bytes_init"])
+
+
+@pytest.mark.parametrize("run", [r for r in POOLED if _within_trained_context(r)], ids=run_id)
+def test_the_llama_server_profile_pools_as_named(run: dict, pooling_server: httpx.Client) -> None:
+    """Under the llamaServer profile with `pooling` the workspace's bounds hold llama.cpp's compute and output
+    buffers, both tight: with embeddings the graph pools as named; without, llama-server's output limit is its
+    n_batch (every ubatch token a logits row) and no embeddings are computed. The same request without `pooling`
+    (the model's own pooling, llama-server's capped limit) lies below where the pooling named changes the graph,
+    and answering a pooling alone as serving embeddings (1.20.0's answer) lies above it."""
+    s = settings(run)
+    body = _run_request(run) | {
+        "profile": "llamaServer",
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+        "kvUnified": bool(s.get("unified")),
+        "embeddings": bool(s.get("embeddings")),
+    }
+    requests = [body | {"pooling": s["pooling"]}, body, body | {"embeddings": True}]
+    answers = pooling_server.post("/v1/models/fit/batch", json=requests).json()["results"]
+    pooled, own, serving = ({p["component"]: p for p in r["estimate"]["parts"]} for r in answers)
+    truth = _pooled_workspace(run)
+    assert _tight(pooled["workspace"]["bytes"], truth, pooled["workspace"]["upperBytes"])
+    assert answers[0]["estimate"]["workload"]["pooling"] == s["pooling"]
+    if run["model"] == "llama31-8b-shape-q4_0" and s["pooling"] != "none":  # its own pooling is none
+        assert own["workspace"]["upperBytes"] < truth
+    if not s.get("embeddings"):
+        assert serving["workspace"]["bytes"] > truth
