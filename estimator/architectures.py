@@ -27,6 +27,7 @@ from memfit.estimator.layout import (
     SwaType,
 )
 from memfit.estimator.moe_rules import expert_width, layer_tensor
+from memfit.estimator.pooling import rank_refusal
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
@@ -142,6 +143,8 @@ def derive_layout(
             memory=False,
             graph=graph_shape(rule, layers_of(rule, hp, tensors, types), (False,) * hp.n_layer, None, None, n_vocab),
             embd_width=embd_width(arch, hp),
+            pooling=hp.pooling_type,
+            rank_refusal=rank_refusal(metadata, n_vocab),
         )
     layers = layers_of(rule, hp, tensors, types)
     window = rule.window
@@ -174,6 +177,8 @@ def derive_layout(
         rs_rollback=rule.rs_rollback,
         nextn_width=nextn_width(arch, hp),
         embd_width=embd_width(arch, hp),
+        pooling=hp.pooling_type,
+        rank_refusal=rank_refusal(metadata, n_vocab),
     )
 
 

@@ -835,7 +835,7 @@ def rank_head(cur: Tensor, head: RankHead) -> Tensor:
         cur = mul_mat(None, cur, head.cls_rows)
         if head.cls_bias:
             cur = same_shape(cur, "ADD", None)
-        cur = same_shape(cur, "UNARY")  # ggml_gelu or ggml_tanh
+        cur = same_shape(cur, "GELU" if head.mean_first else "TANH")  # ggml_gelu, ggml_tanh: unary ops
         if head.cls_norm:
             cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", None)
     if head.out_rows:

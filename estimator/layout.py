@@ -362,6 +362,10 @@ class Layout:
     # hparams.n_embd_out(): the floats of a row of embeddings llama_context::output_reserve keeps per output under
     # cparams.embeddings (llama-server's --embedding); 0: not derived
     embd_width: int = 0
+    pooling: int = 0  # hparams.pooling_type (llama_pooling_type; 0 NONE): the context's where none is named
+    # why llama-server refuses a context that pools by rank with this vocabulary (estimator/pooling.py); "": it does
+    # not, or it is not known
+    rank_refusal: str = ""
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

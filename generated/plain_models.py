@@ -282,9 +282,12 @@ class WireFitVerdictRequest:
     `none` still lifts llama-server's output limit to its `n_batch` (`server_output_limits`), so the
     graph llama.cpp reserves has every token of the ubatch a logits row, but the context computes no
     embeddings (`cparams.embeddings` stays false): no pooling in the graph, no embeddings in the output
-    buffer, and `n_batch` is not cut to the ubatch. Default null under every profile; the `running`
-    profile reads `--pooling`, `--rerank` and `LLAMA_ARG_POOLING` (the last named wins, as llama.cpp
-    parses them).
+    buffer, and `n_batch` is not cut to the ubatch. Under the profiles that run llama-server, a context
+    that pools by rank (named, or the model's own) with a vocabulary that has no BOS token, or none of an
+    EOS token, a SEP token and a rerank chat template, is refused (`common_init_from_params`): the parts
+    past the weights are `unknown` with `workloadUnsupported`. Default null under every profile; the
+    `running` profile reads `--pooling`, `--rerank` and `LLAMA_ARG_POOLING` (the last named wins, as
+    llama.cpp parses them).
 
     """
 

@@ -47,7 +47,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
     from tools.truth.matrices import (  # their pooled variants, and those with a classification head
         EMBEDDING_MODELS,
         EMBEDDING_SHAPES,
-        POOLING_MODELS,
+        POOLING_DUMP_MODELS,
         POOLING_SHAPES,
     )
 
@@ -71,7 +71,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **EMBEDDING_SHAPES,
         **EMBEDDING_MODELS,
         **POOLING_SHAPES,
-        **POOLING_MODELS,
+        **POOLING_DUMP_MODELS,
     }
 
 

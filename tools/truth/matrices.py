@@ -564,6 +564,12 @@ POOLING_SHAPES = _subset(SHAPE_SET, "llama31-8b-shape-q4_0") | {
     "bert-large-shape-rank": _rank_head(shapes.FAMILY_SET["bert-large-shape"], 2, cls=True),
 }
 POOLING_MODELS = {"qwen3-f16-rank": _rank_head(PUBLIC_SET["qwen3-f16"], 1, cls=False)}
+# The reserved graph node by node under rank (Qwen3-Reranker's head and soft_max; a BERT reranker's cls and
+# cls.output, two labels) and mean, one sequence and four
+POOLING_DUMP_MODELS = POOLING_MODELS | {"bert-embd-rank": _rank_head(attention.FAMILY_SET["bert-embd"], 2, cls=True)}
+POOLING_DUMPS = [
+    _s(512, 1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": name} for name in ("rank", "mean")
+] + [_s(2048, 4, unified=1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": "rank"}]
 
 
 def _graph_dumps(models: dict[str, Callable[[], Model]], settings: list[Settings]) -> TruthFile:
@@ -723,6 +729,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         [_s(512, 1), _s(2048, 4, fa="off")],
     ),
     "graph_dumps_dsv4.jsonl": _graph_dumps(DSV4_SET, DSV4_DUMPS),
+    "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "results_dsv4_dryrun.jsonl": TruthFile(
         DSV4_SET,
         DSV4_RUNS,
