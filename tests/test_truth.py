@@ -810,6 +810,18 @@ def _served_workspace(run: dict) -> int:
     return int(run["compute_bytes"]) + (model.vocab + n_embd) * 4 * run["n_batch"]
 
 
+def _server_request(run: dict) -> dict:
+    """A fit request under the llamaServer profile for a run's settings: its ubatch, the CPU variant measured,
+    flash attention as llama.cpp resolved it, its unified cache."""
+    return _run_request(run) | {
+        "profile": "llamaServer",
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",
+        "kvUnified": bool(settings(run).get("unified")),
+    }
+
+
 @pytest.mark.parametrize("run", [r for r in SERVING_EMBEDDINGS if _within_trained_context(r)], ids=run_id)
 def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server: httpx.Client) -> None:
     """Under the llamaServer profile with embeddings llama-server's n_batch is the ubatch and its output limit that
@@ -817,14 +829,7 @@ def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server:
     model's pooling) and the output buffer an embedding batch grows, both tight. Without embeddings (llama-server's
     cap at its slots, n_seq rows of logits) the profile answers less, and at real scale its ceiling lies below,
     but for a model without a memory module, whose encode() outputs the ubatch's rows of logits either way."""
-    s = settings(run)
-    body = _run_request(run) | {
-        "profile": "llamaServer",
-        "ubatchTokens": run["n_ubatch"],
-        "cpuVariant": "haswell",
-        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
-        "kvUnified": bool(s.get("unified")),
-    }
+    body = _server_request(run)
     answers = embedding_server.post("/v1/models/fit/batch", json=[body | {"embeddings": True}, body]).json()
     serving, plain = ({p["component"]: p for p in r["estimate"]["parts"]} for r in answers["results"])
     assert _tight(serving["workspace"]["bytes"], _served_workspace(run), serving["workspace"]["upperBytes"])
@@ -886,14 +891,7 @@ def test_the_llama_server_profile_pools_as_named(run: dict, pooling_server: http
     (the model's own pooling, llama-server's capped limit) lies below where the pooling named changes the graph,
     and answering a pooling alone as serving embeddings (1.20.0's answer) lies above it."""
     s = settings(run)
-    body = _run_request(run) | {
-        "profile": "llamaServer",
-        "ubatchTokens": run["n_ubatch"],
-        "cpuVariant": "haswell",
-        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
-        "kvUnified": bool(s.get("unified")),
-        "embeddings": bool(s.get("embeddings")),
-    }
+    body = _server_request(run) | {"embeddings": bool(s.get("embeddings"))}
     requests = [body | {"pooling": s["pooling"]}, body, body | {"embeddings": True}]
     answers = pooling_server.post("/v1/models/fit/batch", json=requests).json()["results"]
     pooled, own, serving = ({p["component"]: p for p in r["estimate"]["parts"]} for r in answers)
