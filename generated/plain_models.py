@@ -187,8 +187,8 @@ class WireFitVerdictRequest:
     llama.cpp reserves at its output limit, min(`n_batch`, slots x (1 + the draft tokens)) (since 1.19.0;
     `server_output_limits` sets `n_outputs_max` before the context is made): the compute buffer in the
     workspace part is sized for that many logits rows instead of the whole ubatch's; serving embeddings
-    lifts that limit (since 1.20.0), and so does a `pooling` other than `none` (since 1.21.0). `custom` is
-    a plain llama.cpp context (every token of the reserved ubatch an output).
+    lifts that limit (since 1.20.0), and so does a pooling other than none (since 1.21.0; see the pooling
+    field). `custom` is a plain llama.cpp context (every token of the reserved ubatch an output).
 
     """
     swa_full: bool | None = None
