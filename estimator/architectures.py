@@ -20,12 +20,14 @@ from memfit.estimator.layout import (
     Layout,
     Lightning,
     Mixer,
+    RankHead,
     RecurrentLayer,
     Routing,
     Ssm,
     SwaType,
 )
 from memfit.estimator.moe_rules import expert_width, layer_tensor
+from memfit.estimator.pooling import rank_refusal
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
@@ -141,6 +143,8 @@ def derive_layout(
             memory=False,
             graph=graph_shape(rule, layers_of(rule, hp, tensors, types), (False,) * hp.n_layer, None, None, n_vocab),
             embd_width=embd_width(arch, hp),
+            pooling=hp.pooling_type,
+            rank_refusal=rank_refusal(metadata, n_vocab),
         )
     layers = layers_of(rule, hp, tensors, types)
     window = rule.window
@@ -174,6 +178,8 @@ def derive_layout(
         nextn_width=nextn_width(arch, hp),
         nextn_layers=hp.nextn_predict_layers,
         embd_width=embd_width(arch, hp),
+        pooling=hp.pooling_type,
+        rank_refusal=rank_refusal(metadata, n_vocab),
     )
 
 
@@ -329,6 +335,30 @@ def graph_shape(
         embedding_scale=graph.embedding_scale(hp),
         rs_rollback=rule.rs_rollback,
         pooling=hp.pooling_type,
+        rank_head=rank_head(hp.arch, layers.tensors),
+    )
+
+
+# llm_graph_context::build_pooling's RANK case: modern-bert pools by mean first and applies gelu, qwen3 and qwen3vl
+# end with a soft_max
+MEAN_FIRST_HEAD = frozenset({"modern-bert"})
+SOFTMAX_HEAD = frozenset({"qwen3", "qwen3vl"})
+
+
+def rank_head(arch: str, tensors: TensorShapes | None) -> RankHead:
+    """build_pooling's classification head as the file holds it (cls, cls_b, cls_norm, cls_out, cls_out_b, each
+    created TENSOR_NOT_REQUIRED by the architectures that have one: bert, jina-bert-v2/v3, modern-bert, neo-bert,
+    nomic-bert(-moe), qwen3, qwen3vl); no head where the tensors are unknown (a catalog entry)."""
+    found = tensors or {}
+    cls, out = found.get("cls.weight"), found.get("cls.output.weight")
+    return RankHead(
+        cls_rows=0 if cls is None else cls[1] if len(cls) > 1 else 1,  # ne[1] (a trailing 1 may be left out)
+        cls_bias="cls.bias" in found,
+        cls_norm="cls.norm.weight" in found,
+        out_rows=0 if out is None else out[1] if len(out) > 1 else 1,
+        out_bias="cls.output.bias" in found,
+        mean_first=arch in MEAN_FIRST_HEAD,
+        softmax=arch in SOFTMAX_HEAD,
     )
 
 

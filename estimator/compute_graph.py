@@ -53,6 +53,7 @@ from memfit.estimator.layout import (
     GraphLayer,
     GraphShape,
     Mixer,
+    RankHead,
     Ssm,
 )
 from memfit.integers import round_up
@@ -796,22 +797,51 @@ def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> G
     return gf
 
 
-POOLING_NONE, POOLING_MEAN = 0, 1  # llama_pooling_type; CLS 2, LAST 3 and RANK 4 read one row a sequence
+POOLING_NONE, POOLING_MEAN, POOLING_RANK = 0, 1, 4  # llama_pooling_type; CLS 2 and LAST 3 read one row a sequence
+
+
+def pooling_type(shape: GraphShape, geometry: ContextGeometry) -> int:
+    """cparams.pooling_type (llama_context's constructor): as asked where it is not unspecified, else the model's
+    hparams.pooling_type (unspecified there too: none)."""
+    return shape.pooling if geometry.pooling is None else geometry.pooling
 
 
 def build_pooling(gf: Graph, shape: GraphShape, geometry: ContextGeometry) -> None:
-    """llm_graph_context::build_pooling over t_embd (the last graph output n_embd wide): NONE pools nothing; MEAN
-    multiplies its transposed copy (ggml_cont) by the inp_mean input [n_tokens, n_seqs]; CLS, LAST and RANK take
-    one row a sequence (inp_cls, get_rows). RANK's classification head (cls, cls_out: a few floats a sequence) is
-    left out."""
-    if shape.pooling == POOLING_NONE:
+    """llm_graph_context::build_pooling over t_embd (the last graph output n_embd wide), as cparams.pooling_type
+    says: NONE pools nothing; MEAN multiplies its transposed copy (ggml_cont) by the inp_mean input [n_tokens,
+    n_seqs] (build_inp_mean); CLS and LAST take one row a sequence (build_inp_cls: [n_seqs] I32, get_rows); RANK
+    takes that row (modern-bert: the mean) through the file's classification head (rank_head)."""
+    pooling = pooling_type(shape, geometry)
+    if pooling == POOLING_NONE:
         return
     t_embd = next(t for t in reversed(gf.nodes) if t.output and t.ne[0] == shape.n_embd)
     n_seqs = geometry.n_seq  # graph_reserve's ubatch: n_seqs_unq = n_seqs
-    if shape.pooling == POOLING_MEAN:
+    if pooling == POOLING_MEAN or pooling == POOLING_RANK and shape.rank_head.mean_first:
         inp_mean = new_tensor(F32, ubatch_tokens(geometry), n_seqs, input=True)
         pooled = mul_mat_t(cont(transpose(t_embd)), inp_mean)
     else:
         pooled = get_rows(t_embd, new_tensor(I32, n_seqs, input=True), shape.n_embd)
+    if pooling == POOLING_RANK:
+        pooled = rank_head(pooled, shape.rank_head)
     pooled.output = True  # set_outputs: t_embd_pooled
     gf.expand(pooled)
+
+
+def rank_head(cur: Tensor, head: RankHead) -> Tensor:
+    """build_pooling's RANK classification head over the pooled rows: cls (a matmul, cls_b added, tanh, or gelu
+    for modern-bert, then cls_norm's LLM_NORM build_norm at il -1: ggml_norm and the weight), cls_out (a matmul,
+    cls_out_b added), a soft_max for qwen3 and qwen3vl; each op a new tensor a few floats a sequence wide."""
+    if head.cls_rows:
+        cur = mul_mat(None, cur, head.cls_rows)
+        if head.cls_bias:
+            cur = same_shape(cur, "ADD", None)
+        cur = same_shape(cur, "GELU" if head.mean_first else "TANH")  # ggml_gelu, ggml_tanh: unary ops
+        if head.cls_norm:
+            cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", None)
+    if head.out_rows:
+        cur = mul_mat(None, cur, head.out_rows)
+        if head.out_bias:
+            cur = same_shape(cur, "ADD", None)
+    if head.softmax:
+        cur = same_shape(cur, "SOFT_MAX")
+    return cur

@@ -10,6 +10,8 @@ CELL_PADDING = 256  # llama.cpp pads the KV size to 256 cells
 DEFAULT_N_UBATCH = 512
 DEFAULT_N_BATCH = 2048
 WARMUP_TOKENS = 2  # common_init_from_params' warmup decodes the vocabulary's BOS and EOS, whichever it has
+# llama_pooling_type (include/llama.h) by --pooling's names (common/arg.cpp)
+POOLING_TYPES = {"none": 0, "mean": 1, "cls": 2, "last": 3, "rank": 4}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class ContextGeometry:
     # the model has no memory module (llama_model::create_memory returns none: BERT and the other encoders), so
     # llama_context::decode calls encode(), every token of its one ubatch an output (encode_outputs)
     memoryless: bool = False
+    # cparams.pooling_type as asked (llama_pooling_type: POOLING_TYPES; None: unspecified, which llama_context's
+    # constructor makes the model's own), kept only under `embeddings`, where build_pooling reads it
+    pooling: int | None = None
 
     @property
     def outputs_max(self) -> int:
@@ -120,13 +125,21 @@ def verification_outputs(n_seq: int, n_batch: int, draft_tokens: int) -> int:
     return min(n_batch, n_seq * (1 + draft_tokens))
 
 
-def server_outputs_max(n_seq: int, n_batch: int, draft_tokens: int, embeddings: bool = False) -> int:
+def server_outputs_max(n_seq: int, n_batch: int, draft_tokens: int, lifted: bool = False) -> int:
     """llama-server's n_outputs_max, set before its context is made (server-context.cpp load_model):
     server_output_limits' total, min(n_batch, n_parallel x (1 + n_draft)) (verification_outputs), at least 1; n_batch
-    where it serves embeddings (params.embedding, or a pooling type other than none: { n_batch, 1 })."""
-    if embeddings:
+    where `lifted` (params.embedding, or a pooling type other than none: { n_batch, 1 }; pooled_limit)."""
+    if lifted:
         return n_batch
     return max(1, verification_outputs(n_seq, n_batch, draft_tokens))
+
+
+def pooled_limit(embeddings: bool, pooling: str | None) -> bool:
+    """Whether server_output_limits (tools/server/server-context.cpp) lifts llama-server's output limit to its
+    n_batch: params.embedding, or a pooling_type neither unspecified nor none. The second alone leaves
+    cparams.embeddings false (common_context_params_to_llama copies params.embedding) and n_batch as asked
+    (tools/server/server.cpp cuts it to the ubatch only under params.embedding)."""
+    return embeddings or pooling not in (None, "none")
 
 
 def llama_geometry(
@@ -148,10 +161,12 @@ def llama_geometry(
     embeddings: bool = False,
     embd_width: int = 0,
     memoryless: bool = False,
+    pooling: str | None = None,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor); under
     llama-server (`server`) with its output limit (server_outputs_max), which serving `embeddings` lifts to its
-    n_batch, itself cut to the ubatch (server_embedding_batch); `memoryless`: a model without a memory module.
+    n_batch, itself cut to the ubatch (server_embedding_batch), and which a `pooling` other than none lifts alone
+    (pooled_limit); `memoryless`: a model without a memory module; `pooling`: --pooling's name (None: unspecified).
 
     memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
     SWA cache.
@@ -179,10 +194,13 @@ def llama_geometry(
         draft_tokens=draft_tokens,
         # llama-server's params.n_batch is the request's, before llama_context caps it by the context: the cap
         # differs only where n_ctx < n_batch, where the graph's tokens (at most n_ctx) cap the outputs anyway
-        n_outputs_max=server_outputs_max(max(1, n_seq), batch_req, draft_tokens, embeddings) if server else 0,
+        n_outputs_max=server_outputs_max(max(1, n_seq), batch_req, draft_tokens, pooled_limit(embeddings, pooling))
+        if server
+        else 0,
         embeddings=embeddings,
         embd_width=embd_width if embeddings else 0,
         memoryless=memoryless,
+        pooling=POOLING_TYPES[pooling] if embeddings and pooling is not None else None,
     )
 
 

@@ -49,8 +49,8 @@ class ContextKernel:
     def geometry_total(self, n_ctx: int) -> ContextGeometry:
         """The context llama.cpp makes for a total n_ctx under the workload's streams, ubatch, unified cache,
         full-size SWA cache, flash attention, cache types, rollback snapshots, MTP's nextn embeddings, the
-        draft tokens each verification carries, the embeddings served, a model without a memory module and,
-        under llama-server, its output limit."""
+        draft tokens each verification carries, the embeddings served and their pooling, a model without a
+        memory module and, under llama-server, its output limit."""
         w = self.workload
         return llama_geometry(
             n_ctx,
@@ -70,6 +70,7 @@ class ContextKernel:
             embeddings=w.embeddings,
             embd_width=self.layout.embd_width,
             memoryless=not self.layout.memory,
+            pooling=w.pooling,
         )
 
     def kv_bytes(self, geometry: ContextGeometry, flash_attention: bool | None = None) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from memfit.estimator.kv_cache import cache_geometry, is_llama_cpp_type
 from memfit.estimator.ledger import after_load_parts, weights_under_load_mode
 from memfit.estimator.mtp import draft_kv_bytes, draft_output_bytes, mtp_refusal, with_mtp
 from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
+from memfit.estimator.pooling import pooling_refusal
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
 from memfit.estimator.workload import Workload, refused_setting
@@ -156,7 +157,11 @@ def forecast_parts(
     if loaded.weights.basis is Basis.UNKNOWN and subject.weights.basis is not Basis.UNKNOWN:
         limits.append(Limit.WORKLOAD_UNSUPPORTED)  # the NextN/MTP layers' tensors draft-mtp loads are not known
     subject = loaded
-    refused = refused_setting(workload, subject.architecture) or mtp_refusal(subject, workload)
+    refused = (
+        refused_setting(workload, subject.architecture)
+        or mtp_refusal(subject, workload)
+        or pooling_refusal(subject.layout, workload)
+    )
     if refused is None or bounds(parts).overflows:
         # the weights as the load mode holds them, and what llama-server grows after load (estimator/ledger.py)
         return [*weights_under_load_mode(subject, workload), *parts[1:], *after_load_parts(subject, workload)], limits

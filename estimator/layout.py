@@ -272,6 +272,20 @@ GraphBuilder = Callable[["GraphShape", "ContextGeometry", int], "Graph"]
 
 
 @dataclass(frozen=True)
+class RankHead:
+    """The classification head llm_graph_context::build_pooling applies under LLAMA_POOLING_TYPE_RANK, as the model
+    file holds it (the models' create_tensor of cls, cls_b, cls_norm, cls_out, cls_out_b: each TENSOR_NOT_REQUIRED)."""
+
+    cls_rows: int = 0  # cls.weight's output rows (ne[1]; n_embd, or 1 in jina-bert-v2); 0: no cls
+    cls_bias: bool = False  # cls.bias
+    cls_norm: bool = False  # cls.norm.weight (modern-bert's head norm)
+    out_rows: int = 0  # cls.output.weight's output rows (hparams.n_cls_out); 0: no cls_out
+    out_bias: bool = False  # cls.output.bias
+    mean_first: bool = False  # LLM_ARCH_MODERN_BERT: mean pooling before the head, and gelu instead of tanh
+    softmax: bool = False  # LLM_ARCH_QWEN3, LLM_ARCH_QWEN3VL: a soft_max over the scores
+
+
+@dataclass(frozen=True)
 class GraphShape:
     """What llama.cpp's reserved graph is made of (llama-graph.cpp), for the compute buffer."""
 
@@ -307,6 +321,7 @@ class GraphShape:
     rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent blocks write n_rs_seq + 1 state slots
     # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings
     pooling: int = 0
+    rank_head: RankHead = RankHead()  # build_pooling's classification head under RANK (none by default)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
@@ -350,6 +365,10 @@ class Layout:
     # hparams.n_embd_out(): the floats of a row of embeddings llama_context::output_reserve keeps per output under
     # cparams.embeddings (llama-server's --embedding); 0: not derived
     embd_width: int = 0
+    pooling: int = 0  # hparams.pooling_type (llama_pooling_type; 0 NONE): the context's where none is named
+    # why llama-server refuses a context that pools by rank with this vocabulary (estimator/pooling.py); "": it does
+    # not, or it is not known
+    rank_refusal: str = ""
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

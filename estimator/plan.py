@@ -29,6 +29,7 @@ from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.layout import Layout
 from memfit.estimator.ledger import MAPPED
 from memfit.estimator.mtp import mtp_refusal, with_mtp
+from memfit.estimator.pooling import pooling_refusal
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, ContextSource
@@ -143,6 +144,7 @@ class Estimator:
             and workload.flash_attention_on is not None
             and refused_setting(workload, subject.architecture) is None
             and mtp_refusal(subject, workload) is None
+            and pooling_refusal(layout, workload) is None
             and not workload.swa_full
             and workload.load_mode not in MAPPED
             and workload.cache_ram_mib == 0

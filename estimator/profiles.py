@@ -75,7 +75,8 @@ LLAMA_SERVER: dict[str, Default] = {
     "multiTokenPrediction": Default(False, f"{COMMON_H}: speculative.types names no draft-mtp, so load_mtp is false"),
     # after multiTokenPrediction: under it, the draft length (_Resolving.defaults)
     "draftTokens": Default(0, f"{COMMON_H}: speculative.types = {{NONE}}, so no slot verifies a draft"),
-    "embeddings": Default(False, f"{COMMON_H}: embedding = false, pooling_type unspecified: no embeddings served"),
+    "embeddings": Default(False, f"{COMMON_H}: embedding = false: no embeddings served"),
+    "pooling": Default(None, f"{COMMON_H}: pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED: the model's own"),
 }
 MTP_DRAFT = Default(MTP_DRAFT_TOKENS, f"{COMMON_H}: draft-mtp drafts speculative.draft.n_max = 3 tokens a step")
 # the placement Ollama and LM Studio launch with is their own (Ollama's llm/server.go passes --n-gpu-layers from its

@@ -187,7 +187,7 @@ class _Reading:
         if value is None:
             self.unread[option.target] = name
             return
-        before = self.values.get(option.target)
+        before = self.values.pop(option.target, None)  # re-inserted: the values in the order last named
         if option.appends and isinstance(before, tuple) and isinstance(before[0], tuple) and isinstance(value, tuple):
             value, said = before[0] + value, f"{before[1]}; {said}"
         self.values[option.target] = value, said
@@ -256,6 +256,9 @@ def server_args(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Se
     embeddings = _embeddings(values)
     if embeddings is not None:
         named["embeddings"] = embeddings
+    pooling = _pooling_type(values)
+    if pooling is not None:
+        named["pooling"] = pooling
     return ServerArgs(
         named=named,
         ctx_size=_as_int(sized.get("ctx_size")),
@@ -335,19 +338,28 @@ def _draft_tokens(values: Mapping[str, tuple[object, str]], unread: dict[str, st
 
 
 def _embeddings(values: Mapping[str, tuple[object, str]]) -> Named | None:
-    """Whether llama-server serves embeddings, as server_output_limits decides it (tools/server/server-context.cpp):
-    params.embedding (--embedding; --rerank sets it with pooling rank) or a pooling type other than none named
-    (--pooling); None where none of them is named (llama-server's default, false)."""
+    """Whether llama-server's context computes embeddings: params.embedding, which --embedding and --rerank set and
+    common_context_params_to_llama copies into cparams.embeddings (common/common.cpp); None where neither is named
+    (llama-server's default, false). A --pooling alone does not set it (see _pooling_type)."""
     for target in ("embedding", "rerank"):
         if target in values:
             return Named(True, f"{values[target][1]}: params.embedding, cparams.embeddings (common/common.cpp)")
-    if "pooling" not in values:
+    return None
+
+
+def _pooling_type(values: Mapping[str, tuple[object, str]]) -> Named | None:
+    """params.pooling_type as common/arg.cpp leaves it: --pooling's name, or rank where --rerank is named later (the
+    last one parsed wins, the environment before the command line); None where neither is named (unspecified: the
+    model's own)."""
+    named = [target for target in values if target in ("pooling", "rerank")]
+    if not named:
         return None
-    pooling, said = values["pooling"]
-    if pooling == "none":
-        return Named(False, f"{said}: no embedding, pooling none (server_output_limits)")
-    # without --embedding its context computes none: answered as serving them, the larger
-    return Named(True, f"{said}: a pooling type, so the output limit is n_batch (server_output_limits)")
+    value, said = values[named[-1]]
+    if named[-1] == "rerank":
+        return Named("rank", f"{said}: pooling_type = LLAMA_POOLING_TYPE_RANK ({ARG_CPP})")
+    if value == "none":
+        return Named(value, f"{said}: pooling none, so the output limit stays (server_output_limits)")
+    return Named(value, f"{said}: a pooling type, so the output limit is n_batch (server_output_limits)")
 
 
 def _as_int(value: object) -> int | None:

@@ -45,6 +45,8 @@ DEFAULT_DRAFT_TOKENS = 0  # common_params_speculative::types = {NONE}: llama-ser
 # drafts, where the request names none
 MTP_DRAFT_TOKENS = 3
 DEFAULT_EMBEDDINGS = False  # common_params::embedding = false (common/common.h): no --embedding, --rerank
+# common_params::pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED (common/common.h): the model's own (None)
+DEFAULT_POOLING: str | None = None
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
@@ -79,6 +81,7 @@ class WorkloadRequest:
     multi_token_prediction: bool | None = None
     draft_tokens: int | None = None
     embeddings: bool | None = None
+    pooling: str | None = None  # --pooling's name (none, mean, cls, last, rank)
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ SETTINGS = (
     ("multi_token_prediction", "multiTokenPrediction"),
     ("draft_tokens", "draftTokens"),
     ("embeddings", "embeddings"),
+    ("pooling", "pooling"),
     ("gpu_layers", "gpuLayers"),
     ("tensor_split", "tensorSplit"),
     ("tensor_overrides", "tensorOverrides"),
@@ -172,6 +176,9 @@ class Workload:
     # llama-server serves embeddings (--embedding, --rerank): cparams.embeddings, every token of a decode an output
     # with its embeddings beside its logits, and llama-server's output limit lifted to its n_batch (the ubatch)
     embeddings: bool = DEFAULT_EMBEDDINGS
+    # llama-server's --pooling (--rerank: rank), cparams.pooling_type; None: unspecified, the model's own. Other
+    # than none it lifts llama-server's output limit to n_batch even without embeddings (context.pooled_limit)
+    pooling: str | None = DEFAULT_POOLING
 
     @property
     def under_llama_server(self) -> bool:
@@ -196,6 +203,7 @@ class Workload:
             self.multi_token_prediction,
             self.draft_tokens,
             self.embeddings,
+            self.pooling,
         ) == (
             DEFAULT_FLASH_ATTENTION,
             DEFAULT_UBATCH_TOKENS,
@@ -205,6 +213,7 @@ class Workload:
             DEFAULT_MULTI_TOKEN_PREDICTION,
             DEFAULT_DRAFT_TOKENS,
             DEFAULT_EMBEDDINGS,
+            DEFAULT_POOLING,
         )
 
     @property
@@ -241,6 +250,7 @@ class Workload:
             self.multi_token_prediction,
             clamp(self.draft_tokens),
             self.embeddings,
+            self.pooling,
         )
 
 
@@ -282,6 +292,7 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         else request.multi_token_prediction,
         draft_tokens=default_draft_tokens(request) if request.draft_tokens is None else request.draft_tokens,
         embeddings=DEFAULT_EMBEDDINGS if request.embeddings is None else request.embeddings,
+        pooling=DEFAULT_POOLING if request.pooling is None else request.pooling,
         sources=tuple(
             ResolvedSetting(
                 wire, SettingSource.REQUEST if getattr(request, name) is not None else SettingSource.DEFAULT

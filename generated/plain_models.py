@@ -176,8 +176,8 @@ class WireFitVerdictRequest:
     with no token and a one-second deadline; the cache types, flash attention, `--kv-unified`, ubatch, load
     mode, prompt cache, checkpoints, rollback snapshots (`--spec-type`, `--spec-draft-n-max`) and
     multi-token prediction (`--spec-type draft-mtp`), draft tokens (`--spec-type`, its draft lengths) and
-    embeddings (`--embedding`, `--rerank`, `--pooling`) its command line (or its `LLAMA_ARG_*` variables)
-    names;
+    embeddings (`--embedding`, `--rerank`) and pooling (`--pooling`, `--rerank`) its command line (or its
+    `LLAMA_ARG_*` variables) names;
     llama-server's defaults for the rest (the server does not report them). Where no such server runs, or it
     does not answer, or its command line names a value memfit cannot express (a cache type other than f32,
     f16 and q8_0), the answer carries the limit for an unread running server and the settings not read are
@@ -187,12 +187,13 @@ class WireFitVerdictRequest:
     llama.cpp reserves at its output limit, min(`n_batch`, slots x (1 + the draft tokens)) (since 1.19.0;
     `server_output_limits` sets `n_outputs_max` before the context is made): the compute buffer in the
     workspace part is sized for that many logits rows instead of the whole ubatch's; serving embeddings
-    lifts that limit (since 1.20.0). A model without a memory module (a BERT) that serves no embeddings
-    never decodes past llama-server's warmup there (the server refuses its completions), so its output
-    buffer keeps one row per slot, and the ceiling one more where the limit lets the warmup's second token
-    in (the vocabulary's BOS and EOS, which memfit does not read; with one slot and no draft llama.cpp
-    aborts on such a warmup, an answer memfit still gives). `custom` is a plain llama.cpp context (every
-    token of the reserved ubatch an output).
+    lifts that limit (since 1.20.0), and so does a pooling other than none (since 1.21.0; see the pooling
+    field). A model without a memory module (a BERT) that serves no embeddings never decodes past
+    llama-server's warmup there (the server refuses its completions), so its output buffer keeps one row per
+    slot, and the ceiling one more where the limit lets the warmup's second token in (the vocabulary's BOS
+    and EOS, which memfit does not read; with one slot and no draft llama.cpp aborts on such a warmup, an
+    answer memfit still gives). `custom` is a plain llama.cpp context (every token of the reserved ubatch an
+    output).
 
     """
     swa_full: bool | None = None
@@ -281,9 +282,27 @@ class WireFitVerdictRequest:
     and lifts its output limit to that `n_batch`, so the graph llama.cpp reserves has every token of the
     ubatch an output (see `profile`), and the pooling the model names (mean, cls, last, rank) is in it.
     Default false under every profile (llama-server's `embedding = false`); the `running` profile reads
-    `--embedding`, `--rerank` and `--pooling` (a `--pooling` without `--embedding` is answered as serving
-    them, though its context then computes none: the floor counts output rows it never allocates). The
-    pooling is the model's own, whatever `--pooling` names.
+    `--embedding` and `--rerank` (a `--pooling` alone does not set it: see `pooling`). The graph pools as
+    `pooling` names, else as the model names.
+
+    """
+    pooling: str | None = None
+    """
+    llama-server's `--pooling` (since 1.21.0; `--rerank` names `rank`): llama.cpp's `pooling_type`, null
+    where none is named (the model's own, as its `pooling_type` metadata says; none where it says
+    nothing). With `embeddings` llama.cpp's context pools as named (`llm_graph_context::build_pooling`:
+    `mean` multiplies the transposed last hidden state by an `[n_tokens, n_seqs]` input, `cls` and `last`
+    take one row a sequence, `rank` that row through the model file's classification head, `cls` and
+    `cls.output`, where it has one; `none` pools nothing). Without `embeddings`, a pooling other than
+    `none` still lifts llama-server's output limit to its `n_batch` (`server_output_limits`), so the
+    graph llama.cpp reserves has every token of the ubatch a logits row, but the context computes no
+    embeddings (`cparams.embeddings` stays false): no pooling in the graph, no embeddings in the output
+    buffer, and `n_batch` is not cut to the ubatch. Under the profiles that run llama-server, a context
+    that pools by rank (named, or the model's own) with a vocabulary that has no BOS token, or none of an
+    EOS token, a SEP token and a rerank chat template, is refused (`common_init_from_params`): the parts
+    past the weights are `unknown` with `workloadUnsupported`. Default null under every profile; the
+    `running` profile reads `--pooling`, `--rerank` and `LLAMA_ARG_POOLING` (the last named wins, as
+    llama.cpp parses them).
 
     """
 
@@ -847,6 +866,10 @@ class WireFitWorkload:
     embeddings: bool
     """
     Whether llama-server serves embeddings, as requested or defaulted (since 1.20.0).
+    """
+    pooling: str | None
+    """
+    llama.cpp's pooling type as requested; null where none is named, the model's own (since 1.21.0).
     """
     slot_tokens: int | None
     """

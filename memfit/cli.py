@@ -476,6 +476,7 @@ def _fit_requests(args: argparse.Namespace) -> list[WireFitVerdictRequest]:
             multi_token_prediction=args.mtp,
             draft_tokens=args.draft_tokens,
             embeddings=args.embedding,
+            pooling=args.pooling,
         )
         for m in args.model
     ]
@@ -560,6 +561,8 @@ def _not_measured(args: argparse.Namespace, auto: str) -> str | None:
         return "loads the model and verifies no draft: --draft-tokens does not apply"
     if args.embedding:
         return "loads the model without embeddings: --embedding does not apply"
+    if args.pooling is not None:
+        return "loads the model with its own pooling and no server output limit: --pooling does not apply"
     return None
 
 

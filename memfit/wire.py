@@ -91,6 +91,7 @@ def fit_request(request: Request) -> FitRequest:
             request.multi_token_prediction,
             request.draft_tokens,
             request.embeddings,
+            request.pooling,
         ),
     )
 
@@ -171,6 +172,7 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 multi_token_prediction=w.multi_token_prediction,
                 draft_tokens=w.draft_tokens,
                 embeddings=w.embeddings,
+                pooling=w.pooling,
                 slot_tokens=w.slot_tokens,
                 settings=[
                     m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources

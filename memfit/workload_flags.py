@@ -283,8 +283,16 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
         "--embedding",
         action="store_true",
         default=None,
-        help="llama-server serves embeddings (its --embedding, --rerank, or a --pooling other than none): every token"
-        " of a batch an output, its embeddings beside its logits in the output buffer, the output limit lifted",
+        help="llama-server serves embeddings (its --embedding or --rerank): every token of a batch an output, its"
+        " embeddings beside its logits in the output buffer, the output limit lifted",
+    )
+    parser.add_argument(
+        "--pooling",
+        choices=("none", "mean", "cls", "last", "rank"),
+        default=None,
+        help="llama-server's --pooling (--rerank: rank): the pooling the graph holds under --embedding (default: the"
+        " model's own); other than none without --embedding, llama-server's output limit is lifted to its n_batch"
+        " but no embeddings are computed",
     )
 
 

@@ -223,6 +223,7 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "multiTokenPrediction": False,  # llama-server's --spec-type draft-mtp: the MTP layers not loaded
         "draftTokens": 0,  # no speculative decoding: one logits row per sequence
         "embeddings": False,  # no --embedding: one logits row per sequence, no embeddings rows
+        "pooling": None,  # no --pooling: the model's own (llama_pooling_type unspecified)
         "slotTokens": None,
     }
     assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0
@@ -498,6 +499,80 @@ def test_llama_server_serving_embeddings_lifts_its_output_limit(real_qwen: httpx
     capped_floor, _, capped = _workspace(real_qwen, profile="llamaServer", **settings)
     assert capped["embeddings"] is False and capped_floor < plain_floor
     assert {s["setting"]: s["source"] for s in capped["settings"]}["embeddings"] == "profile"
+
+
+def test_a_pooling_alone_lifts_llama_servers_output_limit_without_embeddings(real_qwen: httpx.Client) -> None:
+    """A --pooling other than none without --embedding: server_output_limits lifts llama-server's output limit to
+    its n_batch (2048, uncut: server.cpp cuts it only under params.embedding), so the reserved graph is a plain
+    context's (every ubatch token a logits row), but cparams.embeddings stays false: the graph pools nothing and the
+    output buffer holds n_seq_max rows of logits, a plain context's workspace exactly. Serving embeddings is more;
+    llama-server's capped graph less."""
+    settings = {"allocatedTokens": 4096, "streams": 4, "kvUnified": True}
+    plain = _workspace(real_qwen, profile="custom", **settings)
+    floor, ceiling, workload = _workspace(real_qwen, profile="llamaServer", pooling="mean", **settings)
+    assert (floor, ceiling) == plain[:2]
+    assert (workload["pooling"], workload["embeddings"]) == ("mean", False)
+    assert {s["setting"]: s["source"] for s in workload["settings"]}["pooling"] == "request"
+    serving_floor, _, _ = _workspace(real_qwen, profile="llamaServer", pooling="mean", embeddings=True, **settings)
+    capped_floor, _, capped = _workspace(real_qwen, profile="llamaServer", **settings)
+    assert capped_floor < floor < serving_floor
+    assert capped["pooling"] is None
+    assert {s["setting"]: s["source"] for s in capped["settings"]}["pooling"] == "profile"
+    none_floor, _, _ = _workspace(real_qwen, profile="llamaServer", pooling="none", **settings)
+    assert none_floor == capped_floor  # pooling none: the limit stays
+
+
+def test_a_pooling_llama_cpp_does_not_name_is_refused_by_the_contract(real_qwen: httpx.Client) -> None:
+    body = {"modelId": "qwen3-30b-a3b", "pooling": "max"}
+    assert real_qwen.post(BATCH, json=[body]).status_code == 400
+
+
+@pytest.fixture(scope="module")
+def rerankers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server over two small BERTs whose own pooling is rank: one with its WordPiece vocabulary (a BOS and a SEP
+    token), one without a vocabulary (tokenizer.ggml.model "none": llama_vocab's LLAMA_VOCAB_TYPE_NONE, no special
+    token at all, its size from `bert.vocab_size`)."""
+    directory = tmp_path_factory.mktemp("rerankers")
+    for name, vocab_type in (("reranker", "bert"), ("no-bos-reranker", "none")):
+        model = shapes.bert(name, E=64, F=256, L=2, H=2, V=30522, nomic=False, ctx=512)
+        model.arch_kv(pooling_type=4)
+        if vocab_type == "none":
+            model.vocab = 0  # no token list written
+            model.kv["tokenizer.ggml.model"] = "none"
+            model.arch_kv(vocab_size=30522)
+        write_model(model, directory / f"{name}.gguf")
+    service = build_service([Root(str(directory), RootKind.PLAIN)], state_dir=str(tmp_path_factory.mktemp("state")))
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+def _reranked(client: httpx.Client, **workload: object) -> dict:
+    body = {"allocatedTokens": 512, "cpuVariant": "haswell", "mode": "cpuOffload", **workload}
+    (result,) = client.post(BATCH, json=[body]).json()["results"]
+    return dict(result)
+
+
+def _reranked_workspace(result: dict) -> int | None:
+    return {p["component"]: p for p in result["estimate"]["parts"]}["workspace"]["bytes"]
+
+
+def test_llama_server_refuses_rank_pooling_without_a_bos_token(rerankers: httpx.Client) -> None:
+    """common_init_from_params fails the load where the context pools by rank (the model's own, or --rerank's) and
+    the vocabulary has no BOS token: under the profiles that run llama-server the parts past the weights are unknown
+    with workloadUnsupported, never a number; another pooling named, or a plain llama.cpp context (custom, which
+    makes no such check), is answered."""
+    refused = _reranked(rerankers, modelId="no-bos-reranker", profile="llamaServer", embeddings=True)
+    parts = {p["component"]: p for p in refused["estimate"]["parts"]}
+    assert parts["workspace"]["bytes"] is None and "BOS" in parts["workspace"]["note"]
+    assert "workloadUnsupported" in refused["limits"] and refused["estimate"]["upperBoundBytes"] is None
+    named = _reranked(rerankers, modelId="no-bos-reranker", profile="llamaServer", pooling="rank")
+    assert _reranked_workspace(named) is None and "workloadUnsupported" in named["limits"]
+    for answered in (
+        _reranked(rerankers, modelId="no-bos-reranker", profile="llamaServer", embeddings=True, pooling="mean"),
+        _reranked(rerankers, modelId="no-bos-reranker", profile="custom", embeddings=True),
+        _reranked(rerankers, modelId="reranker", profile="llamaServer", embeddings=True),
+    ):
+        assert _reranked_workspace(answered) is not None and "workloadUnsupported" not in answered["limits"]
 
 
 @pytest.fixture(scope="module")

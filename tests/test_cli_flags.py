@@ -60,6 +60,22 @@ def test_embedding_is_the_requests(public_models: Path, capsys: pytest.CaptureFi
     assert _workload(capsys, public_models).embeddings is False
 
 
+def test_pooling_is_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--pooling is the request's pooling (llama-server's --pooling), echoed; unspecified (null) by default
+    (common_params::pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED), and --pooling alone leaves embeddings off."""
+    pooled = _workload(capsys, public_models, "--pooling", "rank")
+    assert (pooled.pooling, pooled.embeddings) == ("rank", False)
+    assert _workload(capsys, public_models).pooling is None
+
+
+def test_a_pooling_llama_cpp_does_not_name_is_a_usage_error(
+    public_models: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "qwen3-f16", "--pooling", "max", "--models", str(public_models), "--no-usual-dirs"])
+    assert exit_.value.code == 2 and "--pooling" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("value", ["257", "-1", "three"])
 def test_draft_tokens_past_the_contract_are_a_usage_error(
     value: str, public_models: Path, capsys: pytest.CaptureFixture[str]

@@ -15,10 +15,10 @@ from memfit.estimator import replay_table
 from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.compute_buffer import derived, interned
 from memfit.estimator.compute_graph import build_graph
-from memfit.estimator.context import CELL_PADDING, ContextGeometry, llama_geometry
+from memfit.estimator.context import CELL_PADDING, POOLING_TYPES, ContextGeometry, llama_geometry
 from memfit.estimator.ggml_graph import F32, Graph, Tensor, new_tensor, op, same_shape
 from memfit.estimator.graph_alloc import Replay, replay
-from memfit.estimator.layout import GraphShape
+from memfit.estimator.layout import GraphShape, RankHead
 from memfit.estimator.replay_interval import run
 from memfit.estimator.replay_program import Mismatch, Program, compile_program
 from tests.rebuilt_runs import RebuiltRun
@@ -324,3 +324,29 @@ def test_embeddings_replay_as_the_full_replay_with_each_pooling(rebuilt: list[Re
                 assert replay_table.structure_key(plain) != replay_table.structure_key(geometry)
                 wider = replace(geometry, embd_width=9)
                 assert replay_table.structure_key(wider) == replay_table.structure_key(geometry)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3moe", "bert"])
+def test_a_named_pooling_replays_as_the_full_replay(rebuilt: list[RebuiltRun], arch: str) -> None:
+    """A pooling named (llama-server's --pooling: cparams.pooling_type over the model's own), rank's through a BERT
+    reranker's classification head (cls n_embd wide with its bias, cls.output's 2 labels with theirs): the table's
+    answer is the full replay's at three contexts; each pooling named is a structure of its own. A pooling alone,
+    without embeddings, is a plain context's structure (its output limit lifted to n_batch), not llama-server's
+    capped one."""
+    model = architectures(rebuilt)[arch][0]
+    head = RankHead(cls_rows=model.graph.n_embd, cls_bias=True, out_rows=2, out_bias=True)
+    graph = replace(model.graph, pooling=1, rank_head=head)  # the model's own: mean
+    replay_table.clear()
+    keys = set()
+    for name in POOLING_TYPES:
+        for tokens in (1024, 4096, 8192):
+            geometry = llama_geometry(tokens * 4, 4, 512, server=True, embeddings=True, embd_width=7, pooling=name)
+            found = replay_table.replayed(graph, model.n_vocab, geometry, build_graph)
+            assert (found.size, found.live) == oracle(graph, model.n_vocab, geometry), (name, tokens)
+        keys.add(replay_table.structure_key(geometry))
+    assert len(keys) == len(POOLING_TYPES)
+    alone = llama_geometry(8192 * 4, 4, 512, server=True, pooling="mean")
+    assert replay_table.structure_key(alone) == replay_table.structure_key(llama_geometry(8192 * 4, 4, 512))
+    assert replay_table.structure_key(alone) != replay_table.structure_key(
+        llama_geometry(8192 * 4, 4, 512, server=True)
+    )

@@ -253,31 +253,34 @@ def test_the_running_profile_takes_the_servers_draft_length() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "env", "embeddings", "unread"),
+    ("argv", "env", "embeddings", "pooling", "unread"),
     [
-        (["--embedding"], {}, True, ()),
-        (["--embeddings"], {}, True, ()),
-        (["--rerank"], {}, True, ()),  # params.embedding = true, pooling rank
-        (["--reranking", "--pooling", "none"], {}, True, ()),  # params.embedding stays set
-        (["--pooling", "mean"], {}, True, ()),  # a pooling type: server_output_limits lifts the limit
-        (["--pooling", "none"], {}, False, ()),
-        (["--pooling", "none", "--embedding"], {}, True, ()),
-        (["--pooling", "max"], {}, None, ("--pooling",)),  # not a pooling type llama.cpp knows
-        ([], {"LLAMA_ARG_EMBEDDINGS": "1"}, True, ()),
-        ([], {"LLAMA_ARG_RERANKING": "true"}, True, ()),
-        ([], {"LLAMA_ARG_POOLING": "cls"}, True, ()),
-        ([], {"LLAMA_ARG_EMBEDDINGS": "0"}, None, ()),  # a switch's variable counts only when truthy
-        ([], {}, None, ()),  # none named: llama-server's default, no embeddings
+        (["--embedding"], {}, True, None, ()),
+        (["--embeddings"], {}, True, None, ()),
+        (["--rerank"], {}, True, "rank", ()),  # params.embedding = true, pooling rank
+        (["--reranking", "--pooling", "none"], {}, True, "none", ()),  # embedding stays set, the later pooling wins
+        (["--pooling", "mean", "--rerank"], {}, True, "rank", ()),  # --rerank parsed later: rank
+        (["--pooling", "mean"], {}, None, "mean", ()),  # the output limit lifted, but no cparams.embeddings
+        (["--pooling", "none"], {}, None, "none", ()),
+        (["--pooling", "cls", "--embedding"], {}, True, "cls", ()),
+        (["--pooling", "max"], {}, None, None, ("--pooling",)),  # not a pooling type llama.cpp knows
+        ([], {"LLAMA_ARG_EMBEDDINGS": "1"}, True, None, ()),
+        ([], {"LLAMA_ARG_RERANKING": "true"}, True, "rank", ()),
+        ([], {"LLAMA_ARG_POOLING": "cls"}, None, "cls", ()),
+        ([], {"LLAMA_ARG_POOLING": "cls", "LLAMA_ARG_RERANKING": "1"}, True, "rank", ()),  # declared after --pooling
+        (["--pooling", "last"], {"LLAMA_ARG_RERANKING": "1"}, True, "last", ()),  # the command line after
+        ([], {"LLAMA_ARG_EMBEDDINGS": "0"}, None, None, ()),  # a switch's variable counts only when truthy
+        ([], {}, None, None, ()),  # none named: llama-server's default, no embeddings, the model's pooling
     ],
 )
-def test_embedding_flags_decide_the_embeddings(
-    argv: list[str], env: dict[str, str], embeddings: bool | None, unread: tuple[str, ...]
+def test_embedding_and_pooling_flags(
+    argv: list[str], env: dict[str, str], embeddings: bool | None, pooling: str | None, unread: tuple[str, ...]
 ) -> None:
-    """server_output_limits (tools/server/server-context.cpp): params.embedding (--embedding; --rerank sets it) or a
-    pooling type other than none (--pooling, common/arg.cpp) serve embeddings."""
+    """params.embedding (--embedding; --rerank sets it, common/arg.cpp) is cparams.embeddings; params.pooling_type is
+    the last of --pooling and --rerank parsed (the environment in arg.cpp's order, then the command line)."""
     args = server_args(["llama-server", "-m", "m.gguf", *argv], env)
-    named = args.named.get("embeddings")
-    assert (None if named is None else named.value, args.unread) == (embeddings, unread)
+    named = {wire: n.value for wire, n in args.named.items()}
+    assert (named.get("embeddings"), named.get("pooling"), args.unread) == (embeddings, pooling, unread)
 
 
 def test_the_running_profile_takes_the_servers_embeddings() -> None:
@@ -291,6 +294,20 @@ def test_the_running_profile_takes_the_servers_embeddings() -> None:
     assert asked.request.embeddings is False and "embeddings" not in asked.sources
     plain = resolve_profile(WorkloadRequest(profile="running"), running(["-np", "2"]), subject())
     assert plain.request.embeddings is False and plain.sources["embeddings"].source is SettingSource.PROFILE
+
+
+def test_the_running_profile_takes_the_servers_pooling() -> None:
+    """A running llama-server's --pooling (or --rerank's rank) is the workload's pooling, without embeddings where
+    --embedding is not named; a request's own value wins; with none named, unspecified (the model's own)."""
+    pooled = resolve_profile(WorkloadRequest(profile="running"), running(["-np", "2", "--pooling", "mean"]), subject())
+    assert (pooled.request.pooling, pooled.request.embeddings) == ("mean", False)
+    assert pooled.sources["pooling"].source is SettingSource.RUNNING
+    reranking = resolve_profile(WorkloadRequest(profile="running"), running(["--rerank"]), subject())
+    assert (reranking.request.pooling, reranking.request.embeddings) == ("rank", True)
+    asked = resolve_profile(WorkloadRequest(profile="running", pooling="cls"), running(["--rerank"]), subject())
+    assert asked.request.pooling == "cls" and "pooling" not in asked.sources
+    plain = resolve_profile(WorkloadRequest(profile="running"), running(["-np", "2"]), subject())
+    assert plain.request.pooling is None and plain.sources["pooling"].source is SettingSource.PROFILE
 
 
 def test_a_value_memfit_cannot_express_is_left_unread() -> None:

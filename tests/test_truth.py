@@ -932,6 +932,18 @@ def _served_workspace(run: dict) -> int:
     return int(run["compute_bytes"]) + (model.vocab + n_embd) * 4 * run["n_batch"]
 
 
+def _server_request(run: dict) -> dict:
+    """A fit request under the llamaServer profile for a run's settings: its ubatch, the CPU variant measured,
+    flash attention as llama.cpp resolved it, its unified cache."""
+    return _run_request(run) | {
+        "profile": "llamaServer",
+        "ubatchTokens": run["n_ubatch"],
+        "cpuVariant": "haswell",
+        "flashAttention": "on" if run["flash_attn"] else "off",
+        "kvUnified": bool(settings(run).get("unified")),
+    }
+
+
 @pytest.mark.parametrize("run", [r for r in SERVING_EMBEDDINGS if _within_trained_context(r)], ids=run_id)
 def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server: httpx.Client) -> None:
     """Under the llamaServer profile with embeddings llama-server's n_batch is the ubatch and its output limit that
@@ -939,14 +951,7 @@ def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server:
     model's pooling) and the output buffer an embedding batch grows, both tight. Without embeddings (llama-server's
     cap at its slots, n_seq rows of logits) the profile answers less, and at real scale its ceiling lies below,
     but for a model without a memory module, whose encode() outputs the ubatch's rows of logits either way."""
-    s = settings(run)
-    body = _run_request(run) | {
-        "profile": "llamaServer",
-        "ubatchTokens": run["n_ubatch"],
-        "cpuVariant": "haswell",
-        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
-        "kvUnified": bool(s.get("unified")),
-    }
+    body = _server_request(run)
     answers = embedding_server.post("/v1/models/fit/batch", json=[body | {"embeddings": True}, body]).json()
     serving, plain = ({p["component"]: p for p in r["estimate"]["parts"]} for r in answers["results"])
     assert _tight(serving["workspace"]["bytes"], _served_workspace(run), serving["workspace"]["upperBytes"])
@@ -954,3 +959,68 @@ def test_the_llama_server_profile_serves_embeddings(run: dict, embedding_server:
     assert plain["workspace"]["bytes"] < serving["workspace"]["bytes"]
     if run in EMBEDDING_DRY and architecture(run) not in NON_CAUSAL:  # the real-scale decoders
         assert plain["workspace"]["upperBytes"] < _served_workspace(run)
+
+
+POOLED_DRY = load(DATA / "results_pooling_dryrun.jsonl")
+POOLED_DECODED = load(DATA / "results_pooling.jsonl")
+POOLED = POOLED_DRY + POOLED_DECODED
+
+
+def test_llama_server_pooling_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """llama-server's --pooling (the probe's pooling=NAME, results_pooling*.jsonl: Llama-3.1-8B's and bert-large's
+    shapes, one with a classification head, every pooling named over the model's own at a 512 and a 2048 ubatch,
+    and a pooling without embeddings; a tiny Qwen3 reranker decoded): every run compared, the caches and the output
+    buffer exact, the bounds tight (the compute buffer the graph replay of the pooling named)."""
+    rows = [r for name in ("results_pooling_dryrun.jsonl", "results_pooling.jsonl") for r in recorded[name]]
+    assert len(rows) == len(POOLED) == 34
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+    assert {settings(r)["pooling"] for r in POOLED} == {"none", "mean", "cls", "last", "rank"}
+
+
+def test_a_named_pooling_is_what_the_graph_reserves() -> None:
+    """What llama.cpp measured: with embeddings the compute buffer follows the pooling named, not the model's own
+    (Llama-3.1-8B's shape names none: mean and cls reserve more than none); without embeddings a pooling changes no
+    graph (the plain one of the same ubatch, every token a logits row)."""
+    dry = {(r["model"], r["n_ubatch"], settings(r)["pooling"], settings(r).get("embeddings")): r for r in POOLED_DRY}
+    llama = "llama31-8b-shape-q4_0"
+    none, mean, cls = (dry[llama, 512, name, 1]["compute_bytes"] for name in ("none", "mean", "cls"))
+    assert none < cls < mean
+    assert dry[llama, 512, "mean", None]["compute_bytes"] == none
+
+
+@pytest.fixture(scope="module")
+def pooling_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A live memfit server over the pooling runs' models (the real-scale shapes sparse)."""
+    service = _service_over({r["model"] for r in POOLED}, tmp_path_factory)
+    with LiveServer(service) as server, server.client() as client:
+        yield client
+
+
+def _pooled_workspace(run: dict) -> int:
+    """llama.cpp's compute and output buffers as llama-server runs a run's settings: serving embeddings, once it has
+    decoded an embedding batch (_served_workspace); a pooling alone, as allocated (its prompts' last tokens only
+    have logits, n_seq rows)."""
+    if settings(run).get("embeddings"):
+        return _served_workspace(run)
+    return int(run["compute_bytes"] + run["output_buffer_bytes_init"])
+
+
+@pytest.mark.parametrize("run", [r for r in POOLED if _within_trained_context(r)], ids=run_id)
+def test_the_llama_server_profile_pools_as_named(run: dict, pooling_server: httpx.Client) -> None:
+    """Under the llamaServer profile with `pooling` the workspace's bounds hold llama.cpp's compute and output
+    buffers, both tight: with embeddings the graph pools as named; without, llama-server's output limit is its
+    n_batch (every ubatch token a logits row) and no embeddings are computed. The same request without `pooling`
+    (the model's own pooling, llama-server's capped limit) lies below where the pooling named changes the graph,
+    and answering a pooling alone as serving embeddings (1.20.0's answer) lies above it."""
+    s = settings(run)
+    body = _server_request(run) | {"embeddings": bool(s.get("embeddings"))}
+    requests = [body | {"pooling": s["pooling"]}, body, body | {"embeddings": True}]
+    answers = pooling_server.post("/v1/models/fit/batch", json=requests).json()["results"]
+    pooled, own, serving = ({p["component"]: p for p in r["estimate"]["parts"]} for r in answers)
+    truth = _pooled_workspace(run)
+    assert _tight(pooled["workspace"]["bytes"], truth, pooled["workspace"]["upperBytes"])
+    assert answers[0]["estimate"]["workload"]["pooling"] == s["pooling"]
+    if run["model"] == "llama31-8b-shape-q4_0" and s["pooling"] != "none":  # its own pooling is none
+        assert own["workspace"]["upperBytes"] < truth
+    if not s.get("embeddings"):
+        assert serving["workspace"]["bytes"] > truth

@@ -138,12 +138,13 @@ NODE_FOR_NODE = (
     "llama-embed", "plm", "stablelm", "stablelm-parallel", "internlm2", "internlm2-qkv", "minicpm", "minicpm-moe",
     "qwen4exp", "qwen4exp-ple", "qwen4exp-qsa",
     "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01", "deepseek4",
-    "deepseek4-hash",
+    "deepseek4-hash", "qwen3-f16-rank", "bert-embd-rank",
 )  # fmt: skip
 
 
-# The recorded dumps: every model's at two settings, and deepseek4's beside them (rollback snapshots, an F32 cache).
-GRAPH_DUMPS = ("graph_dumps.jsonl", "graph_dumps_dsv4.jsonl")
+# The recorded dumps: every model's at two settings, deepseek4's beside them (rollback snapshots, an F32 cache), and
+# the rerankers' under rank and mean pooling (build_pooling's classification head).
+GRAPH_DUMPS = ("graph_dumps.jsonl", "graph_dumps_dsv4.jsonl", "graph_dumps_pooling.jsonl")
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,12 @@ def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
     from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
-    from tools.truth.matrices import EMBEDDING_MODELS, EMBEDDING_SHAPES  # their pooled variants
+    from tools.truth.matrices import (  # their pooled variants, and those with a classification head
+        EMBEDDING_MODELS,
+        EMBEDDING_SHAPES,
+        POOLING_DUMP_MODELS,
+        POOLING_SHAPES,
+    )
 
     return {
         **gguf_writers.PUBLIC_SET,
@@ -68,6 +73,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **attn_scale.SHAPES,
         **EMBEDDING_SHAPES,
         **EMBEDDING_MODELS,
+        **POOLING_SHAPES,
+        **POOLING_DUMP_MODELS,
     }
 
 
@@ -286,8 +293,9 @@ def run_geometry(
     layout's, where known; else whether the architecture has a memory module; `nextn_width`: the layout's, taken
     under draft-mtp, the probe's mtp=1; the draft tokens of a verification batch, the probe's verify=D; the
     prompt graph's output cap, the probe's outputs_max=N; the embeddings computed, the probe's embeddings=1, with
-    `embd_width` floats of them a row and llama.cpp's n_batch as the run set it, llama-server's ubatch; whether the
-    architecture has no memory module, whose decode is encode())."""
+    `embd_width` floats of them a row and llama.cpp's n_batch as the run set it, llama-server's ubatch, and the
+    pooling they are computed with, the probe's pooling=NAME; whether the architecture has no memory module, whose
+    decode is encode())."""
     s = settings(record)
     memoryless = arch in RULES and RULES[arch].memory is Memory.NONE
     if causal is None:
@@ -308,6 +316,7 @@ def run_geometry(
         embeddings=bool(s.get("embeddings")),
         embd_width=embd_width,
         memoryless=memoryless,
+        pooling=s.get("pooling"),
     )
     if geometry.embeddings:  # the run's n_batch as llama-server serving embeddings sets it (the ubatch)
         geometry = dataclasses.replace(geometry, n_batch=record["n_batch"])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
-from tools.gguf_writers import PUBLIC_SET, SHAPE_SET, Model
+from tools.gguf_writers import PUBLIC_SET, QT, SHAPE_SET, Model
 
 Settings = dict[str, Any]
 RELEASE = "3.21.1"
@@ -542,6 +542,66 @@ EMBEDDING_MODELS = (
 )
 
 
+# llama-server's --pooling (the probe's pooling=NAME: llama_context_params.pooling_type, as
+# common_context_params_to_llama copies it), in dry runs: serving embeddings (embeddings=1, n_batch the ubatch, the
+# output limit that n_batch) with every pooling named over the model's own, at a 512 ubatch (one sequence) and a 2048
+# one (four over a unified cache); and a pooling alone (embeddings=0): server_output_limits lifts the output limit to
+# llama-server's n_batch, 2048, which server.cpp leaves uncut without --embedding, and cparams.embeddings stays false.
+POOLING_NAMES = ("none", "mean", "cls", "last", "rank")
+POOLING_RUNS = (
+    [_s(8192, 1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": name} for name in POOLING_NAMES]
+    + [
+        _s(8192, 4, unified=1, n_batch=2048, n_ubatch=2048, outputs_max=2048, embeddings=1) | {"pooling": name}
+        for name in ("mean", "cls", "rank")
+    ]
+    + [
+        _s(8192, 4, unified=1, outputs_max=2048) | {"pooling": "mean"},
+        _s(8192, 4, unified=1, n_ubatch=2048, outputs_max=2048) | {"pooling": "rank"},
+    ]
+)
+# The same over real allocation (a prompt of n_batch tokens, every one an output under embeddings): --rerank's rank
+# and a mean over the model's own, and a pooling alone (its prompt decoded with the last token's logits).
+POOLING_DECODES = [
+    _s(4096, 1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": "rank"},
+    _s(4096, 4, unified=1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": "rank"},
+    _s(4096, 1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": "mean"},
+    _s(4096, 4, unified=1, outputs_max=2048) | {"pooling": "last"},
+]
+
+
+def _rank_head(make: Callable[[], Model], labels: int, cls: bool) -> Callable[[], Model]:
+    """A writer's model with the classification head a reranker's conversion writes: cls and cls.output with their
+    biases (a BERT reranker's, `cls`), or cls.output alone (Qwen3-Reranker's), `labels` classifier outputs
+    (`<arch>.classifier.output_labels`, hparams.n_cls_out)."""
+
+    def model() -> Model:
+        m = make()
+        n_embd = int(m.kv[f"{m.arch}.embedding_length"])
+        if cls:
+            m.tensor("cls.weight", [n_embd, n_embd], QT.F16)
+            m.tensor("cls.bias", [n_embd], QT.F32)
+        m.tensor("cls.output.weight", [n_embd, labels], QT.F16)
+        if cls:
+            m.tensor("cls.output.bias", [labels], QT.F32)
+        m.arch_kv(classifier__output_labels=[f"LABEL_{i}" for i in range(labels)])
+        return m
+
+    return model
+
+
+POOLING_SHAPES = _subset(SHAPE_SET, "llama31-8b-shape-q4_0") | {
+    "bert-large-shape": shapes.FAMILY_SET["bert-large-shape"],
+    "bert-large-shape-rank": _rank_head(shapes.FAMILY_SET["bert-large-shape"], 2, cls=True),
+}
+POOLING_MODELS = {"qwen3-f16-rank": _rank_head(PUBLIC_SET["qwen3-f16"], 1, cls=False)}
+# The reserved graph node by node under rank (Qwen3-Reranker's head and soft_max; a BERT reranker's cls and
+# cls.output, two labels) and mean, one sequence and four
+POOLING_DUMP_MODELS = POOLING_MODELS | {"bert-embd-rank": _rank_head(attention.FAMILY_SET["bert-embd"], 2, cls=True)}
+POOLING_DUMPS = [
+    _s(512, 1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": name} for name in ("rank", "mean")
+] + [_s(2048, 4, unified=1, n_batch=512, outputs_max=512, embeddings=1) | {"pooling": "rank"}]
+
+
 def _graph_dumps(models: dict[str, Callable[[], Model]], settings: list[Settings]) -> TruthFile:
     """The reserved prompt graph node by node (probe graph=1: op, type, shape, view, offset in the compute buffer)."""
     return TruthFile(models, settings, extra="graph=1", decode=0, label=LABEL + ", reserved graph")
@@ -704,6 +764,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3") | recurrent.MTP_MODELS,
         [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
     ),
+    "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "results_dsv4_dryrun.jsonl": TruthFile(
         DSV4_SET,
         DSV4_RUNS,
@@ -774,6 +835,19 @@ TRUTH_FILES: dict[str, TruthFile] = {
         EMBEDDING_DECODES,
         decode=512,
         label=LABEL + ", llama-server serving embeddings (a prompt decoded, every token an output)",
+    ),
+    "results_pooling_dryrun.jsonl": TruthFile(
+        POOLING_SHAPES,
+        POOLING_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run, llama-server's --pooling",
+    ),
+    "results_pooling.jsonl": TruthFile(
+        POOLING_MODELS,
+        POOLING_DECODES,
+        decode=512,
+        label=LABEL + ", llama-server's --pooling (a prompt decoded)",
     ),
     "results_encode.jsonl": TruthFile(
         ENCODE_MODELS,
