@@ -42,9 +42,10 @@ def test_the_matrices_are_the_recorded_runs(name: str) -> None:
     assert set(models_of(spec, name)) <= set(spec.models)
     assert {r["runtime_label"] for r in rows} == {spec.label}
     decoding = [r for r in rows if "error" not in r and "decode=0" not in r.get("probe_extra", "")]
-    # a verification batch (verify=D) decodes its own tokens, an embedding batch (embeddings=1) n_batch of them
-    # (tests/test_truth.py checks them), a run's own prompt (decode=N) its N
-    own = ("verify", "embeddings", "decode")
+    # a verification batch (verify=D) decodes its own tokens, an embedding batch (embeddings=1) n_batch of them,
+    # llama-server's warmup (warmup=1) its vocabulary's BOS and EOS (tests/test_truth.py checks them), a run's own
+    # prompt (decode=N) its N
+    own = ("verify", "embeddings", "warmup", "decode")
     prompts = [r.get("decode_tokens", 0) for r in decoding if not any(k in r["settings"] for k in own)]
     assert set(prompts) == ({spec.decode} if prompts else set())
     assert all(r["decode_tokens"] == r["settings"]["decode"] for r in decoding if "decode" in r["settings"])

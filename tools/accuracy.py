@@ -48,6 +48,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
     from tools.truth.matrices import (  # their pooled variants, and those with a classification head
         EMBEDDING_MODELS,
         EMBEDDING_SHAPES,
+        ENCODE_SERVER_MODELS,
         POOLING_DUMP_MODELS,
         POOLING_SHAPES,
     )
@@ -75,6 +76,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **EMBEDDING_MODELS,
         **POOLING_SHAPES,
         **POOLING_DUMP_MODELS,
+        **ENCODE_SERVER_MODELS,
     }
 
 
@@ -128,11 +130,12 @@ def run_weights(facts: ArtifactFacts, record: dict, variant: CpuVariant) -> tupl
 def after_decode(record: dict) -> bool:
     """Whether the run's buffers are read after its decode: under draft-mtp (the probe's mtp=1), for a
     verification batch (verify=D), for a decode that computes embeddings (embeddings=1, every token an output) and
-    for a prompt of the run's own (decode=N: a model without a memory module, whose encode() outputs every token),
-    whose output_reserve grows the output buffer."""
+    for a prompt of the run's own (decode=N: a model without a memory module, whose encode() outputs every token)
+    or llama-server's warmup (warmup=1), whose output_reserve grows the output buffer."""
     s = settings(record)
     decoded = "decode_tokens" in record
-    return "verify" in s or ((bool(s.get("mtp")) or bool(s.get("embeddings")) or "decode" in s) and decoded)
+    asked = bool(s.get("mtp")) or bool(s.get("embeddings")) or "decode" in s or bool(s.get("warmup"))
+    return "verify" in s or (asked and decoded)
 
 
 def at_init(geometry: ContextGeometry) -> ContextGeometry:
@@ -287,7 +290,7 @@ def architecture(record: dict) -> str:
 
 
 def run_geometry(
-    record: dict, arch: str, causal: bool | None = None, nextn_width: int = 0, embd_width: int = 0
+    record: dict, arch: str, causal: bool | None = None, nextn_width: int = 0, embd_width: int = 0, warmup: int = 0
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a run's settings, its flash attention as llama.cpp resolved it (`causal`: the
     layout's, where known; else whether the architecture has a memory module; `nextn_width`: the layout's, taken
@@ -295,7 +298,7 @@ def run_geometry(
     prompt graph's output cap, the probe's outputs_max=N; the embeddings computed, the probe's embeddings=1, with
     `embd_width` floats of them a row and llama.cpp's n_batch as the run set it, llama-server's ubatch, and the
     pooling they are computed with, the probe's pooling=NAME; whether the architecture has no memory module, whose
-    decode is encode())."""
+    decode is encode(); `warmup`: the layout's tokens of llama-server's warmup, the probe's warmup=1)."""
     s = settings(record)
     memoryless = arch in RULES and RULES[arch].memory is Memory.NONE
     if causal is None:
@@ -317,6 +320,7 @@ def run_geometry(
         embd_width=embd_width,
         memoryless=memoryless,
         pooling=s.get("pooling"),
+        warmup_tokens=warmup,
     )
     if geometry.embeddings:  # the run's n_batch as llama-server serving embeddings sets it (the ubatch)
         geometry = dataclasses.replace(geometry, n_batch=record["n_batch"])
@@ -378,7 +382,7 @@ def check_bounds(record: dict, layout: Layout, arch: str, n_vocab: int, weights:
     """memfit's KV, recurrent state and workspace for a run, and whether llama.cpp's allocation lies between
     the bounds; `weights` None (a catalog shape, no file) checks the workspace and the caches only."""
     s = settings(record)
-    geometry = run_geometry(record, arch, layout.causal, layout.nextn_width, layout.embd_width)
+    geometry = run_geometry(record, arch, layout.causal, layout.nextn_width, layout.embd_width, layout.warmup_tokens)
     k, v = kv_cache_bytes(
         layout,
         geometry,

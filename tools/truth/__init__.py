@@ -46,7 +46,7 @@ def records(name: str) -> list[dict]:
 
 # in a run's id where set
 RUN_EXTRAS: tuple[str, ...] = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp", "mtp_ctx")
-RUN_EXTRAS += ("verify", "outputs_max", "embeddings", "pooling", "decode")
+RUN_EXTRAS += ("verify", "outputs_max", "embeddings", "pooling", "decode", "warmup")
 
 
 def run_id(record: dict) -> str:

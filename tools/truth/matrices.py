@@ -496,19 +496,35 @@ ENCODE_DECODES = [
 # The same models under llama-server without --embedding: its output limit is its slots' outputs (outputs_max=n_seq,
 # server_output_limits), so the graph llama.cpp reserves has that many outputs; it refuses every completion of a
 # model without memory ("the current context does not logits computation") and every embedding task, so the one
-# decode such a server makes is common_init_from_params' warmup: the vocabulary's BOS and EOS, whichever it has
-# (decode=2 and decode=1), the output buffer read after it. One slot's limit of one output takes a one-token warmup
-# only (two abort in output_reserve: GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max)); a limit of four (one
-# slot drafting three tokens) takes both.
+# decode such a server makes is common_init_from_params' warmup (warmup=1: the vocabulary's BOS and EOS, whichever
+# it has), the output buffer read after it. One slot (a limit of one output), and one slot drafting three tokens
+# (four) and four slots (four); ubatch 512 and 256. The writers' WordPiece vocabulary names a BOS and no EOS (one
+# token); a conversion's (convert_hf_to_gguf's special vocabulary takes BERT's [SEP] as its EOS) names both, and
+# two tokens past a limit of one abort in output_reserve (GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max)).
 ENCODE_SERVER_DECODES = [
-    _s(512 * n_seq, n_seq, n_ubatch=ub, outputs_max=limit, decode=warmup)
-    for (n_seq, limit, warmup), ub in itertools.product(
-        ((1, 1, 1), (1, 4, 2), (1, 4, 1), (4, 4, 2), (4, 4, 1)), (512, 256)
-    )
+    _s(512 * n_seq, n_seq, n_ubatch=ub, outputs_max=limit, warmup=1)
+    for (n_seq, limit), ub in itertools.product(((1, 1), (1, 4), (4, 4)), (512, 256))
 ]
+
+
+def _with_eos(make: Callable[[], Model]) -> Callable[[], Model]:
+    """A WordPiece writer's model whose vocabulary names an EOS too, its [SEP] (id 3), as a BERT's conversion does."""
+
+    def model() -> Model:
+        m = make()
+        m.kv["tokenizer.ggml.eos_token_id"] = 3
+        return m
+
+    return model
+
+
 ENCODE_MODELS = _subset(attention.FAMILY_SET, "bert-embd", "nomic-bert-embd") | _subset(
     shapes.FAMILY_SET, "bert-large-shape"
 )
+ENCODE_SERVER_MODELS = ENCODE_MODELS | {
+    "bert-embd-eos": _with_eos(attention.FAMILY_SET["bert-embd"]),
+    "bert-large-shape-eos": _with_eos(shapes.FAMILY_SET["bert-large-shape"]),
+}
 
 
 def _pooled(make: Callable[[], Model], pooling: int) -> Callable[[], Model]:
@@ -855,7 +871,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         label=LABEL + ", a model without a memory module decoded (encode(): one ubatch, every token an output)",
     ),
     "results_encode_server.jsonl": TruthFile(
-        ENCODE_MODELS,
+        ENCODE_SERVER_MODELS,
         ENCODE_SERVER_DECODES,
         label=LABEL + ", a model without a memory module under llama-server without embeddings (its warmup decoded)",
     ),

@@ -31,6 +31,8 @@
 //   --embedding/--rerank: every token of a decode an output, the output buffer n_vocab + n_embd_out floats a row;
 //   the output buffer is read again after the decode)  pooling=none|mean|cls|last|rank (pooling_type, as --pooling
 //   sets it; unset: the model's own)
+//   warmup=1 (the decode is common_init_from_params' warmup: the vocabulary's BOS and EOS, whichever it has, else
+//   token 0, at most n_batch of them, as llama_batch_get_one passes them; the output buffer read again after it)
 
 #include <algorithm>
 #include <cstdio>
@@ -367,7 +369,15 @@ int main(int argc, char ** argv) {
     const bool graph = num("graph", 0) != 0 && !mp.no_alloc;
     if (graph) out.raw("graph", graph_nodes(ctx));
     // Decoding a few tokens touches the compute buffer's pages (real allocation only).
-    const long long n_decode = mp.no_alloc || graph ? 0 : std::min<long long>(num("decode", 0), c.n_batch);
+    std::vector<llama_token> warmup;
+    if (num("warmup", 0) != 0) {
+        const llama_vocab * vocab = llama_model_get_vocab(model);
+        if (llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL) warmup.push_back(llama_vocab_bos(vocab));
+        if (llama_vocab_eos(vocab) != LLAMA_TOKEN_NULL) warmup.push_back(llama_vocab_eos(vocab));
+        if (warmup.empty()) warmup.push_back(0);
+    }
+    const long long asked = warmup.empty() ? num("decode", 0) : (long long) warmup.size();
+    const long long n_decode = mp.no_alloc || graph ? 0 : std::min<long long>(asked, c.n_batch);
     if (n_decode > 0) {
         const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
         // a verification batch: sequence s's 1 + verify tokens at positions 0..verify, all with logits
@@ -375,7 +385,7 @@ int main(int argc, char ** argv) {
         const long long n_tokens = verify >= 0 ? std::min<long long>(c.n_seq_max * per_seq, c.n_batch) : n_decode;
         llama_batch batch = llama_batch_init((int) n_tokens, 0, 1);
         for (int i = 0; i < n_tokens; ++i) {
-            batch.token[i] = 300 + (i * 7) % (n_vocab - 300);
+            batch.token[i] = warmup.empty() ? 300 + (i * 7) % (n_vocab - 300) : warmup[i];
             batch.pos[i] = (llama_pos) (i % per_seq);
             batch.n_seq_id[i] = 1;
             batch.seq_id[i][0] = (llama_seq_id) (i / per_seq);
