@@ -28,6 +28,7 @@ from memfit.estimator.layout import (
 )
 from memfit.estimator.moe_rules import expert_width, layer_tensor
 from memfit.estimator.pooling import rank_refusal
+from memfit.estimator.special_tokens import warmup_tokens
 from memfit.estimator.vocabulary import Limit
 from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 
@@ -145,6 +146,7 @@ def derive_layout(
             embd_width=embd_width(arch, hp),
             pooling=hp.pooling_type,
             rank_refusal=rank_refusal(metadata, n_vocab),
+            warmup_tokens=warmup_tokens(metadata, n_vocab),
         )
     layers = layers_of(rule, hp, tensors, types)
     window = rule.window

@@ -52,6 +52,9 @@ class ContextGeometry:
     # cparams.pooling_type as asked (llama_pooling_type: POOLING_TYPES; None: unspecified, which llama_context's
     # constructor makes the model's own), kept only under `embeddings`, where build_pooling reads it
     pooling: int | None = None
+    # the tokens llama-server's warmup decodes (the vocabulary's BOS and EOS, whichever it has: Layout.warmup_tokens);
+    # 0: not known
+    warmup_tokens: int = 0
 
     @property
     def outputs_max(self) -> int:
@@ -76,7 +79,9 @@ def output_rows(geometry: ContextGeometry) -> int:
     batch's where every token is an output (embedding_outputs), or a whole ubatch's where the model has no memory
     module (encode_outputs)."""
     if geometry.memoryless:
-        return geometry.n_seq if warmup_only(geometry) else encode_outputs(geometry.n_seq, geometry.n_ubatch)
+        if warmup_only(geometry):
+            return max(geometry.n_seq, geometry.warmup_tokens)
+        return encode_outputs(geometry.n_seq, geometry.n_ubatch)
     if geometry.embeddings:
         return max(geometry.n_seq, embedding_outputs(geometry.n_batch))
     return max(geometry.n_seq, verification_outputs(geometry.n_seq, geometry.n_batch, geometry.draft_tokens))
@@ -97,12 +102,18 @@ def warmup_only(geometry: ContextGeometry) -> bool:
 
 
 def warmup_slack_rows(geometry: ContextGeometry) -> int:
-    """The rows past output_rows (n_seq_max) the warmup may add where it is the only decode (warmup_only): one per
-    token of it, the vocabulary's BOS and EOS, whichever it has (common_init_from_params), at most the output
-    limit (more abort in output_reserve: GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max)); 0 elsewhere."""
-    if not warmup_only(geometry):
+    """The rows past output_rows (n_seq_max) the warmup may add where it is the only decode (warmup_only) and its
+    tokens are not known: one per token of it, the vocabulary's BOS and EOS, whichever it has
+    (common_init_from_params), at most warmup_room; 0 elsewhere."""
+    if not warmup_only(geometry) or geometry.warmup_tokens:
         return 0
-    return max(0, min(geometry.n_outputs_max, geometry.n_ubatch, WARMUP_TOKENS) - geometry.n_seq)
+    return max(0, min(warmup_room(geometry), WARMUP_TOKENS) - geometry.n_seq)
+
+
+def warmup_room(geometry: ContextGeometry) -> int:
+    """The most tokens a decode of a model without a memory module takes: encode() asserts n_ubatch >= n_tokens and
+    its output_reserve that they are at most cparams.n_outputs_max (every token an output)."""
+    return min(geometry.outputs_max, geometry.n_ubatch)
 
 
 def embedding_outputs(n_batch: int) -> int:
@@ -162,11 +173,13 @@ def llama_geometry(
     embd_width: int = 0,
     memoryless: bool = False,
     pooling: str | None = None,
+    warmup_tokens: int = 0,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor); under
     llama-server (`server`) with its output limit (server_outputs_max), which serving `embeddings` lifts to its
     n_batch, itself cut to the ubatch (server_embedding_batch), and which a `pooling` other than none lifts alone
-    (pooled_limit); `memoryless`: a model without a memory module; `pooling`: --pooling's name (None: unspecified).
+    (pooled_limit); `memoryless`: a model without a memory module; `pooling`: --pooling's name (None: unspecified);
+    `warmup_tokens`: the tokens llama-server's warmup decodes (0: not known).
 
     memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
     SWA cache.
@@ -201,6 +214,7 @@ def llama_geometry(
         embd_width=embd_width if embeddings else 0,
         memoryless=memoryless,
         pooling=POOLING_TYPES[pooling] if embeddings and pooling is not None else None,
+        warmup_tokens=warmup_tokens,
     )
 
 

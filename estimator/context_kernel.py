@@ -70,6 +70,7 @@ class ContextKernel:
             embeddings=w.embeddings,
             embd_width=self.layout.embd_width,
             memoryless=not self.layout.memory,
+            warmup_tokens=self.layout.warmup_tokens,
             pooling=w.pooling,
         )
 

@@ -16,6 +16,7 @@ from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradicti
 from memfit.estimator.pooling import pooling_refusal
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, Limit
+from memfit.estimator.warmup import warmup_refusal
 from memfit.estimator.workload import Workload, refused_setting
 from memfit.estimator.workspace import output_buffer
 
@@ -161,6 +162,7 @@ def forecast_parts(
         refused_setting(workload, subject.architecture)
         or mtp_refusal(subject, workload)
         or pooling_refusal(subject.layout, workload)
+        or warmup_refusal(subject.layout, workload)
     )
     if refused is None or bounds(parts).overflows:
         # the weights as the load mode holds them, and what llama-server grows after load (estimator/ledger.py)

@@ -369,6 +369,9 @@ class Layout:
     # why llama-server refuses a context that pools by rank with this vocabulary (estimator/pooling.py); "": it does
     # not, or it is not known
     rank_refusal: str = ""
+    # the tokens common_init_from_params' warmup decodes (estimator/special_tokens.py), read for a model without a
+    # memory module, whose only decode under llama-server it is; 0: the vocabulary is not known
+    warmup_tokens: int = 0
 
     @property
     def attention(self) -> tuple[AttentionLayer, ...]:

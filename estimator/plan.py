@@ -33,6 +33,7 @@ from memfit.estimator.pooling import pooling_refusal
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, ContextSource
+from memfit.estimator.warmup import warmup_refusal
 from memfit.estimator.workload import Workload, input_refusal, refused_setting
 from memfit.quant_names import QUANT_NAME
 
@@ -145,6 +146,7 @@ class Estimator:
             and refused_setting(workload, subject.architecture) is None
             and mtp_refusal(subject, workload) is None
             and pooling_refusal(layout, workload) is None
+            and warmup_refusal(layout, workload) is None
             and not workload.swa_full
             and workload.load_mode not in MAPPED
             and workload.cache_ram_mib == 0

@@ -200,11 +200,11 @@ class WireFitVerdictRequest(WireModel):
     workspace part is sized for that many logits rows instead of the whole ubatch's; serving embeddings
     lifts that limit (since 1.20.0), and so does a pooling other than none (since 1.21.0; see the pooling
     field). A model without a memory module (a BERT) that serves no embeddings never decodes past
-    llama-server's warmup there (the server refuses its completions), so its output buffer keeps one row per
-    slot, and the ceiling one more where the limit lets the warmup's second token in (the vocabulary's BOS
-    and EOS, which memfit does not read; with one slot and no draft llama.cpp aborts on such a warmup, an
-    answer memfit still gives). `custom` is a plain llama.cpp context (every token of the reserved ubatch an
-    output).
+    llama-server's warmup there (the server refuses its completions), the vocabulary's BOS and EOS, so its
+    output buffer keeps a row per slot or per warmup token, whichever is more; a warmup past the output
+    limit (two tokens, one slot, no draft) aborts llama.cpp and is answered as a refused setting. Where
+    memfit does not know the vocabulary's special tokens, the ceiling counts a second warmup token the
+    limit lets in. `custom` is a plain llama.cpp context (every token of the reserved ubatch an output).
 
     """
     swa_full: Annotated[bool | None, Field(alias="swaFull")] = None
