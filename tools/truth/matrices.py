@@ -365,6 +365,10 @@ FIT = [
     _s(2048, 2, fit_used=96 << 20),
     _s(2048, 2, fit_used=384 << 20),
 ]
+# The same under --spec-type draft-mtp (mtp_ctx=1): common_init_result fits the MTP draft context with the model
+# (common_fit_extra_model, its context and compute at each n_ctx tried, the weights shared), over budgets that keep,
+# reduce and give up.
+FIT_MTP = [s | {"mtp": 1, "mtp_ctx": 1} for s in [*FIT, _s(2048, 1, fit_used=16 << 20), _s(2048, 1, fit_used=2 << 30)]]
 FIT_MODELS = (
     ("public", ("llama-gqa-f16", "llama-gqa-q4_0", "qwen3-f16", "gemma3-swa-f16", "granitehybrid-f16", "mamba2-f16")),
     ("attention", ("deepseek2-mla",)),
@@ -887,6 +891,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
         FIT,
         decode=0,
         label=LABEL + ", the context common_fit_params chooses",
+    ),
+    "results_fit_mtp.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3") | recurrent.MTP_MODELS,
+        FIT_MTP,
+        decode=0,
+        label=LABEL + ", the context common_fit_params chooses with llama-server's MTP draft context",
     ),
     "results_tiny_real.jsonl": TruthFile(
         tiny_real.FAMILY_SET,

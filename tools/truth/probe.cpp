@@ -11,7 +11,8 @@
 //   state_tokens=T (after init, T tokens decoded into sequence state_seq (default 0), n_batch at a time; then
 //   llama_state_seq_get_size, a prompt-cache entry, and llama_state_seq_get_size_ext(PARTIAL_ONLY), a checkpoint)
 //   fit_used=B (common_fit_params as llama-server's --fit calls it, n_ctx 0, the other settings as above, with the
-//   margin that leaves the host B bytes to use: the context it chooses, its status and the host's total memory)
+//   margin that leaves the host B bytes to use: the context it chooses, its status and the host's total memory;
+//   with mtp_ctx=1 fitting the MTP draft context beside the model, as common_init_result does)
 //   mtp=1 (llama-server's target under --spec-type draft-mtp: the model loaded with load_mtp, as common.cpp sets it,
 //   and after init llama_set_embeddings_nextn(ctx, true, unmasked), as common_speculative_impl_draft_mtp does; the
 //   output buffer is read again after the decode, the first output_reserve that sees it)
@@ -425,6 +426,21 @@ int main(int argc, char ** argv) {
             .num("state_seq_partial_bytes",
                  (long long) llama_state_seq_get_size_ext(ctx, seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY));
     }
+    // the MTP draft context's parameters from the server's (`base`), as common_speculative_init_result makes them
+    // from common_base_params_to_speculative's: ctx_type MTP, no rollback snapshots, the draft's own cache types
+    // (--cache-type-k-draft/-v-draft, default f16), one output a sequence (n_outputs_max n_parallel,
+    // n_outputs_max_per_seq 1), no embeddings, pooling unspecified
+    const auto draft_params = [&](llama_context_params base) {
+        base.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        base.n_rs_seq = 0;
+        base.type_k = type_named(text("type_k_draft", "f16"));
+        base.type_v = type_named(text("type_v_draft", "f16"));
+        base.n_outputs_max = cp.n_seq_max;
+        base.n_outputs_max_per_seq = 1;
+        base.embeddings = false;
+        base.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;
+        return base;
+    };
     const long long fit_used = num("fit_used", 0);
     if (fit_used > 0) {
         size_t host_free = 0, host_total = 0;
@@ -433,10 +449,17 @@ int main(int argc, char ** argv) {
         std::vector<llama_model_tensor_buft_override> overrides(llama_max_tensor_buft_overrides());
         std::vector<size_t> margins(llama_max_devices(), host_total - (size_t) fit_used);
         llama_model_params fmp = llama_model_default_params();
+        fmp.load_mtp = mtp;
         llama_context_params fcp = cp;
         fcp.n_ctx = 0;
+        // with mtp_ctx=1, common_init_result's fit beside the MTP draft context (common_fit_extra_model on the
+        // target's weights: shares_model), whose context it sizes at each n_ctx the fitter tries
+        llama_model_params dmp = fmp;
+        llama_context_params dfp = draft_params(fcp);
+        const common_fit_extra_model extra = {argv[1], &dmp, &dfp, true};
         const int status = common_fit_params(argv[1], &fmp, &fcp, split.data(), overrides.data(), margins.data(),
-                                             (uint32_t) num("fit_ctx", 4096), nullptr, GGML_LOG_LEVEL_INFO);
+                                             (uint32_t) num("fit_ctx", 4096), mtp_ctx ? &extra : nullptr,
+                                             GGML_LOG_LEVEL_INFO);
         out.num("fit_used", fit_used).num("fit_host_total", (long long) host_total).num("fit_status", status)
             .num("fit_n_ctx", fcp.n_ctx);
     }
@@ -445,20 +468,9 @@ int main(int argc, char ** argv) {
         // llama-server's MTP draft context (common_speculative_init_result): the server's context parameters with
         // ctx_type MTP, the target's n_ctx, no rollback snapshots, ctx_other the target; made on the target's
         // model after the target's context, its log silenced until it is freed (the log parser reads the target's lines only)
-        llama_context_params dp = cp;
-        dp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        llama_context_params dp = draft_params(cp);
         dp.n_ctx = llama_n_ctx(ctx);
-        dp.n_rs_seq = 0;
         dp.ctx_other = ctx;
-        // common_base_params_to_speculative: the draft's own cache types (--cache-type-k-draft/-v-draft, default
-        // f16), one output a sequence (n_outputs_max n_parallel, n_outputs_max_per_seq 1), no embeddings, pooling
-        // unspecified
-        dp.type_k = type_named(text("type_k_draft", "f16"));
-        dp.type_v = type_named(text("type_v_draft", "f16"));
-        dp.n_outputs_max = cp.n_seq_max;
-        dp.n_outputs_max_per_seq = 1;
-        dp.embeddings = false;
-        dp.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;
         llama_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
         ctx_dft = llama_init_from_model(model, dp);
         Obj d;
