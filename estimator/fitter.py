@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from memfit.estimator.compute_buffer import compute_bounds, replayed
 from memfit.estimator.context_kernel import ContextKernel
+from memfit.estimator.mtp import draft_compute
 from memfit.estimator.subject import Subject
 from memfit.estimator.workload import Workload
 
@@ -82,16 +83,22 @@ def host_projection(subject: Subject, workload: Workload, host_weights: int) -> 
     buffer types (`host_weights`), the KV cache, the recurrent state and the compute buffer of a dry run with
     the workload's streams, unified cache, ubatch, flash attention and cache types (the replayed buffer where the
     graph is rebuilt node for node, else its floor; not the output buffer: llama_context::memory_breakdown leaves
-    it out); None where the compute buffer is not derived."""
+    it out), and under draft-mtp the MTP draft context's cache and compute buffer beside them (common_init_result
+    fits it with the model: common_fit_extra_model); None where the compute buffer or the draft is not derived."""
     layout, n_vocab = subject.layout, subject.n_vocab
     if layout is None or layout.graph is None or n_vocab is None or workload.flash_attention_on is None:
         return None
     graph = layout.graph
     kernel = ContextKernel(layout, n_vocab, subject.architecture, workload)
+    if kernel.draft_unknown:
+        return None
+    draft = kernel.draft
 
     def projected(n_ctx: int) -> int:
         geometry = kernel.geometry_total(n_ctx)
         compute = replayed(graph, n_vocab, geometry).size if compute_bounds(graph, n_vocab, geometry) else 0
+        if draft is not None:  # its KV cache is in kv_bytes
+            compute += draft_compute(draft, n_vocab, geometry)
         return host_weights + sum(kernel.kv_bytes(geometry)) + sum(kernel.recurrent_bytes(geometry)) + compute
 
     # the compute buffer is derived at every context or none (its graph, flash attention, the K cache's type)

@@ -13,8 +13,9 @@ ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_par
 module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (draft_kv_bytes),
 its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output
 buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes).
-Both are counted: the cache in kvCache, the compute and output buffers in workspace (context_kernel). Its share of
-llama-server's --fit (common_fit_extra_model fits it with the target) is not counted.
+Both are counted: the cache in kvCache, the compute and output buffers in workspace (context_kernel), and the cache and
+compute buffer where llama-server's --fit fits it with the target on a host without GPUs (common_fit_extra_model:
+estimator/fitter.py host_projection, draft_compute).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from memfit.estimator.bounds import Part
-from memfit.estimator.compute_buffer import compute_bounds, compute_fallback
+from memfit.estimator.compute_buffer import compute_bounds, compute_fallback, replayed
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.graph_mtp import mtp_graph_shape, nextn_block
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES
@@ -159,6 +160,13 @@ def draft_workspace(
         return None
     floor, ceiling = bounds
     return floor + draft_output_bytes(n_vocab, nextn_width, geometry), ceiling - floor
+
+
+def draft_compute(draft: DraftContext, n_vocab: int, geometry: ContextGeometry) -> int:
+    """The draft's compute buffer as a dry run reserves it (its DECODER_MTP graph replayed, no sampler set yet): what
+    common_fit_extra_model adds beside its KV cache at each context the fitter tries (the weights shared, the output
+    buffer left out as for the target)."""
+    return replayed(draft.graph, n_vocab, draft_geometry(geometry)).size
 
 
 def draft_fallback(draft: DraftContext, n_vocab: int, geometry: ContextGeometry, n_ubatch: int) -> int:

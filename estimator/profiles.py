@@ -26,6 +26,7 @@ from memfit.estimator.fit_placement import fitted_workload, predicted_fit
 from memfit.estimator.fitter import FitOutcome, fitted_context, host_projection
 from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
 from memfit.estimator.machine import GpuMemory
+from memfit.estimator.mtp import with_mtp
 from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import ContextSource, FlashAttention, LoadMode, Mode, Profile, SettingSource
@@ -302,17 +303,14 @@ def fitter_context(subject: Subject, workload: Workload, facts: LaunchFacts) -> 
             " (estimator/fit_placement.py), which needs the model's tensors and graph: the context it starts from"
         )
         return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
-    if workload.multi_token_prediction:
-        detail = (
-            "llama.cpp's fitter (common/fit.cpp) starts from the trained context; under --spec-type draft-mtp it fits"
-            " the MTP draft context with the model (common_fit_extra_model), which memfit does not mirror: the context"
-            " it starts from"
-        )
-        return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
-    weights = host_weights(subject)
+    # under draft-mtp the fitter's model loads the NextN layers' tensors (load_mtp) and host_projection adds the MTP
+    # draft context it fits beside (common_fit_extra_model)
+    weights = host_weights(with_mtp(subject, workload))
     projection = host_projection(subject, workload, weights) if weights is not None else None
     if projection is None or host_total is None:
         why = "the host's memory is unknown" if host_total is None else "the compute buffer is not derived"
+        if host_total is not None and workload.multi_token_prediction:
+            why = "the compute buffer or the MTP draft context beside it (common_fit_extra_model) is not derived"
         detail = f"llama.cpp's fitter (common/fit.cpp) starts from the trained context; {why}, so it is kept"
         return train * n_streams, ResolvedSetting("allocatedTokens", SettingSource.FITTER, detail)
     outcome: FitOutcome = fitted_context(train, workload.streams, workload.kv_unified, projection, host_total)

@@ -251,9 +251,11 @@ class WireFitVerdictRequest:
     for qwen3next, qwen35, qwen35moe and bailingmoe3; on the other architectures with NextN layers
     `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN
     layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
-    host (each share's ceiling holds all of it). Its share of llama-server's `--fit` is not mirrored: with
-    it, the `llamaServer` and `running` profiles answer llama.cpp's fitter as starting from the trained
-    context. A model without NextN layers, or a file without their tensors (the draft's graph aborts), is
+    host (each share's ceiling holds all of it). llama-server's `--fit` fits the draft context with the model
+    (since 1.21.0 on a host without GPUs: the context the `llamaServer` and `running` profiles choose counts
+    its KV cache and compute buffer at every context tried, and the NextN layers' weights); with GPUs, and
+    for a draft memfit does not derive, they answer llama.cpp's fitter as starting from the trained context.
+    A model without NextN layers, or a file without their tensors (the draft's graph aborts), is
     answered `workloadUnsupported`: llama-server does not start it so. Set `rollbackSnapshots` too (the
     draft length) for the recurrent state; the draft each verification carries is `draftTokens` (3 by
     default under this, llama-server's).

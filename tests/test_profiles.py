@@ -15,6 +15,7 @@ import pytest
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.fitter import fitted_context, host_projection
+from memfit.estimator.mtp import with_mtp
 from memfit.estimator.profiles import GIB, NO_FACTS, LaunchFacts, host_weights, resolve_profile, resolved_workload
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component, ContextSource, SettingSource
@@ -211,15 +212,42 @@ def fit_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return write_models({r["model"] for r in FIT_RUNS}, tmp_path_factory.mktemp("fit-models"))
 
 
-@pytest.mark.parametrize("run", FIT_RUNS, ids=run_id)
-def test_the_fitter_chooses_llama_cpps_context(run: dict, fit_models: dict[str, Path]) -> None:
+FIT_MTP_RUNS = load(DATA / "results_fit_mtp.jsonl")
+
+
+def test_the_fitter_runs_under_mtp_keep_reduce_and_give_up() -> None:
+    """results_fit_mtp.jsonl: the fitter beside llama-server's MTP draft context, on every MTP architecture memfit
+    derives the draft of, keeping the trained context, reducing it, and giving up at the minimum."""
+    outcomes = {(r["fit_status"], r["fit_n_ctx"] == 4096) for r in FIT_MTP_RUNS}
+    assert {(0, False), (1, True)} <= outcomes
+    assert {r["model"] for r in FIT_MTP_RUNS} == {"qwen35-mtp", "qwen35moe-mtp", "bailingmoe3"}
+
+
+@pytest.fixture(scope="module")
+def fit_mtp_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_models({r["model"] for r in FIT_MTP_RUNS}, tmp_path_factory.mktemp("fit-mtp-models"))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [(r, "fit_models") for r in FIT_RUNS] + [(r, "fit_mtp_models") for r in FIT_MTP_RUNS],
+    ids=lambda p: run_id(p[0]),
+)
+def test_the_fitter_chooses_llama_cpps_context(case: tuple[dict, str], request: pytest.FixtureRequest) -> None:
     """common_fit_params with n_ctx 0 on this host without GPUs, the margin leaving `fit_used` bytes: memfit's
-    projection of the host buffers and common/fit.cpp's choice give the context llama.cpp chose, and its status."""
-    subject = file_subject(fit_models[run["model"]], measured_variant(run), CACHE)
+    projection of the host buffers and common/fit.cpp's choice give the context llama.cpp chose, and its status;
+    under draft-mtp (the probe's mtp_ctx=1) with the NextN layers' weights and the MTP draft context beside."""
+    run, models = case
+    subject = file_subject(request.getfixturevalue(models)[run["model"]], measured_variant(run), CACHE)
     s = run["settings"]
-    request = WorkloadRequest(streams=s["n_seq"], kv_unified=bool(s["unified"]), flash_attention=s["fa"])
-    workload = resolve_workload(request, subject.context_limit)
-    host_bytes = host_weights(subject)
+    request_ = WorkloadRequest(
+        streams=s["n_seq"],
+        kv_unified=bool(s["unified"]),
+        flash_attention=s["fa"],
+        multi_token_prediction=bool(s.get("mtp_ctx")),
+    )
+    workload = resolve_workload(request_, subject.context_limit)
+    host_bytes = host_weights(with_mtp(subject, workload))
     assert host_bytes is not None and subject.context_limit is not None
     projection = host_projection(subject, workload, host_bytes)
     assert projection is not None
