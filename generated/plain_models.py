@@ -191,7 +191,8 @@ class WireFitVerdictRequest:
     field). A model without a memory module (a BERT) that serves no embeddings never decodes past
     llama-server's warmup there (the server refuses its completions), the vocabulary's BOS and EOS, so its
     output buffer keeps a row per slot or per warmup token, whichever is more; a warmup past the output
-    limit (two tokens, one slot, no draft) aborts llama.cpp and is answered as a refused setting. Where
+    limit (two tokens, one slot, no draft) aborts llama.cpp and is answered as a refused setting (the
+    warmup is llama-server's default; its `--no-warmup` is not read). Where
     memfit does not know the vocabulary's special tokens, the ceiling counts a second warmup token the
     limit lets in. `custom` is a plain llama.cpp context (every token of the reserved ubatch an output).
 
