@@ -490,8 +490,9 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
     """The target and llama-server's MTP draft context beside it (results_mtp_ctx*.jsonl, the probe's mtp_ctx=1):
     every run made compared, both memory modules exact, and both bounds of the whole (the two contexts' buffers)
     within max(1%, 8 MiB); the runs on files without the NextN tensors are llama.cpp's refusals."""
-    rows = [r for group in recorded.values() for r in group if settings(r.record).get("mtp_ctx")]
+    rows = recorded["results_mtp_ctx.jsonl"] + recorded["results_mtp_ctx_dryrun.jsonl"]
     compared = [r for r in rows if r.compared]
+    assert all(settings(r.record).get("mtp_ctx") for r in rows)
     assert len(rows) == len(MTP_CTX_RUNS) and len(compared) == len(MTP_DRAFT_RUNS) == 30
     assert all(r.kv_exact and r.output_exact and r.tight for r in compared)
     assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
