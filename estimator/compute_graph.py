@@ -602,21 +602,23 @@ class DecoderGraph:
         k = new_tensor(F16, latent + rope, n_kv, 1, ns, external=True)  # the cache's K, permuted
         v = view(k, (latent, n_kv, 1, ns), k.nb[1:])  # its latent part: a view of K, K's strides
         if g.flash_attention:  # build_attn_mha with v_mla: the result [latent, H, T] times wv_b, made contiguous
-            out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, k, v, mask)
+            k16, v16 = f16_input(k, g.k_type), f16_input(v, g.k_type)  # V a view of K, of K's type
+            out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, k16, v16, mask)
             out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=True)
             decompressed = mul_mat(None, permute(out, 0, 2, 1, 3), b.head_v)  # fattn_mla [Dv, T, H]
             cur = reshape(cont(permute(decompressed, 0, 2, 1, 3)), b.head_v * heads, t)
         else:  # kq, soft_max in place, V (the latent) transposed into a copy, kqv, kqv_mla
             kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)
-            v_cont = op("CONT", F16, (n_kv, latent, 1, ns), v)
+            v_cont = op("CONT", float_type(g.k_type), (n_kv, latent, 1, ns), v)
             kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
             cur = pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t), KQV_PIN)
         return gf.expand(cur)
 
-    def cache_view(self, b: GraphLayer, *ne: int) -> Tensor:
-        """A view of the layer's K or V cache; a layer from n_layer_kv_from_start reads the cache of the last layer
-        of its kind (sliding or not) before it (llama_model's layer_reuse_cb: gemma3n, gemma4)."""
-        cache = new_tensor(F16, *ne, external=True)
+    def cache_view(self, b: GraphLayer, *ne: int, type_: str = F16) -> Tensor:
+        """A view of the layer's K or V cache (F16, or F32 for an F32 cache a copy is made of); a layer from
+        n_layer_kv_from_start reads the cache of the last layer of its kind (sliding or not) before it (llama_model's
+        layer_reuse_cb: gemma3n, gemma4)."""
+        cache = new_tensor(type_, *ne, external=True)
         start = self.shape.kv_from_start
         if b.kv_shared and start is not None:
             cache.layer = start - (2 if b.window else 1)
@@ -630,8 +632,8 @@ class DecoderGraph:
         q = permute(view(q, (b.head_k, b.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         rows = t // ns * ns  # the streams' tokens (all of them but where a single-sequence reserve has several streams)
         if g.flash_attention:  # over the cache's K and V, permuted
-            k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)
-            v = self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns)
+            k = f16_input(self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns), g.k_type)
+            v = f16_input(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns), g.v_type)
             sinks = ("attn_sinks",) if b.sinks else ()  # ggml_flash_attn_ext_add_sinks: src[4]
             out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, k, v, mask, *sinks)
             out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=False)
@@ -642,7 +644,7 @@ class DecoderGraph:
         if g.v_trans:  # the transposed V cache, permuted
             v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns)
         else:  # a V cache made for flash attention: v_cont, the permuted cache transposed into a copy
-            v = cont(transpose(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns)))
+            v = cont(transpose(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns, type_=float_type(g.v_type))))
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
         return self.gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, rows), KQV_PIN))
 
@@ -764,6 +766,18 @@ def attend_over_ubatch(
     kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
     kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
     return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
+def float_type(cache_type: str) -> str:
+    """The type of a contiguous copy of a cache's view (ggml_cont keeps it): F32 for an F32 cache, else F16 (the
+    caches a copy is made of without flash attention, where llama.cpp refuses a quantized V)."""
+    return F32 if cache_type == F32 else F16
+
+
+def f16_input(x: Tensor, cache_type: str) -> Tensor:
+    """build_attn_mha under flash attention: a K or V view of an F32 cache cast to F16 (ggml_cast: a CPY of its
+    shape), any other type as it is."""
+    return op("CPY", F16, x.ne, x) if cache_type == F32 else x
 
 
 def fattn_f16_extra(out: Tensor, k: Tensor, v: Tensor, g: ContextGeometry, v_is_k: bool) -> int:

@@ -27,6 +27,7 @@ class ContextGeometry:
     quantized_k: bool = False  # a block-quantized K cache type (q8_0): llama.cpp rotates K and Q (attn_rot_k)
     quantized_v: bool = False  # a block-quantized V cache type: llama.cpp rotates V (attn_rot_v)
     k_type: str = ""  # the K cache's type as llama.cpp names it (f16, q8_0, ...); "": not said
+    v_type: str = ""  # the V cache's, as k_type
     graph_tokens: int = 0  # a graph reserved for this many tokens (the token-generation graph's n_seq); 0: the ubatch
     transposed_v: bool | None = None  # the V cache transposed; None: without flash attention (see v_trans)
     rs_snapshots: int = 0  # llama_context_params.n_rs_seq as asked: recurrent-state snapshots per sequence
@@ -166,6 +167,7 @@ def llama_geometry(
     quantized_v: bool = False,
     rs_snapshots: int = 0,
     k_type: str = "",
+    v_type: str = "",
     nextn_width: int = 0,
     draft_tokens: int = 0,
     server: bool = False,
@@ -202,6 +204,7 @@ def llama_geometry(
         quantized_v=quantized_v,
         rs_snapshots=rs_snapshots,
         k_type=k_type,
+        v_type=v_type,
         n_batch=n_batch,
         nextn_width=nextn_width,
         draft_tokens=draft_tokens,
@@ -231,6 +234,7 @@ def context_geometry(
     swa_full: bool = False,
     rs_snapshots: int = 0,
     k_type: str = "",
+    v_type: str = "",
 ) -> ContextGeometry:
     """memfit's workload as llama.cpp sees it: n_ctx = T*S, n_seq_max = S, the requested n_ubatch, unified cache,
     flash attention, full-size SWA cache and rollback snapshots, and llama.cpp's defaults for the rest."""
@@ -246,4 +250,5 @@ def context_geometry(
         quantized_v=quantized_v,
         rs_snapshots=rs_snapshots,
         k_type=k_type,
+        v_type=v_type,
     )

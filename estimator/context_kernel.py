@@ -62,6 +62,7 @@ class ContextKernel:
             flash_attention=self.flash_attention,
             quantized_k=self.k_type.quantized,
             k_type=self.k_type.name,
+            v_type=self.v_type.name,
             quantized_v=self.v_type.quantized,
             rs_snapshots=w.rollback_snapshots,
             nextn_width=self.layout.nextn_width if w.multi_token_prediction else 0,

@@ -312,6 +312,7 @@ def run_geometry(
         causal=causal,
         quantized_k=GGML_CACHE_TYPES[s["type_k"]].quantized,
         k_type=s["type_k"],
+        v_type=s["type_v"],
         quantized_v=GGML_CACHE_TYPES[s["type_v"]].quantized,
         rs_snapshots=s.get("n_rs_seq", 0),
         nextn_width=nextn_width if s.get("mtp") else 0,

@@ -424,6 +424,14 @@ MTP_CTX_RUNS = [s | {"mtp_ctx": 1} for s in MTP_RUNS] + [
     _s(8192, 4, unified=1, mtp=1, mtp_ctx=1),
     _s(4096, 1, n_ubatch=2048, mtp=1, mtp_ctx=1),
 ]
+# An F32 cache: both types f32 and K alone, 1 and 4 streams, flash attention on and off, a unified cache.
+F32_CACHE_RUNS = [
+    _s(2048, 1, "f32"),
+    _s(8192, 4, "f32"),
+    _s(4096, 2, "f32", fa="off"),
+    _s(8192, 4, "f32", unified=1),
+    _s(4096, 1) | dict(type_k="f32"),
+]
 # The same on published shapes with their MTP block (dry runs): contexts 4k to 64k, 1 to 4 sequences, a q8_0 cache,
 # flash attention off, ubatches 512 to 2048.
 MTP_CTX_SHAPE_RUNS = [
@@ -822,6 +830,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run, the target and its MTP draft context",
+    ),
+    # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
+    # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
+    "results_f32_cache.jsonl": TruthFile(
+        _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0", "gemma3-swa-f16")
+        | _subset(attention.FAMILY_SET, "deepseek2-mla", "deepseek2-mha"),
+        F32_CACHE_RUNS,
     ),
     "results_draft.jsonl": TruthFile(
         _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0", "gemma3-swa-f16")

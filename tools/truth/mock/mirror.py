@@ -122,6 +122,7 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
             unified=bool(c["kv_unified"]),
             quantized_k=k_type.quantized,
             k_type=k_type.name,
+            v_type=v_type.name,
             quantized_v=v_type.quantized,
             flash_attention=bool(c["flash_attn"]),
         )
