@@ -15,6 +15,17 @@ POOLING_TYPES = {"none": 0, "mean": 1, "cls": 2, "last": 3, "rank": 4}
 
 
 @dataclass(frozen=True)
+class DraftSettings:
+    """llama-server's MTP draft context's own settings (common_params_speculative_draft, common/common.h): its cache
+    types as element bytes (--spec-draft-type-k/-v, f16 by default: kv_cache.cache_type names them) and whether each
+    sequence's draft sampling runs on the backend (--spec-draft-backend-sampling, on by default)."""
+
+    key_element_bytes: int = 2
+    value_element_bytes: int = 2
+    backend_sampling: bool = True
+
+
+@dataclass(frozen=True)
 class ContextGeometry:
     n_ctx: int  # total cells requested of llama.cpp, after padding
     n_ctx_seq: int  # cells per stream
@@ -56,6 +67,8 @@ class ContextGeometry:
     # the tokens llama-server's warmup decodes (the vocabulary's BOS and EOS, whichever it has: Layout.warmup_tokens);
     # 0: not known
     warmup_tokens: int = 0
+    # llama-server's MTP draft context's own settings, where the nextn rows say it makes one (estimator/mtp.py)
+    draft: DraftSettings = DraftSettings()
 
     @property
     def outputs_max(self) -> int:
@@ -176,12 +189,14 @@ def llama_geometry(
     memoryless: bool = False,
     pooling: str | None = None,
     warmup_tokens: int = 0,
+    draft: DraftSettings = DraftSettings(),
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor); under
     llama-server (`server`) with its output limit (server_outputs_max), which serving `embeddings` lifts to its
     n_batch, itself cut to the ubatch (server_embedding_batch), and which a `pooling` other than none lifts alone
     (pooled_limit); `memoryless`: a model without a memory module; `pooling`: --pooling's name (None: unspecified);
-    `warmup_tokens`: the tokens llama-server's warmup decodes (0: not known).
+    `warmup_tokens`: the tokens llama-server's warmup decodes (0: not known); `draft`: the MTP draft context's own
+    settings.
 
     memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
     SWA cache.
@@ -218,6 +233,7 @@ def llama_geometry(
         memoryless=memoryless,
         pooling=POOLING_TYPES[pooling] if embeddings and pooling is not None else None,
         warmup_tokens=warmup_tokens,
+        draft=draft,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from memfit.estimator.compute_buffer import compute_fallback
-from memfit.estimator.context import ContextGeometry, llama_geometry
+from memfit.estimator.context import ContextGeometry, DraftSettings, llama_geometry
 from memfit.estimator.kv_cache import KvGroup, cache_type, cache_type_problem, grouped_kv_bytes, kv_groups
 from memfit.estimator.layout import Layout
 from memfit.estimator.mtp import draft_context, draft_fallback, draft_kv_bytes, draft_workspace
@@ -50,7 +50,7 @@ class ContextKernel:
         """The context llama.cpp makes for a total n_ctx under the workload's streams, ubatch, unified cache,
         full-size SWA cache, flash attention, cache types, rollback snapshots, MTP's nextn embeddings, the
         draft tokens each verification carries, the embeddings served and their pooling, a model without a
-        memory module and, under llama-server, its output limit."""
+        memory module, under llama-server its output limit, and the MTP draft context's own settings."""
         w = self.workload
         return llama_geometry(
             n_ctx,
@@ -73,6 +73,7 @@ class ContextKernel:
             memoryless=not self.layout.memory,
             warmup_tokens=self.layout.warmup_tokens,
             pooling=w.pooling,
+            draft=DraftSettings(w.draft_key_element_bytes, w.draft_value_element_bytes, w.draft_backend_sampling),
         )
 
     def kv_bytes(self, geometry: ContextGeometry, flash_attention: bool | None = None) -> tuple[int, int]:

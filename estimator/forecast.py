@@ -11,7 +11,7 @@ from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.fit_types import ObservationRow
 from memfit.estimator.kv_cache import cache_geometry, is_llama_cpp_type
 from memfit.estimator.ledger import after_load_parts, weights_under_load_mode
-from memfit.estimator.mtp import draft_kv_bytes, draft_output_bytes, mtp_refusal, with_mtp
+from memfit.estimator.mtp import draft_kv_bytes, draft_output_bytes, draft_types, mtp_refusal, with_mtp
 from memfit.estimator.observations import NO_MATCH, HistoryMatch, kv_contradiction
 from memfit.estimator.pooling import pooling_refusal
 from memfit.estimator.subject import Subject
@@ -51,9 +51,10 @@ def kv_cache_part(kernel: ContextKernel, geometry: ContextGeometry) -> Part:
     )
     if kernel.draft is not None:
         dk, dv = draft_kv_bytes(kernel.draft, geometry)
+        dk_type, dv_type = draft_types(workload.draft_key_element_bytes, workload.draft_value_element_bytes)
         note += (
-            f", of which llama-server's MTP draft context's cache of its {kernel.draft.layers} NextN layer(s) (f16,"
-            f" --cache-type-k-draft's default) K {dk} + V {dv} bytes"
+            f", of which llama-server's MTP draft context's cache of its {kernel.draft.layers} NextN layer(s)"
+            f" (--spec-draft-type-k/-v) K {dk_type.name} {dk} + V {dv_type.name} {dv} bytes"
         )
     odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]
     if odd:

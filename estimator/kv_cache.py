@@ -39,6 +39,8 @@ GGML_CACHE_TYPES = {
 }
 # The contract's element bytes name llama.cpp's cache types: 4 f32, 2 f16, 1 q8_0 (32 int8 + an f16 scale).
 BY_ELEMENT_BYTES = {4: GGML_CACHE_TYPES["f32"], 2: GGML_CACHE_TYPES["f16"], 1: GGML_CACHE_TYPES["q8_0"]}
+# the same by llama.cpp's names (-ctk/-ctv and their kin, OLLAMA_KV_CACHE_TYPE): the contract's element bytes
+ELEMENT_BYTES_BY_NAME = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
 
 
 def cache_type(element_bytes: int) -> CacheType:

@@ -26,11 +26,11 @@ from memfit.estimator.bounds import Part
 from memfit.estimator.compute_buffer import compute_bounds, compute_fallback, replayed
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.graph_mtp import mtp_graph_shape, nextn_block
-from memfit.estimator.kv_cache import GGML_CACHE_TYPES
+from memfit.estimator.kv_cache import CacheType, cache_type, cache_type_problem
 from memfit.estimator.layout import GraphShape, Layout
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component
-from memfit.estimator.workload import Workload
+from memfit.estimator.workload import Workload, quantized_v_refusal
 
 NO_MTP_TENSORS = (
     "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
@@ -43,14 +43,30 @@ NO_MTP_LAYERS = (
 
 
 def mtp_refusal(subject: Subject, workload: Workload) -> str | None:
-    """Why llama-server does not start under draft-mtp with this model (one without NextN layers), or None."""
+    """Why llama-server does not start under draft-mtp with this model (one without NextN layers, a file without
+    their tensors, a draft context llama.cpp refuses), or None."""
     if not workload.multi_token_prediction or subject.layout is None:
         return None
     if not subject.layout.nextn_width:
         return NO_MTP_LAYERS
     if subject.mtp is not None and subject.mtp.count == 0:  # a trunk-only file: no nextn.eh_proj to build on
         return NO_MTP_TENSORS
-    return None
+    return draft_refusal(subject, workload)
+
+
+def draft_refusal(subject: Subject, workload: Workload) -> str | None:
+    """Why llama_init_from_model refuses the draft context's own cache types (the model's checks on them, and a
+    quantized V with flash attention off), which stops llama-server ("failed to create MTP context"), or None."""
+    assert subject.layout is not None
+    k, v = draft_types(workload.draft_key_element_bytes, workload.draft_value_element_bytes)
+    problem = cache_type_problem(subject.layout, k, v) or quantized_v_refusal(v, workload, subject.architecture)
+    return None if problem is None else f"llama-server's MTP draft context (--spec-draft-type-k/-v): {problem}"
+
+
+def draft_types(key_element_bytes: int, value_element_bytes: int) -> tuple[CacheType, CacheType]:
+    """The draft context's K and V cache types (common_base_params_to_speculative: speculative.draft.cache_type_k/v,
+    --spec-draft-type-k/-v, f16 by default)."""
+    return cache_type(key_element_bytes), cache_type(value_element_bytes)
 
 
 def with_mtp(subject: Subject, workload: Workload) -> Subject:
@@ -82,8 +98,6 @@ def with_mtp(subject: Subject, workload: Workload) -> Subject:
     return replace(subject, weights=weights, packed=packed, tensors=tensors, mtp_loaded=True)
 
 
-# common_params_speculative_draft's cache_type_k / cache_type_v: the draft context's KV cache types by default
-DRAFT_CACHE_TYPE = GGML_CACHE_TYPES["f16"]
 # llama_model::create_memory under ctx_type MTP: a plain llama_kv_cache whose filter keeps il >= n_layer() (the
 # NextN layers) for these architectures; their DECODER_MTP graph runs one NextN block (n_layer_nextn == 1 asserted)
 NEXTN_ONLY_CACHE = frozenset({"qwen3next", "qwen35", "qwen35moe", "bailingmoe3"})
@@ -114,14 +128,17 @@ def draft_context(arch: str, layout: Layout) -> DraftContext | None:
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
     """The draft context's sizes beside the target's (common_speculative_init_result): the same n_ctx, streams,
-    ubatch and flash attention; n_rs_seq 0; common_base_params_to_speculative's n_outputs_max = n_parallel; f16
-    caches (no Hadamard rotations); no verification rows, embeddings or nextn rows of its own at reserve."""
+    ubatch and flash attention; n_rs_seq 0; common_base_params_to_speculative's n_outputs_max = n_parallel; the
+    draft's own cache types (draft_types: Hadamard rotations where quantized); no verification rows, embeddings or
+    nextn rows of its own at reserve."""
+    k, v = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)
     return replace(
         geometry,
         n_outputs_max=geometry.n_seq,
-        quantized_k=False,
-        quantized_v=False,
-        k_type=DRAFT_CACHE_TYPE.name,
+        quantized_k=k.quantized,
+        quantized_v=v.quantized,
+        k_type=k.name,
+        v_type=v.name,
         rs_snapshots=0,
         nextn_width=0,
         draft_tokens=0,
@@ -133,20 +150,23 @@ def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
 
 def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int, int]:
     """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over the NextN layers): per layer
-    K [k_width, n_ctx_seq, n_stream] and V [v_width, ...] in the draft's f16."""
+    K [k_width, n_ctx_seq, n_stream] and V [v_width, ...] in the draft's own types (draft_types)."""
     rows = draft.layers * geometry.n_ctx_seq * geometry.n_stream
-    return rows * DRAFT_CACHE_TYPE.row_bytes(draft.k_width), rows * DRAFT_CACHE_TYPE.row_bytes(draft.v_width)
+    k, v = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)
+    return rows * k.row_bytes(draft.k_width), rows * v.row_bytes(draft.v_width)
 
 
 def draft_output_bytes(n_vocab: int, nextn_width: int, geometry: ContextGeometry) -> int:
     """llama_context::output_reserve on the draft after llama_set_embeddings_nextn(ctx_dft, true, masked) and, with
-    llama-server's draft backend_sampling (on by default), a top-k sampler chain a sequence (llama_set_sampler): for
-    max(n_outputs, n_seq_max) rows (each draft step one output a sequence) logits and nextn embeddings, the backend
-    sampling's logits and probs (2 x n_vocab floats) and its sampled token and candidates (1 + n_vocab tokens); the
-    buffer of init, logits alone, is freed first. `nextn_width` 0: the buffer at init."""
+    llama-server's draft backend_sampling (on by default: the geometry's draft settings), a top-k sampler chain a
+    sequence (llama_set_sampler): for max(n_outputs, n_seq_max) rows (each draft step one output a sequence) logits
+    and nextn embeddings, and with the sampler the backend sampling's logits and probs (2 x n_vocab floats) and its
+    sampled token and candidates (1 + n_vocab tokens); the buffer of init, logits alone, is freed first.
+    `nextn_width` 0: the buffer at init."""
     if not nextn_width:
         return n_vocab * geometry.n_seq * 4
-    return (n_vocab + nextn_width + 2 * n_vocab + 1 + n_vocab) * geometry.n_seq * 4
+    sampled = 2 * n_vocab + 1 + n_vocab if geometry.draft.backend_sampling else 0
+    return (n_vocab + nextn_width + sampled) * geometry.n_seq * 4
 
 
 def draft_workspace(

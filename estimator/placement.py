@@ -31,7 +31,7 @@ from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, Device, DeviceKind, 
 from memfit.estimator.hparams import HParams
 from memfit.estimator.kv_cache import CacheType, layer_cells
 from memfit.estimator.layout import Layout
-from memfit.estimator.mtp import DRAFT_CACHE_TYPE, draft_context, draft_output_bytes
+from memfit.estimator.mtp import draft_context, draft_output_bytes, draft_types
 from memfit.estimator.recurrent_state import STATE_ELEMENT_BYTES, state_rows
 from memfit.gguf_constants import GGUF_DEFAULT_ALIGNMENT, Keys
 from memfit.integers import round_up
@@ -508,11 +508,12 @@ def draft_kv_placed(model: ModelTensors, memory: Memory, request: Placement, lay
         return {}
     g, out = memory.geometry, dict[str, int]()
     rows = g.n_ctx_seq * g.n_stream
+    k_type, v_type = draft_types(g.draft.key_element_bytes, g.draft.value_element_bytes)
     for il in range(model.n_layer - model.n_nextn, model.n_layer):
         device = cache_buffer(request, layers[il])
-        n = _tensor_bytes(device, DRAFT_CACHE_TYPE, draft.k_width, rows)
+        n = _tensor_bytes(device, k_type, draft.k_width, rows)
         if draft.v_width:
-            n += _tensor_bytes(device, DRAFT_CACHE_TYPE, draft.v_width, rows)
+            n += _tensor_bytes(device, v_type, draft.v_width, rows)
         name = device.name if device is not None else CPU
         out[name] = out.get(name, 0) + n
     return out

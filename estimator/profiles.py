@@ -24,7 +24,7 @@ from typing import Any, cast
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.fit_placement import fitted_workload, predicted_fit
 from memfit.estimator.fitter import FitOutcome, fitted_context, host_projection
-from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
+from memfit.estimator.kv_cache import ELEMENT_BYTES_BY_NAME
 from memfit.estimator.machine import GpuMemory
 from memfit.estimator.mtp import with_mtp
 from memfit.estimator.server_args import RunningServer
@@ -42,7 +42,6 @@ from memfit.estimator.workload import (
 
 GIB = 1 << 30
 PROFILE_NAMES = {p.value: p for p in Profile}
-CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
 
 COMMON_H = "llama.cpp common/common.h"
 SERVER_CPP = "llama.cpp tools/server/server.cpp"
@@ -78,6 +77,9 @@ LLAMA_SERVER: dict[str, Default] = {
     "draftTokens": Default(0, f"{COMMON_H}: speculative.types = {{NONE}}, so no slot verifies a draft"),
     "embeddings": Default(False, f"{COMMON_H}: embedding = false: no embeddings served"),
     "pooling": Default(None, f"{COMMON_H}: pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED: the model's own"),
+    "draftKeyElementBytes": Default(2, f"{COMMON_H}: speculative.draft.cache_type_k = GGML_TYPE_F16"),
+    "draftValueElementBytes": Default(2, f"{COMMON_H}: speculative.draft.cache_type_v = GGML_TYPE_F16"),
+    "draftBackendSampling": Default(True, f"{COMMON_H}: speculative.draft.backend_sampling = true"),
 }
 MTP_DRAFT = Default(MTP_DRAFT_TOKENS, f"{COMMON_H}: draft-mtp drafts speculative.draft.n_max = 3 tokens a step")
 # the placement Ollama and LM Studio launch with is their own (Ollama's llm/server.go passes --n-gpu-layers from its
@@ -169,9 +171,9 @@ def _ollama_environment(r: _Resolving, env: Mapping[str, str]) -> None:
         mode = FlashAttention.ON if flash in TRUTHY else FlashAttention.OFF
         r.set("flashAttention", mode, env_source, f"{OLLAMA_FLASH_ATTENTION}={flash}: --flash-attn {mode}")
     kv = value[OLLAMA_KV_CACHE_TYPE].lower()  # llm/server.go: lower-cased, passed as -ctk and -ctv
-    if kv in CACHE_TYPE_BYTES:
+    if kv in ELEMENT_BYTES_BY_NAME:
         for wire in ("keyElementBytes", "valueElementBytes"):
-            r.set(wire, CACHE_TYPE_BYTES[kv], env_source, f"{OLLAMA_KV_CACHE_TYPE}={kv}: -ctk {kv} -ctv {kv}")
+            r.set(wire, ELEMENT_BYTES_BY_NAME[kv], env_source, f"{OLLAMA_KV_CACHE_TYPE}={kv}: -ctk {kv} -ctv {kv}")
 
 
 def _ollama_context(r: _Resolving, facts: LaunchFacts, trained: int | None) -> tuple[int, ResolvedSetting]:

@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from memfit.estimator.kv_cache import BY_ELEMENT_BYTES
+from memfit.estimator.kv_cache import ELEMENT_BYTES_BY_NAME
 from memfit.estimator.vocabulary import FlashAttention, LoadMode
 
 ARG_CPP = "llama.cpp common/arg.cpp"
 INT32_MAX = 2**31 - 1
-CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
 # common/arg.cpp common_arg_utils::is_truthy, is_falsey and is_autoy
 TRUTHY, FALSEY, AUTOY = ("on", "enabled", "true", "1"), ("off", "disabled", "false", "0"), ("auto", "-1")
 # common/speculative.cpp's speculative type names; common_params_speculative::need_n_rs_seq (common/common.h): under
@@ -136,8 +135,8 @@ OPTIONS = (
     Option(("-cram", "--cache-ram"), "LLAMA_ARG_CACHE_RAM", "cacheRamMib", _int),
     Option(("-kvu", "--kv-unified"), "LLAMA_ARG_KV_UNIFIED", "kvUnified", off_flags=("-no-kvu", "--no-kv-unified")),
     Option(("-fa", "--flash-attn"), "LLAMA_ARG_FLASH_ATTN", "flashAttention", FLASH_ATTENTION.get),
-    Option(("-ctk", "--cache-type-k"), "LLAMA_ARG_CACHE_TYPE_K", "keyElementBytes", CACHE_TYPE_BYTES.get),
-    Option(("-ctv", "--cache-type-v"), "LLAMA_ARG_CACHE_TYPE_V", "valueElementBytes", CACHE_TYPE_BYTES.get),
+    Option(("-ctk", "--cache-type-k"), "LLAMA_ARG_CACHE_TYPE_K", "keyElementBytes", ELEMENT_BYTES_BY_NAME.get),
+    Option(("-ctv", "--cache-type-v"), "LLAMA_ARG_CACHE_TYPE_V", "valueElementBytes", ELEMENT_BYTES_BY_NAME.get),
     Option(("-np", "--parallel"), "LLAMA_ARG_N_PARALLEL", "parallel", _int),
     Option(("--mlock",), "LLAMA_ARG_MLOCK", "loadMode", on=LoadMode.MLOCK),  # deprecated for --load-mode
     Option(("--mmap",), "LLAMA_ARG_MMAP", "loadMode", on=LoadMode.MMAP, off_flags=("--no-mmap",), off=LoadMode.NONE),
@@ -156,7 +155,25 @@ OPTIONS = (
     Option(
         ("--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"), "LLAMA_ARG_SPEC_DRAFT_HF_REPO", "draft_model", _text
     ),
+    Option(
+        ("--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"),
+        "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K",
+        "draftKeyElementBytes",
+        ELEMENT_BYTES_BY_NAME.get,
+    ),
+    Option(
+        ("--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"),
+        "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V",
+        "draftValueElementBytes",
+        ELEMENT_BYTES_BY_NAME.get,
+    ),
     Option(("--spec-draft-n-max",), "LLAMA_ARG_SPEC_DRAFT_N_MAX", "draft_max", _int),
+    Option(
+        ("--spec-draft-backend-sampling",),
+        "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING",
+        "draftBackendSampling",
+        off_flags=("--no-spec-draft-backend-sampling",),
+    ),
     Option(("--spec-draft-model", "-md", "--model-draft"), "LLAMA_ARG_SPEC_DRAFT_MODEL", "draft_model", _text),
     Option(("--spec-type",), "LLAMA_ARG_SPEC_TYPE", "spec_types", _spec_types, appends=True),
     # the ngram types' draft lengths (no LLAMA_ARG_ variable)

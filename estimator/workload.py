@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from memfit.estimator.context import DEFAULT_N_UBATCH
 from memfit.estimator.cpu_variant import AUTO
-from memfit.estimator.kv_cache import cache_type
+from memfit.estimator.kv_cache import CacheType, cache_type
 from memfit.estimator.vocabulary import (
     INT64_MAX,
     ContextSource,
@@ -18,6 +19,7 @@ from memfit.estimator.vocabulary import (
     SettingSource,
 )
 
+T = TypeVar("T")
 DEFAULT_ALLOCATED_TOKENS = 4096
 DEFAULT_STREAMS = 1
 DEFAULT_ELEMENT_BYTES = 2  # f16
@@ -44,6 +46,10 @@ DEFAULT_DRAFT_TOKENS = 0  # common_params_speculative::types = {NONE}: llama-ser
 # common_params_speculative_draft::n_max (common/common.h): the draft length of --spec-type draft-mtp, which always
 # drafts, where the request names none
 MTP_DRAFT_TOKENS = 3
+# common_params_speculative_draft (common/common.h): the MTP draft context's cache types (cache_type_k/v f16) and its
+# sampling on the backend (backend_sampling = true)
+DEFAULT_DRAFT_ELEMENT_BYTES = DEFAULT_ELEMENT_BYTES
+DEFAULT_DRAFT_BACKEND_SAMPLING = True
 DEFAULT_EMBEDDINGS = False  # common_params::embedding = false (common/common.h): no --embedding, --rerank
 # common_params::pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED (common/common.h): the model's own (None)
 DEFAULT_POOLING: str | None = None
@@ -82,6 +88,9 @@ class WorkloadRequest:
     draft_tokens: int | None = None
     embeddings: bool | None = None
     pooling: str | None = None  # --pooling's name (none, mean, cls, last, rank)
+    draft_key_element_bytes: int | None = None
+    draft_value_element_bytes: int | None = None
+    draft_backend_sampling: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,9 @@ SETTINGS = (
     ("draft_tokens", "draftTokens"),
     ("embeddings", "embeddings"),
     ("pooling", "pooling"),
+    ("draft_key_element_bytes", "draftKeyElementBytes"),
+    ("draft_value_element_bytes", "draftValueElementBytes"),
+    ("draft_backend_sampling", "draftBackendSampling"),
     ("gpu_layers", "gpuLayers"),
     ("tensor_split", "tensorSplit"),
     ("tensor_overrides", "tensorOverrides"),
@@ -179,6 +191,11 @@ class Workload:
     # llama-server's --pooling (--rerank: rank), cparams.pooling_type; None: unspecified, the model's own. Other
     # than none it lifts llama-server's output limit to n_batch even without embeddings (context.pooled_limit)
     pooling: str | None = DEFAULT_POOLING
+    # llama-server's MTP draft context's own settings under multi_token_prediction (estimator/mtp.py): its cache
+    # types (--spec-draft-type-k/-v) and its sampling on the backend (--spec-draft-backend-sampling)
+    draft_key_element_bytes: int = DEFAULT_DRAFT_ELEMENT_BYTES
+    draft_value_element_bytes: int = DEFAULT_DRAFT_ELEMENT_BYTES
+    draft_backend_sampling: bool = DEFAULT_DRAFT_BACKEND_SAMPLING
 
     @property
     def under_llama_server(self) -> bool:
@@ -204,6 +221,9 @@ class Workload:
             self.draft_tokens,
             self.embeddings,
             self.pooling,
+            self.draft_key_element_bytes,
+            self.draft_value_element_bytes,
+            self.draft_backend_sampling,
         ) == (
             DEFAULT_FLASH_ATTENTION,
             DEFAULT_UBATCH_TOKENS,
@@ -214,6 +234,9 @@ class Workload:
             DEFAULT_DRAFT_TOKENS,
             DEFAULT_EMBEDDINGS,
             DEFAULT_POOLING,
+            DEFAULT_DRAFT_ELEMENT_BYTES,
+            DEFAULT_DRAFT_ELEMENT_BYTES,
+            DEFAULT_DRAFT_BACKEND_SAMPLING,
         )
 
     @property
@@ -227,31 +250,26 @@ class Workload:
     def clamped(self) -> Workload:
         """The same workload with every number held inside int64, for echoing a refused request."""
         clamp = lambda v: max(-INT64_MAX - 1, min(INT64_MAX, v))  # noqa: E731
-        return Workload(
-            clamp(self.allocated_tokens),
-            self.context_source,
-            clamp(self.streams),
-            clamp(self.key_element_bytes),
-            clamp(self.value_element_bytes),
-            self.mode,
-            self.flash_attention,
-            clamp(self.ubatch_tokens),
-            self.kv_unified,
-            self.cpu_variant,
-            self.placement,
-            self.profile,
-            self.swa_full,
-            self.load_mode,
-            clamp(self.cache_ram_mib),
-            clamp(self.context_checkpoints),
-            None if self.slot_tokens is None else clamp(self.slot_tokens),
-            self.sources,
-            clamp(self.rollback_snapshots),
-            self.multi_token_prediction,
-            clamp(self.draft_tokens),
-            self.embeddings,
-            self.pooling,
+        return replace(
+            self,
+            allocated_tokens=clamp(self.allocated_tokens),
+            streams=clamp(self.streams),
+            key_element_bytes=clamp(self.key_element_bytes),
+            value_element_bytes=clamp(self.value_element_bytes),
+            ubatch_tokens=clamp(self.ubatch_tokens),
+            cache_ram_mib=clamp(self.cache_ram_mib),
+            context_checkpoints=clamp(self.context_checkpoints),
+            slot_tokens=None if self.slot_tokens is None else clamp(self.slot_tokens),
+            rollback_snapshots=clamp(self.rollback_snapshots),
+            draft_tokens=clamp(self.draft_tokens),
+            draft_key_element_bytes=clamp(self.draft_key_element_bytes),
+            draft_value_element_bytes=clamp(self.draft_value_element_bytes),
         )
+
+
+def given(value: T | None, default: T) -> T:
+    """A request's value, or the default where it names none."""
+    return default if value is None else value
 
 
 def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Workload:
@@ -263,36 +281,31 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
         source = ContextSource.DOCUMENTED_DEFAULT
     else:
         tokens, source = request.allocated_tokens, ContextSource.REQUESTED
-    mode = DEFAULT_MODE if request.mode is None else request.mode
+    r, mode = request, given(request.mode, DEFAULT_MODE)
     return Workload(
         allocated_tokens=tokens,
         context_source=source,
-        streams=DEFAULT_STREAMS if request.streams is None else request.streams,
-        key_element_bytes=DEFAULT_ELEMENT_BYTES if request.key_element_bytes is None else request.key_element_bytes,
-        value_element_bytes=DEFAULT_ELEMENT_BYTES
-        if request.value_element_bytes is None
-        else request.value_element_bytes,
+        streams=given(r.streams, DEFAULT_STREAMS),
+        key_element_bytes=given(r.key_element_bytes, DEFAULT_ELEMENT_BYTES),
+        value_element_bytes=given(r.value_element_bytes, DEFAULT_ELEMENT_BYTES),
         mode=mode,
-        flash_attention=DEFAULT_FLASH_ATTENTION if request.flash_attention is None else request.flash_attention,
-        ubatch_tokens=DEFAULT_UBATCH_TOKENS if request.ubatch_tokens is None else request.ubatch_tokens,
-        kv_unified=DEFAULT_KV_UNIFIED if request.kv_unified is None else request.kv_unified,
-        cpu_variant=DEFAULT_CPU_VARIANT if request.cpu_variant is None else request.cpu_variant,
-        profile=DEFAULT_PROFILE if request.profile is None else request.profile,
-        swa_full=DEFAULT_SWA_FULL if request.swa_full is None else request.swa_full,
-        load_mode=DEFAULT_LOAD_MODE if request.load_mode is None else request.load_mode,
-        cache_ram_mib=DEFAULT_CACHE_RAM_MIB if request.cache_ram_mib is None else request.cache_ram_mib,
-        context_checkpoints=DEFAULT_CONTEXT_CHECKPOINTS
-        if request.context_checkpoints is None
-        else request.context_checkpoints,
-        rollback_snapshots=DEFAULT_ROLLBACK_SNAPSHOTS
-        if request.rollback_snapshots is None
-        else request.rollback_snapshots,
-        multi_token_prediction=DEFAULT_MULTI_TOKEN_PREDICTION
-        if request.multi_token_prediction is None
-        else request.multi_token_prediction,
-        draft_tokens=default_draft_tokens(request) if request.draft_tokens is None else request.draft_tokens,
-        embeddings=DEFAULT_EMBEDDINGS if request.embeddings is None else request.embeddings,
-        pooling=DEFAULT_POOLING if request.pooling is None else request.pooling,
+        flash_attention=given(r.flash_attention, DEFAULT_FLASH_ATTENTION),
+        ubatch_tokens=given(r.ubatch_tokens, DEFAULT_UBATCH_TOKENS),
+        kv_unified=given(r.kv_unified, DEFAULT_KV_UNIFIED),
+        cpu_variant=given(r.cpu_variant, DEFAULT_CPU_VARIANT),
+        profile=given(r.profile, DEFAULT_PROFILE),
+        swa_full=given(r.swa_full, DEFAULT_SWA_FULL),
+        load_mode=given(r.load_mode, DEFAULT_LOAD_MODE),
+        cache_ram_mib=given(r.cache_ram_mib, DEFAULT_CACHE_RAM_MIB),
+        context_checkpoints=given(r.context_checkpoints, DEFAULT_CONTEXT_CHECKPOINTS),
+        rollback_snapshots=given(r.rollback_snapshots, DEFAULT_ROLLBACK_SNAPSHOTS),
+        multi_token_prediction=given(r.multi_token_prediction, DEFAULT_MULTI_TOKEN_PREDICTION),
+        draft_tokens=given(r.draft_tokens, default_draft_tokens(r)),
+        embeddings=given(r.embeddings, DEFAULT_EMBEDDINGS),
+        pooling=given(r.pooling, DEFAULT_POOLING),
+        draft_key_element_bytes=given(r.draft_key_element_bytes, DEFAULT_DRAFT_ELEMENT_BYTES),
+        draft_value_element_bytes=given(r.draft_value_element_bytes, DEFAULT_DRAFT_ELEMENT_BYTES),
+        draft_backend_sampling=given(r.draft_backend_sampling, DEFAULT_DRAFT_BACKEND_SAMPLING),
         sources=tuple(
             ResolvedSetting(
                 wire, SettingSource.REQUEST if getattr(request, name) is not None else SettingSource.DEFAULT
@@ -305,15 +318,15 @@ def resolve_workload(request: WorkloadRequest, context_limit: int | None) -> Wor
 
 def resolve_placement(request: WorkloadRequest, mode: str) -> PlacementFlags:
     """The placement flags, each as requested or llama.cpp's default; -ngl from the mode when not requested."""
-    d = PlacementFlags()
+    d, r = PlacementFlags(), request
     return PlacementFlags(
-        gpu_layers=mode_gpu_layers(mode) if request.gpu_layers is None else request.gpu_layers,
-        n_cpu_moe=d.n_cpu_moe if request.n_cpu_moe is None else request.n_cpu_moe,
-        tensor_overrides=d.tensor_overrides if request.tensor_overrides is None else request.tensor_overrides,
-        tensor_split=d.tensor_split if request.tensor_split is None else request.tensor_split,
-        split_mode=d.split_mode if request.split_mode is None else request.split_mode,
-        main_gpu=d.main_gpu if request.main_gpu is None else request.main_gpu,
-        kv_offload=d.kv_offload if request.kv_offload is None else request.kv_offload,
+        gpu_layers=given(r.gpu_layers, mode_gpu_layers(mode)),
+        n_cpu_moe=given(r.n_cpu_moe, d.n_cpu_moe),
+        tensor_overrides=given(r.tensor_overrides, d.tensor_overrides),
+        tensor_split=given(r.tensor_split, d.tensor_split),
+        split_mode=given(r.split_mode, d.split_mode),
+        main_gpu=given(r.main_gpu, d.main_gpu),
+        kv_offload=given(r.kv_offload, d.kv_offload),
     )
 
 
@@ -329,7 +342,9 @@ def input_refusal(workload: Workload) -> Refusal | None:
     `nonFiniteInput` for a derived byte count and `contextExceedsModelLimit` need the model; the
     estimate checks those around this one, keeping the order nonFinite, nonPositive*, exceeds.
     """
-    numbers = (workload.allocated_tokens, workload.streams, workload.key_element_bytes, workload.value_element_bytes)
+    w = workload
+    element_bytes = (w.key_element_bytes, w.value_element_bytes, w.draft_key_element_bytes, w.draft_value_element_bytes)
+    numbers = (w.allocated_tokens, w.streams, *element_bytes)
     if any(not -INT64_MAX - 1 <= n <= INT64_MAX for n in numbers):
         return Refusal.NON_FINITE_INPUT
     if workload.allocated_tokens <= 0:
@@ -352,15 +367,20 @@ def refused_setting(workload: Workload, architecture: str) -> str | None:
     kv_cache.cache_type_problem). The weights are loaded before the context is refused."""
     if workload.streams > LLAMA_MAX_SEQ:
         return f"llama.cpp refuses {workload.streams} sequences: n_seq_max must be <= {LLAMA_MAX_SEQ} (llama_context)"
-    v_type = cache_type(workload.value_element_bytes)
-    if v_type.quantized and flash_attention_for(workload, architecture) is False:
-        off = (
-            f"flash attention, which llama.cpp forces off for {architecture}"
-            if architecture in FLASH_ATTENTION_FORCED_OFF
-            else "flash attention off"
-        )
-        return f"llama.cpp refuses a {v_type.name} V cache with {off}: quantized V cache requires flash_attn"
-    return None
+    return quantized_v_refusal(cache_type(workload.value_element_bytes), workload, architecture)
+
+
+def quantized_v_refusal(v_type: CacheType, workload: Workload, architecture: str) -> str | None:
+    """llama_init_from_model's "quantized V cache requires flash_attn to be enabled": a V cache of `v_type` under
+    the workload's flash attention, or None."""
+    if not v_type.quantized or flash_attention_for(workload, architecture) is not False:
+        return None
+    off = (
+        f"flash attention, which llama.cpp forces off for {architecture}"
+        if architecture in FLASH_ATTENTION_FORCED_OFF
+        else "flash attention off"
+    )
+    return f"llama.cpp refuses a {v_type.name} V cache with {off}: quantized V cache requires flash_attn"
 
 
 def exceeds_limit(workload: Workload, context_limit: int | None) -> bool:

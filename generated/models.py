@@ -257,11 +257,11 @@ class WireFitVerdictRequest(WireModel):
     batch token for the draft (its nextn embeddings: `n_embd_out` x `n_batch` floats more in llama.cpp's
     output buffer, part of `workspace`). Default false; the `running` profile reads `--spec-type`. The
     MTP draft context llama-server makes on the same model is counted (since 1.20.1): its KV cache of the
-    NextN layer (the same cells and streams, in f16, `--cache-type-k-draft`'s default, whatever
-    `keyElementBytes` and `valueElementBytes` say of the model's own) in `kvCache`, and its compute buffer
-    (its draft graph) and output buffer (a row per sequence of logits, nextn embeddings and, as
-    llama-server's draft samples on the backend by default, the sampler's logits, probabilities and
-    candidates) in `workspace`,
+    NextN layer (the same cells and streams, in the draft's own types, `draftKeyElementBytes` and
+    `draftValueElementBytes`, f16 by default whatever `keyElementBytes` and `valueElementBytes` say of the
+    model's own) in `kvCache`, and its compute buffer (its draft graph) and output buffer (a row per
+    sequence of logits, nextn embeddings and, where the draft samples on the backend,
+    `draftBackendSampling`, the sampler's logits, probabilities and candidates) in `workspace`,
     for qwen3next, qwen35, qwen35moe and bailingmoe3; on the other architectures with NextN layers
     `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN
     layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
@@ -319,6 +319,38 @@ class WireFitVerdictRequest(WireModel):
     past the weights are `unknown` with `workloadUnsupported`. Default null under every profile; the
     `running` profile reads `--pooling`, `--rerank` and `LLAMA_ARG_POOLING` (the last named wins, as
     llama.cpp parses them).
+
+    """
+    draft_key_element_bytes: Annotated[
+        int | None, Field(alias="draftKeyElementBytes", ge=1, le=9223372036854775807)
+    ] = None
+    """
+    Under `multiTokenPrediction` (since 1.22.0), bytes per key element of the KV cache of llama-server's MTP
+    draft context (`--spec-draft-type-k`, alias `--cache-type-k-draft`), as `keyElementBytes` names them
+    for the model's own cache. Default 2 (f16, llama-server's default whatever the model's own cache
+    types are); the `running` profile reads the flag and `LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K`. A type the
+    model refuses (an MLA model's K and V types differing, blocks that do not divide a head) stops
+    llama-server ("failed to create MTP context"): the parts past the weights are `unknown` with
+    `workloadUnsupported`. Without `multiTokenPrediction` it changes nothing.
+
+    """
+    draft_value_element_bytes: Annotated[
+        int | None, Field(alias="draftValueElementBytes", ge=1, le=9223372036854775807)
+    ] = None
+    """
+    As `draftKeyElementBytes`, for the values (`--spec-draft-type-v`, alias `--cache-type-v-draft`;
+    `LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V`). Default 2. A quantized type (1, q8_0) with flash attention off
+    is refused as the model's own V cache is: `unknown` with `workloadUnsupported`.
+
+    """
+    draft_backend_sampling: Annotated[bool | None, Field(alias="draftBackendSampling")] = None
+    """
+    Under `multiTokenPrediction` (since 1.22.0), llama-server's `--spec-draft-backend-sampling`: each
+    slot's draft sampling runs on the backend (a top-k sampler chain set on the MTP draft context), so
+    the draft's output buffer keeps, beside each sequence's logits and nextn embeddings, the sampler's
+    logits, probabilities, sampled token and candidates (3 x `n_vocab` + 1 more values a sequence).
+    Default true (llama-server's); `--no-spec-draft-backend-sampling` (false) keeps logits and nextn
+    embeddings alone. The `running` profile reads both flags and `LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING`.
 
     """
 
@@ -936,6 +968,22 @@ class WireFitWorkload(WireModel):
     pooling: Annotated[str | None, Field(...)]
     """
     llama.cpp's pooling type as requested; null where none is named, the model's own (since 1.21.0).
+    """
+    draft_key_element_bytes: Annotated[
+        int, Field(alias="draftKeyElementBytes", ge=-9223372036854775808, le=9223372036854775807)
+    ]
+    """
+    The MTP draft context's key element bytes, as requested or defaulted (since 1.22.0).
+    """
+    draft_value_element_bytes: Annotated[
+        int, Field(alias="draftValueElementBytes", ge=-9223372036854775808, le=9223372036854775807)
+    ]
+    """
+    The MTP draft context's value element bytes, as requested or defaulted (since 1.22.0).
+    """
+    draft_backend_sampling: Annotated[bool, Field(alias="draftBackendSampling")]
+    """
+    Whether the MTP draft's sampling runs on the backend, as requested or defaulted (since 1.22.0).
     """
     slot_tokens: Annotated[int | None, Field(alias="slotTokens", ge=-9223372036854775808, le=9223372036854775807)]
     """

@@ -477,6 +477,9 @@ def _fit_requests(args: argparse.Namespace) -> list[WireFitVerdictRequest]:
             draft_tokens=args.draft_tokens,
             embeddings=args.embedding,
             pooling=args.pooling,
+            draft_key_element_bytes=args.draft_key_bytes,
+            draft_value_element_bytes=args.draft_value_bytes,
+            draft_backend_sampling=args.draft_backend_sampling,
         )
         for m in args.model
     ]

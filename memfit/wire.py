@@ -92,6 +92,9 @@ def fit_request(request: Request) -> FitRequest:
             request.draft_tokens,
             request.embeddings,
             request.pooling,
+            request.draft_key_element_bytes,
+            request.draft_value_element_bytes,
+            request.draft_backend_sampling,
         ),
     )
 
@@ -173,6 +176,9 @@ def fit_result(r: FitResult, models: Any = None) -> wire.WireFitVerdictResult:
                 draft_tokens=w.draft_tokens,
                 embeddings=w.embeddings,
                 pooling=w.pooling,
+                draft_key_element_bytes=w.draft_key_element_bytes,
+                draft_value_element_bytes=w.draft_value_element_bytes,
+                draft_backend_sampling=w.draft_backend_sampling,
                 slot_tokens=w.slot_tokens,
                 settings=[
                     m.WireResolvedSetting(setting=x.setting, source=x.source, detail=x.detail) for x in w.sources

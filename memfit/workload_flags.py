@@ -15,7 +15,7 @@ from typing import Any
 
 from memfit.estimator.context import CELL_PADDING
 from memfit.estimator.devices import CPU
-from memfit.estimator.kv_cache import BY_ELEMENT_BYTES, GGML_CACHE_TYPES
+from memfit.estimator.kv_cache import ELEMENT_BYTES_BY_NAME, GGML_CACHE_TYPES
 from memfit.estimator.placement import FFN_EXPS, SplitMode
 from memfit.estimator.vocabulary import INT64_MAX, FlashAttention, Mode, Profile
 from memfit.estimator.workload import ALL_LAYERS
@@ -24,7 +24,6 @@ from memfit.integers import round_up
 SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20}
 _COUNT = re.compile(r"\s*(\d+)\s*([kKmM]?)\s*")
 SPLIT_MODES = [m.value for m in SplitMode]
-CACHE_TYPE_BYTES = {t.name: element_bytes for element_bytes, t in BY_ELEMENT_BYTES.items()}
 ROLLBACK_SNAPSHOTS_MAX = 256  # the contract's maximum of rollbackSnapshots
 DRAFT_TOKENS_MAX = 256  # the contract's maximum of draftTokens
 
@@ -63,9 +62,9 @@ def count(text: str) -> int:
 def cache_type(text: str) -> int:
     """llama.cpp's cache type name (-ctk, -ctv) as the contract's bytes per element."""
     name = text.strip().lower()
-    if name in CACHE_TYPE_BYTES:
-        return CACHE_TYPE_BYTES[name]
-    known = ", ".join(CACHE_TYPE_BYTES)
+    if name in ELEMENT_BYTES_BY_NAME:
+        return ELEMENT_BYTES_BY_NAME[name]
+    known = ", ".join(ELEMENT_BYTES_BY_NAME)
     if name in GGML_CACHE_TYPES:
         raise argparse.ArgumentTypeError(f"llama.cpp takes {name}, but memfit's API names only {known}")
     raise argparse.ArgumentTypeError(f"expected a cache type ({known}), got {text!r}")
@@ -268,8 +267,34 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
         "--mtp",
         action="store_true",
         default=None,
-        help="llama-server's --spec-type draft-mtp: the model loaded with its NextN/MTP layers, and its context's"
-        " output buffer holding their input (the draft's own context is not counted)",
+        help="llama-server's --spec-type draft-mtp: the model loaded with its NextN/MTP layers, its context's"
+        " output buffer holding their input, and the MTP draft context beside it",
+    )
+    parser.add_argument(
+        "-ctkd",
+        "--cache-type-k-draft",
+        "--spec-draft-type-k",
+        dest="draft_key_bytes",
+        type=cache_type,
+        metavar="TYPE",
+        help="with --mtp, llama-server's draft context's K cache type: f32, f16 (default), q8_0",
+    )
+    parser.add_argument(
+        "-ctvd",
+        "--cache-type-v-draft",
+        "--spec-draft-type-v",
+        dest="draft_value_bytes",
+        type=cache_type,
+        metavar="TYPE",
+        help="as -ctkd, for V",
+    )
+    parser.add_argument(
+        "--no-spec-draft-backend-sampling",
+        dest="draft_backend_sampling",
+        action="store_false",
+        default=None,
+        help="with --mtp, the draft's sampling on the host, as llama-server's flag: no sampler rows in its output"
+        " buffer (default: on the backend)",
     )
     parser.add_argument(
         "--draft-tokens",

@@ -68,6 +68,18 @@ def test_pooling_is_the_requests(public_models: Path, capsys: pytest.CaptureFixt
     assert _workload(capsys, public_models).pooling is None
 
 
+def test_the_draft_contexts_settings_are_the_requests(public_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-ctkd/-ctvd (llama-server's --spec-draft-type-k/-v, alias --cache-type-k-draft/-v-draft) are the request's
+    draftKeyElementBytes/draftValueElementBytes, --no-spec-draft-backend-sampling its draftBackendSampling false;
+    echoed, f16 and on by default (common_params_speculative_draft)."""
+    asked = _workload(capsys, public_models, "--mtp", "-ctkd", "q8_0", "--cache-type-v-draft", "f32")
+    assert (asked.draft_key_element_bytes, asked.draft_value_element_bytes) == (1, 4)
+    assert _workload(capsys, public_models, "--mtp", "--no-spec-draft-backend-sampling").draft_backend_sampling is False
+    default = _workload(capsys, public_models, "--mtp")
+    assert (default.draft_key_element_bytes, default.draft_value_element_bytes) == (2, 2)
+    assert default.draft_backend_sampling is True
+
+
 def test_a_pooling_llama_cpp_does_not_name_is_a_usage_error(
     public_models: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

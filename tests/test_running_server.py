@@ -283,6 +283,50 @@ def test_embedding_and_pooling_flags(
     assert (named.get("embeddings"), named.get("pooling"), args.unread) == (embeddings, pooling, unread)
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "draft"),
+    [
+        (
+            ["-ctkd", "q8_0", "--cache-type-v-draft", "f32"],
+            {},
+            {"draftKeyElementBytes": 1, "draftValueElementBytes": 4},
+        ),
+        (["--spec-draft-type-k", "f32"], {"LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K": "q8_0"}, {"draftKeyElementBytes": 4}),
+        ([], {"LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V": "q8_0"}, {"draftValueElementBytes": 1}),
+        (["--no-spec-draft-backend-sampling"], {}, {"draftBackendSampling": False}),
+        ([], {"LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING": "0"}, {"draftBackendSampling": False}),
+        (
+            ["--spec-draft-backend-sampling"],
+            {"LLAMA_ARG_NO_SPEC_DRAFT_BACKEND_SAMPLING": ""},
+            {"draftBackendSampling": True},
+        ),
+        ([], {}, {}),  # llama-server's defaults: f16 caches, the draft sampled on the backend
+    ],
+)
+def test_the_draft_contexts_own_flags(argv: list[str], env: dict[str, str], draft: dict[str, object]) -> None:
+    """common_params_speculative_draft's cache_type_k/v (--spec-draft-type-k/-v, -ctkd/-ctvd, --cache-type-k/v-draft)
+    and backend_sampling (--spec-draft-backend-sampling, --no-...) and their LLAMA_ARG_ variables, the command line
+    over the environment."""
+    args = server_args(["llama-server", "-m", "m.gguf", "--spec-type", "draft-mtp", *argv], env)
+    named = {wire: n.value for wire, n in args.named.items() if wire.startswith("draft") and wire != "draftTokens"}
+    assert (named, args.unread) == (draft, ())
+
+
+def test_the_running_profile_takes_the_draft_contexts_settings() -> None:
+    """A running llama-server's -ctkd and --no-spec-draft-backend-sampling are the workload's draft settings, the
+    ones it does not name llama-server's defaults (f16, sampled on the backend); a request's own value wins."""
+    argv = ["--spec-type", "draft-mtp", "-ctkd", "q8_0", "--no-spec-draft-backend-sampling"]
+    resolution = resolve_profile(WorkloadRequest(profile="running"), running(argv), subject())
+    r = resolution.request
+    assert (r.draft_key_element_bytes, r.draft_value_element_bytes, r.draft_backend_sampling) == (1, 2, False)
+    assert resolution.sources["draftKeyElementBytes"].source is SettingSource.RUNNING
+    assert resolution.sources["draftValueElementBytes"].source is SettingSource.PROFILE
+    asked = resolve_profile(
+        WorkloadRequest(profile="running", draft_key_element_bytes=4), running(argv), subject()
+    ).request
+    assert asked.draft_key_element_bytes == 4
+
+
 def test_the_running_profile_takes_the_servers_embeddings() -> None:
     """A running llama-server's --embedding is the workload's embeddings; a request's own value wins; with none
     named, llama-server's default: false."""

@@ -498,25 +498,32 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
     assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
 
 
-@pytest.mark.parametrize("run", MTP_DRAFT_RUNS, ids=run_id)
+# The draft context under its own settings (results_mtp_draft_settings.jsonl: --spec-draft-type-k/-v, the draft's
+# sampling on the host); the runs whose draft context llama.cpp refused apart
+DRAFT_SETTING_RUNS = load(DATA / "results_mtp_draft_settings.jsonl")
+DRAFT_REFUSED = [r for r in DRAFT_SETTING_RUNS if "error" in r["draft_ctx"]]
+
+
+@pytest.mark.parametrize("run", MTP_DRAFT_RUNS + [r for r in DRAFT_SETTING_RUNS if r not in DRAFT_REFUSED], ids=run_id)
 def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
-    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (f16), its DECODER_MTP graph's
-    compute buffer replayed to the byte, its output buffer after the draft step (logits, masked nextn embeddings and
-    the backend sampling's rows, one a sequence, with each sequence's sampler on the backend as llama-server sets
-    it), and the sizes it shares with the target."""
+    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (f16, or the types the run
+    named), its DECODER_MTP graph's compute buffer replayed to the byte, its output buffer after the draft step
+    (logits, masked nextn embeddings and, with each sequence's sampler on the backend as llama-server sets it by
+    default, the backend sampling's rows, one a sequence), and the sizes it shares with the target."""
     facts = CACHE.facts((str(model_files[run["model"]]),))
     assert facts.layout is not None and facts.n_vocab is not None
     draft = draft_context(facts.architecture, facts.layout)
     assert draft is not None
     geometry = run_geometry(run, facts.architecture, facts.layout.causal, facts.layout.nextn_width)
-    d = run["draft_ctx"]
-    assert (d["n_ctx"], d["n_ctx_seq"], d["n_seq_max"], d["type_k"]) == (
+    d, s = run["draft_ctx"], settings(run)
+    assert (d["n_ctx"], d["n_ctx_seq"], d["n_seq_max"], d["type_k"], d["type_v"]) == (
         run["n_ctx"],
         run["n_ctx_seq"],
         run["n_seq_max"],
-        "f16",
+        s.get("type_k_draft", "f16"),
+        s.get("type_v_draft", "f16"),
     )
-    assert d["backend_samplers"] == run["n_seq_max"]
+    assert d["backend_samplers"] == (run["n_seq_max"] if s.get("draft_sampling", 1) else 0)
     assert sum(draft_kv_bytes(draft, geometry)) == d["memory_bytes"] > 0
     assert replayed(draft.graph, facts.n_vocab, draft_geometry(geometry)).size == d["compute_bytes"]
     if "output_buffer_bytes_after_decode" in d:
@@ -549,7 +556,7 @@ def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str,
 
 @pytest.fixture(scope="module")
 def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tiny = {r["model"] for r in load(DATA / "results_mtp_ctx.jsonl")}
+    tiny = {r["model"] for r in load(DATA / "results_mtp_ctx.jsonl") + DRAFT_SETTING_RUNS}
     return _service_over({r["model"] for r in MTP_RUNS} | tiny | {NO_MTP_LAYERS_MODEL}, tmp_path_factory)
 
 
@@ -559,20 +566,38 @@ def _mtp_estimate(service: Any, request: dict) -> dict:
     return dict(json.loads(answer.model_dump_json(by_alias=True)))
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_DRAFT_RUNS if "decode_tokens" in r], ids=run_id)
+def _mtp_request(run: dict) -> dict:
+    """The fit request for an MTP run: llama-server's draft-mtp at the run's sizes and flash attention, no
+    verification batch, the draft context's own settings where the run named them."""
+    s = settings(run)
+    draft = {
+        "draftKeyElementBytes": ELEMENT_BYTES[s["type_k_draft"]] if "type_k_draft" in s else None,
+        "draftValueElementBytes": ELEMENT_BYTES[s["type_v_draft"]] if "type_v_draft" in s else None,
+        "draftBackendSampling": bool(s["draft_sampling"]) if "draft_sampling" in s else None,
+    }
+    return (
+        _run_request(run)
+        | {
+            "ubatchTokens": run["n_ubatch"],
+            "cpuVariant": "haswell",
+            "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
+            "multiTokenPrediction": True,
+            "draftTokens": 0,  # the probe decoded a prompt, one output: no verification batch
+            "kvUnified": bool(s.get("unified")),
+        }
+        | {k: v for k, v in draft.items() if v is not None}
+    )
+
+
+@pytest.mark.parametrize(
+    "run", [r for r in MTP_DRAFT_RUNS + DRAFT_SETTING_RUNS if "decode_tokens" in r.get("draft_ctx", r)], ids=run_id
+)
 def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -> None:
     """A fit request's multiTokenPrediction is llama-server's draft-mtp: the weights llama.cpp loaded with load_mtp
-    to the byte, kvCache + recurrentState the target's memory module and the MTP draft context's, the workspace's
-    bounds around both contexts' compute and output buffers after their decodes, and the setting echoed as
-    requested."""
-    request = _run_request(run) | {
-        "ubatchTokens": run["n_ubatch"],
-        "cpuVariant": "haswell",
-        "flashAttention": "on" if run["flash_attn"] else "off",  # as llama.cpp resolved it
-        "multiTokenPrediction": True,
-        "draftTokens": 0,  # the probe decoded a prompt, one output: no verification batch
-        "kvUnified": bool(settings(run).get("unified")),
-    }
+    to the byte, kvCache + recurrentState the target's memory module and the MTP draft context's (in the draft's own
+    cache types where asked), the workspace's bounds around both contexts' compute and output buffers after their
+    decodes (the draft's sampling on the backend or not), and the settings echoed as requested."""
+    request = _mtp_request(run)
     estimate = _mtp_estimate(mtp_service, request)["estimate"]
     parts = {p["component"]: p for p in estimate["parts"]}
     assert parts["weights"]["bytes"] == parts["weights"]["upperBytes"] == run["weights_bytes"]
@@ -583,8 +608,43 @@ def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -
     assert parts["workspace"]["bytes"] <= workspace <= parts["workspace"]["upperBytes"]
     assert "MTP draft context" in parts["kvCache"]["note"] and "MTP draft context" in parts["workspace"]["note"]
     assert estimate["workload"]["multiTokenPrediction"] is True
-    source = {x["setting"]: x["source"] for x in estimate["workload"]["settings"]}["multiTokenPrediction"]
-    assert source == "request"
+    sources = {x["setting"]: x["source"] for x in estimate["workload"]["settings"]}
+    assert sources["multiTokenPrediction"] == "request"
+    for name in ("draftKeyElementBytes", "draftValueElementBytes", "draftBackendSampling"):
+        asked = request.get(name)
+        assert estimate["workload"][name] == (
+            asked if asked is not None else {"draftBackendSampling": True}.get(name, 2)
+        )
+        assert sources[name] == ("request" if asked is not None else "default")
+
+
+def test_mtp_draft_settings_are_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """The draft context under its own cache types and host-side sampling (results_mtp_draft_settings.jsonl): every
+    run llama.cpp made compared, both memory modules exact, both bounds within max(1%, 8 MiB); the runs it refused
+    are a quantized draft V with flash attention off, and bailingmoe3's (MLA) K and V types differing."""
+    rows = recorded["results_mtp_draft_settings.jsonl"]
+    assert len(rows) == len(DRAFT_SETTING_RUNS) == 12
+    assert all(r.kv_exact and r.output_exact and r.tight for r in rows if r.compared)
+    refused = {run_id(r.record) for r in rows if not r.compared}
+    assert refused == {run_id(r) for r in DRAFT_REFUSED}
+    for run in DRAFT_SETTING_RUNS:
+        s = settings(run)
+        k, v = s.get("type_k_draft", "f16"), s.get("type_v_draft", "f16")
+        expected = (v == "q8_0" and s["fa"] == "off") or (run["model"] == "bailingmoe3" and k != v)
+        assert (run in DRAFT_REFUSED) == expected, run_id(run)
+
+
+@pytest.mark.parametrize("run", DRAFT_REFUSED, ids=run_id)
+def test_mtp_draft_types_llama_cpp_refused_are_unsupported(run: dict, mtp_service: Any) -> None:
+    """A draft context llama.cpp refused (llama-server stops: "failed to create MTP context"): under the same request
+    memfit answers unknown with workloadUnsupported, the draft's types named; with f16 draft types it answers."""
+    request = _mtp_request(run)
+    refused = _mtp_estimate(mtp_service, request)
+    plain = _mtp_estimate(mtp_service, request | {"draftKeyElementBytes": 2, "draftValueElementBytes": 2})
+    assert "workloadUnsupported" in refused["limits"] and "workloadUnsupported" not in plain["limits"]
+    parts = {p["component"]: p for p in refused["estimate"]["parts"]}
+    assert {parts[c]["basis"] for c in ("kvCache", "workspace")} == {"unknown"}
+    assert "--spec-draft-type-k/-v" in parts["kvCache"]["note"]
 
 
 @pytest.mark.parametrize("model", sorted({r["model"] for r in TRUNK_ONLY}))

@@ -25,10 +25,10 @@ from memfit.estimator.architectures import derive_layout
 from memfit.estimator.artifact import ArtifactFacts, mtp_weights, packed_range, weights_on
 from memfit.estimator.bounds import Part
 from memfit.estimator.catalog import Catalog
-from memfit.estimator.context import ContextGeometry, llama_geometry, warmup_slack_rows
+from memfit.estimator.context import ContextGeometry, DraftSettings, llama_geometry, warmup_slack_rows
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.errors import EvidenceError
-from memfit.estimator.kv_cache import GGML_CACHE_TYPES, kv_cache_bytes
+from memfit.estimator.kv_cache import ELEMENT_BYTES_BY_NAME, GGML_CACHE_TYPES, kv_cache_bytes
 from memfit.estimator.layout import Layout
 from memfit.estimator.mtp import DraftContext, draft_context, draft_kv_bytes, draft_output_bytes, draft_workspace
 from memfit.estimator.recurrent_state import recurrent_state_bytes
@@ -194,7 +194,7 @@ def measured_output(record: dict) -> int:
 def unmodelled(record: dict) -> str | None:
     """Why a run's settings are outside what memfit models, or None."""
     s = settings(record)
-    if "error" in record:
+    if "error" in record or "error" in record.get("draft_ctx", {}):  # the target's context, or the MTP draft's
         return "llama.cpp refused these settings"
     if s["type_k"] not in GGML_CACHE_TYPES or s["type_v"] not in GGML_CACHE_TYPES:
         return "cache type not modelled"
@@ -322,6 +322,11 @@ def run_geometry(
         memoryless=memoryless,
         pooling=s.get("pooling"),
         warmup_tokens=warmup,
+        draft=DraftSettings(
+            ELEMENT_BYTES_BY_NAME[s.get("type_k_draft", "f16")],
+            ELEMENT_BYTES_BY_NAME[s.get("type_v_draft", "f16")],
+            bool(s.get("draft_sampling", 1)),
+        ),
     )
     if geometry.embeddings:  # the run's n_batch as llama-server serving embeddings sets it (the ubatch)
         geometry = dataclasses.replace(geometry, n_batch=record["n_batch"])

@@ -46,12 +46,15 @@ def records(name: str) -> list[dict]:
 
 # in a run's id where set
 RUN_EXTRAS: tuple[str, ...] = ("unified", "mmap", "n_rs_seq", "swa_full", "state_tokens", "fit_used", "mtp", "mtp_ctx")
-RUN_EXTRAS += ("verify", "outputs_max", "embeddings", "pooling", "decode", "warmup")
+RUN_EXTRAS += ("verify", "outputs_max", "embeddings", "pooling", "decode", "warmup", "type_k_draft", "type_v_draft")
+# in a run's id where named, 0 included (a default of 1 turned off)
+RUN_SWITCHES = ("draft_sampling",)
 
 
 def run_id(record: dict) -> str:
     s = record["settings"]
     extras = "".join(f"-{k}{s[k]}" for k in RUN_EXTRAS if s.get(k))
+    extras += "".join(f"-{k}{s[k]}" for k in RUN_SWITCHES if k in s)
     return (
         f"{record['model']}-ctx{s['n_ctx']}-seq{s['n_seq']}-{s['type_k']}-{s['type_v']}-fa{s['fa']}"
         f"-ub{record.get('n_ubatch', s.get('n_ubatch', 512))}{extras}"

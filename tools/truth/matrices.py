@@ -424,6 +424,18 @@ MTP_CTX_RUNS = [s | {"mtp_ctx": 1} for s in MTP_RUNS] + [
     _s(8192, 4, unified=1, mtp=1, mtp_ctx=1),
     _s(4096, 1, n_ubatch=2048, mtp=1, mtp_ctx=1),
 ]
+# The draft context's own settings (llama-server's --spec-draft-type-k/-v, alias --cache-type-k-draft/-v-draft, and
+# --no-spec-draft-backend-sampling; the probe's type_k_draft, type_v_draft, draft_sampling=0): q8_0 and f32 caches,
+# a q8_0 K beside an f16 V with flash attention off (accepted), a q8_0 V with it off (the draft context refused:
+# llama-server stops), the draft's sampling left on the host, 1 to 4 sequences.
+MTP_DRAFT_SETTING_RUNS = [
+    _s(4096, 2, mtp=1, mtp_ctx=1) | dict(type_k_draft="q8_0", type_v_draft="q8_0"),
+    _s(8192, 4, mtp=1, mtp_ctx=1) | dict(type_k_draft="q8_0", type_v_draft="q8_0", draft_sampling=0),
+    _s(2048, 1, mtp=1, mtp_ctx=1) | dict(type_k_draft="f32", type_v_draft="f32"),
+    _s(2048, 1, fa="off", mtp=1, mtp_ctx=1) | dict(type_k_draft="q8_0"),
+    _s(2048, 1, fa="off", mtp=1, mtp_ctx=1) | dict(type_v_draft="q8_0"),
+    _s(4096, 2, mtp=1, mtp_ctx=1, draft_sampling=0),
+]
 # An F32 cache: both types f32 and K alone, 1 and 4 streams, flash attention on and off, a unified cache.
 F32_CACHE_RUNS = [
     _s(2048, 1, "f32"),
@@ -837,6 +849,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
         _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0", "gemma3-swa-f16")
         | _subset(attention.FAMILY_SET, "deepseek2-mla", "deepseek2-mha"),
         F32_CACHE_RUNS,
+    ),
+    "results_mtp_draft_settings.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3"),
+        MTP_DRAFT_SETTING_RUNS,
+        decode=512,
+        label=LABEL + ", the MTP draft context under its own cache types and host-side sampling",
     ),
     "results_draft.jsonl": TruthFile(
         _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0", "gemma3-swa-f16")
