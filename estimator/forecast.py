@@ -51,8 +51,9 @@ def kv_cache_part(kernel: ContextKernel, geometry: ContextGeometry) -> Part:
     )
     if kernel.draft is not None:
         dk, dv = draft_kv_bytes(kernel.draft, geometry)
+        kept = "layers (every layer, the NextN one too, " if kernel.draft.all_layers else "NextN layer(s) ("
         note += (
-            f", of which llama-server's MTP draft context's cache of its {kernel.draft.layers} NextN layer(s) (f16,"
+            f", of which llama-server's MTP draft context's cache of {kernel.draft.layers} {kept}f16,"
             f" --cache-type-k-draft's default) K {dk} + V {dv} bytes"
         )
     odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]
