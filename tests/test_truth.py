@@ -493,7 +493,7 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
     rows = recorded["results_mtp_ctx.jsonl"] + recorded["results_mtp_ctx_dryrun.jsonl"]
     compared = [r for r in rows if r.compared]
     assert all(settings(r.record).get("mtp_ctx") for r in rows)
-    assert len(rows) == len(MTP_CTX_RUNS) and len(compared) == len(MTP_DRAFT_RUNS) == 30
+    assert len(rows) == len(MTP_CTX_RUNS) and len(compared) == len(MTP_DRAFT_RUNS) == 54
     assert all(r.kv_exact and r.output_exact and r.tight for r in compared)
     assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
 
