@@ -381,6 +381,10 @@ _DEEPSEEK_V3: dict[str, Any] = dict(
     E=7168, L=5, dense=3, F=18432, H=128, q_lora=1536, kv_lora=512, nope=128, rope=64, v=128,
     experts=(256, 8, 2048, 1), V=129280, routing=_V3_ROUTING,
 )  # fmt: skip
+_GLM_45_AIR: dict[str, Any] = dict(E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552)
+_GLM_4_6: dict[str, Any] = dict(
+    E=5120, L=4, F=12288, H=96, Hkv=8, D=128, experts=(160, 8, 1536), V=151552, dense=3, qk_norm=True
+)  # fmt: skip
 _OPENELM_3B = [(12, 3, 1536), (16, 4, 3584), (16, 4, 5632), (20, 5, 7680), (20, 5, 9984), (24, 6, 12288)]
 _DECI_51B = [(64, 8, 28672), (64, 8, 14336), (64, 0, 5376), (0, 0, 11264), (64, 8, 0), (64, 8, 28672)]
 _GRANITE_H_1B: dict[str, Any] = dict(
@@ -541,9 +545,7 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     ),
     # GLM-4.5-Air (46 layers of 4096, 96 heads of 128 over 8, one dense block of 10944, 128 experts of 1408, 8
     # used, one shared, one MTP layer) in 4 layers
-    "glm-4.5-air-shape": lambda: glm4moe(
-        "glm45air", E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552
-    ),
+    "glm-4.5-air-shape": lambda: glm4moe("glm45air", **_GLM_45_AIR),
 }
 
 # Published shapes with their NextN/MTP block written whole (llama-server's draft context under --spec-type draft-mtp
@@ -551,21 +553,6 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
 # of 128 over 8 with Q/K norms, three dense blocks of 12288, 160 experts of 1536, 8 used, one shared) in 4 layers
 MTP_SHAPES: dict[str, Callable[[], Model]] = {
     "deepseek-r1-mtp-shape": lambda: deepseek2("dsr1mtp", **_DEEPSEEK_V3, nextn=1, mtp_block=True),
-    "glm-4.5-air-mtp-shape": lambda: glm4moe(
-        "glm45airmtp", E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552, mtp_block=True
-    ),
-    "glm-4.6-mtp-shape": lambda: glm4moe(
-        "glm46mtp",
-        E=5120,
-        L=4,
-        F=12288,
-        H=96,
-        Hkv=8,
-        D=128,
-        experts=(160, 8, 1536),
-        V=151552,
-        dense=3,
-        qk_norm=True,
-        mtp_block=True,
-    ),
+    "glm-4.5-air-mtp-shape": lambda: glm4moe("glm45airmtp", **_GLM_45_AIR, mtp_block=True),
+    "glm-4.6-mtp-shape": lambda: glm4moe("glm46mtp", **_GLM_4_6, mtp_block=True),
 }
