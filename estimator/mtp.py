@@ -10,12 +10,13 @@ floats per batch token (workspace.output_buffer; the geometry's nextn_width, set
 llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model:
 ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
-module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (draft_kv_bytes),
-its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output
-buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes).
-Both are counted: the cache in kvCache, the compute and output buffers in workspace (context_kernel), and the cache and
-compute buffer where llama-server's --fit fits it with the target on a host without GPUs (common_fit_extra_model:
-estimator/fitter.py host_projection, draft_compute).
+module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (qwen3next, qwen35,
+qwen35moe, bailingmoe3: NEXTN_ONLY_CACHE) or of every layer (deepseek2, glm4moe: ALL_LAYERS_CACHE) (draft_kv_bytes), its
+graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output buffer
+a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes). Those six
+architectures' draft contexts are counted (the others' are unknown): the cache in kvCache, the compute and output
+buffers in workspace (context_kernel), and the cache and compute buffer where llama-server's --fit fits it with the
+target on a host without GPUs (common_fit_extra_model: estimator/fitter.py host_projection, draft_compute).
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
 
 
 def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int, int]:
-    """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over the NextN layers): per layer
+    """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over its layers): per layer
     K [k_width, n_ctx_seq, n_stream] and V [v_width, ...] in the draft's f16."""
     rows = draft.layers * geometry.n_ctx_seq * geometry.n_stream
     return rows * DRAFT_CACHE_TYPE.row_bytes(draft.k_width), rows * DRAFT_CACHE_TYPE.row_bytes(draft.v_width)

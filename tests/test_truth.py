@@ -500,7 +500,8 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
 
 @pytest.mark.parametrize("run", MTP_DRAFT_RUNS, ids=run_id)
 def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
-    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (f16), its DECODER_MTP graph's
+    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (deepseek2's and glm4moe's of
+    every layer; f16), its DECODER_MTP graph's
     compute buffer replayed to the byte, its output buffer after the draft step (logits, masked nextn embeddings and
     the backend sampling's rows, one a sequence, with each sequence's sampler on the backend as llama-server sets
     it), and the sizes it shares with the target."""
