@@ -927,6 +927,7 @@ class Graph:
     moe_layers: LayerPredicate = experts_after_leading_dense  # the blocks that route experts (no dense FFN)
     fused_qkv: bool = False  # build_qkv: one attn_qkv matmul
     qkv_where_present: bool = False  # create_tensor_qkv: one attn_qkv matmul where the file holds it
+    qk_norm_where_present: bool = False  # glm4-moe.cpp: attn_q_norm / attn_k_norm where the file holds them
     logits: bool = True  # False: an embedding graph (build_pooling, no LM head)
     cache_attention: bool = True  # False: build_attn_inp_no_cache (non-causal attention over the ubatch)
     ffn_in_recurrence: bool = False  # RWKV 6/7: the FFN is the channel mix, inside `recurrent_in`
@@ -1111,7 +1112,7 @@ MINICPM = replace(QKV_WHERE_PRESENT, routing=minicpm_routing)
 # plm.cpp: minicpm3's decompressed latent with one wq, a relu^2 FFN without gate, no scaled head
 PLM = Graph(low_rank_kv=True, q_lora=no_q_lora, activation=FfnOp.RELU_SQR, node_for_node=True)
 # glm4-moe.cpp: the trunk's hidden state is the final norm's output; build_qkv's fused path where the file has it
-GLM4_MOE = Graph(routing=sigmoid_routing, qkv_where_present=True, node_for_node=True)
+GLM4_MOE = Graph(routing=sigmoid_routing, qkv_where_present=True, qk_norm_where_present=True, node_for_node=True)
 MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last layer keeps the rows; experts by router
     routing=mimo2_routing,
     moe_layers=experts_where_routed,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from memfit.estimator.arch_rules import RULES, ArchRule, Graph, Memory, Window, ffn_op
+from memfit.estimator.arch_rules import ATTN_Q_NORM, RULES, ArchRule, Graph, Memory, Window, ffn_op
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, TensorShapes, TensorTypes, key_name
 from memfit.estimator.layout import (
@@ -288,7 +288,8 @@ def graph_shape(
                 wkv=graph.wkv(layers, il) if recurrent and graph.wkv else None,
                 rope=rope and graph.roped(layers, sliding, il) or not attends,
                 qk_layer_norm=attends and graph.qk_layer_norm(layers),
-                qk_norm=graph.qk_norm and attends,
+                qk_norm=attends
+                and (graph.qk_norm or graph.qk_norm_where_present and layer_tensor(layers, ATTN_Q_NORM, il) is True),
                 fused_up=graph.fused_up and dense_ff > 0,
                 wo_only=graph.deci_blocks and layers.heads[il] > 0 and layers.heads_kv[il] == 0,
                 activation=ffn_op(graph.activation, rule.parameters.gated_ffn),

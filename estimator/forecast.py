@@ -52,8 +52,9 @@ def kv_cache_part(kernel: ContextKernel, geometry: ContextGeometry) -> Part:
     if kernel.draft is not None:
         dk, dv = draft_kv_bytes(kernel.draft, geometry)
         dk_type, dv_type = draft_types(workload.draft_key_element_bytes, workload.draft_value_element_bytes)
+        kept = "layers (every layer, the NextN one too)" if kernel.draft.all_layers else "NextN layer(s)"
         note += (
-            f", of which llama-server's MTP draft context's cache of its {kernel.draft.layers} NextN layer(s)"
+            f", of which llama-server's MTP draft context's cache of its {kernel.draft.layers} {kept}"
             f" (--spec-draft-type-k/-v) K {dk_type.name} {dk} + V {dv_type.name} {dv} bytes"
         )
     odd = [b for b in (workload.key_element_bytes, workload.value_element_bytes) if not is_llama_cpp_type(b)]

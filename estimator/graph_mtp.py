@@ -1,12 +1,14 @@
 """The graph llama-server's MTP draft context reserves (LLM_GRAPH_TYPE_DECODER_MTP), rebuilt node for node:
-llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp and
-llama_model_bailingmoe3::graph_mtp.
+llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp,
+llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp and llama_model_glm4_moe::graph_mtp.
 
 Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
 input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer
-of its architecture (qwen's gated attention, bailingmoe3's gated MLA) and its FFN over every row, the head norm (the
-graph's t_h_nextn, an output), the output rows, the LM head (t_logits). The block's weights are the trunk's last
-attention layer's here (the NextN layer repeats its shape).
+of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA, glm4moe's attention) and its
+FFN over every row, the head norm (the graph's t_h_nextn, an output), the output rows, the LM head (t_logits). The
+block's weights are the trunk's last attention layer's here (the NextN layer repeats its shape). Its attention reads
+the draft's own KV cache (estimator/mtp.py): the KQ mask and K/V views span that cache's cells at reserve, n_ctx_seq
+a stream, as the target's do.
 """
 
 from __future__ import annotations
@@ -85,6 +87,22 @@ class BailingMtpGraph(KdaGraph):
         return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab)
 
 
+class NextnMtpGraph(DecoderGraph):
+    """deepseek2.cpp / glm4-moe.cpp graph_mtp: eh_proj, attn_norm, the block's attention as the trunk builds it
+    (deepseek2's absorbed MLA over its K-only cache; glm4moe's biased Q, K and V with the Q and K norms where the file
+    holds them), its residual, ffn_norm (glm4moe's attn_post_norm), the experts plus the shared expert, the residual,
+    the head (shared_head_norm, else output_norm)."""
+
+    def build(self) -> Graph:
+        tok, h = _inputs(self, 1)
+        out_ids = new_tensor(I32, _outputs(self), input=True)
+        (b,) = self.shape.layers
+        inp_sa = _eh_proj(self, tok, h)
+        ffn_inp = same_shape(self.attention(b, self.norm(inp_sa)), "ADD", inp_sa)
+        out = self.ffn(b, self.norm(ffn_inp))
+        return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab)
+
+
 def _outputs(g: DecoderGraph) -> int:
     """build_inp_out_ids' rows: min(n_tokens, n_outputs_max) (the draft's n_outputs_max, its n_parallel)."""
     return ubatch_outputs(g.geometry)
@@ -102,12 +120,18 @@ def build_bailingmoe3_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab:
     return BailingMtpGraph(shape, geometry, n_vocab, "bailingmoe3").build()
 
 
+def build_nextn_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return NextnMtpGraph(shape, geometry, n_vocab).build()
+
+
 # llama_model::build_graph under LLM_GRAPH_TYPE_DECODER_MTP, by architecture: the MTP graphs rebuilt here
 MTP_BUILDERS = {
     "qwen3next": build_qwen3next_mtp,
     "qwen35": build_qwen35_mtp,
     "qwen35moe": build_qwen35_mtp,
     "bailingmoe3": build_bailingmoe3_mtp,
+    "deepseek2": build_nextn_mtp,
+    "glm4moe": build_nextn_mtp,
 }
 
 

@@ -10,12 +10,13 @@ floats per batch token (workspace.output_buffer; the geometry's nextn_width, set
 llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model:
 ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
-module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (draft_kv_bytes),
-its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output
-buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes).
-Both are counted: the cache in kvCache, the compute and output buffers in workspace (context_kernel), and the cache and
-compute buffer where llama-server's --fit fits it with the target on a host without GPUs (common_fit_extra_model:
-estimator/fitter.py host_projection, draft_compute).
+module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (qwen3next, qwen35,
+qwen35moe, bailingmoe3: NEXTN_ONLY_CACHE) or of every layer (deepseek2, glm4moe: ALL_LAYERS_CACHE) (draft_kv_bytes), its
+graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output buffer
+a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes). Those six
+architectures' draft contexts are counted (the others' are unknown): the cache in kvCache, the compute and output
+buffers in workspace (context_kernel), and the cache and compute buffer where llama-server's --fit fits it with the
+target on a host without GPUs (common_fit_extra_model: estimator/fitter.py host_projection, draft_compute).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from memfit.estimator.compute_buffer import compute_bounds, compute_fallback, re
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.graph_mtp import mtp_graph_shape, nextn_block
 from memfit.estimator.kv_cache import CacheType, cache_type, cache_type_problem
-from memfit.estimator.layout import GraphShape, Layout
+from memfit.estimator.layout import GraphLayer, GraphShape, Layout
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.estimator.workload import Workload, quantized_v_refusal
@@ -101,6 +102,9 @@ def with_mtp(subject: Subject, workload: Workload) -> Subject:
 # llama_model::create_memory under ctx_type MTP: a plain llama_kv_cache whose filter keeps il >= n_layer() (the
 # NextN layers) for these architectures; their DECODER_MTP graph runs one NextN block (n_layer_nextn == 1 asserted)
 NEXTN_ONLY_CACHE = frozenset({"qwen3next", "qwen35", "qwen35moe", "bailingmoe3"})
+# the same branch gives these no layer filter under ctx_type MTP: the draft's llama_kv_cache holds every layer
+# (n_layer_all: the trunk's and the NextN one, each as wide as the target's); their graph_mtp runs one NextN block
+ALL_LAYERS_CACHE = frozenset({"deepseek2", "glm4moe"})
 
 
 @dataclass(frozen=True)
@@ -108,22 +112,37 @@ class DraftContext:
     """llama-server's MTP draft context for a model: its graph and the rows of its KV cache."""
 
     graph: GraphShape  # LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py)
-    layers: int  # the NextN layers its KV cache holds
+    layers: int  # the layers its KV cache holds: the NextN ones, or (all_layers) every layer
     k_width: int  # K elements a cell, a layer
     v_width: int  # V elements a cell, a layer (0: an MLA cache keeps K only)
+    all_layers: bool = False  # ALL_LAYERS_CACHE: the trunk's layers are in the draft's cache too
 
 
 def draft_context(arch: str, layout: Layout) -> DraftContext | None:
-    """The draft context where memfit derives it (NEXTN_ONLY_CACHE, one NextN layer, its graph rebuilt), else None.
-    The NextN block's heads are the trunk's last attention layer's (graph_mtp.nextn_block)."""
-    if arch not in NEXTN_ONLY_CACHE or layout.nextn_layers != 1 or layout.graph is None:
+    """The draft context where memfit derives it (NEXTN_ONLY_CACHE or ALL_LAYERS_CACHE, one NextN layer, its graph
+    rebuilt), else None. The NextN block's heads are the trunk's last attention layer's (graph_mtp.nextn_block);
+    an all-layers cache is derived where every trunk layer's cache row is as wide as that block's."""
+    every = arch in ALL_LAYERS_CACHE
+    if not (every or arch in NEXTN_ONLY_CACHE) or layout.nextn_layers != 1 or layout.graph is None:
         return None
     graph, block = mtp_graph_shape(arch, layout.graph), nextn_block(layout.graph)
     if graph is None or block is None:
         return None
     if block.kv_lora:  # llama_kv_cache of an MLA layer: K [kv_lora_rank + n_rot], no V
-        return DraftContext(graph, layout.nextn_layers, block.kv_lora + block.n_rot, 0)
-    return DraftContext(graph, layout.nextn_layers, block.n_head_kv * block.head_k, block.n_head_kv * block.head_v)
+        k_width, v_width = block.kv_lora + block.n_rot, 0
+    else:
+        k_width, v_width = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
+    if not every:
+        return DraftContext(graph, layout.nextn_layers, k_width, v_width)
+    trunk = layout.graph.layers
+    if any(_row(b) != _row(block) for b in trunk):
+        return None
+    return DraftContext(graph, len(trunk) + layout.nextn_layers, k_width, v_width, all_layers=True)
+
+
+def _row(b: GraphLayer) -> tuple[int, int, int, int, int]:
+    """What sizes a layer's cache row."""
+    return b.kv_lora, b.n_rot, b.n_head_kv, b.head_k, b.head_v
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
@@ -149,7 +168,7 @@ def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
 
 
 def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int, int]:
-    """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over the NextN layers): per layer
+    """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over its layers): per layer
     K [k_width, n_ctx_seq, n_stream] and V [v_width, ...] in the draft's own types (draft_types)."""
     rows = draft.layers * geometry.n_ctx_seq * geometry.n_stream
     k, v = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)

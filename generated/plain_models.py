@@ -244,12 +244,13 @@ class WireFitVerdictRequest:
     batch token for the draft (its nextn embeddings: `n_embd_out` x `n_batch` floats more in llama.cpp's
     output buffer, part of `workspace`). Default false; the `running` profile reads `--spec-type`. The
     MTP draft context llama-server makes on the same model is counted (since 1.20.1): its KV cache of the
-    NextN layer (the same cells and streams, in the draft's own types, `draftKeyElementBytes` and
-    `draftValueElementBytes`, f16 by default whatever `keyElementBytes` and `valueElementBytes` say of the
-    model's own) in `kvCache`, and its compute buffer (its draft graph) and output buffer (a row per
-    sequence of logits, nextn embeddings and, where the draft samples on the backend,
-    `draftBackendSampling`, the sampler's logits, probabilities and candidates) in `workspace`,
-    for qwen3next, qwen35, qwen35moe and bailingmoe3; on the other architectures with NextN layers
+    NextN layer (deepseek2 and glm4moe: of every layer, the NextN one too; the same cells and streams, in
+    the draft's own types, `draftKeyElementBytes` and `draftValueElementBytes`, f16 by default whatever
+    `keyElementBytes` and `valueElementBytes` say of the model's own) in `kvCache`, and its compute buffer
+    (its draft graph) and output buffer (a row per sequence of logits, nextn embeddings and, where the
+    draft samples on the backend, `draftBackendSampling`, the sampler's logits, probabilities and
+    candidates) in `workspace`, for qwen3next, qwen35, qwen35moe and bailingmoe3, and deepseek2 and
+    glm4moe; on the other architectures with NextN layers
     `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN
     layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
     host (each share's ceiling holds all of it). llama-server's `--fit` fits the draft context with the model

@@ -11,6 +11,7 @@ import pytest
 
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.mtp import draft_context, draft_kv_bytes
 from memfit.estimator.plan import Estimator, Probes
 from memfit.estimator.subject import Subject
 from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
@@ -77,10 +78,9 @@ def test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run: dict, 
 
 
 def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unknown(tmp_path: Path) -> None:
-    """glm4moe with a NextN layer under draft-mtp: its draft context's memory module is not the NextN-only cache
-    (create_memory gives it no layer filter) nor its graph rebuilt here, so the kernel derives no draft and no
-    workspace, where the same workload without MTP has one."""
-    run = next(r for r in records("results_mtp.jsonl") if r["model"] == "glm4moe-nextn")
+    """cohere2moe with a NextN layer under draft-mtp: its draft context's graph (DECODER_MTP) is not rebuilt here, so
+    the kernel derives no draft and no workspace, where the same workload without MTP has one."""
+    run = next(r for r in records("results_more.jsonl") if r["model"] == "cohere2moe-arr-nextn")
     files = write_models({run["model"]}, tmp_path)
     subject = file_subject(files[run["model"]], measured_variant(run), CACHE)
     assert subject.layout is not None
@@ -92,3 +92,25 @@ def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unk
     geometry = kernels[1].geometry(plain.allocated_tokens)
     assert (kernels[0].draft_unknown, kernels[1].draft_unknown, kernels[1].draft) == (False, True, None)
     assert kernels[0].workspace(geometry) is not None and kernels[1].workspace(geometry) is None
+
+
+ALL_LAYERS = [r for r in MTP_CTX if r["model"] in ("deepseek2-mla-mtp", "glm4moe-mtp")]
+
+
+@pytest.mark.parametrize("run", ALL_LAYERS, ids=run_id)
+def test_the_draft_cache_of_deepseek2_and_glm4moe_holds_every_layer(run: dict, tmp_path: Path) -> None:
+    """llama_model::create_memory gives deepseek2 and glm4moe no layer filter under ctx_type MTP: the draft
+    context's KV cache holds the trunk's layers and the NextN one, as the target's does (its recorded caches' layers),
+    in f16 whatever the target's cache types; deepseek2's MLA cache K only. K and V to the byte."""
+    files = write_models({run["model"]}, tmp_path)
+    subject = file_subject(files[run["model"]], measured_variant(run), CACHE)
+    assert subject.layout is not None
+    draft = draft_context(subject.architecture, subject.layout)
+    assert draft is not None and draft.all_layers
+    (cache,) = run["draft_ctx"]["kv_caches"]
+    assert draft.layers == len(cache["layers"]) == sum(len(c["layers"]) for c in run["kv_caches"])
+    workload = _workload(run)
+    kernel = ContextKernel(subject.layout, subject.n_vocab, subject.architecture, workload)
+    geometry = kernel.geometry(workload.allocated_tokens)
+    assert draft_kv_bytes(draft, geometry) == (cache["k_bytes"], cache["v_bytes"])
+    assert (cache["v_bytes"] == 0) == (subject.architecture == "deepseek2")

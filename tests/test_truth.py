@@ -493,7 +493,7 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
     rows = recorded["results_mtp_ctx.jsonl"] + recorded["results_mtp_ctx_dryrun.jsonl"]
     compared = [r for r in rows if r.compared]
     assert all(settings(r.record).get("mtp_ctx") for r in rows)
-    assert len(rows) == len(MTP_CTX_RUNS) and len(compared) == len(MTP_DRAFT_RUNS) == 30
+    assert len(rows) == len(MTP_CTX_RUNS) and len(compared) == len(MTP_DRAFT_RUNS) == 54
     assert all(r.kv_exact and r.output_exact and r.tight for r in compared)
     assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
 
@@ -506,10 +506,11 @@ DRAFT_REFUSED = [r for r in DRAFT_SETTING_RUNS if "error" in r["draft_ctx"]]
 
 @pytest.mark.parametrize("run", MTP_DRAFT_RUNS + [r for r in DRAFT_SETTING_RUNS if r not in DRAFT_REFUSED], ids=run_id)
 def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
-    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (f16, or the types the run
-    named), its DECODER_MTP graph's compute buffer replayed to the byte, its output buffer after the draft step
-    (logits, masked nextn embeddings and, with each sequence's sampler on the backend as llama-server sets it by
-    default, the backend sampling's rows, one a sequence), and the sizes it shares with the target."""
+    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (deepseek2's and glm4moe's of
+    every layer; f16, or the types the run named), its DECODER_MTP graph's compute buffer replayed to the byte, its
+    output buffer after the draft step (logits, masked nextn embeddings and, with each sequence's sampler on the
+    backend as llama-server sets it by default, the backend sampling's rows, one a sequence), and the sizes it shares
+    with the target."""
     facts = CACHE.facts((str(model_files[run["model"]]),))
     assert facts.layout is not None and facts.n_vocab is not None
     draft = draft_context(facts.architecture, facts.layout)

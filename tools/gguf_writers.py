@@ -361,6 +361,13 @@ def ssm_kv(m: Model, *, d_conv: int, d_inner: int, d_state: int, heads: int, gro
         m.arch_kv(ssm__group_count=groups)
 
 
+def nextn_tensors(m: Model, i: int, embd: int, qtype: QT = QT.F16, shared_head_norm: bool = True) -> None:
+    """The fusion tensors of a NextN / MTP block i: eh_proj, enorm, hnorm and (shared_head_norm) its head norm."""
+    m.tensor(f"blk.{i}.nextn.eh_proj.weight", [2 * embd, embd], qtype)
+    for norm in ("enorm", "hnorm") + (("shared_head_norm",) if shared_head_norm else ()):
+        m.tensor(f"blk.{i}.nextn.{norm}.weight", [embd], QT.F32)
+
+
 def embeddings(m: Model, embd: int, vocab: int, qtype: QT, tied: bool) -> None:
     m.tensor("token_embd.weight", [embd, vocab], qtype)
     m.tensor("output_norm.weight", [embd], QT.F32)

@@ -25,6 +25,7 @@ from tools.gguf_writers import (
     mla_attention,
     mla_kv,
     moe_feed_forward,
+    nextn_tensors,
     transformer_kv,
 )
 
@@ -365,9 +366,10 @@ def gemma3_arrpat() -> Model:
 # --- MLA: deepseek2 -------------------------------------------------------------------------------
 
 
-def _deepseek2(name: str, mla: bool = True, nextn: int = 0, v3_routing: bool = False) -> Model:
+def _deepseek2(name: str, mla: bool = True, nextn: int = 0, v3_routing: bool = False, mtp_block: bool = False) -> Model:
     """Layer 0 dense, layers 1-2 MoE with a shared expert; an MTP layer's tensors are left out (llama.cpp
-    skips them). `v3_routing`: DeepSeek-V3's router (8 experts in 4 groups, the best 2 groups kept, sigmoid
+    skips them) unless `mtp_block` (the MTP layer written whole: MLA, the experts, eh_proj and its norms).
+    `v3_routing`: DeepSeek-V3's router (8 experts in 4 groups, the best 2 groups kept, sigmoid
     gating with exp_probs_b, the weights normalized and scaled by 2.5)."""
     E, H, QL, KVL, ROPE, NOPE, V, FF, NE, FFE, L = 256, 4, 64, 128, 32, 64, 64, 512, 4, 128, 3
     if v3_routing:
@@ -404,13 +406,15 @@ def _deepseek2(name: str, mla: bool = True, nextn: int = 0, v3_routing: bool = F
     if v3_routing:
         m.arch_kv(expert_group_count=4, expert_group_used_count=2, expert_gating_func=2, expert_weights_norm=True)
     embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(L):
+    for i in range(L + (nextn if mtp_block else 0)):
         m.tensor(f"blk.{i}.attn_norm.weight", [E], F32)
         mla_attention(m, i, E, H, KVL, ROPE, NOPE + ROPE, V, F16, q_lora=QL, split_kv_b=mla)
         if i == 0:
             feed_forward(m, i, E, FF, F16)
         else:
             moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=v3_routing)
+        if i >= L:
+            nextn_tensors(m, i, E)
     return m
 
 
@@ -433,6 +437,12 @@ def deepseek2_v3() -> Model:
 def deepseek2_mla_nextn() -> Model:
     """deepseek2 MLA with nextn_predict_layers 1 (block_count = trunk + 1): the MTP layer still gets a KV slot."""
     return _deepseek2("tiny-deepseek2-mla-nextn", nextn=1)
+
+
+def deepseek2_mla_mtp() -> Model:
+    """deepseek2 MLA with DeepSeek-V3's router and its NextN/MTP layer written whole (as DeepSeek-V3 / R1's GGUFs
+    with their MTP block are): llama-server's draft context under --spec-type draft-mtp builds on it."""
+    return _deepseek2("tiny-deepseek2-mla-mtp", nextn=1, v3_routing=True, mtp_block=True)
 
 
 # --- shared-KV layers -----------------------------------------------------------------------------
@@ -685,3 +695,6 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "bert-embd": bert_embd,
     "nomic-bert-embd": nomic_bert_embd,
 }
+
+# Tiny models measured under --spec-type draft-mtp (results_mtp_ctx.jsonl), not family models of their own
+MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek2-mla-mtp": deepseek2_mla_mtp}

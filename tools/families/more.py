@@ -27,6 +27,7 @@ from tools.gguf_writers import (
     mla_attention,
     mla_kv,
     moe_feed_forward,
+    nextn_tensors,
     transformer_kv,
 )
 
@@ -527,7 +528,14 @@ def glm4moe_fused() -> Model:
     return _glm4moe("tiny-glm4moe-fused", fused=True)
 
 
-def _glm4moe(name: str, fused: bool = False) -> Model:
+def glm4moe_mtp() -> Model:
+    """glm4moe with Q/K norms (GLM-4.5 / 4.6's) and its NextN/MTP layer written whole (attention, the experts,
+    eh_proj and its norms): llama-server's draft context under --spec-type draft-mtp builds on it."""
+    return _glm4moe("tiny-glm4moe-mtp", qk_norm=True, mtp_block=True)
+
+
+def _glm4moe(name: str, fused: bool = False, qk_norm: bool = False, mtp_block: bool = False) -> Model:
+    """glm4moe: 3 trunk layers and one NextN/MTP layer, whose tensors are left out unless `mtp_block`."""
     m = _model("glm4moe", name, ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
     m.arch_kv(
         rope__dimension_count=HD // 2,
@@ -539,9 +547,11 @@ def _glm4moe(name: str, fused: bool = False) -> Model:
     )
     _experts(m)
     embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(3):
-        attention(m, i, E, H, HKV, HD, F16, post_norm=True, bias=True, fused=fused)
+    for i in range(4 if mtp_block else 3):
+        attention(m, i, E, H, HKV, HD, F16, qk_norm, post_norm=True, bias=True, fused=fused)
         _ffn(m, i, i >= 1, norm=False, probs_bias=True)
+    if mtp_block:
+        nextn_tensors(m, 3, E)
     return m
 
 
@@ -732,3 +742,6 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "gemma-hd96": gemma_hd96,
     "starcoder2": starcoder2,
 }
+
+# Tiny models measured under --spec-type draft-mtp (results_mtp_ctx.jsonl), not family models of their own
+MTP_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp": glm4moe_mtp}

@@ -31,6 +31,7 @@ from tools.gguf_writers import (
     mla_attention,
     mla_kv,
     moe_feed_forward,
+    nextn_tensors,
     ssm_kv,
     transformer_kv,
 )
@@ -68,13 +69,6 @@ def _experts(m: Model, count: int, used: int, ff: int | None = None, shared_ff: 
         m.arch_kv(expert_feed_forward_length=ff)
     if shared_ff is not None:
         m.arch_kv(expert_shared_feed_forward_length=shared_ff)
-
-
-def _nextn(m: Model, i: int, embd: int, shared_head_norm: bool = True) -> None:
-    """The fusion tensors of a NextN / MTP block."""
-    m.tensor(f"blk.{i}.nextn.eh_proj.weight", [2 * embd, embd], F16)
-    for norm in ("enorm", "hnorm") + (("shared_head_norm",) if shared_head_norm else ()):
-        _norm(m, f"blk.{i}.nextn.{norm}.weight", embd)
 
 
 # --- pure recurrent: llama_memory_recurrent only, no KV cache -------------------------------------
@@ -407,7 +401,7 @@ def _nemotron_h(
         else:
             mamba2_block(m, i, E, s.d_inner, s.d_state, s.groups, s.ssm_heads, DC, F16)
     if nextn:
-        _nextn(m, trunk, E)
+        nextn_tensors(m, trunk, E)
         attention(m, trunk, E, s.heads, heads_kv[trunk], s.head, F16, post_norm=True)
         _nemotron_moe(m, trunk, ff[trunk], s, latent)
     return m
@@ -577,7 +571,7 @@ def _qwen35(
         _qwen_next_layer(m, i, recurrent[i], moe, False, s)
     for i in range(layers, layers + nextn):
         _qwen_next_layer(m, i, False, moe, False, s)
-        _nextn(m, i, s.embd)
+        nextn_tensors(m, i, s.embd)
     return m
 
 
@@ -832,7 +826,7 @@ def bailingmoe3(
     if nextn:
         last = len(heads_kv) - 1
         m.arch_kv(nextn_predict_layers=nextn)
-        _nextn(m, last, s.embd, shared_head_norm=False)
+        nextn_tensors(m, last, s.embd, shared_head_norm=False)
         _norm(m, f"blk.{last}.layer_output_norm.weight", s.embd)
     return m
 

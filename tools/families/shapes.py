@@ -26,6 +26,7 @@ from tools.gguf_writers import (
     mla_attention,
     mla_kv,
     moe_feed_forward,
+    nextn_tensors,
     ssm_kv,
     transformer_kv,
 )
@@ -194,11 +195,12 @@ def deepseek2(
     nextn: int = 0,
     fused_gate_up: bool = False,
     arch: str = "deepseek2",
+    mtp_block: bool = False,
 ) -> Model:
     """A deepseek2 (or mistral4): `dense` leading dense blocks of width F, then MoE blocks of `experts` = (count,
     used, width, shared count); latent attention of rank kv_lora (q_lora 0: one wq), MLA's split k_b / v_b or
     (mla False) the legacy fused kv_b over a plain cache; `routing`: the router's keys (gating, groups, weights);
-    nextn MTP layers' tensors left out; Q4_0 weights."""
+    nextn MTP layers' tensors left out unless `mtp_block` (MLA, the experts, eh_proj and its norms); Q4_0 weights."""
     w, (n_exp, used, ff_exp, shared) = QT.Q4_0, experts
     m = Model(arch, vocab=V, tokenizer="gpt2")
     heads_kv = 1 if mla else H
@@ -215,7 +217,7 @@ def deepseek2(
     if nextn:
         m.arch_kv(nextn_predict_layers=nextn)
     embeddings(m, E, V, w, tied=False)
-    for i in range(L):
+    for i in range(L + nextn if mtp_block else L):
         m.tensor(f"blk.{i}.attn_norm.weight", [E], QT.F32)
         mla_attention(m, i, E, H, kv_lora, rope, nope + rope, v, w, q_lora=q_lora, split_kv_b=mla)
         if i < dense:
@@ -225,6 +227,8 @@ def deepseek2(
             moe_feed_forward(
                 m, i, E, ff_exp, n_exp, w, shared_ff=shared * ff_exp, probs_bias=bias, fused_gate_up=fused_gate_up
             )
+        if i >= L:
+            nextn_tensors(m, i, E, w)
     return m
 
 
@@ -328,24 +332,39 @@ def swa_moe(
 
 
 def glm4moe(
-    name: str, *, E: int, L: int, F: int, H: int, Hkv: int, D: int, experts: tuple[int, int, int], V: int
+    name: str,
+    *,
+    E: int,
+    L: int,
+    F: int,
+    H: int,
+    Hkv: int,
+    D: int,
+    experts: tuple[int, int, int],
+    V: int,
+    dense: int = 1,
+    qk_norm: bool = False,
+    mtp_block: bool = False,
 ) -> Model:
-    """A glm4moe: biased Q/K/V, partial rope, one leading dense block of width F, `experts` = (count, used,
-    width) beside one shared expert, sigmoid routing with exp_probs_b and normalized weights, one MTP layer
-    (its tensors left out), Q4_0."""
+    """A glm4moe: biased Q/K/V (`qk_norm`: with Q and K norms), partial rope, `dense` leading dense blocks of width
+    F, `experts` = (count, used, width) beside one shared expert, sigmoid routing with exp_probs_b and normalized
+    weights, one MTP layer (its tensors left out unless `mtp_block`: attention, the experts, eh_proj and its norms),
+    Q4_0."""
     w, (n_exp, used, ff_exp) = QT.Q4_0, experts
     m = Model("glm4moe", vocab=V, tokenizer="gpt2")
     transformer_kv(m, ctx=131072, embd=E, layers=L + 1, ff=F, heads=H, heads_kv=Hkv, head_dim=D, name=name, eps=1e-5)
-    m.arch_kv(rope__dimension_count=D // 2, nextn_predict_layers=1, leading_dense_block_count=1, vocab_size=V)
+    m.arch_kv(rope__dimension_count=D // 2, nextn_predict_layers=1, leading_dense_block_count=dense, vocab_size=V)
     m.arch_kv(expert_count=n_exp, expert_used_count=used, expert_feed_forward_length=ff_exp, expert_shared_count=1)
     m.arch_kv(expert_weights_scale=1.0, expert_weights_norm=True, expert_gating_func=2)
     embeddings(m, E, V, w, tied=False)
-    for i in range(L):
-        attention(m, i, E, H, Hkv, D, w, post_norm=True, bias=True)
-        if i < 1:
+    for i in range(L + 1 if mtp_block else L):
+        attention(m, i, E, H, Hkv, D, w, qk_norm, post_norm=True, bias=True)
+        if i < dense:
             feed_forward(m, i, E, F, w, norm=False)
         else:
             moe_feed_forward(m, i, E, ff_exp, n_exp, w, norm=False, shared_ff=ff_exp, probs_bias=True)
+    if mtp_block:
+        nextn_tensors(m, L, E, w)
     return m
 
 
@@ -361,6 +380,10 @@ _V3_ROUTING: dict[str, Any] = dict(
 _DEEPSEEK_V3: dict[str, Any] = dict(
     E=7168, L=5, dense=3, F=18432, H=128, q_lora=1536, kv_lora=512, nope=128, rope=64, v=128,
     experts=(256, 8, 2048, 1), V=129280, routing=_V3_ROUTING,
+)  # fmt: skip
+_GLM_45_AIR: dict[str, Any] = dict(E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552)
+_GLM_4_6: dict[str, Any] = dict(
+    E=5120, L=4, F=12288, H=96, Hkv=8, D=128, experts=(160, 8, 1536), V=151552, dense=3, qk_norm=True
 )  # fmt: skip
 _OPENELM_3B = [(12, 3, 1536), (16, 4, 3584), (16, 4, 5632), (20, 5, 7680), (20, 5, 9984), (24, 6, 12288)]
 _DECI_51B = [(64, 8, 28672), (64, 8, 14336), (64, 0, 5376), (0, 0, 11264), (64, 8, 0), (64, 8, 28672)]
@@ -522,7 +545,14 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     ),
     # GLM-4.5-Air (46 layers of 4096, 96 heads of 128 over 8, one dense block of 10944, 128 experts of 1408, 8
     # used, one shared, one MTP layer) in 4 layers
-    "glm-4.5-air-shape": lambda: glm4moe(
-        "glm45air", E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552
-    ),
+    "glm-4.5-air-shape": lambda: glm4moe("glm45air", **_GLM_45_AIR),
+}
+
+# Published shapes with their NextN/MTP block written whole (llama-server's draft context under --spec-type draft-mtp
+# is made on them): DeepSeek-V3 / R1 (671B) with its MTP layer, GLM-4.5-Air, and GLM-4.6 (92 layers of 5120, 96 heads
+# of 128 over 8 with Q/K norms, three dense blocks of 12288, 160 experts of 1536, 8 used, one shared) in 4 layers
+MTP_SHAPES: dict[str, Callable[[], Model]] = {
+    "deepseek-r1-mtp-shape": lambda: deepseek2("dsr1mtp", **_DEEPSEEK_V3, nextn=1, mtp_block=True),
+    "glm-4.5-air-mtp-shape": lambda: glm4moe("glm45airmtp", **_GLM_45_AIR, mtp_block=True),
+    "glm-4.6-mtp-shape": lambda: glm4moe("glm46mtp", **_GLM_4_6, mtp_block=True),
 }

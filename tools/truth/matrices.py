@@ -801,7 +801,10 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "graph_dumps_dsv4.jsonl": _graph_dumps(DSV4_SET, DSV4_DUMPS),
     # the MTP draft context's reserved DECODER_MTP graph beside the target's (mtp_ctx=1 graph=1)
     "graph_dumps_mtp.jsonl": _graph_dumps(
-        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3") | recurrent.MTP_MODELS,
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3")
+        | recurrent.MTP_MODELS
+        | attention.MTP_MODELS
+        | more.MTP_MODELS,
         [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
     ),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
@@ -831,13 +834,15 @@ TRUTH_FILES: dict[str, TruthFile] = {
         _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3")
         | recurrent.MTP_MODELS
         | _subset(attention.FAMILY_SET, "deepseek2-mla-nextn")
-        | _subset(more.FAMILY_SET, "glm4moe-nextn", "mimo2-nextn"),
+        | _subset(more.FAMILY_SET, "glm4moe-nextn", "mimo2-nextn")
+        | attention.MTP_MODELS
+        | more.MTP_MODELS,
         MTP_CTX_RUNS,
         decode=512,
         label=LABEL + ", llama-server's target and its MTP draft context under --spec-type draft-mtp",
     ),
     "results_mtp_ctx_dryrun.jsonl": TruthFile(
-        recurrent.MTP_SHAPES,
+        recurrent.MTP_SHAPES | shapes.MTP_SHAPES,
         MTP_CTX_SHAPE_RUNS,
         extra="no_alloc=1",
         decode=0,
