@@ -954,6 +954,7 @@ class Graph:
     q_lora: Callable[[HParams, int | None], int] = q_lora_unless_lite  # MLA / low-rank KV: the query's rank
     attn_gate: Callable[[Layers, int], int] = no_attn_gate  # wqkv_gate's width: the gate on attention's output
     head_scale: bool = False  # minicpm3.cpp: the final norm scaled before the LM head
+    headless_embeddings: bool = False  # lfm2.cpp: no LM head under cparams.embeddings (t_embd the last node)
     roped: RopeLayers = every_layer_ropes  # the layers whose builder ropes Q and K
     pre_norm: bool = True  # False: no attn_norm / ffn_norm before attention and the FFN (olmo2, exaone4)
     qk_norm_whole: bool = False  # olmo2.cpp: RMS norms over the whole Q and K projections, before the reshape
@@ -1060,8 +1061,13 @@ KIMI_K3 = replace(KDA, builder=build_kimi_k3, delta_net=kimi_k3_delta_net, routi
 BAILINGMOE3 = replace(
     KDA, builder=build_bailingmoe3, delta_net=bailingmoe3_delta_net, routing=bailingmoe3_routing, ffn_clamp=shexp_clamp
 )
-SHORT_CONV = Graph(  # lfm2.cpp: q and k RMS-normed, the residual added first
-    recurrent_in=short_conv_in, mixer=Mixer.SHORT_CONV, qk_norm=True, residual_first=True, ffn_residual_first=True
+SHORT_CONV = Graph(  # lfm2.cpp: q and k RMS-normed, the residual added first, no LM head serving embeddings
+    recurrent_in=short_conv_in,
+    mixer=Mixer.SHORT_CONV,
+    qk_norm=True,
+    residual_first=True,
+    ffn_residual_first=True,
+    headless_embeddings=True,
 )
 SAME_SHORT_CONV = replace(SHORT_CONV, node_for_node=True)
 RWKV_CHANNEL_MIX = Graph(recurrent_in=rwkv_channel_mix_in, ffn_in_recurrence=True, mixer=Mixer.RWKV, node_for_node=True)

@@ -14,6 +14,7 @@ from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, TensorShapes, TensorTypes, key_name
 from memfit.estimator.layout import (
     AttentionLayer,
+    DenseOut,
     GraphLayer,
     GraphShape,
     KvCache,
@@ -326,6 +327,7 @@ def graph_shape(
         ffn_residual_first=graph.ffn_residual_first,
         iswa=size is not None,
         head_scale=graph.head_scale,
+        headless_embeddings=graph.headless_embeddings,
         pre_norm=graph.pre_norm,
         normed_hidden_output=graph.normed_hidden_output,
         attn_temperature=graph.attn_temperature,
@@ -339,6 +341,7 @@ def graph_shape(
         rs_rollback=rule.rs_rollback,
         pooling=hp.pooling_type,
         rank_head=rank_head(hp.arch, layers.tensors),
+        dense_out=dense_out(layers.tensors),
     )
 
 
@@ -353,16 +356,35 @@ def rank_head(arch: str, tensors: TensorShapes | None) -> RankHead:
     created TENSOR_NOT_REQUIRED by the architectures that have one: bert, jina-bert-v2/v3, modern-bert, neo-bert,
     nomic-bert(-moe), qwen3, qwen3vl); no head where the tensors are unknown (a catalog entry)."""
     found = tensors or {}
-    cls, out = found.get("cls.weight"), found.get("cls.output.weight")
     return RankHead(
-        cls_rows=0 if cls is None else cls[1] if len(cls) > 1 else 1,  # ne[1] (a trailing 1 may be left out)
+        cls_rows=output_rows(found.get("cls.weight")),
         cls_bias="cls.bias" in found,
         cls_norm="cls.norm.weight" in found,
-        out_rows=0 if out is None else out[1] if len(out) > 1 else 1,
+        out_rows=output_rows(found.get("cls.output.weight")),
         out_bias="cls.output.bias" in found,
         mean_first=arch in MEAN_FIRST_HEAD,
         softmax=arch in SOFTMAX_HEAD,
     )
+
+
+DENSE_2 = TENSOR_NAMES[MODEL_TENSOR.DENSE_2_OUT]
+DENSE_3 = TENSOR_NAMES[MODEL_TENSOR.DENSE_3_OUT]
+
+
+def dense_out(tensors: TensorShapes | None) -> DenseOut:
+    """build_dense_out's projections as the file holds them (dense_2, its bias, dense_3: gemma3, gemma-embedding and
+    lfm2 create them TENSOR_NOT_REQUIRED); none where the tensors are unknown (a catalog entry)."""
+    found = tensors or {}
+    return DenseOut(
+        dense_2_rows=output_rows(found.get(DENSE_2 + ".weight")),
+        dense_2_bias=DENSE_2 + ".bias" in found,
+        dense_3_rows=output_rows(found.get(DENSE_3 + ".weight")),
+    )
+
+
+def output_rows(shape: tuple[int, ...] | None) -> int:
+    """A matrix weight's output rows, ne[1] (a trailing 1 may be left out); 0 where the file lacks it."""
+    return 0 if shape is None else shape[1] if len(shape) > 1 else 1
 
 
 def _dsv4_shape(graph: Graph, layers: Layers, size: int | None, n_vocab: int | None) -> GraphShape | None:

@@ -50,6 +50,7 @@ from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
 from memfit.estimator.layout import (
+    DenseOut,
     GraphLayer,
     GraphShape,
     Mixer,
@@ -173,14 +174,14 @@ class DecoderGraph:
     def head(self, cur: Tensor, out_ids: Tensor | None = None, hidden: bool = False) -> Graph:
         """output_norm (result_norm, t_embd), the output rows where the trunk kept every row (taken after the norm,
         whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits; minicpm3's input a
-        scaled copy of t_embd; an embedding graph has none and ends at t_embd): t_embd and t_logits are graph
-        outputs."""
+        scaled copy of t_embd; an embedding graph has none and ends at t_embd, as lfm2's does serving embeddings):
+        t_embd and t_logits are graph outputs."""
         cur = self.block_norm(cur)
         if out_ids is not None:
             cur.output = hidden
             cur = get_rows(cur, out_ids, self.shape.n_embd)
         cur.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
-        if self.shape.logits:
+        if self.shape.logits and not (self.shape.headless_embeddings and self.geometry.embeddings):
             cur = mul_mat("output", same_shape(cur, "SCALE") if self.shape.head_scale else cur, self.n_vocab)
             cur.output = True  # result_output
         self.gf.expand(cur)
@@ -807,7 +808,9 @@ def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> G
     else:
         gf = DecoderGraph(shape, geometry, n_vocab).build()
     if geometry.embeddings:
-        build_pooling(gf, shape, geometry)
+        pooled = build_pooling(gf, shape, geometry)
+        if shape.dense_out.present:
+            build_dense_out(gf, shape.dense_out, pooled, _t_embd(gf, shape))
     return gf
 
 
@@ -820,15 +823,21 @@ def pooling_type(shape: GraphShape, geometry: ContextGeometry) -> int:
     return shape.pooling if geometry.pooling is None else geometry.pooling
 
 
-def build_pooling(gf: Graph, shape: GraphShape, geometry: ContextGeometry) -> None:
-    """llm_graph_context::build_pooling over t_embd (the last graph output n_embd wide), as cparams.pooling_type
-    says: NONE pools nothing; MEAN multiplies its transposed copy (ggml_cont) by the inp_mean input [n_tokens,
-    n_seqs] (build_inp_mean); CLS and LAST take one row a sequence (build_inp_cls: [n_seqs] I32, get_rows); RANK
-    takes that row (modern-bert: the mean) through the file's classification head (rank_head)."""
+def _t_embd(gf: Graph, shape: GraphShape) -> Tensor:
+    """res->t_embd: the last graph output n_embd wide."""
+    return next(t for t in reversed(gf.nodes) if t.output and t.ne[0] == shape.n_embd)
+
+
+def build_pooling(gf: Graph, shape: GraphShape, geometry: ContextGeometry) -> Tensor | None:
+    """llm_graph_context::build_pooling over t_embd, as cparams.pooling_type says: NONE pools nothing; MEAN
+    multiplies its transposed copy (ggml_cont) by the inp_mean input [n_tokens, n_seqs] (build_inp_mean); CLS and
+    LAST take one row a sequence (build_inp_cls: [n_seqs] I32, get_rows); RANK takes that row (modern-bert: the
+    mean) through the file's classification head (rank_head). Returns the pooled rows (res->t_embd_pooled), None
+    for NONE (t_embd itself)."""
     pooling = pooling_type(shape, geometry)
     if pooling == POOLING_NONE:
-        return
-    t_embd = next(t for t in reversed(gf.nodes) if t.output and t.ne[0] == shape.n_embd)
+        return None
+    t_embd = _t_embd(gf, shape)
     n_seqs = geometry.n_seq  # graph_reserve's ubatch: n_seqs_unq = n_seqs
     if pooling == POOLING_MEAN or pooling == POOLING_RANK and shape.rank_head.mean_first:
         inp_mean = new_tensor(F32, ubatch_tokens(geometry), n_seqs, input=True)
@@ -839,6 +848,24 @@ def build_pooling(gf: Graph, shape: GraphShape, geometry: ContextGeometry) -> No
         pooled = rank_head(pooled, shape.rank_head)
     pooled.output = True  # set_outputs: t_embd_pooled
     gf.expand(pooled)
+    return pooled
+
+
+def build_dense_out(gf: Graph, dense: DenseOut, pooled: Tensor | None, t_embd: Tensor) -> None:
+    """llm_graph_context::build_dense_out after build_pooling: over t_embd_pooled (the `pooled` rows, else t_embd)
+    dense_2 (a matmul), its bias added, dense_3 (a matmul). The result becomes t_embd_pooled, so set_outputs marks
+    it and not the pooled rows it replaces (t_embd stays an output)."""
+    cur = t_embd if pooled is None else pooled
+    if pooled is not None:
+        pooled.output = False
+    if dense.dense_2_rows:
+        cur = mul_mat(None, cur, dense.dense_2_rows)
+    if dense.dense_2_bias:
+        cur = same_shape(cur, "ADD", None)
+    if dense.dense_3_rows:
+        cur = mul_mat(None, cur, dense.dense_3_rows)
+    cur.output = True
+    gf.expand(cur)
 
 
 def rank_head(cur: Tensor, head: RankHead) -> Tensor:

@@ -286,6 +286,20 @@ class RankHead:
 
 
 @dataclass(frozen=True)
+class DenseOut:
+    """The dense projections llm_graph_context::build_dense_out applies after pooling under cparams.embeddings, as
+    the model file holds them (a sentence-transformers conversion's dense_2 and dense_3, each TENSOR_NOT_REQUIRED)."""
+
+    dense_2_rows: int = 0  # dense_2.weight's output rows (ne[1]); 0: no dense_2
+    dense_2_bias: bool = False  # dense_2.bias
+    dense_3_rows: int = 0  # dense_3.weight's output rows; 0: no dense_3
+
+    @property
+    def present(self) -> bool:
+        return bool(self.dense_2_rows or self.dense_2_bias or self.dense_3_rows)
+
+
+@dataclass(frozen=True)
 class GraphShape:
     """What llama.cpp's reserved graph is made of (llama-graph.cpp), for the compute buffer."""
 
@@ -307,6 +321,7 @@ class GraphShape:
     ffn_residual_first: bool = False  # the block's output = ggml_add(ffn_inp, FFN's output), not (output, ffn_inp)
     iswa: bool = False  # llama_kv_cache_iswa (swa_type set): build_attn expands Q, K, V in that order
     head_scale: bool = False  # the final norm (an output) scaled before the LM head: a new tensor (minicpm3.cpp)
+    headless_embeddings: bool = False  # no LM head under cparams.embeddings (lfm2.cpp): the graph ends at t_embd
     pre_norm: bool = True  # False: attention and the FFN read the residual stream itself (olmo2, exaone4: post norms)
     normed_hidden_output: bool = False  # with hidden_output: res->t_h_nextn is the output norm's result, rows after
     attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
@@ -322,6 +337,7 @@ class GraphShape:
     # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings
     pooling: int = 0
     rank_head: RankHead = RankHead()  # build_pooling's classification head under RANK (none by default)
+    dense_out: DenseOut = DenseOut()  # build_dense_out's projections after pooling (none by default)
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

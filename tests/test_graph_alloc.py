@@ -86,6 +86,24 @@ def test_falcon_h1_norms_the_mamba_output_only_where_the_file_has_ssm_norm(tmp_p
     assert grouped == {"falcon-h1": {True}, "falcon-h1-7b-shape-f16": {False}, "catalog": {False}}
 
 
+def test_lfm2_serving_embeddings_has_no_head_and_projects_after_pooling(tmp_path: Path) -> None:
+    """lfm2.cpp builds no LM head under cparams.embeddings, and build_dense_out projects t_embd (pooling none) or the
+    pooled rows through the file's dense_2 and its bias (LFM2-ColBERT's conversion); without embeddings the head is
+    there and the projection is not. results_dense_out.jsonl and graph_dumps_dense_out.jsonl hold the bytes and
+    the nodes."""
+    files = accuracy.write_models({"lfm2-f16", "lfm2-f16-dense"}, tmp_path)
+    plain, dense = (_graph_of(files[name]) for name in ("lfm2-f16", "lfm2-f16-dense"))
+    assert plain is not None and dense is not None
+    assert not plain.dense_out.present and (dense.dense_out.dense_2_rows, dense.dense_out.dense_2_bias) == (64, True)
+    serving = llama_geometry(2048, 1, embeddings=True, server=True)
+    projected = build_graph(dense, serving, 8192).nodes[-2:]
+    assert [(t.op, t.ne[0], t.output) for t in projected] == [("MUL_MAT", 64, False), ("ADD", 64, True)]
+    head = build_graph(plain, llama_geometry(2048, 1), 8192).nodes[-1]
+    assert (head.op, head.ne[0]) == ("MUL_MAT", 8192)  # the LM head
+    headless = build_graph(plain, serving, 8192).nodes[-1]
+    assert (headless.op, headless.ne[0], headless.output) == ("MUL", plain.n_embd, True)  # t_embd: the norm's weight
+
+
 @pytest.mark.parametrize("name", ["lfm2moe", "nemotron-h-moe"])
 def test_a_router_that_selects_expert_groups_is_rebuilt_with_its_groups(name: str, tmp_path: Path) -> None:
     """build_moe_ffn picks the experts among the best expert groups (expert_group_count > 1) for any builder: the

@@ -139,13 +139,19 @@ NODE_FOR_NODE = (
     "llama-embed", "plm", "stablelm", "stablelm-parallel", "internlm2", "internlm2-qkv", "minicpm", "minicpm-moe",
     "qwen4exp", "qwen4exp-ple", "qwen4exp-qsa",
     "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01", "deepseek4",
-    "deepseek4-hash", "qwen3-f16-rank", "bert-embd-rank",
+    "deepseek4-hash", "qwen3-f16-rank", "bert-embd-rank", "lfm2-f16-dense", "lfm2-f16-dense-mean",
 )  # fmt: skip
 
 
 # The recorded dumps: every model's at two settings, deepseek4's beside them (rollback snapshots, an F32 cache), and
-# the rerankers' under rank and mean pooling (build_pooling's classification head).
-GRAPH_DUMPS = ("graph_dumps.jsonl", "graph_dumps_dsv4.jsonl", "graph_dumps_pooling.jsonl")
+# the rerankers' under rank and mean pooling (build_pooling's classification head), LFM2's projection after pooling
+# (build_dense_out) serving embeddings.
+GRAPH_DUMPS = (
+    "graph_dumps.jsonl",
+    "graph_dumps_dsv4.jsonl",
+    "graph_dumps_pooling.jsonl",
+    "graph_dumps_dense_out.jsonl",
+)
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
     """Every model the ground truth names, by name."""
     from tools import gguf_writers
     from tools.families import attention, attn_scale, more, plain, recurrent, shapes, tiny_real
-    from tools.truth.matrices import (  # their pooled variants, and those with a classification head
+    from tools.truth.matrices import (  # their pooled variants, those with a classification head or a projection
+        DENSE_OUT_MODELS,
         EMBEDDING_MODELS,
         EMBEDDING_SHAPES,
         ENCODE_SERVER_MODELS,
@@ -80,6 +81,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **POOLING_SHAPES,
         **POOLING_DUMP_MODELS,
         **ENCODE_SERVER_MODELS,
+        **DENSE_OUT_MODELS,
     }
 
 

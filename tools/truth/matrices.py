@@ -629,6 +629,27 @@ def _rank_head(make: Callable[[], Model], labels: int, cls: bool) -> Callable[[]
     return model
 
 
+def _dense_out(make: Callable[[], Model], width: int) -> Callable[[], Model]:
+    """A writer's model with the dense projection a sentence-transformers conversion writes after pooling (LFM2-ColBERT:
+    dense_2 and its bias, `width` outputs, `<arch>.embedding_length_out`, hparams.n_embd_out_impl)."""
+
+    def model() -> Model:
+        m = make()
+        n_embd = int(m.kv[f"{m.arch}.embedding_length"])
+        m.tensor("dense_2.weight", [n_embd, width], QT.F16)
+        m.tensor("dense_2.bias", [width], QT.F32)
+        m.arch_kv(embedding_length_out=width)
+        return m
+
+    return model
+
+
+# build_dense_out after pooling (lfm2 creates dense_2 and its bias TENSOR_NOT_REQUIRED): a tiny LFM2 with a
+# 64-wide projection, its own pooling (none: every token projected) and mean, served as embeddings
+DENSE_OUT_MODELS = {
+    "lfm2-f16-dense": _dense_out(PUBLIC_SET["lfm2-f16"], 64),
+    "lfm2-f16-dense-mean": _pooled(_dense_out(PUBLIC_SET["lfm2-f16"], 64), 1),
+}
 POOLING_SHAPES = _subset(SHAPE_SET, "llama31-8b-shape-q4_0") | {
     "bert-large-shape": shapes.FAMILY_SET["bert-large-shape"],
     "bert-large-shape-rank": _rank_head(shapes.FAMILY_SET["bert-large-shape"], 2, cls=True),
@@ -808,6 +829,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
     ),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
+    "graph_dumps_dense_out.jsonl": _graph_dumps(DENSE_OUT_MODELS, EMBEDDING_DECODES[:2]),
     "results_dsv4_dryrun.jsonl": TruthFile(
         DSV4_SET,
         DSV4_RUNS,
@@ -893,6 +915,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
         EMBEDDING_DECODES,
         decode=512,
         label=LABEL + ", llama-server serving embeddings (a prompt decoded, every token an output)",
+    ),
+    "results_dense_out.jsonl": TruthFile(
+        DENSE_OUT_MODELS,
+        EMBEDDING_DECODES,
+        decode=512,
+        label=LABEL + ", llama-server serving embeddings through a dense projection after pooling",
     ),
     "results_pooling_dryrun.jsonl": TruthFile(
         POOLING_SHAPES,
