@@ -322,6 +322,12 @@ class GraphShape:
     # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings
     pooling: int = 0
     rank_head: RankHead = RankHead()  # build_pooling's classification head under RANK (none by default)
+    # the NextN/MTP layers' blocks (il >= n_layer(): not in the trunk's graph) where the architecture's graph_mtp is
+    # rebuilt on their own shapes (arch_rules.Graph.nextn_blocks; estimator/graph_mtp.py)
+    nextn: tuple[GraphLayer, ...] = ()
+    # hparams.n_embd_v_gqa_max() where it exceeds the layers' own (an MTP draft graph of one NextN block): the width
+    # of a transposed V cache and of its v_idxs (0: the layers' widest)
+    v_width_all: int = 0
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

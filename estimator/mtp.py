@@ -10,9 +10,11 @@ floats per batch token (workspace.output_buffer; the geometry's nextn_width, set
 llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model:
 ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
-module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (draft_kv_bytes),
-its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output
-buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes).
+module (llama_model::create_memory under ctx_type MTP) is a KV cache of the NextN layers alone (draft_kv_bytes: a
+plain one for qwen3next, qwen35, qwen35moe and bailingmoe3; mimo2's and step35's llama_kv_cache_iswa, each NextN layer
+in its base or sliding half), its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc
+as the target's is), its output buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's
+outputs (draft_output_bytes).
 Both are counted: the cache in kvCache, the compute and output buffers in workspace (context_kernel), and the cache and
 compute buffer where llama-server's --fit fits it with the target on a host without GPUs (common_fit_extra_model:
 estimator/fitter.py host_projection, draft_compute).
@@ -26,7 +28,7 @@ from memfit.estimator.bounds import Part
 from memfit.estimator.compute_buffer import compute_bounds, compute_fallback, replayed
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.graph_mtp import mtp_graph_shape, nextn_block
-from memfit.estimator.kv_cache import GGML_CACHE_TYPES
+from memfit.estimator.kv_cache import GGML_CACHE_TYPES, window_cells
 from memfit.estimator.layout import GraphShape, Layout
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component
@@ -87,6 +89,10 @@ DRAFT_CACHE_TYPE = GGML_CACHE_TYPES["f16"]
 # llama_model::create_memory under ctx_type MTP: a plain llama_kv_cache whose filter keeps il >= n_layer() (the
 # NextN layers) for these architectures; their DECODER_MTP graph runs one NextN block (n_layer_nextn == 1 asserted)
 NEXTN_ONLY_CACHE = frozenset({"qwen3next", "qwen35", "qwen35moe", "bailingmoe3"})
+# llama_model::create_memory under ctx_type MTP (swa_type set): a llama_kv_cache_iswa whose filter keeps
+# il >= n_layer(); each NextN layer in its base cache or its SWA cache as hparams.is_swa(il) says, with its own heads
+# (graph_mtp's nextn_layer_offset 0 block is the first NextN layer's: GraphShape.nextn)
+NEXTN_ONLY_ISWA_CACHE = frozenset({"mimo2", "step35"})
 
 
 @dataclass(frozen=True)
@@ -97,11 +103,24 @@ class DraftContext:
     layers: int  # the NextN layers its KV cache holds
     k_width: int  # K elements a cell, a layer
     v_width: int  # V elements a cell, a layer (0: an MLA cache keeps K only)
+    window: int | None = None  # the NextN layers' sliding window (llama_kv_cache_iswa's SWA cache); None: n_ctx_seq
+    v_width_trans: int = 0  # a transposed V's width (llama_kv_cache: n_embd_v_gqa_max, flash attention off); 0: v_width
+
+    def cells(self, geometry: ContextGeometry) -> int:
+        """Cells a stream of a NextN layer's cache: llama_kv_cache_iswa's SWA size for a sliding one, else n_ctx_seq."""
+        return window_cells(self.window, geometry)
+
+    def v_row(self, geometry: ContextGeometry) -> int:
+        """V elements a cell: llama_kv_cache's n_embd_v_gqa_max() where V is transposed (flash attention off)."""
+        return self.v_width_trans if geometry.v_trans and self.v_width_trans and self.v_width else self.v_width
 
 
 def draft_context(arch: str, layout: Layout) -> DraftContext | None:
-    """The draft context where memfit derives it (NEXTN_ONLY_CACHE, one NextN layer, its graph rebuilt), else None.
-    The NextN block's heads are the trunk's last attention layer's (graph_mtp.nextn_block)."""
+    """The draft context where memfit derives it (NEXTN_ONLY_CACHE, one NextN layer, its graph rebuilt;
+    NEXTN_ONLY_ISWA_CACHE: iswa_draft_context), else None. The NextN block's heads are the trunk's last attention
+    layer's (graph_mtp.nextn_block)."""
+    if arch in NEXTN_ONLY_ISWA_CACHE:
+        return iswa_draft_context(arch, layout)
     if arch not in NEXTN_ONLY_CACHE or layout.nextn_layers != 1 or layout.graph is None:
         return None
     graph, block = mtp_graph_shape(arch, layout.graph), nextn_block(layout.graph)
@@ -110,6 +129,21 @@ def draft_context(arch: str, layout: Layout) -> DraftContext | None:
     if block.kv_lora:  # llama_kv_cache of an MLA layer: K [kv_lora_rank + n_rot], no V
         return DraftContext(graph, layout.nextn_layers, block.kv_lora + block.n_rot, 0)
     return DraftContext(graph, layout.nextn_layers, block.n_head_kv * block.head_k, block.n_head_kv * block.head_v)
+
+
+def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
+    """The draft of mimo2 / step35 (llama_kv_cache_iswa filtered to il >= n_layer()): every NextN layer its own
+    block (GraphShape.nextn), all alike here (the graph reserved for offset 0 is the one each draft step's is), their
+    cache rows in the SWA cache where is_swa(il) (Window's pattern over n_layer_all: step35 reads the NextN layers'
+    entries, mimo2 n_layer()'s only, so its NextN layer is full); None where they are not derived or differ."""
+    shape = layout.graph
+    if shape is None or not shape.nextn or len(set(shape.nextn)) != 1 or len(shape.nextn) != layout.nextn_layers:
+        return None
+    graph, block = mtp_graph_shape(arch, shape), shape.nextn[0]
+    if graph is None or not block.n_head or block.kv_lora:
+        return None
+    k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
+    return DraftContext(graph, layout.nextn_layers, k, v, block.window, graph.v_width_all)
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
@@ -133,9 +167,11 @@ def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
 
 def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int, int]:
     """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over the NextN layers): per layer
-    K [k_width, n_ctx_seq, n_stream] and V [v_width, ...] in the draft's f16."""
-    rows = draft.layers * geometry.n_ctx_seq * geometry.n_stream
-    return rows * DRAFT_CACHE_TYPE.row_bytes(draft.k_width), rows * DRAFT_CACHE_TYPE.row_bytes(draft.v_width)
+    K [k_width, cells, n_stream] and V [v_row, ...] in the draft's f16 (cells: n_ctx_seq, or a sliding NextN
+    layer's pad(min(n_ctx_seq, n_swa * seqs + n_ubatch), 256) in llama_kv_cache_iswa's SWA cache)."""
+    rows = draft.layers * draft.cells(geometry) * geometry.n_stream
+    v = DRAFT_CACHE_TYPE.row_bytes(draft.v_row(geometry))
+    return rows * DRAFT_CACHE_TYPE.row_bytes(draft.k_width), rows * v
 
 
 def draft_output_bytes(n_vocab: int, nextn_width: int, geometry: ContextGeometry) -> int:
