@@ -68,6 +68,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.MTP_SHAPES,
         **recurrent.MTP_MODELS,
         **more.FAMILY_SET,
+        **more.MTP_MODELS,
+        **shapes.MTP_SHAPES,
         **plain.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,
