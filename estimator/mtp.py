@@ -29,7 +29,7 @@ from memfit.estimator.compute_buffer import compute_bounds, compute_fallback, re
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.graph_mtp import mtp_graph_shape, nextn_block
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, window_cells
-from memfit.estimator.layout import GraphShape, Layout
+from memfit.estimator.layout import GraphLayer, GraphShape, Layout
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component
 from memfit.estimator.workload import Workload
@@ -140,10 +140,16 @@ def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
     if shape is None or not shape.nextn or len(set(shape.nextn)) != 1 or len(shape.nextn) != layout.nextn_layers:
         return None
     graph, block = mtp_graph_shape(arch, shape), shape.nextn[0]
-    if graph is None or not block.n_head or block.kv_lora:
+    if graph is None or not block.n_head or block.kv_lora or not builds_mtp_graph(arch, block):
         return None
     k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
     return DraftContext(graph, layout.nextn_layers, k, v, block.window, graph.v_width_all)
+
+
+def builds_mtp_graph(arch: str, block: GraphLayer) -> bool:
+    """Whether the architecture's graph_mtp builds on this NextN block: mimo2.cpp asserts its fused attn_qkv and a
+    dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up))."""
+    return arch != "mimo2" or (block.fused_qkv and block.n_ff > 0 and not block.n_expert)
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
