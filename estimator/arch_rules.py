@@ -295,7 +295,15 @@ def array_pattern(window: Window, ly: Layers) -> tuple[bool, ...]:
     value = _pattern_value(window, ly)
     if isinstance(value, tuple):
         return _pattern_array(window, ly, value)
-    return (bool(value),) * ly.n_all
+    return _pattern_scalar(window, ly, bool(value))
+
+
+def _pattern_scalar(window: Window, ly: Layers, value: bool) -> tuple[bool, ...]:
+    # llama_model_loader::get_key_or_arr: a scalar fills the n entries the loader reads (mimo2: n_layer(), the
+    # NextN layers left as llama_model::load_hparams filled them, not sliding); every layer where any length goes
+    n = window.array_length(ly)
+    n = ly.n_all if n is None else n
+    return (value,) * n + (False,) * (ly.n_all - n)
 
 
 def every_block_slides(window: Window, ly: Layers) -> tuple[bool, ...]:
@@ -976,6 +984,9 @@ class Graph:
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
+    # the NextN/MTP layers' own blocks derived too (GraphShape.nextn: their heads, window and FFN), which the
+    # architecture's graph_mtp builds on (estimator/graph_mtp.py)
+    nextn_blocks: bool = False
 
 
 SAME_DECODER = Graph(node_for_node=True)
@@ -1125,6 +1136,7 @@ MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last laye
     reads_tensors=True,
     qkv_where_present=True,  # its fused path: Q, K and V views of one attn_qkv
     node_for_node=True,
+    nextn_blocks=True,
 )
 STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clamps, the trunk's state kept
     hidden_output=True,
@@ -1134,6 +1146,7 @@ STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clam
     routing=step35_routing,
     moe_layers=experts_where_routed_else_leading_dense,
     node_for_node=True,
+    nextn_blocks=True,
 )
 
 # --- qwen4exp: hyper-connections, QSA, the PLE n-gram embedding -------------------------------------------------

@@ -250,10 +250,10 @@ def graph_shape(
         lightning = Lightning(layers.heads[0], layers.head_k, state.r_elements)
     rope = hp.rope_finetuned if graph.rope_switch else graph.rope
     blocks, kv_start = [], rule.kv_from_start(layers)
-    for il in range(layers.n_trunk):
+    for il in range(layers.n_all if graph.nextn_blocks else layers.n_trunk):
         recurrent = layers.recurrent[il]
         attends = (
-            rule.kv_layers(layers, il)
+            (il >= layers.n_trunk or rule.kv_layers(layers, il))  # a NextN block attends over the MTP draft's cache
             and layers.heads[il] > 0
             and layers.heads_kv[il] > 0
             and (not recurrent or rule.parameters.attention_beside_ssm)
@@ -310,7 +310,8 @@ def graph_shape(
     shared: dict[GraphLayer, GraphLayer] = {}  # equal layers held once (a model keeps its shape while it is served)
     return GraphShape(
         n_embd=layers.n_embd,
-        layers=tuple(shared.setdefault(block, block) for block in blocks),
+        layers=tuple(shared.setdefault(block, block) for block in blocks[: layers.n_trunk]),
+        nextn=tuple(blocks[layers.n_trunk :]),
         logits=graph.logits,
         cache_attention=graph.cache_attention,
         hidden_output=graph.hidden_output,

@@ -318,9 +318,10 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     limit = file_value(metadata, arch, Keys.LLM.CONTEXT_LENGTH)
     context_limit = limit if is_int(limit) and 0 < limit <= INT64_MAX else None
     n_vocab = _vocab_size(metadata, arch)
-    try:
-        shapes = {name: t[3:] for name, t in loaded.items()}  # (ne0, ne1, the rest)
-        types = {name: t[2] for name, t in loaded.items()}
+    try:  # every tensor of the file, the NextN layers' too (their blocks are the MTP draft graph's: GraphShape.nextn)
+        listed = {t[0]: t for s in summaries for t in s.tensors}
+        shapes = {name: t[3:] for name, t in listed.items()}  # (ne0, ne1, the rest)
+        types = {name: t[2] for name, t in listed.items()}
         layout, error = derive_layout(metadata, arch, shapes, n_vocab, types), None
     except EvidenceError as exc:
         layout, error = None, exc.with_traceback(None)  # kept in the cache: no frames with it

@@ -1,14 +1,17 @@
 """The graph llama-server's MTP draft context reserves (LLM_GRAPH_TYPE_DECODER_MTP), rebuilt node for node:
 llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp,
-llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp and llama_model_glm4_moe::graph_mtp.
+llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp, llama_model_glm4_moe::graph_mtp,
+llama_model_mimo2::graph_mtp and llama_model_step35::graph_mtp.
 
 Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
 input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer
-of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA, glm4moe's attention) and its
-FFN over every row, the head norm (the graph's t_h_nextn, an output), the output rows, the LM head (t_logits). The
-block's weights are the trunk's last attention layer's here (the NextN layer repeats its shape). Its attention reads
-the draft's own KV cache (estimator/mtp.py): the KQ mask and K/V views span that cache's cells at reserve, n_ctx_seq
-a stream, as the target's do.
+of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA, glm4moe's attention, mimo2's
+and step35's attention over their sliding-window cache pair) and its FFN over every row, the head norm (the graph's
+t_h_nextn, an output), the output rows, the LM head (t_logits); mimo2 and step35 take the output rows first
+(t_h_nextn) and norm those. The block's weights are the trunk's last attention layer's for qwen, bailingmoe3,
+deepseek2 and glm4moe (the NextN layer repeats its shape), the NextN layer's own for mimo2 and step35
+(GraphShape.nextn: their per-layer heads and window). Its attention reads the draft's own KV cache
+(estimator/mtp.py): the KQ mask and K/V views span that cache's cells at reserve, as the target's do.
 """
 
 from __future__ import annotations
@@ -94,13 +97,37 @@ class NextnMtpGraph(DecoderGraph):
     the head (shared_head_norm, else output_norm)."""
 
     def build(self) -> Graph:
+        out, out_ids = self.block()
+        return _head(self, out, out_ids, self.n_vocab)
+
+    def block(self) -> tuple[Tensor, Tensor]:
+        """The inputs, eh_proj and the NextN block over every row: (its output, the output rows' ids)."""
         tok, h = _inputs(self, 1)
         out_ids = new_tensor(I32, _outputs(self), input=True)
         (b,) = self.shape.layers
         inp_sa = _eh_proj(self, tok, h)
         ffn_inp = same_shape(self.attention(b, self.norm(inp_sa)), "ADD", inp_sa)
-        out = self.ffn(b, self.norm(ffn_inp))
-        return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab)
+        return same_shape(self.ffn(b, self.norm(ffn_inp)), "ADD", ffn_inp), out_ids
+
+
+class IswaMtpGraph(NextnMtpGraph):
+    """mimo2.cpp / step35.cpp graph_mtp: eh_proj, attn_norm, the block's attention as the trunk builds it (mimo2's
+    fused QKV views and sinks, step35's Q/K norms and head-wise gate) over llm_graph_input_attn_kv_iswa, its
+    residual, ffn_norm, the FFN (mimo2's dense one, step35's dense or experts plus shared expert), its residual; then
+    the output rows (res->t_h_nextn, an output), the head norm over them, the LM head (t_logits)."""
+
+    def build(self) -> Graph:
+        out, out_ids = self.block()
+        rows = get_rows(out, out_ids, self.shape.n_embd)
+        rows.output = True
+        logits = mul_mat(None, self.norm(rows), self.n_vocab)
+        logits.output = True
+        self.gf.expand(logits)
+        return self.gf
+
+    def v_width_max(self) -> int:
+        """hparams.n_embd_v_gqa_max(): over every layer of the model, not the NextN block's alone."""
+        return max(super().v_width_max(), self.shape.v_width_all)
 
 
 def _outputs(g: DecoderGraph) -> int:
@@ -124,6 +151,10 @@ def build_nextn_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) 
     return NextnMtpGraph(shape, geometry, n_vocab).build()
 
 
+def build_iswa_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return IswaMtpGraph(shape, geometry, n_vocab).build()
+
+
 # llama_model::build_graph under LLM_GRAPH_TYPE_DECODER_MTP, by architecture: the MTP graphs rebuilt here
 MTP_BUILDERS = {
     "qwen3next": build_qwen3next_mtp,
@@ -132,11 +163,17 @@ MTP_BUILDERS = {
     "bailingmoe3": build_bailingmoe3_mtp,
     "deepseek2": build_nextn_mtp,
     "glm4moe": build_nextn_mtp,
+    "mimo2": build_iswa_mtp,
+    "step35": build_iswa_mtp,
 }
 
 
 def nextn_block(shape: GraphShape) -> GraphLayer | None:
-    """The NextN block's shape: the trunk's last attention layer (not recurrent), or None where it has none."""
+    """The NextN block's shape: the first NextN layer's own where the shape derives it (graph_mtp runs
+    nextn_layer_offset 0: il = n_layer()), else the trunk's last attention layer (not recurrent), or None where it
+    has none (or its first NextN block does not attend)."""
+    if shape.nextn:
+        return shape.nextn[0] if shape.nextn[0].n_head else None
     attention = [b for b in shape.layers if not b.recurrent_in and (b.n_head or b.kv_lora)]
     return attention[-1] if attention else None
 
@@ -147,4 +184,5 @@ def mtp_graph_shape(arch: str, shape: GraphShape) -> GraphShape | None:
     builder, block = MTP_BUILDERS.get(arch), nextn_block(shape)
     if builder is None or block is None:
         return None
-    return replace(shape, layers=(block,), builder=builder)
+    v_width_all = max(b.n_head_kv * b.head_v for b in shape.layers + shape.nextn)
+    return replace(shape, layers=(block,), nextn=(), v_width_all=v_width_all, builder=builder)

@@ -338,6 +338,12 @@ class GraphShape:
     pooling: int = 0
     rank_head: RankHead = RankHead()  # build_pooling's classification head under RANK (none by default)
     dense_out: DenseOut = DenseOut()  # build_dense_out's projections after pooling (none by default)
+    # the NextN/MTP layers' blocks (il >= n_layer(): not in the trunk's graph) where the architecture's graph_mtp is
+    # rebuilt on their own shapes (arch_rules.Graph.nextn_blocks; estimator/graph_mtp.py)
+    nextn: tuple[GraphLayer, ...] = ()
+    # hparams.n_embd_v_gqa_max() where it exceeds the layers' own (an MTP draft graph of one NextN block): the width
+    # of a transposed V cache and of its v_idxs (0: the layers' widest)
+    v_width_all: int = 0
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

@@ -10,13 +10,15 @@ floats per batch token (workspace.output_buffer; the geometry's nextn_width, set
 llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model:
 ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
-module (llama_model::create_memory under ctx_type MTP) is a plain KV cache of the NextN layers alone (qwen3next, qwen35,
-qwen35moe, bailingmoe3: NEXTN_ONLY_CACHE) or of every layer (deepseek2, glm4moe: ALL_LAYERS_CACHE) (draft_kv_bytes), its
-graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the target's is), its output buffer
-a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs (draft_output_bytes). Those six
-architectures' draft contexts are counted (the others' are unknown): the cache in kvCache, the compute and output
-buffers in workspace (context_kernel), and the cache and compute buffer where llama-server's --fit fits it with the
-target on a host without GPUs (common_fit_extra_model: estimator/fitter.py host_projection, draft_compute).
+module (llama_model::create_memory under ctx_type MTP) is a KV cache (draft_kv_bytes) of the NextN layers alone (a
+plain one for qwen3next, qwen35, qwen35moe and bailingmoe3: NEXTN_ONLY_CACHE; mimo2's and step35's llama_kv_cache_iswa,
+each NextN layer in its base or sliding half: NEXTN_ONLY_ISWA_CACHE) or of every layer (deepseek2, glm4moe:
+ALL_LAYERS_CACHE), its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the
+target's is), its output buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs
+(draft_output_bytes). Those eight architectures' draft contexts are counted (the others' are unknown): the cache in
+kvCache, the compute and output buffers in workspace (context_kernel), and the cache and compute buffer where
+llama-server's --fit fits it with the target on a host without GPUs (common_fit_extra_model: estimator/fitter.py
+host_projection, draft_compute).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from memfit.estimator.bounds import Part
 from memfit.estimator.compute_buffer import compute_bounds, compute_fallback, replayed
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.graph_mtp import mtp_graph_shape, nextn_block
-from memfit.estimator.kv_cache import CacheType, cache_type, cache_type_problem
+from memfit.estimator.kv_cache import CacheType, cache_type, cache_type_problem, window_cells
 from memfit.estimator.layout import GraphLayer, GraphShape, Layout
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, Component
@@ -105,6 +107,10 @@ NEXTN_ONLY_CACHE = frozenset({"qwen3next", "qwen35", "qwen35moe", "bailingmoe3"}
 # the same branch gives these no layer filter under ctx_type MTP: the draft's llama_kv_cache holds every layer
 # (n_layer_all: the trunk's and the NextN one, each as wide as the target's); their graph_mtp runs one NextN block
 ALL_LAYERS_CACHE = frozenset({"deepseek2", "glm4moe"})
+# llama_model::create_memory under ctx_type MTP (swa_type set): a llama_kv_cache_iswa whose filter keeps
+# il >= n_layer(); each NextN layer in its base cache or its SWA cache as hparams.is_swa(il) says, with its own heads
+# (graph_mtp's nextn_layer_offset 0 block is the first NextN layer's: GraphShape.nextn)
+NEXTN_ONLY_ISWA_CACHE = frozenset({"mimo2", "step35"})
 
 
 @dataclass(frozen=True)
@@ -116,12 +122,25 @@ class DraftContext:
     k_width: int  # K elements a cell, a layer
     v_width: int  # V elements a cell, a layer (0: an MLA cache keeps K only)
     all_layers: bool = False  # ALL_LAYERS_CACHE: the trunk's layers are in the draft's cache too
+    window: int | None = None  # the NextN layers' sliding window (llama_kv_cache_iswa's SWA cache); None: n_ctx_seq
+    v_width_trans: int = 0  # a transposed V's width (llama_kv_cache: n_embd_v_gqa_max, flash attention off); 0: v_width
+
+    def cells(self, geometry: ContextGeometry) -> int:
+        """Cells a stream of a NextN layer's cache: llama_kv_cache_iswa's SWA size for a sliding one, else n_ctx_seq."""
+        return window_cells(self.window, geometry)
+
+    def v_row(self, geometry: ContextGeometry) -> int:
+        """V elements a cell: llama_kv_cache's n_embd_v_gqa_max() where V is transposed (flash attention off)."""
+        return self.v_width_trans if geometry.v_trans and self.v_width_trans and self.v_width else self.v_width
 
 
 def draft_context(arch: str, layout: Layout) -> DraftContext | None:
     """The draft context where memfit derives it (NEXTN_ONLY_CACHE or ALL_LAYERS_CACHE, one NextN layer, its graph
-    rebuilt), else None. The NextN block's heads are the trunk's last attention layer's (graph_mtp.nextn_block);
-    an all-layers cache is derived where every trunk layer's cache row is as wide as that block's."""
+    rebuilt; NEXTN_ONLY_ISWA_CACHE: iswa_draft_context), else None. The NextN block's heads are the trunk's last
+    attention layer's (graph_mtp.nextn_block); an all-layers cache is derived where every trunk layer's cache row is
+    as wide as that block's."""
+    if arch in NEXTN_ONLY_ISWA_CACHE:
+        return iswa_draft_context(arch, layout)
     every = arch in ALL_LAYERS_CACHE
     if not (every or arch in NEXTN_ONLY_CACHE) or layout.nextn_layers != 1 or layout.graph is None:
         return None
@@ -143,6 +162,27 @@ def draft_context(arch: str, layout: Layout) -> DraftContext | None:
 def _row(b: GraphLayer) -> tuple[int, int, int, int, int]:
     """What sizes a layer's cache row."""
     return b.kv_lora, b.n_rot, b.n_head_kv, b.head_k, b.head_v
+
+
+def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
+    """The draft of mimo2 / step35 (llama_kv_cache_iswa filtered to il >= n_layer()): every NextN layer its own
+    block (GraphShape.nextn), all alike here (the graph reserved for offset 0 is the one each draft step's is), their
+    cache rows in the SWA cache where is_swa(il) (Window's pattern over n_layer_all: step35 reads the NextN layers'
+    entries, mimo2 n_layer()'s only, so its NextN layer is full); None where they are not derived or differ."""
+    shape = layout.graph
+    if shape is None or not shape.nextn or len(set(shape.nextn)) != 1 or len(shape.nextn) != layout.nextn_layers:
+        return None
+    graph, block = mtp_graph_shape(arch, shape), shape.nextn[0]
+    if graph is None or not block.n_head or block.kv_lora or not builds_mtp_graph(arch, block):
+        return None
+    k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
+    return DraftContext(graph, layout.nextn_layers, k, v, window=block.window, v_width_trans=graph.v_width_all)
+
+
+def builds_mtp_graph(arch: str, block: GraphLayer) -> bool:
+    """Whether the architecture's graph_mtp builds on this NextN block: mimo2.cpp asserts its fused attn_qkv and a
+    dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up))."""
+    return arch != "mimo2" or (block.fused_qkv and block.n_ff > 0 and not block.n_expert)
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
@@ -169,10 +209,11 @@ def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
 
 def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int, int]:
     """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over its layers): per layer
-    K [k_width, n_ctx_seq, n_stream] and V [v_width, ...] in the draft's own types (draft_types)."""
-    rows = draft.layers * geometry.n_ctx_seq * geometry.n_stream
+    K [k_width, cells, n_stream] and V [v_row, ...] in the draft's own types (draft_types; cells: n_ctx_seq, or a
+    sliding NextN layer's pad(min(n_ctx_seq, n_swa * seqs + n_ubatch), 256) in llama_kv_cache_iswa's SWA cache)."""
+    rows = draft.layers * draft.cells(geometry) * geometry.n_stream
     k, v = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)
-    return rows * k.row_bytes(draft.k_width), rows * v.row_bytes(draft.v_width)
+    return rows * k.row_bytes(draft.k_width), rows * v.row_bytes(draft.v_row(geometry))
 
 
 def draft_output_bytes(n_vocab: int, nextn_width: int, geometry: ContextGeometry) -> int:

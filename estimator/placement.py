@@ -508,13 +508,13 @@ def draft_kv_placed(model: ModelTensors, memory: Memory, request: Placement, lay
     if draft is None:
         return {}
     g, out = memory.geometry, dict[str, int]()
-    rows = g.n_ctx_seq * g.n_stream
+    rows = draft.cells(g) * g.n_stream
     k_type, v_type = draft_types(g.draft.key_element_bytes, g.draft.value_element_bytes)
     for il in range(model.n_layer - draft.layers, model.n_layer):
         device = cache_buffer(request, layers[il])
         n = _tensor_bytes(device, k_type, draft.k_width, rows)
         if draft.v_width:
-            n += _tensor_bytes(device, v_type, draft.v_width, rows)
+            n += _tensor_bytes(device, v_type, draft.v_row(g), rows)
         name = device.name if device is not None else CPU
         out[name] = out.get(name, 0) + n
     return out

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from memfit.estimator.context_kernel import ContextKernel
+from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.forecast import forecast_parts
 from memfit.estimator.mtp import draft_context, draft_kv_bytes
 from memfit.estimator.plan import Estimator, Probes
@@ -75,6 +76,32 @@ def test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run: dict, 
     workload = replace(_workload(run), multi_token_prediction=True)
     both = run["memory_bytes"] + run["draft_ctx"]["memory_bytes"]
     assert _memory(subject, workload) == (both, both)
+
+
+MTP_CTX_SWA = [
+    r for r in records("results_mtp_ctx_swa.jsonl") + records("results_mtp_ctx_swa_dryrun.jsonl") if "draft_ctx" in r
+]
+
+
+@pytest.mark.parametrize("run", MTP_CTX_SWA, ids=run_id)
+def test_the_fit_and_the_plan_hold_the_iswa_mtp_draft_too(run: dict, tmp_path: Path) -> None:
+    """mimo2's and step35's draft (results_mtp_ctx_swa*.jsonl: llama_kv_cache_iswa over the NextN layer), as
+    test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too holds the others'."""
+    test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run, tmp_path)
+
+
+def test_mimo2s_draft_needs_the_blocks_graph_mtp_asserts(tmp_path: Path) -> None:
+    """mimo2.cpp's graph_mtp asserts a fused attn_qkv and a dense FFN on the NextN block: mimo2-mtp's block (both)
+    gives a draft; the same block unfused, or routing experts, gives none (llama.cpp aborts: not derived)."""
+    files = write_models({"mimo2-mtp"}, tmp_path)
+    subject = file_subject(files["mimo2-mtp"], BY_NAME["haswell"], CACHE)
+    assert subject.layout is not None and subject.layout.graph is not None
+    (block,) = subject.layout.graph.nextn
+    assert block.fused_qkv and block.n_ff and not block.n_expert
+    assert draft_context("mimo2", subject.layout) is not None
+    for other in (replace(block, fused_qkv=False), replace(block, n_ff=0, n_expert=4, n_expert_used=2)):
+        layout = replace(subject.layout, graph=replace(subject.layout.graph, nextn=(other,)))
+        assert draft_context("mimo2", layout) is None
 
 
 def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unknown(tmp_path: Path) -> None:

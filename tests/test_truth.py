@@ -663,6 +663,68 @@ def test_multi_token_prediction_without_nextn_tensors_is_unsupported(model: str,
     assert "nextn.eh_proj" in parts["kvCache"]["note"]
 
 
+# mimo2's and step35's MTP draft context (llama_kv_cache_iswa over the NextN layer): the tiny writers and the shapes
+MTP_SWA_RUNS = load(DATA / "results_mtp_ctx_swa.jsonl") + load(DATA / "results_mtp_ctx_swa_dryrun.jsonl")
+MTP_SWA_DRAFT_RUNS = [r for r in MTP_SWA_RUNS if "error" not in r]
+# where llama.cpp put each file's NextN layer in its draft's cache pair (the draft_ctx kv_caches' roles): mimo2's
+# pattern covers the trunk only, so its NextN layer is full; step35's pattern covers it, and it slides
+NEXTN_CACHE_ROLE = {"mimo2": "base", "step35": "swa"}
+
+
+def test_mtp_iswa_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """mimo2's and step35's target and MTP draft context (results_mtp_ctx_swa*.jsonl): every run made compared, both
+    memory modules exact and both bounds within max(1%, 8 MiB); the trunk-only step35 file's runs llama.cpp's
+    refusals."""
+    rows = recorded["results_mtp_ctx_swa.jsonl"] + recorded["results_mtp_ctx_swa_dryrun.jsonl"]
+    compared = [r for r in rows if r.compared]
+    assert len(rows) == len(MTP_SWA_RUNS) and len(compared) == len(MTP_SWA_DRAFT_RUNS) == 20
+    assert all(r.kv_exact and r.output_exact and r.tight for r in compared)
+    assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
+
+
+@pytest.mark.parametrize("run", MTP_SWA_DRAFT_RUNS, ids=run_id)
+def test_mtp_iswa_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
+    """mimo2's and step35's draft context's parts as llama.cpp made them (test_mtp_draft_context_is_llama_cpps)."""
+    test_mtp_draft_context_is_llama_cpps(run, model_files)
+
+
+@pytest.mark.parametrize("run", MTP_SWA_DRAFT_RUNS, ids=run_id)
+def test_mtp_iswa_draft_cache_is_the_nextn_layers_half(run: dict, model_files: dict[str, Path]) -> None:
+    """The draft's llama_kv_cache_iswa (create_memory's filter il >= n_layer()) holds the NextN layer in the half
+    is_swa(il) names, with that half's cells (n_ctx_seq, or the SWA cache's padded window) and the layer's own KV
+    heads; the other half holds no layer."""
+    facts = CACHE.facts((str(model_files[run["model"]]),))
+    assert facts.layout is not None
+    draft = draft_context(facts.architecture, facts.layout)
+    assert draft is not None
+    geometry = run_geometry(run, facts.architecture, facts.layout.causal, facts.layout.nextn_width)
+    held = [c for c in run["draft_ctx"]["kv_caches"] if c["n_layer"]]
+    assert [c["role"] for c in held] == [NEXTN_CACHE_ROLE[facts.architecture]]
+    assert ("swa" if draft.window else "base") == held[0]["role"]
+    assert (held[0]["cells"], held[0]["n_layer"]) == (draft.cells(geometry), draft.layers)
+    assert (held[0]["k_bytes"], held[0]["v_bytes"]) == draft_kv_bytes(draft, geometry)
+
+
+@pytest.fixture(scope="module")
+def mtp_swa_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _service_over({r["model"] for r in load(DATA / "results_mtp_ctx_swa.jsonl")}, tmp_path_factory)
+
+
+@pytest.mark.parametrize("run", [r for r in MTP_SWA_DRAFT_RUNS if "decode_tokens" in r], ids=run_id)
+def test_multi_token_prediction_over_an_iswa_draft_asked_on_the_wire(run: dict, mtp_swa_service: Any) -> None:
+    """mimo2's and step35's runs asked on the wire (test_multi_token_prediction_asked_on_the_wire)."""
+    test_multi_token_prediction_asked_on_the_wire(run, mtp_swa_service)
+
+
+def test_multi_token_prediction_on_trunk_only_step35_is_unsupported(mtp_swa_service: Any) -> None:
+    """step35's trunk-only file (results_mtp_ctx_swa.jsonl: its draft graph aborts on nextn.eh_proj) stays
+    workloadUnsupported under draft-mtp (test_multi_token_prediction_without_nextn_tensors_is_unsupported)."""
+    trunk_only = {r["model"] for r in MTP_SWA_RUNS if "error" in r}
+    assert trunk_only == {"step35-nextn"}
+    assert all("nextn.eh_proj" in r["stderr_tail"] for r in MTP_SWA_RUNS if "error" in r)
+    test_multi_token_prediction_without_nextn_tensors_is_unsupported("step35-nextn", mtp_swa_service)
+
+
 def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:
     """A model without NextN layers under draft-mtp: llama_init_from_model refuses the MTP context and llama-server
     stops, so past the weights the answer is unknown, with workloadUnsupported; without it the same request is

@@ -188,6 +188,13 @@ def test_the_rebuilt_graph_is_llama_cpps_node_for_node(dumped_graphs: list[tuple
         assert reserved_bytes(graph) == top == r["compute_bytes"], run_id(r)
 
 
+@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp_swa.jsonl"), ids=run_id)
+def test_the_iswa_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
+    """mimo2's and step35's DECODER_MTP graph over their iswa draft cache (graph_dumps_mtp_swa.jsonl), as
+    test_the_mtp_draft_graph_is_llama_cpps_node_for_node holds the others'."""
+    test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run, tmp_path)
+
+
 def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
     """The rebuilt graph's nodes that take memory (no view, no cache tensor) not found in `dump`'s nodes in the same
     order with the same op and shape: empty where every one is."""

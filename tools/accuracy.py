@@ -72,6 +72,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **more.MTP_MODELS,
         **shapes.MTP_SHAPES,
         **more.FAMILY_SET,
+        **more.MTP_ISWA_MODELS,
+        **shapes.MTP_ISWA_SHAPES,
         **plain.FAMILY_SET,
         **shapes.FAMILY_SET,
         **tiny_real.FAMILY_SET,

@@ -335,9 +335,18 @@ def cohere2moe_arr_nextn() -> Model:
     return _cohere2moe("tiny-cohere2moe-arr-nextn", [i % 4 != 3 for i in range(8)], 1)
 
 
-def _mimo2(name: str, converter_pattern: bool, fused: bool = False) -> Model:
-    """mimo2: 6 trunk layers + 1 MTP layer (tensors left out), K head 96 / V head 64, 2 KV heads on full
-    layers and 4 on SWA layers (the MTP layer too), attention sinks."""
+def _nextn(m: Model, i: int) -> None:
+    """Layer i's NextN/MTP head tensors: eh_proj over the normed token row and hidden state, their norms, the
+    shared head norm."""
+    m.tensor(f"blk.{i}.nextn.eh_proj.weight", [2 * E, E], F16)
+    for norm in ("enorm", "hnorm", "shared_head_norm"):
+        _norm(m, f"blk.{i}.nextn.{norm}.weight")
+
+
+def _mimo2(name: str, converter_pattern: bool, fused: bool = False, mtp: bool = False) -> Model:
+    """mimo2: 6 trunk layers + 1 MTP layer (tensors left out unless `mtp`: its block as graph_mtp asserts it, one
+    attn_qkv, sinks, a dense FFN, and its NextN head), K head 96 / V head 64, 2 KV heads on full layers and 4 on
+    SWA layers (the MTP layer too), attention sinks."""
     swa = [False, True, True, False, True, True]
     heads_kv = [4 if s else 2 for s in swa + [True]]
     m = _model("mimo2", name, ctx=262144, layers=7, heads_kv=heads_kv, head_dim=96, rope_base=5000000.0, eps=1e-5)
@@ -349,6 +358,11 @@ def _mimo2(name: str, converter_pattern: bool, fused: bool = False) -> Model:
         attention(m, i, E, H, heads_kv[i], 96, F16, v_head_dim=64, fused=fused)
         _sinks(m, i)
         _ffn(m, i, i >= 1, shared=False, probs_bias=True)
+    if mtp:
+        attention(m, 6, E, H, heads_kv[6], 96, F16, v_head_dim=64, fused=True)
+        _sinks(m, 6)
+        _ffn(m, 6, False)
+        _nextn(m, 6)
     return m
 
 
@@ -362,6 +376,12 @@ def mimo2_fused() -> Model:
     return _mimo2("tiny-mimo2-fused", converter_pattern=False, fused=True)
 
 
+def mimo2_mtp() -> Model:
+    """mimo2-nextn with its MTP layer's tensors (llama-server's draft-mtp builds its DECODER_MTP graph on them); the
+    pattern's n_layer entries leave that layer full, so the draft's iswa cache keeps it in its base cache."""
+    return _mimo2("tiny-mimo2-mtp", converter_pattern=False, mtp=True)
+
+
 def mimo2_convpat() -> Model:
     """mimo2 as the converter writes it, a pattern of length block_count: load error "wrong array length"."""
     return _mimo2("tiny-mimo2-convpat", converter_pattern=True)
@@ -373,6 +393,13 @@ def step35_nextn() -> Model:
     return _step35("tiny-step35-nextn")
 
 
+def step35_mtp() -> Model:
+    """step35 whose MTP layer slides (its pattern entry true: 6 heads over 1 KV head) with its tensors written (q/k
+    norms, the head-wise gate, the experts with a shared expert, the NextN head): the draft's iswa cache keeps it in
+    its SWA cache."""
+    return _step35("tiny-step35-mtp", mtp=True)
+
+
 def step35_clamped() -> Model:
     """step35 with Step-3.5's per-layer SwiGLU clamps (swiglu_limits: the experts' on layers 1 and 3, the
     dense / shared FFN's on layers 0 and 3) and, on layer 2, no head-wise output gate."""
@@ -382,9 +409,12 @@ def step35_clamped() -> Model:
 
 
 def _step35(
-    name: str, clamps: tuple[list[float], list[float]] | None = None, gate: tuple[int, ...] = (0, 1, 2, 3)
+    name: str,
+    clamps: tuple[list[float], list[float]] | None = None,
+    gate: tuple[int, ...] = (0, 1, 2, 3),
+    mtp: bool = False,
 ) -> Model:
-    swa = [False, True, True, True, False]
+    swa = [False, True, True, True, mtp]
     heads, heads_kv = [6 if s else 4 for s in swa], [1 if s else 2 for s in swa]
     m = _model(
         "step35",
@@ -408,6 +438,11 @@ def _step35(
         if i in gate:
             _attn_gate(m, i, heads[i])
         _ffn(m, i, i >= 1, probs_bias=True)
+    if mtp:
+        attention(m, 4, E, heads[4], heads_kv[4], HD, F16, qk_norm=True)
+        _attn_gate(m, 4, heads[4])
+        _ffn(m, 4, True, probs_bias=True)
+        _nextn(m, 4)
     return m
 
 
@@ -745,3 +780,5 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
 
 # Tiny models measured under --spec-type draft-mtp (results_mtp_ctx.jsonl), not family models of their own
 MTP_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp": glm4moe_mtp}
+# The NextN writers with their MTP layer's tensors whose draft cache is llama_kv_cache_iswa (results_mtp_ctx_swa.jsonl)
+MTP_ISWA_MODELS: dict[str, Callable[[], Model]] = {"mimo2-mtp": mimo2_mtp, "step35-mtp": step35_mtp}

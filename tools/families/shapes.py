@@ -12,6 +12,7 @@ plain CPU's, so tools/accuracy.py checks these runs with llama.cpp's own weights
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from tools.families.attention import deci_blocks, openelm_blocks, phi3_blocks
@@ -300,11 +301,12 @@ def swa_moe(
     V: int,
     extra: dict[str, Any],
     nextn: int = 1,
+    mtp: bool = False,
 ) -> Model:
     """A mimo2 or step35: `swa` marks the sliding layers (window tokens), H / Hkv / D = (full, sliding) heads,
     KV heads and (K, V) head sizes; `dense` leading dense blocks of width F, then `experts` = (count, used, width,
     shared width) with exp_probs_b; step35's q/k norms and head-wise gate; nextn MTP layers' tensors left out
-    (their pattern entries written where the converter writes them: step35's); Q4_0."""
+    unless `mtp` (their pattern entries written where the converter writes them: step35's); Q4_0."""
     w, (n_exp, used, ff_exp, shared) = QT.Q4_0, experts
     L = len(swa)
     heads, heads_kv = [H[s] for s in swa], [Hkv[s] for s in swa]
@@ -328,6 +330,18 @@ def swa_moe(
             feed_forward(m, i, E, F, w)
         else:
             moe_feed_forward(m, i, E, ff_exp, n_exp, w, shared_ff=shared, probs_bias=True)
+    for i in range(L, L + nextn if mtp else L):  # the MTP blocks graph_mtp builds on: mimo2's fused and dense
+        step35 = arch == "step35"
+        attention(m, i, E, H[1], Hkv[1], D[0], w, qk_norm=step35, fused=not step35, v_head_dim=D[1])
+        if step35:
+            m.tensor(f"blk.{i}.attn_gate.weight", [E, H[1]], w)
+            moe_feed_forward(m, i, E, ff_exp, n_exp, w, shared_ff=shared, probs_bias=True)
+        else:
+            m.tensor(f"blk.{i}.attn_sinks.weight", [H[1]], QT.F32)
+            feed_forward(m, i, E, F, w)
+        m.tensor(f"blk.{i}.nextn.eh_proj.weight", [2 * E, E], w)
+        for norm in ("enorm", "hnorm", "shared_head_norm"):
+            m.tensor(f"blk.{i}.nextn.{norm}.weight", [E], QT.F32)
     return m
 
 
@@ -502,7 +516,8 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     # MiMo-V2-Flash-style mimo2 (4096 wide, 64 heads: full layers over 4 KV heads, sliding ones over 8, K heads of
     # 192, V of 128, a 128-token window at 5 sliding : 1 full, the first block dense, 256 experts of 2048, 8 used)
     # in 7 layers
-    "mimo-v2-flash-shape": lambda: swa_moe(
+    "mimo-v2-flash-shape": partial(
+        swa_moe,
         "mimo2",
         "mimo2flash",
         E=4096,
@@ -520,7 +535,8 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     # Step-3.5-Flash-style step35 (4096 wide, heads of 128: 64 on full layers over 8 KV heads, 96 on sliding
     # ones over 8, a 512-token window at 3 sliding : 1 full, 3 dense blocks, 288 experts of 1280 beside a shared
     # 1280, 8 used, SwiGLU clamps on the later layers) in 6 layers
-    "step-3.5-flash-shape": lambda: swa_moe(
+    "step-3.5-flash-shape": partial(
+        swa_moe,
         "step35",
         "step35flash",
         E=4096,
@@ -555,4 +571,18 @@ MTP_SHAPES: dict[str, Callable[[], Model]] = {
     "deepseek-r1-mtp-shape": lambda: deepseek2("dsr1mtp", **_DEEPSEEK_V3, nextn=1, mtp_block=True),
     "glm-4.5-air-mtp-shape": lambda: glm4moe("glm45airmtp", **_GLM_45_AIR, mtp_block=True),
     "glm-4.6-mtp-shape": lambda: glm4moe("glm46mtp", **_GLM_4_6, mtp_block=True),
+}
+
+
+def _with_mtp(shape: Callable[[], Model], name: str) -> Callable[[], Model]:
+    """A swa_moe shape with its MTP layers' tensors written, named `name`."""
+    assert isinstance(shape, partial)
+    return partial(shape.func, shape.args[0], name, *shape.args[2:], **(shape.keywords | {"mtp": True}))
+
+
+# MiMo-V2-Flash's and Step-3.5-Flash's shapes with their MTP block (llama-server's MTP draft context: mimo2's a dense
+# one over the sliding layers' heads, full in llama.cpp's pattern; step35's a sliding MoE one)
+MTP_ISWA_SHAPES: dict[str, Callable[[], Model]] = {
+    "mimo-v2-flash-mtp-shape": _with_mtp(FAMILY_SET["mimo-v2-flash-shape"], "mimo2flash-mtp"),
+    "step-3.5-flash-mtp-shape": _with_mtp(FAMILY_SET["step-3.5-flash-shape"], "step35flash-mtp"),
 }

@@ -828,6 +828,10 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | more.MTP_MODELS,
         [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
     ),
+    # the same for mimo2 and step35, whose draft caches are llama_kv_cache_iswa (their NextN layer full, sliding)
+    "graph_dumps_mtp_swa.jsonl": _graph_dumps(
+        more.MTP_ISWA_MODELS, [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)]
+    ),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "graph_dumps_dense_out.jsonl": _graph_dumps(DENSE_OUT_MODELS, EMBEDDING_DECODES[:2]),
     "results_dsv4_dryrun.jsonl": TruthFile(
@@ -882,6 +886,21 @@ TRUTH_FILES: dict[str, TruthFile] = {
         MTP_DRAFT_SETTING_RUNS,
         decode=512,
         label=LABEL + ", the MTP draft context under its own cache types and host-side sampling",
+    ),
+    # mimo2's and step35's MTP draft context (llama_kv_cache_iswa over the NextN layer) beside step35's trunk-only
+    # file, whose draft graph aborts; and on MiMo-V2-Flash's and Step-3.5-Flash's shapes with their MTP block
+    "results_mtp_ctx_swa.jsonl": TruthFile(
+        more.MTP_ISWA_MODELS | _subset(more.FAMILY_SET, "step35-nextn"),
+        MTP_CTX_RUNS,
+        decode=512,
+        label=LABEL + ", llama-server's target and its MTP draft context under --spec-type draft-mtp",
+    ),
+    "results_mtp_ctx_swa_dryrun.jsonl": TruthFile(
+        shapes.MTP_ISWA_SHAPES,
+        MTP_CTX_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run, the target and its MTP draft context",
     ),
     "results_draft.jsonl": TruthFile(
         _subset(PUBLIC_SET, "qwen3-f16", "llama-gqa-q8_0", "gemma3-swa-f16")
