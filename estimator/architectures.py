@@ -146,6 +146,7 @@ def derive_layout(
             graph=graph_shape(rule, layers_of(rule, hp, tensors, types), (False,) * hp.n_layer, None, None, n_vocab),
             embd_width=embd_width(arch, hp),
             pooling=hp.pooling_type,
+            pooling_named=hp.has(HParams.pooling_type),
             rank_refusal=rank_refusal(metadata, n_vocab),
             warmup_tokens=warmup_tokens(metadata, n_vocab),
         )
@@ -182,6 +183,7 @@ def derive_layout(
         nextn_layers=hp.nextn_predict_layers,
         embd_width=embd_width(arch, hp),
         pooling=hp.pooling_type,
+        pooling_named=hp.has(HParams.pooling_type),
         rank_refusal=rank_refusal(metadata, n_vocab),
     )
 

@@ -388,6 +388,7 @@ class Layout:
     # cparams.embeddings (llama-server's --embedding); 0: not derived
     embd_width: int = 0
     pooling: int = 0  # hparams.pooling_type (llama_pooling_type; 0 NONE): the context's where none is named
+    pooling_named: bool = False  # the file holds a pooling_type key (Ollama's embedding capability)
     # why llama-server refuses a context that pools by rank with this vocabulary (estimator/pooling.py); "": it does
     # not, or it is not known
     rank_refusal: str = ""

@@ -106,6 +106,8 @@ DEFAULTS: dict[Profile, dict[str, Default]] = {
 OLLAMA_CONTEXT_TIERS = ((47 * GIB, 262144), (23 * GIB, 32768), (0, 4096))
 # server/sched.go generationBatchForContext: -b and -ub by the context llama-server is started with
 OLLAMA_BATCH_TIERS = ((32768, 2048), (4096, 1024), (0, 512))
+# llm/llama_server.go: an embedding model's num_batch default (DefaultEmbeddingNumBatch), capped by num_ctx
+OLLAMA_EMBEDDING_BATCH = 2048
 LM_STUDIO_CONTEXT = 4096  # LM Studio's loader: Context Length, default 4096
 
 OLLAMA_NUM_PARALLEL = "OLLAMA_NUM_PARALLEL"
@@ -174,6 +176,19 @@ def _ollama_environment(r: _Resolving, env: Mapping[str, str]) -> None:
     if kv in ELEMENT_BYTES_BY_NAME:
         for wire in ("keyElementBytes", "valueElementBytes"):
             r.set(wire, ELEMENT_BYTES_BY_NAME[kv], env_source, f"{OLLAMA_KV_CACHE_TYPE}={kv}: -ctk {kv} -ctv {kv}")
+
+
+def _ollama_batch(total: int, slots: int, embedding: bool) -> tuple[int, SettingSource, str]:
+    """-b and -ub: an embedding model's min(2048, num_ctx) (routes.go's embedding batch default, appendBatchArgs'
+    cap at num_ctx x num_parallel), else the generation batch of the context's tier (sched.go)."""
+    if embedding:
+        batch = min(OLLAMA_EMBEDDING_BATCH, max(1, total // max(1, slots)))
+        detail = f"-b and -ub {batch}: an embedding model's min(2048, num_ctx) ({OLLAMA_LAUNCH} appendBatchArgs)"
+        return batch, SettingSource.PROFILE, detail
+    # "> 32768", "> 4096"; a context of negative streams (refused later: nonPositiveStreams) takes the lowest
+    batch = _tier(OLLAMA_BATCH_TIERS, max(0, total - 1))
+    detail = f"-b and -ub {batch} for the context {total} (Ollama server/sched.go automaticGenerationBatch)"
+    return batch, SettingSource.PROFILE, detail
 
 
 def _ollama_context(r: _Resolving, facts: LaunchFacts, trained: int | None) -> tuple[int, ResolvedSetting]:
@@ -260,12 +275,12 @@ def resolve_profile(request: WorkloadRequest, facts: LaunchFacts, subject: Subje
     if profile is Profile.OLLAMA:
         if facts.ollama_env:
             _ollama_environment(r, facts.ollama_env)
+        embedding = subject.layout is not None and subject.layout.pooling_named
+        if embedding:  # NewLlamaServerRunner: a pooling_type key makes an embedding model, launched with --embedding
+            r.set("embeddings", True, SettingSource.PROFILE, f"{OLLAMA_LAUNCH}: the file names a pooling type")
         r.defaults(OLLAMA)
         context = _ollama_context(r, facts, subject.context_limit)
-        # "> 32768", "> 4096"; a context of negative streams (refused later: nonPositiveStreams) takes the lowest
-        batch = _tier(OLLAMA_BATCH_TIERS, max(0, context[0] - 1))
-        detail = f"-b and -ub {batch} for the context {context[0]} (Ollama server/sched.go automaticGenerationBatch)"
-        r.set("ubatchTokens", batch, SettingSource.PROFILE, detail)
+        r.set("ubatchTokens", *_ollama_batch(context[0], r.request.streams or 1, embedding))
     elif profile is Profile.LM_STUDIO:
         r.defaults(LM_STUDIO)
         n_ctx = min(LM_STUDIO_CONTEXT, subject.context_limit or LM_STUDIO_CONTEXT)

@@ -168,7 +168,9 @@ class WireFitVerdictRequest:
     host, the weights memory-mapped, an 8192 MiB prompt cache, 32 context checkpoints per slot).
     `ollama`: Ollama's llama-server launch (`-c` num_ctx x num_parallel, `-np` num_parallel: a split
     cache; num_ctx by its GPU memory tiers, 4096 below 23 GiB, 32768 below 47 GiB, else 262144,
-    capped to the model's trained context; one slot). `lmStudio`: LM Studio's documented load
+    capped to the model's trained context; one slot; an embedding model, a file that names a pooling
+    type, with --embedding and -b/-ub min(2048, num_ctx): embeddings true, since 1.22.0). `lmStudio`:
+    LM Studio's documented load
     defaults (4 concurrent predictions over a 4096 context, mmap). `running` (since 1.15.0): as the
     llama-server running on this host with this local model's file loaded runs it (a listing's entry names
     such servers): its slots and a slot's context as it answers `GET /props` (`total_slots`,

@@ -131,6 +131,21 @@ def test_ollama_reads_the_variables_its_server_runs_with() -> None:
     assert "OLLAMA_NUM_PARALLEL=2" in sources["streams"].detail
 
 
+def test_ollama_launches_an_embedding_model_with_embedding_and_its_batch(tmp_path: Path) -> None:
+    """llm/llama_server.go: a file that names a pooling type (the embedding capability) is launched with --embedding
+    and -b/-ub min(2048, num_ctx) (routes.go's embedding batch default); the same model without the key is a
+    generation model, the batch its context's tier. BERT's trained context 512 caps num_ctx."""
+    files = write_models({"bert-embd", "qwen3-f16-last", "qwen3-f16"}, tmp_path)
+    found = {}
+    for name, path in files.items():
+        model = file_subject(path, BY_NAME["haswell"], CACHE)
+        env = LaunchFacts(ollama_env={"OLLAMA_CONTEXT_LENGTH": "8192"})
+        resolution = resolve_profile(WorkloadRequest(profile="ollama"), env, model)
+        found[name] = (resolution.request.embeddings, resolution.request.ubatch_tokens)
+        assert resolution.sources["embeddings"].source is SettingSource.PROFILE
+    assert found == {"bert-embd": (True, 512), "qwen3-f16-last": (True, 2048), "qwen3-f16": (False, 1024)}
+
+
 def test_lm_studio_loads_four_predictions_over_a_4096_context() -> None:
     found = settings("lmStudio")
     assert (found["streams"], found["kvUnified"], found["context"], found["loadMode"]) == (4, True, 4096, "mmap")
