@@ -204,12 +204,18 @@ def mtp_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
     """The fitter choosing the context (-c 0) with the MTP draft context beside the target, on free memory that
     holds 60, 25, 10, 8, 7, 6 and 3% of the target's full offload at the trained context plus the 1 GiB margin, on one
     device and on two of half that: the context reduced alone, then the layers assigned (the draft's cache and
-    compute buffer where its own placement, every layer on the GPUs, puts them)."""
+    compute buffer where its own placement, every layer on the GPUs, puts them). Then on ggml-cuda's rules (a
+    declared cuda GPU stands for the mock) at a context of 8192, with 12 and 20% on one and two devices: the layers
+    assigned beside the draft."""
     del moe
     runs: list[Run] = []
     for share in (60, 25, 10, 8, 7, 6, 3):
         free = int(full_offload_bytes * share / 100 / MIB) + 1024
         runs += [(f"fitmtp1_{share}", _fit_gpus(1, free)), (f"fitmtp2_{share}", _fit_gpus(2, free))]
+    cuda = {"mock_alloc": "cuda", "mock_moe_dep": "1", "n_ctx": "8192"}
+    for share in (12, 20):
+        free = int(full_offload_bytes * share / 100 / MIB) + 1024
+        runs += [(f"fitmtp{n}_{share}_cuda", _fit_gpus(n, free) | cuda) for n in (1, 2)]
     return [(label, args | {"fit": "1"}) for label, args in runs]
 
 
