@@ -322,6 +322,9 @@ class GraphShape:
     # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings
     pooling: int = 0
     rank_head: RankHead = RankHead()  # build_pooling's classification head under RANK (none by default)
+    # an MTP draft graph's block runs as this layer (hparams.n_layer(): the first NextN layer), its weights and cache
+    # that layer's (the scheduler places them by it); 0 for the trunk's graphs
+    mtp_layer: int = 0
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:
