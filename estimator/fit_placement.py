@@ -18,7 +18,8 @@ for a sequence of candidate placements and keeps `--fit-target` (1 GiB) free on 
 
 It writes -ngl (the layers on the GPUs), -ts (the layers per device, several devices) and the -ot overrides of its
 partial layers. The search itself is `fit_placement`; what each candidate holds per device comes from `measure`,
-the caller's forecast of llama.cpp's dry run for a context and a placement.
+the caller's forecast of llama.cpp's dry run for a context and a placement. Under llama-server's --spec-type
+draft-mtp each measurement also holds the MTP draft context (common_fit_extra_model: draft_memory).
 """
 
 from __future__ import annotations

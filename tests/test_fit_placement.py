@@ -151,6 +151,20 @@ def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
 
 
 @pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in PLACED_TRUNKS], ids=row_id)
+def test_the_draft_context_on_the_fitted_placement_equals_llama_cpps(
+    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
+) -> None:
+    """The draft context llama-server then makes on the model loaded with the fitter's choice (the row's `mtp_ctx`,
+    a dry run): its cache and compute buffer per device for that placement, layers on the CPU and partial layers
+    among them."""
+    model, at = memory_at(run, mtp_summaries[run["model"]], run["model"])
+    request = dataclasses.replace(request_of(run), mmap=False)
+    got = draft_memory(model, at(run["cparams"]["n_ctx"]), devices_of(run), request, BY_NAME[CPU_VARIANT])
+    want = {k: (v["context"], v["compute"]) for k, v in run["mtp_ctx"]["per_device"].items() if k != "Host"}
+    assert got == want
+
+
+@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in PLACED_TRUNKS], ids=row_id)
 def test_under_mtp_the_fitters_choice_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
