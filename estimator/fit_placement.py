@@ -18,7 +18,8 @@ for a sequence of candidate placements and keeps `--fit-target` (1 GiB) free on 
 
 It writes -ngl (the layers on the GPUs), -ts (the layers per device, several devices) and the -ot overrides of its
 partial layers. The search itself is `fit_placement`; what each candidate holds per device comes from `measure`,
-the caller's forecast of llama.cpp's dry run for a context and a placement.
+the caller's forecast of llama.cpp's dry run for a context and a placement. Under llama-server's --spec-type
+draft-mtp each measurement also holds the MTP draft context (common_fit_extra_model: draft_memory).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from memfit.estimator.devices import CPU, Device
 from memfit.estimator.fitter import DEFAULT_MARGIN, DEFAULT_MIN_CTX, FULL_CONTEXT, MIB, interpolated_context
 from memfit.estimator.layout import Layout
 from memfit.estimator.machine import GpuMemory
+from memfit.estimator.mtp import draft_context, draft_geometry, draft_types, mtp_refusal, with_mtp
 from memfit.estimator.placement import (
     Buffers,
     Memory,
@@ -42,8 +44,11 @@ from memfit.estimator.placement import (
     Placement,
     PlacementUnsupported,
     SplitMode,
+    draft_kv_placed,
+    layer_devices,
     model_devices,
     place,
+    split_points,
 )
 from memfit.estimator.scheduler import Mode
 from memfit.estimator.subject import Subject
@@ -379,6 +384,30 @@ def _assign_layers(search: _Search, margins: Sequence[int], why: str) -> Placeme
     return PlacementFit(search.n_ctx, offload, True, why + where, tuple(layers))
 
 
+def draft_memory(
+    model: ModelTensors, memory: Memory, devices: Sequence[Device], base: Placement, variant: CpuVariant
+) -> dict[str, tuple[int, int]]:
+    """common_fit_params' add_extra_memory under llama-server's draft-mtp (common_init_result's common_fit_extra_model:
+    the MTP draft context on the target's model, shares_model): each model device's (context, compute) bytes of the
+    draft context at `memory`'s context, from a dry run laid out by the extra's own model parameters, the launcher's
+    (`base`: a copy of its -ngl, -ts and overrides, which the fitter's trials never reach), its weights not counted.
+    The context is the draft's KV cache in its layers' buffer types (placement.draft_kv_placed), the compute the
+    scheduler's buffer of each backend for the draft's DECODER_MTP graph (estimator/graph_mtp.py: its block the NextN
+    layer's, the token rows and the LM head the input and output layers'). Empty without a draft context."""
+    draft = draft_context(model.architecture, memory.layout) if memory.geometry.nextn_width else None
+    if draft is None:
+        return {}
+    used = model_devices(devices, base)
+    layers = layer_devices(model.n_layer, base.gpu_layers, used, split_points(used, base.tensor_split))
+    kv = draft_kv_placed(model, memory, base, layers)
+    result = place(model, memory, devices, base, variant)
+    geometry = draft_geometry(memory.geometry)
+    k_type, v_type = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)
+    graph = Memory(replace(memory.layout, graph=draft.graph), geometry, k_type, v_type)
+    compute = dict(pool_buffers(model, graph, tuple(devices), base, result, Mode.DRY).floors)
+    return {d.name: (kv.get(d.name, 0), compute.get(d.name, 0)) for d in used}
+
+
 def forecast_measure(
     model: ModelTensors,
     memory_at: Callable[[int], Memory],
@@ -388,12 +417,20 @@ def forecast_measure(
 ) -> Measure:
     """common_get_device_memory_data as memfit forecasts it: for a total context and the fitter's -ngl, -ts and
     overrides over the launcher's other flags (`base`), each model device's weights (its own buffer type), KV cache
-    and recurrent state (estimator/placement.py) and compute buffer (estimator/scheduler.py's dry run)."""
+    and recurrent state (estimator/placement.py) and compute buffer (estimator/scheduler.py's dry run); under
+    draft-mtp (the memory's nextn rows) the target's dry run without the draft, and the draft context's bytes
+    (draft_memory, once per context) added to each device's."""
     used = model_devices(devices, base)
     base = replace(base, mmap=False)  # common_get_device_memory_data: load_mode NONE, no_alloc
+    extra: dict[int, dict[str, tuple[int, int]]] = {}  # add_extra_memory's measurement, by context
 
     def measure(n_ctx: int, offload: Offload) -> list[DeviceMemory]:
         memory = memory_at(n_ctx)
+        if memory.geometry.nextn_width:
+            if n_ctx not in extra:
+                extra[n_ctx] = draft_memory(model, memory, devices, base, variant)
+            memory = replace(memory, geometry=replace(memory.geometry, nextn_width=0))
+        added = extra.get(n_ctx, {})
         request = replace(
             base,
             gpu_layers=base.gpu_layers if offload.gpu_layers is None else offload.gpu_layers,
@@ -408,8 +445,8 @@ def forecast_measure(
             DeviceMemory(
                 d.free,
                 pools.get(d.name, empty).weights,
-                pools.get(d.name, empty).kv + pools.get(d.name, empty).recurrent,
-                compute.get(d.name, 0),
+                pools.get(d.name, empty).kv + pools.get(d.name, empty).recurrent + added.get(d.name, (0, 0))[0],
+                compute.get(d.name, 0) + added.get(d.name, (0, 0))[1],
             )
             for d in used
         ]
@@ -446,11 +483,13 @@ def predicted_fit(
 ) -> PlacementFit | None:
     """What llama.cpp's fitter does for the workload on `gpus` (-c 0 where `choose_context`); None where it has no
     GPU to place on or memfit cannot forecast the candidates (the model's tensors, its graph, a placement memfit
-    does not mirror, or draft-mtp's: the fitter fits the MTP context with the target, common_fit_extra_model)."""
+    does not mirror, or under draft-mtp a draft context memfit does not derive, which the fitter fits beside the
+    target: common_fit_extra_model, forecast_measure)."""
+    subject = with_mtp(subject, workload)  # draft-mtp loads the NextN layers (load_mtp): hp_ngl counts them
     layout, devices = subject.layout, gpu_devices(gpus)
     if not devices or not subject.tensors or layout is None or subject.context_limit is None:
         return None
-    if workload.multi_token_prediction:
+    if workload.multi_token_prediction and mtp_refusal(subject, workload) is not None:
         return None
     if workload.placement.gpu_layers is None:  # an unknown mode names no -ngl
         return None
@@ -468,12 +507,15 @@ def predicted_fit(
         return None
     streams = workload.streams
     kernel = ContextKernel(layout, subject.n_vocab, subject.architecture, workload)
+    if kernel.draft_unknown:
+        return None
 
     def memory_at(n_ctx: int) -> Memory:
         return Memory(layout, kernel.geometry(max(1, n_ctx // streams)), kernel.k_type, kernel.v_type)
 
     fit_params = FitParams(
-        n_layer=model.n_trunk,  # hp_ngl: llama_model_n_layer (the NextN layers not loaded: llama-server's no MTP)
+        # hp_ngl: llama_model_n_layer, and under draft-mtp (load_mtp) llama_model_n_layer_nextn too
+        n_layer=model.n_layer if workload.multi_token_prediction else model.n_trunk,
         n_expert=expert_count(layout),
         n_ctx_train=subject.context_limit,
         n_ctx=0 if choose_context else workload.n_ctx,

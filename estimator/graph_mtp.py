@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from memfit.estimator.compute_graph import DecoderGraph, ubatch_outputs
 from memfit.estimator.context import ContextGeometry
-from memfit.estimator.ggml_graph import F32, I32, Graph, Tensor, get_rows, mul_mat, new_tensor, op, same_shape
+from memfit.estimator.ggml_graph import F32, I32, Graph, Tensor, get_rows, in_layer, mul_mat, new_tensor, op, same_shape
 from memfit.estimator.graph_delta_net import IMROPE_POSITIONS, KdaGraph, QwenNextGraph
 from memfit.estimator.graph_ffn import build_ffn, routed_experts
 from memfit.estimator.layout import GraphLayer, GraphShape
@@ -41,6 +41,7 @@ def _inputs(g: DecoderGraph, pos_per_token: int) -> tuple[Tensor, Tensor]:
 def _eh_proj(g: DecoderGraph, tok: Tensor, h: Tensor) -> Tensor:
     """enorm(rows) and hnorm(hidden) concatenated on dim 0, times eh_proj: [n_embd, T]."""
     e = g.shape.n_embd
+    in_layer(g.shape.mtp_layer)  # the NextN layer's tensors (llama.cpp's il = n_layer()) from its norms on
     joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok), g.norm(h))
     return mul_mat(None, joined, e)
 
@@ -49,6 +50,7 @@ def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int) -> Graph:
     """The head norm over every row (res->t_h_nextn, an output), its output rows, the LM head (t_logits)."""
     cur = g.norm(cur)
     cur.output = True
+    in_layer(None)  # the LM head: the model's output (il -1)
     logits = mul_mat(None, get_rows(cur, out_ids, g.shape.n_embd), n_vocab)
     logits.output = True
     g.gf.expand(logits)
@@ -120,7 +122,9 @@ class IswaMtpGraph(NextnMtpGraph):
         out, out_ids = self.block()
         rows = get_rows(out, out_ids, self.shape.n_embd)
         rows.output = True
-        logits = mul_mat(None, self.norm(rows), self.n_vocab)
+        normed = self.norm(rows)
+        in_layer(None)  # the LM head: the model's output (il -1)
+        logits = mul_mat(None, normed, self.n_vocab)
         logits.output = True
         self.gf.expand(logits)
         return self.gf
@@ -185,4 +189,6 @@ def mtp_graph_shape(arch: str, shape: GraphShape) -> GraphShape | None:
     if builder is None or block is None:
         return None
     v_width_all = max(b.n_head_kv * b.head_v for b in shape.layers + shape.nextn)
-    return replace(shape, layers=(block,), nextn=(), v_width_all=v_width_all, builder=builder)
+    return replace(
+        shape, layers=(block,), nextn=(), v_width_all=v_width_all, builder=builder, mtp_layer=len(shape.layers)
+    )

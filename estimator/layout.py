@@ -344,6 +344,9 @@ class GraphShape:
     # hparams.n_embd_v_gqa_max() where it exceeds the layers' own (an MTP draft graph of one NextN block): the width
     # of a transposed V cache and of its v_idxs (0: the layers' widest)
     v_width_all: int = 0
+    # an MTP draft graph's block runs as this layer (hparams.n_layer(): the first NextN layer), its weights and cache
+    # that layer's (the scheduler places them by it); 0 for the trunk's graphs
+    mtp_layer: int = 0
 
     @cached_property
     def distinct_layers(self) -> tuple[GraphLayer, ...]:

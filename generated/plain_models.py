@@ -258,8 +258,10 @@ class WireFitVerdictRequest:
     layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
     host (each share's ceiling holds all of it). llama-server's `--fit` fits the draft context with the model
     (since 1.21.0 on a host without GPUs: the context the `llamaServer` and `running` profiles choose counts
-    its KV cache and compute buffer at every context tried, and the NextN layers' weights); with GPUs, and
-    for a draft memfit does not derive, they answer llama.cpp's fitter as starting from the trained context.
+    its KV cache and compute buffer at every context tried, and the NextN layers' weights; since 1.22.0 with
+    GPUs too, the draft's KV cache and compute buffer per device laid out by the launcher's own flags, where
+    memfit splits the model's graph across devices); for a draft memfit does not derive, or a graph it does
+    not split, they answer llama.cpp's fitter as starting from the trained context.
     A model without NextN layers, or a file without their tensors (the draft's graph aborts), is
     answered `workloadUnsupported`: llama-server does not start it so. Set `rollbackSnapshots` too (the
     draft length) for the recurrent state; the draft each verification carries is `draftTokens` (3 by

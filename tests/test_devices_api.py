@@ -445,3 +445,33 @@ def test_the_mtp_draft_context_is_placed_with_its_nextn_layer(tmp_path: Path) ->
     draft = run["draft_ctx"]
     assert mtp["gpu"]["kvCache"]["bytes"] - plain["gpu"]["kvCache"]["bytes"] == draft["memory_bytes"]
     assert mtp["host"]["kvCache"]["bytes"] == plain["host"]["kvCache"]["bytes"]
+
+
+# llama-server's --spec-type draft-mtp on ggml-cuda's rules (tools/truth/mock/matrix.py mtp_fit_runs): the fitter with
+# the MTP draft context beside the target (common_fit_extra_model) at a context of 8192, on the models whose trunk
+# memfit splits per backend (deepseek2, glm4moe)
+MTP_FIT_RUNS = [
+    r
+    for r in rows("fit_mtp_gpu.jsonl")
+    if r["mock"]["alloc"] == "cuda" and r["model"] in ("deepseek2-mla-mtp", "glm4moe-mtp")
+]
+
+
+@pytest.mark.parametrize("row", MTP_FIT_RUNS, ids=row_id)
+def test_under_mtp_cpu_offload_answers_with_the_fitters_placement(row: dict[str, Any], tmp_path: Path) -> None:
+    """multiTokenPrediction with cpuOffload: the -ngl, -ts and overrides common_fit_params chose beside the draft
+    context, the fitter named as their source."""
+    write_model(WRITERS[row["model"]](), tmp_path / f"{row['model']}.gguf")
+    gpus = tuple(declared_gpu(f"cuda:{t}:{f}", i) for i, (t, f) in enumerate(_sizes(row["mock"])))
+    service = build_service([Root(str(tmp_path), RootKind.PLAIN)], settings=Settings(gpus=gpus))
+    service.index.refresh()
+    body: dict[str, Any] = {"cpuVariant": CPU_VARIANT, "mode": "cpuOffload", "allocatedTokens": 8192}
+    body["multiTokenPrediction"] = True
+    answer = wire.fit_batch(service, [WireFitVerdictRequest(model_id=row["model"], **body)]).results[0]
+    workload, fit = answer.estimate.workload.model_dump(by_alias=True), row["fit"]
+    assert workload["gpuLayers"] == ("all" if fit["n_gpu_layers"] < 0 else fit["n_gpu_layers"])
+    n = row["mock"]["n"]
+    assert workload["tensorSplit"] == (fit["tensor_split"][:n] if n > 1 else [])
+    assert workload["tensorOverrides"] == [f"{p}={b.replace('MOCK', 'CUDA')}" for p, b in fit["overrides"]]
+    sources = {s["setting"]: s for s in workload["settings"]}
+    assert {sources[s]["source"] for s in ("gpuLayers", "tensorSplit", "tensorOverrides")} == {"fitter"}

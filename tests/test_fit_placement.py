@@ -10,12 +10,25 @@ weights, KV cache, recurrent state and compute buffer) and chooses the same on e
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from memfit.estimator.artifact import HeaderSummary
-from memfit.estimator.fit_placement import DeviceMemory, FitParams, Measure, Offload, fit_placement
+from memfit.estimator.cpu_variant import BY_NAME
+from memfit.estimator.fit_placement import (
+    DeviceMemory,
+    FitParams,
+    Measure,
+    Offload,
+    draft_memory,
+    fit_placement,
+    forecast_measure,
+)
+from memfit.estimator.placement import PlacementUnsupported
 from tools.truth.mock import files, row_id, rows
-from tools.truth.mock.mirror import fitter, written_models
+from tools.truth.mock.matrix import CPU_VARIANT
+from tools.truth.mock.mirror import devices_of, fitter, memory_at, request_of, written_models
 
 RUNS = [r for path in files() for r in rows(path.name) if r.get("fit")]
 MIB = 1 << 20
@@ -83,3 +96,106 @@ def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
     request = FitParams(32, 0, 4096, 4096, 1, True, gpu_layers=20, user_placement="-ngl 20")
     got = fit_placement(request, ["CUDA0"], _linear(100 * MIB, 300 * MIB, 2048 * MIB))
     assert not got.fitted and got.offload == Offload() and "-ngl 20" in got.why
+
+
+# --- llama-server's --spec-type draft-mtp: the MTP draft context fitted beside the target -------------------------
+
+# tests/data/mock/fit_mtp_gpu.jsonl (tools/truth/mock/matrix.py mtp_fit_runs): common_fit_params given
+# common_init_result's common_fit_extra_model, one and two mock GPUs; `fit.extra` is the draft's dry run at the
+# fitted context per device (what add_extra_memory adds there, its weights not counted: shares_model)
+MTP_RUNS = [r for r in rows("fit_mtp_gpu.jsonl") if r.get("fit")]
+# the trunks whose split graph memfit's scheduler places per backend; qwen35's and bailingmoe3's delta-net trunks are
+# not (their builders name no layer), so memfit does not predict the fitter for them (predicted_fit: None)
+PLACED_TRUNKS = {"deepseek2-mla-mtp", "glm4moe-mtp"}
+
+
+@pytest.fixture(scope="module")
+def mtp_summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[HeaderSummary]]:
+    return written_models(tmp_path_factory.mktemp("mock-mtp-models"), (r["model"] for r in MTP_RUNS))
+
+
+def _draft(run: dict, summaries: list[HeaderSummary]) -> dict[str, tuple[int, int]]:
+    """memfit's add_extra_memory for the run: the draft's (context, compute) bytes per device at the fitted context,
+    laid out by the launcher's flags (every layer on the GPUs)."""
+    model, at = memory_at(run, summaries, run["model"])
+    base = dataclasses.replace(request_of({**run, "fit": None}), gpu_layers=None, mmap=False)
+    return draft_memory(model, at(run["fit"]["extra"]["n_ctx"]), devices_of(run), base, BY_NAME[CPU_VARIANT])
+
+
+def test_the_mtp_runs_cover_the_fitters_paths() -> None:
+    fits = {(r["model"], r["label"]): r["fit"] for r in MTP_RUNS}
+    placed = [f for (m, _), f in fits.items() if m in PLACED_TRUNKS]
+    assert {r["mock"]["n"] for r in MTP_RUNS} == {1, 2} and {r["mock"]["alloc"] for r in MTP_RUNS} == {"plain", "cuda"}
+    assert all(f["status_name"] == "success" for f in fits.values())
+    assert any(f["n_ctx_before"] == 0 and f["n_ctx"] > f["n_ctx_min"] and f["n_gpu_layers"] < 0 for f in placed)
+    assert any(f["n_gpu_layers"] == 0 for f in placed)  # the draft alone takes the room of every layer
+    assert any(0 < f["n_gpu_layers"] and f["overrides"] and f["tensor_split"][1] > 0 for f in placed)
+    assert any(0 < f["n_gpu_layers"] and f["overrides"] and len(f["tensor_split"]) == 1 for f in placed)
+    assert any(b == "MOCK1" for f in placed for _, b in f["overrides"])
+    # two devices: the draft's graph computed on the device of its NextN layer alone; its cache there too (a
+    # NextN-only cache) or on both (deepseek2's and glm4moe's cache of every layer)
+    two = {m: f["extra"] for (m, _), f in fits.items() if len(f["tensor_split"]) == 2}
+    assert all(x["MOCK0"]["compute"] == 0 < x["MOCK1"]["compute"] for x in two.values())
+    assert two["qwen35-mtp"]["MOCK0"]["context"] == 0 < two["deepseek2-mla-mtp"]["MOCK0"]["context"]
+
+
+@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] != "bailingmoe3"], ids=row_id)
+def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
+    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
+) -> None:
+    """The MTP draft context's KV cache and compute buffer on each device (its DECODER_MTP graph split by the
+    scheduler: the pipeline's copies on two devices), byte for byte."""
+    extra = run["fit"]["extra"]
+    want = {name: (extra[name]["context"], extra[name]["compute"]) for name in run["per_device"] if name != "Host"}
+    assert _draft(run, mtp_summaries[run["model"]]) == want
+
+
+@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in PLACED_TRUNKS], ids=row_id)
+def test_the_draft_context_on_the_fitted_placement_equals_llama_cpps(
+    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
+) -> None:
+    """The draft context llama-server then makes on the model loaded with the fitter's choice (the row's `mtp_ctx`,
+    a dry run): its cache and compute buffer per device for that placement, layers on the CPU and partial layers
+    among them."""
+    model, at = memory_at(run, mtp_summaries[run["model"]], run["model"])
+    request = dataclasses.replace(request_of(run), mmap=False)
+    got = draft_memory(model, at(run["cparams"]["n_ctx"]), devices_of(run), request, BY_NAME[CPU_VARIANT])
+    want = {k: (v["context"], v["compute"]) for k, v in run["mtp_ctx"]["per_device"].items() if k != "Host"}
+    assert got == want
+
+
+@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in PLACED_TRUNKS], ids=row_id)
+def test_under_mtp_the_fitters_choice_equals_llama_cpps(
+    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
+) -> None:
+    """The context, -ngl, -ts and overrides common_fit_params chose with the draft beside the target, and each
+    device's bytes at that choice: the target's weights, cache and compute buffer as llama.cpp then loaded them,
+    and the draft's."""
+    got = fitter(run, mtp_summaries[run["model"]])
+    fit, n_devices = run["fit"], run["mock"]["n"]
+    assert got.fitted, got.why
+    assert got.n_ctx == fit["n_ctx"] == run["cparams"]["n_ctx"]
+    assert got.offload.gpu_layers == (None if fit["n_gpu_layers"] < 0 else fit["n_gpu_layers"])
+    assert _split(got.offload.tensor_split) == _split(fit["tensor_split"][:n_devices])
+    assert list(got.offload.overrides) == [tuple(o) for o in fit["overrides"]]
+    model, at = memory_at(run, mtp_summaries[run["model"]], run["model"])
+    base = dataclasses.replace(request_of({**run, "fit": None}), gpu_layers=None)
+    measured = forecast_measure(model, at, devices_of(run), base, BY_NAME[CPU_VARIANT])(got.n_ctx, got.offload)
+    for device, memory in zip(run["model_devices"], measured, strict=True):
+        want, extra = run["per_device"][device], fit["extra"][device]
+        assert (memory.model, memory.context, memory.compute) == (
+            want["model"],
+            want["context"] + extra["context"],
+            want["compute"] + extra["compute"],
+        ), device
+
+
+@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] not in PLACED_TRUNKS], ids=row_id)
+def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(
+    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
+) -> None:
+    """qwen35's and bailingmoe3's trunks (and bailingmoe3's draft graph, whose attention gate and router read
+    weights of one shape) are not split per backend: the fitter's candidates are not forecast, so memfit names no
+    choice for them rather than a wrong one."""
+    with pytest.raises(PlacementUnsupported):
+        fitter(run, mtp_summaries[run["model"]])

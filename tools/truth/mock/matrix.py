@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tools.families import attention, recurrent, shapes
+from tools.families import attention, more, recurrent, shapes
 from tools.gguf_writers import PUBLIC_SET, QT, SHAPE_SET, Model, llama_gqa
 
 Run = tuple[str, dict[str, str]]  # (label, probe arguments)
@@ -190,6 +190,35 @@ def _fit_gpus(n: int, free_mib: int) -> dict[str, str]:
     return {"mock_gpus": str(n), "mock_free_mib": str(free), "mock_total_mib": str(total)}
 
 
+# llama-server's --spec-type draft-mtp: the fitter fits the MTP draft context beside the target (common_init_result's
+# common_fit_extra_model), on tiny models of the NextN-only caches (qwen35's gated attention, bailingmoe3's MLA) and
+# the all-layers ones (deepseek2's MLA, glm4moe's attention)
+FIT_MTP: dict[str, Callable[[], Model]] = {
+    **{n: recurrent.FAMILY_SET[n] for n in ("qwen35-mtp", "bailingmoe3")},
+    **attention.MTP_MODELS,
+    **more.MTP_MODELS,
+}
+
+
+def mtp_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
+    """The fitter choosing the context (-c 0) with the MTP draft context beside the target, on free memory that
+    holds 60, 25, 10, 8, 7, 6 and 3% of the target's full offload at the trained context plus the 1 GiB margin, on one
+    device and on two of half that: the context reduced alone, then the layers assigned (the draft's cache and
+    compute buffer where its own placement, every layer on the GPUs, puts them). Then on ggml-cuda's rules (a
+    declared cuda GPU stands for the mock) at a context of 8192, with 12 and 20% on one and two devices: the layers
+    assigned beside the draft."""
+    del moe
+    runs: list[Run] = []
+    for share in (60, 25, 10, 8, 7, 6, 3):
+        free = int(full_offload_bytes * share / 100 / MIB) + 1024
+        runs += [(f"fitmtp1_{share}", _fit_gpus(1, free)), (f"fitmtp2_{share}", _fit_gpus(2, free))]
+    cuda = {"mock_alloc": "cuda", "mock_moe_dep": "1", "n_ctx": "8192"}
+    for share in (12, 20):
+        free = int(full_offload_bytes * share / 100 / MIB) + 1024
+        runs += [(f"fitmtp{n}_{share}_cuda", _fit_gpus(n, free) | cuda) for n in (1, 2)]
+    return [(label, args | {"fit": "1"}) for label, args in runs]
+
+
 @dataclass(frozen=True)
 class MockFile:
     """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
@@ -215,5 +244,9 @@ MOCK_FILES: dict[str, MockFile] = {
         tiny=False,
         fits=context_fit_runs,
         placements=False,
+    ),
+    # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
+    "fit_mtp_gpu.jsonl": MockFile(
+        FIT_MTP, {"n_ctx": "0", "no_alloc": "1", "mtp_ctx": "1"}, tiny=False, fits=mtp_fit_runs, placements=False
     ),
 }

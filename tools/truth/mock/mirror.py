@@ -113,6 +113,7 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
     k_type, v_type = GGML_CACHE_TYPES[a.get("type_k", "f16")], GGML_CACHE_TYPES[a.get("type_v", "f16")]
     assert facts.layout is not None and facts.n_vocab is not None, facts.layout_error
     layout = facts.layout
+    mtp = a.get("mtp_ctx") == "1"  # the model loaded with load_mtp, and the MTP draft context made
 
     def at(n_ctx: int) -> Memory:
         geometry = llama_geometry(
@@ -129,9 +130,12 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
         geometry = dataclasses.replace(geometry, transposed_v=a.get("fa") == "off")  # the cache made before auto
         # llama-server's output limit as the run set it (outputs_max: llama_context_params.n_outputs_max)
         geometry = dataclasses.replace(geometry, n_outputs_max=int(a.get("outputs_max", 0)))
+        if mtp:  # llama-server's draft-mtp: the nextn rows (the draft context beside the target, f16 caches)
+            geometry = dataclasses.replace(geometry, nextn_width=layout.nextn_width)
         return Memory(layout, geometry, k_type, v_type)
 
-    return model_tensors(summaries, facts.n_vocab), at
+    model = model_tensors(summaries, facts.n_vocab)
+    return (model.with_mtp() if mtp or a.get("mtp") == "1" else model), at
 
 
 def memory_of(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str) -> tuple[ModelTensors, Memory]:
@@ -149,7 +153,7 @@ def fitter(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> Placement
     assert facts.layout is not None and facts.context_limit is not None
     devices = devices_of(row)
     request = FitParams(
-        model.n_trunk,
+        model.n_layer if args_of(row).get("mtp_ctx") == "1" else model.n_trunk,  # hp_ngl: NextN layers loaded too
         expert_count(facts.layout),
         facts.context_limit,
         int(a.get("n_ctx", 0)),

@@ -47,6 +47,16 @@
 //     fit_margin_mib=1024    margin per device (one value or a list)
 //     fit_min_ctx=4096       n_ctx_min;  n_ctx=0 lets the fitter choose the context size
 //     fit_verbose=0|1        print the fitter's trace log to stderr
+//   llama-server's --spec-type draft-mtp (as the CPU probe tools/truth/probe.cpp):
+//     mtp=1                  the model loaded with load_mtp (common_model_params_to_llama under draft-mtp)
+//     mtp_ctx=1              mtp=1, and the MTP draft context beside the target: with fit=1 common_fit_params gets
+//                            common_init_result's common_fit_extra_model (the launcher's model params as they were
+//                            before the fit, the draft's context params, shares_model); the row's `fit` gets
+//                            `extra`: common_get_device_memory_data of that extra at the fitted context (per device,
+//                            the bytes the fitter added at that context before zeroing the shared weights); after the
+//                            target's context, the draft context (common_speculative_init_result: ctx_type MTP, the
+//                            target's n_ctx, ctx_other the target) is made on the loaded model: `mtp_ctx` its per-device
+//                            breakdown.  type_k_draft, type_v_draft: the draft's cache types (default f16)
 //   quiet=1                  do not echo llama.cpp's log to stderr
 //   hold=1                   after printing the JSON line, keep the model and context allocated until a line arrives
 //                            on stdin (tools/truth/gpu_check.py reads NVML's used memory meanwhile)
@@ -402,6 +412,8 @@ int main(int argc, char ** argv) {
         mp.devices = devlist.data();
     }
     mp.no_host = geti("no_host", 0) != 0;
+    const bool mtp_ctx = geti("mtp_ctx", 0) != 0;
+    mp.load_mtp = mtp_ctx || geti("mtp", 0) != 0;
     mp.use_extra_bufts = geti("repack", 1) != 0;
     mp.load_mode = geti("mmap", 0) ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
     const bool meta = geti("meta", 0) != 0;
@@ -424,6 +436,19 @@ int main(int argc, char ** argv) {
     cp.offload_kqv = geti("kv_offload", 1) != 0;
     cp.op_offload  = geti("op_offload", 1) != 0;
     cp.no_perf    = true;
+    // the MTP draft context's parameters from the server's, as common_base_params_to_speculative and
+    // common_init_result / common_speculative_init_result make them (probe.cpp's draft_params)
+    const auto draft_params = [&](llama_context_params base) {
+        base.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        base.n_rs_seq = 0;
+        base.type_k = parse_type(gets("type_k_draft", "f16"));
+        base.type_v = parse_type(gets("type_v_draft", "f16"));
+        base.n_outputs_max = cp.n_seq_max;
+        base.n_outputs_max_per_seq = 1;
+        base.embeddings = false;
+        base.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;
+        return base;
+    };
 
     // ---- optional: llama.cpp's fitter against the mock devices' free memory ----
     std::string fit_json = "null";
@@ -441,10 +466,32 @@ int main(int argc, char ** argv) {
         if (geti("fit_verbose", 0)) common_log_set_verbosity_thold(LOG_LEVEL_TRACE);
         llama_model_params mp_fit = mp;
         mp_fit.no_alloc = false; // the fitter sets no_alloc itself for its measurements
+        // common_init_result under draft-mtp: the extra's model params are the launcher's (a copy of params, so
+        // neither -ts nor the overrides the fitter writes reach them), its context params the draft's
+        llama_model_params mp_extra = mp_fit;
+        llama_context_params cp_extra = draft_params(cp);
+        const common_fit_extra_model extra = { argv[1], &mp_extra, &cp_extra, /*shares_model*/ true };
         const int64_t t0 = llama_time_us();
         const common_params_fit_status st = common_fit_params(argv[1], &mp_fit, &cp, fit_ts.data(), tbo.data(),
-            margins.data(), n_ctx_min, nullptr, GGML_LOG_LEVEL_ERROR);
+            margins.data(), n_ctx_min, mtp_ctx ? &extra : nullptr, GGML_LOG_LEVEL_ERROR);
         const int64_t t1 = llama_time_us();
+        std::string extra_json;
+        if (mtp_ctx) {
+            // what add_extra_memory measured at the context the fitter settled on (model bytes before shares_model
+            // zeroes them), per device of the extra's own layout, the host last
+            cp_extra.n_ctx = cp.n_ctx;
+            std::vector<ggml_backend_dev_t> devs_extra;
+            uint32_t ngl_e = 0, nct_e = 0, nex_e = 0;
+            const auto md = common_get_device_memory_data(argv[1], &mp_extra, &cp_extra, devs_extra, ngl_e, nct_e, nex_e,
+                                                          GGML_LOG_LEVEL_ERROR);
+            extra_json = ",\"extra\":{\"n_ctx\":" + std::to_string(cp_extra.n_ctx) + ",\"hp_ngl\":" + std::to_string(ngl_e);
+            for (size_t i = 0; i < md.size(); ++i) {
+                const std::string name = i < devs_extra.size() ? ggml_backend_dev_name(devs_extra[i]) : "Host";
+                extra_json += "," + jstr(name) + ":{\"model\":" + std::to_string(md[i].model) + ",\"context\":" +
+                              std::to_string(md[i].context) + ",\"compute\":" + std::to_string(md[i].compute) + "}";
+            }
+            extra_json += "}";
+        }
         mp.n_gpu_layers = mp_fit.n_gpu_layers;
         mp.tensor_split = mp_fit.tensor_split;
         mp.tensor_buft_overrides = mp_fit.tensor_buft_overrides;
@@ -470,7 +517,7 @@ int main(int argc, char ** argv) {
         }
         o += "],\"margins_mib\":[";
         for (size_t i = 0; i < std::max<size_t>(n_gpu_devs, 1); ++i) { if (i) o += ","; o += std::to_string(margins[i] / (1024 * 1024)); }
-        o += "],\"n_ctx_min\":" + std::to_string(n_ctx_min) + "}";
+        o += "],\"n_ctx_min\":" + std::to_string(n_ctx_min) + extra_json + "}";
         fit_json = o;
         if (!mp.tensor_buft_overrides || !mp.tensor_buft_overrides->pattern) {
             // keep it non-null only if it holds something
@@ -702,6 +749,34 @@ int main(int argc, char ** argv) {
         for (auto & [n, d] : mb_other) s += "," + jstr(n) + ":" + one(d) + "}";
         o += ",\"per_device\":" + s + "}";
     }
+    // llama-server's MTP draft context on the loaded model (common_speculative_init_result), its bytes per device
+    llama_context * ctx_dft = nullptr;
+    if (mtp_ctx) {
+        llama_context_params dp = draft_params(cp);
+        dp.n_ctx = llama_n_ctx(ctx);
+        dp.ctx_other = ctx;
+        ctx_dft = llama_init_from_model(model, dp);
+        std::string s = "{";
+        if (!ctx_dft) {
+            s += "\"error\":\"draft context init failed\"";
+        } else {
+            std::vector<llama_memory_breakdown_data> d(n_model_dev + 1);
+            for (const auto & [buft, mb] : llama_get_memory_breakdown(ctx_dft)) {
+                size_t idx = n_model_dev;
+                ggml_backend_dev_t dev = ggml_backend_buft_is_host(buft) ? nullptr : ggml_backend_buft_get_device(buft);
+                for (int i = 0; i < n_model_dev; ++i) if (dev && dev == llama_model_get_device(model, i)) idx = i;
+                d[idx].model += mb.model; d[idx].context += mb.context; d[idx].compute += mb.compute;
+            }
+            s += "\"n_ctx\":" + std::to_string(ctx_dft->cparams.n_ctx) + ",\"per_device\":{";
+            for (int i = 0; i <= n_model_dev; ++i) {
+                s += (i ? "," : "") + jstr(i < n_model_dev ? ggml_backend_dev_name(llama_model_get_device(model, i)) : "Host") +
+                     ":{\"model\":" + std::to_string(d[i].model) + ",\"context\":" + std::to_string(d[i].context) +
+                     ",\"compute\":" + std::to_string(d[i].compute) + "}";
+            }
+            s += "}";
+        }
+        o += ",\"mtp_ctx\":" + s + "}";
+    }
     // compute buffer per scheduler backend, graph splits, copies, pipeline parallelism
     {
         std::string s = "[";
@@ -787,6 +862,7 @@ int main(int argc, char ** argv) {
         if (!fgets(line, sizeof line, stdin)) { /* stdin closed: release as well */ }
     }
 
+    if (ctx_dft) llama_free(ctx_dft);
     llama_free(ctx);
     llama_model_free(model);
     llama_backend_free();
