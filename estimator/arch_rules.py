@@ -997,8 +997,11 @@ SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 GPT_OSS = replace(SAME_NEXTN_DECODER, attn_biases=True, sinks=True, routing=gpt_oss_routing)
 QK_NORMED = Graph(qk_norm=True, node_for_node=True)  # qwen3.cpp, qwen3moe.cpp: attn_q_norm, attn_k_norm before rope
 QWEN3MOE = replace(QK_NORMED, routing=normed_routing)
-GEMMA2 = Graph(post_norms=True, node_for_node=True)  # src/models/gemma2.cpp
-GEMMA3 = Graph(post_norms=True, qk_norm=True, node_for_node=True)  # src/models/gemma3.cpp
+# src/models/gemma2.cpp, gemma3.cpp: build_ffn(..., LLM_FFN_GELU, LLM_FFN_PAR), geglu
+GEMMA2 = Graph(post_norms=True, activation=FfnOp.GELU, node_for_node=True)
+GEMMA3 = Graph(post_norms=True, qk_norm=True, activation=FfnOp.GELU, node_for_node=True)
+# src/models/gemma-embedding.cpp: gemma3's blocks over build_attn_inp_no_cache (non-causal, no cache), no LM head
+GEMMA_EMBEDDING = replace(GEMMA3, logits=False, cache_attention=False)
 
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
@@ -1364,7 +1367,12 @@ RULES: dict[str, ArchRule] = {
     "neo-bert": NO_MEMORY,
     "eurobert": NO_MEMORY,
     "modern-bert": NO_MEMORY,
-    "gemma-embedding": NO_MEMORY,
+    "gemma-embedding": ArchRule(
+        tensors=tensors_gemma3,
+        memory=Memory.NONE,
+        window=Window(period_pattern, period=6),  # LLAMA_SWA_TYPE_SYMMETRIC: a mask only, there is no cache
+        graph=GEMMA_EMBEDDING,
+    ),
     "wavtokenizer-dec": NO_MEMORY,
     "dream": NO_MEMORY,
     "llada": NO_MEMORY,

@@ -47,6 +47,15 @@ def layers_of(
     return Layers(hp, rule.recurrence.layers if rule.recurrence else None, tensors, types)
 
 
+def sliding_window(window: Window | None, layers: Layers) -> tuple[int | None, tuple[bool, ...]]:
+    """(n_swa, which layers slide) under the architecture's window rule; (None, none) where the model does not
+    slide (a model without a cache masks by them all the same: gemma-embedding's swa_type SYMMETRIC)."""
+    size = window_size(window, layers) if window is not None else None
+    if window is None or size is None:
+        return None, (False,) * layers.n_all
+    return size, window.pattern(window, layers)
+
+
 def window_size(window: Window, layers: Layers) -> int | None:
     """n_swa, or None when this model does not slide."""
     size = layers.hp.n_swa
@@ -135,6 +144,8 @@ def derive_layout(
     if rule is None:
         raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"no layout rule for architecture {arch!r}")
     hp = HParams(metadata, arch)
+    layers = layers_of(rule, hp, tensors, types)
+    size, sliding = sliding_window(rule.window, layers)
     if rule.memory is Memory.NONE:
         return Layout(
             (),
@@ -143,17 +154,14 @@ def derive_layout(
             note=f"{arch}: a non-causal model, llama.cpp allocates no memory",
             causal=False,
             memory=False,
-            graph=graph_shape(rule, layers_of(rule, hp, tensors, types), (False,) * hp.n_layer, None, None, n_vocab),
+            graph=graph_shape(rule, layers, sliding, size, None, n_vocab),
             embd_width=embd_width(arch, hp),
             pooling=hp.pooling_type,
             pooling_named=hp.has(HParams.pooling_type),
             rank_refusal=rank_refusal(metadata, n_vocab),
             warmup_tokens=warmup_tokens(metadata, n_vocab),
         )
-    layers = layers_of(rule, hp, tensors, types)
     window = rule.window
-    size = window_size(window, layers) if window is not None else None
-    sliding = window.pattern(window, layers) if window is not None and size is not None else (False,) * layers.n_all
     caches = () if rule.memory is Memory.RECURRENT else _kv_caches(rule, layers, sliding, size)
     width = state_widths(rule, layers) if rule.recurrence else None
     history = rule.recurrence.history if rule.recurrence else None

@@ -152,7 +152,7 @@ class DecoderGraph:
         self.inputs: dict[bool, CacheInputs] = {}
         self.s_copy: tuple[Tensor, Tensor] | None = None  # build_rs_inp: s_copy_main, s_copy_extra
         self.attn_scale: Tensor | None = None  # llama4's temperature input, made where a layer first reads it
-        self.mask: Tensor | None = None  # the mask of attention without a cache
+        self.masks: dict[bool, Tensor] = {}  # llm_graph_input_attn_no_cache's masks, by sliding or not
         # the recurrent state's slots each ubatch writes: n_rs_seq + 1 (the newest state, then one per rollback)
         self.rs_slots = 1 + geometry.rollback_slots(shape.rs_rollback)
 
@@ -325,12 +325,18 @@ class DecoderGraph:
             return self.attend_shared(b, cur)
         q, k, v = self.low_rank_qkv(b, cur) if b.low_rank_kv else self.qkv(b, cur)
         if not self.shape.cache_attention:  # build_attn with llm_graph_input_attn_no_cache
-            if self.mask is None:
-                self.mask = new_tensor(F16 if self.geometry.flash_attention else F32, self.t, self.t, input=True)
-            return self.out_proj(b, attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, self.t), cur)
+            mask = self.no_cache_mask(b.window is not None)
+            return self.out_proj(b, attend_over_ubatch(self.gf, b, (q, k, v), mask, self.geometry, self.t), cur)
         if b.v_norm:
             v = same_shape(v, "RMS_NORM")
         return self.out_proj(b, self.build_attn(b, q, k, v), cur)
+
+    def no_cache_mask(self, sliding: bool) -> Tensor:
+        """build_attn_inp_no_cache's [n_tokens, n_tokens] mask (F16 under flash attention), and its second one
+        (self_kq_mask_swa, swa_type set) for a sliding layer: each an input from the first layer that reads it."""
+        if sliding not in self.masks:
+            self.masks[sliding] = new_tensor(F16 if self.geometry.flash_attention else F32, self.t, self.t, input=True)
+        return self.masks[sliding]
 
     def qkv(self, b: GraphLayer, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """build_qkv, the Q and K norms, rope (in place over Q and K's own tensors, a new tensor over a fused QKV's

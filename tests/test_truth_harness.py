@@ -139,7 +139,8 @@ NODE_FOR_NODE = (
     "llama-embed", "plm", "stablelm", "stablelm-parallel", "internlm2", "internlm2-qkv", "minicpm", "minicpm-moe",
     "qwen4exp", "qwen4exp-ple", "qwen4exp-qsa",
     "deepseek32", "deepseek32-nextn", "glm-dsa-types", "glm-dsa-52", "minimax01", "deepseek4",
-    "deepseek4-hash", "qwen3-f16-rank", "bert-embd-rank", "lfm2-f16-dense", "lfm2-f16-dense-mean",
+    "deepseek4-hash", "qwen3-f16-rank", "bert-embd-rank", "lfm2-f16-dense", "lfm2-f16-dense-mean", "gemma-embedding",
+    "gemma-embedding-dense",
 )  # fmt: skip
 
 
@@ -151,6 +152,7 @@ GRAPH_DUMPS = (
     "graph_dumps_dsv4.jsonl",
     "graph_dumps_pooling.jsonl",
     "graph_dumps_dense_out.jsonl",
+    "graph_dumps_gemma_embedding.jsonl",
 )
 
 

@@ -69,6 +69,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.MTP_SHAPES,
         **recurrent.MTP_MODELS,
         **attention.MTP_MODELS,
+        **attention.GEMMA_EMBEDDING_MODELS,
         **more.MTP_MODELS,
         **shapes.MTP_SHAPES,
         **more.FAMILY_SET,

@@ -670,6 +670,43 @@ def nomic_bert_embd() -> Model:
     return _bert_like("nomic-bert", "tiny-nomic-bert", nomic=True)
 
 
+def gemma_embedding(layers: int = 6, dense: int = 0, **shape: int) -> Callable[[], Model]:
+    """gemma-embedding (EmbeddingGemma): gemma3's blocks without a cache or an LM head (a non-causal graph over the
+    ubatch, sliding layers masked by window, every sixth global), mean pooling, and where `dense` is given the
+    sentence-transformers projections after pooling (dense_2 to `dense` features, dense_3 back)."""
+    dims = {"embd": 256, "heads": 4, "heads_kv": 1, "head_dim": 64, "ff": 768, "vocab": 8192} | shape
+    e, hd, vocab = dims["embd"], dims["head_dim"], dims["vocab"]
+
+    def model() -> Model:
+        m = Model("gemma-embedding", vocab=vocab)
+        name = f"gemma-embedding-{layers}-{e}"
+        transformer_kv(m, ctx=2048, embd=e, layers=layers, ff=dims["ff"], heads=dims["heads"],
+                       heads_kv=dims["heads_kv"], head_dim=hd, rope_base=1000000.0, name=name,
+                       file_type=gguf.LlamaFileType.MOSTLY_F16)  # fmt: skip
+        m.arch_kv(attention__sliding_window=dims.get("window", 128), rope__freq_base_swa=10000.0, pooling_type=1)
+        embeddings(m, e, vocab, QT.F16, tied=True)
+        for i in range(layers):
+            attention(m, i, e, dims["heads"], dims["heads_kv"], hd, QT.F16, qk_norm=True, post_norm=True)
+            feed_forward(m, i, e, dims["ff"], QT.F16, post_norm=True)
+        if dense:
+            m.tensor("dense_2.weight", [e, dense], QT.F16)
+            m.tensor("dense_3.weight", [dense, e], QT.F16)
+            m.arch_kv(dense_2_feat_in=e, dense_2_feat_out=dense, dense_3_feat_in=dense, dense_3_feat_out=e)
+        return m
+
+    return model
+
+
+GEMMA_EMBEDDING_MODELS = {
+    "gemma-embedding": gemma_embedding(),
+    "gemma-embedding-dense": gemma_embedding(dense=1024),
+    # EmbeddingGemma-300M's published dimensions (sparse: its 262144-token vocabulary costs no disk)
+    "embeddinggemma-300m-shape": gemma_embedding(
+        24, 3072, embd=768, heads=3, heads_kv=1, head_dim=256, ff=1152, vocab=262144, window=512
+    ),
+}
+
+
 FAMILY_SET: dict[str, Callable[[], Model]] = {
     "llama-hd96": llama_hd96,
     "llama-embed": llama_embed,

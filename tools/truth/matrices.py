@@ -935,6 +935,16 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=512,
         label=LABEL + ", llama-server serving embeddings (a prompt decoded, every token an output)",
     ),
+    "results_gemma_embedding.jsonl": TruthFile(
+        attention.GEMMA_EMBEDDING_MODELS,
+        ENCODE_DECODES,
+        decode=512,
+        label=LABEL + ", gemma-embedding: no memory module, each run a ubatch encoded",
+    ),
+    "graph_dumps_gemma_embedding.jsonl": _graph_dumps(
+        _subset(attention.GEMMA_EMBEDDING_MODELS, "gemma-embedding", "gemma-embedding-dense"),
+        [_s(512, 1, decode=512, embeddings=1), _s(1024, 4, n_ubatch=256, decode=256)],
+    ),
     "results_dense_out.jsonl": TruthFile(
         DENSE_OUT_MODELS,
         EMBEDDING_DECODES,
