@@ -1,11 +1,13 @@
 """The graph llama-server's MTP draft context reserves (LLM_GRAPH_TYPE_DECODER_MTP), rebuilt node for node:
 llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp,
-llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp and llama_model_glm4_moe::graph_mtp.
+llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp, llama_model_glm4_moe::graph_mtp,
+llama_model_deepseek32::graph_mtp and llama_model_glm_dsa::graph_mtp.
 
 Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
 input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer
-of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA, glm4moe's attention) and its
-FFN over every row, the head norm (the graph's t_h_nextn, an output), the output rows, the LM head (t_logits). The
+of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA (deepseek32's and glm-dsa's too:
+dense, no DSA indexer), glm4moe's attention) and its FFN over every row, the head norm (the graph's t_h_nextn, an
+output), the output rows, the LM head (t_logits). The
 block's weights are the trunk's last attention layer's here (the NextN layer repeats its shape). Its attention reads
 the draft's own KV cache (estimator/mtp.py): the KQ mask and K/V views span that cache's cells at reserve, n_ctx_seq
 a stream, as the target's do.
@@ -88,9 +90,10 @@ class BailingMtpGraph(KdaGraph):
 
 
 class NextnMtpGraph(DecoderGraph):
-    """deepseek2.cpp / glm4-moe.cpp graph_mtp: eh_proj, attn_norm, the block's attention as the trunk builds it
-    (deepseek2's absorbed MLA over its K-only cache; glm4moe's biased Q, K and V with the Q and K norms where the file
-    holds them), its residual, ffn_norm (glm4moe's attn_post_norm), the experts plus the shared expert, the residual,
+    """deepseek2.cpp / glm4-moe.cpp graph_mtp (deepseek32.cpp's and glm-dsa.cpp's are deepseek2's, node for node):
+    eh_proj, attn_norm, the block's attention as the trunk builds it (deepseek2's absorbed MLA over its K-only cache;
+    glm4moe's biased Q, K and V with the Q and K norms where the file holds them), its residual, ffn_norm (glm4moe's
+    attn_post_norm), the experts plus the shared expert, the residual,
     the head (shared_head_norm, else output_norm)."""
 
     def build(self) -> Graph:
@@ -132,6 +135,8 @@ MTP_BUILDERS = {
     "bailingmoe3": build_bailingmoe3_mtp,
     "deepseek2": build_nextn_mtp,
     "glm4moe": build_nextn_mtp,
+    "deepseek32": build_nextn_mtp,
+    "glm-dsa": build_nextn_mtp,
 }
 
 
@@ -142,9 +147,10 @@ def nextn_block(shape: GraphShape) -> GraphLayer | None:
 
 
 def mtp_graph_shape(arch: str, shape: GraphShape) -> GraphShape | None:
-    """The draft context's graph: the trunk's shape with the NextN block alone and the architecture's MTP builder;
-    None where that builder is not rebuilt here."""
+    """The draft context's graph: the trunk's shape with the NextN block alone and the architecture's MTP builder
+    (no DSA indexer: deepseek32's and glm-dsa's draft head runs dense MLA); None where that builder is not rebuilt
+    here."""
     builder, block = MTP_BUILDERS.get(arch), nextn_block(shape)
     if builder is None or block is None:
         return None
-    return replace(shape, layers=(block,), builder=builder)
+    return replace(shape, layers=(block,), builder=builder, indexer=None)
