@@ -70,6 +70,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **attention.MTP_MODELS,
         **more.MTP_MODELS,
         **shapes.MTP_SHAPES,
+        **more.DSA_MTP_MODELS,
+        **shapes.DSA_MTP_SHAPES,
         **more.FAMILY_SET,
         **plain.FAMILY_SET,
         **shapes.FAMILY_SET,

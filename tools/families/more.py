@@ -461,11 +461,12 @@ def _mla_moe(
     eps: float = 1e-6,
     probs_bias: bool = False,
     fused: bool = False,
+    mtp_block: bool = False,
     **kv: Any,
 ) -> Model:
     """deepseek2-style MLA (one KV "head" of kv_lora + rope, q LoRA, split k_b / v_b): `layers` trunk layers
-    (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert (`fused`: the
-    experts' gate and up in one tensor)."""
+    (+ nextn MTP layers, tensors left out unless `mtp_block`: MLA, the experts, eh_proj and its norms), layer 0
+    dense, the others MoE with a shared expert (`fused`: the experts' gate and up in one tensor)."""
     m = _model(arch, name, ctx=ctx, layers=layers + nextn, heads_kv=1, eps=eps)
     mla_kv(m, kv_lora=KVL, rope=ROPE, k_head=NOPE + ROPE, v_head=V)
     m.arch_kv(attention__q_lora_rank=QL, leading_dense_block_count=1, expert_shared_count=1, **kv)
@@ -473,10 +474,12 @@ def _mla_moe(
     if nextn:
         m.arch_kv(nextn_predict_layers=nextn)
     embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(layers):
+    for i in range(layers + nextn if mtp_block else layers):
         _norm(m, f"blk.{i}.attn_norm.weight")
         mla_attention(m, i, E, H, KVL, ROPE, NOPE + ROPE, V, F16, q_lora=QL)
         _ffn(m, i, i >= 1, probs_bias=probs_bias, fused=fused)
+        if i >= layers:
+            nextn_tensors(m, i, E)
     return m
 
 
@@ -556,9 +559,19 @@ def _glm4moe(name: str, fused: bool = False, qk_norm: bool = False, mtp_block: b
 
 
 def _dsa(
-    arch: str, name: str, *, ctx: int, layers: int, nextn: int, eps: float, indexer: list[bool], **kv: Any
+    arch: str,
+    name: str,
+    *,
+    ctx: int,
+    layers: int,
+    nextn: int,
+    eps: float,
+    indexer: list[bool],
+    mtp_block: bool = False,
+    **kv: Any,
 ) -> Model:
-    """MLA + the DSA lightning indexer (4 heads, key_length 64, top_k 256) on the layers marked in `indexer`."""
+    """MLA + the DSA lightning indexer (4 heads, key_length 64, top_k 256) on the layers marked in `indexer`;
+    `mtp_block`: the NextN/MTP layers written whole, an indexer's tensors too (as DeepSeek-V3.2's and GLM-5's are)."""
     m = _mla_moe(
         arch,
         name,
@@ -567,6 +580,7 @@ def _dsa(
         nextn=nextn,
         eps=eps,
         probs_bias=True,
+        mtp_block=mtp_block,
         attention__indexer__head_count=IDX_HEADS,
         attention__indexer__key_length=IDX_HD,
         attention__indexer__top_k=256,
@@ -574,7 +588,7 @@ def _dsa(
         expert_weights_norm=True,
         **kv,
     )
-    for i in (i for i, on in enumerate(indexer) if on):
+    for i in (i for i, on in enumerate(indexer + [mtp_block] * nextn) if on):
         layer_norm(m, f"blk.{i}.indexer.k_norm", IDX_HD)
         m.tensor(f"blk.{i}.indexer.proj.weight", [E, IDX_HEADS], F16)
         m.tensor(f"blk.{i}.indexer.attn_k.weight", [E, IDX_HD], F16)
@@ -582,7 +596,7 @@ def _dsa(
     return m
 
 
-def _deepseek32(name: str, nextn: int) -> Model:
+def _deepseek32(name: str, nextn: int, mtp_block: bool = False) -> Model:
     return _dsa(
         "deepseek32",
         name,
@@ -591,6 +605,7 @@ def _deepseek32(name: str, nextn: int) -> Model:
         nextn=nextn,
         eps=1e-6,
         indexer=[True] * 3,
+        mtp_block=mtp_block,
         expert_gating_func=2,
         vocab_size=VOCAB,
     )
@@ -606,19 +621,32 @@ def deepseek32_nextn() -> Model:
     return _deepseek32("tiny-deepseek32-nextn", 1)
 
 
-def glm_dsa_types() -> Model:
+def deepseek32_mtp() -> Model:
+    """deepseek32 with its NextN/MTP layer written whole (MLA, the indexer, the experts, eh_proj and its norms):
+    llama-server's draft context under --spec-type draft-mtp builds on it."""
+    return _deepseek32("tiny-deepseek32-mtp", 1, mtp_block=True)
+
+
+def glm_dsa_types(name: str = "tiny-glm-dsa-types", mtp_block: bool = False) -> Model:
     """glm-dsa with attention.indexer.types [1,0,0,1] and 1 MTP layer: the indexer cache holds layers 0, 3."""
     types = [1, 0, 0, 1]
     return _dsa(
         "glm-dsa",
-        "tiny-glm-dsa-types",
+        name,
         ctx=202752,
         layers=4,
         nextn=1,
         eps=1e-5,
         indexer=[bool(t) for t in types],
+        mtp_block=mtp_block,
         attention__indexer__types=types,
     )
+
+
+def glm_dsa_mtp() -> Model:
+    """glm-dsa-types with its NextN/MTP layer written whole: llama-server's draft context under --spec-type
+    draft-mtp builds on it."""
+    return glm_dsa_types("tiny-glm-dsa-mtp", mtp_block=True)
 
 
 def glm_dsa_52() -> Model:
@@ -745,3 +773,6 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
 
 # Tiny models measured under --spec-type draft-mtp (results_mtp_ctx.jsonl), not family models of their own
 MTP_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp": glm4moe_mtp}
+
+# deepseek32 and glm-dsa with their MTP block written whole (results_mtp_ctx_dsa.jsonl, graph_dumps_mtp_dsa.jsonl)
+DSA_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek32-mtp": deepseek32_mtp, "glm-dsa-mtp": glm_dsa_mtp}
