@@ -807,6 +807,10 @@ TRUTH_FILES: dict[str, TruthFile] = {
         | more.MTP_MODELS,
         [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
     ),
+    # the same for deepseek32 and glm-dsa (their draft's NextN-only cache, dense MLA without the indexer)
+    "graph_dumps_mtp_dsa.jsonl": _graph_dumps(
+        more.DSA_MTP_MODELS, [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)]
+    ),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "results_dsv4_dryrun.jsonl": TruthFile(
         DSV4_SET,
@@ -847,6 +851,19 @@ TRUTH_FILES: dict[str, TruthFile] = {
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run, the target and its MTP draft context",
+    ),
+    "results_mtp_ctx_dsa.jsonl": TruthFile(
+        more.DSA_MTP_MODELS,
+        MTP_CTX_RUNS,
+        decode=512,
+        label=LABEL + ", deepseek32's and glm-dsa's target and MTP draft context under --spec-type draft-mtp",
+    ),
+    "results_mtp_ctx_dsa_dryrun.jsonl": TruthFile(
+        shapes.DSA_MTP_SHAPES,
+        MTP_CTX_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run, DeepSeek-V3.2's and GLM-5's MTP draft context",
     ),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
