@@ -114,3 +114,26 @@ def test_the_draft_cache_of_deepseek2_and_glm4moe_holds_every_layer(run: dict, t
     geometry = kernel.geometry(workload.allocated_tokens)
     assert draft_kv_bytes(draft, geometry) == (cache["k_bytes"], cache["v_bytes"])
     assert (cache["v_bytes"] == 0) == (subject.architecture == "deepseek2")
+
+
+NEXTN_ONLY_DSA = records("results_mtp_ctx_dsa.jsonl")
+
+
+@pytest.mark.parametrize("run", NEXTN_ONLY_DSA, ids=run_id)
+def test_the_draft_cache_of_deepseek32_and_glm_dsa_holds_the_nextn_layer_alone(run: dict, tmp_path: Path) -> None:
+    """llama_model::create_memory gives deepseek32 and glm-dsa under ctx_type MTP a plain llama_kv_cache filtered to
+    il >= n_layer(): the NextN layer alone (the one after the trunk's layers the target's MLA cache holds), its MLA
+    row K only, no indexer cache beside it (the draft head runs dense MLA), in f16 whatever the target's types. K and
+    V to the byte."""
+    files = write_models({run["model"]}, tmp_path)
+    subject = file_subject(files[run["model"]], measured_variant(run), CACHE)
+    assert subject.layout is not None
+    draft = draft_context(subject.architecture, subject.layout)
+    assert draft is not None and not draft.all_layers and draft.layers == 1
+    (cache,) = run["draft_ctx"]["kv_caches"]
+    trunk = run["log_kv_caches"][0]["layers"]  # the target's MLA cache: the trunk's layers
+    assert cache["layers"] == [trunk] and cache["v_bytes"] == 0
+    workload = _workload(run)
+    kernel = ContextKernel(subject.layout, subject.n_vocab, subject.architecture, workload)
+    geometry = kernel.geometry(workload.allocated_tokens)
+    assert draft_kv_bytes(draft, geometry) == (cache["k_bytes"], cache["v_bytes"])

@@ -197,10 +197,13 @@ def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
     return missing
 
 
-@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp.jsonl"), ids=run_id)
+@pytest.mark.parametrize(
+    "run", load(DATA / "graph_dumps_mtp.jsonl") + load(DATA / "graph_dumps_mtp_dsa.jsonl"), ids=run_id
+)
 def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
     """llama-server's MTP draft context's reserved DECODER_MTP graph (graph_dumps_mtp.jsonl: qwen35, qwen35moe,
-    bailingmoe3, deepseek2 and glm4moe, the probe's mtp_ctx=1 graph=1): estimator/graph_mtp.py's rebuilt graph has
+    bailingmoe3, deepseek2 and glm4moe; graph_dumps_mtp_dsa.jsonl: deepseek32 and glm-dsa, the indexer left out;
+    the probe's mtp_ctx=1 graph=1): estimator/graph_mtp.py's rebuilt graph has
     llama.cpp's nodes in order, op and shape, and replaying the allocator over it reaches the top of llama.cpp's
     compute buffer."""
     d = run["draft_ctx"]
