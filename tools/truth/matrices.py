@@ -811,6 +811,11 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "graph_dumps_mtp_dsa.jsonl": _graph_dumps(
         more.DSA_MTP_MODELS, [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)]
     ),
+    # the same for nemotron_h_moe (its draft's NextN-only cache, the NoPE attention and the experts)
+    "graph_dumps_mtp_nemotron.jsonl": _graph_dumps(
+        _subset(recurrent.FAMILY_SET, "nemotron-h-moe"),
+        [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
+    ),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "results_dsv4_dryrun.jsonl": TruthFile(
         DSV4_SET,
@@ -864,6 +869,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
         extra="no_alloc=1",
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run, DeepSeek-V3.2's and GLM-5's MTP draft context",
+    ),
+    "results_mtp_ctx_nemotron.jsonl": TruthFile(
+        _subset(recurrent.FAMILY_SET, "nemotron-h-moe"),
+        MTP_CTX_RUNS,
+        decode=512,
+        label=LABEL + ", nemotron_h_moe's target and MTP draft context under --spec-type draft-mtp",
     ),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
