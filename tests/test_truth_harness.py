@@ -198,7 +198,11 @@ def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
 
 
 @pytest.mark.parametrize(
-    "run", load(DATA / "graph_dumps_mtp.jsonl") + load(DATA / "graph_dumps_mtp_dsa.jsonl"), ids=run_id
+    "run",
+    load(DATA / "graph_dumps_mtp.jsonl")
+    + load(DATA / "graph_dumps_mtp_dsa.jsonl")
+    + load(DATA / "graph_dumps_mtp_nemotron.jsonl"),
+    ids=run_id,
 )
 def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
     """llama-server's MTP draft context's reserved DECODER_MTP graph (graph_dumps_mtp.jsonl: qwen35, qwen35moe,
