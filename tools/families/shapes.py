@@ -386,6 +386,11 @@ _DEEPSEEK_V3: dict[str, Any] = dict(
     E=7168, L=5, dense=3, F=18432, H=128, q_lora=1536, kv_lora=512, nope=128, rope=64, v=128,
     experts=(256, 8, 2048, 1), V=129280, routing=_V3_ROUTING,
 )  # fmt: skip
+_GLM_5: dict[str, Any] = dict(
+    E=6144, L=5, dense=3, F=12288, H=64, q_lora=2048, kv_lora=512, nope=192, rope=64, v=256,
+    experts=(256, 8, 2048, 1), V=154880, probs_bias=True,
+    routing=dict(expert_gating_func=2, expert_weights_norm=True, expert_weights_scale=2.5),
+)  # fmt: skip
 _GLM_45_AIR: dict[str, Any] = dict(E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552)
 _GLM_4_6: dict[str, Any] = dict(
     E=5120, L=4, F=12288, H=96, Hkv=8, D=128, experts=(160, 8, 1536), V=151552, dense=3, qk_norm=True
@@ -571,26 +576,6 @@ DSA_MTP_SHAPES: dict[str, Callable[[], Model]] = {
         "dsv32mtp", **_DEEPSEEK_V3, idx_heads=64, idx_head=128, top_k=2048, nextn=1, mtp_block=True
     ),
     "glm-5-mtp-shape": lambda: deepseek32(
-        "glm5mtp",
-        arch="glm-dsa",
-        E=6144,
-        L=5,
-        dense=3,
-        F=12288,
-        H=64,
-        q_lora=2048,
-        kv_lora=512,
-        nope=192,
-        rope=64,
-        v=256,
-        experts=(256, 8, 2048, 1),
-        V=154880,
-        routing=dict(expert_gating_func=2, expert_weights_norm=True, expert_weights_scale=2.5),
-        probs_bias=True,
-        idx_heads=32,
-        idx_head=128,
-        top_k=2048,
-        nextn=1,
-        mtp_block=True,
+        "glm5mtp", arch="glm-dsa", **_GLM_5, idx_heads=32, idx_head=128, top_k=2048, nextn=1, mtp_block=True
     ),
 }
