@@ -1,12 +1,13 @@
 """The graph llama-server's MTP draft context reserves (LLM_GRAPH_TYPE_DECODER_MTP), rebuilt node for node:
 llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp,
 llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp, llama_model_glm4_moe::graph_mtp,
-llama_model_deepseek32::graph_mtp, llama_model_glm_dsa::graph_mtp and llama_model_nemotron_h_moe::graph_mtp.
+llama_model_deepseek32::graph_mtp, llama_model_glm_dsa::graph_mtp, llama_model_nemotron_h_moe::graph_mtp and
+llama_model_hy_v3::graph_mtp.
 
 Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
 input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer of
 its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA (deepseek32's and glm-dsa's too:
-dense, no DSA indexer), glm4moe's attention, nemotron_h_moe's NoPE attention) and its FFN over every row
+dense, no DSA indexer), glm4moe's and hy_v3's attention, nemotron_h_moe's NoPE attention) and its FFN over every row
 (nemotron_h_moe's over the output rows alone), the head norm (the graph's t_h_nextn, an output), the output rows, the LM
 head (t_logits). The block's weights are the trunk's last attention layer's here (the NextN layer repeats its shape;
 nemotron_h_moe's FFN the last routed experts'). Its attention reads the draft's own KV cache (estimator/mtp.py): the KQ
@@ -90,7 +91,7 @@ class BailingMtpGraph(KdaGraph):
 
 
 class NextnMtpGraph(DecoderGraph):
-    """deepseek2.cpp / glm4-moe.cpp graph_mtp (deepseek32.cpp's and glm-dsa.cpp's are deepseek2's, node for node):
+    """deepseek2.cpp / glm4-moe.cpp / hy-v3.cpp graph_mtp (deepseek32.cpp's and glm-dsa.cpp's are deepseek2's):
     eh_proj, attn_norm, the block's attention as the trunk builds it (deepseek2's absorbed MLA over its K-only cache;
     glm4moe's biased Q, K and V with the Q and K norms where the file holds them), its residual, ffn_norm (glm4moe's
     attn_post_norm), the experts plus the shared expert, the residual,
@@ -164,6 +165,7 @@ MTP_BUILDERS = {
     "deepseek32": build_nextn_mtp,
     "glm-dsa": build_nextn_mtp,
     "nemotron_h_moe": build_nemotron_h_moe_mtp,
+    "hy_v3": build_nextn_mtp,
 }
 
 
