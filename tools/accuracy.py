@@ -71,6 +71,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **more.MTP_MODELS,
         **shapes.MTP_SHAPES,
         **more.DSA_MTP_MODELS,
+        **more.HY_V3_MTP_MODELS,
         **shapes.DSA_MTP_SHAPES,
         **more.FAMILY_SET,
         **plain.FAMILY_SET,

@@ -537,6 +537,25 @@ def glm4moe_mtp() -> Model:
     return _glm4moe("tiny-glm4moe-mtp", qk_norm=True, mtp_block=True)
 
 
+def hy_v3_mtp() -> Model:
+    """hy_v3: Q/K norms, layer 0 dense (no router: hy-v3.cpp's leading dense block), MoE with exp_probs_b (named as
+    its loader reads it) and a shared expert (expert_shared_feed_forward_length), the weights normalized and scaled
+    by 2.5, and its NextN/MTP layer written whole: llama-server's draft context under --spec-type draft-mtp builds on
+    it."""
+    m = _model("hy_v3", "tiny-hy-v3-mtp", ctx=262144, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
+    m.arch_kv(nextn_predict_layers=1, expert_shared_feed_forward_length=FFE)
+    m.arch_kv(expert_weights_norm=True, expert_weights_scale=2.5)
+    _experts(m)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        attention(m, i, E, H, HKV, HD, F16, True)
+        _ffn(m, i, i >= 1)
+        if i >= 1:  # hy-v3.cpp's name for the router's bias: tn(LLM_TENSOR_FFN_EXP_PROBS_B, i), no ".bias"
+            _norm(m, f"blk.{i}.exp_probs_b", NE)
+    nextn_tensors(m, 3, E)
+    return m
+
+
 def _glm4moe(name: str, fused: bool = False, qk_norm: bool = False, mtp_block: bool = False) -> Model:
     """glm4moe: 3 trunk layers and one NextN/MTP layer, whose tensors are left out unless `mtp_block`."""
     m = _model("glm4moe", name, ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
@@ -776,3 +795,6 @@ MTP_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp": glm4moe_mtp}
 
 # deepseek32 and glm-dsa with their MTP block written whole (results_mtp_ctx_dsa.jsonl, graph_dumps_mtp_dsa.jsonl)
 DSA_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek32-mtp": deepseek32_mtp, "glm-dsa-mtp": glm_dsa_mtp}
+
+# hy_v3 with its MTP block written whole (results_mtp_ctx_hyv3.jsonl, graph_dumps_mtp_hyv3.jsonl)
+HY_V3_MTP_MODELS: dict[str, Callable[[], Model]] = {"hy-v3-mtp": hy_v3_mtp}
