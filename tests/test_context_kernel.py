@@ -116,7 +116,11 @@ def test_the_draft_cache_of_deepseek2_and_glm4moe_holds_every_layer(run: dict, t
     assert (cache["v_bytes"] == 0) == (subject.architecture == "deepseek2")
 
 
-NEXTN_ONLY = records("results_mtp_ctx_dsa.jsonl") + records("results_mtp_ctx_nemotron.jsonl")
+NEXTN_ONLY = [
+    r
+    for name in ("results_mtp_ctx_dsa.jsonl", "results_mtp_ctx_nemotron.jsonl", "results_mtp_ctx_hyv3.jsonl")
+    for r in records(name)
+]
 
 
 @pytest.mark.parametrize("run", NEXTN_ONLY, ids=run_id)
@@ -137,7 +141,7 @@ def test_the_draft_cache_of_deepseek32_glm_dsa_and_nemotron_h_moe_holds_the_next
     # the target's attention layers (the DSA cache is not introspected: its log's MLA layer count)
     target = [il for c in run["kv_caches"] for il in c["layers"]] or range(run["log_kv_caches"][0]["layers"])
     assert len(cache["layers"]) == 1 and cache["layers"][0] > max(target)
-    assert (cache["v_bytes"] == 0) == (subject.architecture != "nemotron_h_moe")
+    assert (cache["v_bytes"] == 0) == (subject.architecture in ("deepseek32", "glm-dsa"))
     workload = _workload(run)
     kernel = ContextKernel(subject.layout, subject.n_vocab, subject.architecture, workload)
     geometry = kernel.geometry(workload.allocated_tokens)

@@ -505,6 +505,7 @@ NEXTN_ONLY_FILES = {
     "results_mtp_ctx_dsa.jsonl": 12,
     "results_mtp_ctx_dsa_dryrun.jsonl": 8,
     "results_mtp_ctx_nemotron.jsonl": 6,
+    "results_mtp_ctx_hyv3.jsonl": 6,
 }
 NEXTN_ONLY_RUNS = [r for name in NEXTN_ONLY_FILES for r in load(DATA / name)]
 
@@ -585,6 +586,7 @@ def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     made = [
         r
         for name in ("results_mtp_ctx.jsonl", "results_mtp_ctx_dsa.jsonl", "results_mtp_ctx_nemotron.jsonl")
+        + ("results_mtp_ctx_hyv3.jsonl",)
         for r in load(DATA / name)
     ]
     tiny = {r["model"] for r in made + DRAFT_SETTING_RUNS}

@@ -201,7 +201,8 @@ def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
     "run",
     load(DATA / "graph_dumps_mtp.jsonl")
     + load(DATA / "graph_dumps_mtp_dsa.jsonl")
-    + load(DATA / "graph_dumps_mtp_nemotron.jsonl"),
+    + load(DATA / "graph_dumps_mtp_nemotron.jsonl")
+    + load(DATA / "graph_dumps_mtp_hyv3.jsonl"),
     ids=run_id,
 )
 def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
