@@ -222,3 +222,18 @@ def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Pa
     assert _in_order(graph, d["graph"]) == []
     top = max(n["offset"] + n["nbytes"] for n in d["graph"] if n["offset"] >= 0)
     assert reserved_bytes(graph) == top == d["compute_bytes"]
+
+
+@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp_hyv3.jsonl"), ids=run_id)
+def test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
+    """hy_v3's own reserved graph (graph_dumps_mtp_hyv3.jsonl, the target's beside its draft's: no other dump holds
+    hy_v3): arch_rules.HY_V3's rebuilt graph has llama.cpp's nodes in order, op and shape, and replaying the
+    allocator over it reaches the top of llama.cpp's compute buffer."""
+    files = accuracy.write_models({run["model"]}, tmp_path)
+    facts = ArtifactCache().facts((str(files[run["model"]]),))
+    assert facts.layout is not None and facts.layout.graph is not None and facts.n_vocab is not None
+    geometry = accuracy.run_geometry(run, facts.architecture, facts.layout.causal)
+    graph = build_graph(facts.layout.graph, geometry, facts.n_vocab)
+    assert _in_order(graph, run["graph"]) == []
+    top = max(n["offset"] + n["nbytes"] for n in run["graph"] if n["offset"] >= 0)
+    assert reserved_bytes(graph) == top == run["compute_bytes"]
