@@ -72,6 +72,7 @@ from memfit.estimator.moe_rules import (
     gemma4_routing,
     glm_dsa_routing,
     gpt_oss_routing,
+    hy_v3_routing,
     kimi_k3_routing,
     kimi_linear_routing,
     laguna_routing,
@@ -1152,6 +1153,15 @@ STEP35 = Graph(  # step35.cpp: q/k norms, the head-wise output gate, SwiGLU clam
     nextn_blocks=True,
 )
 
+HY_V3 = Graph(  # hy-v3.cpp: q/k norms, leading dense blocks where no router is held, t_h_nextn after the output norm
+    qk_norm=True,
+    routing=hy_v3_routing,
+    moe_layers=experts_where_routed_else_leading_dense,
+    hidden_output=True,
+    normed_hidden_output=True,
+    node_for_node=True,
+)
+
 # --- qwen4exp: hyper-connections, QSA, the PLE n-gram embedding -------------------------------------------------
 
 PLE_CONV = "blk.{bid}.ple_conv1d.weight"  # LLM_TENSOR_PLE_CONV1D
@@ -1393,7 +1403,7 @@ RULES: dict[str, ArchRule] = {
         indexer=glm_dsa_listed_layers,
         graph=GLM_DSA,
     ),
-    "hy_v3": ArchRule(kv_layers=trunk_layer),
+    "hy_v3": ArchRule(kv_layers=trunk_layer, graph=HY_V3),
     # llama_kv_cache_dsv4: a K-only sliding cache over every block, compressed K caches and compressor states beside
     "deepseek4": ArchRule(
         window=Window(every_block_slides),

@@ -1,16 +1,18 @@
 """The graph llama-server's MTP draft context reserves (LLM_GRAPH_TYPE_DECODER_MTP), rebuilt node for node:
 llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp,
 llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp, llama_model_glm4_moe::graph_mtp,
-llama_model_mimo2::graph_mtp and llama_model_step35::graph_mtp.
+llama_model_mimo2::graph_mtp, llama_model_step35::graph_mtp, llama_model_deepseek32::graph_mtp,
+llama_model_glm_dsa::graph_mtp, llama_model_nemotron_h_moe::graph_mtp and llama_model_hy_v3::graph_mtp.
 
 Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
 input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer
-of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA, glm4moe's attention, mimo2's
-and step35's attention over their sliding-window cache pair) and its FFN over every row, the head norm (the graph's
-t_h_nextn, an output), the output rows, the LM head (t_logits); mimo2 and step35 take the output rows first
-(t_h_nextn) and norm those. The block's weights are the trunk's last attention layer's for qwen, bailingmoe3,
-deepseek2 and glm4moe (the NextN layer repeats its shape), the NextN layer's own for mimo2 and step35
-(GraphShape.nextn: their per-layer heads and window). Its attention reads the draft's own KV cache
+of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA (deepseek32's and glm-dsa's
+too: dense, no DSA indexer), glm4moe's and hy_v3's attention, nemotron_h_moe's NoPE attention, mimo2's and step35's
+attention over their sliding-window cache pair) and its FFN over every row (nemotron_h_moe's over the output rows
+alone), the head norm (the graph's t_h_nextn, an output), the output rows, the LM head (t_logits); mimo2 and step35
+take the output rows first (t_h_nextn) and norm those. The block's weights are the trunk's last attention layer's
+(the NextN layer repeats its shape; nemotron_h_moe's FFN the last routed experts'), the NextN layer's own for mimo2
+and step35 (GraphShape.nextn: their per-layer heads and window). Its attention reads the draft's own KV cache
 (estimator/mtp.py): the KQ mask and K/V views span that cache's cells at reserve, as the target's do.
 """
 
@@ -93,9 +95,10 @@ class BailingMtpGraph(KdaGraph):
 
 
 class NextnMtpGraph(DecoderGraph):
-    """deepseek2.cpp / glm4-moe.cpp graph_mtp: eh_proj, attn_norm, the block's attention as the trunk builds it
-    (deepseek2's absorbed MLA over its K-only cache; glm4moe's biased Q, K and V with the Q and K norms where the file
-    holds them), its residual, ffn_norm (glm4moe's attn_post_norm), the experts plus the shared expert, the residual,
+    """deepseek2.cpp / glm4-moe.cpp / hy-v3.cpp graph_mtp (deepseek32.cpp's and glm-dsa.cpp's are deepseek2's):
+    eh_proj, attn_norm, the block's attention as the trunk builds it (deepseek2's absorbed MLA over its K-only cache;
+    glm4moe's biased Q, K and V with the Q and K norms where the file holds them), its residual, ffn_norm (glm4moe's
+    attn_post_norm), the experts plus the shared expert, the residual,
     the head (shared_head_norm, else output_norm)."""
 
     def build(self) -> Graph:
@@ -134,6 +137,28 @@ class IswaMtpGraph(NextnMtpGraph):
         return max(super().v_width_max(), self.shape.v_width_all)
 
 
+class NemotronMtpGraph(DecoderGraph):
+    """nemotron-h-moe.cpp graph_mtp: eh_proj (no positions: the block's attention is NoPE), attn_norm, the block's
+    attention, its residual, whose output rows alone go on (crop_before_ffn: the draft's nextn embeddings are masked,
+    and unset at reserve), attn_post_norm, the experts beside the relu^2 shared expert, the residual, the head's
+    LayerNorm (shared_head_norm: t_h_nextn, an output), the LM head."""
+
+    def build(self) -> Graph:
+        tok, h = _inputs(self, 1)  # its positions' input is never read, so not in the graph
+        out_ids = new_tensor(I32, _outputs(self), input=True)
+        (b,) = self.shape.layers
+        inp_sa = _eh_proj(self, tok, h)
+        cur = same_shape(self.attention(b, self.norm(inp_sa)), "ADD", inp_sa)
+        ffn_residual = get_rows(cur, out_ids, self.shape.n_embd)
+        out = self.ffn(b, self.norm(ffn_residual))
+        cur = self.layer_norm(same_shape(out, "ADD", ffn_residual))
+        cur.output = True
+        logits = mul_mat(None, cur, self.n_vocab)
+        logits.output = True
+        self.gf.expand(logits)
+        return self.gf
+
+
 def _outputs(g: DecoderGraph) -> int:
     """build_inp_out_ids' rows: min(n_tokens, n_outputs_max) (the draft's n_outputs_max, its n_parallel)."""
     return ubatch_outputs(g.geometry)
@@ -159,6 +184,10 @@ def build_iswa_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -
     return IswaMtpGraph(shape, geometry, n_vocab).build()
 
 
+def build_nemotron_h_moe_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return NemotronMtpGraph(shape, geometry, n_vocab).build()
+
+
 # llama_model::build_graph under LLM_GRAPH_TYPE_DECODER_MTP, by architecture: the MTP graphs rebuilt here
 MTP_BUILDERS = {
     "qwen3next": build_qwen3next_mtp,
@@ -169,26 +198,53 @@ MTP_BUILDERS = {
     "glm4moe": build_nextn_mtp,
     "mimo2": build_iswa_mtp,
     "step35": build_iswa_mtp,
+    "deepseek32": build_nextn_mtp,
+    "glm-dsa": build_nextn_mtp,
+    "nemotron_h_moe": build_nemotron_h_moe_mtp,
+    "hy_v3": build_nextn_mtp,
 }
 
 
 def nextn_block(shape: GraphShape) -> GraphLayer | None:
     """The NextN block's shape: the first NextN layer's own where the shape derives it (graph_mtp runs
     nextn_layer_offset 0: il = n_layer()), else the trunk's last attention layer (not recurrent), or None where it
-    has none (or its first NextN block does not attend)."""
+    has none (or its first NextN block does not attend); where that layer has no FFN (nemotron-h's blocks each do
+    one thing) with the last routed experts' FFN (without a latent: the NextN block's build_moe_ffn runs on its
+    input), None where the trunk has none."""
     if shape.nextn:
         return shape.nextn[0] if shape.nextn[0].n_head else None
     attention = [b for b in shape.layers if not b.recurrent_in and (b.n_head or b.kv_lora)]
-    return attention[-1] if attention else None
+    if not attention or attention[-1].n_ff or attention[-1].n_expert:
+        return attention[-1] if attention else None
+    experts = [b for b in shape.layers if b.n_expert and not b.routing.latent]
+    if not experts:
+        return None
+    e = experts[-1]
+    return replace(
+        attention[-1],
+        n_expert=e.n_expert,
+        n_expert_used=e.n_expert_used,
+        n_ff_exp=e.n_ff_exp,
+        activation=e.activation,
+        clamped_ffn=e.clamped_ffn,
+        routing=e.routing,
+    )
 
 
 def mtp_graph_shape(arch: str, shape: GraphShape) -> GraphShape | None:
-    """The draft context's graph: the trunk's shape with the NextN block alone and the architecture's MTP builder;
-    None where that builder is not rebuilt here."""
+    """The draft context's graph: the trunk's shape with the NextN block alone and the architecture's MTP builder
+    (no DSA indexer: deepseek32's and glm-dsa's draft head runs dense MLA); None where that builder is not rebuilt
+    here."""
     builder, block = MTP_BUILDERS.get(arch), nextn_block(shape)
     if builder is None or block is None:
         return None
     v_width_all = max(b.n_head_kv * b.head_v for b in shape.layers + shape.nextn)
     return replace(
-        shape, layers=(block,), nextn=(), v_width_all=v_width_all, builder=builder, mtp_layer=len(shape.layers)
+        shape,
+        layers=(block,),
+        nextn=(),
+        v_width_all=v_width_all,
+        builder=builder,
+        mtp_layer=len(shape.layers),
+        indexer=None,
     )

@@ -22,6 +22,8 @@ GATE_EXPS = TENSOR_NAMES[MODEL_TENSOR.FFN_GATE_EXP] + ".weight"  # blk.{bid}.ffn
 DOWN_EXPS_SCALE = TENSOR_NAMES[MODEL_TENSOR.FFN_DOWN_EXP] + ".scale"  # blk.{bid}.ffn_down_exps.scale
 SHARED_UP = TENSOR_NAMES[MODEL_TENSOR.FFN_UP_SHEXP] + ".weight"  # blk.{bid}.ffn_up_shexp.weight
 ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B] + ".bias"  # blk.{bid}.exp_probs_b.bias
+UP_SHEXP = TENSOR_NAMES[MODEL_TENSOR.FFN_UP_SHEXP] + ".weight"  # blk.{bid}.ffn_up_shexp.weight
+HY_V3_ROUTER_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_EXP_PROBS_B]  # blk.{bid}.exp_probs_b: hy-v3.cpp's tn(), no suffix
 ROUTED_NORM = "blk.{bid}.ffn_routed_norm.weight"  # LLM_TENSOR_FFN_ROUTED_NORM (kimi-k3)
 GLM_LITE_VOCAB, GLM_LITE_TRUNKS = 154880, (47, 48)  # GLM 4.7 Lite's shape, which deepseek2's loader routes by sigmoid
 
@@ -196,6 +198,18 @@ def step35_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_step35::load_arch_hparams: as glm4moe's, and the layer's swiglu_clamp_exp
     call = sigmoid_routing(ly, il, n_vocab)
     return replace(call, clamped=swiglu_clamped(ly, HParams.swiglu_clamp_exp, il)) if call else None
+
+
+def hy_v3_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_hy_v3: expert_gating_func, sigmoid when absent; expert_weights_norm, _scale; exp_probs_b (not
+    # required) under its loader's name, without the ".bias" suffix; the shared expert (not required) where the layer
+    # holds it, expert_shared_feed_forward_length wide, else n_ff_exp
+    bias = layer_tensor(ly, HY_V3_ROUTER_BIAS, il)
+    call = _from_file(ly, il, file_gating(ly, Gating.SIGMOID), bias is not False)
+    if call is None:
+        return None
+    held = layer_tensor(ly, UP_SHEXP, il) is not False
+    return replace(call, shared_ff=(ly.hp.n_ff_shexp or expert_width(ly, il)) if held else 0)
 
 
 def mimo2_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:

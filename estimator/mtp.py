@@ -7,18 +7,19 @@ the target context's nextn embeddings, unmasked (llama_set_embeddings_nextn(ctx_
 context is made: the first decode's llama_context::output_reserve then grows the output buffer by n_embd_out
 floats per batch token (workspace.output_buffer; the geometry's nextn_width, set by context_kernel).
 
-llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model:
-ctx_type LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
+llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model: ctx_type
+LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
 module (llama_model::create_memory under ctx_type MTP) is a KV cache (draft_kv_bytes) of the NextN layers alone (a
-plain one for qwen3next, qwen35, qwen35moe and bailingmoe3: NEXTN_ONLY_CACHE; mimo2's and step35's llama_kv_cache_iswa,
+plain one for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3, and deepseek32 and glm-dsa, whose draft
+runs dense MLA without the DSA indexer and its cache: NEXTN_ONLY_CACHE; mimo2's and step35's llama_kv_cache_iswa,
 each NextN layer in its base or sliding half: NEXTN_ONLY_ISWA_CACHE) or of every layer (deepseek2, glm4moe:
 ALL_LAYERS_CACHE), its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the
 target's is), its output buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs
-(draft_output_bytes). Those eight architectures' draft contexts are counted (the others' are unknown): the cache in
+(draft_output_bytes). Those twelve architectures' draft contexts are counted (the others' are unknown): the cache in
 kvCache, the compute and output buffers in workspace (context_kernel), and the cache and compute buffer where
-llama-server's --fit fits it with the target on a host without GPUs (common_fit_extra_model: estimator/fitter.py
-host_projection, draft_compute).
+llama-server's --fit fits it with the target (common_fit_extra_model: estimator/fitter.py host_projection,
+draft_compute; with GPUs estimator/fit_placement.py draft_memory).
 """
 
 from __future__ import annotations
@@ -101,9 +102,13 @@ def with_mtp(subject: Subject, workload: Workload) -> Subject:
     return replace(subject, weights=weights, packed=packed, tensors=tensors, mtp_loaded=True)
 
 
-# llama_model::create_memory under ctx_type MTP: a plain llama_kv_cache whose filter keeps il >= n_layer() (the
-# NextN layers) for these architectures; their DECODER_MTP graph runs one NextN block (n_layer_nextn == 1 asserted)
-NEXTN_ONLY_CACHE = frozenset({"qwen3next", "qwen35", "qwen35moe", "bailingmoe3"})
+# llama_model::create_memory under ctx_type MTP: a plain llama_kv_cache whose filter keeps il >= n_layer() (the NextN
+# layers) for these architectures (deepseek32's and glm-dsa's own branch: no llama_kv_cache_dsa, no indexer cache;
+# nemotron_h_moe's mtp_on_hybrid_nemotron: no recurrent state; hy_v3: no SWA keys, a plain cache); their DECODER_MTP
+# graph runs one NextN block (n_layer_nextn == 1 asserted)
+NEXTN_ONLY_CACHE = frozenset(
+    {"qwen3next", "qwen35", "qwen35moe", "bailingmoe3", "deepseek32", "glm-dsa", "nemotron_h_moe", "hy_v3"}
+)
 # the same branch gives these no layer filter under ctx_type MTP: the draft's llama_kv_cache holds every layer
 # (n_layer_all: the trunk's and the NextN one, each as wide as the target's); their graph_mtp runs one NextN block
 ALL_LAYERS_CACHE = frozenset({"deepseek2", "glm4moe"})

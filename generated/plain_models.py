@@ -251,7 +251,8 @@ class WireFitVerdictRequest:
     `keyElementBytes` and `valueElementBytes` say of the model's own) in `kvCache`, and its compute buffer
     (its draft graph) and output buffer (a row per sequence of logits, nextn embeddings and, where the
     draft samples on the backend, `draftBackendSampling`, the sampler's logits, probabilities and
-    candidates) in `workspace`, for qwen3next, qwen35, qwen35moe, bailingmoe3, mimo2 and step35 (for
+    candidates) in `workspace`, for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3,
+    deepseek32 and glm-dsa (their draft runs dense MLA without the DSA indexer), mimo2 and step35 (for
     mimo2 and step35 the draft's cache keeps the window's cells where llama.cpp's pattern makes the NextN
     layer slide), and deepseek2 and glm4moe; on the other architectures with NextN layers
     `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN

@@ -224,6 +224,9 @@ def test_answer_shape_for_a_dense_model(client: httpx.Client) -> None:
         "draftTokens": 0,  # no speculative decoding: one logits row per sequence
         "embeddings": False,  # no --embedding: one logits row per sequence, no embeddings rows
         "pooling": None,  # no --pooling: the model's own (llama_pooling_type unspecified)
+        "draftKeyElementBytes": 2,  # no -ctkd / -ctvd: the MTP draft's f16 (changes nothing without MTP)
+        "draftValueElementBytes": 2,
+        "draftBackendSampling": True,  # llama-server's default: the draft sampled on the backend
         "slotTokens": None,
     }
     assert {p["residency"] for p in estimate["parts"]} == {"hard"} and result["softBytes"] == 0

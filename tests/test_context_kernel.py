@@ -141,3 +141,35 @@ def test_the_draft_cache_of_deepseek2_and_glm4moe_holds_every_layer(run: dict, t
     geometry = kernel.geometry(workload.allocated_tokens)
     assert draft_kv_bytes(draft, geometry) == (cache["k_bytes"], cache["v_bytes"])
     assert (cache["v_bytes"] == 0) == (subject.architecture == "deepseek2")
+
+
+NEXTN_ONLY = [
+    r
+    for name in ("results_mtp_ctx_dsa.jsonl", "results_mtp_ctx_nemotron.jsonl", "results_mtp_ctx_hyv3.jsonl")
+    for r in records(name)
+]
+
+
+@pytest.mark.parametrize("run", NEXTN_ONLY, ids=run_id)
+def test_the_draft_cache_of_deepseek32_glm_dsa_and_nemotron_h_moe_holds_the_nextn_layer_alone(
+    run: dict, tmp_path: Path
+) -> None:
+    """llama_model::create_memory gives deepseek32 and glm-dsa (their own branch) and nemotron_h_moe (the default
+    branch's mtp_on_hybrid_nemotron) under ctx_type MTP a plain llama_kv_cache filtered to il >= n_layer(): the NextN
+    layer alone, past every layer the target's memory module holds; no indexer cache beside deepseek32's and
+    glm-dsa's MLA row (K only: the draft head runs dense MLA), no recurrent state beside nemotron_h_moe's; in f16
+    whatever the target's types. K and V to the byte."""
+    files = write_models({run["model"]}, tmp_path)
+    subject = file_subject(files[run["model"]], measured_variant(run), CACHE)
+    assert subject.layout is not None
+    draft = draft_context(subject.architecture, subject.layout)
+    assert draft is not None and not draft.all_layers and draft.layers == 1
+    (cache,) = run["draft_ctx"]["kv_caches"]
+    # the target's attention layers (the DSA cache is not introspected: its log's MLA layer count)
+    target = [il for c in run["kv_caches"] for il in c["layers"]] or range(run["log_kv_caches"][0]["layers"])
+    assert len(cache["layers"]) == 1 and cache["layers"][0] > max(target)
+    assert (cache["v_bytes"] == 0) == (subject.architecture in ("deepseek32", "glm-dsa"))
+    workload = _workload(run)
+    kernel = ContextKernel(subject.layout, subject.n_vocab, subject.architecture, workload)
+    geometry = kernel.geometry(workload.allocated_tokens)
+    assert draft_kv_bytes(draft, geometry) == (cache["k_bytes"], cache["v_bytes"])

@@ -498,19 +498,45 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
     assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
 
 
+# deepseek32's and glm-dsa's draft context (results_mtp_ctx_dsa*.jsonl: tiny files and DeepSeek-V3.2 / GLM-5 shapes
+# with the NextN block written whole: dense MLA without the DSA indexer) and nemotron_h_moe's
+# (results_mtp_ctx_nemotron.jsonl: its NoPE attention and experts): a plain cache of the NextN layer
+NEXTN_ONLY_FILES = {
+    "results_mtp_ctx_dsa.jsonl": 12,
+    "results_mtp_ctx_dsa_dryrun.jsonl": 8,
+    "results_mtp_ctx_nemotron.jsonl": 6,
+    "results_mtp_ctx_hyv3.jsonl": 6,
+}
+NEXTN_ONLY_RUNS = [r for name in NEXTN_ONLY_FILES for r in load(DATA / name)]
+
+
+@pytest.mark.parametrize("name", NEXTN_ONLY_FILES)
+def test_nextn_only_mtp_draft_context_is_held(name: str, recorded: dict[str, list[BoundsRow]]) -> None:
+    """The target and llama-server's MTP draft context of deepseek32, glm-dsa and nemotron_h_moe: every run made and
+    compared, both memory modules and the output buffers exact, and both bounds of the whole within
+    max(1%, 8 MiB)."""
+    rows = recorded[name]
+    assert all(settings(r.record).get("mtp_ctx") for r in rows)
+    assert len(rows) == len(load(DATA / name)) == NEXTN_ONLY_FILES[name]
+    assert not any("error" in r for r in load(DATA / name))
+    assert all(r.compared and r.kv_exact and r.output_exact and r.tight for r in rows)
+
+
 # The draft context under its own settings (results_mtp_draft_settings.jsonl: --spec-draft-type-k/-v, the draft's
 # sampling on the host); the runs whose draft context llama.cpp refused apart
 DRAFT_SETTING_RUNS = load(DATA / "results_mtp_draft_settings.jsonl")
 DRAFT_REFUSED = [r for r in DRAFT_SETTING_RUNS if "error" in r["draft_ctx"]]
 
 
-@pytest.mark.parametrize("run", MTP_DRAFT_RUNS + [r for r in DRAFT_SETTING_RUNS if r not in DRAFT_REFUSED], ids=run_id)
+@pytest.mark.parametrize(
+    "run", MTP_DRAFT_RUNS + NEXTN_ONLY_RUNS + [r for r in DRAFT_SETTING_RUNS if r not in DRAFT_REFUSED], ids=run_id
+)
 def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
-    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (deepseek2's and glm4moe's of
-    every layer; f16, or the types the run named), its DECODER_MTP graph's compute buffer replayed to the byte, its
-    output buffer after the draft step (logits, masked nextn embeddings and, with each sequence's sampler on the
-    backend as llama-server sets it by default, the backend sampling's rows, one a sequence), and the sizes it shares
-    with the target."""
+    """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (deepseek32's and glm-dsa's
+    too, without the indexer's, and nemotron_h_moe's; deepseek2's and glm4moe's of every layer; f16, or the types the
+    run named), its DECODER_MTP graph's compute buffer replayed to the byte, its output buffer after the draft step
+    (logits, masked nextn embeddings and, with each sequence's sampler on the backend as llama-server sets it by
+    default, the backend sampling's rows, one a sequence), and the sizes it shares with the target."""
     facts = CACHE.facts((str(model_files[run["model"]]),))
     assert facts.layout is not None and facts.n_vocab is not None
     draft = draft_context(facts.architecture, facts.layout)
@@ -557,7 +583,13 @@ def test_multi_token_prediction_is_what_the_runs_measured(model_files: dict[str,
 
 @pytest.fixture(scope="module")
 def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tiny = {r["model"] for r in load(DATA / "results_mtp_ctx.jsonl") + DRAFT_SETTING_RUNS}
+    made = [
+        r
+        for name in ("results_mtp_ctx.jsonl", "results_mtp_ctx_dsa.jsonl", "results_mtp_ctx_nemotron.jsonl")
+        + ("results_mtp_ctx_hyv3.jsonl",)
+        for r in load(DATA / name)
+    ]
+    tiny = {r["model"] for r in made + DRAFT_SETTING_RUNS}
     return _service_over({r["model"] for r in MTP_RUNS} | tiny | {NO_MTP_LAYERS_MODEL}, tmp_path_factory)
 
 
@@ -591,7 +623,9 @@ def _mtp_request(run: dict) -> dict:
 
 
 @pytest.mark.parametrize(
-    "run", [r for r in MTP_DRAFT_RUNS + DRAFT_SETTING_RUNS if "decode_tokens" in r.get("draft_ctx", r)], ids=run_id
+    "run",
+    [r for r in MTP_DRAFT_RUNS + NEXTN_ONLY_RUNS + DRAFT_SETTING_RUNS if "decode_tokens" in r.get("draft_ctx", r)],
+    ids=run_id,
 )
 def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -> None:
     """A fit request's multiTokenPrediction is llama-server's draft-mtp: the weights llama.cpp loaded with load_mtp

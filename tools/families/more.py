@@ -496,11 +496,12 @@ def _mla_moe(
     eps: float = 1e-6,
     probs_bias: bool = False,
     fused: bool = False,
+    mtp_block: bool = False,
     **kv: Any,
 ) -> Model:
     """deepseek2-style MLA (one KV "head" of kv_lora + rope, q LoRA, split k_b / v_b): `layers` trunk layers
-    (+ nextn MTP layers, tensors left out), layer 0 dense, the others MoE with a shared expert (`fused`: the
-    experts' gate and up in one tensor)."""
+    (+ nextn MTP layers, tensors left out unless `mtp_block`: MLA, the experts, eh_proj and its norms), layer 0
+    dense, the others MoE with a shared expert (`fused`: the experts' gate and up in one tensor)."""
     m = _model(arch, name, ctx=ctx, layers=layers + nextn, heads_kv=1, eps=eps)
     mla_kv(m, kv_lora=KVL, rope=ROPE, k_head=NOPE + ROPE, v_head=V)
     m.arch_kv(attention__q_lora_rank=QL, leading_dense_block_count=1, expert_shared_count=1, **kv)
@@ -508,10 +509,12 @@ def _mla_moe(
     if nextn:
         m.arch_kv(nextn_predict_layers=nextn)
     embeddings(m, E, VOCAB, F16, tied=False)
-    for i in range(layers):
+    for i in range(layers + nextn if mtp_block else layers):
         _norm(m, f"blk.{i}.attn_norm.weight")
         mla_attention(m, i, E, H, KVL, ROPE, NOPE + ROPE, V, F16, q_lora=QL)
         _ffn(m, i, i >= 1, probs_bias=probs_bias, fused=fused)
+        if i >= layers:
+            nextn_tensors(m, i, E)
     return m
 
 
@@ -569,6 +572,25 @@ def glm4moe_mtp() -> Model:
     return _glm4moe("tiny-glm4moe-mtp", qk_norm=True, mtp_block=True)
 
 
+def hy_v3_mtp() -> Model:
+    """hy_v3: Q/K norms, layer 0 dense (no router: hy-v3.cpp's leading dense block), MoE with exp_probs_b (named as
+    its loader reads it) and a shared expert (expert_shared_feed_forward_length), the weights normalized and scaled
+    by 2.5, and its NextN/MTP layer written whole: llama-server's draft context under --spec-type draft-mtp builds on
+    it."""
+    m = _model("hy_v3", "tiny-hy-v3-mtp", ctx=262144, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
+    m.arch_kv(nextn_predict_layers=1, expert_shared_feed_forward_length=FFE)
+    m.arch_kv(expert_weights_norm=True, expert_weights_scale=2.5)
+    _experts(m)
+    embeddings(m, E, VOCAB, F16, tied=False)
+    for i in range(4):
+        attention(m, i, E, H, HKV, HD, F16, True)
+        _ffn(m, i, i >= 1)
+        if i >= 1:  # hy-v3.cpp's name for the router's bias: tn(LLM_TENSOR_FFN_EXP_PROBS_B, i), no ".bias"
+            _norm(m, f"blk.{i}.exp_probs_b", NE)
+    nextn_tensors(m, 3, E)
+    return m
+
+
 def _glm4moe(name: str, fused: bool = False, qk_norm: bool = False, mtp_block: bool = False) -> Model:
     """glm4moe: 3 trunk layers and one NextN/MTP layer, whose tensors are left out unless `mtp_block`."""
     m = _model("glm4moe", name, ctx=131072, layers=4, head_dim=HD, rope_base=1000000.0, eps=1e-5)
@@ -591,9 +613,19 @@ def _glm4moe(name: str, fused: bool = False, qk_norm: bool = False, mtp_block: b
 
 
 def _dsa(
-    arch: str, name: str, *, ctx: int, layers: int, nextn: int, eps: float, indexer: list[bool], **kv: Any
+    arch: str,
+    name: str,
+    *,
+    ctx: int,
+    layers: int,
+    nextn: int,
+    eps: float,
+    indexer: list[bool],
+    mtp_block: bool = False,
+    **kv: Any,
 ) -> Model:
-    """MLA + the DSA lightning indexer (4 heads, key_length 64, top_k 256) on the layers marked in `indexer`."""
+    """MLA + the DSA lightning indexer (4 heads, key_length 64, top_k 256) on the layers marked in `indexer`;
+    `mtp_block`: the NextN/MTP layers written whole, an indexer's tensors too (as DeepSeek-V3.2's and GLM-5's are)."""
     m = _mla_moe(
         arch,
         name,
@@ -602,6 +634,7 @@ def _dsa(
         nextn=nextn,
         eps=eps,
         probs_bias=True,
+        mtp_block=mtp_block,
         attention__indexer__head_count=IDX_HEADS,
         attention__indexer__key_length=IDX_HD,
         attention__indexer__top_k=256,
@@ -609,7 +642,7 @@ def _dsa(
         expert_weights_norm=True,
         **kv,
     )
-    for i in (i for i, on in enumerate(indexer) if on):
+    for i in (i for i, on in enumerate(indexer + [mtp_block] * nextn) if on):
         layer_norm(m, f"blk.{i}.indexer.k_norm", IDX_HD)
         m.tensor(f"blk.{i}.indexer.proj.weight", [E, IDX_HEADS], F16)
         m.tensor(f"blk.{i}.indexer.attn_k.weight", [E, IDX_HD], F16)
@@ -617,7 +650,7 @@ def _dsa(
     return m
 
 
-def _deepseek32(name: str, nextn: int) -> Model:
+def _deepseek32(name: str, nextn: int, mtp_block: bool = False) -> Model:
     return _dsa(
         "deepseek32",
         name,
@@ -626,6 +659,7 @@ def _deepseek32(name: str, nextn: int) -> Model:
         nextn=nextn,
         eps=1e-6,
         indexer=[True] * 3,
+        mtp_block=mtp_block,
         expert_gating_func=2,
         vocab_size=VOCAB,
     )
@@ -641,19 +675,32 @@ def deepseek32_nextn() -> Model:
     return _deepseek32("tiny-deepseek32-nextn", 1)
 
 
-def glm_dsa_types() -> Model:
+def deepseek32_mtp() -> Model:
+    """deepseek32 with its NextN/MTP layer written whole (MLA, the indexer, the experts, eh_proj and its norms):
+    llama-server's draft context under --spec-type draft-mtp builds on it."""
+    return _deepseek32("tiny-deepseek32-mtp", 1, mtp_block=True)
+
+
+def glm_dsa_types(name: str = "tiny-glm-dsa-types", mtp_block: bool = False) -> Model:
     """glm-dsa with attention.indexer.types [1,0,0,1] and 1 MTP layer: the indexer cache holds layers 0, 3."""
     types = [1, 0, 0, 1]
     return _dsa(
         "glm-dsa",
-        "tiny-glm-dsa-types",
+        name,
         ctx=202752,
         layers=4,
         nextn=1,
         eps=1e-5,
         indexer=[bool(t) for t in types],
+        mtp_block=mtp_block,
         attention__indexer__types=types,
     )
+
+
+def glm_dsa_mtp() -> Model:
+    """glm-dsa-types with its NextN/MTP layer written whole: llama-server's draft context under --spec-type
+    draft-mtp builds on it."""
+    return glm_dsa_types("tiny-glm-dsa-mtp", mtp_block=True)
 
 
 def glm_dsa_52() -> Model:
@@ -782,3 +829,9 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
 MTP_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp": glm4moe_mtp}
 # The NextN writers with their MTP layer's tensors whose draft cache is llama_kv_cache_iswa (results_mtp_ctx_swa.jsonl)
 MTP_ISWA_MODELS: dict[str, Callable[[], Model]] = {"mimo2-mtp": mimo2_mtp, "step35-mtp": step35_mtp}
+
+# deepseek32 and glm-dsa with their MTP block written whole (results_mtp_ctx_dsa.jsonl, graph_dumps_mtp_dsa.jsonl)
+DSA_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek32-mtp": deepseek32_mtp, "glm-dsa-mtp": glm_dsa_mtp}
+
+# hy_v3 with its MTP block written whole (results_mtp_ctx_hyv3.jsonl, graph_dumps_mtp_hyv3.jsonl)
+HY_V3_MTP_MODELS: dict[str, Callable[[], Model]] = {"hy-v3-mtp": hy_v3_mtp}

@@ -197,11 +197,13 @@ def deepseek2(
     fused_gate_up: bool = False,
     arch: str = "deepseek2",
     mtp_block: bool = False,
+    probs_bias: bool = False,
 ) -> Model:
     """A deepseek2 (or mistral4): `dense` leading dense blocks of width F, then MoE blocks of `experts` = (count,
     used, width, shared count); latent attention of rank kv_lora (q_lora 0: one wq), MLA's split k_b / v_b or
     (mla False) the legacy fused kv_b over a plain cache; `routing`: the router's keys (gating, groups, weights);
-    nextn MTP layers' tensors left out unless `mtp_block` (MLA, the experts, eh_proj and its norms); Q4_0 weights."""
+    nextn MTP layers' tensors left out unless `mtp_block` (MLA, the experts, eh_proj and its norms); `probs_bias`:
+    the router's exp_probs_b without expert groups; Q4_0 weights."""
     w, (n_exp, used, ff_exp, shared) = QT.Q4_0, experts
     m = Model(arch, vocab=V, tokenizer="gpt2")
     heads_kv = 1 if mla else H
@@ -224,7 +226,7 @@ def deepseek2(
         if i < dense:
             feed_forward(m, i, E, F, w)
         else:
-            bias = routing.get("expert_group_count", 1) > 1
+            bias = probs_bias or routing.get("expert_group_count", 1) > 1
             moe_feed_forward(
                 m, i, E, ff_exp, n_exp, w, shared_ff=shared * ff_exp, probs_bias=bias, fused_gate_up=fused_gate_up
             )
@@ -233,14 +235,17 @@ def deepseek2(
     return m
 
 
-def deepseek32(name: str, *, idx_heads: int, idx_head: int, top_k: int, **shape: Any) -> Model:
-    """A deepseek32 (DeepSeek-V3.2): deepseek2's MLA and experts, and on every layer DSA's lightning indexer of
-    idx_heads heads of idx_head (its keys LayerNormed, Q from the query's latent), keeping the top_k keys."""
-    m = deepseek2(name, arch="deepseek32", **shape)
+def deepseek32(
+    name: str, *, idx_heads: int, idx_head: int, top_k: int, arch: str = "deepseek32", **shape: Any
+) -> Model:
+    """A deepseek32 (DeepSeek-V3.2; `arch` glm-dsa: GLM-5): deepseek2's MLA and experts, and on every layer (the
+    NextN one too where its block is written) DSA's lightning indexer of idx_heads heads of idx_head (its keys
+    LayerNormed, Q from the query's latent), keeping the top_k keys."""
+    m = deepseek2(name, arch=arch, **shape)
     m.arch_kv(attention__indexer__head_count=idx_heads, attention__indexer__key_length=idx_head)
     m.arch_kv(attention__indexer__top_k=top_k)
     E, q_lora = shape["E"], shape["q_lora"]
-    for i in range(shape["L"]):
+    for i in range(shape["L"] + (shape.get("nextn", 0) if shape.get("mtp_block") else 0)):
         layer_norm(m, f"blk.{i}.indexer.k_norm", idx_head)
         m.tensor(f"blk.{i}.indexer.proj.weight", [E, idx_heads], QT.F32)
         m.tensor(f"blk.{i}.indexer.attn_k.weight", [E, idx_head], QT.Q4_0)
@@ -394,6 +399,11 @@ _V3_ROUTING: dict[str, Any] = dict(
 _DEEPSEEK_V3: dict[str, Any] = dict(
     E=7168, L=5, dense=3, F=18432, H=128, q_lora=1536, kv_lora=512, nope=128, rope=64, v=128,
     experts=(256, 8, 2048, 1), V=129280, routing=_V3_ROUTING,
+)  # fmt: skip
+_GLM_5: dict[str, Any] = dict(
+    E=6144, L=5, dense=3, F=12288, H=64, q_lora=2048, kv_lora=512, nope=192, rope=64, v=256,
+    experts=(256, 8, 2048, 1), V=154880, probs_bias=True,
+    routing=dict(expert_gating_func=2, expert_weights_norm=True, expert_weights_scale=2.5),
 )  # fmt: skip
 _GLM_45_AIR: dict[str, Any] = dict(E=4096, L=4, F=10944, H=96, Hkv=8, D=128, experts=(128, 8, 1408), V=151552)
 _GLM_4_6: dict[str, Any] = dict(
@@ -585,4 +595,18 @@ def _with_mtp(shape: Callable[[], Model], name: str) -> Callable[[], Model]:
 MTP_ISWA_SHAPES: dict[str, Callable[[], Model]] = {
     "mimo-v2-flash-mtp-shape": _with_mtp(FAMILY_SET["mimo-v2-flash-shape"], "mimo2flash-mtp"),
     "step-3.5-flash-mtp-shape": _with_mtp(FAMILY_SET["step-3.5-flash-shape"], "step35flash-mtp"),
+}
+
+
+# DeepSeek-V3.2 and GLM-5 (78 layers of 6144, 64 heads, q_lora 2048, kv_lora 512, nope 192, rope 64, V 256, three
+# dense blocks of 12288, 256 experts of 2048, 8 used, one shared; a 32-head indexer of 128 keeping 2048 keys) with
+# their NextN/MTP block written whole (results_mtp_ctx_dsa_dryrun.jsonl); GLM-5's in 5 layers, its context 163840
+# (below GLM-5.2's 1048576: every layer's indexer full, as GLM-5's)
+DSA_MTP_SHAPES: dict[str, Callable[[], Model]] = {
+    "deepseek-v3.2-mtp-shape": lambda: deepseek32(
+        "dsv32mtp", **_DEEPSEEK_V3, idx_heads=64, idx_head=128, top_k=2048, nextn=1, mtp_block=True
+    ),
+    "glm-5-mtp-shape": lambda: deepseek32(
+        "glm5mtp", arch="glm-dsa", **_GLM_5, idx_heads=32, idx_head=128, top_k=2048, nextn=1, mtp_block=True
+    ),
 }

@@ -452,6 +452,15 @@ MTP_CTX_SHAPE_RUNS = [
     _s(8192, 2, fa="off", n_ubatch=1024, mtp=1, mtp_ctx=1),
     _s(65536, 1, n_ubatch=2048, mtp=1, mtp_ctx=1),
 ]
+# The draft's reserved graph dumped (graph=1): a 512-token ubatch of one sequence, 128-token ubatches over four without
+# flash attention
+MTP_DUMPS = [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)]
+
+
+def _mtp_ctx(models: dict[str, Callable[[], Model]], whose: str) -> TruthFile:
+    """`whose` target and its MTP draft context at MTP_CTX_RUNS, a 512-token prompt decoded, then a draft step."""
+    label = f"{LABEL}, {whose} target and MTP draft context under --spec-type draft-mtp"
+    return TruthFile(models, MTP_CTX_RUNS, decode=512, label=label)
 
 
 # llama-server's verification batch (verify=D, the probe's: each sequence's sampled token and D draft tokens decoded
@@ -832,6 +841,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "graph_dumps_mtp_swa.jsonl": _graph_dumps(
         more.MTP_ISWA_MODELS, [_s(512, 1, mtp=1, mtp_ctx=1), _s(2048, 4, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)]
     ),
+    # the same for deepseek32 and glm-dsa (their draft's NextN-only cache, dense MLA without the indexer)
+    "graph_dumps_mtp_dsa.jsonl": _graph_dumps(more.DSA_MTP_MODELS, MTP_DUMPS),
+    # the same for nemotron_h_moe (its draft's NextN-only cache, the NoPE attention and the experts)
+    "graph_dumps_mtp_nemotron.jsonl": _graph_dumps(_subset(recurrent.FAMILY_SET, "nemotron-h-moe"), MTP_DUMPS),
+    # the same for hy_v3 (its draft's NextN-only cache, q/k-normed attention and the experts)
+    "graph_dumps_mtp_hyv3.jsonl": _graph_dumps(more.HY_V3_MTP_MODELS, MTP_DUMPS),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "graph_dumps_dense_out.jsonl": _graph_dumps(DENSE_OUT_MODELS, EMBEDDING_DECODES[:2]),
     "results_dsv4_dryrun.jsonl": TruthFile(
@@ -874,6 +889,16 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=0,
         label=LABEL + ", haswell CPU variant, no_alloc dry run, the target and its MTP draft context",
     ),
+    "results_mtp_ctx_dsa.jsonl": _mtp_ctx(more.DSA_MTP_MODELS, "deepseek32's and glm-dsa's"),
+    "results_mtp_ctx_dsa_dryrun.jsonl": TruthFile(
+        shapes.DSA_MTP_SHAPES,
+        MTP_CTX_SHAPE_RUNS,
+        extra="no_alloc=1",
+        decode=0,
+        label=LABEL + ", haswell CPU variant, no_alloc dry run, DeepSeek-V3.2's and GLM-5's MTP draft context",
+    ),
+    "results_mtp_ctx_nemotron.jsonl": _mtp_ctx(_subset(recurrent.FAMILY_SET, "nemotron-h-moe"), "nemotron_h_moe's"),
+    "results_mtp_ctx_hyv3.jsonl": _mtp_ctx(more.HY_V3_MTP_MODELS, "hy_v3's"),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
     "results_f32_cache.jsonl": TruthFile(
@@ -943,7 +968,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "graph_dumps_gemma_embedding.jsonl": _graph_dumps(
         _subset(attention.GEMMA_EMBEDDING_MODELS, "gemma-embedding", "gemma-embedding-dense"),
-        [_s(512, 1, decode=512, embeddings=1), _s(1024, 4, n_ubatch=256, decode=256)],
+        [_s(512, 1, embeddings=1), _s(1024, 4, n_ubatch=256)],
     ),
     "results_dense_out.jsonl": TruthFile(
         DENSE_OUT_MODELS,
