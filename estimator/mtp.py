@@ -40,6 +40,10 @@ NO_MTP_TENSORS = (
     "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
     " file holds none of that layer's tensors: the graph's GGML_ASSERT on nextn.eh_proj aborts the server"
 )
+MTP_BLOCK_ASSERTED = (
+    "llama-server's --spec-type draft-mtp builds mimo2's MTP draft graph (graph_mtp) on the NextN layer, which asserts"
+    " one fused attn_qkv and a dense FFN, and this file's NextN layer has {}: the GGML_ASSERT aborts the server"
+)
 NO_MTP_LAYERS = (
     "llama-server's --spec-type draft-mtp needs the model's NextN/MTP layers, and it has none: llama_init_from_model"
     ' refuses the MTP context ("model doesn\'t contain MTP layers") and the server stops'
@@ -55,6 +59,10 @@ def mtp_refusal(subject: Subject, workload: Workload) -> str | None:
         return NO_MTP_LAYERS
     if subject.mtp is not None and subject.mtp.count == 0:  # a trunk-only file: no nextn.eh_proj to build on
         return NO_MTP_TENSORS
+    shape = subject.layout.graph
+    unbuilt = [b for b in shape.nextn if not builds_mtp_graph(subject.architecture, b)] if shape else []
+    if unbuilt:
+        return MTP_BLOCK_ASSERTED.format("Q, K and V apart" if not unbuilt[0].fused_qkv else "routed experts")
     return draft_refusal(subject, workload)
 
 
@@ -186,7 +194,8 @@ def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
 
 def builds_mtp_graph(arch: str, block: GraphLayer) -> bool:
     """Whether the architecture's graph_mtp builds on this NextN block: mimo2.cpp asserts its fused attn_qkv and a
-    dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up))."""
+    dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up)); where it
+    does not, mtp_refusal says so."""
     return arch != "mimo2" or (block.fused_qkv and block.n_ff > 0 and not block.n_expert)
 
 

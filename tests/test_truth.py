@@ -759,6 +759,32 @@ def test_multi_token_prediction_on_trunk_only_step35_is_unsupported(mtp_swa_serv
     test_multi_token_prediction_without_nextn_tensors_is_unsupported("step35-nextn", mtp_swa_service)
 
 
+# mimo2 files whose MTP block is not the one its graph_mtp asserts (Q, K and V apart; routed experts): the draft aborts
+MTP_ASSERT_RUNS = load(DATA / "results_mtp_ctx_asserts.jsonl")
+MTP_ASSERTED = {"mimo2-mtp-unfused": ("fused attn_qkv", "Q, K and V apart"), "mimo2-mtp-moe": ("dense FFN", "routed")}
+
+
+@pytest.mark.parametrize("run", MTP_ASSERT_RUNS, ids=lambda r: f"{r['model']}-{settings(r)['n_ctx']}")
+def test_multi_token_prediction_on_a_block_graph_mtp_asserts_against_is_unsupported(
+    run: dict, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """mimo2's graph_mtp asserts a fused attn_qkv and a dense FFN on the NextN block (results_mtp_ctx_asserts.jsonl:
+    each run aborted there): under draft-mtp at the run's settings the answer is unknown with workloadUnsupported,
+    the assert's subject named; without draft-mtp the same request is answered."""
+    asserted, named = MTP_ASSERTED[run["model"]]
+    assert "error" in run and asserted in run["stderr_tail"] and "GGML_ASSERT" in run["stderr_tail"]
+    service = _service_over({run["model"]}, tmp_path_factory)
+    s = settings(run)
+    request = _run_request(run) | {"cpuVariant": "haswell", "flashAttention": s["fa"]}
+    plain = _mtp_estimate(service, request)
+    refused = _mtp_estimate(service, request | {"multiTokenPrediction": True, "draftTokens": 0})
+    assert "workloadUnsupported" not in plain["limits"] and plain["estimate"]["upperBoundBytes"] is not None
+    assert "workloadUnsupported" in refused["limits"] and refused["estimate"]["upperBoundBytes"] is None
+    parts = {p["component"]: p for p in refused["estimate"]["parts"]}
+    assert {parts[c]["basis"] for c in ("kvCache", "workspace")} == {"unknown"}
+    assert "GGML_ASSERT" in parts["kvCache"]["note"] and named in parts["kvCache"]["note"]
+
+
 def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:
     """A model without NextN layers under draft-mtp: llama_init_from_model refuses the MTP context and llama-server
     stops, so past the weights the answer is unknown, with workloadUnsupported; without it the same request is

@@ -77,6 +77,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **shapes.DSA_MTP_SHAPES,
         **more.FAMILY_SET,
         **more.MTP_ISWA_MODELS,
+        **more.MIMO2_MTP_ASSERTS,
         **shapes.MTP_ISWA_SHAPES,
         **plain.FAMILY_SET,
         **shapes.FAMILY_SET,

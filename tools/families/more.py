@@ -343,10 +343,18 @@ def _nextn(m: Model, i: int) -> None:
         _norm(m, f"blk.{i}.nextn.{norm}.weight")
 
 
-def _mimo2(name: str, converter_pattern: bool, fused: bool = False, mtp: bool = False) -> Model:
+def _mimo2(
+    name: str,
+    converter_pattern: bool,
+    fused: bool = False,
+    mtp: bool = False,
+    mtp_fused: bool = True,
+    mtp_moe: bool = False,
+) -> Model:
     """mimo2: 6 trunk layers + 1 MTP layer (tensors left out unless `mtp`: its block as graph_mtp asserts it, one
-    attn_qkv, sinks, a dense FFN, and its NextN head), K head 96 / V head 64, 2 KV heads on full layers and 4 on
-    SWA layers (the MTP layer too), attention sinks."""
+    attn_qkv, sinks, a dense FFN, and its NextN head; or, as it does not: Q, K and V apart unless `mtp_fused`, routed
+    experts where `mtp_moe`), K head 96 / V head 64, 2 KV heads on full layers and 4 on SWA layers (the MTP layer
+    too), attention sinks."""
     swa = [False, True, True, False, True, True]
     heads_kv = [4 if s else 2 for s in swa + [True]]
     m = _model("mimo2", name, ctx=262144, layers=7, heads_kv=heads_kv, head_dim=96, rope_base=5000000.0, eps=1e-5)
@@ -359,9 +367,9 @@ def _mimo2(name: str, converter_pattern: bool, fused: bool = False, mtp: bool = 
         _sinks(m, i)
         _ffn(m, i, i >= 1, shared=False, probs_bias=True)
     if mtp:
-        attention(m, 6, E, H, heads_kv[6], 96, F16, v_head_dim=64, fused=True)
+        attention(m, 6, E, H, heads_kv[6], 96, F16, v_head_dim=64, fused=mtp_fused)
         _sinks(m, 6)
-        _ffn(m, 6, False)
+        _ffn(m, 6, mtp_moe, shared=False, probs_bias=True)
         _nextn(m, 6)
     return m
 
@@ -380,6 +388,16 @@ def mimo2_mtp() -> Model:
     """mimo2-nextn with its MTP layer's tensors (llama-server's draft-mtp builds its DECODER_MTP graph on them); the
     pattern's n_layer entries leave that layer full, so the draft's iswa cache keeps it in its base cache."""
     return _mimo2("tiny-mimo2-mtp", converter_pattern=False, mtp=True)
+
+
+def mimo2_mtp_unfused() -> Model:
+    """mimo2-mtp whose MTP block keeps Q, K and V apart: graph_mtp's GGML_ASSERT(layer.wqkv) aborts the draft."""
+    return _mimo2("tiny-mimo2-mtp-unfused", converter_pattern=False, mtp=True, mtp_fused=False)
+
+
+def mimo2_mtp_moe() -> Model:
+    """mimo2-mtp whose MTP block routes experts: graph_mtp's GGML_ASSERT on a dense FFN aborts the draft."""
+    return _mimo2("tiny-mimo2-mtp-moe", converter_pattern=False, mtp=True, mtp_moe=True)
 
 
 def mimo2_convpat() -> Model:
@@ -829,6 +847,11 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
 MTP_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp": glm4moe_mtp}
 # The NextN writers with their MTP layer's tensors whose draft cache is llama_kv_cache_iswa (results_mtp_ctx_swa.jsonl)
 MTP_ISWA_MODELS: dict[str, Callable[[], Model]] = {"mimo2-mtp": mimo2_mtp, "step35-mtp": step35_mtp}
+# mimo2 files whose MTP block is not the one its graph_mtp asserts (results_mtp_ctx_asserts.jsonl: llama.cpp aborts)
+MIMO2_MTP_ASSERTS: dict[str, Callable[[], Model]] = {
+    "mimo2-mtp-unfused": mimo2_mtp_unfused,
+    "mimo2-mtp-moe": mimo2_mtp_moe,
+}
 
 # deepseek32 and glm-dsa with their MTP block written whole (results_mtp_ctx_dsa.jsonl, graph_dumps_mtp_dsa.jsonl)
 DSA_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek32-mtp": deepseek32_mtp, "glm-dsa-mtp": glm_dsa_mtp}

@@ -920,6 +920,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=512,
         label=LABEL + ", llama-server's target and its MTP draft context under --spec-type draft-mtp",
     ),
+    # mimo2 files whose MTP block graph_mtp does not build on (Q, K and V apart; routed experts): the draft aborts
+    "results_mtp_ctx_asserts.jsonl": TruthFile(
+        more.MIMO2_MTP_ASSERTS,
+        [_s(1000, 1, mtp=1, mtp_ctx=1), _s(2048, 1, fa="off", n_ubatch=128, mtp=1, mtp_ctx=1)],
+        decode=512,
+        label=LABEL + ", llama-server's target and its MTP draft context under --spec-type draft-mtp",
+    ),
     "results_mtp_ctx_swa_dryrun.jsonl": TruthFile(
         shapes.MTP_ISWA_SHAPES,
         MTP_CTX_SHAPE_RUNS,
