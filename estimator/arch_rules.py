@@ -15,7 +15,9 @@ An entry states what llama.cpp's `llama_model::create_memory` builds for the arc
 - `tied_embedding_twice`: the loader keeps a tied token embedding twice;
 - `parameters`: how its loader shapes the weights the compute graph multiplies by;
 - `tensors`: the tensors its loader requires (estimator/tensor_list.py), where mirrored: the weights and the
-  parameter count of a published layout (`COUNTED`: the architectures that have one).
+  parameter count of a published layout (`COUNTED`: the architectures that have one);
+- `optional`: the TENSOR_NOT_REQUIRED tensors whose shape its loader checks where a file holds them (gemma3's,
+  gemma-embedding's and lfm2's dense projections): a file whose shape differs is refused (estimator/artifact.py).
 
 Rules are small named functions of the layer hyperparameters (`Layers`), each naming the llama.cpp code it
 mirrors; an architecture shaped like another is one more entry naming the same functions. Every rule was
@@ -94,6 +96,9 @@ from memfit.estimator.moe_rules import (
 from memfit.estimator.tensor_list import (
     Shape,
     TensorList,
+    optional_gemma3,
+    optional_gemma_embedding,
+    optional_lfm2,
     tensors_bert,
     tensors_cohere2,
     tensors_command_r,
@@ -1276,6 +1281,8 @@ class ArchRule:
     parameters: Counting = GATED_FFN  # how its loader shapes the weights
     # the tensors its loader requires (estimator/tensor_list.py), where mirrored: its weights and parameter count
     tensors: TensorList | None = None
+    # TENSOR_NOT_REQUIRED tensors whose shape create_tensor still checks where the file holds one (artifact.py)
+    optional: TensorList | None = None
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
@@ -1379,6 +1386,7 @@ RULES: dict[str, ArchRule] = {
     "modern-bert": NO_MEMORY,
     "gemma-embedding": ArchRule(
         tensors=tensors_gemma3,
+        optional=optional_gemma_embedding,
         memory=Memory.NONE,
         window=Window(period_pattern, period=6),  # LLAMA_SWA_TYPE_SYMMETRIC: a mask only, there is no cache
         graph=GEMMA_EMBEDDING,
@@ -1427,6 +1435,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "gemma3": ArchRule(
         tensors=tensors_gemma3,
+        optional=optional_gemma3,
         window=Window(period_pattern, window_key_positive, period=6),
         graph=GEMMA3,
     ),
@@ -1530,6 +1539,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "lfm2": ArchRule(
         tensors=tensors_lfm2,
+        optional=optional_lfm2,
         memory=Memory.HYBRID,
         kv_layers=not_recurrent,
         recurrence=_NO_KV_HEADS,

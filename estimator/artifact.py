@@ -135,7 +135,8 @@ def refuse_contradicted_shapes(metadata: dict, shapes: dict[str, tuple[int, ...]
     """EvidenceError (artifactUnreadable) for a tensor whose shape its model's hyperparameters contradict (an
     embedding width, a head count): llama_model_loader::create_tensor refuses it ("tensor ... has wrong shape").
     Checked where the architecture table mirrors its loader's tensors (tensor_list), for the tensors in
-    _SHAPE_CHECKED; any other architecture or tensor is not refused on its shape."""
+    _SHAPE_CHECKED and the optional ones it lists (ArchRule.optional) the file holds; any other architecture or
+    tensor is not refused on its shape."""
     arch = metadata.get(Keys.General.ARCHITECTURE)
     rule = RULES.get(arch) if isinstance(arch, str) else None
     if not isinstance(arch, str) or rule is None or rule.tensors is None:
@@ -143,12 +144,14 @@ def refuse_contradicted_shapes(metadata: dict, shapes: dict[str, tuple[int, ...]
     n_vocab = _token_count(metadata) or _ne(shapes.get(TOKEN_EMBD, ()))[1]  # llama.cpp: vocab.n_tokens()
     try:
         # HParams refuses a block_count llama.cpp refuses, before a list of that many layers is built
-        expected = rule.tensors(Shape(HParams(metadata, arch), n_vocab, tied=OUTPUT not in shapes))
+        shape = Shape(HParams(metadata, arch), n_vocab, tied=OUTPUT not in shapes)
+        expected = [t for t in rule.tensors(shape) if _SHAPE_CHECKED.match(t.name)]
+        expected += rule.optional(shape) if rule.optional else []
     except (EvidenceError, ArithmeticError, LookupError):
         return  # hyperparameters its tensor list cannot be built from: derive_layout reports them
     for t in expected:
         got = shapes.get(t.name)
-        if got is not None and _SHAPE_CHECKED.match(t.name) and _ne(got) != _ne(t.ne):
+        if got is not None and _ne(got) != _ne(t.ne):
             raise EvidenceError(
                 Limit.ARTIFACT_UNREADABLE,
                 f"tensor {t.name!r} has shape {list(got)}, but the model's hyperparameters make it {list(t.ne)}:"

@@ -46,6 +46,8 @@ class NewerKeys:
     HC_LOW_RANK = "{arch}.hyper_connection.low_rank"  # LLM_KV_HYPER_CONNECTION_LOW_RANK
     PLE_NGRAM_SIZE = "{arch}.ple.ngram_size"  # LLM_KV_PLE_NGRAM_SIZE
     PLE_HEADS_PER_NGRAM = "{arch}.ple.heads_per_ngram"  # LLM_KV_PLE_HEADS_PER_NGRAM
+    DENSE_2_FEAT_OUT = "{arch}.dense_2_feat_out"  # LLM_KV_DENSE_2_FEAT_OUT
+    DENSE_3_FEAT_IN = "{arch}.dense_3_feat_in"  # LLM_KV_DENSE_3_FEAT_IN
     PLE_CONV_KERNEL = "{arch}.ple.conv_kernel"  # LLM_KV_PLE_CONV_KERNEL
     OUTPUT_GROUP_COUNT = "{arch}.attention.output_group_count"  # LLM_KV_ATTENTION_OUTPUT_GROUP_COUNT
     OUTPUT_LORA_RANK = "{arch}.attention.output_lora_rank"  # LLM_KV_ATTENTION_OUTPUT_LORA_RANK
@@ -247,6 +249,9 @@ class HParams:
     n_ctx_train = Key(LLM.CONTEXT_LENGTH, uint(0))
     n_embd = Key(LLM.EMBEDDING_LENGTH, uint(0))
     n_embd_out_impl = Key(LLM.EMBEDDING_LENGTH_OUT, uint(0))  # n_embd_out(): this, else n_embd
+    # gemma-embedding's load_arch_hparams: the sentence-transformers projections' widths (no other loader reads them)
+    dense_2_feat_out = Key(NewerKeys.DENSE_2_FEAT_OUT, uint(0))
+    dense_3_feat_in = Key(NewerKeys.DENSE_3_FEAT_IN, uint(0))
     n_head_arr = Key(ATTN.HEAD_COUNT, per_layer(0))
     n_head_kv_arr = Key(ATTN.HEAD_COUNT_KV, maybe_per_layer)  # None: n_head_arr, layer by layer
     n_ff_arr = Key(LLM.FEED_FORWARD_LENGTH, per_layer(0))

@@ -370,6 +370,33 @@ def tensors_gemma3(hp: Shape) -> list[Tensor]:
     return _gemma(hp, post_norms=True, qk_norms=True)
 
 
+def optional_gemma3(hp: Shape) -> list[Tensor]:
+    # src/models/gemma3.cpp: dense_2 {n_embd, dense_2_feat_out} and dense_3 {dense_3_feat_in, n_embd}, neither key
+    # read by gemma3's load_arch_hparams (both 0)
+    return _dense_out(hp.n_embd, 0, 0)
+
+
+def optional_gemma_embedding(hp: Shape) -> list[Tensor]:
+    # src/models/gemma-embedding.cpp: dense_2 {n_embd, dense_2_feat_out}, dense_3 {dense_3_feat_in, n_embd}
+    return _dense_out(hp.n_embd, hp.record.dense_2_feat_out, hp.record.dense_3_feat_in)
+
+
+def _dense_out(n_embd: int, dense_2_out: int, dense_3_in: int) -> list[Tensor]:
+    b = _Builder()
+    b.add("dense_2.weight", n_embd, dense_2_out)
+    b.add("dense_3.weight", dense_3_in, n_embd)
+    return b.tensors
+
+
+def optional_lfm2(hp: Shape) -> list[Tensor]:
+    # src/models/lfm2.cpp: dense_2 {n_embd, n_embd_out()} and its bias {n_embd_out()}
+    out = hp.record.n_embd_out_impl or hp.n_embd
+    b = _Builder()
+    b.add("dense_2.weight", hp.n_embd, out)
+    b.add("dense_2.bias", out)
+    return b.tensors
+
+
 def tensors_gemma3n(hp: Shape) -> list[Tensor]:
     # src/models/gemma3n.cpp: gemma3 blocks plus AltUp, LAuReL and per-layer inputs (sizes fixed in llama_hparams)
     n_altup, e_alt = GEMMA3N_ALTUP, GEMMA3N_PER_LAYER_EMBD

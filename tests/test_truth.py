@@ -9,6 +9,7 @@ buffers to the byte, and its weights floor and ceiling must hold what llama.cpp 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,9 +23,11 @@ from memfit.estimator.arch_rules import RULES, Memory
 from memfit.estimator.artifact import ArtifactFacts, weights_on
 from memfit.estimator.compute_buffer import replayed
 from memfit.estimator.cpu_variant import BY_NAME
+from memfit.estimator.errors import EvidenceError
 from memfit.estimator.kv_cache import GGML_CACHE_TYPES, cache_type_problem
 from memfit.estimator.machine import HostMemory
 from memfit.estimator.mtp import draft_context, draft_geometry, draft_kv_bytes, draft_output_bytes
+from memfit.estimator.vocabulary import Limit
 from memfit.estimator.workspace import output_buffer
 from memfit.generated.models import WireFitVerdictRequest
 from memfit.readers.model_roots import Root, RootKind
@@ -757,6 +760,25 @@ def test_multi_token_prediction_on_trunk_only_step35_is_unsupported(mtp_swa_serv
     assert trunk_only == {"step35-nextn"}
     assert all("nextn.eh_proj" in r["stderr_tail"] for r in MTP_SWA_RUNS if "error" in r)
     test_multi_token_prediction_without_nextn_tensors_is_unsupported("step35-nextn", mtp_swa_service)
+
+
+DENSE_REFUSED_RUNS = load(DATA / "results_dense_refused.jsonl")
+# check_tensor_dims' message: "tensor 'dense_2.weight' has wrong shape; expected    256,      0, got ..."
+WRONG_SHAPE = re.compile(r"tensor '([^']+)' has wrong shape; expected ([\d, ]+), got")
+
+
+@pytest.mark.parametrize("run", DENSE_REFUSED_RUNS, ids=lambda r: r["model"])
+def test_dense_projections_their_loader_does_not_expect_are_unreadable(run: dict, model_files: dict[str, Path]) -> None:
+    """A dense_2 wider than its loader expects (results_dense_refused.jsonl: gemma3 reads no width key, so expects it 0
+    wide; gemma-embedding's key names another width): llama.cpp refuses the file, and memfit answers
+    artifactUnreadable naming the tensor and the shape llama.cpp expected."""
+    found = WRONG_SHAPE.search(run["stderr_tail"])
+    assert run["error"] == "model load failed" and found is not None
+    name, expected = found.group(1), [int(n) for n in found.group(2).replace(" ", "").split(",")]
+    with pytest.raises(EvidenceError) as caught:
+        ArtifactCache().facts([str(model_files[run["model"]])])
+    assert caught.value.limit == Limit.ARTIFACT_UNREADABLE
+    assert f"{name!r} has shape" in str(caught.value) and f"make it {expected}" in str(caught.value)
 
 
 # mimo2 files whose MTP block is not the one its graph_mtp asserts (Q, K and V apart; routed experts): the draft aborts

@@ -70,6 +70,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.MTP_MODELS,
         **attention.MTP_MODELS,
         **attention.GEMMA_EMBEDDING_MODELS,
+        **attention.DENSE_REFUSED_MODELS,
         **more.MTP_MODELS,
         **shapes.MTP_SHAPES,
         **more.DSA_MTP_MODELS,

@@ -357,6 +357,14 @@ def gemma3_allswa() -> Model:
     return _gemma3("tiny-gemma3-allswa", 4, 0)
 
 
+def gemma3_dense() -> Model:
+    """gemma3 with gemma-embedding's dense_2 / dense_3 and their width keys: gemma3's loader reads neither key, so it
+    expects both projections 0 wide (create_tensor: wrong shape)."""
+    m = _gemma3("tiny-gemma3-dense", 6, 6)
+    dense_projections(m, 256, 512)
+    return m
+
+
 def gemma3_arrpat() -> Model:
     """gemma3 with the pattern written as a bool array: gemma3 reads the key as a scalar only, so the
     array is ignored and the default period 6 applies (layers 0-4 SWA, 5 full)."""
@@ -670,10 +678,19 @@ def nomic_bert_embd() -> Model:
     return _bert_like("nomic-bert", "tiny-nomic-bert", nomic=True)
 
 
-def gemma_embedding(layers: int = 6, dense: int = 0, **shape: int) -> Callable[[], Model]:
+def dense_projections(m: Model, e: int, dense: int, declared: int = 0) -> None:
+    """The sentence-transformers projections after pooling: dense_2 to `dense` features, dense_3 back, and their
+    width keys (`declared` features where given, else `dense`)."""
+    m.tensor("dense_2.weight", [e, dense], QT.F16)
+    m.tensor("dense_3.weight", [dense, e], QT.F16)
+    width = declared or dense
+    m.arch_kv(dense_2_feat_in=e, dense_2_feat_out=width, dense_3_feat_in=width, dense_3_feat_out=e)
+
+
+def gemma_embedding(layers: int = 6, dense: int = 0, declared: int = 0, **shape: int) -> Callable[[], Model]:
     """gemma-embedding (EmbeddingGemma): gemma3's blocks without a cache or an LM head (a non-causal graph over the
     ubatch, sliding layers masked by window, every sixth global), mean pooling, and where `dense` is given the
-    sentence-transformers projections after pooling (dense_2 to `dense` features, dense_3 back)."""
+    sentence-transformers projections after pooling (dense_projections)."""
     dims = {"embd": 256, "heads": 4, "heads_kv": 1, "head_dim": 64, "ff": 768, "vocab": 8192} | shape
     e, hd, vocab = dims["embd"], dims["head_dim"], dims["vocab"]
 
@@ -689,9 +706,7 @@ def gemma_embedding(layers: int = 6, dense: int = 0, **shape: int) -> Callable[[
             attention(m, i, e, dims["heads"], dims["heads_kv"], hd, QT.F16, qk_norm=True, post_norm=True)
             feed_forward(m, i, e, dims["ff"], QT.F16, post_norm=True)
         if dense:
-            m.tensor("dense_2.weight", [e, dense], QT.F16)
-            m.tensor("dense_3.weight", [dense, e], QT.F16)
-            m.arch_kv(dense_2_feat_in=e, dense_2_feat_out=dense, dense_3_feat_in=dense, dense_3_feat_out=e)
+            dense_projections(m, e, dense, declared)
         return m
 
     return model
@@ -704,6 +719,14 @@ GEMMA_EMBEDDING_MODELS = {
     "embeddinggemma-300m-shape": gemma_embedding(
         24, 3072, embd=768, heads=3, heads_kv=1, head_dim=256, ff=1152, vocab=262144, window=512
     ),
+}
+
+
+# Files whose dense projections their loader expects in other widths (results_dense_refused.jsonl: llama.cpp
+# refuses them, create_tensor's wrong shape)
+DENSE_REFUSED_MODELS: dict[str, Callable[[], Model]] = {
+    "gemma3-dense": gemma3_dense,
+    "gemma-embedding-dense-declared-512": gemma_embedding(dense=1024, declared=512),
 }
 
 

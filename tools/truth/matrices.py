@@ -920,6 +920,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=512,
         label=LABEL + ", llama-server's target and its MTP draft context under --spec-type draft-mtp",
     ),
+    # dense projections wider than their loader expects (gemma3 reads no width key; a key that contradicts the file)
+    "results_dense_refused.jsonl": TruthFile(attention.DENSE_REFUSED_MODELS, [_s(2048, 1)]),
     # mimo2 files whose MTP block graph_mtp does not build on (Q, K and V apart; routed experts): the draft aborts
     "results_mtp_ctx_asserts.jsonl": TruthFile(
         more.MIMO2_MTP_ASSERTS,
