@@ -16,6 +16,8 @@ An entry states what llama.cpp's `llama_model::create_memory` builds for the arc
 - `parameters`: how its loader shapes the weights the compute graph multiplies by;
 - `tensors`: the tensors its loader requires (estimator/tensor_list.py), where mirrored: the weights and the
   parameter count of a published layout (`COUNTED`: the architectures that have one);
+- `uncreated`: tensors a conversion may hold that its loader never creates (nemotron_h_moe's NextN latent
+  projections): a file holding one is refused (estimator/artifact.py);
 - `optional`: the TENSOR_NOT_REQUIRED tensors whose shape its loader checks where a file holds them (gemma3's,
   gemma-embedding's and lfm2's dense projections): a file whose shape differs is refused (estimator/artifact.py).
 
@@ -184,6 +186,14 @@ def no_kv_heads(ly: Layers, il: int) -> bool:
 def no_kv_heads_no_ffn(ly: Layers, il: int) -> bool:
     # llama_model_nemotron_h::load_arch_hparams: recurrent_layer_arr[il] = n_head_kv(il) == 0 && n_ff(il) == 0
     return ly.heads_kv[il] == 0 and ly.ff[il] == 0
+
+
+def nextn_latent_projections(hp: HParams) -> frozenset[str]:
+    # llama_model_nemotron_h::load_arch_tensors: no ffn_latent_down / _up for the NextN layers (their experts take
+    # moe_latent_size-wide rows), so done_getting_tensors refuses a file that holds them
+    first = hp.n_layer - hp.nextn_predict_layers
+    names = (TENSOR_NAMES[MODEL_TENSOR.MOE_LATENT_DOWN], TENSOR_NAMES[MODEL_TENSOR.MOE_LATENT_UP])
+    return frozenset(f"{name.format(bid=il)}.weight" for il in range(first, hp.n_layer) for name in names)
 
 
 def listed_else_interval(default_interval: int) -> LayerPredicate:
@@ -1283,6 +1293,8 @@ class ArchRule:
     tensors: TensorList | None = None
     # TENSOR_NOT_REQUIRED tensors whose shape create_tensor still checks where the file holds one (artifact.py)
     optional: TensorList | None = None
+    # tensors a conversion may hold that its loader never creates: done_getting_tensors refuses the file (artifact.py)
+    uncreated: Callable[[HParams], frozenset[str]] | None = None
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
@@ -1536,6 +1548,7 @@ RULES: dict[str, ArchRule] = {
         graph=NEMOTRON_H,
         parameters=NON_GATED_FFN,
         rs_rollback=True,
+        uncreated=nextn_latent_projections,
     ),
     "lfm2": ArchRule(
         tensors=tensors_lfm2,

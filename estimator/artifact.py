@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memfit import gguf_constants as gguf
-from memfit.estimator.arch_rules import RULES
+from memfit.estimator.arch_rules import LLAMA_CPP_RELEASE, RULES
 from memfit.estimator.architectures import derive_layout
 from memfit.estimator.cpu_repack import CPU, Matrix, packing_bytes, padded, placement, tied_copy_bytes
 from memfit.estimator.cpu_variant import CpuVariant
@@ -159,6 +159,26 @@ def refuse_contradicted_shapes(metadata: dict, shapes: dict[str, tuple[int, ...]
             )
 
 
+def refuse_uncreated_tensors(metadata: dict, names: set[str]) -> None:
+    """EvidenceError (artifactUnreadable) for a file holding a tensor its loader never creates (ArchRule.uncreated):
+    llama_model_loader::done_getting_tensors counts the tensors created against the file's ("wrong number of
+    tensors") and refuses it."""
+    arch = metadata.get(Keys.General.ARCHITECTURE)
+    rule = RULES.get(arch) if isinstance(arch, str) else None
+    if not isinstance(arch, str) or rule is None or rule.uncreated is None:
+        return
+    try:
+        extra = sorted(rule.uncreated(HParams(metadata, arch)) & names)
+    except EvidenceError:
+        return  # hyperparameters llama.cpp refuses: derive_layout reports them
+    if extra:
+        raise EvidenceError(
+            Limit.ARTIFACT_UNREADABLE,
+            f"the file holds {', '.join(repr(n) for n in extra)}, which the {arch} loader of {LLAMA_CPP_RELEASE} never"
+            " creates: done_getting_tensors refuses it (wrong number of tensors)",
+        )
+
+
 def summarize(header: GGUFHeader) -> HeaderSummary:
     """The summary of a header llama.cpp would load: its tensors laid out one after another (gguf_init_from_file)
     and all inside the file (a truncated download is not a model); for a model's first file, also its keys of the
@@ -185,6 +205,7 @@ def summarize(header: GGUFHeader) -> HeaderSummary:
     if Keys.General.ARCHITECTURE in metadata and metadata.get(Keys.General.TYPE, MODEL) == MODEL:
         refuse_mistyped_keys(metadata, header.key_types)
         refuse_contradicted_shapes(metadata, {t.name: t.shape for t in header.tensors})
+        refuse_uncreated_tensors(metadata, {t.name for t in header.tensors})
     return HeaderSummary(metadata, tuple(tensors))
 
 

@@ -40,9 +40,9 @@ NO_MTP_TENSORS = (
     "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
     " file holds none of that layer's tensors: the graph's GGML_ASSERT on nextn.eh_proj aborts the server"
 )
-MTP_BLOCK_ASSERTED = (
-    "llama-server's --spec-type draft-mtp builds mimo2's MTP draft graph (graph_mtp) on the NextN layer, which asserts"
-    " one fused attn_qkv and a dense FFN, and this file's NextN layer has {}: the GGML_ASSERT aborts the server"
+MTP_GRAPH_ABORTS = (
+    "llama-server's --spec-type draft-mtp builds {arch}'s MTP draft graph (graph_mtp) on the NextN layer, and it aborts"
+    " on this file's: {why}"
 )
 NO_MTP_LAYERS = (
     "llama-server's --spec-type draft-mtp needs the model's NextN/MTP layers, and it has none: llama_init_from_model"
@@ -60,9 +60,9 @@ def mtp_refusal(subject: Subject, workload: Workload) -> str | None:
     if subject.mtp is not None and subject.mtp.count == 0:  # a trunk-only file: no nextn.eh_proj to build on
         return NO_MTP_TENSORS
     shape = subject.layout.graph
-    unbuilt = [b for b in shape.nextn if not builds_mtp_graph(subject.architecture, b)] if shape else []
-    if unbuilt:
-        return MTP_BLOCK_ASSERTED.format("Q, K and V apart" if not unbuilt[0].fused_qkv else "routed experts")
+    why = mtp_graph_abort(subject.architecture, shape) if shape else None
+    if why:
+        return MTP_GRAPH_ABORTS.format(arch=subject.architecture, why=why)
     return draft_refusal(subject, workload)
 
 
@@ -186,17 +186,28 @@ def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
     if shape is None or not shape.nextn or len(set(shape.nextn)) != 1 or len(shape.nextn) != layout.nextn_layers:
         return None
     graph, block = mtp_graph_shape(arch, shape), shape.nextn[0]
-    if graph is None or not block.n_head or block.kv_lora or not builds_mtp_graph(arch, block):
+    if graph is None or not block.n_head or block.kv_lora or mtp_graph_abort(arch, shape):
         return None
     k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
     return DraftContext(graph, layout.nextn_layers, k, v, window=block.window, v_width_trans=graph.v_width_all)
 
 
-def builds_mtp_graph(arch: str, block: GraphLayer) -> bool:
-    """Whether the architecture's graph_mtp builds on this NextN block: mimo2.cpp asserts its fused attn_qkv and a
-    dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up)); where it
-    does not, mtp_refusal says so."""
-    return arch != "mimo2" or (block.fused_qkv and block.n_ff > 0 and not block.n_expert)
+def mtp_graph_abort(arch: str, shape: GraphShape) -> str | None:
+    """Why the architecture's graph_mtp aborts on this model's NextN block, or None: mimo2.cpp asserts a fused
+    attn_qkv and a dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up));
+    nemotron-h-moe.cpp's graph_mtp runs the block's experts on its n_embd-wide rows, where load_arch_tensors made
+    them moe_latent_size wide (ggml_mul_mat_id's GGML_ASSERT(as->ne[0] == b->ne[0]))."""
+    for b in shape.nextn if arch == "mimo2" else ():
+        if not b.fused_qkv:
+            return "its Q, K and V apart, where GGML_ASSERT(layer.wqkv) needs one fused attn_qkv"
+        if not b.n_ff or b.n_expert:
+            return "its routed experts, where a GGML_ASSERT needs a dense FFN (ffn_gate, ffn_down, ffn_up)"
+    if arch == "nemotron_h_moe" and any(b.routing.latent for b in shape.layers if b.n_expert):
+        return (
+            "its experts are moe_latent_size wide and get n_embd-wide rows (no ffn_latent_down before them):"
+            " ggml_mul_mat_id's GGML_ASSERT(as->ne[0] == b->ne[0])"
+        )
+    return None
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:

@@ -781,9 +781,31 @@ def test_dense_projections_their_loader_does_not_expect_are_unreadable(run: dict
     assert f"{name!r} has shape" in str(caught.value) and f"make it {expected}" in str(caught.value)
 
 
-# mimo2 files whose MTP block is not the one its graph_mtp asserts (Q, K and V apart; routed experts): the draft aborts
-MTP_ASSERT_RUNS = load(DATA / "results_mtp_ctx_asserts.jsonl")
-MTP_ASSERTED = {"mimo2-mtp-unfused": ("fused attn_qkv", "Q, K and V apart"), "mimo2-mtp-moe": ("dense FFN", "routed")}
+# MTP blocks graph_mtp aborts on: mimo2's not the one it asserts (Q, K and V apart; routed experts), nemotron_h_moe's
+# latent experts without the block's own latent projections; its file with them llama.cpp does not load at all
+NEMOTRON_LATENT_RUNS = load(DATA / "results_mtp_ctx_nemotron_latent.jsonl")
+MTP_ASSERT_RUNS = load(DATA / "results_mtp_ctx_asserts.jsonl") + [
+    r for r in NEMOTRON_LATENT_RUNS if r["model"].endswith("-bare") and "error" in r
+]
+LOAD_REFUSED_RUNS = [r for r in NEMOTRON_LATENT_RUNS if r.get("error") == "model load failed"]
+MTP_ASSERTED = {
+    "mimo2-mtp-unfused": ("fused attn_qkv", "Q, K and V apart"),
+    "mimo2-mtp-moe": ("dense FFN", "routed experts"),
+    "nemotron-h-moe-latent-mtp-bare": ("as->ne[0] == b->ne[0]", "moe_latent_size"),
+}
+
+
+def test_nemotron_3_supers_mtp_block_with_its_latent_projections_is_unreadable(model_files: dict[str, Path]) -> None:
+    """nemotron_h_moe's loader creates no ffn_latent_down / _up for the NextN block (results_mtp_ctx_nemotron_latent
+    .jsonl: the file holding them failed every run, MTP or not, "wrong number of tensors"): memfit answers
+    artifactUnreadable naming both; the same file without them is read."""
+    assert {r["model"] for r in LOAD_REFUSED_RUNS} == {"nemotron-h-moe-latent-mtp"} and len(LOAD_REFUSED_RUNS) == 4
+    assert all("wrong number of tensors" in r["stderr_tail"] for r in LOAD_REFUSED_RUNS)
+    with pytest.raises(EvidenceError) as caught:
+        ArtifactCache().facts([str(model_files["nemotron-h-moe-latent-mtp"])])
+    assert caught.value.limit == Limit.ARTIFACT_UNREADABLE and "wrong number of tensors" in str(caught.value)
+    assert all(f"'blk.6.ffn_latent_{d}.weight'" in str(caught.value) for d in ("down", "up"))
+    assert ArtifactCache().facts([str(model_files["nemotron-h-moe-latent-mtp-bare"])]).layout is not None
 
 
 @pytest.mark.parametrize("run", MTP_ASSERT_RUNS, ids=lambda r: f"{r['model']}-{settings(r)['n_ctx']}")

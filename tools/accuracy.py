@@ -68,6 +68,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.HYBRID_SHAPES,
         **recurrent.MTP_SHAPES,
         **recurrent.MTP_MODELS,
+        **recurrent.NEMOTRON_LATENT_MTP_MODELS,
         **attention.MTP_MODELS,
         **attention.GEMMA_EMBEDDING_MODELS,
         **attention.DENSE_REFUSED_MODELS,

@@ -457,6 +457,21 @@ def nemotron_h_moe_latent() -> Model:
     )
 
 
+def nemotron_h_moe_latent_mtp(block_latent: bool) -> Callable[[], Model]:
+    """nemotron-h-moe-latent with its NextN/MTP block written whole (as Nemotron 3 Super's): its experts in the
+    latent too, and its ffn_latent_down / _up where `block_latent`."""
+
+    def model() -> Model:
+        heads_kv, ff, s = [0, 0, 2, 0, 0, 2, 2], [0, 128, 0, 0, 128, 0, 128], replace(TINY_NEMOTRON_H, experts_used=3)
+        name = "tiny-nemotron-h-moe-latent-mtp" + ("" if block_latent else "-bare")
+        m = _nemotron_h("nemotron_h_moe", name, heads_kv, ff, s, moe=True, routing=NORMED_SCALED, latent=64)
+        if not block_latent:
+            m.tensors = [t for t in m.tensors if not t[0].startswith(("blk.6.ffn_latent_down", "blk.6.ffn_latent_up"))]
+        return m
+
+    return model
+
+
 @dataclass(frozen=True)
 class QwenNext(Sizes):
     """The qwen3next / qwen35 / qwen4exp sizes (tiny: gated attention 4 heads (2 kv) of 64, rope on a quarter of the
@@ -1030,6 +1045,13 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
     "qwen4exp-ple": qwen4exp_ple,
     "deepseek4": deepseek4,
     **{name: PUBLIC_SET[name] for name in ("mamba2-f16", "granitehybrid-f16", "lfm2-f16")},
+}
+
+# Nemotron 3 Super's layout with its MTP block written whole (results_mtp_ctx_nemotron_latent.jsonl): the block's
+# experts in the latent, with and without its own ffn_latent_down / _up
+NEMOTRON_LATENT_MTP_MODELS: dict[str, Callable[[], Model]] = {
+    "nemotron-h-moe-latent-mtp": nemotron_h_moe_latent_mtp(True),
+    "nemotron-h-moe-latent-mtp-bare": nemotron_h_moe_latent_mtp(False),
 }
 # Published Mamba-1 dimensions, for llama.cpp's dry runs (sparse files): state-spaces/mamba-2.8b (64 layers of
 # 2560, vocabulary padded to 50280), tiiuae/falcon-mamba-7b (64 of 4096, dt / B / C norms) and one attention

@@ -898,6 +898,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
         label=LABEL + ", haswell CPU variant, no_alloc dry run, DeepSeek-V3.2's and GLM-5's MTP draft context",
     ),
     "results_mtp_ctx_nemotron.jsonl": _mtp_ctx(_subset(recurrent.FAMILY_SET, "nemotron-h-moe"), "nemotron_h_moe's"),
+    "results_mtp_ctx_nemotron_latent.jsonl": TruthFile(
+        recurrent.NEMOTRON_LATENT_MTP_MODELS,
+        [_s(2048, 1), _s(1000, 1, mtp=1), *MTP_CTX_RUNS[:1], *MTP_CTX_RUNS[3:4]],
+        decode=512,
+        label=LABEL + ", Nemotron 3 Super's latent experts, the target and its MTP draft context under draft-mtp",
+    ),
     "results_mtp_ctx_hyv3.jsonl": _mtp_ctx(more.HY_V3_MTP_MODELS, "hy_v3's"),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
