@@ -192,8 +192,19 @@ def derive_layout(
         embd_width=embd_width(arch, hp),
         pooling=hp.pooling_type,
         pooling_named=hp.has(HParams.pooling_type),
+        ollama_kv_row=ollama_kv_row(hp),
         rank_refusal=rank_refusal(metadata, n_vocab),
     )
+
+
+def ollama_kv_row(hp: HParams) -> int:
+    """Ollama's PredictServerVRAM KV estimate a token (llm/llama_server.go): 2 (K and V) x block_count x
+    HeadCountKVMin (the key's least entry, 1 where the key is absent or the least is 0) x headDim (embedding_length
+    / HeadCountMax, the key's largest entry, 1 where absent) x 2 bytes (f16)."""
+    heads = max(hp.n_head_arr) if hp.has(HParams.n_head_arr) and hp.n_head_arr else 1
+    kv = min(hp.n_head_kv_arr) if hp.has(HParams.n_head_kv_arr) and hp.n_head_kv_arr else 1
+    head_dim = hp.n_embd // heads if heads else 0
+    return 2 * hp.n_layer * max(kv, 1) * head_dim * 2
 
 
 # load_arch_hparams of deepseek4 and qwen4exp: n_embd_out_impl = hyper_connection.count * n_embd (the residual

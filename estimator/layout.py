@@ -392,6 +392,9 @@ class Layout:
     embd_width: int = 0
     pooling: int = 0  # hparams.pooling_type (llama_pooling_type; 0 NONE): the context's where none is named
     pooling_named: bool = False  # the file holds a pooling_type key (Ollama's embedding capability)
+    # Ollama's PredictServerVRAM (llm/llama_server.go): the f16 K and V bytes a context token adds to its estimate,
+    # 2 x block_count x the least head_count_kv (1 where 0) x embedding_length / the most head_count x 2
+    ollama_kv_row: int = 0
     # why llama-server refuses a context that pools by rank with this vocabulary (estimator/pooling.py); "": it does
     # not, or it is not known
     rank_refusal: str = ""

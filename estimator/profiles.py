@@ -25,7 +25,7 @@ from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.fit_placement import fitted_workload, predicted_fit
 from memfit.estimator.fitter import FitOutcome, fitted_context, host_projection
 from memfit.estimator.kv_cache import ELEMENT_BYTES_BY_NAME
-from memfit.estimator.machine import GpuMemory
+from memfit.estimator.machine import GpuBackend, GpuMemory
 from memfit.estimator.mtp import with_mtp
 from memfit.estimator.server_args import RunningServer
 from memfit.estimator.subject import Subject
@@ -106,10 +106,25 @@ DEFAULTS: dict[Profile, dict[str, Default]] = {
 OLLAMA_CONTEXT_TIERS = ((47 * GIB, 262144), (23 * GIB, 32768), (0, 4096))
 # server/sched.go generationBatchForContext: -b and -ub by the context llama-server is started with
 OLLAMA_BATCH_TIERS = ((32768, 2048), (4096, 1024), (0, 512))
+# server/sched.go automaticGenerationBatch: flash attention off on a CUDA device, 256 above a 4096 context where a
+# CUDA device has at most 8 GiB (constrainedCUDAWithoutFlashAttention), else 512
+OLLAMA_BATCH_DEFAULT, OLLAMA_BATCH_CONSTRAINED = 512, 256
+OLLAMA_CONSTRAINED_CONTEXT, OLLAMA_CONSTRAINED_GPU = 4096, 8 * GIB
+# server/sched.go generationBatchFits: its prediction within 80% of the available memory, within the batch's
+# headroom (generationBatchHasHeadroom: 60% from 2048, 75% from 1024) and leaving its surcharge
+# (generationBatchSurcharge: 2 GiB from 2048, 768 MiB from 1024): (least batch, headroom percent, surcharge)
+OLLAMA_FIT_PERCENT = 80
+OLLAMA_BATCH_HEADROOM = ((2048, 60, 2 * GIB), (1024, 75, 768 << 20), (0, 100, 0))
 # llm/llama_server.go: an embedding model's num_batch default (DefaultEmbeddingNumBatch), capped by num_ctx
 OLLAMA_EMBEDDING_BATCH = 2048
 LM_STUDIO_CONTEXT = 4096  # LM Studio's loader: Context Length, default 4096
 
+# server/sched.go processPending: architectures "not safe with num_parallel > 1" (ollama/ollama#4165), loaded with
+# one slot whatever OLLAMA_NUM_PARALLEL says, as every embedding model is
+OLLAMA_ONE_SLOT = frozenset(
+    {"mllama", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "nemotron_h"}
+    | {"nemotron_h_moe", "nemotron_h_omni"}
+)
 OLLAMA_NUM_PARALLEL = "OLLAMA_NUM_PARALLEL"
 OLLAMA_CONTEXT_LENGTH = "OLLAMA_CONTEXT_LENGTH"
 OLLAMA_KV_CACHE_TYPE = "OLLAMA_KV_CACHE_TYPE"
@@ -178,17 +193,62 @@ def _ollama_environment(r: _Resolving, env: Mapping[str, str]) -> None:
             r.set(wire, ELEMENT_BYTES_BY_NAME[kv], env_source, f"{OLLAMA_KV_CACHE_TYPE}={kv}: -ctk {kv} -ctv {kv}")
 
 
-def _ollama_batch(total: int, slots: int, embedding: bool) -> tuple[int, SettingSource, str]:
+def _ollama_batch(r: _Resolving, total: int, subject: Subject, facts: LaunchFacts, embedding: bool) -> None:
     """-b and -ub: an embedding model's min(2048, num_ctx) (routes.go's embedding batch default, appendBatchArgs'
-    cap at num_ctx x num_parallel), else the generation batch of the context's tier (sched.go)."""
+    cap at num_ctx x num_parallel), else automaticGenerationBatch (server/sched.go): the context's tier, stepped
+    down (generation_batch) where Ollama's own prediction (PredictServerVRAM) leaves it too little of the GPUs'
+    free memory."""
     if embedding:
-        batch = min(OLLAMA_EMBEDDING_BATCH, max(1, total // max(1, slots)))
+        batch = min(OLLAMA_EMBEDDING_BATCH, max(1, total // max(1, r.request.streams or 1)))
         detail = f"-b and -ub {batch}: an embedding model's min(2048, num_ctx) ({OLLAMA_LAUNCH} appendBatchArgs)"
-        return batch, SettingSource.PROFILE, detail
-    # "> 32768", "> 4096"; a context of negative streams (refused later: nonPositiveStreams) takes the lowest
+        r.set("ubatchTokens", batch, SettingSource.PROFILE, detail)
+        return
+    batch, why = generation_batch(total, subject, facts, r.request.flash_attention == FlashAttention.OFF)
+    detail = f"-b and -ub {batch} for the context {total}{why} (Ollama server/sched.go automaticGenerationBatch)"
+    r.set("ubatchTokens", batch, SettingSource.PROFILE, detail)
+
+
+def generation_batch(total: int, subject: Subject, facts: LaunchFacts, flash_off: bool) -> tuple[int, str]:
+    """automaticGenerationBatch's batch for a generation model at the context `total` (and why, where not its
+    tier): with flash attention off on a CUDA device, 256 or 512; else the tier ("> 32768", "> 4096"; a context of
+    negative streams, refused later, takes the lowest), stepped down to 1024 then 512 while generationBatchFits
+    fails: PredictServerVRAM (the file's size and its f16 KV estimate, Layout.ollama_kv_row, at `total`) against
+    the placement's free memory (availableMemoryForLoad: the GPUs' free memory together; on an integrated or
+    unified GPU Ollama takes the smaller of its free memory and the system's, which memfit reads as the device's).
+    Without GPUs, or where the file's size or its KV estimate is unknown, the tier stands."""
+    gpus = facts.gpus or ()
+    cuda = [g for g in gpus if g.backend is GpuBackend.CUDA]
+    if flash_off and cuda:
+        small = any(0 < (g.free if 0 < g.free <= g.total else g.total) <= OLLAMA_CONSTRAINED_GPU for g in cuda)
+        if total > OLLAMA_CONSTRAINED_CONTEXT and small:
+            return OLLAMA_BATCH_CONSTRAINED, ", flash attention off on a CUDA device of at most 8 GiB"
+        return OLLAMA_BATCH_DEFAULT, ", flash attention off on a CUDA device"
     batch = _tier(OLLAMA_BATCH_TIERS, max(0, total - 1))
-    detail = f"-b and -ub {batch} for the context {total} (Ollama server/sched.go automaticGenerationBatch)"
-    return batch, SettingSource.PROFILE, detail
+    kv_row = subject.layout.ollama_kv_row if subject.layout is not None else 0
+    if not gpus or subject.artifact_bytes is None or not kv_row:
+        return batch, ""
+    predicted = subject.artifact_bytes + kv_row * max(0, total)
+    available = sum(g.free for g in gpus)
+    tier = batch
+    while batch > OLLAMA_BATCH_DEFAULT and not _batch_fits(batch, predicted, available):
+        batch = 1024 if batch > 1024 else OLLAMA_BATCH_DEFAULT  # nextLowerGenerationBatch
+    if batch == tier:
+        return batch, ""
+    return batch, (
+        f", stepped down from {tier}: Ollama predicts {predicted / GIB:.1f} GiB of the GPUs' {available / GIB:.1f} GiB"
+        " free (PredictServerVRAM: the file and an f16 KV estimate)"
+    )
+
+
+def _batch_fits(batch: int, predicted: int, available: int) -> bool:
+    """server/sched.go generationBatchFits."""
+    if predicted == 0 or available == 0:
+        return True
+    threshold = available * OLLAMA_FIT_PERCENT // 100
+    headroom, surcharge = next((h, c) for least, h, c in OLLAMA_BATCH_HEADROOM if batch >= least)
+    if predicted > threshold or predicted > available * headroom // 100:
+        return False
+    return surcharge <= threshold - predicted
 
 
 def _ollama_context(r: _Resolving, facts: LaunchFacts, trained: int | None) -> tuple[int, ResolvedSetting]:
@@ -273,14 +333,17 @@ def resolve_profile(request: WorkloadRequest, facts: LaunchFacts, subject: Subje
     r = _Resolving(request)
     context = None
     if profile is Profile.OLLAMA:
-        if facts.ollama_env:
-            _ollama_environment(r, facts.ollama_env)
         embedding = subject.layout is not None and subject.layout.pooling_named
         if embedding:  # NewLlamaServerRunner: a pooling_type key makes an embedding model, launched with --embedding
             r.set("embeddings", True, SettingSource.PROFILE, f"{OLLAMA_LAUNCH}: the file names a pooling type")
+        if embedding or subject.architecture in OLLAMA_ONE_SLOT:
+            why = "an embedding model" if embedding else f"{subject.architecture}, not safe with num_parallel > 1"
+            r.set("streams", 1, SettingSource.PROFILE, f"-np 1: {why} (Ollama server/sched.go processPending)")
+        if facts.ollama_env:
+            _ollama_environment(r, facts.ollama_env)
         r.defaults(OLLAMA)
         context = _ollama_context(r, facts, subject.context_limit)
-        r.set("ubatchTokens", *_ollama_batch(context[0], r.request.streams or 1, embedding))
+        _ollama_batch(r, context[0], subject, facts, embedding)
     elif profile is Profile.LM_STUDIO:
         r.defaults(LM_STUDIO)
         n_ctx = min(LM_STUDIO_CONTEXT, subject.context_limit or LM_STUDIO_CONTEXT)

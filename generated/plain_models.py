@@ -168,8 +168,13 @@ class WireFitVerdictRequest:
     host, the weights memory-mapped, an 8192 MiB prompt cache, 32 context checkpoints per slot).
     `ollama`: Ollama's llama-server launch (`-c` num_ctx x num_parallel, `-np` num_parallel: a split
     cache; num_ctx by its GPU memory tiers, 4096 below 23 GiB, 32768 below 47 GiB, else 262144,
-    capped to the model's trained context; one slot; an embedding model, a file that names a pooling
-    type, with --embedding and -b/-ub min(2048, num_ctx): embeddings true, since 1.22.0). `lmStudio`:
+    capped to the model's trained context; one slot, or OLLAMA_NUM_PARALLEL's, except for an embedding
+    model and the architectures Ollama keeps to one slot (qwen35, qwen35moe, qwen3next, nemotron_h,
+    nemotron_h_moe, lfm2 and others: since 1.23.0); an embedding model, a file that names a pooling
+    type, with --embedding and -b/-ub min(2048, num_ctx): embeddings true, since 1.22.0; a generation
+    model's -b/-ub by its context, 512, above 4096 1024, above 32768 2048, stepped down where Ollama's own
+    prediction, the file's size and an f16 KV estimate, leaves too little of the GPUs' free memory, and 256
+    or 512 with flash attention off on a CUDA device: since 1.23.0). `lmStudio`:
     LM Studio's documented load
     defaults (4 concurrent predictions over a 4096 context, mmap). `running` (since 1.15.0): as the
     llama-server running on this host with this local model's file loaded runs it (a listing's entry names

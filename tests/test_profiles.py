@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import gguf
 import pytest
 
 from memfit.estimator.bounds import Part
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.fitter import fitted_context, host_projection
+from memfit.estimator.machine import GpuMemory
 from memfit.estimator.mtp import with_mtp
 from memfit.estimator.profiles import GIB, NO_FACTS, LaunchFacts, host_weights, resolve_profile, resolved_workload
 from memfit.estimator.subject import Subject
@@ -146,6 +148,60 @@ def test_ollama_launches_an_embedding_model_with_embedding_and_its_batch(tmp_pat
     assert found == {"bert-embd": (True, 512), "qwen3-f16-last": (True, 2048), "qwen3-f16": (False, 1024)}
 
 
+def test_ollama_loads_one_slot_for_embedding_models_and_the_architectures_it_keeps_to_one(tmp_path: Path) -> None:
+    """server/sched.go processPending: an embedding model, and the architectures "not safe with num_parallel > 1"
+    (qwen35 among them), get one slot whatever OLLAMA_NUM_PARALLEL says; another model gets the variable's."""
+    files = write_models({"bert-embd", "qwen35", "qwen3-f16"}, tmp_path)
+    env = LaunchFacts(ollama_env={"OLLAMA_NUM_PARALLEL": "4", "OLLAMA_CONTEXT_LENGTH": "512"})
+    found = {}
+    for name, path in files.items():
+        resolution = resolve_profile(
+            WorkloadRequest(profile="ollama"), env, file_subject(path, BY_NAME["haswell"], CACHE)
+        )
+        found[name] = (resolution.request.streams, resolution.context[0] if resolution.context else None)
+    assert found == {"bert-embd": (1, 512), "qwen35": (1, 512), "qwen3-f16": (4, 2048)}  # -c num_ctx x num_parallel
+
+
+def _ollama_prediction(path: Path, n_ctx: int) -> int:
+    """llm/llama_server.go PredictServerVRAM, restated from its source: the file's size plus 2 x block_count x the
+    least head_count_kv x (embedding_length / the most head_count) x n_ctx x 2 bytes."""
+    reader = gguf.GGUFReader(path)
+    value = lambda key: int(reader.fields[f"qwen3.{key}"].contents())  # noqa: E731  # scalars in this file
+    head_dim = value("embedding_length") // value("attention.head_count")
+    return path.stat().st_size + 2 * value("block_count") * value("attention.head_count_kv") * head_dim * n_ctx * 2
+
+
+def _gpu(free: int, total: int = 24 * GIB) -> GpuMemory:
+    return GpuMemory(0, "GPU-0", free, total)
+
+
+def test_ollama_steps_the_generation_batch_down_where_its_prediction_leaves_too_little(qwen3_path: Path) -> None:
+    """server/sched.go automaticGenerationBatch: two slots of qwen3's 32768 give a 65536 context, whose tier is 2048;
+    generationBatchFits keeps it only where PredictServerVRAM stays within 80% of the GPUs' free memory less the
+    batch's surcharge (2 GiB for 2048, 768 MiB for 1024) and within its headroom (60%, 75%), else 1024, else 512.
+    With flash attention off on a CUDA device of at most 8 GiB and a context above 4096, 256."""
+    predicted = _ollama_prediction(qwen3_path, 65536)
+    model = file_subject(qwen3_path, BY_NAME["haswell"], CACHE)
+    env = {"OLLAMA_NUM_PARALLEL": "2", "OLLAMA_CONTEXT_LENGTH": "32768"}
+
+    def batch(gpus: tuple[GpuMemory, ...], **more: str) -> int | None:
+        facts = LaunchFacts(gpus=gpus, gpu_total=sum(g.total for g in gpus), ollama_env=env | more)
+        return resolve_profile(WorkloadRequest(profile="ollama"), facts, model).request.ubatch_tokens
+
+    roomy = (predicted + 2 * GIB) * 100 // 80 + 1  # 80% of it leaves the 2 GiB surcharge
+    middling = (predicted + 1 * GIB) * 100 // 80  # leaves 1 GiB: room for 1024's 768 MiB, not 2048's 2 GiB
+    tight = (predicted + 512 * MIB) * 100 // 80  # leaves 512 MiB: room for neither
+    assert batch(()) == 2048  # no GPU: no available memory, nothing to step down from
+    assert batch((_gpu(roomy),)) == 2048
+    assert batch((_gpu(roomy // 2), _gpu(roomy - roomy // 2))) == 2048  # the GPUs' free memory together
+    assert batch((_gpu(middling),)) == 1024
+    assert batch((_gpu(tight),)) == 512
+    small = GpuMemory(0, "GPU-0", 6 * GIB, 8 * GIB)
+    assert batch((small,), OLLAMA_FLASH_ATTENTION="0") == 256
+    assert batch((_gpu(20 * GIB),), OLLAMA_FLASH_ATTENTION="0") == 512  # a CUDA device above 8 GiB
+    assert batch((small,), OLLAMA_FLASH_ATTENTION="1") == 2048  # flash attention on: the tier (room enough)
+
+
 def test_lm_studio_loads_four_predictions_over_a_4096_context() -> None:
     found = settings("lmStudio")
     assert (found["streams"], found["kvUnified"], found["context"], found["loadMode"]) == (4, True, 4096, "mmap")
@@ -187,10 +243,14 @@ def test_the_fitter_gives_up_at_the_minimum_it_cannot_go_below() -> None:
 
 
 @pytest.fixture(scope="module")
-def qwen3(tmp_path_factory: pytest.TempPathFactory) -> Subject:
+def qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_models({"qwen3-f16"}, tmp_path_factory.mktemp("profile-models"))["qwen3-f16"]
+
+
+@pytest.fixture(scope="module")
+def qwen3(qwen3_path: Path) -> Subject:
     """A tiny qwen3 (its compute graph rebuilt node for node), its trained context as written."""
-    path = write_models({"qwen3-f16"}, tmp_path_factory.mktemp("profile-models"))["qwen3-f16"]
-    return file_subject(path, BY_NAME["haswell"], ArtifactCache())
+    return file_subject(qwen3_path, BY_NAME["haswell"], ArtifactCache())
 
 
 def test_llama_server_takes_the_fitters_context(qwen3: Subject) -> None:

@@ -216,15 +216,16 @@ def unmodelled(record: dict) -> str | None:
 
 
 def file_subject(path: Path, variant: CpuVariant, cache: ArtifactCache) -> Subject:
-    """A model file's subject as the service reads it, its weights under one CPU variant (no projector, no
-    adapter, no identity keys)."""
+    """A model file's subject as the service reads it, its weights under one CPU variant, its size on disk (no
+    projector, no adapter, no identity keys)."""
     facts = cache.facts((str(path),))
     floor, slack, note = weights_on(facts, (variant,))
     weights = Part(Component.WEIGHTS, floor, Basis.MEASURED_ARTIFACT, note, slack=slack)
     packed = packed_range(facts.matrices, facts.tied, (variant,))
     companions = Part.not_applicable(Component.COMPANIONS, "")
     mtp = mtp_weights(facts, (variant,))
-    return read_subject(facts, path.stem, "", None, weights, companions, [], ("", ""), packed, mtp)
+    size = path.stat().st_size
+    return read_subject(facts, path.stem, "", size, weights, companions, [], ("", ""), packed, mtp)
 
 
 def compare(record: dict, path: Path, cache: ArtifactCache, variant: CpuVariant | None = None) -> Row:
