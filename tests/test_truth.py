@@ -759,6 +759,70 @@ def test_multi_token_prediction_on_trunk_only_step35_is_unsupported(mtp_swa_serv
     test_multi_token_prediction_without_nextn_tensors_is_unsupported("step35-nextn", mtp_swa_service)
 
 
+# cohere2moe's MTP draft context (results_mtp_ctx_cohere2moe.jsonl: 3.21.1's create_memory filters no layer for it, so
+# its llama_kv_cache_iswa holds every layer) beside its trunk-only file, whose draft graph aborts
+COHERE2MOE_MTP_RUNS = load(DATA / "results_mtp_ctx_cohere2moe.jsonl")
+COHERE2MOE_DRAFT_RUNS = [r for r in COHERE2MOE_MTP_RUNS if "error" not in r]
+
+
+def test_cohere2moe_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
+    """cohere2moe's target and MTP draft context: every run made compared, both memory modules and the output buffers
+    exact, both bounds within max(1%, 8 MiB); the trunk-only file's runs llama.cpp's refusals."""
+    rows = recorded["results_mtp_ctx_cohere2moe.jsonl"]
+    compared = [r for r in rows if r.compared]
+    assert len(rows) == len(COHERE2MOE_MTP_RUNS) == 18 and len(compared) == len(COHERE2MOE_DRAFT_RUNS) == 12
+    assert all(r.kv_exact and r.output_exact and r.tight for r in compared)
+    assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
+
+
+@pytest.mark.parametrize("run", COHERE2MOE_DRAFT_RUNS, ids=run_id)
+def test_cohere2moe_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
+    """cohere2moe's draft context's parts as llama.cpp made them (test_mtp_draft_context_is_llama_cpps)."""
+    test_mtp_draft_context_is_llama_cpps(run, model_files)
+
+
+@pytest.mark.parametrize("run", COHERE2MOE_DRAFT_RUNS, ids=run_id)
+def test_cohere2moes_draft_cache_holds_every_layer_in_its_half(run: dict, model_files: dict[str, Path]) -> None:
+    """The draft's llama_kv_cache_iswa holds what the target's does, layer for layer and half for half (the NextN
+    layer in the base half: is_swa is false past n_layer()), in the draft's own types: memfit's cells of each layer
+    are its half's, and its K and V bytes each half's sum."""
+    facts = CACHE.facts((str(model_files[run["model"]]),))
+    assert facts.layout is not None
+    draft = draft_context(facts.architecture, facts.layout)
+    assert draft is not None and draft.all_layers
+    geometry = run_geometry(run, facts.architecture, facts.layout.causal, facts.layout.nextn_width)
+    held = run["draft_ctx"]["kv_caches"]
+    assert [(c["role"], c["layers"], c["cells"]) for c in held] == [
+        (c["role"], c["layers"], c["cells"]) for c in run["kv_caches"]
+    ]
+    assert sorted(il for c in held for il in c["layers"]) == list(range(draft.layers))
+    nextn = draft.layers - 1
+    assert [c["role"] for c in held if nextn in c["layers"]] == ["base"] and draft.windows[nextn] is None
+    cells = draft.layer_cells(geometry)
+    assert all({cells[il] for il in c["layers"]} == {c["cells"]} for c in held)
+    assert draft_kv_bytes(draft, geometry) == (sum(c["k_bytes"] for c in held), sum(c["v_bytes"] for c in held))
+
+
+@pytest.fixture(scope="module")
+def cohere2moe_mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _service_over({r["model"] for r in COHERE2MOE_MTP_RUNS}, tmp_path_factory)
+
+
+@pytest.mark.parametrize("run", COHERE2MOE_DRAFT_RUNS, ids=run_id)
+def test_multi_token_prediction_on_cohere2moe_asked_on_the_wire(run: dict, cohere2moe_mtp_service: Any) -> None:
+    """cohere2moe's runs asked on the wire (test_multi_token_prediction_asked_on_the_wire)."""
+    test_multi_token_prediction_asked_on_the_wire(run, cohere2moe_mtp_service)
+
+
+def test_multi_token_prediction_on_trunk_only_cohere2moe_is_unsupported(cohere2moe_mtp_service: Any) -> None:
+    """cohere2moe's trunk-only file (its draft graph aborts on GGML_ASSERT(layer.nextn.eh_proj)) stays
+    workloadUnsupported under draft-mtp (test_multi_token_prediction_without_nextn_tensors_is_unsupported)."""
+    trunk_only = [r for r in COHERE2MOE_MTP_RUNS if "error" in r]
+    assert {r["model"] for r in trunk_only} == {"cohere2moe-arr-nextn"} and len(trunk_only) == 6
+    assert all("nextn.eh_proj" in r["stderr_tail"] for r in trunk_only)
+    test_multi_token_prediction_without_nextn_tensors_is_unsupported("cohere2moe-arr-nextn", cohere2moe_mtp_service)
+
+
 def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:
     """A model without NextN layers under draft-mtp: llama_init_from_model refuses the MTP context and llama-server
     stops, so past the weights the answer is unknown, with workloadUnsupported; without it the same request is
