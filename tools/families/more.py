@@ -310,9 +310,7 @@ def muse_glimmer_nopat() -> Model:
     return _muse_glimmer("tiny-muse-glimmer-nopat", None)
 
 
-def _cohere2moe(
-    name: str, pattern: int | list[bool], nextn: int, mtp_block: bool = False, rms: bool = False
-) -> Model:
+def _cohere2moe(name: str, pattern: int | list[bool], nextn: int, mtp_block: bool = False, rms: bool = False) -> Model:
     """cohere2moe: 8 trunk layers (+ nextn MTP layers, tensors left out unless `mtp_block`: load_block_mtp's
     attention, routed and shared experts, eh_proj, its norms and the shared head norm where not `rms`), LayerNorm
     eps (`rms`: an RMS eps, so LLM_NORM_RMS), parallel block."""
