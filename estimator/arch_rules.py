@@ -1040,6 +1040,7 @@ COHERE2MOE = Graph(  # src/models/cohere2moe.cpp: command-r's parallel block, ro
     hidden_output=True,
     normed_hidden_output=True,
     node_for_node=True,
+    nextn_blocks=True,  # graph_mtp builds on the NextN layer's own block (its window: the base or the SWA half)
 )
 GEMMA4 = Graph(  # src/models/gemma4.cpp, rebuilt by estimator/graph_gemma4.py (t_h_nextn after the norm)
     builder=build_gemma4,

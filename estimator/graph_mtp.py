@@ -2,7 +2,8 @@
 llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp,
 llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp, llama_model_glm4_moe::graph_mtp,
 llama_model_mimo2::graph_mtp, llama_model_step35::graph_mtp, llama_model_deepseek32::graph_mtp,
-llama_model_glm_dsa::graph_mtp, llama_model_nemotron_h_moe::graph_mtp and llama_model_hy_v3::graph_mtp.
+llama_model_glm_dsa::graph_mtp, llama_model_nemotron_h_moe::graph_mtp, llama_model_hy_v3::graph_mtp and
+llama_model_cohere2moe::graph_mtp.
 
 Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
 input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer
@@ -14,6 +15,10 @@ take the output rows first (t_h_nextn) and norm those. The block's weights are t
 (the NextN layer repeats its shape; nemotron_h_moe's FFN the last routed experts'), the NextN layer's own for mimo2
 and step35 (GraphShape.nextn: their per-layer heads and window). Its attention reads the draft's own KV cache
 (estimator/mtp.py): the KQ mask and K/V views span that cache's cells at reserve, as the target's do.
+
+cohere2moe's runs its NextN layer's own block (GraphShape.nextn) as its trunk builds one: its norms LayerNorm where the
+file has no RMS eps, hnorm's before enorm's, the parallel block (attention and the experts both on attn_norm), Q and K
+roped whatever the layer's sliding pattern says, the head norm over every row (t_h_nextn) before the output rows.
 """
 
 from __future__ import annotations
@@ -137,6 +142,31 @@ class IswaMtpGraph(NextnMtpGraph):
         return max(super().v_width_max(), self.shape.v_width_all)
 
 
+class Cohere2MoeMtpGraph(IswaMtpGraph):
+    """cohere2moe.cpp graph_mtp: hnorm over the hidden state, then enorm over the token rows (LayerNorm where the file
+    has no RMS eps, as the trunk's), concatenated, eh_proj; the parallel block as the trunk builds it (attn_norm read
+    by attention and by the experts plus the shared expert, both outputs and eh_proj's added), its attention over
+    llm_graph_input_attn_kv_iswa roped whatever the layer's sliding pattern says; the head norm over every row
+    (shared_head_norm, else output_norm: t_h_nextn, an output), the output rows, the LM head (t_logits; the logit
+    scale in place)."""
+
+    def build(self) -> Graph:
+        tok, h = _inputs(self, 1)
+        out_ids = new_tensor(I32, _outputs(self), input=True)
+        (b,) = self.shape.layers
+        in_layer(self.shape.mtp_layer)
+        hidden = self.block_norm(h)
+        joined = op("CONCAT", F32, (2 * self.shape.n_embd, self.t), self.block_norm(tok), hidden)
+        cur = self.parallel_block(replace(b, rope=True), mul_mat(None, joined, self.shape.n_embd), None)
+        cur = self.block_norm(cur)
+        cur.output = True
+        in_layer(None)  # the LM head: the model's output (il -1)
+        logits = mul_mat(None, get_rows(cur, out_ids, self.shape.n_embd), self.n_vocab)
+        logits.output = True
+        self.gf.expand(logits)
+        return self.gf
+
+
 class NemotronMtpGraph(DecoderGraph):
     """nemotron-h-moe.cpp graph_mtp: eh_proj (no positions: the block's attention is NoPE), attn_norm, the block's
     attention, its residual, whose output rows alone go on (crop_before_ffn: the draft's nextn embeddings are masked,
@@ -184,6 +214,10 @@ def build_iswa_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -
     return IswaMtpGraph(shape, geometry, n_vocab).build()
 
 
+def build_cohere2moe_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return Cohere2MoeMtpGraph(shape, geometry, n_vocab).build()
+
+
 def build_nemotron_h_moe_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
     return NemotronMtpGraph(shape, geometry, n_vocab).build()
 
@@ -202,6 +236,7 @@ MTP_BUILDERS = {
     "glm-dsa": build_nextn_mtp,
     "nemotron_h_moe": build_nemotron_h_moe_mtp,
     "hy_v3": build_nextn_mtp,
+    "cohere2moe": build_cohere2moe_mtp,
 }
 
 

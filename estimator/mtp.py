@@ -14,9 +14,10 @@ module (llama_model::create_memory under ctx_type MTP) is a KV cache (draft_kv_b
 plain one for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3, and deepseek32 and glm-dsa, whose draft
 runs dense MLA without the DSA indexer and its cache: NEXTN_ONLY_CACHE; mimo2's and step35's llama_kv_cache_iswa,
 each NextN layer in its base or sliding half: NEXTN_ONLY_ISWA_CACHE) or of every layer (deepseek2, glm4moe:
-ALL_LAYERS_CACHE), its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the
+ALL_LAYERS_CACHE; cohere2moe's llama_kv_cache_iswa, each layer in its half: ALL_LAYERS_ISWA_CACHE), its graph
+LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the
 target's is), its output buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs
-(draft_output_bytes). Those twelve architectures' draft contexts are counted (the others' are unknown): the cache in
+(draft_output_bytes). Those thirteen architectures' draft contexts are counted (the others' are unknown): the cache in
 kvCache, the compute and output buffers in workspace (context_kernel), and the cache and compute buffer where
 llama-server's --fit fits it with the target (common_fit_extra_model: estimator/fitter.py host_projection,
 draft_compute; with GPUs estimator/fit_placement.py draft_memory).
@@ -124,6 +125,10 @@ ALL_LAYERS_CACHE = frozenset({"deepseek2", "glm4moe"})
 # il >= n_layer(); each NextN layer in its base cache or its SWA cache as hparams.is_swa(il) says, with its own heads
 # (graph_mtp's nextn_layer_offset 0 block is the first NextN layer's: GraphShape.nextn)
 NEXTN_ONLY_ISWA_CACHE = frozenset({"mimo2", "step35"})
+# create_memory's default branch (3.21.1's llama.cpp filters the NextN layers for its own list of architectures
+# alone) gives these no layer filter under ctx_type MTP: the draft's llama_kv_cache_iswa holds every layer, each in the
+# base or the SWA half as the target's (is_swa(il)); their graph_mtp runs the NextN layer's own block
+ALL_LAYERS_ISWA_CACHE = frozenset({"cohere2moe"})
 
 
 @dataclass(frozen=True)
@@ -137,10 +142,18 @@ class DraftContext:
     all_layers: bool = False  # ALL_LAYERS_CACHE: the trunk's layers are in the draft's cache too
     window: int | None = None  # the NextN layers' sliding window (llama_kv_cache_iswa's SWA cache); None: n_ctx_seq
     v_width_trans: int = 0  # a transposed V's width (llama_kv_cache: n_embd_v_gqa_max, flash attention off); 0: v_width
+    # ALL_LAYERS_ISWA_CACHE: each layer's window in layer order (None: the base half's n_ctx_seq cells); (): `window`
+    windows: tuple[int | None, ...] = ()
 
     def cells(self, geometry: ContextGeometry) -> int:
         """Cells a stream of a NextN layer's cache: llama_kv_cache_iswa's SWA size for a sliding one, else n_ctx_seq."""
         return window_cells(self.window, geometry)
+
+    def layer_cells(self, geometry: ContextGeometry) -> tuple[int, ...]:
+        """Cells a stream of each layer the cache holds, in layer order (`windows`' each, else `cells`)."""
+        if self.windows:
+            return tuple(window_cells(w, geometry) for w in self.windows)
+        return (self.cells(geometry),) * self.layers
 
     def v_row(self, geometry: ContextGeometry) -> int:
         """V elements a cell: llama_kv_cache's n_embd_v_gqa_max() where V is transposed (flash attention off)."""
@@ -154,6 +167,8 @@ def draft_context(arch: str, layout: Layout) -> DraftContext | None:
     as wide as that block's."""
     if arch in NEXTN_ONLY_ISWA_CACHE:
         return iswa_draft_context(arch, layout)
+    if arch in ALL_LAYERS_ISWA_CACHE:
+        return all_layers_iswa_draft_context(arch, layout)
     every = arch in ALL_LAYERS_CACHE
     if not (every or arch in NEXTN_ONLY_CACHE) or layout.nextn_layers != 1 or layout.graph is None:
         return None
@@ -190,6 +205,26 @@ def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
         return None
     k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
     return DraftContext(graph, layout.nextn_layers, k, v, window=block.window, v_width_trans=graph.v_width_all)
+
+
+def all_layers_iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
+    """The draft of cohere2moe (llama_kv_cache_iswa over every layer, none filtered): one NextN layer's own block
+    (GraphShape.nextn) for the graph, every layer's cache row in the half its window names; None where a layer does
+    not attend or its row is not as wide as the NextN block's."""
+    shape = layout.graph
+    if shape is None or len(shape.nextn) != 1 or layout.nextn_layers != 1:
+        return None
+    graph, block, blocks = mtp_graph_shape(arch, shape), shape.nextn[0], shape.layers + shape.nextn
+    if (
+        graph is None
+        or block.kv_lora
+        or not all(b.n_head for b in blocks)
+        or any(_row(b) != _row(block) for b in blocks)
+    ):
+        return None
+    k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
+    windows = tuple(b.window for b in blocks)
+    return DraftContext(graph, len(blocks), k, v, all_layers=True, v_width_trans=graph.v_width_all, windows=windows)
 
 
 def mtp_graph_abort(arch: str, shape: GraphShape) -> str | None:
@@ -235,8 +270,8 @@ def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
 def draft_kv_bytes(draft: DraftContext, geometry: ContextGeometry) -> tuple[int, int]:
     """(K bytes, V bytes) of the draft's KV cache (llama_kv_cache's constructor over its layers): per layer
     K [k_width, cells, n_stream] and V [v_row, ...] in the draft's own types (draft_types; cells: n_ctx_seq, or a
-    sliding NextN layer's pad(min(n_ctx_seq, n_swa * seqs + n_ubatch), 256) in llama_kv_cache_iswa's SWA cache)."""
-    rows = draft.layers * draft.cells(geometry) * geometry.n_stream
+    sliding layer's pad(min(n_ctx_seq, n_swa * seqs + n_ubatch), 256) in llama_kv_cache_iswa's SWA cache)."""
+    rows = sum(draft.layer_cells(geometry)) * geometry.n_stream
     k, v = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)
     return rows * k.row_bytes(draft.k_width), rows * v.row_bytes(draft.v_row(geometry))
 

@@ -502,15 +502,15 @@ def kv_bytes(model: ModelTensors, memory: Memory, request: Placement, layers: Se
 
 def draft_kv_placed(model: ModelTensors, memory: Memory, request: Placement, layers: Sequence[Device | None]) -> dict:
     # llama-server's MTP draft context (estimator/mtp.py) under draft-mtp (the geometry's nextn rows): its
-    # llama_kv_cache's K and V tensors of each layer it holds (the NextN ones, or every layer: mtp.ALL_LAYERS_CACHE)
-    # in that layer's buffer type, as the target's caches are
+    # llama_kv_cache's K and V tensors of each layer it holds (the NextN ones, or every layer: mtp.ALL_LAYERS_CACHE,
+    # ALL_LAYERS_ISWA_CACHE with each layer's own cells) in that layer's buffer type, as the target's caches are
     draft = draft_context(model.architecture, memory.layout) if memory.geometry.nextn_width else None
     if draft is None:
         return {}
     g, out = memory.geometry, dict[str, int]()
-    rows = draft.cells(g) * g.n_stream
     k_type, v_type = draft_types(g.draft.key_element_bytes, g.draft.value_element_bytes)
-    for il in range(model.n_layer - draft.layers, model.n_layer):
+    for il, cells in zip(range(model.n_layer - draft.layers, model.n_layer), draft.layer_cells(g), strict=True):
+        rows = cells * g.n_stream
         device = cache_buffer(request, layers[il])
         n = _tensor_bytes(device, k_type, draft.k_width, rows)
         if draft.v_width:

@@ -259,7 +259,8 @@ class WireFitVerdictRequest:
     candidates) in `workspace`, for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3,
     deepseek32 and glm-dsa (their draft runs dense MLA without the DSA indexer), mimo2 and step35 (for
     mimo2 and step35 the draft's cache keeps the window's cells where llama.cpp's pattern makes the NextN
-    layer slide), and deepseek2 and glm4moe; on the other architectures with NextN layers
+    layer slide), deepseek2 and glm4moe, and cohere2moe (its draft's cache holds every layer, each in the
+    full or the sliding-window half as the model's own cache does); on the other architectures with NextN layers
     `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN
     layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
     host (each share's ceiling holds all of it). llama-server's `--fit` fits the draft context with the model

@@ -79,13 +79,17 @@ def test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run: dict, 
 
 
 MTP_CTX_SWA = [
-    r for r in records("results_mtp_ctx_swa.jsonl") + records("results_mtp_ctx_swa_dryrun.jsonl") if "draft_ctx" in r
+    r
+    for name in ("results_mtp_ctx_swa.jsonl", "results_mtp_ctx_swa_dryrun.jsonl", "results_mtp_ctx_cohere2moe.jsonl")
+    for r in records(name)
+    if "draft_ctx" in r
 ]
 
 
 @pytest.mark.parametrize("run", MTP_CTX_SWA, ids=run_id)
 def test_the_fit_and_the_plan_hold_the_iswa_mtp_draft_too(run: dict, tmp_path: Path) -> None:
-    """mimo2's and step35's draft (results_mtp_ctx_swa*.jsonl: llama_kv_cache_iswa over the NextN layer), as
+    """mimo2's and step35's draft (results_mtp_ctx_swa*.jsonl: llama_kv_cache_iswa over the NextN layer) and
+    cohere2moe's (results_mtp_ctx_cohere2moe.jsonl: over every layer), as
     test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too holds the others'."""
     test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run, tmp_path)
 
@@ -105,9 +109,10 @@ def test_mimo2s_draft_needs_the_blocks_graph_mtp_asserts(tmp_path: Path) -> None
 
 
 def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unknown(tmp_path: Path) -> None:
-    """cohere2moe with a NextN layer under draft-mtp: its draft context's graph (DECODER_MTP) is not rebuilt here, so
-    the kernel derives no draft and no workspace, where the same workload without MTP has one."""
-    run = next(r for r in records("results_more.jsonl") if r["model"] == "cohere2moe-arr-nextn")
+    """exaone-moe with a NextN layer under draft-mtp: its builder has no graph_mtp (llama_model_exaone_moe builds its
+    trunk's graph whatever the graph type), and memfit derives no draft for it, so the kernel derives no draft and no
+    workspace, where the same workload without MTP has one."""
+    run = next(r for r in records("results_more.jsonl") if r["model"] == "exaone-moe-nextn")
     files = write_models({run["model"]}, tmp_path)
     subject = file_subject(files[run["model"]], measured_variant(run), CACHE)
     assert subject.layout is not None

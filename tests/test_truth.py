@@ -84,8 +84,14 @@ TYPE_REFUSALS = [r for r in RUNS if "different K" in r.get("stderr_tail", "")]
 
 @pytest.mark.parametrize("run", LOAD_FAILURES, ids=run_id)
 def test_models_llama_cpp_cannot_load_have_no_layout(run: dict, model_files: dict[str, Path]) -> None:
-    facts = CACHE.facts((str(model_files[run["model"]]),))
-    assert facts.layout is None and facts.layout_error is not None
+    """A file llama.cpp failed to load is read without a layout, or refused whole (artifactUnreadable: a tensor's
+    shape or count its loader refuses)."""
+    try:
+        facts = CACHE.facts((str(model_files[run["model"]]),))
+    except EvidenceError as refused:
+        assert refused.limit == Limit.ARTIFACT_UNREADABLE and "llama.cpp" in str(refused)
+    else:
+        assert facts.layout is None and facts.layout_error is not None
 
 
 @pytest.mark.parametrize("run", TYPE_REFUSALS, ids=run_id)
@@ -486,7 +492,12 @@ def test_multi_token_prediction_is_held(recorded: dict[str, list[BoundsRow]]) ->
 
 MTP_CTX_RUNS = load(DATA / "results_mtp_ctx.jsonl") + load(DATA / "results_mtp_ctx_dryrun.jsonl")
 MTP_DRAFT_RUNS = [r for r in MTP_CTX_RUNS if "error" not in r]
-TRUNK_ONLY = [r for r in MTP_CTX_RUNS if "error" in r]  # deepseek2, glm4moe, mimo2 files without the NextN tensors
+# cohere2moe's draft context (results_mtp_ctx_cohere2moe.jsonl: 3.21.1's create_memory filters no layer for it, so its
+# llama_kv_cache_iswa holds every layer) beside its trunk-only file, whose draft graph aborts
+COHERE2MOE_MTP_RUNS = load(DATA / "results_mtp_ctx_cohere2moe.jsonl")
+COHERE2MOE_DRAFT_RUNS = [r for r in COHERE2MOE_MTP_RUNS if "error" not in r]
+# deepseek2, glm4moe, mimo2 and cohere2moe files without the NextN tensors
+TRUNK_ONLY = [r for r in MTP_CTX_RUNS + COHERE2MOE_MTP_RUNS if "error" in r]
 
 
 def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
@@ -532,7 +543,12 @@ DRAFT_REFUSED = [r for r in DRAFT_SETTING_RUNS if "error" in r["draft_ctx"]]
 
 
 @pytest.mark.parametrize(
-    "run", MTP_DRAFT_RUNS + NEXTN_ONLY_RUNS + [r for r in DRAFT_SETTING_RUNS if r not in DRAFT_REFUSED], ids=run_id
+    "run",
+    MTP_DRAFT_RUNS
+    + NEXTN_ONLY_RUNS
+    + COHERE2MOE_DRAFT_RUNS
+    + [r for r in DRAFT_SETTING_RUNS if r not in DRAFT_REFUSED],
+    ids=run_id,
 )
 def test_mtp_draft_context_is_llama_cpps(run: dict, model_files: dict[str, Path]) -> None:
     """The draft context's parts as llama.cpp made them: its KV cache of the NextN layer (deepseek32's and glm-dsa's
@@ -589,7 +605,7 @@ def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     made = [
         r
         for name in ("results_mtp_ctx.jsonl", "results_mtp_ctx_dsa.jsonl", "results_mtp_ctx_nemotron.jsonl")
-        + ("results_mtp_ctx_hyv3.jsonl",)
+        + ("results_mtp_ctx_hyv3.jsonl", "results_mtp_ctx_cohere2moe.jsonl")
         for r in load(DATA / name)
     ]
     tiny = {r["model"] for r in made + DRAFT_SETTING_RUNS}
@@ -627,7 +643,11 @@ def _mtp_request(run: dict) -> dict:
 
 @pytest.mark.parametrize(
     "run",
-    [r for r in MTP_DRAFT_RUNS + NEXTN_ONLY_RUNS + DRAFT_SETTING_RUNS if "decode_tokens" in r.get("draft_ctx", r)],
+    [
+        r
+        for r in MTP_DRAFT_RUNS + NEXTN_ONLY_RUNS + COHERE2MOE_DRAFT_RUNS + DRAFT_SETTING_RUNS
+        if "decode_tokens" in r.get("draft_ctx", r)
+    ],
     ids=run_id,
 )
 def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -> None:
@@ -687,9 +707,9 @@ def test_mtp_draft_types_llama_cpp_refused_are_unsupported(run: dict, mtp_servic
 
 @pytest.mark.parametrize("model", sorted({r["model"] for r in TRUNK_ONLY}))
 def test_multi_token_prediction_without_nextn_tensors_is_unsupported(model: str, mtp_service: Any) -> None:
-    """A file with NextN layers but none of their tensors (results_mtp_ctx.jsonl: llama-server's draft context on it
-    aborts in the MTP graph's GGML_ASSERT on nextn.eh_proj): under draft-mtp the answer is unknown with
-    workloadUnsupported; without it the same request is answered."""
+    """A file with NextN layers but none of their tensors (results_mtp_ctx.jsonl, results_mtp_ctx_cohere2moe.jsonl:
+    llama-server's draft context on it aborts in the MTP graph's GGML_ASSERT on nextn.eh_proj): under draft-mtp the
+    answer is unknown with workloadUnsupported; without it the same request is answered."""
     assert all("nextn.eh_proj" in r["stderr_tail"] for r in TRUNK_ONLY if r["model"] == model)
     request: dict = {"modelId": model, "allocatedTokens": 2048, "cpuVariant": "haswell"}
     plain = _mtp_estimate(mtp_service, request)
@@ -708,13 +728,22 @@ MTP_SWA_DRAFT_RUNS = [r for r in MTP_SWA_RUNS if "error" not in r]
 NEXTN_CACHE_ROLE = {"mimo2": "base", "step35": "swa"}
 
 
-def test_mtp_iswa_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None:
-    """mimo2's and step35's target and MTP draft context (results_mtp_ctx_swa*.jsonl): every run made compared, both
-    memory modules exact and both bounds within max(1%, 8 MiB); the trunk-only step35 file's runs llama.cpp's
-    refusals."""
-    rows = recorded["results_mtp_ctx_swa.jsonl"] + recorded["results_mtp_ctx_swa_dryrun.jsonl"]
+# the files of the draft contexts over a llama_kv_cache_iswa, and the runs each group compares
+ISWA_DRAFT_FILES = {
+    ("results_mtp_ctx_swa.jsonl", "results_mtp_ctx_swa_dryrun.jsonl"): 20,
+    ("results_mtp_ctx_cohere2moe.jsonl",): 12,
+}
+
+
+@pytest.mark.parametrize("names", ISWA_DRAFT_FILES, ids="+".join)
+def test_mtp_iswa_draft_context_is_held(names: tuple[str, ...], recorded: dict[str, list[BoundsRow]]) -> None:
+    """mimo2's and step35's target and MTP draft context (results_mtp_ctx_swa*.jsonl), and cohere2moe's
+    (results_mtp_ctx_cohere2moe.jsonl): every run made compared, both memory modules exact and both bounds within
+    max(1%, 8 MiB); the trunk-only step35 and cohere2moe files' runs llama.cpp's refusals."""
+    rows = [r for name in names for r in recorded[name]]
+    made = [r for name in names for r in load(DATA / name) if "error" not in r]
     compared = [r for r in rows if r.compared]
-    assert len(rows) == len(MTP_SWA_RUNS) and len(compared) == len(MTP_SWA_DRAFT_RUNS) == 20
+    assert len(compared) == len(made) == ISWA_DRAFT_FILES[names] < len(rows)
     assert all(r.kv_exact and r.output_exact and r.tight for r in compared)
     assert {r.status for r in rows if not r.compared} == {"unknown: llama.cpp refused these settings"}
 
@@ -827,6 +856,28 @@ def test_multi_token_prediction_on_a_block_graph_mtp_asserts_against_is_unsuppor
     parts = {p["component"]: p for p in refused["estimate"]["parts"]}
     assert {parts[c]["basis"] for c in ("kvCache", "workspace")} == {"unknown"}
     assert "GGML_ASSERT" in parts["kvCache"]["note"] and named in parts["kvCache"]["note"]
+
+
+@pytest.mark.parametrize("run", COHERE2MOE_DRAFT_RUNS, ids=run_id)
+def test_cohere2moes_draft_cache_holds_every_layer_in_its_half(run: dict, model_files: dict[str, Path]) -> None:
+    """The draft's llama_kv_cache_iswa holds what the target's does, layer for layer and half for half (the NextN
+    layer in the base half: is_swa is false past n_layer()), in the draft's own types: memfit's cells of each layer
+    are its half's, and its K and V bytes each half's sum."""
+    facts = CACHE.facts((str(model_files[run["model"]]),))
+    assert facts.layout is not None
+    draft = draft_context(facts.architecture, facts.layout)
+    assert draft is not None and draft.all_layers
+    geometry = run_geometry(run, facts.architecture, facts.layout.causal, facts.layout.nextn_width)
+    held = run["draft_ctx"]["kv_caches"]
+    assert [(c["role"], c["layers"], c["cells"]) for c in held] == [
+        (c["role"], c["layers"], c["cells"]) for c in run["kv_caches"]
+    ]
+    assert sorted(il for c in held for il in c["layers"]) == list(range(draft.layers))
+    nextn = draft.layers - 1
+    assert [c["role"] for c in held if nextn in c["layers"]] == ["base"] and draft.windows[nextn] is None
+    cells = draft.layer_cells(geometry)
+    assert all({cells[il] for il in c["layers"]} == {c["cells"]} for c in held)
+    assert draft_kv_bytes(draft, geometry) == (sum(c["k_bytes"] for c in held), sum(c["v_bytes"] for c in held))
 
 
 def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:

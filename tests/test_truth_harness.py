@@ -217,7 +217,8 @@ def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
     load(DATA / "graph_dumps_mtp.jsonl")
     + load(DATA / "graph_dumps_mtp_dsa.jsonl")
     + load(DATA / "graph_dumps_mtp_nemotron.jsonl")
-    + load(DATA / "graph_dumps_mtp_hyv3.jsonl"),
+    + load(DATA / "graph_dumps_mtp_hyv3.jsonl")
+    + load(DATA / "graph_dumps_mtp_cohere2moe.jsonl"),
     ids=run_id,
 )
 def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
@@ -252,3 +253,11 @@ def test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: 
     assert _in_order(graph, run["graph"]) == []
     top = max(n["offset"] + n["nbytes"] for n in run["graph"] if n["offset"] >= 0)
     assert reserved_bytes(graph) == top == run["compute_bytes"]
+
+
+@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp_cohere2moe.jsonl"), ids=run_id)
+def test_the_cohere2moe_target_graph_beside_its_draft_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
+    """cohere2moe's target graph beside its draft's (graph_dumps_mtp_cohere2moe.jsonl: the RMS-eps file's, which no
+    other dump holds, and the LayerNorm one's with its NextN layer loaded), as
+    test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node holds hy_v3's."""
+    test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run, tmp_path)

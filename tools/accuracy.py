@@ -76,6 +76,7 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **shapes.MTP_SHAPES,
         **more.DSA_MTP_MODELS,
         **more.HY_V3_MTP_MODELS,
+        **more.COHERE2MOE_MTP_MODELS,
         **shapes.DSA_MTP_SHAPES,
         **more.FAMILY_SET,
         **more.MTP_ISWA_MODELS,

@@ -310,18 +310,24 @@ def muse_glimmer_nopat() -> Model:
     return _muse_glimmer("tiny-muse-glimmer-nopat", None)
 
 
-def _cohere2moe(name: str, pattern: int | list[bool], nextn: int) -> Model:
-    """cohere2moe: 8 trunk layers (+ nextn MTP layers, tensors left out), LayerNorm eps, parallel block."""
-    m = _model("cohere2moe", name, ctx=131072, layers=8 + nextn, rope_base=50000.0, eps=None)
-    m.arch_kv(attention__layer_norm_epsilon=1e-5, rope__dimension_count=HD, logit_scale=0.25)
+def _cohere2moe(name: str, pattern: int | list[bool], nextn: int, mtp_block: bool = False, rms: bool = False) -> Model:
+    """cohere2moe: 8 trunk layers (+ nextn MTP layers, tensors left out unless `mtp_block`: load_block_mtp's
+    attention, routed and shared experts, eh_proj, its norms and the shared head norm where not `rms`), LayerNorm
+    eps (`rms`: an RMS eps, so LLM_NORM_RMS), parallel block."""
+    m = _model("cohere2moe", name, ctx=131072, layers=8 + nextn, rope_base=50000.0, eps=1e-5 if rms else None)
+    if not rms:
+        m.arch_kv(attention__layer_norm_epsilon=1e-5)
+    m.arch_kv(rope__dimension_count=HD, logit_scale=0.25)
     _swa(m, 128, pattern)
     _experts(m, leading_dense_block_count=1, expert_shared_count=1)
     if nextn:
         m.arch_kv(nextn_predict_layers=nextn)
     embeddings(m, E, VOCAB, F16, tied=True)
-    for i in range(8):
+    for i in range(8 + nextn if mtp_block else 8):
         attention(m, i, E, H, HKV, HD, F16)
         _ffn(m, i, i >= 1, norm=False)
+    if mtp_block:
+        nextn_tensors(m, 8, E, shared_head_norm=not rms)
     return m
 
 
@@ -333,6 +339,18 @@ def cohere2moe_scal() -> Model:
 def cohere2moe_arr_nextn() -> Model:
     """cohere2moe, bool-array pattern (length n_layer: full 3, 7) and 1 MTP layer, kept in the base cache."""
     return _cohere2moe("tiny-cohere2moe-arr-nextn", [i % 4 != 3 for i in range(8)], 1)
+
+
+def cohere2moe_mtp() -> Model:
+    """cohere2moe-arr-nextn with its NextN/MTP layer written whole: llama-server's draft context under --spec-type
+    draft-mtp builds on it (graph_mtp over llama_kv_cache_iswa's base half)."""
+    return _cohere2moe("tiny-cohere2moe-mtp", [i % 4 != 3 for i in range(8)], 1, mtp_block=True)
+
+
+def cohere2moe_mtp_rms() -> Model:
+    """cohere2moe, scalar pattern 4 with dense-first, an RMS eps (LLM_NORM_RMS throughout) and its NextN/MTP layer
+    written whole but for the shared head norm (graph_mtp's head then output_norm)."""
+    return _cohere2moe("tiny-cohere2moe-mtp-rms", 4, 1, mtp_block=True, rms=True)
 
 
 def _nextn(m: Model, i: int) -> None:
@@ -851,6 +869,12 @@ MTP_ISWA_MODELS: dict[str, Callable[[], Model]] = {"mimo2-mtp": mimo2_mtp, "step
 MIMO2_MTP_ASSERTS: dict[str, Callable[[], Model]] = {
     "mimo2-mtp-unfused": mimo2_mtp_unfused,
     "mimo2-mtp-moe": mimo2_mtp_moe,
+}
+
+# cohere2moe with its MTP block written whole (results_mtp_ctx_cohere2moe.jsonl, graph_dumps_mtp_cohere2moe.jsonl)
+COHERE2MOE_MTP_MODELS: dict[str, Callable[[], Model]] = {
+    "cohere2moe-mtp": cohere2moe_mtp,
+    "cohere2moe-mtp-rms": cohere2moe_mtp_rms,
 }
 
 # deepseek32 and glm-dsa with their MTP block written whole (results_mtp_ctx_dsa.jsonl, graph_dumps_mtp_dsa.jsonl)

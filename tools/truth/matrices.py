@@ -847,6 +847,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "graph_dumps_mtp_nemotron.jsonl": _graph_dumps(_subset(recurrent.FAMILY_SET, "nemotron-h-moe"), MTP_DUMPS),
     # the same for hy_v3 (its draft's NextN-only cache, q/k-normed attention and the experts)
     "graph_dumps_mtp_hyv3.jsonl": _graph_dumps(more.HY_V3_MTP_MODELS, MTP_DUMPS),
+    # the same for cohere2moe (its draft's llama_kv_cache_iswa, the NextN layer in the base half; the parallel block)
+    "graph_dumps_mtp_cohere2moe.jsonl": _graph_dumps(more.COHERE2MOE_MTP_MODELS, MTP_DUMPS),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "graph_dumps_dense_out.jsonl": _graph_dumps(DENSE_OUT_MODELS, EMBEDDING_DECODES[:2]),
     "results_dsv4_dryrun.jsonl": TruthFile(
@@ -905,6 +907,10 @@ TRUTH_FILES: dict[str, TruthFile] = {
         label=LABEL + ", Nemotron 3 Super's latent experts, the target and its MTP draft context under draft-mtp",
     ),
     "results_mtp_ctx_hyv3.jsonl": _mtp_ctx(more.HY_V3_MTP_MODELS, "hy_v3's"),
+    # cohere2moe's, beside its trunk-only file, whose draft graph aborts (GGML_ASSERT on nextn.eh_proj)
+    "results_mtp_ctx_cohere2moe.jsonl": _mtp_ctx(
+        more.COHERE2MOE_MTP_MODELS | _subset(more.FAMILY_SET, "cohere2moe-arr-nextn"), "cohere2moe's"
+    ),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
     "results_f32_cache.jsonl": TruthFile(
