@@ -847,6 +847,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "graph_dumps_mtp_nemotron.jsonl": _graph_dumps(_subset(recurrent.FAMILY_SET, "nemotron-h-moe"), MTP_DUMPS),
     # the same for hy_v3 (its draft's NextN-only cache, q/k-normed attention and the experts)
     "graph_dumps_mtp_hyv3.jsonl": _graph_dumps(more.HY_V3_MTP_MODELS, MTP_DUMPS),
+    # the same for deepseek4 (its draft's llama_kv_cache_iswa of the NextN layer, K-only attention, hyper-connections)
+    "graph_dumps_mtp_dsv4.jsonl": _graph_dumps(recurrent.DEEPSEEK4_MTP_MODELS, MTP_DUMPS),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "graph_dumps_dense_out.jsonl": _graph_dumps(DENSE_OUT_MODELS, EMBEDDING_DECODES[:2]),
     "results_dsv4_dryrun.jsonl": TruthFile(
@@ -899,6 +901,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
     ),
     "results_mtp_ctx_nemotron.jsonl": _mtp_ctx(_subset(recurrent.FAMILY_SET, "nemotron-h-moe"), "nemotron_h_moe's"),
     "results_mtp_ctx_hyv3.jsonl": _mtp_ctx(more.HY_V3_MTP_MODELS, "hy_v3's"),
+    "results_mtp_ctx_dsv4.jsonl": _mtp_ctx(recurrent.DEEPSEEK4_MTP_MODELS, "deepseek4's"),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
     "results_f32_cache.jsonl": TruthFile(
