@@ -10,13 +10,14 @@ floats per batch token (workspace.output_buffer; the geometry's nextn_width, set
 llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model: ctx_type
 LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
-module (llama_model::create_memory under ctx_type MTP) is a KV cache (draft_kv_bytes) of the NextN layers alone (a
-plain one for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3, and deepseek32 and glm-dsa, whose draft
-runs dense MLA without the DSA indexer and its cache: NEXTN_ONLY_CACHE; mimo2's and step35's llama_kv_cache_iswa,
-each NextN layer in its base or sliding half: NEXTN_ONLY_ISWA_CACHE) or of every layer (deepseek2, glm4moe:
-ALL_LAYERS_CACHE), its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the
+module (llama_model::create_memory under ctx_type MTP) is a KV cache (draft_kv_bytes) of the NextN layers alone (a plain
+one for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3, and deepseek32 and glm-dsa, whose draft runs
+dense MLA without the DSA indexer and its cache: NEXTN_ONLY_CACHE; mimo2's, step35's and deepseek4's
+llama_kv_cache_iswa, each NextN layer in its base or sliding half (deepseek4's own branch: not its target's
+llama_kv_cache_dsv4, no compressed caches or compressor states): NEXTN_ONLY_ISWA_CACHE) or of every layer (deepseek2,
+glm4moe: ALL_LAYERS_CACHE), its graph LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the
 target's is), its output buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs
-(draft_output_bytes). Those twelve architectures' draft contexts are counted (the others' are unknown): the cache in
+(draft_output_bytes). Those thirteen architectures' draft contexts are counted (the others' are unknown): the cache in
 kvCache, the compute and output buffers in workspace (context_kernel), and the cache and compute buffer where
 llama-server's --fit fits it with the target (common_fit_extra_model: estimator/fitter.py host_projection,
 draft_compute; with GPUs estimator/fit_placement.py draft_memory).
@@ -114,8 +115,10 @@ NEXTN_ONLY_CACHE = frozenset(
 ALL_LAYERS_CACHE = frozenset({"deepseek2", "glm4moe"})
 # llama_model::create_memory under ctx_type MTP (swa_type set): a llama_kv_cache_iswa whose filter keeps
 # il >= n_layer(); each NextN layer in its base cache or its SWA cache as hparams.is_swa(il) says, with its own heads
-# (graph_mtp's nextn_layer_offset 0 block is the first NextN layer's: GraphShape.nextn)
-NEXTN_ONLY_ISWA_CACHE = frozenset({"mimo2", "step35"})
+# (graph_mtp's nextn_layer_offset 0 block is the first NextN layer's: GraphShape.nextn); deepseek4's own branch
+# (not llama_kv_cache_dsv4: no compressed caches or compressor states) the same, its NextN layers sliding, K and V
+# allocated (not MLA to the cache) though its graph reads V as a view of K
+NEXTN_ONLY_ISWA_CACHE = frozenset({"mimo2", "step35", "deepseek4"})
 
 
 @dataclass(frozen=True)
@@ -170,24 +173,32 @@ def _row(b: GraphLayer) -> tuple[int, int, int, int, int]:
 
 
 def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
-    """The draft of mimo2 / step35 (llama_kv_cache_iswa filtered to il >= n_layer()): every NextN layer its own
-    block (GraphShape.nextn), all alike here (the graph reserved for offset 0 is the one each draft step's is), their
-    cache rows in the SWA cache where is_swa(il) (Window's pattern over n_layer_all: step35 reads the NextN layers'
-    entries, mimo2 n_layer()'s only, so its NextN layer is full); None where they are not derived or differ."""
+    """The draft of mimo2 / step35 / deepseek4 (llama_kv_cache_iswa filtered to il >= n_layer()): every NextN layer
+    its own block (GraphShape.nextn), all alike here (the graph reserved for offset 0 is the one each draft step's
+    is), their cache rows in the SWA cache where is_swa(il) (Window's pattern over n_layer_all: step35 reads the NextN
+    layers' entries, deepseek4 slides every layer, mimo2 reads n_layer()'s only, so its NextN layer is full); None
+    where they are not derived or differ."""
     shape = layout.graph
     if shape is None or not shape.nextn or len(set(shape.nextn)) != 1 or len(shape.nextn) != layout.nextn_layers:
         return None
     graph, block = mtp_graph_shape(arch, shape), shape.nextn[0]
-    if graph is None or not block.n_head or block.kv_lora or not builds_mtp_graph(arch, block):
+    if graph is None or not block.n_head or block.kv_lora or not builds_mtp_graph(arch, graph):
         return None
     k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
     return DraftContext(graph, layout.nextn_layers, k, v, window=block.window, v_width_trans=graph.v_width_all)
 
 
-def builds_mtp_graph(arch: str, block: GraphLayer) -> bool:
-    """Whether the architecture's graph_mtp builds on this NextN block: mimo2.cpp asserts its fused attn_qkv and a
-    dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up))."""
-    return arch != "mimo2" or (block.fused_qkv and block.n_ff > 0 and not block.n_expert)
+def builds_mtp_graph(arch: str, graph: GraphShape) -> bool:
+    """Whether the architecture's graph_mtp builds on the draft graph's NextN block: mimo2.cpp asserts its fused
+    attn_qkv and a dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up));
+    deepseek4.cpp a block that neither compresses (GGML_ASSERT(inp_dsv4 || ratio == 0)) nor routes by token
+    (il >= dsv4_hash_layer_count)."""
+    (block,) = graph.layers
+    if arch == "mimo2":
+        return block.fused_qkv and block.n_ff > 0 and not block.n_expert
+    if arch == "deepseek4":
+        return graph.dsv4 is not None and graph.dsv4.ratios == (0,) and not block.routing.by_token
+    return True
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:

@@ -79,13 +79,17 @@ def test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run: dict, 
 
 
 MTP_CTX_SWA = [
-    r for r in records("results_mtp_ctx_swa.jsonl") + records("results_mtp_ctx_swa_dryrun.jsonl") if "draft_ctx" in r
+    r
+    for name in ("results_mtp_ctx_swa.jsonl", "results_mtp_ctx_swa_dryrun.jsonl", "results_mtp_ctx_dsv4.jsonl")
+    for r in records(name)
+    if "draft_ctx" in r
 ]
 
 
 @pytest.mark.parametrize("run", MTP_CTX_SWA, ids=run_id)
 def test_the_fit_and_the_plan_hold_the_iswa_mtp_draft_too(run: dict, tmp_path: Path) -> None:
-    """mimo2's and step35's draft (results_mtp_ctx_swa*.jsonl: llama_kv_cache_iswa over the NextN layer), as
+    """mimo2's, step35's and deepseek4's draft (results_mtp_ctx_swa*.jsonl, results_mtp_ctx_dsv4.jsonl:
+    llama_kv_cache_iswa over the NextN layer; deepseek4's target llama_kv_cache_dsv4), as
     test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too holds the others'."""
     test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run, tmp_path)
 
@@ -102,6 +106,25 @@ def test_mimo2s_draft_needs_the_blocks_graph_mtp_asserts(tmp_path: Path) -> None
     for other in (replace(block, fused_qkv=False), replace(block, n_ff=0, n_expert=4, n_expert_used=2)):
         layout = replace(subject.layout, graph=replace(subject.layout.graph, nextn=(other,)))
         assert draft_context("mimo2", layout) is None
+
+
+def test_deepseek4s_draft_needs_the_block_graph_mtp_asserts(tmp_path: Path) -> None:
+    """deepseek4.cpp's graph_mtp asserts a NextN block that compresses nothing (GGML_ASSERT(inp_dsv4 || ratio == 0):
+    its draft has no llama_kv_cache_dsv4) and routes no expert by token (il >= dsv4_hash_layer_count):
+    deepseek4-mtp's block (ratio 0, exp_probs_b) gives a draft; the same block with a CSA or HCA ratio, or hash
+    routed, gives none (llama.cpp aborts: not derived)."""
+    files = write_models({"deepseek4-mtp"}, tmp_path)
+    subject = file_subject(files["deepseek4-mtp"], BY_NAME["haswell"], CACHE)
+    layout = subject.layout
+    assert layout is not None and layout.graph is not None and layout.graph.dsv4 is not None
+    (block,) = layout.graph.nextn
+    assert layout.graph.dsv4.nextn_ratios == (0,) and not block.routing.by_token
+    assert draft_context("deepseek4", layout) is not None
+    for ratio in (4, 128):
+        dsv4 = replace(layout.graph.dsv4, nextn_ratios=(ratio,))
+        assert draft_context("deepseek4", replace(layout, graph=replace(layout.graph, dsv4=dsv4))) is None
+    hashed = replace(block, routing=replace(block.routing, by_token=True, probs_bias=False))
+    assert draft_context("deepseek4", replace(layout, graph=replace(layout.graph, nextn=(hashed,)))) is None
 
 
 def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unknown(tmp_path: Path) -> None:

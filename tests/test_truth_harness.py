@@ -217,12 +217,14 @@ def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
     load(DATA / "graph_dumps_mtp.jsonl")
     + load(DATA / "graph_dumps_mtp_dsa.jsonl")
     + load(DATA / "graph_dumps_mtp_nemotron.jsonl")
-    + load(DATA / "graph_dumps_mtp_hyv3.jsonl"),
+    + load(DATA / "graph_dumps_mtp_hyv3.jsonl")
+    + load(DATA / "graph_dumps_mtp_dsv4.jsonl"),
     ids=run_id,
 )
 def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
     """llama-server's MTP draft context's reserved DECODER_MTP graph (graph_dumps_mtp.jsonl: qwen35, qwen35moe,
     bailingmoe3, deepseek2 and glm4moe; graph_dumps_mtp_dsa.jsonl: deepseek32 and glm-dsa, the indexer left out;
+    graph_dumps_mtp_dsv4.jsonl: deepseek4's hyper-connected block over its K-only iswa cache;
     the probe's mtp_ctx=1 graph=1): estimator/graph_mtp.py's rebuilt graph has
     llama.cpp's nodes in order, op and shape, and replaying the allocator over it reaches the top of llama.cpp's
     compute buffer."""
@@ -239,11 +241,14 @@ def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Pa
     assert reserved_bytes(graph) == top == d["compute_bytes"]
 
 
-@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp_hyv3.jsonl"), ids=run_id)
+@pytest.mark.parametrize(
+    "run", load(DATA / "graph_dumps_mtp_hyv3.jsonl") + load(DATA / "graph_dumps_mtp_dsv4.jsonl"), ids=run_id
+)
 def test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
     """hy_v3's own reserved graph (graph_dumps_mtp_hyv3.jsonl, the target's beside its draft's: no other dump holds
-    hy_v3): arch_rules.HY_V3's rebuilt graph has llama.cpp's nodes in order, op and shape, and replaying the
-    allocator over it reaches the top of llama.cpp's compute buffer."""
+    hy_v3), and deepseek4's trunk of a file with its NextN layer (graph_dumps_mtp_dsv4.jsonl: the trunk's compress
+    ratios, the NextN layer's left out): the rebuilt graph has llama.cpp's nodes in order, op and shape, and
+    replaying the allocator over it reaches the top of llama.cpp's compute buffer."""
     files = accuracy.write_models({run["model"]}, tmp_path)
     facts = ArtifactCache().facts((str(files[run["model"]]),))
     assert facts.layout is not None and facts.layout.graph is not None and facts.n_vocab is not None
