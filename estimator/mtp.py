@@ -41,6 +41,11 @@ NO_MTP_TENSORS = (
     "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
     " file holds none of that layer's tensors: the graph's GGML_ASSERT on nextn.eh_proj aborts the server"
 )
+NO_MTP_HEAD = (
+    "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
+    " file holds that layer's block but not its nextn.eh_proj: the graph's GGML_ASSERT on it aborts the server"
+    " (deepseek4's loader drops the NextN layers without it, and llama_init_from_model refuses the MTP context)"
+)
 NO_MTP_LAYERS = (
     "llama-server's --spec-type draft-mtp needs the model's NextN/MTP layers, and it has none: llama_init_from_model"
     ' refuses the MTP context ("model doesn\'t contain MTP layers") and the server stops'
@@ -56,6 +61,8 @@ def mtp_refusal(subject: Subject, workload: Workload) -> str | None:
         return NO_MTP_LAYERS
     if subject.mtp is not None and subject.mtp.count == 0:  # a trunk-only file: no nextn.eh_proj to build on
         return NO_MTP_TENSORS
+    if subject.mtp is not None and not subject.mtp.head:
+        return NO_MTP_HEAD
     return draft_refusal(subject, workload)
 
 

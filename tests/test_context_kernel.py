@@ -12,12 +12,14 @@ import pytest
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.forecast import forecast_parts
-from memfit.estimator.mtp import draft_context, draft_kv_bytes
+from memfit.estimator.mtp import NO_MTP_HEAD, NO_MTP_TENSORS, draft_context, draft_kv_bytes, mtp_refusal
 from memfit.estimator.plan import Estimator, Probes
 from memfit.estimator.subject import Subject
 from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
 from memfit.service.artifact_cache import ArtifactCache
 from tools.accuracy import file_subject, write_models
+from tools.families.recurrent import deepseek4_mtp
+from tools.gguf_writers import write_model
 from tools.truth import ELEMENT_BYTES, measured_variant, records, run_id
 
 RUNS = [
@@ -125,6 +127,26 @@ def test_deepseek4s_draft_needs_the_block_graph_mtp_asserts(tmp_path: Path) -> N
         assert draft_context("deepseek4", replace(layout, graph=replace(layout.graph, dsv4=dsv4))) is None
     hashed = replace(block, routing=replace(block.routing, by_token=True, probs_bias=False))
     assert draft_context("deepseek4", replace(layout, graph=replace(layout.graph, nextn=(hashed,)))) is None
+
+
+def test_deepseek4_under_draft_mtp_without_its_nextn_tensors_is_refused(tmp_path: Path) -> None:
+    """deepseek4-mtp's file under draft-mtp gives a draft; without its NextN head (no nextn.eh_proj: deepseek4's
+    load_arch_hparams drops the NextN layer, llama_init_from_model refuses the MTP context) or without the NextN
+    layer's tensors at all (every graph_mtp asserts nextn.eh_proj), llama-server stops: mtp_refusal says why."""
+    files: dict[str, Path] = {}
+    for name, keep in (
+        ("whole", lambda tensor: True),
+        ("headless", lambda tensor: ".nextn." not in tensor),
+        ("trunk-only", lambda tensor: not tensor.startswith("blk.4.")),
+    ):
+        model = deepseek4_mtp()
+        model.tensors = [t for t in model.tensors if keep(t[0])]
+        files[name] = tmp_path / f"{name}.gguf"
+        write_model(model, files[name])
+    workload = replace(resolve_workload(WorkloadRequest(allocated_tokens=2048), None), multi_token_prediction=True)
+    subjects = {name: file_subject(path, BY_NAME["haswell"], CACHE) for name, path in files.items()}
+    refusals = {name: mtp_refusal(subject, workload) for name, subject in subjects.items()}
+    assert refusals == {"whole": None, "headless": NO_MTP_HEAD, "trunk-only": NO_MTP_TENSORS}
 
 
 def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unknown(tmp_path: Path) -> None:

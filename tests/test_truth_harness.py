@@ -244,7 +244,7 @@ def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Pa
 @pytest.mark.parametrize(
     "run", load(DATA / "graph_dumps_mtp_hyv3.jsonl") + load(DATA / "graph_dumps_mtp_dsv4.jsonl"), ids=run_id
 )
-def test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
+def test_the_target_trunk_beside_an_mtp_draft_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
     """hy_v3's own reserved graph (graph_dumps_mtp_hyv3.jsonl, the target's beside its draft's: no other dump holds
     hy_v3), and deepseek4's trunk of a file with its NextN layer (graph_dumps_mtp_dsv4.jsonl: the trunk's compress
     ratios, the NextN layer's left out): the rebuilt graph has llama.cpp's nodes in order, op and shape, and
