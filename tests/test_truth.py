@@ -659,16 +659,17 @@ def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -
 def test_mtp_draft_settings_are_held(recorded: dict[str, list[BoundsRow]]) -> None:
     """The draft context under its own cache types and host-side sampling (results_mtp_draft_settings.jsonl): every
     run llama.cpp made compared, both memory modules exact, both bounds within max(1%, 8 MiB); the runs it refused
-    are a quantized draft V with flash attention off, and bailingmoe3's (MLA) K and V types differing."""
+    are a quantized draft V with flash attention off, and bailingmoe3's (MLA) and deepseek4's K and V types
+    differing."""
     rows = recorded["results_mtp_draft_settings.jsonl"]
-    assert len(rows) == len(DRAFT_SETTING_RUNS) == 12
+    assert len(rows) == len(DRAFT_SETTING_RUNS) == 18
     assert all(r.kv_exact and r.output_exact and r.tight for r in rows if r.compared)
     refused = {run_id(r.record) for r in rows if not r.compared}
     assert refused == {run_id(r) for r in DRAFT_REFUSED}
     for run in DRAFT_SETTING_RUNS:
         s = settings(run)
         k, v = s.get("type_k_draft", "f16"), s.get("type_v_draft", "f16")
-        expected = (v == "q8_0" and s["fa"] == "off") or (run["model"] == "bailingmoe3" and k != v)
+        expected = (v == "q8_0" and s["fa"] == "off") or (run["model"] in ("bailingmoe3", "deepseek4-mtp") and k != v)
         assert (run in DRAFT_REFUSED) == expected, run_id(run)
 
 

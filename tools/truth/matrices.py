@@ -910,7 +910,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         F32_CACHE_RUNS,
     ),
     "results_mtp_draft_settings.jsonl": TruthFile(
-        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3"),
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3") | recurrent.DEEPSEEK4_MTP_MODELS,
         MTP_DRAFT_SETTING_RUNS,
         decode=512,
         label=LABEL + ", the MTP draft context under its own cache types and host-side sampling",
