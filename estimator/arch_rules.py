@@ -514,8 +514,8 @@ DSV4_HC = 4  # llama_model_deepseek4::graph::build_hc_pre: GGML_ASSERT(hc == 4)
 
 
 def dsv4_graph(ly: Layers) -> Dsv4 | None:
-    # llama_model_deepseek4::load_arch_hparams: hyper_connection.count, the trunk's compress ratios,
-    # attention.q_lora_rank, output_group_count, output_lora_rank, the indexer's sizes; None where the graph's
+    # llama_model_deepseek4::load_arch_hparams: hyper_connection.count, the trunk's and the NextN layers' compress
+    # ratios, attention.q_lora_rank, output_group_count, output_lora_rank, the indexer's sizes; None where the graph's
     # builder asserts (four streams, the heads a multiple of the output groups)
     hp = ly.hp
     groups = hp.required(HParams.n_output_groups)
@@ -530,6 +530,7 @@ def dsv4_graph(ly: Layers) -> Dsv4 | None:
         idx_heads=hp.required(HParams.indexer_n_head),
         idx_head=hp.required(HParams.indexer_head_size),
         idx_top_k=hp.required(HParams.indexer_top_k),
+        nextn_ratios=dsv4_ratios(ly)[ly.n_trunk :],
     )
 
 
