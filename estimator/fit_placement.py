@@ -262,6 +262,13 @@ class _Search:
                     step = _step(delta, self.targets[i], mem[i], mem_high[i])
                     test, start = _convert(layers, i, dense_start, step)
                     mem_test = self.memory(test, overflow_to)
+                    if mem_test[i] <= self.targets[i] and test == layers:
+                        # no dense-only layer left to convert (the devices from id_dense_start hold full layers
+                        # alone): llama.cpp keeps the same candidate and the same delta, and never ends
+                        raise PlacementUnsupported(
+                            "llama.cpp's fitter does not end (common_params_fit_impl's step 4 converts no layer and "
+                            "repeats the same step)"
+                        )
                     if mem_test[i] <= self.targets[i]:
                         layers, mem, dense_start = test, mem_test, start
                     else:
