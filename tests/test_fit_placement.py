@@ -16,6 +16,7 @@ import pytest
 
 from memfit.estimator.artifact import HeaderSummary
 from memfit.estimator.cpu_variant import BY_NAME
+from memfit.estimator.device_forecast import Placed, draft_compute
 from memfit.estimator.fit_placement import (
     DeviceMemory,
     FitParams,
@@ -25,7 +26,7 @@ from memfit.estimator.fit_placement import (
     fit_placement,
     forecast_measure,
 )
-from memfit.estimator.placement import PlacementUnsupported
+from memfit.estimator.placement import PlacementUnsupported, place
 from tools.truth.mock import args_of, files, row_id, rows
 from tools.truth.mock.matrix import CPU_VARIANT
 from tools.truth.mock.mirror import devices_of, fitter, memory_at, request_of, written_models
@@ -212,6 +213,41 @@ def test_a_draft_whose_nextn_layer_is_split_is_unsupported(
     request = dataclasses.replace(request_of(run), mmap=False)
     with pytest.raises(PlacementUnsupported):
         draft_memory(model, at(run["cparams"]["n_ctx"]), devices_of(run), request, BY_NAME[CPU_VARIANT])
+
+
+def _placed(run: dict, summaries: list[HeaderSummary]) -> Placed:
+    """The run's fitted placement as device_forecast takes it (one typing, the run's CPU variant)."""
+    model, at = memory_at(run, summaries, run["model"])
+    memory, devices = at(run["cparams"]["n_ctx"]), tuple(devices_of(run))
+    request = dataclasses.replace(request_of(run), mmap=False)
+    return Placed(model, memory, devices, request, (place(model, memory, devices, request, BY_NAME[CPU_VARIANT]),))
+
+
+@pytest.mark.parametrize("run", FITTED_DRAFTS, ids=row_id)
+def test_the_draft_compute_buffer_of_each_pool_is_llama_cpps(
+    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
+) -> None:
+    """device_forecast's draft compute share of each pool (the host's too) on the fitted placement: the draft graph's
+    split per backend, its floor the dry run's buffer to the byte (the NextN layer on a GPU or on the CPU, where
+    ggml's op offload still reserves a GPU buffer), within its bounds over both of memfit's scheduler modes."""
+    got = draft_compute(_placed(run, mtp_summaries[run["model"]]))
+    want = {("host" if k == "Host" else k): v["compute"] for k, v in run["mtp_ctx"]["per_device"].items()}
+    assert {k: got.get(k, (0, 0))[0] for k in want} == want
+    assert all(got.get(k, (0, 0))[0] <= w <= got.get(k, (0, 0))[1] for k, w in want.items())
+    assert set(got) <= set(want)
+
+
+@pytest.mark.parametrize(
+    "run", [r for r in MTP_RUNS if r["model"] == "bailingmoe3" or row_id(r) in SPLIT_NEXTN], ids=row_id
+)
+def test_a_draft_compute_split_not_derived_is_unsupported(
+    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
+) -> None:
+    """Where the draft graph's split is not derived, no bound stands in: a GPU's buffer (the split's copies among
+    it) can exceed the whole graph's, and a GPU other than the NextN layer's can hold part (mimo2's split NextN
+    layer puts 2 MiB on the next device); the answer's workspace is unknown."""
+    with pytest.raises(PlacementUnsupported):
+        draft_compute(_placed(run, mtp_summaries[run["model"]]))
 
 
 def test_a_fit_llama_cpp_never_ends_is_unsupported(mtp_summaries: dict[str, list[HeaderSummary]]) -> None:
