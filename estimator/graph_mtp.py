@@ -45,7 +45,9 @@ def _eh_proj(g: DecoderGraph, tok: Tensor, h: Tensor) -> Tensor:
     e = g.shape.n_embd
     in_layer(g.shape.mtp_layer)  # the NextN layer's tensors (llama.cpp's il = n_layer()) from its norms on
     joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok), g.norm(h))
-    return mul_mat(None, joined, e)
+    # named (blk.N.nextn.eh_proj): a dense FFN's ffn_down of n_ff = 2 x n_embd has its shape, in another buffer type
+    # where the fitter overflows the NextN layer's FFN to the next device
+    return mul_mat("nextn.eh_proj", joined, e)
 
 
 def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int) -> Graph:
