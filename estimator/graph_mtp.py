@@ -65,7 +65,9 @@ def _eh_proj(g: DecoderGraph, tok: Tensor, h: Tensor) -> Tensor:
     e = g.shape.n_embd
     in_layer(g.shape.mtp_layer)  # the NextN layer's tensors (llama.cpp's il = n_layer()) from its norms on
     joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok), g.norm(h))
-    return mul_mat(None, joined, e)
+    # named (blk.N.nextn.eh_proj): a dense FFN's ffn_down of n_ff = 2 x n_embd has its shape, in another buffer type
+    # where the fitter overflows the NextN layer's FFN to the next device
+    return mul_mat("nextn.eh_proj", joined, e)
 
 
 def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int) -> Graph:
@@ -186,7 +188,7 @@ class NemotronMtpGraph(DecoderGraph):
     """nemotron-h-moe.cpp graph_mtp: eh_proj (no positions: the block's attention is NoPE), attn_norm, the block's
     attention, its residual, whose output rows alone go on (crop_before_ffn: the draft's nextn embeddings are masked,
     and unset at reserve), attn_post_norm, the experts beside the relu^2 shared expert, the residual, the head's
-    LayerNorm (shared_head_norm: t_h_nextn, an output), the LM head."""
+    LayerNorm (shared_head_norm, il -1: t_h_nextn, an output), the LM head (model.output, il -1)."""
 
     def build(self) -> Graph:
         tok, h = _inputs(self, 1)  # its positions' input is never read, so not in the graph
@@ -196,8 +198,12 @@ class NemotronMtpGraph(DecoderGraph):
         cur = same_shape(self.attention(b, self.norm(inp_sa)), "ADD", inp_sa)
         ffn_residual = get_rows(cur, out_ids, self.shape.n_embd)
         out = self.ffn(b, self.norm(ffn_residual))
-        cur = self.layer_norm(same_shape(out, "ADD", ffn_residual))
+        cur = same_shape(out, "ADD", ffn_residual)
+        # the head's LayerNorm is built with il -1 (graph_get_cb pins no "norm" of il -1), its weight the NextN
+        # layer's nextn.shared_head_norm
+        cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", None)
         cur.output = True
+        in_layer(None)  # the LM head: model.output (nemotron_h_moe loads no nextn.shared_head_head), il -1
         logits = mul_mat(None, cur, self.n_vocab)
         logits.output = True
         self.gf.expand(logits)
