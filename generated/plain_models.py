@@ -262,9 +262,10 @@ class WireFitVerdictRequest:
     slide; deepseek4's since 1.23.0, without its target's compressed caches), deepseek2 and glm4moe, and
     cohere2moe (since 1.23.0: its draft's cache holds every layer, each in the full or the sliding-window
     half as the model's own cache does); on the other architectures with NextN layers
-    `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN
-    layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
-    host (each share's ceiling holds all of it). llama-server's `--fit` fits the draft context with the model
+    `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its layers,
+    and its compute buffer is each backend's share of the draft graph split over the model's placement
+    (since 1.23.0; `unknown` where that split is not derived). llama-server's `--fit` fits the draft
+    context with the model
     (since 1.21.0 on a host without GPUs: the context the `llamaServer` and `running` profiles choose counts
     its KV cache and compute buffer at every context tried, and the NextN layers' weights; since 1.22.0 with
     GPUs too, the draft's KV cache and compute buffer per device laid out by the launcher's own flags, where
