@@ -1297,6 +1297,9 @@ class ArchRule:
     optional: TensorList | None = None
     # tensors a conversion may hold that its loader never creates: done_getting_tensors refuses the file (artifact.py)
     uncreated: Callable[[HParams], frozenset[str]] | None = None
+    # load_arch_hparams sets n_layer_nextn 0 where the first NextN layer has no nextn.eh_proj: every block a trunk
+    # layer, the MTP context refused (artifact.py)
+    nextn_needs_head: bool = False
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
@@ -1440,6 +1443,7 @@ RULES: dict[str, ArchRule] = {
             sinks=True,
             node_for_node=True,
         ),
+        nextn_needs_head=True,  # llama_model_deepseek4::load_arch_hparams' probe of nextn.eh_proj
     ),
     # sliding windows
     "gemma2": ArchRule(

@@ -339,13 +339,16 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{Keys.General.ARCHITECTURE} is missing")
     refuse_other_kinds(metadata, summaries)
     sizes = {t[0]: t[1] for s in summaries for t in s.tensors}
-    skipped, head = mtp_tensors(metadata, arch, sizes), nextn_head(metadata, arch, sizes)
+    rule = RULES.get(arch)
+    head = nextn_head(metadata, arch, sizes)
+    if rule is not None and rule.nextn_needs_head and not head and first_nextn_layer(metadata, arch) is not None:
+        metadata = {**metadata, Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch): 0}  # every block a trunk layer
+    skipped = mtp_tensors(metadata, arch, sizes)
     mtp_bytes = sum(padded(n) for name, n in sizes.items() if name in skipped)
     sizes = {name: n for name, n in sizes.items() if name not in skipped}
     loaded = {t[0]: t for s in summaries for t in s.tensors if t[0] in sizes}
     weights = sum(padded(n) for n in sizes.values())
     tied = TOKEN_EMBD in sizes and OUTPUT not in sizes
-    rule = RULES.get(arch)
     note = WEIGHTS_NOTE
     if skipped:
         note += f"; the {len(skipped)} tensors of its NextN/MTP layers are not loaded for generation"

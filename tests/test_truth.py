@@ -884,6 +884,24 @@ def test_cohere2moes_draft_cache_holds_every_layer_in_its_half(run: dict, model_
     assert draft_kv_bytes(draft, geometry) == (sum(c["k_bytes"] for c in held), sum(c["v_bytes"] for c in held))
 
 
+HEADLESS_RUNS = load(DATA / "results_dsv4_headless.jsonl")
+
+
+def test_a_deepseek4_nextn_layer_without_its_head_is_a_trunk_layer(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """deepseek4's load_arch_hparams sets n_layer_nextn 0 where the NextN layer has no nextn.eh_proj
+    (results_dsv4_headless.jsonl: llama.cpp loaded all 5 blocks as the trunk, weights and memory exact through
+    test_parts_equal_llama_cpp, and refused the MTP draft context): memfit reads no NextN layer, and under draft-mtp
+    answers workloadUnsupported for a model without them."""
+    (refused,) = [r for r in HEADLESS_RUNS if settings(r).get("mtp_ctx")]
+    assert refused["draft_ctx"] == {"error": "draft context init failed"}
+    service = _service_over({refused["model"]}, tmp_path_factory)
+    request: dict = {"modelId": refused["model"], "allocatedTokens": 1000, "cpuVariant": "haswell"}
+    answer = _mtp_estimate(service, request | {"multiTokenPrediction": True})
+    parts = {p["component"]: p for p in answer["estimate"]["parts"]}
+    assert "workloadUnsupported" in answer["limits"] and "doesn't contain MTP layers" in parts["kvCache"]["note"]
+    assert parts["weights"]["bytes"] == refused["weights_bytes"]
+
+
 def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:
     """A model without NextN layers under draft-mtp: llama_init_from_model refuses the MTP context and llama-server
     stops, so past the weights the answer is unknown, with workloadUnsupported; without it the same request is

@@ -948,6 +948,14 @@ def deepseek4_mtp() -> Model:
     return _deepseek4("tiny-deepseek4-mtp", nextn=1)
 
 
+def deepseek4_mtp_headless() -> Model:
+    """deepseek4-mtp without its NextN head (no blk.4.nextn.* tensors): deepseek4's load_arch_hparams finds no
+    nextn.eh_proj and sets n_layer_nextn 0, so every block is a trunk layer."""
+    m = _deepseek4("tiny-deepseek4-mtp-headless", nextn=1)
+    m.tensors = [t for t in m.tensors if not t[0].startswith("blk.4.nextn.")]
+    return m
+
+
 def _deepseek4(name: str, hash_layers: int = 0, nextn: int = 0) -> Model:
     """deepseek4's writer: 4 trunk layers and `nextn` NextN layers (ratio 0, their head tensors written)."""
     E, H, HD, QL, NE, K, FFE = 256, 4, 128, 64, 4, 2, 128
@@ -1156,6 +1164,8 @@ QWEN4EXP_VARIANTS: dict[str, Callable[[], Model]] = {"qwen4exp-qsa": qwen4exp_qs
 DEEPSEEK4_VARIANTS: dict[str, Callable[[], Model]] = {"deepseek4-hash": partial(deepseek4, 1)}
 # deepseek4 with its NextN/MTP layer, measured in results_mtp_ctx_dsv4.jsonl (the target and its MTP draft context)
 DEEPSEEK4_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek4-mtp": deepseek4_mtp}
+# deepseek4 whose NextN layer has no head: llama.cpp loads it as a trunk layer (results_dsv4_headless.jsonl)
+DEEPSEEK4_HEADLESS_MODELS: dict[str, Callable[[], Model]] = {"deepseek4-mtp-headless": deepseek4_mtp_headless}
 
 
 # Published delta-net shapes, full size (sparse), measured in llama.cpp's dry run

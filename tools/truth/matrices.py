@@ -914,6 +914,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
         more.COHERE2MOE_MTP_MODELS | _subset(more.FAMILY_SET, "cohere2moe-arr-nextn"), "cohere2moe's"
     ),
     "results_mtp_ctx_dsv4.jsonl": _mtp_ctx(recurrent.DEEPSEEK4_MTP_MODELS, "deepseek4's"),
+    # its NextN layer without the head: every block a trunk layer (load_arch_hparams' n_layer_nextn 0), MTP refused
+    "results_dsv4_headless.jsonl": TruthFile(
+        recurrent.DEEPSEEK4_HEADLESS_MODELS,
+        [_s(2048, 1), _s(8192, 4, "q8_0"), _s(4096, 2, fa="off", n_ubatch=128), *MTP_CTX_RUNS[:1]],
+        decode=512,
+    ),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
     "results_f32_cache.jsonl": TruthFile(
