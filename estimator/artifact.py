@@ -125,8 +125,8 @@ def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
 
 def nextn_head(metadata: dict, arch: str, sizes: dict[str, int]) -> bool:
     """Whether the file holds the first NextN layer's nextn.eh_proj: every graph_mtp builds on it
-    (GGML_ASSERT(layer.nextn.eh_proj)), and deepseek4's load_arch_hparams drops the NextN layers without it
-    (n_layer_nextn 0: the MTP context refused)."""
+    (GGML_ASSERT(layer.nextn.eh_proj)), and deepseek4's load_arch_hparams makes the NextN layers trunk layers
+    without it (ArchRule.nextn_needs_head)."""
     first = first_nextn_layer(metadata, arch)
     return first is not None and f"blk.{first}.nextn.eh_proj.weight" in sizes
 

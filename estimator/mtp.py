@@ -45,7 +45,6 @@ NO_MTP_TENSORS = (
 NO_MTP_HEAD = (
     "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
     " file holds that layer's block but not its nextn.eh_proj: the graph's GGML_ASSERT on it aborts the server"
-    " (deepseek4's loader drops the NextN layers without it, and llama_init_from_model refuses the MTP context)"
 )
 MTP_GRAPH_ABORTS = (
     "llama-server's --spec-type draft-mtp builds {arch}'s MTP draft graph (graph_mtp) on the NextN layer, and it aborts"
