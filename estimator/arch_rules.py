@@ -1300,6 +1300,9 @@ class ArchRule:
     # load_arch_hparams sets n_layer_nextn 0 where the first NextN layer has no nextn.eh_proj: every block a trunk
     # layer, the MTP context refused (artifact.py)
     nextn_needs_head: bool = False
+    # load_arch_tensors requires the NextN layers' tensors (TENSOR_SKIP'd unless load_mtp, never TENSOR_NOT_REQUIRED:
+    # no trunk-only probe of nextn.eh_proj), so a file without the first one's nextn.eh_proj is refused (artifact.py)
+    nextn_head_required: bool = False
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
@@ -1555,6 +1558,7 @@ RULES: dict[str, ArchRule] = {
         parameters=NON_GATED_FFN,
         rs_rollback=True,
         uncreated=nextn_latent_projections,
+        nextn_head_required=True,  # load_arch_tensors: mtp_flags TENSOR_SKIP or 0
     ),
     "lfm2": ArchRule(
         tensors=tensors_lfm2,
@@ -1575,6 +1579,7 @@ RULES: dict[str, ArchRule] = {
         kv_layers=trunk_not_recurrent,
         recurrence=_QWEN_NEXT,
         graph=QWEN3NEXT,
+        nextn_head_required=True,  # load_arch_tensors: mtp_flags TENSOR_SKIP or 0
     ),
     "qwen35": ArchRule(
         memory=Memory.HYBRID,
@@ -1583,6 +1588,7 @@ RULES: dict[str, ArchRule] = {
         graph=QWEN35,
         cell_positions=mrope,
         rs_rollback=True,
+        nextn_head_required=True,  # load_arch_tensors: mtp_flags TENSOR_SKIP or 0
     ),
     "qwen35moe": ArchRule(
         memory=Memory.HYBRID,
@@ -1591,6 +1597,7 @@ RULES: dict[str, ArchRule] = {
         graph=QWEN35,
         cell_positions=mrope,
         rs_rollback=True,
+        nextn_head_required=True,  # load_arch_tensors: mtp_flags TENSOR_SKIP or 0
     ),
     "qwen4exp": ArchRule(
         memory=Memory.HYBRID,

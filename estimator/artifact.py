@@ -341,8 +341,22 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
     sizes = {t[0]: t[1] for s in summaries for t in s.tensors}
     rule = RULES.get(arch)
     head = nextn_head(metadata, arch, sizes)
-    if rule is not None and rule.nextn_needs_head and not head and first_nextn_layer(metadata, arch) is not None:
+    first = first_nextn_layer(metadata, arch)
+    if rule is not None and rule.nextn_head_required and not head and first is not None:
+        raise EvidenceError(
+            Limit.ARTIFACT_UNREADABLE,
+            f"the file names {arch}'s NextN layer {first} but lacks its nextn.eh_proj, which the {arch} loader"
+            " requires: llama.cpp refuses it (tensor not found)",
+        )
+    if rule is not None and rule.nextn_needs_head and not head and first is not None:
         metadata = {**metadata, Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch): 0}  # every block a trunk layer
+        norm = f"{gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ATTN_NORM].format(bid=first)}.weight"
+        if norm not in sizes:  # the trunk layer's tensors are required: create_tensor's "tensor ... not found"
+            raise EvidenceError(
+                Limit.ARTIFACT_UNREADABLE,
+                f"block {first} is a trunk layer to the {arch} loader (no nextn.eh_proj), and the file lacks its"
+                f" {norm!r}: llama.cpp refuses it (tensor not found)",
+            )
     skipped = mtp_tensors(metadata, arch, sizes)
     mtp_bytes = sum(padded(n) for name, n in sizes.items() if name in skipped)
     sizes = {name: n for name, n in sizes.items() if name not in skipped}

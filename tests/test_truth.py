@@ -817,14 +817,17 @@ def test_dense_projections_their_loader_does_not_expect_are_unreadable(run: dict
 # MTP blocks graph_mtp aborts on: mimo2's not the one it asserts (Q, K and V apart; routed experts), nemotron_h_moe's
 # latent experts without the block's own latent projections; its file with them llama.cpp does not load at all
 NEMOTRON_LATENT_RUNS = load(DATA / "results_mtp_ctx_nemotron_latent.jsonl")
-MTP_ASSERT_RUNS = load(DATA / "results_mtp_ctx_asserts.jsonl") + [
-    r for r in NEMOTRON_LATENT_RUNS if r["model"].endswith("-bare") and "error" in r
-]
+MTP_ASSERT_RUNS = (
+    load(DATA / "results_mtp_ctx_asserts.jsonl")
+    + [r for r in NEMOTRON_LATENT_RUNS if r["model"].endswith("-bare") and "error" in r]
+    + [r for r in load(DATA / "results_mtp_headless.jsonl") if r["model"] == "glm4moe-mtp-headless" and "error" in r]
+)
 LOAD_REFUSED_RUNS = [r for r in NEMOTRON_LATENT_RUNS if r.get("error") == "model load failed"]
 MTP_ASSERTED = {
     "mimo2-mtp-unfused": ("fused attn_qkv", "Q, K and V apart"),
     "mimo2-mtp-moe": ("dense FFN", "routed experts"),
     "nemotron-h-moe-latent-mtp-bare": ("as->ne[0] == b->ne[0]", "moe_latent_size"),
+    "glm4moe-mtp-headless": ("nextn.eh_proj", "nextn.eh_proj"),  # loaded trunk-only, the draft's graph asserts it
 }
 
 
@@ -846,8 +849,10 @@ def test_multi_token_prediction_on_a_block_graph_mtp_asserts_against_is_unsuppor
     run: dict, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """mimo2's graph_mtp asserts a fused attn_qkv and a dense FFN on the NextN block (results_mtp_ctx_asserts.jsonl:
-    each run aborted there): under draft-mtp at the run's settings the answer is unknown with workloadUnsupported,
-    the assert's subject named; without draft-mtp the same request is answered."""
+    each run aborted there), nemotron_h_moe's runs latent experts on n_embd-wide rows, glm4moe's (every one's)
+    asserts the NextN layer's nextn.eh_proj (results_mtp_headless.jsonl): under draft-mtp at the run's settings the
+    answer is unknown with workloadUnsupported, the assert's subject named; without draft-mtp the same request is
+    answered."""
     asserted, named = MTP_ASSERTED[run["model"]]
     assert "error" in run and asserted in run["stderr_tail"] and "GGML_ASSERT" in run["stderr_tail"]
     service = _service_over({run["model"]}, tmp_path_factory)

@@ -66,6 +66,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.QWEN4EXP_VARIANTS,
         **recurrent.DEEPSEEK4_VARIANTS,
         **recurrent.DEEPSEEK4_HEADLESS_MODELS,
+        **recurrent.MTP_HEADLESS_MODELS,
+        **more.MTP_HEADLESS_MODELS,
         **recurrent.DEEPSEEK4_MTP_MODELS,
         **recurrent.HYBRID_SHAPES,
         **recurrent.MTP_SHAPES,

@@ -608,6 +608,14 @@ def glm4moe_mtp() -> Model:
     return _glm4moe("tiny-glm4moe-mtp", qk_norm=True, mtp_block=True)
 
 
+def glm4moe_mtp_headless() -> Model:
+    """glm4moe-mtp without its NextN layer's nextn.eh_proj: glm4-moe.cpp's trunk-only probe makes the NextN tensors
+    optional, so it loads; under draft-mtp the draft's graph asserts nextn.eh_proj."""
+    m = _glm4moe("tiny-glm4moe-mtp-headless", qk_norm=True, mtp_block=True)
+    m.tensors = [t for t in m.tensors if ".nextn.eh_proj" not in t[0]]
+    return m
+
+
 def hy_v3_mtp() -> Model:
     """hy_v3: Q/K norms, layer 0 dense (no router: hy-v3.cpp's leading dense block), MoE with exp_probs_b (named as
     its loader reads it) and a shared expert (expert_shared_feed_forward_length), the weights normalized and scaled
@@ -865,6 +873,8 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
 MTP_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp": glm4moe_mtp}
 # The NextN writers with their MTP layer's tensors whose draft cache is llama_kv_cache_iswa (results_mtp_ctx_swa.jsonl)
 MTP_ISWA_MODELS: dict[str, Callable[[], Model]] = {"mimo2-mtp": mimo2_mtp, "step35-mtp": step35_mtp}
+# a NextN layer without its head (results_mtp_headless.jsonl): glm4moe's loader takes it as trunk-only
+MTP_HEADLESS_MODELS: dict[str, Callable[[], Model]] = {"glm4moe-mtp-headless": glm4moe_mtp_headless}
 # mimo2 files whose MTP block is not the one its graph_mtp asserts (results_mtp_ctx_asserts.jsonl: llama.cpp aborts)
 MIMO2_MTP_ASSERTS: dict[str, Callable[[], Model]] = {
     "mimo2-mtp-unfused": mimo2_mtp_unfused,

@@ -607,6 +607,14 @@ def qwen35_mtp() -> Model:
     return _qwen35("tiny-qwen35-mtp", interval=2, nextn=1)
 
 
+def qwen35_mtp_headless() -> Model:
+    """qwen35-mtp without its NextN layer's nextn.eh_proj (its other tensors kept): under load_mtp the loader
+    requires it, and the draft's graph asserts it."""
+    m = _qwen35("tiny-qwen35-mtp-headless", interval=2, nextn=1)
+    m.tensors = [t for t in m.tensors if not t[0].startswith("blk.4.nextn.eh_proj")]
+    return m
+
+
 def qwen35moe_mtp() -> Model:
     """Qwen3.5-MoE with one NextN/MTP block (block_count 4 + 1): the MTP layer's FFN is the MoE one."""
     return _qwen35("tiny-qwen35moe-mtp", interval=2, nextn=1, moe=True)
@@ -956,6 +964,14 @@ def deepseek4_mtp_headless() -> Model:
     return m
 
 
+def deepseek4_nextn_missing() -> Model:
+    """deepseek4 naming a NextN layer (nextn_predict_layers 1, block_count 5) whose tensors are all left out: without
+    nextn.eh_proj its loader makes block 4 a trunk layer, whose tensors it then requires (a load failure)."""
+    m = _deepseek4("tiny-deepseek4-nextn-missing", nextn=1)
+    m.tensors = [t for t in m.tensors if not t[0].startswith("blk.4.")]
+    return m
+
+
 def _deepseek4(name: str, hash_layers: int = 0, nextn: int = 0) -> Model:
     """deepseek4's writer: 4 trunk layers and `nextn` NextN layers (ratio 0, their head tensors written)."""
     E, H, HD, QL, NE, K, FFE = 256, 4, 128, 64, 4, 2, 128
@@ -1165,7 +1181,12 @@ DEEPSEEK4_VARIANTS: dict[str, Callable[[], Model]] = {"deepseek4-hash": partial(
 # deepseek4 with its NextN/MTP layer, measured in results_mtp_ctx_dsv4.jsonl (the target and its MTP draft context)
 DEEPSEEK4_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek4-mtp": deepseek4_mtp}
 # deepseek4 whose NextN layer has no head: llama.cpp loads it as a trunk layer (results_dsv4_headless.jsonl)
-DEEPSEEK4_HEADLESS_MODELS: dict[str, Callable[[], Model]] = {"deepseek4-mtp-headless": deepseek4_mtp_headless}
+DEEPSEEK4_HEADLESS_MODELS: dict[str, Callable[[], Model]] = {
+    "deepseek4-mtp-headless": deepseek4_mtp_headless,
+    "deepseek4-nextn-missing": deepseek4_nextn_missing,
+}
+# another architecture's NextN layer without its head: loaded without MTP, refused under it (results_mtp_headless.jsonl)
+MTP_HEADLESS_MODELS: dict[str, Callable[[], Model]] = {"qwen35-mtp-headless": qwen35_mtp_headless}
 
 
 # Published delta-net shapes, full size (sparse), measured in llama.cpp's dry run

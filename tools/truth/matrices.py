@@ -914,6 +914,9 @@ TRUTH_FILES: dict[str, TruthFile] = {
         more.COHERE2MOE_MTP_MODELS | _subset(more.FAMILY_SET, "cohere2moe-arr-nextn"), "cohere2moe's"
     ),
     "results_mtp_ctx_dsv4.jsonl": _mtp_ctx(recurrent.DEEPSEEK4_MTP_MODELS, "deepseek4's"),
+    "results_mtp_headless.jsonl": TruthFile(
+        recurrent.MTP_HEADLESS_MODELS | more.MTP_HEADLESS_MODELS, [_s(2048, 1), *MTP_CTX_RUNS[:1]], decode=512
+    ),
     # its NextN layer without the head: every block a trunk layer (load_arch_hparams' n_layer_nextn 0), MTP refused
     "results_dsv4_headless.jsonl": TruthFile(
         recurrent.DEEPSEEK4_HEADLESS_MODELS,
