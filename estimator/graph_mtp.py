@@ -49,13 +49,14 @@ def _eh_proj(g: DecoderGraph, tok: Tensor, h: Tensor) -> Tensor:
     """enorm(rows) and hnorm(hidden) concatenated on dim 0, times eh_proj: [n_embd, T]."""
     e = g.shape.n_embd
     in_layer(g.shape.mtp_layer)  # the NextN layer's tensors (llama.cpp's il = n_layer()) from its norms on
-    joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok), g.norm(h))
-    return mul_mat(None, joined, e)
+    joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok, "nextn.enorm"), g.norm(h, "nextn.hnorm"))
+    return mul_mat("nextn.eh_proj", joined, e)
 
 
-def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int) -> Graph:
-    """The head norm over every row (res->t_h_nextn, an output), its output rows, the LM head (t_logits)."""
-    cur = g.norm(cur)
+def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int, norm: str = "nextn.shared_head_norm") -> Graph:
+    """The head norm over every row (res->t_h_nextn, an output; `norm` its name in the NextN layer), its output rows,
+    the LM head (t_logits)."""
+    cur = g.norm(cur, norm)
     cur.output = True
     in_layer(None)  # the LM head: the model's output (il -1)
     logits = mul_mat(None, get_rows(cur, out_ids, g.shape.n_embd), n_vocab)
@@ -74,9 +75,9 @@ class QwenMtpGraph(QwenNextGraph):
         out_ids = new_tensor(I32, _outputs(self), input=True)
         (b,) = self.shape.layers
         inp_sa = _eh_proj(self, tok, h)
-        cur = self.gated_attention(b, self.norm(inp_sa))
+        cur = self.gated_attention(b, self.norm(inp_sa, "attn_norm"))
         ffn_residual = same_shape(cur, "ADD", inp_sa)
-        out = self.ffn_out(b, self.norm(ffn_residual))
+        out = self.ffn_out(b, self.norm(ffn_residual, "post_attention_norm"))
         return _head(self, same_shape(out, "ADD", ffn_residual), out_ids, self.n_vocab)
 
 
