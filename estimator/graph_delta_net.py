@@ -263,13 +263,14 @@ class KdaGraph(DeltaNetGraph):
         inp_l, out_ids = self.embeddings()
         last = len(self.shape.layers) - 1
         bailing = self.arch == "bailingmoe3"
-        for b in self.shape.layers:
+        for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             inp_sa = inp_l
             cur = self.norm(inp_l, "attn_norm")
             if not bailing:  # bailingmoe3 does not expand the norm first: its conv states' rows come before it
                 self.gf.expand(cur)
             cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
-            if b is self.shape.layers[last] and not bailing:  # kimi-linear: the last layer keeps only the output rows
+            if il == last and not bailing:  # kimi-linear: the last layer keeps only the output rows
                 cur, inp_sa = get_rows(cur, out_ids, self.e), get_rows(inp_sa, out_ids, self.e)
             ffn_inp = same_shape(cur, "ADD", inp_sa)
             cur = self.norm(ffn_inp, "ffn_norm")
@@ -405,7 +406,10 @@ class KdaGraph(DeltaNetGraph):
         q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
         out = self.mla_attend(b, q, k, v)
-        if dn.attn_gate:
+        if self.arch == "bailingmoe3":  # one gate a head: sigmoid (a node of its own) of wqkv_gate's [1, H, T]
+            gate = same_shape(reshape(mul_mat("attn_gate", cur, heads), 1, heads, t), "SIGMOID")
+            out = reshape(same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", gate), out.ne[0], t)
+        elif dn.attn_gate:
             out = output_gate(out, cur, dn.attn_gate, heads, "attn_gate")
         if self.arch == "bailingmoe3":  # its gated heads made contiguous (ggml_cont_2d) for wo
             out = cont(out)

@@ -29,7 +29,7 @@ from memfit.estimator.compute_graph import DecoderGraph, ubatch_outputs
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import F32, I32, Graph, Tensor, get_rows, in_layer, mul_mat, new_tensor, op, same_shape
 from memfit.estimator.graph_delta_net import IMROPE_POSITIONS, KdaGraph, QwenNextGraph
-from memfit.estimator.graph_ffn import build_ffn, routed_experts
+from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts
 from memfit.estimator.layout import GraphLayer, GraphShape
 
 
@@ -90,14 +90,16 @@ class BailingMtpGraph(KdaGraph):
         out_ids = new_tensor(I32, _outputs(self), input=True)
         (b,) = self.shape.layers
         inp_sa = _eh_proj(self, tok, h)
-        cur = self.mla(b, self.norm(inp_sa))
+        cur = self.mla(b, self.norm(inp_sa, "attn_norm"))
         ffn_inp = same_shape(cur, "ADD", inp_sa)
-        cur = self.norm(ffn_inp)
+        cur = self.norm(ffn_inp, "ffn_norm")
         if b.n_expert:
-            out = same_shape(routed_experts(self.gf, b, cur), "ADD", build_ffn(cur, b.routing.shared_ff))
+            shared = build_ffn(cur, b.routing.shared_ff, weights=SHARED)
+            out = same_shape(routed_experts(self.gf, b, cur), "ADD", shared)
         else:
             out = build_ffn(cur, b.n_ff)
-        return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab)
+        # its head norm: shared_head_norm, LLM_TENSOR_LAYER_OUT_NORM's blk.N.layer_output_norm
+        return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab, "layer_output_norm")
 
 
 class NextnMtpGraph(DecoderGraph):

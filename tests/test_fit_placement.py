@@ -11,6 +11,7 @@ weights, KV cache, recurrent state and compute buffer) and chooses the same on e
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -104,9 +105,8 @@ def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
 # common_init_result's common_fit_extra_model, one and two mock GPUs; `fit.extra` is the draft's dry run at the
 # fitted context per device (what add_extra_memory adds there, its weights not counted: shares_model)
 MTP_RUNS = [r for r in rows("fit_mtp_gpu.jsonl") if r.get("fit")]
-# the trunks whose split graph memfit's scheduler places per backend; qwen35's and bailingmoe3's delta-net trunks are
-# not (their builders name no layer), so memfit does not predict the fitter for them (predicted_fit: None)
-PLACED_TRUNKS = {"deepseek2-mla-mtp", "glm4moe-mtp", "qwen35-mtp"}
+# tests/data/mock/unsplit_gpu.jsonl: a trunk memfit's scheduler does not split per backend (kimi-k3's)
+UNSPLIT_FITS = [r for r in rows("unsplit_gpu.jsonl") if r.get("fit")]
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def _draft(run: dict, summaries: list[HeaderSummary]) -> dict[str, tuple[int, in
 
 def test_the_mtp_runs_cover_the_fitters_paths() -> None:
     fits = {(r["model"], r["label"]): r["fit"] for r in MTP_RUNS}
-    placed = [f for (m, _), f in fits.items() if m in PLACED_TRUNKS]
+    placed = list(fits.values())
     assert {r["mock"]["n"] for r in MTP_RUNS} == {1, 2} and {r["mock"]["alloc"] for r in MTP_RUNS} == {"plain", "cuda"}
     assert all(f["status_name"] == "success" for f in fits.values())
     assert any(f["n_ctx_before"] == 0 and f["n_ctx"] > f["n_ctx_min"] and f["n_gpu_layers"] < 0 for f in placed)
@@ -139,7 +139,7 @@ def test_the_mtp_runs_cover_the_fitters_paths() -> None:
     assert two["qwen35-mtp"]["MOCK0"]["context"] == 0 < two["deepseek2-mla-mtp"]["MOCK0"]["context"]
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] != "bailingmoe3"], ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -150,7 +150,7 @@ def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
     assert _draft(run, mtp_summaries[run["model"]]) == want
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in PLACED_TRUNKS], ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_context_on_the_fitted_placement_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -164,7 +164,7 @@ def test_the_draft_context_on_the_fitted_placement_equals_llama_cpps(
     assert got == want
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in PLACED_TRUNKS], ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_under_mtp_the_fitters_choice_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -190,12 +190,10 @@ def test_under_mtp_the_fitters_choice_equals_llama_cpps(
         ), device
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] not in PLACED_TRUNKS], ids=row_id)
-def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(
-    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
-) -> None:
-    """qwen35's and bailingmoe3's trunks (and bailingmoe3's draft graph, whose attention gate and router read
-    weights of one shape) are not split per backend: the fitter's candidates are not forecast, so memfit names no
-    choice for them rather than a wrong one."""
+@pytest.mark.parametrize("run", UNSPLIT_FITS, ids=row_id)
+def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(run: dict, tmp_path: Path) -> None:
+    """kimi-k3's trunk is not split per backend (its builder names no layer): the fitter's candidates are not
+    forecast, so memfit names no choice for it rather than a wrong one."""
+    summaries = written_models(tmp_path, [run["model"]])
     with pytest.raises(PlacementUnsupported):
-        fitter(run, mtp_summaries[run["model"]])
+        fitter(run, summaries[run["model"]])
