@@ -37,7 +37,7 @@ from memfit.estimator.ggml_graph import (
     view,
     viewed,
 )
-from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts, situ
+from memfit.estimator.graph_ffn import DENSE, SHARED, build_ffn, routed_experts, situ
 from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape
 
 IMROPE_POSITIONS = 4  # llama_hparams::n_pos_per_embd: qwen35's LLAMA_ROPE_TYPE_IMROPE reads four positions a token
@@ -291,17 +291,19 @@ class KdaGraph(DeltaNetGraph):
         inp_l, out_ids = self.embeddings()
         every = self.dn.attn_res
         for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             prefix_sum = inp_l
-            cur = self.res_mix(prefix_sum) if every else prefix_sum
+            cur = self.res_mix(prefix_sum, "attn_res_score") if every else prefix_sum
             banked = bool(every) and il % every == 0
             if banked:
                 self.res_push(prefix_sum)
-            cur = self.gf.expand(self.norm(cur))
+            cur = self.gf.expand(self.norm(cur, "attn_norm"))
             cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
             prefix_sum = cur if banked else same_shape(prefix_sum, "ADD", cur)
-            cur = self.res_mix(prefix_sum) if every else prefix_sum
-            inp_l = same_shape(prefix_sum, "ADD", self.ffn_k3(b, self.norm(cur)))
-        cur = self.res_mix(inp_l) if every else inp_l
+            cur = self.res_mix(prefix_sum, "ffn_res_score") if every else prefix_sum
+            inp_l = same_shape(prefix_sum, "ADD", self.ffn_k3(b, self.norm(cur, "ffn_norm")))
+        in_layer(None)
+        cur = self.res_mix(inp_l, "output_res_score") if every else inp_l
         return self.head(get_rows(cur, out_ids, self.e), None, hidden=False)
 
     def res_push(self, cur: Tensor) -> None:
@@ -312,7 +314,7 @@ class KdaGraph(DeltaNetGraph):
             checkpoint = op("CONCAT", F32, (self.e, stack.ne[1] + 1, self.t), stack, checkpoint)
         self.checkpoints = checkpoint
 
-    def res_mix(self, cur: Tensor) -> Tensor:
+    def res_mix(self, cur: Tensor, score: str) -> Tensor:
         """llama_model_kimi_k3::graph::res_mix: every checkpoint and the stream scored (rms_norm, the score weight,
         sum_rows), softmax over the scores, ggml_dsv4_hc_pre of the checkpoints by theirs plus the stream times its
         own."""
@@ -320,8 +322,8 @@ class KdaGraph(DeltaNetGraph):
         if stack is None:
             return cur
         n = stack.ne[1]
-        scored = op("SUM_ROWS", F32, (1, n, t), same(stack, "RMS_NORM", "MUL"))
-        own = op("SUM_ROWS", F32, (1, t), same(cur, "RMS_NORM", "MUL"))
+        scored = op("SUM_ROWS", F32, (1, n, t), same_shape(same_shape(stack, "RMS_NORM"), "MUL", score))
+        own = op("SUM_ROWS", F32, (1, t), same_shape(same_shape(cur, "RMS_NORM"), "MUL", score))
         probs = same_shape(op("CONCAT", F32, (n + 1, t), reshape(scored, n, t), own), "SOFT_MAX")
         p_stack = cont(view(probs, (n, t), (probs.nb[1],)))
         p_own = cont(view(probs, (1, t), (probs.nb[1],), n * FLOAT))
@@ -378,7 +380,7 @@ class KdaGraph(DeltaNetGraph):
             out = cont(self.results(result))
             self.store_states(result)
             low_rank = self.arch == "kimi-linear"
-            gate_a = mul_mat("ssm_g_a", cur, head if low_rank else width)
+            gate_a = mul_mat("ssm_g_a" if low_rank else "ssm_g", cur, head if low_rank else width)
             out_gate = mul_mat("ssm_g_b", gate_a, width) if low_rank else gate_a
         gate = same_shape(reshape(out_gate, head, heads, t), "SIGMOID")
         gated = same_shape(self.norm(reshape(out, head, heads, t), "ssm_norm"), "MUL", gate)
@@ -409,6 +411,8 @@ class KdaGraph(DeltaNetGraph):
         if self.arch == "bailingmoe3":  # one gate a head: sigmoid (a node of its own) of wqkv_gate's [1, H, T]
             gate = same_shape(reshape(mul_mat("attn_gate", cur, heads), 1, heads, t), "SIGMOID")
             out = reshape(same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", gate), out.ne[0], t)
+        elif self.arch == "kimi-k3" and dn.attn_gate:  # its gate a node of its own: sigmoid of wqkv_gate's projection
+            out = same_shape(out, "MUL", same_shape(mul_mat("attn_gate", cur, dn.attn_gate), "SIGMOID"))
         elif dn.attn_gate:
             out = output_gate(out, cur, dn.attn_gate, heads, "attn_gate")
         if self.arch == "bailingmoe3":  # its gated heads made contiguous (ggml_cont_2d) for wo
@@ -419,13 +423,15 @@ class KdaGraph(DeltaNetGraph):
         """kimi-k3's FFN: a leading dense block with situ; else build_latent_moe (the experts with situ, in the latent
         where it has one) plus the shared experts with situ."""
         if not b.n_expert:
-            return self.situ_ffn(cur, b.n_ff)
+            return self.situ_ffn(cur, b.n_ff, DENSE)
         out, width = routed_experts(self.gf, b, cur), b.routing.shared_ff
-        return same_shape(out, "ADD", self.situ_ffn(cur, width)) if width else out
+        return same_shape(out, "ADD", self.situ_ffn(cur, width, SHARED)) if width else out
 
-    def situ_ffn(self, cur: Tensor, n_ff: int) -> Tensor:
-        """kimi-k3's dense and shared FFNs: gate and up, kimi_k3_situ, down."""
-        return mul_mat(None, situ(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), self.dn.situ_linear), self.e)
+    def situ_ffn(self, cur: Tensor, n_ff: int, weights: tuple[str, str, str]) -> Tensor:
+        """kimi-k3's dense and shared FFNs (`weights`: up's, gate's and down's names): gate and up, kimi_k3_situ,
+        down."""
+        up, gate, down = weights
+        return mul_mat(down, situ(mul_mat(gate, cur, n_ff), mul_mat(up, cur, n_ff), self.dn.situ_linear), self.e)
 
 
 def build_qwen3next(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

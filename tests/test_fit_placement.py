@@ -105,7 +105,7 @@ def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
 # common_init_result's common_fit_extra_model, one and two mock GPUs; `fit.extra` is the draft's dry run at the
 # fitted context per device (what add_extra_memory adds there, its weights not counted: shares_model)
 MTP_RUNS = [r for r in rows("fit_mtp_gpu.jsonl") if r.get("fit")]
-# tests/data/mock/unsplit_gpu.jsonl: a trunk memfit's scheduler does not split per backend (kimi-k3's)
+# tests/data/mock/unsplit_gpu.jsonl: a trunk memfit's scheduler does not split per backend (rwkv6's)
 UNSPLIT_FITS = [r for r in rows("unsplit_gpu.jsonl") if r.get("fit")]
 
 
@@ -192,7 +192,7 @@ def test_under_mtp_the_fitters_choice_equals_llama_cpps(
 
 @pytest.mark.parametrize("run", UNSPLIT_FITS, ids=row_id)
 def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(run: dict, tmp_path: Path) -> None:
-    """kimi-k3's trunk is not split per backend (its builder names no layer): the fitter's candidates are not
+    """rwkv6's trunk is not split per backend (its builder names no layer): the fitter's candidates are not
     forecast, so memfit names no choice for it rather than a wrong one."""
     summaries = written_models(tmp_path, [run["model"]])
     with pytest.raises(PlacementUnsupported):

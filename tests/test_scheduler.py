@@ -70,7 +70,7 @@ UNSPLIT = rows("unsplit_gpu.jsonl")
 def test_a_trunk_the_scheduler_does_not_split_is_placed_but_its_compute_unpredicted(
     run: dict, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """kimi-k3's trunk (tests/data/mock/unsplit_gpu.jsonl): its weights, KV cache and recurrent state are placed as
+    """rwkv6's trunk (tests/data/mock/unsplit_gpu.jsonl): its weights and recurrent states are placed as
     llama.cpp places them, to the byte; its split graph is not (its builder names no layer), so memfit refuses the
     compute buffers rather than give a wrong one."""
     summaries = written_models(tmp_path_factory.mktemp("unsplit"), [run["model"]])[run["model"]]

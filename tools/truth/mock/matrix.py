@@ -222,11 +222,11 @@ def mtp_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
 # the gated delta-net trunks (qwen35's, qwen3next's gated delta nets, bailingmoe3's Kimi delta attention) split per
 # backend: their recurrent and attention layers on one and two devices
 DELTA_NET: dict[str, Callable[[], Model]] = {
-    n: recurrent.FAMILY_SET[n] for n in ("qwen35", "qwen35moe", "qwen3next", "bailingmoe3", "kimi-linear")
+    n: recurrent.FAMILY_SET[n] for n in ("qwen35", "qwen35moe", "qwen3next", "bailingmoe3", "kimi-linear", "kimi-k3")
 }
-# kimi-k3's trunk (attention residuals mixed from banked streams), which memfit's scheduler does not split yet: its
-# weights and caches are placed, its compute buffers and the fitter left unpredicted
-UNSPLIT: dict[str, Callable[[], Model]] = {"kimi-k3": recurrent.FAMILY_SET["kimi-k3"]}
+# rwkv6's trunk (token shifts, time and channel mixes), which memfit's scheduler does not split yet: its weights and
+# states are placed, its compute buffers and the fitter left unpredicted
+UNSPLIT: dict[str, Callable[[], Model]] = {"rwkv6": recurrent.FAMILY_SET["rwkv6"]}
 
 
 def delta_net_runs(model: Model) -> list[Run]:
