@@ -514,8 +514,8 @@ DSV4_HC = 4  # llama_model_deepseek4::graph::build_hc_pre: GGML_ASSERT(hc == 4)
 
 
 def dsv4_graph(ly: Layers) -> Dsv4 | None:
-    # llama_model_deepseek4::load_arch_hparams: hyper_connection.count, the trunk's compress ratios,
-    # attention.q_lora_rank, output_group_count, output_lora_rank, the indexer's sizes; None where the graph's
+    # llama_model_deepseek4::load_arch_hparams: hyper_connection.count, the trunk's and the NextN layers' compress
+    # ratios, attention.q_lora_rank, output_group_count, output_lora_rank, the indexer's sizes; None where the graph's
     # builder asserts (four streams, the heads a multiple of the output groups)
     hp = ly.hp
     groups = hp.required(HParams.n_output_groups)
@@ -530,6 +530,7 @@ def dsv4_graph(ly: Layers) -> Dsv4 | None:
         idx_heads=hp.required(HParams.indexer_n_head),
         idx_head=hp.required(HParams.indexer_head_size),
         idx_top_k=hp.required(HParams.indexer_top_k),
+        nextn_ratios=dsv4_ratios(ly)[ly.n_trunk :],
     )
 
 
@@ -1296,6 +1297,9 @@ class ArchRule:
     optional: TensorList | None = None
     # tensors a conversion may hold that its loader never creates: done_getting_tensors refuses the file (artifact.py)
     uncreated: Callable[[HParams], frozenset[str]] | None = None
+    # load_arch_hparams sets n_layer_nextn 0 where the first NextN layer has no nextn.eh_proj: every block a trunk
+    # layer, the MTP context refused (artifact.py)
+    nextn_needs_head: bool = False
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
@@ -1439,6 +1443,7 @@ RULES: dict[str, ArchRule] = {
             sinks=True,
             node_for_node=True,
         ),
+        nextn_needs_head=True,  # llama_model_deepseek4::load_arch_hparams' probe of nextn.eh_proj
     ),
     # sliding windows
     "gemma2": ArchRule(

@@ -411,12 +411,13 @@ def output_rows(shape: tuple[int, ...] | None) -> int:
 
 def _dsv4_shape(graph: Graph, layers: Layers, size: int | None, n_vocab: int | None) -> GraphShape | None:
     """deepseek4.cpp's trunk: every block attends with one K head that is also V (the raw sliding cache's), sinks,
-    and routes experts beside its shared ones; None where the builder asserts or a block's routing is not rebuilt."""
+    and routes experts beside its shared ones; the NextN/MTP layers' blocks alike (GraphShape.nextn: graph_mtp builds
+    on them); None where the builder asserts or a block's routing is not rebuilt."""
     assert graph.dsv4 is not None
     hp, blocks, dsv4 = layers.hp, [], graph.dsv4(layers)
     if dsv4 is None:
         return None
-    for il in range(layers.n_trunk):
+    for il in range(layers.n_all):
         routing = graph.routing(layers, il, n_vocab)
         if routing is None:
             return None
@@ -437,8 +438,11 @@ def _dsv4_shape(graph: Graph, layers: Layers, size: int | None, n_vocab: int | N
             )
         )
     shared: dict[GraphLayer, GraphLayer] = {}
-    layer_shapes = tuple(shared.setdefault(block, block) for block in blocks)
-    return GraphShape(layers.n_embd, layer_shapes, node_for_node=graph.node_for_node, builder=graph.builder, dsv4=dsv4)
+    layer_shapes = tuple(shared.setdefault(block, block) for block in blocks[: layers.n_trunk])
+    nextn = tuple(blocks[layers.n_trunk :])
+    return GraphShape(
+        layers.n_embd, layer_shapes, node_for_node=graph.node_for_node, builder=graph.builder, dsv4=dsv4, nextn=nextn
+    )
 
 
 def _rope_part(hp: HParams, layers: Layers, kv_lora: int, mla: bool) -> int:

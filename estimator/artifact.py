@@ -70,6 +70,7 @@ class ArtifactFacts:
     mtp_count: int = 0
     mtp_bytes: int = 0
     mtp_matrices: tuple[Matrix, ...] = ()
+    mtp_head: bool = False  # the first NextN layer's nextn.eh_proj is among them (nextn_head)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class MtpWeights:
     floor: int  # bytes, under the variant that packs least
     slack: int  # how far above it the variant that packs most is
     packed: tuple[int, int]  # (least, most) of those bytes an extra buffer type copies
+    head: bool = True  # the first NextN layer's nextn.eh_proj is in the file (every graph_mtp asserts it)
 
 
 # (block elements, block bytes) by ggml type number: looked up per tensor, without making the enum member
@@ -102,15 +104,31 @@ def tensor_bytes(shape: tuple[int, ...], ggml_type: int) -> int:
     return shape[0] // block * type_size * rows
 
 
-def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
-    """Tensors of the NextN/MTP blocks (the last nextn_predict_layers of block_count): llama.cpp skips them
-    unless it is asked to load the MTP head for speculative decoding."""
+def first_nextn_layer(metadata: dict, arch: str) -> int | None:
+    """The first NextN/MTP block (block_count less nextn_predict_layers: llama.cpp's n_layer()), or None where the
+    file names none."""
     nextn = file_value(metadata, arch, Keys.LLM.NEXTN_PREDICT_LAYERS)
     blocks = file_value(metadata, arch, Keys.LLM.BLOCK_COUNT)
     if not isinstance(nextn, int) or not isinstance(blocks, int) or nextn <= 0:
+        return None
+    return blocks - nextn
+
+
+def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
+    """Tensors of the NextN/MTP blocks (the last nextn_predict_layers of block_count): llama.cpp skips them
+    unless it is asked to load the MTP head for speculative decoding."""
+    first = first_nextn_layer(metadata, arch)
+    if first is None:
         return set()
-    first = blocks - nextn
     return {name for name in sizes if (m := BLOCK_TENSOR.match(name)) and int(m.group(1)) >= first}
+
+
+def nextn_head(metadata: dict, arch: str, sizes: dict[str, int]) -> bool:
+    """Whether the file holds the first NextN layer's nextn.eh_proj: every graph_mtp builds on it
+    (GGML_ASSERT(layer.nextn.eh_proj)), and deepseek4's load_arch_hparams makes the NextN layers trunk layers
+    without it (ArchRule.nextn_needs_head)."""
+    first = first_nextn_layer(metadata, arch)
+    return first is not None and f"blk.{first}.nextn.eh_proj.weight" in sizes
 
 
 @dataclass(frozen=True)
@@ -251,7 +269,8 @@ def mtp_weights(facts: ArtifactFacts, variants: tuple[CpuVariant, ...]) -> MtpWe
     """What the NextN/MTP layers' tensors add to the weights under every one of `variants` (at least one) when
     llama.cpp loads them (load_mtp): their padded bytes, and what the variants' extra buffer types pack of them."""
     floor, slack, _ = variant_weights(facts.mtp_bytes, "", facts.mtp_matrices, None, variants)
-    return MtpWeights(facts.mtp_count, floor, slack, packed_range(facts.mtp_matrices, None, variants))
+    packed = packed_range(facts.mtp_matrices, None, variants)
+    return MtpWeights(facts.mtp_count, floor, slack, packed, head=facts.mtp_head)
 
 
 def variant_weights(
@@ -320,13 +339,16 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{Keys.General.ARCHITECTURE} is missing")
     refuse_other_kinds(metadata, summaries)
     sizes = {t[0]: t[1] for s in summaries for t in s.tensors}
+    rule = RULES.get(arch)
+    head = nextn_head(metadata, arch, sizes)
+    if rule is not None and rule.nextn_needs_head and not head and first_nextn_layer(metadata, arch) is not None:
+        metadata = {**metadata, Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch): 0}  # every block a trunk layer
     skipped = mtp_tensors(metadata, arch, sizes)
     mtp_bytes = sum(padded(n) for name, n in sizes.items() if name in skipped)
     sizes = {name: n for name, n in sizes.items() if name not in skipped}
     loaded = {t[0]: t for s in summaries for t in s.tensors if t[0] in sizes}
     weights = sum(padded(n) for n in sizes.values())
     tied = TOKEN_EMBD in sizes and OUTPUT not in sizes
-    rule = RULES.get(arch)
     note = WEIGHTS_NOTE
     if skipped:
         note += f"; the {len(skipped)} tensors of its NextN/MTP layers are not loaded for generation"
@@ -364,6 +386,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
         mtp_count=len(skipped),
         mtp_bytes=mtp_bytes,
         mtp_matrices=matmul_weights(t for s in summaries for t in s.tensors if t[0] in skipped),
+        mtp_head=head,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -28,7 +28,7 @@ from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import CpuVariant
 from memfit.estimator.devices import CPU, HOST, Device, device_of
 from memfit.estimator.machine import GpuMemory
-from memfit.estimator.mtp import draft_context, draft_geometry, with_mtp
+from memfit.estimator.mtp import draft_context, draft_geometry, draft_types, with_mtp
 from memfit.estimator.placement import (
     Memory,
     ModelTensors,
@@ -189,12 +189,12 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
             for result in placed.results
             for mode in scheduler.Mode
         ]
+        draft = draft_compute(placed)  # under draft-mtp, the MTP draft context's beside the target's
     except PlacementUnsupported as exc:
         why = f"the compute buffer of each backend is not derived here: {exc}"
         return {pool: Part.unknown(Component.WORKSPACE, why) for pool in pools}
     output = placed.results[0].output_buffer_bytes
     splits = found[0].splits
-    draft = draft_compute(placed)
     shares = {}
     for pool in pools:
         extra = output if pool == HOST_POOL else 0
@@ -218,19 +218,52 @@ def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
 
 
 def draft_compute(placed: Placed) -> dict[str, tuple[int, int]]:
-    """The MTP draft context's compute buffer by pool under draft-mtp: its whole bounds (estimator/mtp.py) on the
-    host where its NextN layer is there; where that layer is on a GPU, the scheduler's split of the draft graph is
-    not derived, so that GPU and the host each get 0 to its ceiling. Empty without a draft context."""
+    """The MTP draft context's compute buffer by pool under draft-mtp: each backend's buffer for the scheduler's
+    split of the draft's DECODER_MTP graph over the target's placement (draft_pool_buffers; every typing, CPU
+    variant and mode of the answer: the floor the least, the ceiling the most), wherever its NextN layer is (on the
+    CPU too: ggml's op offload reserves a GPU buffer for its large matrix products). Empty without a draft context;
+    PlacementUnsupported where the buffer or its split is not derived (a GPU's buffer, the split's copies among it,
+    is not bounded by the whole graph's)."""
     model, memory = placed.model, placed.memory
     draft = draft_context(model.architecture, memory.layout) if memory.geometry.nextn_width else None
-    bounds = compute_bounds(draft.graph, model.n_vocab, draft_geometry(memory.geometry)) if draft else None
-    if bounds is None:
+    if draft is None:
         return {}
-    floor, ceiling = bounds
-    name = placed.results[0].layer_devices[model.n_layer - model.n_nextn]
-    if name == CPU:
-        return {HOST_POOL: (floor, ceiling)}
-    return {HOST_POOL: (0, ceiling), name: (0, ceiling)}
+    if compute_bounds(draft.graph, model.n_vocab, draft_geometry(memory.geometry)) is None:
+        raise PlacementUnsupported("the MTP draft context's compute buffer is not derived for this workload")
+    found = [
+        draft_pool_buffers(model, memory, placed.devices, placed.request, result, mode)
+        for result in placed.results
+        for mode in scheduler.Mode
+    ]
+    pools = {pool for b in found if b is not None for pool, _ in b.ceilings}
+    return {
+        pool: (
+            min(dict(b.floors).get(pool, 0) for b in found if b is not None),
+            max(dict(b.ceilings).get(pool, 0) for b in found if b is not None),
+        )
+        for pool in pools
+    }
+
+
+def draft_pool_buffers(
+    model: ModelTensors,
+    memory: Memory,
+    devices: Sequence[Device],
+    request: Placement,
+    result: PlacementResult,
+    mode: scheduler.Mode,
+) -> PoolBuffers | None:
+    """The MTP draft context's compute buffer of each backend by the answer's pools (pool_buffers): the
+    scheduler's split of its DECODER_MTP graph (estimator/graph_mtp.py: its block the NextN layer's, the token rows
+    and the LM head the input and output layers') over the target's placement `result` (the draft shares its
+    model), at the draft's geometry and cache types; None without a draft context."""
+    draft = draft_context(model.architecture, memory.layout) if memory.geometry.nextn_width else None
+    if draft is None:
+        return None
+    geometry = draft_geometry(memory.geometry)
+    k_type, v_type = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)
+    graph = Memory(replace(memory.layout, graph=draft.graph), geometry, k_type, v_type)
+    return pool_buffers(model, graph, tuple(devices), request, result, mode)
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,12 @@ from enum import Enum
 from memfit.estimator import vocabulary
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import CpuVariant
-from memfit.estimator.device_forecast import gpu_devices, placement_request, pool_buffers
+from memfit.estimator.device_forecast import draft_pool_buffers, gpu_devices, placement_request, pool_buffers
 from memfit.estimator.devices import CPU, Device
 from memfit.estimator.fitter import DEFAULT_MARGIN, DEFAULT_MIN_CTX, FULL_CONTEXT, MIB, interpolated_context
 from memfit.estimator.layout import Layout
 from memfit.estimator.machine import GpuMemory
-from memfit.estimator.mtp import draft_context, draft_geometry, draft_types, mtp_refusal, with_mtp
+from memfit.estimator.mtp import draft_context, mtp_refusal, with_mtp
 from memfit.estimator.placement import (
     Buffers,
     Memory,
@@ -262,6 +262,13 @@ class _Search:
                     step = _step(delta, self.targets[i], mem[i], mem_high[i])
                     test, start = _convert(layers, i, dense_start, step)
                     mem_test = self.memory(test, overflow_to)
+                    if mem_test[i] <= self.targets[i] and test == layers:
+                        # no dense-only layer left to convert (the devices from id_dense_start hold full layers
+                        # alone): llama.cpp keeps the same candidate and the same delta, and never ends
+                        raise PlacementUnsupported(
+                            "llama.cpp's fitter does not end (common_params_fit_impl's step 4 converts no layer and "
+                            "repeats the same step)"
+                        )
                     if mem_test[i] <= self.targets[i]:
                         layers, mem, dense_start = test, mem_test, start
                     else:
@@ -401,10 +408,8 @@ def draft_memory(
     layers = layer_devices(model.n_layer, base.gpu_layers, used, split_points(used, base.tensor_split))
     kv = draft_kv_placed(model, memory, base, layers)
     result = place(model, memory, devices, base, variant)
-    geometry = draft_geometry(memory.geometry)
-    k_type, v_type = draft_types(geometry.draft.key_element_bytes, geometry.draft.value_element_bytes)
-    graph = Memory(replace(memory.layout, graph=draft.graph), geometry, k_type, v_type)
-    compute = dict(pool_buffers(model, graph, tuple(devices), base, result, Mode.DRY).floors)
+    buffers = draft_pool_buffers(model, memory, devices, base, result, Mode.DRY)
+    compute = dict(buffers.floors) if buffers else {}
     return {d.name: (kv.get(d.name, 0), compute.get(d.name, 0)) for d in used}
 
 

@@ -83,15 +83,22 @@ class CompInputs:
 class Dsv4Graph(DecoderGraph):
     """llama_model_deepseek4::graph."""
 
+    # the trunk's builder expands each block's FFN residual, post and comb before its ffn_norm (graph_mtp does not)
+    expands_ffn_mixes = True
+
     def __init__(self, shape: GraphShape, geometry: ContextGeometry, n_vocab: int):
-        # llama_kv_cache_dsv4: every cache and state one stream per sequence, each window one sequence's
-        super().__init__(shape, replace(geometry, n_stream=geometry.n_seq, swa_seqs=1), n_vocab)
+        super().__init__(shape, self.memory_geometry(geometry), n_vocab)
         assert shape.dsv4 is not None and sized(geometry)
         self.d: Dsv4 = shape.dsv4
         self.k_type = geometry.k_type  # the caches' K type
         self.e = shape.n_embd
         self.comp: dict[str, CompInputs] = {}
         self.raw: tuple[Tensor, Tensor, Tensor | None] | None = None  # k_idxs, kq mask, k_rot
+
+    @staticmethod
+    def memory_geometry(geometry: ContextGeometry) -> ContextGeometry:
+        """llama_kv_cache_dsv4: every cache and state one stream per sequence, each window one sequence's."""
+        return replace(geometry, n_stream=geometry.n_seq, swa_seqs=1)
 
     # --- inputs ----------------------------------------------------------------------------------------------
 
@@ -166,19 +173,33 @@ class Dsv4Graph(DecoderGraph):
         res = op("REPEAT", F32, (e, hc, t), reshape(inp_l, e, 1, t))  # hc_init
         for il, b in enumerate(self.shape.layers):
             in_layer(il)
-            cur, post, comb = self.hc_pre(res)
-            cur = self.block_attention(il, b, self.norm(cur))  # attn_norm
-            res = self.hc_post(cur, res, post, comb)
-            cur, post, comb = self.hc_pre(res)
-            for x in (res, post, comb):
-                gf.expand(x)
-            cur = self.norm(cur)  # ffn_norm
-            shexp = build_ffn(
-                cur, b.routing.shared_ff, clamped=b.clamped_ffn, weights=SHARED, fused_clamp=b.routing.fused_clamp
-            )
-            res = self.hc_post(same_shape(self.routed(b, cur), "ADD", shexp), res, post, comb)
+            res = self.block(il, b, res)
+        return self.hc_output(res, out_ids)
+
+    def block(self, il: int, b: GraphLayer, res: Tensor) -> Tensor:
+        """One block over the streams [n_embd, hc, T]: hc_pre, attn_norm, the attention (the ratio of `il`'s),
+        hc_post; hc_pre (the residual, post and comb expanded where expands_ffn_mixes), ffn_norm, the routed experts
+        plus the shared ones, hc_post."""
+        gf = self.gf
+        cur, post, comb = self.hc_pre(res)
+        cur = self.block_attention(il, b, self.norm(cur))  # attn_norm
+        res = self.hc_post(cur, res, post, comb)
+        cur, post, comb = self.hc_pre(res)
+        for x in (res, post, comb) if self.expands_ffn_mixes else ():
+            gf.expand(x)
+        cur = self.norm(cur)  # ffn_norm
+        shexp = build_ffn(
+            cur, b.routing.shared_ff, clamped=b.clamped_ffn, weights=SHARED, fused_clamp=b.routing.fused_clamp
+        )
+        return self.hc_post(same_shape(self.routed(b, cur), "ADD", shexp), res, post, comb)
+
+    def hc_output(self, res: Tensor, out_ids: Tensor, hidden: bool = False) -> Graph:
+        """The streams flattened, their output rows (res->t_h_nextn, an output, where `hidden`: the MTP graph's),
+        build_hc_head, the head norm (t_embd), the LM head (t_logits)."""
+        gf, e, t, hc = self.gf, self.e, self.t, self.d.hc
         in_layer(None)
         flat = get_rows(reshape(res, e * hc, t), out_ids, e * hc)
+        flat.output = hidden
         cur = self.norm(self.hc_head(reshape(flat, e, hc, out_ids.ne[0])))  # output_norm
         cur.output = True  # t_embd
         logits = mul_mat("output", cur, self.n_vocab)

@@ -2,18 +2,19 @@
 llama_model_qwen35::graph_mtp, llama_model_qwen35moe::graph_mtp, llama_model_qwen3next::graph_mtp,
 llama_model_bailingmoe3::graph_mtp, llama_model_deepseek2::graph_mtp, llama_model_glm4_moe::graph_mtp,
 llama_model_mimo2::graph_mtp, llama_model_step35::graph_mtp, llama_model_deepseek32::graph_mtp,
-llama_model_glm_dsa::graph_mtp, llama_model_nemotron_h_moe::graph_mtp, llama_model_hy_v3::graph_mtp and
-llama_model_cohere2moe::graph_mtp.
+llama_model_glm_dsa::graph_mtp, llama_model_nemotron_h_moe::graph_mtp, llama_model_hy_v3::graph_mtp,
+llama_model_cohere2moe::graph_mtp and llama_model_deepseek4::graph_mtp.
 
 Each runs the one appended NextN block over the ubatch: the token rows (get_rows) and the target's hidden state (an
 input) each RMS-normed, concatenated and projected (eh_proj), then the block as the trunk builds an attention layer
 of its architecture (qwen's gated attention, bailingmoe3's gated MLA, deepseek2's MLA (deepseek32's and glm-dsa's
 too: dense, no DSA indexer), glm4moe's and hy_v3's attention, nemotron_h_moe's NoPE attention, mimo2's and step35's
-attention over their sliding-window cache pair) and its FFN over every row (nemotron_h_moe's over the output rows
-alone), the head norm (the graph's t_h_nextn, an output), the output rows, the LM head (t_logits); mimo2 and step35
-take the output rows first (t_h_nextn) and norm those. The block's weights are the trunk's last attention layer's
-(the NextN layer repeats its shape; nemotron_h_moe's FFN the last routed experts'), the NextN layer's own for mimo2
-and step35 (GraphShape.nextn: their per-layer heads and window). Its attention reads the draft's own KV cache
+attention over their sliding-window cache pair, deepseek4's hyper-connected block over its K-only sliding cache) and
+its FFN over every row (nemotron_h_moe's over the output rows alone), the head norm (the graph's t_h_nextn, an
+output), the output rows, the LM head (t_logits); mimo2, step35 and deepseek4 take the output rows first (t_h_nextn)
+and norm those (deepseek4 after build_hc_head). The block's weights are the trunk's last attention layer's (the NextN
+layer repeats its shape; nemotron_h_moe's FFN the last routed experts'), the NextN layer's own for mimo2, step35 and
+deepseek4 (GraphShape.nextn: their per-layer heads and window). Its attention reads the draft's own KV cache
 (estimator/mtp.py): the KQ mask and K/V views span that cache's cells at reserve, as the target's do.
 
 cohere2moe's runs its NextN layer's own block (GraphShape.nextn) as its trunk builds one: its norms LayerNorm where the
@@ -27,20 +28,34 @@ from dataclasses import replace
 
 from memfit.estimator.compute_graph import DecoderGraph, ubatch_outputs
 from memfit.estimator.context import ContextGeometry
-from memfit.estimator.ggml_graph import F32, I32, Graph, Tensor, get_rows, in_layer, mul_mat, new_tensor, op, same_shape
+from memfit.estimator.ggml_graph import (
+    F32,
+    I32,
+    Graph,
+    Tensor,
+    get_rows,
+    in_layer,
+    mul_mat,
+    new_tensor,
+    op,
+    reshape,
+    same_shape,
+)
 from memfit.estimator.graph_delta_net import IMROPE_POSITIONS, KdaGraph, QwenNextGraph
+from memfit.estimator.graph_dsv4 import Dsv4Graph
 from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts
 from memfit.estimator.layout import GraphLayer, GraphShape
 
 
-def _inputs(g: DecoderGraph, pos_per_token: int) -> tuple[Tensor, Tensor]:
-    """llm_graph_input_embd_h: the token ids (their rows of tok_embd) and the hidden-state input mtp_h_input;
-    build_inp_pos and build_inp_out_ids (the draft's n_outputs_max rows). The unused embeddings input of the
-    qwen builders is never expanded, so it is not in the graph. Returns (the rows, the hidden state)."""
+def _inputs(g: DecoderGraph, pos_per_token: int, h_width: int = 0) -> tuple[Tensor, Tensor]:
+    """llm_graph_input_embd_h: the token ids (their rows of tok_embd) and the hidden-state input mtp_h_input
+    (`h_width` wide: n_embd_out(), n_embd where 0); build_inp_pos and build_inp_out_ids (the draft's n_outputs_max
+    rows). The unused embeddings input of the qwen and deepseek4 builders is never expanded, so it is not in the
+    graph. Returns (the rows, the hidden state)."""
     t, e = g.t, g.shape.n_embd
     g.token_ids = new_tensor(I32, t, input=True)
     tok = get_rows(None, g.token_ids, e)
-    h = new_tensor(F32, e, t, input=True)
+    h = new_tensor(F32, h_width or e, t, input=True)
     g.pos = new_tensor(I32, t * pos_per_token, input=True)
     return tok, h
 
@@ -50,6 +65,8 @@ def _eh_proj(g: DecoderGraph, tok: Tensor, h: Tensor) -> Tensor:
     e = g.shape.n_embd
     in_layer(g.shape.mtp_layer)  # the NextN layer's tensors (llama.cpp's il = n_layer()) from its norms on
     joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok, "nextn.enorm"), g.norm(h, "nextn.hnorm"))
+    # named (blk.N.nextn.eh_proj): a dense FFN's ffn_down of n_ff = 2 x n_embd has its shape, in another buffer type
+    # where the fitter overflows the NextN layer's FFN to the next device
     return mul_mat("nextn.eh_proj", joined, e)
 
 
@@ -174,7 +191,7 @@ class NemotronMtpGraph(DecoderGraph):
     """nemotron-h-moe.cpp graph_mtp: eh_proj (no positions: the block's attention is NoPE), attn_norm, the block's
     attention, its residual, whose output rows alone go on (crop_before_ffn: the draft's nextn embeddings are masked,
     and unset at reserve), attn_post_norm, the experts beside the relu^2 shared expert, the residual, the head's
-    LayerNorm (shared_head_norm: t_h_nextn, an output), the LM head."""
+    LayerNorm (shared_head_norm, il -1: t_h_nextn, an output), the LM head (model.output, il -1)."""
 
     def build(self) -> Graph:
         tok, h = _inputs(self, 1)  # its positions' input is never read, so not in the graph
@@ -184,12 +201,42 @@ class NemotronMtpGraph(DecoderGraph):
         cur = same_shape(self.attention(b, self.norm(inp_sa)), "ADD", inp_sa)
         ffn_residual = get_rows(cur, out_ids, self.shape.n_embd)
         out = self.ffn(b, self.norm(ffn_residual))
-        cur = self.layer_norm(same_shape(out, "ADD", ffn_residual))
+        cur = same_shape(out, "ADD", ffn_residual)
+        # the head's LayerNorm is built with il -1 (graph_get_cb pins no "norm" of il -1), its weight the NextN
+        # layer's nextn.shared_head_norm
+        cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", None)
         cur.output = True
+        in_layer(None)  # the LM head: model.output (nemotron_h_moe loads no nextn.shared_head_head), il -1
         logits = mul_mat(None, cur, self.n_vocab)
         logits.output = True
         self.gf.expand(logits)
         return self.gf
+
+
+class Dsv4MtpGraph(Dsv4Graph):
+    """deepseek4.cpp graph_mtp: the hidden state's streams [n_embd, hc, T] RMS-normed (hnorm), the token rows normed
+    (enorm) and repeated over the streams, both concatenated and projected (eh_proj) into the streams; the block as
+    the trunk builds one (hyper-connections, its attention, routed and shared experts), its attention build_attn over
+    llm_graph_input_attn_k_iswa (the K-only sliding cache of llama_kv_cache_iswa: K stored, V a view of it); the
+    output rows of the flattened streams (res->t_h_nextn, an output), build_hc_head, the head norm, the LM head."""
+
+    expands_ffn_mixes = False
+
+    @staticmethod
+    def memory_geometry(geometry: ContextGeometry) -> ContextGeometry:
+        """llama_kv_cache_iswa's streams and windows: the context's own."""
+        return geometry
+
+    def build(self) -> Graph:
+        e, t, hc = self.e, self.t, self.d.hc
+        tok, h = _inputs(self, 1, e * hc)
+        out_ids = new_tensor(I32, _outputs(self), input=True)
+        in_layer(self.shape.mtp_layer)  # the NextN layer's tensors (llama.cpp's il = n_layer())
+        h_norm = self.norm(reshape(h, e, hc, t))  # hnorm over mtp_h_state
+        e_norm = op("REPEAT", F32, (e, hc, t), reshape(self.norm(tok), e, 1, t))  # enorm, repeated
+        res = mul_mat(None, op("CONCAT", F32, (2 * e, hc, t), e_norm, h_norm), e)  # eh_proj
+        (b,) = self.shape.layers
+        return self.hc_output(self.block(0, b, res), out_ids, hidden=True)
 
 
 def _outputs(g: DecoderGraph) -> int:
@@ -225,6 +272,10 @@ def build_nemotron_h_moe_mtp(shape: GraphShape, geometry: ContextGeometry, n_voc
     return NemotronMtpGraph(shape, geometry, n_vocab).build()
 
 
+def build_deepseek4_mtp(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
+    return Dsv4MtpGraph(shape, geometry, n_vocab).build()
+
+
 # llama_model::build_graph under LLM_GRAPH_TYPE_DECODER_MTP, by architecture: the MTP graphs rebuilt here
 MTP_BUILDERS = {
     "qwen3next": build_qwen3next_mtp,
@@ -240,6 +291,7 @@ MTP_BUILDERS = {
     "nemotron_h_moe": build_nemotron_h_moe_mtp,
     "hy_v3": build_nextn_mtp,
     "cohere2moe": build_cohere2moe_mtp,
+    "deepseek4": build_deepseek4_mtp,
 }
 
 
@@ -277,6 +329,7 @@ def mtp_graph_shape(arch: str, shape: GraphShape) -> GraphShape | None:
     if builder is None or block is None:
         return None
     v_width_all = max(b.n_head_kv * b.head_v for b in shape.layers + shape.nextn)
+    dsv4 = None if shape.dsv4 is None else replace(shape.dsv4, ratios=shape.dsv4.nextn_ratios[:1])  # its ratio
     return replace(
         shape,
         layers=(block,),
@@ -285,4 +338,5 @@ def mtp_graph_shape(arch: str, shape: GraphShape) -> GraphShape | None:
         builder=builder,
         mtp_layer=len(shape.layers),
         indexer=None,
+        dsv4=dsv4,
     )

@@ -265,6 +265,7 @@ class Dsv4:
     idx_heads: int  # attention.indexer.head_count
     idx_head: int  # attention.indexer.key_length
     idx_top_k: int  # attention.indexer.top_k
+    nextn_ratios: tuple[int, ...] = ()  # attention.compress_ratios of the NextN/MTP layers (graph_mtp asserts 0)
 
 
 # A builder of an architecture's own graph: the shape, the workload, the vocabulary -> the reserved graph

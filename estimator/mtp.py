@@ -10,14 +10,15 @@ floats per batch token (workspace.output_buffer; the geometry's nextn_width, set
 llama-server's MTP draft context (common_speculative_init_result) is a second llama_context on the same model: ctx_type
 LLAMA_CONTEXT_TYPE_MTP, the target's n_ctx, n_rs_seq 0, common_base_params_to_speculative's own cache types
 (--cache-type-k-draft / -v-draft, f16 by default) and one output a sequence (n_outputs_max n_parallel). Its memory
-module (llama_model::create_memory under ctx_type MTP) is a KV cache (draft_kv_bytes) of the NextN layers alone (a
-plain one for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3, and deepseek32 and glm-dsa, whose draft
-runs dense MLA without the DSA indexer and its cache: NEXTN_ONLY_CACHE; mimo2's and step35's llama_kv_cache_iswa,
-each NextN layer in its base or sliding half: NEXTN_ONLY_ISWA_CACHE) or of every layer (deepseek2, glm4moe:
-ALL_LAYERS_CACHE; cohere2moe's llama_kv_cache_iswa, each layer in its half: ALL_LAYERS_ISWA_CACHE), its graph
+module (llama_model::create_memory under ctx_type MTP) is a KV cache (draft_kv_bytes) of the NextN layers alone (a plain
+one for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3, and deepseek32 and glm-dsa, whose draft runs
+dense MLA without the DSA indexer and its cache: NEXTN_ONLY_CACHE; mimo2's, step35's and deepseek4's
+llama_kv_cache_iswa, each NextN layer in its base or sliding half (deepseek4's own branch: not its target's
+llama_kv_cache_dsv4, no compressed caches or compressor states): NEXTN_ONLY_ISWA_CACHE) or of every layer (deepseek2,
+glm4moe: ALL_LAYERS_CACHE; cohere2moe's llama_kv_cache_iswa, each layer in its half: ALL_LAYERS_ISWA_CACHE), its graph
 LLM_GRAPH_TYPE_DECODER_MTP (estimator/graph_mtp.py, replayed by ggml-alloc as the
 target's is), its output buffer a row a sequence of logits, masked nextn embeddings and the backend sampling's outputs
-(draft_output_bytes). Those thirteen architectures' draft contexts are counted (the others' are unknown): the cache in
+(draft_output_bytes). Those fourteen architectures' draft contexts are counted (the others' are unknown): the cache in
 kvCache, the compute and output buffers in workspace (context_kernel), and the cache and compute buffer where
 llama-server's --fit fits it with the target (common_fit_extra_model: estimator/fitter.py host_projection,
 draft_compute; with GPUs estimator/fit_placement.py draft_memory).
@@ -41,6 +42,10 @@ NO_MTP_TENSORS = (
     "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
     " file holds none of that layer's tensors: the graph's GGML_ASSERT on nextn.eh_proj aborts the server"
 )
+NO_MTP_HEAD = (
+    "llama-server's --spec-type draft-mtp builds its MTP draft context's graph on the model's NextN layer, and this"
+    " file holds that layer's block but not its nextn.eh_proj: the graph's GGML_ASSERT on it aborts the server"
+)
 MTP_GRAPH_ABORTS = (
     "llama-server's --spec-type draft-mtp builds {arch}'s MTP draft graph (graph_mtp) on the NextN layer, and it aborts"
     " on this file's: {why}"
@@ -60,6 +65,8 @@ def mtp_refusal(subject: Subject, workload: Workload) -> str | None:
         return NO_MTP_LAYERS
     if subject.mtp is not None and subject.mtp.count == 0:  # a trunk-only file: no nextn.eh_proj to build on
         return NO_MTP_TENSORS
+    if subject.mtp is not None and not subject.mtp.head:
+        return NO_MTP_HEAD
     shape = subject.layout.graph
     why = mtp_graph_abort(subject.architecture, shape) if shape else None
     if why:
@@ -123,8 +130,10 @@ NEXTN_ONLY_CACHE = frozenset(
 ALL_LAYERS_CACHE = frozenset({"deepseek2", "glm4moe"})
 # llama_model::create_memory under ctx_type MTP (swa_type set): a llama_kv_cache_iswa whose filter keeps
 # il >= n_layer(); each NextN layer in its base cache or its SWA cache as hparams.is_swa(il) says, with its own heads
-# (graph_mtp's nextn_layer_offset 0 block is the first NextN layer's: GraphShape.nextn)
-NEXTN_ONLY_ISWA_CACHE = frozenset({"mimo2", "step35"})
+# (graph_mtp's nextn_layer_offset 0 block is the first NextN layer's: GraphShape.nextn); deepseek4's own branch
+# (not llama_kv_cache_dsv4: no compressed caches or compressor states) the same, its NextN layers sliding, K and V
+# allocated (not MLA to the cache) though its graph reads V as a view of K
+NEXTN_ONLY_ISWA_CACHE = frozenset({"mimo2", "step35", "deepseek4"})
 # create_memory's default branch (3.21.1's llama.cpp filters the NextN layers for its own list of architectures
 # alone) gives these no layer filter under ctx_type MTP: the draft's llama_kv_cache_iswa holds every layer, each in the
 # base or the SWA half as the target's (is_swa(il)); their graph_mtp runs the NextN layer's own block
@@ -193,15 +202,22 @@ def _row(b: GraphLayer) -> tuple[int, int, int, int, int]:
 
 
 def iswa_draft_context(arch: str, layout: Layout) -> DraftContext | None:
-    """The draft of mimo2 / step35 (llama_kv_cache_iswa filtered to il >= n_layer()): every NextN layer its own
-    block (GraphShape.nextn), all alike here (the graph reserved for offset 0 is the one each draft step's is), their
-    cache rows in the SWA cache where is_swa(il) (Window's pattern over n_layer_all: step35 reads the NextN layers'
-    entries, mimo2 n_layer()'s only, so its NextN layer is full); None where they are not derived or differ."""
+    """The draft of mimo2 / step35 / deepseek4 (llama_kv_cache_iswa filtered to il >= n_layer()): every NextN layer
+    its own block (GraphShape.nextn), all alike here (the graph reserved for offset 0 is the one each draft step's
+    is), their cache rows in the SWA cache where is_swa(il) (Window's pattern over n_layer_all: step35 reads the NextN
+    layers' entries, deepseek4 slides every layer, mimo2 reads n_layer()'s only, so its NextN layer is full); None
+    where they are not derived or differ."""
     shape = layout.graph
     if shape is None or not shape.nextn or len(set(shape.nextn)) != 1 or len(shape.nextn) != layout.nextn_layers:
         return None
     graph, block = mtp_graph_shape(arch, shape), shape.nextn[0]
-    if graph is None or not block.n_head or block.kv_lora or mtp_graph_abort(arch, shape):
+    if (
+        graph is None
+        or not block.n_head
+        or block.kv_lora
+        or mtp_graph_abort(arch, shape)
+        or not builds_mtp_graph(arch, graph)
+    ):
         return None
     k, v = block.n_head_kv * block.head_k, block.n_head_kv * block.head_v
     return DraftContext(graph, layout.nextn_layers, k, v, window=block.window, v_width_trans=graph.v_width_all)
@@ -243,6 +259,16 @@ def mtp_graph_abort(arch: str, shape: GraphShape) -> str | None:
             " ggml_mul_mat_id's GGML_ASSERT(as->ne[0] == b->ne[0])"
         )
     return None
+
+
+def builds_mtp_graph(arch: str, graph: GraphShape) -> bool:
+    """Whether memfit rebuilds the architecture's graph_mtp on the draft graph's NextN block (where mtp_graph_abort
+    finds no abort): deepseek4.cpp's for a block that neither compresses (GGML_ASSERT(inp_dsv4 || ratio == 0)) nor
+    routes by token (il >= dsv4_hash_layer_count)."""
+    if arch != "deepseek4":
+        return True
+    (block,) = graph.layers
+    return graph.dsv4 is not None and graph.dsv4.ratios == (0,) and not block.routing.by_token
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:

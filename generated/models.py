@@ -270,20 +270,24 @@ class WireFitVerdictRequest(WireModel):
     (its draft graph) and output buffer (a row per sequence of logits, nextn embeddings and, where the
     draft samples on the backend, `draftBackendSampling`, the sampler's logits, probabilities and
     candidates) in `workspace`, for qwen3next, qwen35, qwen35moe, bailingmoe3, nemotron_h_moe, hy_v3,
-    deepseek32 and glm-dsa (their draft runs dense MLA without the DSA indexer), mimo2 and step35 (for
-    mimo2 and step35 the draft's cache keeps the window's cells where llama.cpp's pattern makes the NextN
-    layer slide), deepseek2 and glm4moe, and cohere2moe (its draft's cache holds every layer, each in the
-    full or the sliding-window half as the model's own cache does); on the other architectures with NextN layers
-    `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its NextN
-    layer; where that layer is on a GPU, the draft's compute buffer is not split between the GPU and the
-    host (each share's ceiling holds all of it). llama-server's `--fit` fits the draft context with the model
+    deepseek32 and glm-dsa (their draft runs dense MLA without the DSA indexer), mimo2, step35 and
+    deepseek4 (the draft's cache keeps the window's cells where llama.cpp's pattern makes the NextN layer
+    slide; deepseek4's since 1.23.0, without its target's compressed caches), deepseek2 and glm4moe, and
+    cohere2moe (since 1.23.0: its draft's cache holds every layer, each in the full or the sliding-window
+    half as the model's own cache does); on the other architectures with NextN layers
+    `kvCache` and `workspace` are `unknown` under it. Per device, the draft's KV cache sits with its layers,
+    and its compute buffer is each backend's share of the draft graph split over the model's placement
+    (since 1.23.0; `unknown` where that split is not derived). llama-server's `--fit` fits the draft
+    context with the model
     (since 1.21.0 on a host without GPUs: the context the `llamaServer` and `running` profiles choose counts
     its KV cache and compute buffer at every context tried, and the NextN layers' weights; since 1.22.0 with
     GPUs too, the draft's KV cache and compute buffer per device laid out by the launcher's own flags, where
     memfit splits the model's graph across devices); for a draft memfit does not derive, or a graph it does
     not split, they answer llama.cpp's fitter as starting from the trained context.
-    A model without NextN layers, or a file without their tensors (the draft's graph aborts), is
-    answered `workloadUnsupported`: llama-server does not start it so. Set `rollbackSnapshots` too (the
+    A model without NextN layers, a file without their tensors or their nextn.eh_proj (the draft's graph
+    aborts), or a NextN block the draft's graph aborts on (since 1.23.0: mimo2's with Q, K and V apart or
+    routed experts, nemotron_h_moe's experts in a latent) is answered `workloadUnsupported`: llama-server
+    does not start it so. Set `rollbackSnapshots` too (the
     draft length) for the recurrent state; the draft each verification carries is `draftTokens` (3 by
     default under this, llama-server's).
 

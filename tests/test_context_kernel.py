@@ -12,12 +12,14 @@ import pytest
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.cpu_variant import BY_NAME
 from memfit.estimator.forecast import forecast_parts
-from memfit.estimator.mtp import draft_context, draft_kv_bytes
+from memfit.estimator.mtp import NO_MTP_HEAD, NO_MTP_TENSORS, draft_context, draft_kv_bytes, mtp_refusal
 from memfit.estimator.plan import Estimator, Probes
 from memfit.estimator.subject import Subject
 from memfit.estimator.workload import Workload, WorkloadRequest, resolve_workload
 from memfit.service.artifact_cache import ArtifactCache
 from tools.accuracy import file_subject, write_models
+from tools.families.recurrent import deepseek4_mtp
+from tools.gguf_writers import write_model
 from tools.truth import ELEMENT_BYTES, measured_variant, records, run_id
 
 RUNS = [
@@ -80,7 +82,12 @@ def test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run: dict, 
 
 MTP_CTX_SWA = [
     r
-    for name in ("results_mtp_ctx_swa.jsonl", "results_mtp_ctx_swa_dryrun.jsonl", "results_mtp_ctx_cohere2moe.jsonl")
+    for name in (
+        "results_mtp_ctx_swa.jsonl",
+        "results_mtp_ctx_swa_dryrun.jsonl",
+        "results_mtp_ctx_cohere2moe.jsonl",
+        "results_mtp_ctx_dsv4.jsonl",
+    )
     for r in records(name)
     if "draft_ctx" in r
 ]
@@ -88,8 +95,9 @@ MTP_CTX_SWA = [
 
 @pytest.mark.parametrize("run", MTP_CTX_SWA, ids=run_id)
 def test_the_fit_and_the_plan_hold_the_iswa_mtp_draft_too(run: dict, tmp_path: Path) -> None:
-    """mimo2's and step35's draft (results_mtp_ctx_swa*.jsonl: llama_kv_cache_iswa over the NextN layer) and
-    cohere2moe's (results_mtp_ctx_cohere2moe.jsonl: over every layer), as
+    """mimo2's, step35's and deepseek4's draft (results_mtp_ctx_swa*.jsonl, results_mtp_ctx_dsv4.jsonl:
+    llama_kv_cache_iswa over the NextN layer; deepseek4's target llama_kv_cache_dsv4) and cohere2moe's
+    (results_mtp_ctx_cohere2moe.jsonl: over every layer), as
     test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too holds the others'."""
     test_the_fit_and_the_plan_hold_the_mtp_draft_contexts_memory_too(run, tmp_path)
 
@@ -106,6 +114,45 @@ def test_mimo2s_draft_needs_the_blocks_graph_mtp_asserts(tmp_path: Path) -> None
     for other in (replace(block, fused_qkv=False), replace(block, n_ff=0, n_expert=4, n_expert_used=2)):
         layout = replace(subject.layout, graph=replace(subject.layout.graph, nextn=(other,)))
         assert draft_context("mimo2", layout) is None
+
+
+def test_deepseek4s_draft_needs_the_block_graph_mtp_asserts(tmp_path: Path) -> None:
+    """deepseek4.cpp's graph_mtp asserts a NextN block that compresses nothing (GGML_ASSERT(inp_dsv4 || ratio == 0):
+    its draft has no llama_kv_cache_dsv4) and routes no expert by token (il >= dsv4_hash_layer_count):
+    deepseek4-mtp's block (ratio 0, exp_probs_b) gives a draft; the same block with a CSA or HCA ratio, or hash
+    routed, gives none (llama.cpp aborts: not derived)."""
+    files = write_models({"deepseek4-mtp"}, tmp_path)
+    subject = file_subject(files["deepseek4-mtp"], BY_NAME["haswell"], CACHE)
+    layout = subject.layout
+    assert layout is not None and layout.graph is not None and layout.graph.dsv4 is not None
+    (block,) = layout.graph.nextn
+    assert layout.graph.dsv4.nextn_ratios == (0,) and not block.routing.by_token
+    assert draft_context("deepseek4", layout) is not None
+    for ratio in (4, 128):
+        dsv4 = replace(layout.graph.dsv4, nextn_ratios=(ratio,))
+        assert draft_context("deepseek4", replace(layout, graph=replace(layout.graph, dsv4=dsv4))) is None
+    hashed = replace(block, routing=replace(block.routing, by_token=True, probs_bias=False))
+    assert draft_context("deepseek4", replace(layout, graph=replace(layout.graph, nextn=(hashed,)))) is None
+
+
+def test_deepseek4_under_draft_mtp_without_its_nextn_tensors_is_refused(tmp_path: Path) -> None:
+    """deepseek4-mtp's file under draft-mtp gives a draft; without its NextN head (no nextn.eh_proj: deepseek4's
+    load_arch_hparams drops the NextN layer, llama_init_from_model refuses the MTP context) or without the NextN
+    layer's tensors at all (every graph_mtp asserts nextn.eh_proj), llama-server stops: mtp_refusal says why."""
+    files: dict[str, Path] = {}
+    for name, keep in (
+        ("whole", lambda tensor: True),
+        ("headless", lambda tensor: ".nextn." not in tensor),
+        ("trunk-only", lambda tensor: not tensor.startswith("blk.4.")),
+    ):
+        model = deepseek4_mtp()
+        model.tensors = [t for t in model.tensors if keep(t[0])]
+        files[name] = tmp_path / f"{name}.gguf"
+        write_model(model, files[name])
+    workload = replace(resolve_workload(WorkloadRequest(allocated_tokens=2048), None), multi_token_prediction=True)
+    subjects = {name: file_subject(path, BY_NAME["haswell"], CACHE) for name, path in files.items()}
+    refusals = {name: mtp_refusal(subject, workload) for name, subject in subjects.items()}
+    assert refusals == {"whole": None, "headless": NO_MTP_HEAD, "trunk-only": NO_MTP_TENSORS}
 
 
 def test_a_draft_context_memfit_does_not_derive_leaves_the_kernels_workspace_unknown(tmp_path: Path) -> None:

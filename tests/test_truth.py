@@ -514,12 +514,15 @@ def test_mtp_draft_context_is_held(recorded: dict[str, list[BoundsRow]]) -> None
 
 # deepseek32's and glm-dsa's draft context (results_mtp_ctx_dsa*.jsonl: tiny files and DeepSeek-V3.2 / GLM-5 shapes
 # with the NextN block written whole: dense MLA without the DSA indexer) and nemotron_h_moe's
-# (results_mtp_ctx_nemotron.jsonl: its NoPE attention and experts): a plain cache of the NextN layer
+# (results_mtp_ctx_nemotron.jsonl: its NoPE attention and experts): a plain cache of the NextN layer; deepseek4's
+# (results_mtp_ctx_dsv4.jsonl: its own create_memory branch, a llama_kv_cache_iswa of its sliding NextN layer, no
+# compressed caches or compressor states)
 NEXTN_ONLY_FILES = {
     "results_mtp_ctx_dsa.jsonl": 12,
     "results_mtp_ctx_dsa_dryrun.jsonl": 8,
     "results_mtp_ctx_nemotron.jsonl": 6,
     "results_mtp_ctx_hyv3.jsonl": 6,
+    "results_mtp_ctx_dsv4.jsonl": 6,
 }
 NEXTN_ONLY_RUNS = [r for name in NEXTN_ONLY_FILES for r in load(DATA / name)]
 
@@ -605,7 +608,7 @@ def mtp_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     made = [
         r
         for name in ("results_mtp_ctx.jsonl", "results_mtp_ctx_dsa.jsonl", "results_mtp_ctx_nemotron.jsonl")
-        + ("results_mtp_ctx_hyv3.jsonl", "results_mtp_ctx_cohere2moe.jsonl")
+        + ("results_mtp_ctx_hyv3.jsonl", "results_mtp_ctx_cohere2moe.jsonl", "results_mtp_ctx_dsv4.jsonl")
         for r in load(DATA / name)
     ]
     tiny = {r["model"] for r in made + DRAFT_SETTING_RUNS}
@@ -679,16 +682,17 @@ def test_multi_token_prediction_asked_on_the_wire(run: dict, mtp_service: Any) -
 def test_mtp_draft_settings_are_held(recorded: dict[str, list[BoundsRow]]) -> None:
     """The draft context under its own cache types and host-side sampling (results_mtp_draft_settings.jsonl): every
     run llama.cpp made compared, both memory modules exact, both bounds within max(1%, 8 MiB); the runs it refused
-    are a quantized draft V with flash attention off, and bailingmoe3's (MLA) K and V types differing."""
+    are a quantized draft V with flash attention off, and bailingmoe3's (MLA) and deepseek4's K and V types
+    differing."""
     rows = recorded["results_mtp_draft_settings.jsonl"]
-    assert len(rows) == len(DRAFT_SETTING_RUNS) == 12
+    assert len(rows) == len(DRAFT_SETTING_RUNS) == 18
     assert all(r.kv_exact and r.output_exact and r.tight for r in rows if r.compared)
     refused = {run_id(r.record) for r in rows if not r.compared}
     assert refused == {run_id(r) for r in DRAFT_REFUSED}
     for run in DRAFT_SETTING_RUNS:
         s = settings(run)
         k, v = s.get("type_k_draft", "f16"), s.get("type_v_draft", "f16")
-        expected = (v == "q8_0" and s["fa"] == "off") or (run["model"] == "bailingmoe3" and k != v)
+        expected = (v == "q8_0" and s["fa"] == "off") or (run["model"] in ("bailingmoe3", "deepseek4-mtp") and k != v)
         assert (run in DRAFT_REFUSED) == expected, run_id(run)
 
 
@@ -725,7 +729,7 @@ MTP_SWA_RUNS = load(DATA / "results_mtp_ctx_swa.jsonl") + load(DATA / "results_m
 MTP_SWA_DRAFT_RUNS = [r for r in MTP_SWA_RUNS if "error" not in r]
 # where llama.cpp put each file's NextN layer in its draft's cache pair (the draft_ctx kv_caches' roles): mimo2's
 # pattern covers the trunk only, so its NextN layer is full; step35's pattern covers it, and it slides
-NEXTN_CACHE_ROLE = {"mimo2": "base", "step35": "swa"}
+NEXTN_CACHE_ROLE = {"mimo2": "base", "step35": "swa", "deepseek4": "swa"}
 
 
 # the files of the draft contexts over a llama_kv_cache_iswa, and the runs each group compares
@@ -754,11 +758,11 @@ def test_mtp_iswa_draft_context_is_llama_cpps(run: dict, model_files: dict[str, 
     test_mtp_draft_context_is_llama_cpps(run, model_files)
 
 
-@pytest.mark.parametrize("run", MTP_SWA_DRAFT_RUNS, ids=run_id)
+@pytest.mark.parametrize("run", MTP_SWA_DRAFT_RUNS + load(DATA / "results_mtp_ctx_dsv4.jsonl"), ids=run_id)
 def test_mtp_iswa_draft_cache_is_the_nextn_layers_half(run: dict, model_files: dict[str, Path]) -> None:
-    """The draft's llama_kv_cache_iswa (create_memory's filter il >= n_layer()) holds the NextN layer in the half
-    is_swa(il) names, with that half's cells (n_ctx_seq, or the SWA cache's padded window) and the layer's own KV
-    heads; the other half holds no layer."""
+    """The draft's llama_kv_cache_iswa (create_memory's filter il >= n_layer(); deepseek4's own branch the same)
+    holds the NextN layer in the half is_swa(il) names, with that half's cells (n_ctx_seq, or the SWA cache's padded
+    window) and the layer's own KV heads; the other half holds no layer."""
     facts = CACHE.facts((str(model_files[run["model"]]),))
     assert facts.layout is not None
     draft = draft_context(facts.architecture, facts.layout)
@@ -878,6 +882,24 @@ def test_cohere2moes_draft_cache_holds_every_layer_in_its_half(run: dict, model_
     cells = draft.layer_cells(geometry)
     assert all({cells[il] for il in c["layers"]} == {c["cells"]} for c in held)
     assert draft_kv_bytes(draft, geometry) == (sum(c["k_bytes"] for c in held), sum(c["v_bytes"] for c in held))
+
+
+HEADLESS_RUNS = load(DATA / "results_dsv4_headless.jsonl")
+
+
+def test_a_deepseek4_nextn_layer_without_its_head_is_a_trunk_layer(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """deepseek4's load_arch_hparams sets n_layer_nextn 0 where the NextN layer has no nextn.eh_proj
+    (results_dsv4_headless.jsonl: llama.cpp loaded all 5 blocks as the trunk, weights and memory exact through
+    test_parts_equal_llama_cpp, and refused the MTP draft context): memfit reads no NextN layer, and under draft-mtp
+    answers workloadUnsupported for a model without them."""
+    (refused,) = [r for r in HEADLESS_RUNS if settings(r).get("mtp_ctx")]
+    assert refused["draft_ctx"] == {"error": "draft context init failed"}
+    service = _service_over({refused["model"]}, tmp_path_factory)
+    request: dict = {"modelId": refused["model"], "allocatedTokens": 1000, "cpuVariant": "haswell"}
+    answer = _mtp_estimate(service, request | {"multiTokenPrediction": True})
+    parts = {p["component"]: p for p in answer["estimate"]["parts"]}
+    assert "workloadUnsupported" in answer["limits"] and "doesn't contain MTP layers" in parts["kvCache"]["note"]
+    assert parts["weights"]["bytes"] == refused["weights_bytes"]
 
 
 def test_multi_token_prediction_without_nextn_layers_is_unsupported(mtp_service: Any) -> None:

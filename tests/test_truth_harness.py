@@ -218,12 +218,14 @@ def _in_order(graph: Graph, dump: list[dict]) -> list[tuple[str, list[int]]]:
     + load(DATA / "graph_dumps_mtp_dsa.jsonl")
     + load(DATA / "graph_dumps_mtp_nemotron.jsonl")
     + load(DATA / "graph_dumps_mtp_hyv3.jsonl")
-    + load(DATA / "graph_dumps_mtp_cohere2moe.jsonl"),
+    + load(DATA / "graph_dumps_mtp_cohere2moe.jsonl")
+    + load(DATA / "graph_dumps_mtp_dsv4.jsonl"),
     ids=run_id,
 )
 def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
     """llama-server's MTP draft context's reserved DECODER_MTP graph (graph_dumps_mtp.jsonl: qwen35, qwen35moe,
     bailingmoe3, deepseek2 and glm4moe; graph_dumps_mtp_dsa.jsonl: deepseek32 and glm-dsa, the indexer left out;
+    graph_dumps_mtp_dsv4.jsonl: deepseek4's hyper-connected block over its K-only iswa cache;
     the probe's mtp_ctx=1 graph=1): estimator/graph_mtp.py's rebuilt graph has
     llama.cpp's nodes in order, op and shape, and replaying the allocator over it reaches the top of llama.cpp's
     compute buffer."""
@@ -240,11 +242,20 @@ def test_the_mtp_draft_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Pa
     assert reserved_bytes(graph) == top == d["compute_bytes"]
 
 
-@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp_hyv3.jsonl"), ids=run_id)
-def test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
-    """hy_v3's own reserved graph (graph_dumps_mtp_hyv3.jsonl, the target's beside its draft's: no other dump holds
-    hy_v3): arch_rules.HY_V3's rebuilt graph has llama.cpp's nodes in order, op and shape, and replaying the
-    allocator over it reaches the top of llama.cpp's compute buffer."""
+@pytest.mark.parametrize(
+    "run",
+    load(DATA / "graph_dumps_mtp_hyv3.jsonl")
+    + load(DATA / "graph_dumps_mtp_dsv4.jsonl")
+    + load(DATA / "graph_dumps_mtp_cohere2moe.jsonl"),
+    ids=run_id,
+)
+def test_the_target_trunk_beside_an_mtp_draft_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
+    """hy_v3's own reserved graph (graph_dumps_mtp_hyv3.jsonl, the target's beside its draft's: no other dump
+    holds hy_v3), cohere2moe's (graph_dumps_mtp_cohere2moe.jsonl: the RMS-eps file's, which no other dump holds, and
+    the LayerNorm one's with its NextN layer loaded), and deepseek4's trunk of a file with its NextN layer
+    (graph_dumps_mtp_dsv4.jsonl: the trunk's compress ratios, the NextN layer's left out): the rebuilt graph has
+    llama.cpp's nodes in order, op and shape, and replaying the allocator over it reaches the top of llama.cpp's
+    compute buffer."""
     files = accuracy.write_models({run["model"]}, tmp_path)
     facts = ArtifactCache().facts((str(files[run["model"]]),))
     assert facts.layout is not None and facts.layout.graph is not None and facts.n_vocab is not None
@@ -253,11 +264,3 @@ def test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run: dict, tmp_path: 
     assert _in_order(graph, run["graph"]) == []
     top = max(n["offset"] + n["nbytes"] for n in run["graph"] if n["offset"] >= 0)
     assert reserved_bytes(graph) == top == run["compute_bytes"]
-
-
-@pytest.mark.parametrize("run", load(DATA / "graph_dumps_mtp_cohere2moe.jsonl"), ids=run_id)
-def test_the_cohere2moe_target_graph_beside_its_draft_is_llama_cpps_node_for_node(run: dict, tmp_path: Path) -> None:
-    """cohere2moe's target graph beside its draft's (graph_dumps_mtp_cohere2moe.jsonl: the RMS-eps file's, which no
-    other dump holds, and the LayerNorm one's with its NextN layer loaded), as
-    test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node holds hy_v3's."""
-    test_the_hy_v3_trunk_graph_is_llama_cpps_node_for_node(run, tmp_path)

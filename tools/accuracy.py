@@ -65,6 +65,8 @@ def model_writers() -> dict[str, Callable[[], Model]]:
         **recurrent.DELTA_NET_VARIANTS,
         **recurrent.QWEN4EXP_VARIANTS,
         **recurrent.DEEPSEEK4_VARIANTS,
+        **recurrent.DEEPSEEK4_HEADLESS_MODELS,
+        **recurrent.DEEPSEEK4_MTP_MODELS,
         **recurrent.HYBRID_SHAPES,
         **recurrent.MTP_SHAPES,
         **recurrent.MTP_MODELS,

@@ -937,15 +937,36 @@ def deepseek4(hash_layers: int = 0) -> Model:
     lightning-indexer K cache and F32 compressor states per compressed layer. compress_ratios [4, 128, 4, 0].
     The first `hash_layers` layers pick their experts by token: ffn_gate_tid2eid (I32 [n_expert_used, n_vocab],
     zeros: expert 0) instead of exp_probs_b."""
+    return _deepseek4(f"tiny-deepseek4-hash{hash_layers}" if hash_layers else "tiny-deepseek4", hash_layers)
+
+
+def deepseek4_mtp() -> Model:
+    """deepseek4 with its NextN/MTP layer written whole after the 4 trunk layers (nextn_predict_layers 1, its
+    compress ratio 0 as graph_mtp asserts): the block as the trunk's (hyper-connections, attention, routed and
+    shared experts with exp_probs_b) and its NextN head (eh_proj, enorm, hnorm, shared_head_norm); llama-server's
+    draft context under --spec-type draft-mtp builds on it."""
+    return _deepseek4("tiny-deepseek4-mtp", nextn=1)
+
+
+def deepseek4_mtp_headless() -> Model:
+    """deepseek4-mtp without its NextN head (no blk.4.nextn.* tensors): deepseek4's load_arch_hparams finds no
+    nextn.eh_proj and sets n_layer_nextn 0, so every block is a trunk layer."""
+    m = _deepseek4("tiny-deepseek4-mtp-headless", nextn=1)
+    m.tensors = [t for t in m.tensors if not t[0].startswith("blk.4.nextn.")]
+    return m
+
+
+def _deepseek4(name: str, hash_layers: int = 0, nextn: int = 0) -> Model:
+    """deepseek4's writer: 4 trunk layers and `nextn` NextN layers (ratio 0, their head tensors written)."""
     E, H, HD, QL, NE, K, FFE = 256, 4, 128, 64, 4, 2, 128
     OG, OL, HC, IDX_H, IDX_D = 2, 32, 4, 2, 64  # the graph asserts hyper_connection.count == 4
-    ratios = [4, 128, 4, 0]
+    ratios = [4, 128, 4, 0] + [0] * nextn
     m = _model(
         "deepseek4",
-        f"tiny-deepseek4-hash{hash_layers}" if hash_layers else "tiny-deepseek4",
+        name,
         ctx=1048576,
         embd=E,
-        layers=4,
+        layers=len(ratios),
         ff=512,
         heads=H,
         heads_kv=1,
@@ -954,6 +975,8 @@ def deepseek4(hash_layers: int = 0) -> Model:
         rope_base=1e4,
     )
     m.arch_kv(rope__dimension_count=64, attention__q_lora_rank=QL, attention__sliding_window=128)
+    if nextn:
+        m.arch_kv(nextn_predict_layers=nextn)
     _experts(
         m,
         NE,
@@ -1006,6 +1029,8 @@ def deepseek4(hash_layers: int = 0) -> Model:
         moe_feed_forward(m, i, E, FFE, NE, F16, shared_ff=FFE, probs_bias=i >= hash_layers)
         if i < hash_layers:
             m.tensor(f"blk.{i}.ffn_gate_tid2eid.weight", [K, VOCAB], QT.I32)
+        if i >= len(ratios) - nextn:
+            nextn_tensors(m, i, E)
     return m
 
 
@@ -1137,6 +1162,10 @@ DELTA_NET_VARIANTS: dict[str, Callable[[], Model]] = {
 QWEN4EXP_VARIANTS: dict[str, Callable[[], Model]] = {"qwen4exp-qsa": qwen4exp_qsa}
 # deepseek4 with its first layer hash-routed (DeepSeek-V4's converter writes hash_layer_count, the loader requires it)
 DEEPSEEK4_VARIANTS: dict[str, Callable[[], Model]] = {"deepseek4-hash": partial(deepseek4, 1)}
+# deepseek4 with its NextN/MTP layer, measured in results_mtp_ctx_dsv4.jsonl (the target and its MTP draft context)
+DEEPSEEK4_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek4-mtp": deepseek4_mtp}
+# deepseek4 whose NextN layer has no head: llama.cpp loads it as a trunk layer (results_dsv4_headless.jsonl)
+DEEPSEEK4_HEADLESS_MODELS: dict[str, Callable[[], Model]] = {"deepseek4-mtp-headless": deepseek4_mtp_headless}
 
 
 # Published delta-net shapes, full size (sparse), measured in llama.cpp's dry run

@@ -849,6 +849,8 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "graph_dumps_mtp_hyv3.jsonl": _graph_dumps(more.HY_V3_MTP_MODELS, MTP_DUMPS),
     # the same for cohere2moe (its draft's llama_kv_cache_iswa, the NextN layer in the base half; the parallel block)
     "graph_dumps_mtp_cohere2moe.jsonl": _graph_dumps(more.COHERE2MOE_MTP_MODELS, MTP_DUMPS),
+    # the same for deepseek4 (its draft's llama_kv_cache_iswa of the NextN layer, K-only attention, hyper-connections)
+    "graph_dumps_mtp_dsv4.jsonl": _graph_dumps(recurrent.DEEPSEEK4_MTP_MODELS, MTP_DUMPS),
     "graph_dumps_pooling.jsonl": _graph_dumps(POOLING_DUMP_MODELS, POOLING_DUMPS),
     "graph_dumps_dense_out.jsonl": _graph_dumps(DENSE_OUT_MODELS, EMBEDDING_DECODES[:2]),
     "results_dsv4_dryrun.jsonl": TruthFile(
@@ -911,6 +913,13 @@ TRUTH_FILES: dict[str, TruthFile] = {
     "results_mtp_ctx_cohere2moe.jsonl": _mtp_ctx(
         more.COHERE2MOE_MTP_MODELS | _subset(more.FAMILY_SET, "cohere2moe-arr-nextn"), "cohere2moe's"
     ),
+    "results_mtp_ctx_dsv4.jsonl": _mtp_ctx(recurrent.DEEPSEEK4_MTP_MODELS, "deepseek4's"),
+    # its NextN layer without the head: every block a trunk layer (load_arch_hparams' n_layer_nextn 0), MTP refused
+    "results_dsv4_headless.jsonl": TruthFile(
+        recurrent.DEEPSEEK4_HEADLESS_MODELS,
+        [_s(2048, 1), _s(8192, 4, "q8_0"), _s(4096, 2, fa="off", n_ubatch=128), *MTP_CTX_RUNS[:1]],
+        decode=512,
+    ),
     # an F32 KV cache (the contract's 4 bytes an element): with flash attention build_attn_mha casts each K and V
     # view to F16 (a copy of the whole view); without it the copies made of a V view keep F32
     "results_f32_cache.jsonl": TruthFile(
@@ -919,7 +928,7 @@ TRUTH_FILES: dict[str, TruthFile] = {
         F32_CACHE_RUNS,
     ),
     "results_mtp_draft_settings.jsonl": TruthFile(
-        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3"),
+        _subset(recurrent.FAMILY_SET, "qwen35-mtp", "bailingmoe3") | recurrent.DEEPSEEK4_MTP_MODELS,
         MTP_DRAFT_SETTING_RUNS,
         decode=512,
         label=LABEL + ", the MTP draft context under its own cache types and host-side sampling",

@@ -191,12 +191,18 @@ def _fit_gpus(n: int, free_mib: int) -> dict[str, str]:
 
 
 # llama-server's --spec-type draft-mtp: the fitter fits the MTP draft context beside the target (common_init_result's
-# common_fit_extra_model), on tiny models of the NextN-only caches (qwen35's gated attention, bailingmoe3's MLA) and
-# the all-layers ones (deepseek2's MLA, glm4moe's attention)
+# common_fit_extra_model), on tiny models of the NextN-only caches (qwen35's gated attention, bailingmoe3's MLA,
+# deepseek32's and glm-dsa's dense MLA, nemotron_h_moe's NoPE attention, hy_v3's q/k-normed attention), the
+# all-layers ones (deepseek2's MLA, glm4moe's attention) and the llama_kv_cache_iswa ones (mimo2, step35): the
+# writers the truth matrices' results_mtp_ctx*.jsonl use
 FIT_MTP: dict[str, Callable[[], Model]] = {
     **{n: recurrent.FAMILY_SET[n] for n in ("qwen35-mtp", "bailingmoe3")},
     **attention.MTP_MODELS,
     **more.MTP_MODELS,
+    **more.MTP_ISWA_MODELS,
+    **more.DSA_MTP_MODELS,
+    "nemotron-h-moe": recurrent.FAMILY_SET["nemotron-h-moe"],
+    **more.HY_V3_MTP_MODELS,
 }
 
 

@@ -27,6 +27,9 @@ from tools.truth.regenerate import LIB_SUBDIR, chosen, parser, release_dir, repo
 from tools.truth.variant import backend_dir
 
 TIMEOUT_S = 600
+# a fitter's run (fit=1) ends in seconds; llama.cpp's fitter can loop forever (common_params_fit_impl's step 4: a
+# conversion step that converts no layer and fits repeats itself), which the row records as an error
+FIT_TIMEOUT_S = 60
 # Probe output that depends on the process or the host, not on llama.cpp's placement: left out of the rows.
 DROPPED = ("system_info", "llama_cpp", "rss_start", "rss_after_backend", "rss_after_model", "rss_after_ctx")
 VOLATILE = ("seconds",)  # inside `fit`: the fitter's wall time
@@ -35,7 +38,11 @@ VOLATILE = ("seconds",)  # inside `fit`: the fitter's wall time
 def measure(probe: Path, backend: Path, model: Path, args: dict[str, str]) -> dict[str, Any]:
     """The probe's JSON for one run, without the host's fields (an `error` key when it failed)."""
     cmd = [str(probe), str(model), *(f"{k}={v}" for k, v in args.items()), f"backend_dir={backend}", "quiet=1"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    timeout = FIT_TIMEOUT_S if args.get("fit") == "1" else TIMEOUT_S
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout: no result in {timeout} s"}
     lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
     out: dict[str, Any]
     try:
