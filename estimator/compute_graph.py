@@ -716,12 +716,12 @@ class EncoderGraph:
         return attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, t)
 
 
-def output_gate(out: Tensor, attn_in: Tensor, width: int, heads: int) -> Tensor:
+def output_gate(out: Tensor, attn_in: Tensor, width: int, heads: int, weight: str | None = None) -> Tensor:
     """The gate builders put on attention's output before wo (step35.cpp, afmoe.cpp, laguna.cpp, kimi-k3.cpp,
     bailingmoe3.cpp): wqkv_gate's projection of attention's input `attn_in`, its sigmoid (laguna: softplus) in place,
     times the output [Dv * H, T] in place: one gate per head (`width` the `heads`: [1, H, T] broadcast over the
-    output viewed [Dv, H, T], viewed back) or one per element."""
-    gate, t = mul_mat(None, attn_in, width), out.ne[1]
+    output viewed [Dv, H, T], viewed back) or one per element; `weight`: the gate's name where a builder names it."""
+    gate, t = mul_mat(weight, attn_in, width), out.ne[1]
     if width != heads:
         return same_shape(out, "MUL", gate)
     per_head = same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", reshape(gate, 1, heads, t))

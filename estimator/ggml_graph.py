@@ -105,6 +105,14 @@ def new_tensor(type_: str, *ne: int, input: bool = False, external: bool = False
 
 
 Source = Tensor | str | None  # an op's source: a tensor, or a weight (None, or its name in the layer: "attn_q")
+# the mark on a weight's name where the op reads it through a view (ggml_reshape_Nd of the weight: a node of its own,
+# with no buffer of its own while the scheduler splits the graph, so the op is not placed by that weight)
+VIEWED = "#view"
+
+
+def viewed(name: str) -> str:
+    """A weight's name, read through a view of it (VIEWED)."""
+    return name + VIEWED
 
 
 def op(name: str, type_: str, ne: Sequence[int], *srcs: Source) -> Tensor:

@@ -25,6 +25,7 @@ from memfit.estimator.ggml_graph import (
     cont,
     copy_into,
     get_rows,
+    in_layer,
     mul_mat,
     new_tensor,
     op,
@@ -34,8 +35,9 @@ from memfit.estimator.ggml_graph import (
     same_shape,
     transpose,
     view,
+    viewed,
 )
-from memfit.estimator.graph_ffn import build_ffn, routed_experts, situ
+from memfit.estimator.graph_ffn import DENSE, SHARED, build_ffn, routed_experts, situ
 from memfit.estimator.layout import DeltaNet, GraphLayer, GraphShape
 
 IMROPE_POSITIONS = 4  # llama_hparams::n_pos_per_embd: qwen35's LLAMA_ROPE_TYPE_IMROPE reads four positions a token
@@ -131,13 +133,15 @@ class QwenNextGraph(DeltaNetGraph):
 
     def build(self) -> Graph:
         inp_l, out_ids = self.embeddings(1 if self.next else IMROPE_POSITIONS)
-        for b in self.shape.layers:
+        for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             inp_sa = inp_l
-            cur = self.gf.expand(self.norm(inp_l))
+            cur = self.gf.expand(self.norm(inp_l, "attn_norm"))
             cur = self.linear_attn(cur) if b.recurrent_in else self.gated_attention(b, cur)
             ffn_residual = same_shape(cur, "ADD", inp_sa)
-            out = self.ffn_out(b, self.norm(ffn_residual))
+            out = self.ffn_out(b, self.norm(ffn_residual, "post_attention_norm"))
             inp_l = same_shape(out, "ADD", ffn_residual)
+        in_layer(None)
         return self.head(inp_l, out_ids, hidden=True)
 
     def gated_attention(
@@ -146,15 +150,15 @@ class QwenNextGraph(DeltaNetGraph):
         """build_layer_attn: one wq of query and gate per head, q and k RMS-normed and roped, build_attn (or
         `attend`), the output times sigmoid(gate) (its view made contiguous), wo."""
         head, heads, t = b.head_k, b.n_head, self.t
-        q_full = mul_mat(None, cur, 2 * head * heads)
+        q_full = mul_mat("attn_q", cur, 2 * head * heads)
         nb = (2 * head * FLOAT, 2 * head * heads * FLOAT)
         q, gate = (view(q_full, (head, heads, t), nb, i * head * FLOAT) for i in (0, 1))
-        k = reshape(mul_mat(None, cur, b.n_head_kv * head), head, b.n_head_kv, t)
-        v = reshape(mul_mat(None, cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
-        q, k = (same_shape(self.norm(x), "ROPE", self.pos) for x in (q, k))
+        k = reshape(mul_mat("attn_k", cur, b.n_head_kv * head), head, b.n_head_kv, t)
+        v = reshape(mul_mat("attn_v", cur, b.n_head_kv * b.head_v), b.head_v, b.n_head_kv, t)
+        q, k = (same_shape(self.norm(x, w), "ROPE", self.pos) for x, w in ((q, "attn_q_norm"), (k, "attn_k_norm")))
         out = (attend or self.build_attn)(b, q, k, v)
         gated = same_shape(out, "MUL", same_shape(cont(gate, head * heads, t), "SIGMOID"))
-        return mul_mat(None, gated, self.e)  # wo
+        return mul_mat("attn_output", gated, self.e)  # wo
 
     def qkvz(self, cur: Tensor, channels: int) -> tuple[Tensor, Tensor]:
         """build_qkvz: attn_qkv (q, k, v) and attn_gate (z); or qwen3next's legacy ssm_in with q, k, v, z side by
@@ -162,9 +166,9 @@ class QwenNextGraph(DeltaNetGraph):
         dn, tokens, n = self.dn, self.tokens, self.n
         value = dn.head_v * dn.v_heads
         if not dn.legacy_qkvz:
-            return reshape(mul_mat(None, cur, channels), channels, tokens, n), mul_mat(None, cur, value)
+            return reshape(mul_mat("attn_qkv", cur, channels), channels, tokens, n), mul_mat("attn_gate", cur, value)
         per_head = value // dn.k_heads  # head_v_dim * num_v_heads / num_k_heads
-        mixed = reshape(mul_mat(None, cur, channels + value), 2 * dn.head_k + 2 * per_head, dn.k_heads, tokens, n)
+        mixed = reshape(mul_mat("ssm_in", cur, channels + value), 2 * dn.head_k + 2 * per_head, dn.k_heads, tokens, n)
         nb = mixed.nb[1:]
         widths = (dn.head_k, dn.head_k, per_head, per_head)
         starts = (0, dn.head_k, 2 * dn.head_k, 2 * dn.head_k + per_head)
@@ -184,14 +188,14 @@ class QwenNextGraph(DeltaNetGraph):
         hv = dn.v_heads
         if self.next:
             per = hv // dn.k_heads
-            mixed = reshape(mul_mat(None, cur, 2 * hv), 2 * per, dn.k_heads, tokens, n)
+            mixed = reshape(mul_mat("ssm_ba", cur, 2 * hv), 2 * per, dn.k_heads, tokens, n)
             b_, a_ = (view(mixed, (per, dn.k_heads, tokens, n), mixed.nb[1:], i * per * FLOAT) for i in (0, 1))
             beta = same_shape(cont(b_), "SIGMOID")
             alpha = cont(a_, hv, tokens, n)
         else:
-            beta = same_shape(reshape(mul_mat(None, cur, hv), 1, hv, tokens, n), "SIGMOID")
-            alpha = reshape(mul_mat(None, cur, hv), hv, tokens, n)
-        gate = same(alpha, "ADD", "SOFTPLUS", "MUL")
+            beta = same_shape(reshape(mul_mat("ssm_beta", cur, hv), 1, hv, tokens, n), "SIGMOID")
+            alpha = reshape(mul_mat("ssm_alpha", cur, hv), hv, tokens, n)
+        gate = same_shape(same_shape(same_shape(alpha, "ADD", "ssm_dt.bias"), "SOFTPLUS"), "MUL", "ssm_a")
         return reshape(gate, 1, hv, tokens, n), reshape(beta, 1, hv, tokens, n)
 
     def linear_attn(self, cur: Tensor) -> Tensor:
@@ -206,7 +210,7 @@ class QwenNextGraph(DeltaNetGraph):
         states = reshape(self.state_rows((dn.d_conv - 1) * channels), dn.d_conv - 1, channels, n)
         conv_x = self.conv_input(states, qkv, channels)
         state = self.state()
-        conv = same_shape(op("SSM_CONV", F32, (channels, tokens, n), conv_x), "SILU")
+        conv = same_shape(op("SSM_CONV", F32, (channels, tokens, n), conv_x, "ssm_conv1d"), "SILU")
         row = channels * FLOAT
         q, k = (view(conv, (dn.head_k, dn.k_heads, tokens, n), (dn.head_k * FLOAT, row, row * tokens), s * key * FLOAT)
                 for s in (0, 1))  # fmt: skip
@@ -216,8 +220,8 @@ class QwenNextGraph(DeltaNetGraph):
             q, k = self.repeated(q), self.repeated(k)
         out = self.recurrent_attn(q, k, v, gate, beta, state)
         z = reshape(z, dn.head_v, dn.v_heads, tokens, n)
-        normed = same_shape(self.norm(out), "MUL", same_shape(z, self.z_gate))  # build_norm_gated
-        out = mul_mat(None, reshape(normed, value, tokens, n), self.e)  # ssm_out
+        normed = same_shape(self.norm(out, "ssm_norm"), "MUL", same_shape(z, self.z_gate))  # build_norm_gated
+        out = mul_mat("ssm_out", reshape(normed, value, tokens, n), self.e)  # ssm_out
         return reshape(out, self.e, self.t)
 
     def repeated(self, x: Tensor) -> Tensor:
@@ -234,8 +238,8 @@ class QwenNextGraph(DeltaNetGraph):
         out, width = routed_experts(self.gf, b, cur), b.routing.shared_ff
         if not width:
             return out
-        shared = build_ffn(cur, width)
-        gate = same_shape(mul_mat(None, cur, 1), "SIGMOID")  # ffn_gate_inp_shexp
+        shared = build_ffn(cur, width, weights=SHARED)
+        gate = same_shape(mul_mat("ffn_gate_inp_shexp", cur, 1), "SIGMOID")
         return same_shape(out, "ADD", same_shape(shared, "MUL", gate))
 
 
@@ -260,21 +264,23 @@ class KdaGraph(DeltaNetGraph):
         last = len(self.shape.layers) - 1
         bailing = self.arch == "bailingmoe3"
         for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             inp_sa = inp_l
-            cur = self.norm(inp_l)
+            cur = self.norm(inp_l, "attn_norm")
             if not bailing:  # bailingmoe3 does not expand the norm first: its conv states' rows come before it
                 self.gf.expand(cur)
             cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
             if il == last and not bailing:  # kimi-linear: the last layer keeps only the output rows
                 cur, inp_sa = get_rows(cur, out_ids, self.e), get_rows(inp_sa, out_ids, self.e)
             ffn_inp = same_shape(cur, "ADD", inp_sa)
-            cur = self.norm(ffn_inp)
+            cur = self.norm(ffn_inp, "ffn_norm")
             if b.n_expert:
-                shared = build_ffn(cur, b.routing.shared_ff, clamped=b.clamped_ffn)
+                shared = build_ffn(cur, b.routing.shared_ff, clamped=b.clamped_ffn, weights=SHARED)
                 out = same_shape(routed_experts(self.gf, b, cur), "ADD", shared)
             else:
                 out = build_ffn(cur, b.n_ff, clamped=b.clamped_ffn)
             inp_l = same_shape(out, "ADD", ffn_inp)
+        in_layer(None)
         return self.head(inp_l, out_ids if bailing else None, hidden=bailing)
 
     def build_k3(self) -> Graph:
@@ -285,17 +291,19 @@ class KdaGraph(DeltaNetGraph):
         inp_l, out_ids = self.embeddings()
         every = self.dn.attn_res
         for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             prefix_sum = inp_l
-            cur = self.res_mix(prefix_sum) if every else prefix_sum
+            cur = self.res_mix(prefix_sum, "attn_res_score") if every else prefix_sum
             banked = bool(every) and il % every == 0
             if banked:
                 self.res_push(prefix_sum)
-            cur = self.gf.expand(self.norm(cur))
+            cur = self.gf.expand(self.norm(cur, "attn_norm"))
             cur = self.kda(cur) if b.recurrent_in else self.mla(b, cur)
             prefix_sum = cur if banked else same_shape(prefix_sum, "ADD", cur)
-            cur = self.res_mix(prefix_sum) if every else prefix_sum
-            inp_l = same_shape(prefix_sum, "ADD", self.ffn_k3(b, self.norm(cur)))
-        cur = self.res_mix(inp_l) if every else inp_l
+            cur = self.res_mix(prefix_sum, "ffn_res_score") if every else prefix_sum
+            inp_l = same_shape(prefix_sum, "ADD", self.ffn_k3(b, self.norm(cur, "ffn_norm")))
+        in_layer(None)
+        cur = self.res_mix(inp_l, "output_res_score") if every else inp_l
         return self.head(get_rows(cur, out_ids, self.e), None, hidden=False)
 
     def res_push(self, cur: Tensor) -> None:
@@ -306,7 +314,7 @@ class KdaGraph(DeltaNetGraph):
             checkpoint = op("CONCAT", F32, (self.e, stack.ne[1] + 1, self.t), stack, checkpoint)
         self.checkpoints = checkpoint
 
-    def res_mix(self, cur: Tensor) -> Tensor:
+    def res_mix(self, cur: Tensor, score: str) -> Tensor:
         """llama_model_kimi_k3::graph::res_mix: every checkpoint and the stream scored (rms_norm, the score weight,
         sum_rows), softmax over the scores, ggml_dsv4_hc_pre of the checkpoints by theirs plus the stream times its
         own."""
@@ -314,8 +322,8 @@ class KdaGraph(DeltaNetGraph):
         if stack is None:
             return cur
         n = stack.ne[1]
-        scored = op("SUM_ROWS", F32, (1, n, t), same(stack, "RMS_NORM", "MUL"))
-        own = op("SUM_ROWS", F32, (1, t), same(cur, "RMS_NORM", "MUL"))
+        scored = op("SUM_ROWS", F32, (1, n, t), same_shape(same_shape(stack, "RMS_NORM"), "MUL", score))
+        own = op("SUM_ROWS", F32, (1, t), same_shape(same_shape(cur, "RMS_NORM"), "MUL", score))
         probs = same_shape(op("CONCAT", F32, (n + 1, t), reshape(scored, n, t), own), "SOFT_MAX")
         p_stack = cont(view(probs, (n, t), (probs.nb[1],)))
         p_own = cont(view(probs, (1, t), (probs.nb[1],), n * FLOAT))
@@ -329,8 +337,9 @@ class KdaGraph(DeltaNetGraph):
         width = dn.head_k * dn.k_heads
         size = (dn.d_conv - 1) * width
         part = view(states, (dn.d_conv - 1, width, n), ((dn.d_conv - 1) * FLOAT, 3 * size * FLOAT), i * size * FLOAT)
-        x = reshape(mul_mat(None, cur, width), width, tokens, n)
-        conv = reshape(op("SSM_CONV", F32, (width, tokens, n), self.conv_input(part, x, width)), width, self.t)
+        x = reshape(mul_mat(("attn_q", "attn_k", "attn_v")[i], cur, width), width, tokens, n)
+        kernel = viewed(("ssm_conv1d_q", "ssm_conv1d_k", "ssm_conv1d_v")[i])  # reshaped [d_conv, channels]
+        conv = reshape(op("SSM_CONV", F32, (width, tokens, n), self.conv_input(part, x, width), kernel), width, self.t)
         return reshape(same_shape(conv, "SILU"), dn.head_k, dn.k_heads, tokens, n)
 
     def decay(self, cur: Tensor) -> Tensor:
@@ -339,13 +348,14 @@ class KdaGraph(DeltaNetGraph):
         (kimi-k3) or bound * sigmoid(x) (bailingmoe3)."""
         dn, t, bailing = self.dn, self.t, self.arch == "bailingmoe3"
         head, heads = dn.head_k, dn.k_heads
-        f = mul_mat(None, cur, head * heads) if bailing else mul_mat(None, mul_mat(None, cur, head), head * heads)
-        f = same_shape(f, "ADD")  # dt_bias
+        low_rank = mul_mat("ssm_f_b", mul_mat("ssm_f_a", cur, head), head * heads)
+        f = mul_mat("ssm_f_a", cur, head * heads) if bailing else low_rank
+        f = same_shape(f, "ADD", "ssm_dt.bias")  # dt_bias
         if bailing or dn.lower_bound:
-            g = same_shape(reshape(f, head, heads, t), "MUL")  # A
+            g = same_shape(reshape(f, head, heads, t), "MUL", viewed("ssm_a"))  # A, reshaped
             g = same(g, "SIGMOID", "SCALE") if bailing else same(g, "SCALE", "SIGMOID", "SCALE")
         else:
-            g = same_shape(reshape(same_shape(f, "SOFTPLUS"), head, heads, t), "MUL")
+            g = same_shape(reshape(same_shape(f, "SOFTPLUS"), head, heads, t), "MUL", viewed("ssm_a"))
         return reshape(g, head, heads, self.tokens, self.n)
 
     def kda(self, cur: Tensor) -> Tensor:
@@ -358,11 +368,11 @@ class KdaGraph(DeltaNetGraph):
         states = self.state_rows(3 * (dn.d_conv - 1) * width)
         q, k, v = (self.conv(states, i, cur) for i in range(3))
         g = self.decay(cur)
-        beta = same_shape(reshape(mul_mat(None, cur, heads), 1, heads, tokens, n), "SIGMOID")
+        beta = same_shape(reshape(mul_mat("ssm_beta", cur, heads), 1, heads, tokens, n), "SIGMOID")
         if self.arch == "bailingmoe3":
             q, k = self.l2_norm(q), self.l2_norm(k)
             out = cont(self.recurrent_attn(q, k, v, g, beta, self.state()))
-            out_gate = mul_mat(None, cur, width)  # ssm_g_a
+            out_gate = mul_mat("ssm_g_a", cur, width)
         else:
             state = self.state()
             q, k = self.l2_norm(q), self.l2_norm(k)
@@ -370,10 +380,11 @@ class KdaGraph(DeltaNetGraph):
             out = cont(self.results(result))
             self.store_states(result)
             low_rank = self.arch == "kimi-linear"
-            out_gate = mul_mat(None, mul_mat(None, cur, head), width) if low_rank else mul_mat(None, cur, width)
+            gate_a = mul_mat("ssm_g_a" if low_rank else "ssm_g", cur, head if low_rank else width)
+            out_gate = mul_mat("ssm_g_b", gate_a, width) if low_rank else gate_a
         gate = same_shape(reshape(out_gate, head, heads, t), "SIGMOID")
-        gated = same_shape(self.norm(reshape(out, head, heads, t)), "MUL", gate)
-        return mul_mat(None, cont(gated, width, t), self.e)  # wo
+        gated = same_shape(self.norm(reshape(out, head, heads, t), "ssm_norm"), "MUL", gate)
+        return mul_mat("attn_output", cont(gated, width, t), self.e)  # wo
 
     def mla(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """The MLA block (wk_b / wv_b: the cache keeps the latent): q (low-rank where wq_a is), the latent and the
@@ -383,37 +394,44 @@ class KdaGraph(DeltaNetGraph):
         t, dn = self.t, self.dn
         latent, rope, heads, head_k = b.kv_lora, b.n_rot, b.n_head, b.head_k
         nope = head_k - rope
-        q = self.norm(mul_mat(None, cur, dn.q_lora)) if dn.q_lora else cur  # wq_a, q_a_norm
-        q = mul_mat(None, q, heads * head_k)  # wq / wq_b
+        q = self.norm(mul_mat("attn_q_a", cur, dn.q_lora), "attn_q_a_norm") if dn.q_lora else cur
+        q = mul_mat("attn_q_b" if dn.q_lora else "attn_q", q, heads * head_k)
         nb = (head_k * FLOAT, head_k * heads * FLOAT)
         q_nope, q_pe = view(q, (nope, heads, t), nb), view(q, (rope, heads, t), nb, nope * FLOAT)
-        kv = mul_mat(None, cur, latent + rope)  # wkv_a_mqa
+        kv = mul_mat("attn_kv_a_mqa", cur, latent + rope)
         kv_cmpr = view(kv, (latent, t), (kv.nb[1],))
         k_pe = view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT)
         if self.arch == "bailingmoe3":
             q_pe, k_pe = same_shape(q_pe, "ROPE", self.pos), same_shape(k_pe, "ROPE", self.pos)
-        v = reshape(self.norm(kv_cmpr), latent, 1, t)
-        absorbed = permute(mul_mat(None, permute(q_nope, 0, 2, 1, 3), latent), 0, 2, 1, 3)  # wk_b
+        v = reshape(self.norm(kv_cmpr, "attn_kv_a_norm"), latent, 1, t)
+        absorbed = permute(mul_mat("attn_k_b", permute(q_nope, 0, 2, 1, 3), latent), 0, 2, 1, 3)
         q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
         out = self.mla_attend(b, q, k, v)
-        if dn.attn_gate:
-            out = output_gate(out, cur, dn.attn_gate, heads)
+        if self.arch == "bailingmoe3":  # one gate a head: sigmoid (a node of its own) of wqkv_gate's [1, H, T]
+            gate = same_shape(reshape(mul_mat("attn_gate", cur, heads), 1, heads, t), "SIGMOID")
+            out = reshape(same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", gate), out.ne[0], t)
+        elif self.arch == "kimi-k3" and dn.attn_gate:  # its gate a node of its own: sigmoid of wqkv_gate's projection
+            out = same_shape(out, "MUL", same_shape(mul_mat("attn_gate", cur, dn.attn_gate), "SIGMOID"))
+        elif dn.attn_gate:
+            out = output_gate(out, cur, dn.attn_gate, heads, "attn_gate")
         if self.arch == "bailingmoe3":  # its gated heads made contiguous (ggml_cont_2d) for wo
             out = cont(out)
-        return mul_mat(None, out, self.e)  # wo
+        return mul_mat("attn_output", out, self.e)  # wo
 
     def ffn_k3(self, b: GraphLayer, cur: Tensor) -> Tensor:
         """kimi-k3's FFN: a leading dense block with situ; else build_latent_moe (the experts with situ, in the latent
         where it has one) plus the shared experts with situ."""
         if not b.n_expert:
-            return self.situ_ffn(cur, b.n_ff)
+            return self.situ_ffn(cur, b.n_ff, DENSE)
         out, width = routed_experts(self.gf, b, cur), b.routing.shared_ff
-        return same_shape(out, "ADD", self.situ_ffn(cur, width)) if width else out
+        return same_shape(out, "ADD", self.situ_ffn(cur, width, SHARED)) if width else out
 
-    def situ_ffn(self, cur: Tensor, n_ff: int) -> Tensor:
-        """kimi-k3's dense and shared FFNs: gate and up, kimi_k3_situ, down."""
-        return mul_mat(None, situ(mul_mat(None, cur, n_ff), mul_mat(None, cur, n_ff), self.dn.situ_linear), self.e)
+    def situ_ffn(self, cur: Tensor, n_ff: int, weights: tuple[str, str, str]) -> Tensor:
+        """kimi-k3's dense and shared FFNs (`weights`: up's, gate's and down's names): gate and up, kimi_k3_situ,
+        down."""
+        up, gate, down = weights
+        return mul_mat(down, situ(mul_mat(gate, cur, n_ff), mul_mat(up, cur, n_ff), self.dn.situ_linear), self.e)
 
 
 def build_qwen3next(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

@@ -43,7 +43,7 @@ from memfit.estimator.ggml_graph import (
 )
 from memfit.estimator.graph_delta_net import IMROPE_POSITIONS, KdaGraph, QwenNextGraph
 from memfit.estimator.graph_dsv4 import Dsv4Graph
-from memfit.estimator.graph_ffn import build_ffn, routed_experts
+from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts
 from memfit.estimator.layout import GraphLayer, GraphShape
 
 
@@ -64,15 +64,16 @@ def _eh_proj(g: DecoderGraph, tok: Tensor, h: Tensor) -> Tensor:
     """enorm(rows) and hnorm(hidden) concatenated on dim 0, times eh_proj: [n_embd, T]."""
     e = g.shape.n_embd
     in_layer(g.shape.mtp_layer)  # the NextN layer's tensors (llama.cpp's il = n_layer()) from its norms on
-    joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok), g.norm(h))
+    joined = op("CONCAT", F32, (2 * e, g.t), g.norm(tok, "nextn.enorm"), g.norm(h, "nextn.hnorm"))
     # named (blk.N.nextn.eh_proj): a dense FFN's ffn_down of n_ff = 2 x n_embd has its shape, in another buffer type
     # where the fitter overflows the NextN layer's FFN to the next device
     return mul_mat("nextn.eh_proj", joined, e)
 
 
-def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int) -> Graph:
-    """The head norm over every row (res->t_h_nextn, an output), its output rows, the LM head (t_logits)."""
-    cur = g.norm(cur)
+def _head(g: DecoderGraph, cur: Tensor, out_ids: Tensor, n_vocab: int, norm: str = "nextn.shared_head_norm") -> Graph:
+    """The head norm over every row (res->t_h_nextn, an output; `norm` its name in the NextN layer), its output rows,
+    the LM head (t_logits)."""
+    cur = g.norm(cur, norm)
     cur.output = True
     in_layer(None)  # the LM head: the model's output (il -1)
     logits = mul_mat(None, get_rows(cur, out_ids, g.shape.n_embd), n_vocab)
@@ -91,9 +92,9 @@ class QwenMtpGraph(QwenNextGraph):
         out_ids = new_tensor(I32, _outputs(self), input=True)
         (b,) = self.shape.layers
         inp_sa = _eh_proj(self, tok, h)
-        cur = self.gated_attention(b, self.norm(inp_sa))
+        cur = self.gated_attention(b, self.norm(inp_sa, "attn_norm"))
         ffn_residual = same_shape(cur, "ADD", inp_sa)
-        out = self.ffn_out(b, self.norm(ffn_residual))
+        out = self.ffn_out(b, self.norm(ffn_residual, "post_attention_norm"))
         return _head(self, same_shape(out, "ADD", ffn_residual), out_ids, self.n_vocab)
 
 
@@ -106,14 +107,16 @@ class BailingMtpGraph(KdaGraph):
         out_ids = new_tensor(I32, _outputs(self), input=True)
         (b,) = self.shape.layers
         inp_sa = _eh_proj(self, tok, h)
-        cur = self.mla(b, self.norm(inp_sa))
+        cur = self.mla(b, self.norm(inp_sa, "attn_norm"))
         ffn_inp = same_shape(cur, "ADD", inp_sa)
-        cur = self.norm(ffn_inp)
+        cur = self.norm(ffn_inp, "ffn_norm")
         if b.n_expert:
-            out = same_shape(routed_experts(self.gf, b, cur), "ADD", build_ffn(cur, b.routing.shared_ff))
+            shared = build_ffn(cur, b.routing.shared_ff, weights=SHARED)
+            out = same_shape(routed_experts(self.gf, b, cur), "ADD", shared)
         else:
             out = build_ffn(cur, b.n_ff)
-        return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab)
+        # its head norm: shared_head_norm, LLM_TENSOR_LAYER_OUT_NORM's blk.N.layer_output_norm
+        return _head(self, same_shape(out, "ADD", ffn_inp), out_ids, self.n_vocab, "layer_output_norm")
 
 
 class NextnMtpGraph(DecoderGraph):

@@ -40,7 +40,7 @@ from memfit.estimator.compute_graph import build_graph, ubatch_tokens
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.cpu_repack import AMX, REPACK
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, AllocRule, Device, cuda_alloc_size
-from memfit.estimator.ggml_graph import F32, KQV_PIN, NORM_PIN, Graph, Tensor
+from memfit.estimator.ggml_graph import F32, KQV_PIN, NORM_PIN, VIEWED, Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, AllocGraph, Buffer, replay_n
 from memfit.estimator.placement import (
     EVERY_LAYER,
@@ -198,6 +198,7 @@ class WeightTensor(Tensor):
     buffer_type: str = ""
     table: bool = False  # an input layer's table (llm_tensor_info_mapping's GET_ROWS tensors)
     head: bool = False  # the tied output: token_embd read by the LM head (its own copy where it has one)
+    viewed: bool = False  # a view of the weight (a reshape an op reads): no buffer of its own while the graph is split
 
     @property
     def nbytes(self) -> int:
@@ -373,7 +374,7 @@ class _Sched:
     def own_buffer(t: Tensor) -> str | None:
         """tensor->buffer while the graph is split: only the weights have one (a view gets its buffer when it is
         allocated, and the graph reads the caches through views)."""
-        return t.buffer_type if isinstance(t, WeightTensor) else None
+        return t.buffer_type if isinstance(t, WeightTensor) and not t.viewed else None
 
     def supports_op(self, b: int, node: Tensor) -> bool:
         """ggml-cuda's supports_op refuses a source in another device's memory (the mock GPUs mirror it); the CPU's
@@ -419,7 +420,7 @@ class _Sched:
         if t.op in NOT_BY_WEIGHT:
             return -1
         for s in self.srcs.get(t, ()):
-            if isinstance(s, WeightTensor):
+            if isinstance(s, WeightTensor) and not s.viewed:  # a view of a weight has no buffer yet
                 b = self.from_buffer(s, t)
                 if self.op_offload and b == self.cpu and is_host(s.buffer_type):
                     for g in range(b):
@@ -447,6 +448,10 @@ def with_weights(graph: Graph, place: Where) -> dict[Tensor, list[Tensor]]:
     for node in graph.nodes:
         srcs: list[Tensor] = list(node.srcs)
         for position, name in node.weights:
+            if name.endswith(VIEWED):  # the weight read through a view of it (a reshape: the same bytes)
+                w = resolve_weight(place, node, position, name.removesuffix(VIEWED), srcs, used)
+                srcs.insert(position, replace(w, op="RESHAPE", srcs=(w,), view_src=w, viewed=True))
+                continue
             srcs.insert(position, resolve_weight(place, node, position, name, srcs, used))
         if node.op == "ROPE" and node.layer is not None:  # the layer's rope factors (llama_model::get_rope_factors)
             srcs += [w for w in place.weights.get(node.layer, ()) if w.name.rsplit(".", 1)[0] in EVERY_LAYER][:1]
@@ -552,7 +557,9 @@ class SplitGraph:
 def _copy_of(t: Tensor, input_output: bool) -> Tensor:
     """ggml_dup_tensor_layout: same type, shape and strides, no data; an input and an output with several copies."""
     if isinstance(t, WeightTensor):
-        copy: Tensor = replace(t, external=False, input=input_output, output=input_output, srcs=(), view_src=None)
+        copy: Tensor = replace(
+            t, op="NONE", external=False, input=input_output, output=input_output, srcs=(), view_src=None, viewed=False
+        )  # a weight's view copied: a tensor of the view's bytes
     else:
         copy = Tensor(t.type, t.ne, t.nb, input=input_output, output=input_output, layer=t.layer)
     return copy
@@ -576,7 +583,8 @@ def split_pass5(s: _Sched) -> SplitGraph:
         new_split = False
         if b == split.backend and split.inputs:
             for src in srcs.get(node, ()):
-                if isinstance(src, WeightTensor) and s.of(src) != b and not s.buffer_supported(src, b):
+                weight = isinstance(src, WeightTensor) and not src.viewed
+                if weight and s.of(src) != b and not s.buffer_supported(src, b):
                     new_split = True
                     break
                 if len(split.inputs) >= SPLIT_INPUTS:

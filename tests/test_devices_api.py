@@ -418,8 +418,7 @@ def test_cpu_offload_answers_with_the_fitters_placement(row: dict[str, Any], tmp
 def test_the_mtp_draft_context_is_placed_with_its_nextn_layer(tmp_path: Path) -> None:
     """Under multiTokenPrediction on a GPU holding every layer (qwen35-mtp, the run of results_mtp_ctx.jsonl at 4096
     cells over two sequences): the draft context's KV cache lands with its NextN layer on the GPU, byte for byte as
-    llama.cpp made it on the host, the host's none of it (qwen35's compute buffers per backend are not derived with
-    or without it)."""
+    llama.cpp made it on the host, the host's none of it."""
     from tools.families import recurrent
     from tools.truth import DATA, load
 
@@ -449,14 +448,15 @@ def test_the_mtp_draft_context_is_placed_with_its_nextn_layer(tmp_path: Path) ->
 
 # llama-server's --spec-type draft-mtp on ggml-cuda's rules (tools/truth/mock/matrix.py mtp_fit_runs): the fitter with
 # the MTP draft context beside the target (common_fit_extra_model) at a context of 8192, on the models whose trunk
-# memfit splits per backend (deepseek2, glm4moe, mimo2, step35, hy_v3); the runs llama.cpp finished (an `error` row
-# has none of the fitter's fields)
+# memfit splits per backend (deepseek2, glm4moe, mimo2, step35, hy_v3, qwen35, bailingmoe3); the runs llama.cpp
+# finished (an `error` row has none of the fitter's fields)
 MTP_FIT_RUNS = [
     r
     for r in rows("fit_mtp_gpu.jsonl")
     if not r.get("error")
     and r["mock"]["alloc"] == "cuda"
-    and r["model"] in ("deepseek2-mla-mtp", "glm4moe-mtp", "mimo2-mtp", "step35-mtp", "hy-v3-mtp")
+    and r["model"]
+    in ("deepseek2-mla-mtp", "glm4moe-mtp", "mimo2-mtp", "step35-mtp", "hy-v3-mtp", "qwen35-mtp", "bailingmoe3")
 ]
 
 

@@ -11,6 +11,7 @@ weights, KV cache, recurrent state and compute buffer) and chooses the same on e
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -105,17 +106,26 @@ def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
 # common_init_result's common_fit_extra_model, one and two mock GPUs; `fit.extra` is the draft's dry run at the
 # fitted context per device (what add_extra_memory adds there, its weights not counted: shares_model)
 MTP_RUNS = [r for r in rows("fit_mtp_gpu.jsonl") if r.get("fit")]
-# the trunks whose split graph memfit's scheduler places per backend; qwen35's and bailingmoe3's delta-net trunks and
-# nemotron_h_moe's Mamba-2 trunk are not (their builders name no layer), nor deepseek32's and glm-dsa's (their
-# sparse-attention indexer's cache is not placed), so memfit does not predict the fitter for them (predicted_fit: None)
-PLACED_TRUNKS = {"deepseek2-mla-mtp", "glm4moe-mtp", "mimo2-mtp", "step35-mtp", "hy-v3-mtp"}
-# the drafts memfit does not place: bailingmoe3's graph (its attention gate and router read weights of one shape, the
-# gate's MUL_MAT unnamed), deepseek32's and glm-dsa's (the target's placement they are laid out by holds the
+# the trunks whose split graph memfit's scheduler places per backend; nemotron_h_moe's Mamba-2 trunk is not (its
+# builder names no layer), nor deepseek32's and glm-dsa's (their sparse-attention indexer's cache is not placed), so
+# memfit does not predict the fitter for them (predicted_fit: None)
+PLACED_TRUNKS = {
+    "deepseek2-mla-mtp",
+    "glm4moe-mtp",
+    "mimo2-mtp",
+    "step35-mtp",
+    "hy-v3-mtp",
+    "qwen35-mtp",
+    "bailingmoe3",
+}
+# the drafts memfit does not place: deepseek32's and glm-dsa's (the target's placement they are laid out by holds the
 # sparse-attention indexer's cache, which memfit does not place)
-UNPLACED_DRAFTS = {"bailingmoe3", "deepseek32-mtp", "glm-dsa-mtp"}
+UNPLACED_DRAFTS = {"deepseek32-mtp", "glm-dsa-mtp"}
 # runs llama.cpp did not finish: the fitter looping in its step 4 (the probe stopped after 60 s), and a heap
 # corruption the probe aborted on (malloc(): invalid size, hy_v3 on two devices), not compared
 FAILED = {row_id(r): r for r in rows("fit_mtp_gpu.jsonl") if r.get("error")}
+# tests/data/mock/unsplit_gpu.jsonl: a trunk memfit's scheduler does not split per backend (rwkv6's)
+UNSPLIT_FITS = [r for r in rows("unsplit_gpu.jsonl") if r.get("fit")]
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +143,7 @@ def _draft(run: dict, summaries: list[HeaderSummary]) -> dict[str, tuple[int, in
 
 def test_the_mtp_runs_cover_the_fitters_paths() -> None:
     fits = {(r["model"], r["label"]): r["fit"] for r in MTP_RUNS}
-    placed = [f for (m, _), f in fits.items() if m in PLACED_TRUNKS]
+    placed = list(fits.values())
     assert {r["mock"]["n"] for r in MTP_RUNS} == {1, 2} and {r["mock"]["alloc"] for r in MTP_RUNS} == {"plain", "cuda"}
     assert all(f["status_name"] == "success" for f in fits.values())
     assert any(f["n_ctx_before"] == 0 and f["n_ctx"] > f["n_ctx_min"] and f["n_gpu_layers"] < 0 for f in placed)
@@ -265,8 +275,17 @@ def test_under_mtp_the_fitters_choice_equals_llama_cpps(
 def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
-    """qwen35's, bailingmoe3's and nemotron_h_moe's trunks are not split per backend, deepseek32's and glm-dsa's
+    """nemotron_h_moe's trunk is not split per backend, deepseek32's and glm-dsa's
     indexer cache is not placed: the fitter's candidates are not forecast, so memfit names no choice for them
     rather than a wrong one."""
     with pytest.raises(PlacementUnsupported):
         fitter(run, mtp_summaries[run["model"]])
+
+
+@pytest.mark.parametrize("run", UNSPLIT_FITS, ids=row_id)
+def test_a_trunk_the_scheduler_does_not_split_leaves_its_fit_unpredicted(run: dict, tmp_path: Path) -> None:
+    """rwkv6's trunk (tests/data/mock/unsplit_gpu.jsonl) is not split per backend (its builder names no layer): the
+    fitter's candidates are not forecast, so memfit names no choice for it rather than a wrong one."""
+    summaries = written_models(tmp_path, [run["model"]])
+    with pytest.raises(PlacementUnsupported):
+        fitter(run, summaries[run["model"]])

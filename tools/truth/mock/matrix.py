@@ -225,6 +225,51 @@ def mtp_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
     return [(label, args | {"fit": "1"}) for label, args in runs]
 
 
+# the gated delta-net trunks (qwen35's, qwen3next's gated delta nets, bailingmoe3's Kimi delta attention) split per
+# backend: their recurrent and attention layers on one and two devices
+DELTA_NET: dict[str, Callable[[], Model]] = {
+    n: recurrent.FAMILY_SET[n] for n in ("qwen35", "qwen35moe", "qwen3next", "bailingmoe3", "kimi-linear", "kimi-k3")
+}
+# rwkv6's trunk (token shifts, time and channel mixes), which memfit's scheduler does not split yet: its weights and
+# states are placed, its compute buffers and the fitter left unpredicted
+UNSPLIT: dict[str, Callable[[], Model]] = {"rwkv6": recurrent.FAMILY_SET["rwkv6"]}
+
+
+def delta_net_runs(model: Model) -> list[Run]:
+    """One and two mock GPUs, three contexts, flash attention on and off, a partial -ngl, the KV on the CPU, more
+    sequences, ggml-cuda's rules, and real loads (the pins kept)."""
+    nl = _n_layer(model)
+    half = nl // 2
+    g1, g2 = {"mock_gpus": "1"}, {"mock_gpus": "2"}
+    two = g2 | {"ts": "1,1"}
+    real = {"no_alloc": "0"}
+    return [
+        ("g0", {"mock_gpus": "0"}),
+        ("g1_all", g1),
+        ("g1_fa_off", g1 | {"fa": "off"}),
+        ("g1_ngl1", g1 | {"ngl": "1"}),
+        ("g1_half", g1 | {"ngl": str(half)}),
+        ("g1_half_fa_off", g1 | {"ngl": str(half), "fa": "off"}),
+        ("g1_nl", g1 | {"ngl": str(nl)}),
+        ("g1_ctx1024", g1 | {"n_ctx": "1024"}),
+        ("g1_ctx16384_fa_off", g1 | {"n_ctx": "16384", "fa": "off"}),
+        ("g1_seq3", g1 | {"n_seq": "3"}),
+        ("g1_half_kv0", g1 | {"ngl": str(half), "kv_offload": "0"}),
+        ("g1_cuda", g1 | {"mock_alloc": "cuda"}),
+        ("g2_11", two),
+        ("g2_11_fa_off", two | {"fa": "off"}),
+        ("g2_31", g2 | {"ts": "3,1"}),
+        ("g2_13_half", g2 | {"ts": "1,3", "ngl": str(half)}),
+        ("g2_11_ctx16384", two | {"n_ctx": "16384"}),
+        ("g2_11_seq3", two | {"n_seq": "3"}),
+        ("g2_11_kv0", two | {"kv_offload": "0"}),
+        ("g2_11_cuda", two | {"mock_alloc": "cuda"}),
+        ("g1_half_real", g1 | {"ngl": str(half)} | real),
+        ("g2_11_real", two | real),
+        ("g2_13_half_real_fa_off", g2 | {"ts": "1,3", "ngl": str(half), "fa": "off"} | real),
+    ]
+
+
 @dataclass(frozen=True)
 class MockFile:
     """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
@@ -235,9 +280,13 @@ class MockFile:
     # the fitter's runs, their free memory sized from the model's full offload (the g1_all run)
     fits: Callable[[int, bool], list[Run]] | None = None
     placements: bool = True  # the placement settings' runs (else g1_all alone, which sizes the fitter's runs)
+    settings: Callable[[Model], list[Run]] | None = None  # runs of its own in place of the placement settings'
 
     def runs(self, model: Model) -> list[Run]:
-        runs = _runs(model, tiny=self.tiny) if self.placements else [("g1_all", {"mock_gpus": "1"})]
+        if self.settings is not None:
+            runs = self.settings(model)
+        else:
+            runs = _runs(model, tiny=self.tiny) if self.placements else [("g1_all", {"mock_gpus": "1"})]
         return [(label, self.base | args) for label, args in runs]
 
 
@@ -250,6 +299,13 @@ MOCK_FILES: dict[str, MockFile] = {
         tiny=False,
         fits=context_fit_runs,
         placements=False,
+    ),
+    "results_mock_delta_net.jsonl": MockFile(
+        DELTA_NET, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+    ),
+    # not results_mock_*: the compute buffers of these runs are not predicted (test_scheduler.py's own test)
+    "unsplit_gpu.jsonl": MockFile(
+        UNSPLIT, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(
