@@ -128,7 +128,9 @@ def nextn_head(metadata: dict, arch: str, sizes: dict[str, int]) -> bool:
     (GGML_ASSERT(layer.nextn.eh_proj)), and deepseek4's load_arch_hparams makes the NextN layers trunk layers
     without it (ArchRule.nextn_needs_head)."""
     first = first_nextn_layer(metadata, arch)
-    return first is not None and f"blk.{first}.nextn.eh_proj.weight" in sizes
+    return (
+        first is not None and f"{gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.NEXTN_EH_PROJ].format(bid=first)}.weight" in sizes
+    )
 
 
 @dataclass(frozen=True)
