@@ -105,16 +105,18 @@ DEFAULTS: dict[Profile, dict[str, Default]] = {
 # "to account for small differences" from 48 and 24
 OLLAMA_CONTEXT_TIERS = ((47 * GIB, 262144), (23 * GIB, 32768), (0, 4096))
 # server/sched.go generationBatchForContext: -b and -ub by the context llama-server is started with
-OLLAMA_BATCH_TIERS = ((32768, 2048), (4096, 1024), (0, 512))
+# (llamaServerGenerationBatchLarge, _Medium, _Default)
+OLLAMA_BATCH_LARGE, OLLAMA_BATCH_MEDIUM, OLLAMA_BATCH_DEFAULT = 2048, 1024, 512
+OLLAMA_BATCH_TIERS = ((32768, OLLAMA_BATCH_LARGE), (4096, OLLAMA_BATCH_MEDIUM), (0, OLLAMA_BATCH_DEFAULT))
 # server/sched.go automaticGenerationBatch: flash attention off on a CUDA device, 256 above a 4096 context where a
 # CUDA device has at most 8 GiB (constrainedCUDAWithoutFlashAttention), else 512
-OLLAMA_BATCH_DEFAULT, OLLAMA_BATCH_CONSTRAINED = 512, 256
+OLLAMA_BATCH_CONSTRAINED = 256
 OLLAMA_CONSTRAINED_CONTEXT, OLLAMA_CONSTRAINED_GPU = 4096, 8 * GIB
 # server/sched.go generationBatchFits: its prediction within 80% of the available memory, within the batch's
 # headroom (generationBatchHasHeadroom: 60% from 2048, 75% from 1024) and leaving its surcharge
 # (generationBatchSurcharge: 2 GiB from 2048, 768 MiB from 1024): (least batch, headroom percent, surcharge)
 OLLAMA_FIT_PERCENT = 80
-OLLAMA_BATCH_HEADROOM = ((2048, 60, 2 * GIB), (1024, 75, 768 << 20), (0, 100, 0))
+OLLAMA_BATCH_HEADROOM = ((OLLAMA_BATCH_LARGE, 60, 2 * GIB), (OLLAMA_BATCH_MEDIUM, 75, 768 << 20), (0, 100, 0))
 # llm/llama_server.go: an embedding model's num_batch default (DefaultEmbeddingNumBatch), capped by num_ctx
 OLLAMA_EMBEDDING_BATCH = 2048
 LM_STUDIO_CONTEXT = 4096  # LM Studio's loader: Context Length, default 4096
@@ -231,7 +233,7 @@ def generation_batch(total: int, subject: Subject, facts: LaunchFacts, flash_off
     available = sum(g.free for g in gpus)
     tier = batch
     while batch > OLLAMA_BATCH_DEFAULT and not _batch_fits(batch, predicted, available):
-        batch = 1024 if batch > 1024 else OLLAMA_BATCH_DEFAULT  # nextLowerGenerationBatch
+        batch = OLLAMA_BATCH_MEDIUM if batch > OLLAMA_BATCH_MEDIUM else OLLAMA_BATCH_DEFAULT  # nextLowerGenerationBatch
     if batch == tier:
         return batch, ""
     return batch, (
