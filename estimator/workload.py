@@ -56,6 +56,10 @@ DEFAULT_POOLING: str | None = None
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: llama_context's constructor refuses more sequences
 # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", whatever was asked
 FLASH_ATTENTION_FORCED_OFF = frozenset({"grok"})
+# plm.cpp hands build_attn its V as [n_head * n_embd_head_v, n_tokens]: with flash attention llama_kv_cache::cpy_v
+# takes that as one row of every token's values, which its ggml_set_rows (over several streams, the ggml_reshape_2d
+# before it) asserts on unless the ubatch llama.cpp reserves is one token
+FLASH_ATTENTION_ABORTS = frozenset({"plm"})
 
 
 @dataclass(frozen=True)
@@ -367,7 +371,22 @@ def refused_setting(workload: Workload, architecture: str) -> str | None:
     kv_cache.cache_type_problem). The weights are loaded before the context is refused."""
     if workload.streams > LLAMA_MAX_SEQ:
         return f"llama.cpp refuses {workload.streams} sequences: n_seq_max must be <= {LLAMA_MAX_SEQ} (llama_context)"
+    if flash_attention_aborts(workload, architecture):
+        return (
+            f"llama.cpp aborts building {architecture}'s graph with flash attention on (auto turns it on): its V"
+            " reaches the cache flattened over the ubatch's tokens (GGML_ASSERT in llama_kv_cache::cpy_v);"
+            " -fa off runs it"
+        )
     return quantized_v_refusal(cache_type(workload.value_element_bytes), workload, architecture)
+
+
+def flash_attention_aborts(workload: Workload, architecture: str) -> bool:
+    """Whether llama.cpp's graph for this architecture aborts under the workload's flash attention: on, and a reserved
+    ubatch of more than one token (the prompt's min(n_ctx, n_ubatch), rounded up to a multiple of the sequences;
+    auto's probe reserves one token a sequence)."""
+    if architecture not in FLASH_ATTENTION_ABORTS or not flash_attention_for(workload, architecture):
+        return False
+    return workload.streams > 1 or min(workload.n_ctx, workload.ubatch_tokens) > 1
 
 
 def quantized_v_refusal(v_type: CacheType, workload: Workload, architecture: str) -> str | None:

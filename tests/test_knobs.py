@@ -310,3 +310,24 @@ def test_flash_attention_is_forced_off_for_grok() -> None:
     assert flash_attention_for(on, "grok") is False and flash_attention_for(on, "llama") is True
     assert "forces off for grok" in (refused_setting(on, "grok") or "")
     assert refused_setting(on, "llama") is None
+
+
+@pytest.mark.parametrize(
+    ("fa", "ubatch", "streams", "aborts"),
+    [
+        ("on", 512, 1, True),
+        ("auto", 512, 1, True),  # auto resolves on
+        ("off", 512, 1, False),
+        ("on", 1, 1, False),  # a one-token ubatch: cpy_v's row is one token's values
+        ("on", 1, 2, True),  # two sequences round the ubatch up to two tokens
+        ("auto", 1, 2, True),  # auto's probe reserves one token a sequence
+    ],
+)
+def test_plm_with_flash_attention_on_is_refused(fa: str, ubatch: int, streams: int, aborts: bool) -> None:
+    """plm's V reaches llama_kv_cache::cpy_v flattened over the tokens (results_fa_abort.jsonl): llama.cpp aborts
+    under flash attention unless the ubatch is one token; another architecture is not refused."""
+    workload = resolve_workload(
+        WorkloadRequest(flash_attention=fa, ubatch_tokens=ubatch, streams=streams, allocated_tokens=1024), None
+    )
+    assert (refused_setting(workload, "plm") is not None) is aborts
+    assert refused_setting(workload, "minicpm3") is None

@@ -371,9 +371,11 @@ REFUSAL_MESSAGES = {
     "quantized V cache requires flash_attn to be enabled": "quantized V cache requires flash_attn",
     "n_seq_max must be <= 256": "n_seq_max must be <= 256",
     "does not divide n_embd_head_k": "its blocks do not divide the head size",
+    "GGML_ASSERT": "aborts building plm's graph with flash attention on",
 }
 DSV4_TRUTH = DATA / "results_dsv4_dryrun.jsonl"  # deepseek4's quantized caches with flash attention off among them
-REFUSED_RUNS = [r for path in (FLOORS_TRUTH, DSV4_TRUTH) for r in load(path) if "error" in r]
+FA_ABORT_TRUTH = DATA / "results_fa_abort.jsonl"  # plm's graph with flash attention on, one token a ubatch or more
+REFUSED_RUNS = [r for path in (FLOORS_TRUTH, DSV4_TRUTH, FA_ABORT_TRUTH) for r in load(path) if "error" in r]
 
 
 def test_every_refusal_measured_is_one_memfit_names() -> None:
@@ -430,6 +432,20 @@ def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     )
     built.index.refresh()
     return built
+
+
+@pytest.mark.parametrize("run", [r for r in load(FA_ABORT_TRUTH) if "error" not in r], ids=run_id)
+def test_plm_runs_llama_cpp_accepted_are_answered(run: dict, refused_service: Any) -> None:
+    """plm with flash attention off, or on over a one-token ubatch of one sequence (results_fa_abort.jsonl): llama.cpp
+    built the graph, so memfit answers with both bounds."""
+    s = settings(run)
+    workload = WireFitVerdictRequest.model_validate(
+        _run_request(run) | {"flashAttention": s["fa"], "ubatchTokens": s.get("n_ubatch", 512)}
+    )
+    answer = wire.fit_one(refused_service, workload)
+    assert answer is not None
+    result = json.loads(answer.model_dump_json(by_alias=True))
+    assert result["estimate"]["upperBoundBytes"] is not None and "workloadUnsupported" not in result["limits"]
 
 
 ROLLBACK_RUNS = [r for r in load(DATA / "results_rec.jsonl") if settings(r).get("n_rs_seq")]

@@ -944,6 +944,20 @@ TRUTH_FILES: dict[str, TruthFile] = {
         decode=512,
         label=LABEL + ", llama-server's target and its MTP draft context under --spec-type draft-mtp",
     ),
+    # plm's flash attention: its V reaches the cache flattened over the tokens, which llama_kv_cache::cpy_v's
+    # set_rows asserts on unless the reserved ubatch is one token (the FA probe's n_seq tokens, then the prompt's)
+    "results_fa_abort.jsonl": TruthFile(
+        _subset(more.FAMILY_SET, "plm"),
+        [
+            _s(2048, 1, fa="on"),
+            _s(2048, 1, fa="on", n_ubatch=1),
+            _s(2048, 1, fa="auto", n_ubatch=1),
+            _s(2048, 2, fa="auto", n_ubatch=1),
+            _s(2048, 2, fa="on", n_ubatch=1),
+            _s(1, 1, fa="on"),
+            _s(2048, 2, fa="off"),
+        ],
+    ),
     # dense projections wider than their loader expects (gemma3 reads no width key; a key that contradicts the file)
     "results_dense_refused.jsonl": TruthFile(attention.DENSE_REFUSED_MODELS, [_s(2048, 1)]),
     # mimo2 files whose MTP block graph_mtp does not build on (Q, K and V apart; routed experts): the draft aborts
