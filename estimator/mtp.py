@@ -26,6 +26,7 @@ draft_compute; with GPUs estimator/fit_placement.py draft_memory).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from memfit.estimator.bounds import Part
@@ -243,17 +244,21 @@ def all_layers_iswa_draft_context(arch: str, layout: Layout) -> DraftContext | N
     return DraftContext(graph, len(blocks), k, v, all_layers=True, v_width_trans=graph.v_width_all, windows=windows)
 
 
-def mtp_graph_abort(arch: str, shape: GraphShape) -> str | None:
-    """Why the architecture's graph_mtp aborts on this model's NextN block, or None: mimo2.cpp asserts a fused
-    attn_qkv and a dense FFN (GGML_ASSERT(layer.wqkv), GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up));
-    nemotron-h-moe.cpp's graph_mtp runs the block's experts on its n_embd-wide rows, where load_arch_tensors made
-    them moe_latent_size wide (ggml_mul_mat_id's GGML_ASSERT(as->ne[0] == b->ne[0]))."""
-    for b in shape.nextn if arch == "mimo2" else ():
+def mimo2_abort(shape: GraphShape) -> str | None:
+    """mimo2.cpp's graph_mtp asserts a fused attn_qkv and a dense FFN on each NextN block (GGML_ASSERT(layer.wqkv),
+    GGML_ASSERT(layer.ffn_gate && layer.ffn_down && layer.ffn_up))."""
+    for b in shape.nextn:
         if not b.fused_qkv:
             return "its Q, K and V apart, where GGML_ASSERT(layer.wqkv) needs one fused attn_qkv"
         if not b.n_ff or b.n_expert:
             return "its routed experts, where a GGML_ASSERT needs a dense FFN (ffn_gate, ffn_down, ffn_up)"
-    if arch == "nemotron_h_moe" and any(b.routing.latent for b in shape.layers if b.n_expert):
+    return None
+
+
+def nemotron_h_moe_abort(shape: GraphShape) -> str | None:
+    """nemotron-h-moe.cpp's graph_mtp runs the block's experts on its n_embd-wide rows, where load_arch_tensors made
+    them moe_latent_size wide (ggml_mul_mat_id's GGML_ASSERT(as->ne[0] == b->ne[0]))."""
+    if any(b.routing.latent for b in shape.layers if b.n_expert):
         return (
             "its experts are moe_latent_size wide and get n_embd-wide rows (no ffn_latent_down before them):"
             " ggml_mul_mat_id's GGML_ASSERT(as->ne[0] == b->ne[0])"
@@ -261,14 +266,35 @@ def mtp_graph_abort(arch: str, shape: GraphShape) -> str | None:
     return None
 
 
-def builds_mtp_graph(arch: str, graph: GraphShape) -> bool:
-    """Whether memfit rebuilds the architecture's graph_mtp on the draft graph's NextN block (where mtp_graph_abort
-    finds no abort): deepseek4.cpp's for a block that neither compresses (GGML_ASSERT(inp_dsv4 || ratio == 0)) nor
-    routes by token (il >= dsv4_hash_layer_count)."""
-    if arch != "deepseek4":
-        return True
+# the architectures whose graph_mtp aborts on some NextN blocks: why, for a model's graph
+MTP_GRAPH_ABORT: dict[str, Callable[[GraphShape], str | None]] = {
+    "mimo2": mimo2_abort,
+    "nemotron_h_moe": nemotron_h_moe_abort,
+}
+
+
+def mtp_graph_abort(arch: str, shape: GraphShape) -> str | None:
+    """Why the architecture's graph_mtp aborts on this model's NextN block, or None."""
+    abort = MTP_GRAPH_ABORT.get(arch)
+    return abort(shape) if abort else None
+
+
+def dsv4_block_built(graph: GraphShape) -> bool:
+    """deepseek4.cpp's graph_mtp on a block that neither compresses (GGML_ASSERT(inp_dsv4 || ratio == 0)) nor routes
+    by token (il >= dsv4_hash_layer_count): the blocks memfit rebuilds."""
     (block,) = graph.layers
     return graph.dsv4 is not None and graph.dsv4.ratios == (0,) and not block.routing.by_token
+
+
+# the architectures whose draft graph memfit rebuilds only on some NextN blocks (every other one's on all)
+MTP_BLOCK_BUILT: dict[str, Callable[[GraphShape], bool]] = {"deepseek4": dsv4_block_built}
+
+
+def builds_mtp_graph(arch: str, graph: GraphShape) -> bool:
+    """Whether memfit rebuilds the architecture's graph_mtp on the draft graph's NextN block (where mtp_graph_abort
+    finds no abort)."""
+    built = MTP_BLOCK_BUILT.get(arch)
+    return built(graph) if built else True
 
 
 def draft_geometry(geometry: ContextGeometry) -> ContextGeometry:
