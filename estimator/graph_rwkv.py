@@ -7,8 +7,10 @@ token-shifted inputs, then ggml_rwkv_wkv6 / ggml_gated_linear_attn / ggml_rwkv_w
 tokens' results and then the new states (copied back into the cache, as the last normed rows are into the token
 shift); then the channel mix (rwkv6, rwkv7: LayerNorms, a two-row shift) or a SwiGLU FFN (rwkv6qwen2, arwkv7: RMS
 norms, a one-row shift). ggml_norm and ggml_l2_norm are not in place; every view a source is read through is kept,
-since ggml-alloc never reuses memory in place through a view. Weights, biases and in-place ops on a weight are left
-out (they take no memory of the compute buffer).
+since ggml-alloc never reuses memory in place through a view. Weights and biases are not sources (they take no memory
+of the compute buffer), but each op names the weights it reads as the builders read them (time_mix_w2 and
+time_mix_r_k through a view), and each block's tensors are made in its layer (token_embd_norm's norm in layer 0, as
+build_norm's il 0), so the backend scheduler (estimator/scheduler.py) places the split graph on each backend.
 """
 
 from __future__ import annotations
@@ -18,18 +20,23 @@ from collections.abc import Callable
 from memfit.estimator.ggml_graph import (
     ELEMENT_BYTES,
     F32,
+    NORM_PIN,
     Graph,
+    Source,
     Tensor,
     cont,
     copy_into,
     get_rows,
+    in_layer,
     mul_mat,
     new_tensor,
     op,
     permute,
+    pinned,
     reshape,
     same_shape,
     view,
+    viewed,
 )
 from memfit.estimator.layout import GraphLayer, GraphShape, Wkv
 
@@ -61,24 +68,29 @@ class RwkvGraph:
 
     def build(self, inp_l: Tensor, out_ids: Tensor, n_vocab: int) -> Graph:
         layer_norms = any(b.wkv is not None and b.wkv.channel_mix for b in self.shape.layers)
-        if layer_norms:  # rwkv6 / rwkv7: token_embd_norm (LLM_NORM)
-            inp_l = self.norm(inp_l, layer_norms)
+        if layer_norms:  # rwkv6 / rwkv7: token_embd_norm (LLM_NORM), created for layer 0 and normed as its (il 0)
+            in_layer(0)
+            inp_l = self.norm(inp_l, "token_embd_norm", layer_norms)
         v_first: Tensor | None = None  # rwkv7: the first layer's value, mixed into the others'
         last = len(self.shape.layers) - 1
         for il, block in enumerate(self.shape.layers):
+            in_layer(il)
             inp_l, v_first = self.block(block, inp_l, out_ids if il == last else None, v_first)
-        result_norm = self.norm(inp_l, layer_norms)
-        logits = mul_mat(None, result_norm, n_vocab)  # result_output
+        in_layer(None)
+        result_norm = self.norm(inp_l, "output_norm", layer_norms)
+        logits = mul_mat("output", result_norm, n_vocab)  # result_output
         result_norm.output = logits.output = True  # llm_graph_result: t_embd and t_logits are graph outputs
         self.gf.expand(logits)
         return self.gf
 
     @staticmethod
-    def norm(x: Tensor, layer_norm: bool) -> Tensor:
-        """build_norm: LLM_NORM's ggml_norm (a new tensor), weight and bias in place; or rms_norm and weight."""
+    def norm(x: Tensor, weight: str, layer_norm: bool) -> Tensor:
+        """build_norm: LLM_NORM's ggml_norm (a new tensor), then `weight` and its bias; or rms_norm, then `weight`
+        (the norm named "norm": pinned)."""
         if layer_norm:
-            return same_shape(same_shape(op("NORM", F32, x.ne, x), "MUL"), "ADD")
-        return same_shape(same_shape(x, "RMS_NORM"), "MUL")
+            normed = pinned(op("NORM", F32, x.ne, x), NORM_PIN)
+            return same_shape(same_shape(normed, "MUL", weight), "ADD", f"{weight}.bias")
+        return same_shape(pinned(same_shape(x, "RMS_NORM"), NORM_PIN), "MUL", weight)
 
     def shifted(self, shift: Tensor, normed: Tensor) -> Tensor:
         """x_prev: ggml_concat of the token shift and the normed rows but each sequence's last, along the tokens."""
@@ -107,16 +119,16 @@ class RwkvGraph:
         token_shift = reshape(self.state_rows(shifts * e), e, shifts, n)  # build_rwkv_token_shift_load
         nb = (token_shift.nb[1], token_shift.nb[2])
         att_shift = view(token_shift, (e, 1, n), nb) if w.channel_mix else token_shift
-        att_norm = self.norm(inp, bool(w.channel_mix))
+        att_norm = self.norm(inp, "attn_norm", bool(w.channel_mix))
         cur, v_first = self.time_mix(w, att_norm, self.shifted(att_shift, att_norm), v_first)
         if not w.channel_mix:  # rwkv6qwen2 / arwkv7: the shift stored, then the FFN
             self.store(self.last_rows(att_norm), e)
             ffn_inp = reshape(same_shape(cur, "ADD", inp), e, t)
             if out_ids is not None:
                 ffn_inp = get_rows(ffn_inp, out_ids, e)
-            return same_shape(self.ffn(self.norm(ffn_inp, False), b.n_ff, True), "ADD", ffn_inp), v_first
+            return same_shape(self.ffn(self.norm(ffn_inp, "ffn_norm", False), b.n_ff, True), "ADD", ffn_inp), v_first
         ffn_inp = same_shape(cur, "ADD", inp)
-        ffn_norm = self.norm(ffn_inp, True)
+        ffn_norm = self.norm(ffn_inp, "attn_norm_2", True)
         x_prev = self.shifted(view(token_shift, (e, 1, n), nb, e * FLOAT), ffn_norm)
         shift = op("CONCAT", F32, (e, 2, n), self.last_rows(att_norm), self.last_rows(ffn_norm))
         self.store(shift, 2 * e)  # build_rwkv_token_shift_store
@@ -130,11 +142,11 @@ class RwkvGraph:
         sigmoid(receptance(lerp)) for rwkv6)."""
         sx = same_shape(x_prev, "SUB", cur)
         rwkv6 = w.version == 6
-        xr = same_shape(same_shape(sx, "MUL"), "ADD", cur) if rwkv6 else None
-        r = same_shape(mul_mat(None, xr, self.e), "SIGMOID") if xr is not None else None
-        xk = same_shape(same_shape(sx, "MUL"), "ADD", cur)
-        k = same_shape(same_shape(mul_mat(None, xk, w.channel_mix), "RELU"), "SQR")
-        out = mul_mat(None, k, self.e)
+        xr = same_shape(same_shape(sx, "MUL", "channel_mix_lerp_r"), "ADD", cur) if rwkv6 else None
+        r = same_shape(mul_mat("channel_mix_receptance", xr, self.e), "SIGMOID") if xr is not None else None
+        xk = same_shape(same_shape(sx, "MUL", "channel_mix_lerp_k"), "ADD", cur)
+        k = same_shape(same_shape(mul_mat("channel_mix_key", xk, w.channel_mix), "RELU"), "SQR")
+        out = mul_mat("channel_mix_value", k, self.e)
         return same_shape(r, "MUL", out) if r is not None else out
 
     def time_mix(self, w: Wkv, cur: Tensor, x_prev: Tensor, v_first: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -142,7 +154,7 @@ class RwkvGraph:
             return self.time_mix6(w, cur, x_prev), v_first
         return self.time_mix7(w, cur, x_prev, v_first)
 
-    def wkv_state(self, w: Wkv, op_name: str, *srcs: Tensor) -> Tensor:
+    def wkv_state(self, w: Wkv, op_name: str, *srcs: Source) -> Tensor:
         """build_rs of the WKV state, the op (ne = [n_embd, n_tokens + head_size * n_seqs]: the tokens' results,
         then the states), the states copied back; its results as [n_embd, n_tokens], group-normed if the layer has
         time_mix_ln."""
@@ -154,7 +166,7 @@ class RwkvGraph:
         if not w.group_norm:
             return reshape(cur, e, t)
         normed = op("NORM", F32, (hs, e // hs, t), reshape(cur, hs, e // hs, t))  # group norm: one group a head
-        return same_shape(same_shape(reshape(normed, e, t), "MUL"), "ADD")
+        return same_shape(same_shape(reshape(normed, e, t), "MUL", "time_mix_ln"), "ADD", "time_mix_ln.bias")
 
     def time_mix6(self, w: Wkv, cur: Tensor, x_prev: Tensor) -> Tensor:
         """build_rwkv6_time_mix with time_mix_lerp_fused: the five-way LoRA, r k v g, the decay, the WKV."""
@@ -162,28 +174,32 @@ class RwkvGraph:
         heads = e // hs
         sx = reshape(same_shape(x_prev, "SUB", cur), e, t)
         cur = reshape(cur, e, t)
-        xxx = same_shape(mul_mat(None, same_shape(same_shape(sx, "MUL"), "ADD", cur), RWKV6_LERPS * w.mix_rank), "TANH")
+        xxx = same_shape(same_shape(sx, "MUL", "time_mix_lerp_x"), "ADD", cur)
+        xxx = same_shape(mul_mat("time_mix_w1", xxx, RWKV6_LERPS * w.mix_rank), "TANH")
         xxx = cont(permute(reshape(xxx, w.mix_rank, 1, RWKV6_LERPS, t), 0, 1, 3, 2))
-        xxx = same_shape(mul_mat(None, xxx, e), "ADD")  # time_mix_w2 per lerp, + time_mix_lerp_fused
+        xxx = mul_mat(viewed("time_mix_w2"), xxx, e)  # time_mix_w2 reshaped [rank, n_embd, 1, 5]: one per lerp
+        xxx = same_shape(xxx, "ADD", "time_mix_lerp_fused")
         xxx = same_shape(same_shape(xxx, "MUL", reshape(sx, e, 1, t)), "ADD", reshape(cur, e, 1, t))
         xw, xk, xv, xr, xg = (view(xxx, (e, t), (xxx.nb[1],), i * e * t * FLOAT) for i in range(RWKV6_LERPS))
         kv = w.n_head_kv * hs if w.n_head_kv else e  # time_mix_key / value: attn_key_value_size
-        r, k, v = mul_mat(None, xr, e), mul_mat(None, xk, kv), mul_mat(None, xv, kv)
-        g = same_shape(mul_mat(None, xg, e), "SIGMOID" if w.gated_linear else "SILU")
+        r, k = mul_mat("time_mix_receptance", xr, e), mul_mat("time_mix_key", xk, kv)
+        v = mul_mat("time_mix_value", xv, kv)
+        g = same_shape(mul_mat("time_mix_gate", xg, e), "SIGMOID" if w.gated_linear else "SILU")
         if w.n_head_kv and w.n_head_kv != heads:  # ggml_repeat of the k / v heads up to n_head
             group = (hs, heads // w.n_head_kv, w.n_head_kv, t)
             k, v = (op("REPEAT", F32, group, reshape(x, hs, 1, w.n_head_kv, t)) for x in (k, v))
         k, v, r = (reshape(x, hs, heads, t) for x in (k, v, r))
-        decay = mul_mat(None, same_shape(mul_mat(None, xw, w.decay_rank), "TANH"), e)
-        for name in ("ADD", "EXP", "NEG", "EXP"):  # exp(-exp(w + time_mix_decay)), in place
+        decay = mul_mat("time_mix_decay_w2", same_shape(mul_mat("time_mix_decay_w1", xw, w.decay_rank), "TANH"), e)
+        decay = same_shape(decay, "ADD", "time_mix_decay")
+        for name in ("EXP", "NEG", "EXP"):  # exp(-exp(w + time_mix_decay)), in place
             decay = same_shape(decay, name)
         decay = reshape(decay, hs, heads, t)
         if w.gated_linear:  # k = k * (1 - w); ggml_gated_linear_attn
             k = same_shape(k, "SUB", same_shape(k, "MUL", decay))
             out = self.wkv_state(w, "GATED_LINEAR_ATTN", k, v, r, decay)
         else:
-            out = self.wkv_state(w, "RWKV_WKV6", k, v, r, decay)
-        return reshape(mul_mat(None, same_shape(out, "MUL", g), e), e, self.seq_tokens, self.n_seq)
+            out = self.wkv_state(w, "RWKV_WKV6", k, v, r, "time_mix_first", decay)
+        return reshape(mul_mat("time_mix_output", same_shape(out, "MUL", g), e), e, self.seq_tokens, self.n_seq)
 
     def time_mix7(self, w: Wkv, cur: Tensor, x_prev: Tensor, v_first: Tensor | None) -> tuple[Tensor, Tensor]:
         """build_rwkv7_time_mix: the lerps (sx repeated), r, the decay, k, v (with the first layer's value mixed
@@ -192,28 +208,34 @@ class RwkvGraph:
         heads = e // hs
         lerps = WKV7_LERPS + (1 if w.gate_rank else 0)
         sx = op("REPEAT", F32, (e, self.seq_tokens, self.n_seq, lerps), same_shape(x_prev, "SUB", cur))
-        xxx = same_shape(same_shape(sx, "MUL"), "ADD", cur)
+        xxx = same_shape(same_shape(sx, "MUL", "time_mix_lerp_fused"), "ADD", cur)
         xr, xw, xk, xv, xa, *xg = (view(xxx, (e, t), (xxx.nb[1],), i * e * t * FLOAT) for i in range(lerps))
-        r = mul_mat(None, xr, e)
-        decay = same_shape(mul_mat(None, same_shape(mul_mat(None, xw, w.decay_rank), "TANH"), e), "ADD")
+        r = mul_mat("time_mix_receptance", xr, e)
+        decay = mul_mat("time_mix_w2", same_shape(mul_mat("time_mix_w1", xw, w.decay_rank), "TANH"), e)
+        decay = same_shape(decay, "ADD", "time_mix_w0")
         for name in ("SIGMOID", "SCALE", "EXP"):  # exp(-0.606531 * sigmoid(w0 + w)), in place
             decay = same_shape(decay, name)
-        k, v = mul_mat(None, xk, e), mul_mat(None, xv, e)
+        k, v = mul_mat("time_mix_key", xk, e), mul_mat("time_mix_value", xv, e)
         if v_first is None:
             v_first = v
         else:
-            mix = same_shape(same_shape(mul_mat(None, mul_mat(None, xv, w.value_rank), e), "ADD"), "SIGMOID")
+            mix = mul_mat("time_mix_v2", mul_mat("time_mix_v1", xv, w.value_rank), e)
+            mix = same_shape(same_shape(mix, "ADD", "time_mix_v0"), "SIGMOID")
             v = same_shape(v, "ADD", same_shape(same_shape(v_first, "SUB", v), "MUL", mix))
-        g = mul_mat(None, same_shape(mul_mat(None, xg[0], w.gate_rank), "SIGMOID"), e) if xg else None
-        a = same_shape(same_shape(mul_mat(None, mul_mat(None, xa, w.iclr_rank), e), "ADD"), "SIGMOID")
-        kk = op("L2_NORM", F32, (hs, heads, t), reshape(same_shape(k, "MUL"), hs, heads, t))
-        ka = same_shape(k, "MUL")
+        g = None
+        if xg:
+            g = mul_mat("time_mix_g2", same_shape(mul_mat("time_mix_g1", xg[0], w.gate_rank), "SIGMOID"), e)
+        a = mul_mat("time_mix_a2", mul_mat("time_mix_a1", xa, w.iclr_rank), e)
+        a = same_shape(same_shape(a, "ADD", "time_mix_a0"), "SIGMOID")
+        kk = op("L2_NORM", F32, (hs, heads, t), reshape(same_shape(k, "MUL", "time_mix_k_k"), hs, heads, t))
+        ka = same_shape(k, "MUL", "time_mix_k_a")
         k = same_shape(k, "ADD", same_shape(same_shape(a, "MUL", ka), "SUB", ka))
         r, decay, k, v, a = (reshape(x, hs, heads, t) for x in (r, decay, k, v, a))
         srcs = (r, decay, k, v, same_shape(kk, "NEG"), same_shape(kk, "MUL", a))
         out = self.wkv_state(w, "RWKV_WKV7", *srcs)
-        rk = op("SUM_ROWS", F32, (1, heads, t), same_shape(same_shape(k, "MUL", r), "MUL"))
+        rk = same_shape(same_shape(k, "MUL", r), "MUL", viewed("time_mix_r_k"))  # r_k reshaped [head_size, heads]
+        rk = op("SUM_ROWS", F32, (1, heads, t), rk)
         out = same_shape(out, "ADD", reshape(same_shape(v, "MUL", rk), e, t))
         if g is not None:
             out = same_shape(out, "MUL", g)
-        return reshape(mul_mat(None, out, e), e, self.seq_tokens, self.n_seq), v_first
+        return reshape(mul_mat("time_mix_output", out, e), e, self.seq_tokens, self.n_seq), v_first

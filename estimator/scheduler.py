@@ -280,15 +280,18 @@ def resolve_weight(
     place: Where, node: Tensor, position: int, name: str, srcs: Sequence[Tensor], used: set[int]
 ) -> WeightTensor:
     """The weight a node reads at a source position: the one its builder names, if the layer has it (llama.cpp's
-    tensor names: blk.N.<name>, with or without .weight), else one of its layer's with the op's shape (outside
-    the blocks, a table for GET_ROWS, else the output layer's: the tied output's own copy for the LM head), the
-    first not read yet (`used`: distinct weights are distinct sources, each copied on its own). Weights of one
-    shape that sit in different buffer types, or differ in type or size, are told apart only by name: refused
-    when the builder does not name it."""
+    tensor names: blk.N.<name>, with or without .weight; a layer's op may name one outside the blocks), else one of
+    its layer's with the op's shape (outside the blocks, a table for GET_ROWS, else the output layer's: the tied
+    output's own copy for the LM head), the first not read yet (`used`: distinct weights are distinct sources, each
+    copied on its own). Weights of one shape that sit in different buffer types, or differ in type or size, are
+    told apart only by name: refused when the builder does not name it."""
     layer_weights = place.weights.get(node.layer, ())
     if name:
         stem = f"blk.{node.layer}.{name}" if node.layer is not None else name
         named = [w for w in layer_weights if w.name in (stem, f"{stem}.weight")]
+        if not named and node.layer is not None:  # a tensor named outside the blocks that a layer's op reads
+            # (token_embd_norm: created for layer 0, in its buffer type, and normed with il 0)
+            named = [w for w in place.weights.get(None, ()) if w.name in (name, f"{name}.weight")]
         if named:
             used.add(id(named[0]))
             return named[0]

@@ -11,7 +11,6 @@ weights, KV cache, recurrent state and compute buffer) and chooses the same on e
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -124,8 +123,6 @@ UNPLACED_DRAFTS = {"deepseek32-mtp", "glm-dsa-mtp"}
 # runs llama.cpp did not finish: the fitter looping in its step 4 (the probe stopped after 60 s), and a heap
 # corruption the probe aborted on (malloc(): invalid size, hy_v3 on two devices), not compared
 FAILED = {row_id(r): r for r in rows("fit_mtp_gpu.jsonl") if r.get("error")}
-# tests/data/mock/unsplit_gpu.jsonl: a trunk memfit's scheduler does not split per backend (rwkv6's)
-UNSPLIT_FITS = [r for r in rows("unsplit_gpu.jsonl") if r.get("fit")]
 
 
 @pytest.fixture(scope="module")
@@ -280,12 +277,3 @@ def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(
     rather than a wrong one."""
     with pytest.raises(PlacementUnsupported):
         fitter(run, mtp_summaries[run["model"]])
-
-
-@pytest.mark.parametrize("run", UNSPLIT_FITS, ids=row_id)
-def test_a_trunk_the_scheduler_does_not_split_leaves_its_fit_unpredicted(run: dict, tmp_path: Path) -> None:
-    """rwkv6's trunk (tests/data/mock/unsplit_gpu.jsonl) is not split per backend (its builder names no layer): the
-    fitter's candidates are not forecast, so memfit names no choice for it rather than a wrong one."""
-    summaries = written_models(tmp_path, [run["model"]])
-    with pytest.raises(PlacementUnsupported):
-        fitter(run, summaries[run["model"]])

@@ -16,10 +16,9 @@ from __future__ import annotations
 import pytest
 
 from memfit.estimator.artifact import HeaderSummary
-from memfit.estimator.placement import PlacementUnsupported
 from memfit.estimator.scheduler import ComputeBuffers
 from tools.truth.mock import files, row_id, rows
-from tools.truth.mock.mirror import compare, compute, written_models
+from tools.truth.mock.mirror import compute, written_models
 
 RUNS = [r for path in files() for r in rows(path.name)]
 
@@ -61,19 +60,3 @@ def test_each_backends_compute_buffer_equals_llama_cpps(run: dict, summaries: di
     }
     assert all(buffers.ceilings[name] >= size for name, size in buffers.bytes.items())
     assert _f16_copies(run) or buffers.ceilings == buffers.bytes
-
-
-UNSPLIT = rows("unsplit_gpu.jsonl")
-
-
-@pytest.mark.parametrize("run", UNSPLIT, ids=row_id)
-def test_a_trunk_the_scheduler_does_not_split_is_placed_but_its_compute_unpredicted(
-    run: dict, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """rwkv6's trunk (tests/data/mock/unsplit_gpu.jsonl): its weights and recurrent states are placed as
-    llama.cpp places them, to the byte; its split graph is not (its builder names no layer), so memfit refuses the
-    compute buffers rather than give a wrong one."""
-    summaries = written_models(tmp_path_factory.mktemp("unsplit"), [run["model"]])[run["model"]]
-    assert compare(run, summaries) == []
-    with pytest.raises(PlacementUnsupported):
-        compute(run, summaries)

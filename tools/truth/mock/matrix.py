@@ -230,9 +230,9 @@ def mtp_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
 DELTA_NET: dict[str, Callable[[], Model]] = {
     n: recurrent.FAMILY_SET[n] for n in ("qwen35", "qwen35moe", "qwen3next", "bailingmoe3", "kimi-linear", "kimi-k3")
 }
-# rwkv6's trunk (token shifts, time and channel mixes), which memfit's scheduler does not split yet: its weights and
-# states are placed, its compute buffers and the fitter left unpredicted
-UNSPLIT: dict[str, Callable[[], Model]] = {"rwkv6": recurrent.FAMILY_SET["rwkv6"]}
+# the RWKV trunks (token shifts, time mixes, channel mixes or SwiGLU FFNs) split per backend: RWKV-6 and RWKV-7 with
+# LayerNorms and token_embd_norm (in layer 0), and their Qwen-style variants (RMS norms, GQA k / v, no group norm)
+RWKV: dict[str, Callable[[], Model]] = {n: recurrent.FAMILY_SET[n] for n in ("rwkv6", "rwkv7", "arwkv7", "rwkv6qwen2")}
 
 
 def delta_net_runs(model: Model) -> list[Run]:
@@ -303,9 +303,8 @@ MOCK_FILES: dict[str, MockFile] = {
     "results_mock_delta_net.jsonl": MockFile(
         DELTA_NET, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
-    # not results_mock_*: the compute buffers of these runs are not predicted (test_scheduler.py's own test)
-    "unsplit_gpu.jsonl": MockFile(
-        UNSPLIT, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+    "results_mock_rwkv.jsonl": MockFile(
+        RWKV, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(
