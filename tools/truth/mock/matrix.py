@@ -230,6 +230,12 @@ def mtp_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
 DELTA_NET: dict[str, Callable[[], Model]] = {
     n: recurrent.FAMILY_SET[n] for n in ("qwen35", "qwen35moe", "qwen3next", "bailingmoe3", "kimi-linear", "kimi-k3")
 }
+# the Mamba-family trunks split per backend: Mamba-2 hybrids (nemotron_h, nemotron_h_moe, falcon-h1), Mamba-1
+# (mamba, FalconMamba's weightless dt / B / C norms, jamba's hybrid) and PLaMo-2's own mixer
+SSM: dict[str, Callable[[], Model]] = {
+    **{n: recurrent.FAMILY_SET[n] for n in ("nemotron-h", "nemotron-h-moe", "mamba", "jamba", "falcon-h1", "plamo2")},
+    "falcon-mamba": lambda: recurrent.mamba("tiny-falcon-mamba", dt_b_c_rms=True),
+}
 # rwkv6's trunk (token shifts, time and channel mixes), which memfit's scheduler does not split yet: its weights and
 # states are placed, its compute buffers and the fitter left unpredicted
 UNSPLIT: dict[str, Callable[[], Model]] = {"rwkv6": recurrent.FAMILY_SET["rwkv6"]}
@@ -302,6 +308,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_delta_net.jsonl": MockFile(
         DELTA_NET, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+    ),
+    "results_mock_ssm.jsonl": MockFile(
+        SSM, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
     # not results_mock_*: the compute buffers of these runs are not predicted (test_scheduler.py's own test)
     "unsplit_gpu.jsonl": MockFile(
