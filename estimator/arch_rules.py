@@ -965,6 +965,7 @@ class Graph:
     qk_layer_norm: Callable[[Layers], bool] = no_qk_layer_norm  # LayerNorms of Q and K before rope (new tensors)
     parallel_block: bool = False  # command-r.cpp: attention and the FFN read the same normed input, summed after
     ssm_norms: Callable[[HParams], bool] = dt_b_c_rms  # build_mamba_layer: RMS norms on dt, B and C (Mamba-1)
+    ssm_norm_weights: bool = False  # and their weights (jamba's ssm_dt_norm / _b_norm / _c_norm; mamba loads none)
     rope: bool = True  # False: the builder ropes no layer (jamba.cpp)
     reads_tensors: bool = False  # `moe_layers` reads the tensor names (a file's): no graph where they are unknown
     builder: GraphBuilder | None = None  # the architecture's own builder (estimator/graph_<arch>.py)
@@ -1078,6 +1079,7 @@ MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA, node_for_node=True)
 JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     MAMBA1,
     ssm_norms=dt_b_c_norm_weights,
+    ssm_norm_weights=True,
     rope=False,
     moe_layers=experts_where_routed,
     reads_tensors=True,

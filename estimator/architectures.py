@@ -257,6 +257,7 @@ def graph_shape(
             hp.ssm_dt_rank,
             hp.ssm_d_conv,
             norms=mamba1 and graph.ssm_norms(hp),
+            norm_weights=mamba1 and graph.ssm_norm_weights,
             grouped_norm=graph.ssm_norm(layers),
         )
         if rule.recurrence and graph.mixer in SSM_MIXERS

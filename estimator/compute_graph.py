@@ -343,7 +343,7 @@ class DecoderGraph:
         views), or llama4.cpp's temperature on a layer without rope: Q times build_inp_attn_scale's [1, 1, T]."""
         q, k, v = build_qkv(b, cur, self.t, self.norm if b.qk_norm_whole else None)
         if b.qk_norm:
-            q, k = self.norm(q), self.norm(k)
+            q, k = self.norm(q, "attn_q_norm"), self.norm(k, "attn_k_norm")
         if b.qk_layer_norm:
             q, k = self.layer_norm(q), self.layer_norm(k)
         if b.rope:
@@ -491,15 +491,18 @@ class DecoderGraph:
         conv_x = op("CONCAT", F32, (d_conv + tokens, d_inner, n), conv, transpose(x))
         last = view(conv_x, (d_conv, d_inner, n), (conv_x.nb[1], conv_x.nb[2]), tokens * FLOAT)
         self.gf.expand(copy_into(last, new_tensor(F32, d_conv * d_inner * n, external=True)))
-        x = same_shape(same_shape(op("SSM_CONV", F32, (d_inner, tokens, n), conv_x, "ssm_conv1d"), "ADD"), "SILU")
-        x_db = mul_mat(None, x, ssm.n_head + 2 * ssm.d_state)  # ssm_x
+        conv_out = op("SSM_CONV", F32, (d_inner, tokens, n), conv_x, "ssm_conv1d")
+        x = same_shape(same_shape(conv_out, "ADD", "ssm_conv1d.bias"), "SILU")
+        x_db = mul_mat("ssm_x", x, ssm.n_head + 2 * ssm.d_state)
         dbnb = (x_db.nb[1], x_db.nb[2])
         dt = view(x_db, (ssm.n_head, tokens, n), dbnb)
         bc_ne, bc_nb = (ssm.d_state, 1, tokens, n), (ssm.d_state * FLOAT, *dbnb)
         b_, c_ = (view(x_db, bc_ne, bc_nb, (ssm.n_head + i * ssm.d_state) * FLOAT) for i in (0, 1))
-        if ssm.norms:
-            dt, b_, c_ = self.norm(dt), self.norm(b_), self.norm(c_)
-        dt = same_shape(mul_mat(None, dt, d_inner), "ADD")  # ssm_dt, its bias
+        if ssm.norms and ssm.norm_weights:  # jamba's
+            dt, b_, c_ = self.norm(dt, "ssm_dt_norm"), self.norm(b_, "ssm_b_norm"), self.norm(c_, "ssm_c_norm")
+        elif ssm.norms:  # FalconMamba's: build_norm without a weight (not named "norm": not pinned)
+            dt, b_, c_ = (same_shape(v, "RMS_NORM") for v in (dt, b_, c_))
+        dt = same_shape(mul_mat("ssm_dt", dt, d_inner), "ADD", "ssm_dt.bias")
         x4 = reshape(x, 1, d_inner, tokens, n)
         states = ssm.d_state * d_inner
         scan = self.recurrent_rows(
@@ -508,7 +511,7 @@ class DecoderGraph:
         kept = view(scan, (states * n,), (), d_inner * t * FLOAT)
         self.gf.expand(copy_into(kept, new_tensor(F32, states * n, external=True)))
         y = view(scan, (d_inner, tokens, n), (x4.nb[2], x4.nb[3]))
-        y = glu(cont(z), same_shape(y, "ADD", same_shape(x, "MUL")))  # y + x * D: in place of the product
+        y = glu(cont(z), same_shape(y, "ADD", same_shape(x, "MUL", "ssm_d")))  # y + x * D: in place of the product
         return reshape(mul_mat("ssm_out", y, e), e, t)  # ssm_out
 
     def mamba2(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -529,7 +532,8 @@ class DecoderGraph:
         for slot in range(self.snapshots(tokens)):  # slot s: the columns s tokens before the last
             last = view(conv_x, (ssm.d_conv - 1, d_xbc, n), (conv_x.nb[1], conv_x.nb[2]), (tokens - slot) * FLOAT)
             self.gf.expand(copy_into(last, new_tensor(F32, (ssm.d_conv - 1) * d_xbc, n, external=True)))
-        xbc = same_shape(same_shape(op("SSM_CONV", F32, (d_xbc, tokens, n), conv_x, "ssm_conv1d"), "ADD"), "SILU")
+        conv_out = op("SSM_CONV", F32, (d_xbc, tokens, n), conv_x, "ssm_conv1d")
+        xbc = same_shape(same_shape(conv_out, "ADD", "ssm_conv1d.bias"), "SILU")
         xnb = (xbc.nb[1], xbc.nb[2])
         x = view(xbc, (head_dim, ssm.n_head, tokens, n), (head_dim * FLOAT, *xnb))
         b_ = view(xbc, (ssm.d_state, ssm.n_group, tokens, n), (ssm.d_state * FLOAT, *xnb), ssm.d_inner * FLOAT)
@@ -539,7 +543,7 @@ class DecoderGraph:
             (ssm.d_state * FLOAT, *xnb),
             (ssm.d_inner + ssm.n_group * ssm.d_state) * FLOAT,
         )
-        dt = same_shape(cont(dt), "ADD")  # dt + dt_bias
+        dt = same_shape(cont(dt), "ADD", "ssm_dt.bias")
         states, k = ssm.d_state * ssm.d_inner, self.rs_slots  # ggml_ssm_scan's K: y, then K states a sequence
         scan = self.recurrent_rows(
             states,
@@ -550,10 +554,10 @@ class DecoderGraph:
         self.gf.expand(copy_into(kept, new_tensor(F32, states, n, written, external=True)))
         row = head_dim * FLOAT  # x->nb[1]
         y = view(scan, (head_dim, ssm.n_head, tokens, n), (row, ssm.n_head * row, tokens * ssm.n_head * row))
-        y = same_shape(y, "ADD", op("MUL", F32, x.ne, x))  # y + x * D: in place of the product
+        y = same_shape(y, "ADD", op("MUL", F32, x.ne, x, "ssm_d"))  # y + x * D: in place of the product
         y = glu(cont(z), y)
-        if ssm.grouped_norm:  # ssm_norm
-            y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n))
+        if ssm.grouped_norm:
+            y = self.norm(reshape(y, ssm.d_inner // ssm.n_group, ssm.n_group, tokens, n), "ssm_norm")
         return mul_mat("ssm_out", reshape(y, ssm.d_inner, t), self.shape.n_embd)  # ssm_out
 
     def short_conv(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -798,11 +802,11 @@ def fattn_f16_extra(out: Tensor, k: Tensor, v: Tensor, g: ContextGeometry, v_is_
 
 
 def ssm_scan(
-    state: tuple[int, ...], size: int, x: Tensor, dt: Tensor, b: Tensor, c: Tensor
+    state: tuple[int, ...], size: int, x: Tensor, dt: Tensor, b: Tensor, c: Tensor, a: str = "ssm_a"
 ) -> Callable[[Tensor, Tensor], Tensor]:
-    """ggml_ssm_scan as build_rs's get_state_rows: over the layer's state reshaped to `state`, x, dt, A (ssm_a), B,
-    C and the sequences' ids, y and the new states in one tensor of `size` floats."""
-    return lambda s, ids: op("SSM_SCAN", F32, (size,), reshape(s, *state), x, dt, "ssm_a", b, c, ids)
+    """ggml_ssm_scan as build_rs's get_state_rows: over the layer's state reshaped to `state`, x, dt, A (`a`: ssm_a,
+    or a view of it), B, C and the sequences' ids, y and the new states in one tensor of `size` floats."""
+    return lambda s, ids: op("SSM_SCAN", F32, (size,), reshape(s, *state), x, dt, a, b, c, ids)
 
 
 def build_graph(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

@@ -87,7 +87,7 @@ def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
     logits themselves (the gating is then a new tensor: the logits are read twice), then limited to the best expert
     groups."""
     probs = same(logits, *GATING_OPS[r.gating])
-    selection = same_shape(probs, "ADD") if r.probs_bias else probs  # ffn_moe_probs_biased
+    selection = same_shape(probs, "ADD", "exp_probs_b.bias") if r.probs_bias else probs  # ffn_moe_probs_biased
     if r.weight_before_ffn:  # LLM_ARCH_LLAMA4: the experts picked on the logits, the gating only weighs them
         selection = logits
     return probs, best_groups(selection, r.groups, r.groups_used) if r.groups > 1 else selection
@@ -183,7 +183,8 @@ def routed_experts(gf: Graph, b: GraphLayer, cur: Tensor) -> Tensor:
     if not r.latent:
         return build_moe_ffn(gf, b, cur)
     logits = mul_mat("ffn_gate_inp", cur, b.n_expert)
-    out = build_moe_ffn(gf, b, mul_mat(None, cur, r.latent), logits)
+    down, up = r.latent_weights
+    out = build_moe_ffn(gf, b, mul_mat(down, cur, r.latent), logits)
     if r.latent_norm:  # build_norm, RMS: the weight in place
         out = same(out, "RMS_NORM", "MUL")
-    return mul_mat(None, out, cur.ne[0])
+    return mul_mat(up, out, cur.ne[0])

@@ -20,6 +20,7 @@ from memfit.estimator.ggml_graph import (
     copy_into,
     get_rows,
     glu,
+    in_layer,
     mul_mat,
     new_tensor,
     op,
@@ -28,6 +29,7 @@ from memfit.estimator.ggml_graph import (
     same_shape,
     transpose,
     view,
+    viewed,
 )
 from memfit.estimator.layout import GraphLayer, GraphShape
 
@@ -41,14 +43,16 @@ class Plamo2Graph(DecoderGraph):
         inp_l, out_ids = self.embeddings()
         e, last = self.shape.n_embd, len(self.shape.layers) - 1
         for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             residual = inp_l
-            cur = self.norm(inp_l)  # pre_mixer_norm
+            cur = self.norm(inp_l, "attn_norm")  # pre_mixer_norm
             cur = self.mamba_mixer(b, cur) if b.recurrent_in else self.attention(b, cur)
-            residual = same_shape(self.norm(cur), "ADD", residual)  # post_mixer_norm, the residual
-            cur = self.norm(self.ffn(b, self.norm(residual)))  # ffn_pre_norm, the FFN, ffn_post_norm
+            residual = same_shape(self.norm(cur, "post_attention_norm"), "ADD", residual)  # the residual
+            cur = self.norm(self.ffn(b, self.norm(residual, "ffn_norm")), "post_ffw_norm")  # the FFN between norms
             if il == last:  # the last block keeps only the output rows
                 cur, residual = get_rows(cur, out_ids, e), get_rows(residual, out_ids, e)
             inp_l = same_shape(cur, "ADD", residual)
+        in_layer(None)
         return self.head(inp_l)
 
     def mamba_mixer(self, b: GraphLayer, cur: Tensor) -> Tensor:
@@ -61,7 +65,7 @@ class Plamo2Graph(DecoderGraph):
         tokens, d_inner, d_conv = t // n, ssm.d_inner, ssm.d_conv - 1
         head_dim, heads = d_inner // ssm.n_head, ssm.n_head
         conv = reshape(self.state_rows(d_conv * d_inner), d_conv, d_inner, n)
-        zx = mul_mat(None, reshape(cur, e, tokens, n), 2 * d_inner)  # ssm_in
+        zx = mul_mat("ssm_in", reshape(cur, e, tokens, n), 2 * d_inner)
         zx = cont(permute(zx, 0, 2, 1, 3), 2 * head_dim, heads, tokens, n)
         zx_nb = (zx.nb[1], zx.nb[2], zx.nb[3])
         x = cont(view(zx, (head_dim, heads, tokens, n), zx_nb, head_dim * FLOAT), d_inner, tokens, n)
@@ -71,23 +75,27 @@ class Plamo2Graph(DecoderGraph):
         self.gf.expand(copy_into(last, new_tensor(F32, d_conv * d_inner * n, external=True)))
         x = same_shape(op("SSM_CONV", F32, (d_inner, tokens, n), conv_x, "ssm_conv1d"), "SILU")
         dt_dim = max(DT_DIM_MIN, e // DT_DIM_DIVISOR)
-        bcdt = mul_mat(None, x, dt_dim + 2 * ssm.d_state)  # ssm_x
+        bcdt = mul_mat("ssm_x", x, dt_dim + 2 * ssm.d_state)
         nb = (bcdt.nb[1], bcdt.nb[2])
-        b_, c_ = (self.norm(view(bcdt, (ssm.d_state, tokens, n), nb, i * ssm.d_state * FLOAT)) for i in (0, 1))
-        dt = self.norm(view(bcdt, (dt_dim, tokens, n), nb, 2 * ssm.d_state * FLOAT))
-        dt = same_shape(mul_mat(None, dt, heads), "ADD")  # ssm_dt, its bias
+        b_, c_ = (
+            self.norm(view(bcdt, (ssm.d_state, tokens, n), nb, i * ssm.d_state * FLOAT), w)
+            for i, w in ((0, "ssm_b_norm"), (1, "ssm_c_norm"))
+        )
+        dt = self.norm(view(bcdt, (dt_dim, tokens, n), nb, 2 * ssm.d_state * FLOAT), "ssm_dt_norm")
+        dt = same_shape(mul_mat("ssm_dt", dt, heads), "ADD", "ssm_dt.bias")
         x = view(x, (head_dim, heads, tokens, n), (head_dim * FLOAT, d_inner * FLOAT, d_inner * tokens * FLOAT))
         b_, c_ = (view(s, (ssm.d_state, 1, tokens, n), (ssm.d_state * FLOAT, s.nb[1], s.nb[2])) for s in (b_, c_))
         states = ssm.d_state * d_inner
         scan = self.recurrent_rows(
-            states, ssm_scan((ssm.d_state, head_dim, heads, n), d_inner * t + states * n, x, dt, b_, c_)
+            states,
+            ssm_scan((ssm.d_state, head_dim, heads, n), d_inner * t + states * n, x, dt, b_, c_, viewed("ssm_a")),
         )
         kept = view(scan, (states * n,), (), d_inner * t * FLOAT)
         self.gf.expand(copy_into(kept, new_tensor(F32, states * n, external=True)))
         y = view(scan, (head_dim, heads, tokens, n), x.nb[1:])
-        y = glu(cont(z), same_shape(y, "ADD", op("MUL", F32, x.ne, x)))  # y + x * D: in place of the product
+        y = glu(cont(z), same_shape(y, "ADD", op("MUL", F32, x.ne, x, viewed("ssm_d"))))  # y + x * D (reshaped)
         y = view(y, (d_inner, tokens, n), (y.nb[2], y.nb[3]))
-        return reshape(mul_mat(None, y, e), e, t)  # ssm_out
+        return reshape(mul_mat("ssm_out", y, e), e, t)
 
 
 def build_plamo2(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

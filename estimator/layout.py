@@ -74,6 +74,7 @@ class Ssm:
     n_head: int  # ssm_dt_rank (Mamba-1: the rank of dt)
     d_conv: int
     norms: bool = False  # Mamba-1: RMS norms on dt, B and C (ssm_dt_b_c_rms, or jamba's dt / B / C norm weights)
+    norm_weights: bool = False  # the norms' weights (jamba's); FalconMamba's ssm_dt_b_c_rms norms have none
     grouped_norm: bool = True  # Mamba-2: ssm_norm, the grouped RMS norm of y (falcon-h1's loader does not require it)
 
 
@@ -133,6 +134,7 @@ class Routing:
     fused_clamp: bool = False  # the clamp as one ggml_swiglu_clamp (build_moe_ffn / build_ffn for LLM_ARCH_DEEPSEEK4)
     latent: int = 0  # the experts' width where the builder projects their input into a latent and back (0: none)
     latent_norm: bool = False  # the experts' output RMS-normed in the latent (kimi-k3's ffn_routed_norm)
+    latent_weights: tuple[str | None, str | None] = (None, None)  # the projections' names (down, up) where named
     weight_before_ffn: bool = False  # LLM_ARCH_LLAMA4: picked on the logits, the weights times the experts' input
     down_scale: bool = False  # down_exps_s: build_lora_mm_id scales each picked expert's output
     biases: bool = False  # gate_inp_b added to the logits, up/gate/down_exps_b to each picked expert's (ADD_ID)

@@ -237,7 +237,12 @@ def nemotron_h_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | No
     # expert_weights_norm / _scale, up experts (no gate) with relu^2; in moe_latent_size (ffn_latent_down / _up)
     call = _from_file(ly, il, Gating.SIGMOID, True)
     latent = ly.hp.moe_latent_size
-    return replace(call, gated=False, activation=FfnOp.RELU_SQR, latent=latent) if call else None
+    projections = ("ffn_latent_down", "ffn_latent_up")
+    return (
+        replace(call, gated=False, activation=FfnOp.RELU_SQR, latent=latent, latent_weights=projections)
+        if call
+        else None
+    )
 
 
 def qwen_next_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:

@@ -493,7 +493,7 @@ def kv_bytes(model: ModelTensors, memory: Memory, request: Placement, layers: Se
             rows = layer_cells(layer, g) * g.n_stream
             n = _tensor_bytes(device, memory.k_type, layer.k_width, rows)
             if layer.has_v:
-                width = layer.v_width if g.flash_attention else cache.v_width_max
+                width = cache.v_width_max if g.v_trans else layer.v_width  # llama_kv_cache: n_embd_v_gqa_max
                 n += _tensor_bytes(device, memory.v_type, width, rows)
             name = device.name if device is not None else CPU
             out[name] = out.get(name, 0) + n

@@ -121,6 +121,7 @@ class ComputeBuffers:
     ceilings: dict[str, int]  # backend -> bytes if ggml-cuda's TILE or MMA flash-attention kernel runs (CEILING)
     pp: Schedule
     tg: Schedule | None = None
+    flash_attention: bool = True  # flash attention as the context runs it (`auto` resolved)
 
     def by_pool(self, ceiling: bool = False) -> dict[str, int]:
         """The buffers per pool, as placement's `by_pool` names them: each GPU's own, and HOST (the CPU backend's,
@@ -770,10 +771,10 @@ def apply_pins(s: _Sched, pins: Pins) -> None:
             s.backend[node] = s.cpu
 
 
-def schedule(
+def assigned(
     graph: Graph, backends: tuple[Backend, ...], place: Where, op_offload: bool, n_copies: int, pins: Pins | None
-) -> Schedule:
-    """ggml_backend_sched_split_graph over a graph, then ggml_gallocr_reserve_n over its copy."""
+) -> _Sched:
+    """ggml_backend_sched_split_graph's passes 1 to 4: each node's backend."""
     s = _Sched(graph, backends, place, op_offload, n_copies)
     s.srcs = with_weights(graph, place)
     if pins is not None:
@@ -782,6 +783,14 @@ def schedule(
     assign_pass2(s)
     assign_pass3(s)
     assign_pass4(s)
+    return s
+
+
+def schedule(
+    graph: Graph, backends: tuple[Backend, ...], place: Where, op_offload: bool, n_copies: int, pins: Pins | None
+) -> Schedule:
+    """ggml_backend_sched_split_graph over a graph, then ggml_gallocr_reserve_n over its copy."""
+    s = assigned(graph, backends, place, op_offload, n_copies, pins)
     sg = split_pass5(s)
     sizes = allocation(s, sg)
     copies_f16 = any(n.f16_extra and backends[s.of(n)].device is not None for n in graph.nodes)
@@ -813,15 +822,29 @@ def compute_buffers(
     copies = MAX_COPIES if pipeline_parallel(model, result, devices, request) else 1
     full = full_offload(model, request)
 
-    def run(g: ContextGeometry, pinned: bool) -> Schedule:
-        tokens = ubatch_tokens(g)
-        pins = Pins(full or tokens < TOKEN_GENERATION_MAX, not request.kv_offload) if pinned else None
-        return schedule(build_graph(shape, g, model.n_vocab), backends, place, request.op_offload, copies, pins)
+    def pins(g: ContextGeometry) -> Pins:
+        return Pins(full or ubatch_tokens(g) < TOKEN_GENERATION_MAX, not request.kv_offload)
 
+    def run(g: ContextGeometry, pinned: bool) -> Schedule:
+        graph = build_graph(shape, g, model.n_vocab)
+        return schedule(graph, backends, place, request.op_offload, copies, pins(g) if pinned else None)
+
+    geometry = memory.geometry
+    if geometry.flash_attention and geometry.flash_attention_auto:  # resolve_fused_ops' probe: one token a sequence
+        probe = token_generation(geometry)
+        s = assigned(build_graph(shape, probe, model.n_vocab), backends, place, request.op_offload, copies, pins(probe))
+        # split_only: the graph split with the callbacks' pins; off where a layer's flash attention is on another
+        # device than the layer's (model.dev_layer)
+        on = all(
+            backends[s.of(n)].name == result.layer_devices[n.layer]
+            for n in s.graph.nodes
+            if n.op == "FLASH_ATTN_EXT" and n.layer is not None
+        )
+        geometry = replace(geometry, flash_attention=on, flash_attention_auto=False, transposed_v=geometry.v_trans)
     if mode is Mode.DRY:
-        pp = run(memory.geometry, False)
-        return ComputeBuffers(backends, dict(pp.buffers), dict(pp.ceilings), pp)
-    pp, tg = run(memory.geometry, True), run(token_generation(memory.geometry), True)
+        pp = run(geometry, False)
+        return ComputeBuffers(backends, dict(pp.buffers), dict(pp.ceilings), pp, None, geometry.flash_attention)
+    pp, tg = run(geometry, True), run(token_generation(geometry), True)
     sizes = {b.name: max(pp.buffers[b.name], tg.buffers[b.name]) for b in backends}
     ceilings = {b.name: max(pp.ceilings[b.name], tg.ceilings[b.name]) for b in backends}
-    return ComputeBuffers(backends, sizes, ceilings, pp, tg)
+    return ComputeBuffers(backends, sizes, ceilings, pp, tg, geometry.flash_attention)

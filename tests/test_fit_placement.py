@@ -105,9 +105,8 @@ def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
 # common_init_result's common_fit_extra_model, one and two mock GPUs; `fit.extra` is the draft's dry run at the
 # fitted context per device (what add_extra_memory adds there, its weights not counted: shares_model)
 MTP_RUNS = [r for r in rows("fit_mtp_gpu.jsonl") if r.get("fit")]
-# the trunks whose split graph memfit's scheduler places per backend; nemotron_h_moe's Mamba-2 trunk is not (its
-# builder names no layer), nor deepseek32's and glm-dsa's (their sparse-attention indexer's cache is not placed), so
-# memfit does not predict the fitter for them (predicted_fit: None)
+# the trunks whose split graph memfit's scheduler places per backend; deepseek32's and glm-dsa's are not (their
+# sparse-attention indexer's cache is not placed), so memfit does not predict the fitter for them (predicted_fit: None)
 PLACED_TRUNKS = {
     "deepseek2-mla-mtp",
     "glm4moe-mtp",
@@ -116,6 +115,7 @@ PLACED_TRUNKS = {
     "hy-v3-mtp",
     "qwen35-mtp",
     "bailingmoe3",
+    "nemotron-h-moe",
 }
 # the drafts memfit does not place: deepseek32's and glm-dsa's (the target's placement they are laid out by holds the
 # sparse-attention indexer's cache, which memfit does not place)
@@ -272,8 +272,7 @@ def test_under_mtp_the_fitters_choice_equals_llama_cpps(
 def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
-    """nemotron_h_moe's trunk is not split per backend, deepseek32's and glm-dsa's
-    indexer cache is not placed: the fitter's candidates are not forecast, so memfit names no choice for them
-    rather than a wrong one."""
+    """deepseek32's and glm-dsa's indexer cache is not placed: the fitter's candidates are not forecast, so memfit
+    names no choice for them rather than a wrong one."""
     with pytest.raises(PlacementUnsupported):
         fitter(run, mtp_summaries[run["model"]])

@@ -51,6 +51,7 @@ def test_each_backends_compute_buffer_equals_llama_cpps(run: dict, summaries: di
     and the host's, the CPU backend's buffer pinned or not), the per-device compute llama.cpp's memory breakdown
     reports; the ceiling above the floor only where a flash attention can hold F16 copies."""
     buffers = compute(run, summaries[run["model"]])
+    assert buffers.flash_attention == bool(run["cparams"]["flash_attn"])  # `auto` resolved as llama_context does
     assert _memfit(run, buffers) == _llama_cpp(run)
     assert buffers.pp.n_copies == run["n_copies"]
     assert len(buffers.pp.splits) == run["n_splits_pp"]

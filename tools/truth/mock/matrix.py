@@ -233,6 +233,12 @@ DELTA_NET: dict[str, Callable[[], Model]] = {
 # the RWKV trunks (token shifts, time mixes, channel mixes or SwiGLU FFNs) split per backend: RWKV-6 and RWKV-7 with
 # LayerNorms and token_embd_norm (in layer 0), and their Qwen-style variants (RMS norms, GQA k / v, no group norm)
 RWKV: dict[str, Callable[[], Model]] = {n: recurrent.FAMILY_SET[n] for n in ("rwkv6", "rwkv7", "arwkv7", "rwkv6qwen2")}
+# the Mamba-family trunks split per backend: Mamba-2 hybrids (nemotron_h, nemotron_h_moe, falcon-h1), Mamba-1
+# (mamba, FalconMamba's weightless dt / B / C norms, jamba's hybrid) and PLaMo-2's own mixer
+SSM: dict[str, Callable[[], Model]] = {
+    **{n: recurrent.FAMILY_SET[n] for n in ("nemotron-h", "nemotron-h-moe", "mamba", "jamba", "falcon-h1", "plamo2")},
+    "falcon-mamba": lambda: recurrent.mamba("tiny-falcon-mamba", dt_b_c_rms=True),
+}
 
 
 def delta_net_runs(model: Model) -> list[Run]:
@@ -305,6 +311,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_rwkv.jsonl": MockFile(
         RWKV, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+    ),
+    "results_mock_ssm.jsonl": MockFile(
+        SSM, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(

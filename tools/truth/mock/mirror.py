@@ -125,9 +125,10 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
             k_type=k_type.name,
             v_type=v_type.name,
             quantized_v=v_type.quantized,
-            flash_attention=bool(c["flash_attn"]),
+            flash_attention=a.get("fa") != "off",  # on, or auto: on when the cache is made
         )
-        geometry = dataclasses.replace(geometry, transposed_v=a.get("fa") == "off")  # the cache made before auto
+        # auto: llama_context resolves it after the cache is made (compute_buffers; cparams.flash_attn its result)
+        geometry = dataclasses.replace(geometry, flash_attention_auto=a.get("fa", "auto") == "auto")
         # llama-server's output limit as the run set it (outputs_max: llama_context_params.n_outputs_max)
         geometry = dataclasses.replace(geometry, n_outputs_max=int(a.get("outputs_max", 0)))
         if mtp:  # llama-server's draft-mtp: the nextn rows (the draft context beside the target, f16 caches)
