@@ -107,8 +107,7 @@ def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
 # fitted context per device (what add_extra_memory adds there, its weights not counted: shares_model)
 MTP_RUNS = [r for r in rows("fit_mtp_gpu.jsonl") if r.get("fit")]
 # the trunks whose split graph memfit's scheduler places per backend; nemotron_h_moe's Mamba-2 trunk is not (its
-# builder names no layer), nor deepseek32's and glm-dsa's (their sparse-attention indexer's cache is not placed), so
-# memfit does not predict the fitter for them (predicted_fit: None)
+# builder names no layer), so memfit does not predict the fitter for it (predicted_fit: None)
 PLACED_TRUNKS = {
     "deepseek2-mla-mtp",
     "glm4moe-mtp",
@@ -117,10 +116,9 @@ PLACED_TRUNKS = {
     "hy-v3-mtp",
     "qwen35-mtp",
     "bailingmoe3",
+    "deepseek32-mtp",
+    "glm-dsa-mtp",
 }
-# the drafts memfit does not place: deepseek32's and glm-dsa's (the target's placement they are laid out by holds the
-# sparse-attention indexer's cache, which memfit does not place)
-UNPLACED_DRAFTS = {"deepseek32-mtp", "glm-dsa-mtp"}
 # runs llama.cpp did not finish: the fitter looping in its step 4 (the probe stopped after 60 s), and a heap
 # corruption the probe aborted on (malloc(): invalid size, hy_v3 on two devices), not compared
 FAILED = {row_id(r): r for r in rows("fit_mtp_gpu.jsonl") if r.get("error")}
@@ -175,7 +173,7 @@ def test_the_mtp_runs_cover_the_fitters_paths() -> None:
     }
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] not in UNPLACED_DRAFTS], ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -186,17 +184,7 @@ def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
     assert _draft(run, mtp_summaries[run["model"]]) == want
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in UNPLACED_DRAFTS], ids=row_id)
-def test_a_draft_memfit_does_not_place_is_unsupported(run: dict, mtp_summaries: dict[str, list[HeaderSummary]]) -> None:
-    """No number for the draft context memfit does not lay out (the fitter's forecast then refuses too)."""
-    with pytest.raises(PlacementUnsupported):
-        _draft(run, mtp_summaries[run["model"]])
-
-
-FITTED_DRAFTS = [r for r in MTP_RUNS if r["model"] not in UNPLACED_DRAFTS]
-
-
-@pytest.mark.parametrize("run", FITTED_DRAFTS, ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_context_on_the_fitted_placement_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -218,7 +206,7 @@ def _placed(run: dict, summaries: list[HeaderSummary]) -> Placed:
     return Placed(model, memory, devices, request, (place(model, memory, devices, request, BY_NAME[CPU_VARIANT]),))
 
 
-@pytest.mark.parametrize("run", FITTED_DRAFTS, ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_compute_buffer_of_each_pool_is_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -275,9 +263,8 @@ def test_under_mtp_the_fitters_choice_equals_llama_cpps(
 def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
-    """nemotron_h_moe's trunk is not split per backend, deepseek32's and glm-dsa's
-    indexer cache is not placed: the fitter's candidates are not forecast, so memfit names no choice for them
-    rather than a wrong one."""
+    """nemotron_h_moe's trunk is not split per backend: the fitter's candidates are not forecast, so memfit names no
+    choice for it rather than a wrong one."""
     with pytest.raises(PlacementUnsupported):
         fitter(run, mtp_summaries[run["model"]])
 
