@@ -23,7 +23,7 @@ from enum import Enum
 
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import kv_layer_flags, layers_of
-from memfit.estimator.artifact import HeaderSummary, mtp_tensors
+from memfit.estimator.artifact import HeaderSummary, loader_metadata, mtp_tensors
 from memfit.estimator.context import ContextGeometry, output_rows
 from memfit.estimator.cpu_repack import REPACK, Matrix, extra_buffer_types, takes
 from memfit.estimator.cpu_variant import CpuVariant
@@ -193,11 +193,12 @@ def _offsets(summary: HeaderSummary, alignment: int) -> list[int]:
 
 def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTensors:
     """The placement input of a file set (the first file holds the metadata)."""
-    metadata = summaries[0].metadata
-    arch = metadata[Keys.General.ARCHITECTURE]
+    arch = summaries[0].metadata[Keys.General.ARCHITECTURE]
     rule = RULES.get(arch)
     if rule is None:
         raise PlacementUnsupported(f"no layout rule for architecture {arch!r}")
+    sizes = {t[0]: t[1] for s in summaries for t in s.tensors}
+    metadata = loader_metadata(summaries[0].metadata, arch, sizes)  # a headless NextN layer a trunk layer
     alignment = metadata.get(Keys.General.ALIGNMENT, GGUF_DEFAULT_ALIGNMENT)
     weights = []
     shapes: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}  # each shape held once
@@ -205,7 +206,7 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
         for (name, nbytes, ggml_type, ne0, ne1, rest), offset in zip(s.tensors, _offsets(s, alignment), strict=True):
             ne = (ne0, ne1, rest, 1)
             weights.append(Weight(name, ggml_type, shapes.setdefault(ne, ne), nbytes, file, offset))
-    skipped = mtp_tensors(metadata, arch, {w.name: w.nbytes for w in weights})
+    skipped = mtp_tensors(metadata, arch, sizes)
     layers = layers_of(rule, HParams(metadata, arch), {w.name: w.ne[:3] for w in weights})  # (ne0, ne1, the rest)
     kv = tuple(il for il, keep in enumerate(kv_layer_flags(rule, layers)) if keep)
     recurrent = tuple(il for il in range(layers.n_trunk) if layers.recurrent[il])
