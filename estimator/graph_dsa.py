@@ -81,8 +81,9 @@ class DsaGraph(DecoderGraph):
 
     def lightning_indexer(self, cur: Tensor, qr: Tensor) -> Tensor:
         """deepseek32.cpp's lightning indexer with fused_lid: the keys into the indexer's cache (cpy_k, expanded
-        first), the scores of every cached key (ggml_lightning_indexer [n_kv, T/ns, 1, ns]) and their top-k indices,
-        made contiguous (I32 [min(n_kv, top_k), T/ns, 1, ns])."""
+        first), the scores of every cached key (ggml_lightning_indexer [n_kv, T/ns, 1, ns] over the queries, the
+        cache's keys, the weights and the mask) and their top-k indices, made contiguous (I32 [min(n_kv, top_k),
+        T/ns, 1, ns])."""
         g, t, ix, inputs = self.geometry, self.t, self.indexer, self.indexer_inputs()
         ns, n_kv = g.n_stream, window_cells(None, g)
         q = reshape(mul_mat("indexer.attn_q_b", qr, ix.n_head * ix.head), ix.head, ix.n_head, t)
@@ -96,7 +97,9 @@ class DsaGraph(DecoderGraph):
         weights = mul_mat("indexer.proj", cur, ix.n_head)
         q = view(q, (ix.head, ix.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns))
         weights = view(weights, (ix.n_head, t // ns, 1, ns), (weights.nb[1], weights.nb[2] // ns, weights.nb[3] // ns))
-        score = op("LIGHTNING_INDEXER", F32, (n_kv, t // ns, 1, ns), q, same_shape(weights, "SCALE"), inputs.mask)
+        keys = new_tensor(F16, ix.head, 1, n_kv, ns, external=True)  # mctx_lid->get_k: the cache's view
+        weights = same_shape(weights, "SCALE")
+        score = op("LIGHTNING_INDEXER", F32, (n_kv, t // ns, 1, ns), q, keys, weights, inputs.mask)
         return cont(op("TOP_K", I32, (min(n_kv, ix.top_k), *score.ne[1:]), score))
 
     def top_k_mask(self, b: GraphLayer, top_k: Tensor) -> Tensor:

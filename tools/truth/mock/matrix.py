@@ -230,6 +230,15 @@ def mtp_fit_runs(full_offload_bytes: int, moe: bool) -> list[Run]:
 DELTA_NET: dict[str, Callable[[], Model]] = {
     n: recurrent.FAMILY_SET[n] for n in ("qwen35", "qwen35moe", "qwen3next", "bailingmoe3", "kimi-linear", "kimi-k3")
 }
+# the sparse-attention trunks whose memory holds more than one cache, each layer's in its layer's buffer type:
+# deepseek32's and glm-dsa's indexer cache (llama_kv_cache_dsa: every trunk layer, or glm-dsa's full-indexer
+# layers), qwen4exp's (llama_memory_hybrid_idx: QSA beside its delta nets, the PLE conv history), deepseek4's
+# compressed caches and compressor states (llama_kv_cache_dsv4)
+INDEXER: dict[str, Callable[[], Model]] = {
+    **{n: more.FAMILY_SET[n] for n in ("deepseek32", "glm-dsa-types", "glm-dsa-52")},
+    "qwen4exp-qsa": recurrent.QWEN4EXP_VARIANTS["qwen4exp-qsa"],
+    "deepseek4": recurrent.FAMILY_SET["deepseek4"],
+}
 # rwkv6's trunk (token shifts, time and channel mixes), which memfit's scheduler does not split yet: its weights and
 # states are placed, its compute buffers and the fitter left unpredicted
 UNSPLIT: dict[str, Callable[[], Model]] = {"rwkv6": recurrent.FAMILY_SET["rwkv6"]}
@@ -302,6 +311,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_delta_net.jsonl": MockFile(
         DELTA_NET, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+    ),
+    "results_mock_indexer.jsonl": MockFile(
+        INDEXER, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
     # not results_mock_*: the compute buffers of these runs are not predicted (test_scheduler.py's own test)
     "unsplit_gpu.jsonl": MockFile(
