@@ -282,3 +282,24 @@ def test_rollback_snapshots_widen_each_layers_state_where_it_is_placed(tmp_path:
     pools = result.by_pool()
     assert pools["MOCK0"].recurrent > 0 and pools["MOCK1"].recurrent > 0
     assert sum(p.recurrent for p in pools.values()) == run["rs_bytes"]
+
+
+def test_a_headless_nextn_layer_is_placed_as_a_trunk_layer(tmp_path: Path) -> None:
+    """deepseek4's loader takes a NextN layer without its nextn.eh_proj as a trunk layer (load_arch_hparams sets
+    n_layer_nextn 0): the writer's fifth block is loaded as the trunk's (every tensor of the file placed, none left
+    for load_mtp), its tensors on its layer's device (the second of -ts 1,1) for the scheduler to find."""
+    path = tmp_path / "headless.gguf"
+    write_model(recurrent.DEEPSEEK4_HEADLESS_MODELS["deepseek4-mtp-headless"](), path)
+    with open(path, "rb") as f:
+        summary = [summarize(read_header(f))]
+    facts = artifact_facts(summary, "deepseek4-mtp-headless")
+    assert facts.layout is not None and facts.n_vocab is not None
+    model = model_tensors(summary, facts.n_vocab)
+    assert (model.n_layer, model.n_nextn, model.mtp_weights) == (5, 0, ())
+    assert {w.name for w in model.weights} == {t[0] for t in summary[0].tensors}
+    memory = Memory(
+        facts.layout, llama_geometry(4096, 1, k_type="f16"), GGML_CACHE_TYPES["f16"], GGML_CACHE_TYPES["f16"]
+    )
+    result = place(model, memory, _gpus(2), Placement(tensor_split=(1, 1)), BY_NAME["haswell"])
+    assert result.layer_devices[4] == "MOCK1"
+    assert {t.buffer_types for t in result.tensors if t.layer == 4} == {("MOCK1",)}
