@@ -3,8 +3,9 @@
 `compare(row, summaries)` lists every field where memfit's placement (estimator/placement.py) differs from what
 llama.cpp reported for the run: the layer and output devices, each layer's tensors per buffer type, the tensors
 outside the layers, the weights, KV cache and recurrent state per buffer type (the memory whole where the probe
-does not take it apart: the indexer's and compressed caches), per cache, per pool, and the output buffer. Empty when memfit mirrors the run to the byte. `compute(row, summaries)` is memfit's compute buffer of each
-backend for the run (estimator/scheduler.py), in the mode the run sized them (a dry run, or a loading context).
+does not take it apart: the indexer's and compressed caches), per cache, per pool, and the output buffer. Empty
+when memfit mirrors the run to the byte. `compute(row, summaries)` is memfit's compute buffer of each backend for
+the run (estimator/scheduler.py), in the mode the run sized them (a dry run, or a loading context).
 """
 
 from __future__ import annotations
