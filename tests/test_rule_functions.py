@@ -322,7 +322,9 @@ def test_each_cache_names_the_layers_whose_device_holds_it(
     path = tmp_path_factory.mktemp("cache-layers") / f"{model}.gguf"
     write_model(model_writers()[model](), path)
     metadata = read_header(path).metadata
-    layout = derive_layout(metadata, metadata["general.architecture"])
+    arch = metadata["general.architecture"]
+    assert isinstance(arch, str)
+    layout = derive_layout(metadata, arch)
     assert tuple(cache.layer_ids for cache in layout.caches) == layers
     assert all(len(cache.layers) == len(cache.layer_ids) for cache in layout.caches)
 
