@@ -380,19 +380,21 @@ def always_mla(hp: HParams) -> bool:
     return True
 
 
-IndexerCache = Callable[[Layers, int], KvCache]  # (layers, KV layers of the main cache) -> the indexer's cache
+IndexerCache = Callable[[Layers, tuple[int, ...]], KvCache]  # (layers, the main cache's layers) -> the indexer's
 
 
-def beside_each_attention_layer(ly: Layers, attention_layers: int) -> KvCache:
+def beside_each_attention_layer(ly: Layers, attention_layers: tuple[int, ...]) -> KvCache:
     # llama-kv-cache-hybrid-idx.cpp: one head of indexer.key_length K and head_dim_v V per attention layer
+    # (create_memory's filter_idx is filter_attn's: the trunk's attention layers)
     width = ly.hp.required(HParams.indexer_head_size)
-    return KvCache((AttentionLayer(width, ly.head_v),) * attention_layers, ly.head_v)
+    return KvCache((AttentionLayer(width, ly.head_v),) * len(attention_layers), ly.head_v, attention_layers)
 
 
-def dsa_every_trunk_layer(ly: Layers, attention_layers: int) -> KvCache:
-    # llama-kv-cache-dsa.cpp: one head of indexer.key_length K, no V, on every trunk layer
+def dsa_every_trunk_layer(ly: Layers, attention_layers: tuple[int, ...]) -> KvCache:
+    # llama-kv-cache-dsa.cpp: one head of indexer.key_length K, no V, on every trunk layer (create_memory's
+    # filter_lid: il < n_layer())
     width = ly.hp.required(HParams.indexer_head_size)
-    return KvCache((AttentionLayer(width, 0, has_v=False),) * ly.n_trunk)
+    return KvCache((AttentionLayer(width, 0, has_v=False),) * ly.n_trunk, layer_ids=tuple(range(ly.n_trunk)))
 
 
 GLM_DSA_SPARSE_CONTEXT = 1048576  # GLM-5.2: from this context length on, the indexer runs on a fixed subset
@@ -413,10 +415,11 @@ def glm_dsa_full_layers(ly: Layers) -> tuple[bool, ...]:
     return tuple(il < GLM_5_2_INDEXER_TABLE and (il < 2 or il % 4 == 2) for il in range(ly.n_trunk))
 
 
-def glm_dsa_listed_layers(ly: Layers, attention_layers: int) -> KvCache:
-    # llama_model_glm_dsa::create_memory: the indexer cache keeps the layers whose indexer is full
+def glm_dsa_listed_layers(ly: Layers, attention_layers: tuple[int, ...]) -> KvCache:
+    # llama_model_glm_dsa::create_memory: the indexer cache keeps the layers whose indexer is full (filter_lid)
     width = ly.hp.required(HParams.indexer_head_size)
-    return KvCache((AttentionLayer(width, 0, has_v=False),) * sum(glm_dsa_full_layers(ly)))
+    full = tuple(il for il, keep in enumerate(glm_dsa_full_layers(ly)) if keep)
+    return KvCache((AttentionLayer(width, 0, has_v=False),) * len(full), layer_ids=full)
 
 
 IndexerLayers = Callable[[Layers], "Indexer | None"]  # the DSA lightning indexer's graph (None: not rebuilt)
@@ -471,9 +474,8 @@ def dsv4_compressed_caches(ly: Layers) -> tuple[KvCache, ...]:
     ratios, indexer = dsv4_ratios(ly), ly.hp.required(HParams.indexer_head_size)
 
     def cache(ratio: int, width: Callable[[int], int]) -> KvCache:
-        return KvCache(
-            tuple(AttentionLayer(width(il), 0, has_v=False, ratio=ratio) for il, r in enumerate(ratios) if r == ratio)
-        )
+        ids = tuple(il for il, r in enumerate(ratios) if r == ratio)
+        return KvCache(tuple(AttentionLayer(width(il), 0, has_v=False, ratio=ratio) for il in ids), layer_ids=ids)
 
     attention_k = partial(ly.k_width, swa=True)
     return cache(CSA_RATIO, attention_k), cache(HCA_RATIO, attention_k), cache(CSA_RATIO, lambda il: indexer)
@@ -486,15 +488,20 @@ def dsv4_compressor(head: int, ratio: int) -> int:
     return overlap * head * overlap * ratio
 
 
+def dsv4_compressed_layers(ly: Layers) -> tuple[int, ...]:
+    """The trunk layers (model.hparams's n_layer()) whose compressor states llama_dsv4_comp_state keeps: the
+    compressed ones (ratio 4 or 128), each in its layer's buffer type."""
+    return tuple(il for il, ratio in enumerate(dsv4_ratios(ly)[: ly.n_trunk]) if ratio)
+
+
 def dsv4_compressor_states(ly: Layers) -> tuple[RecurrentLayer, ...]:
     # llama_kv_cache_dsv4: the CSA, HCA and lightning-indexer compressor states over the trunk (model.hparams's
     # n_layer()), each an F32 kv and score tensor (R and S here): the attention's compressor on every compressed
     # layer (its n_embd_head_k), the indexer's beside it on ratio 4 (indexer.key_length)
-    indexer, states = ly.hp.required(HParams.indexer_head_size), []
-    for ratio in dsv4_ratios(ly)[: ly.n_trunk]:
-        if ratio:
-            n = dsv4_compressor(ly.head_k_swa, ratio) + (dsv4_compressor(indexer, ratio) if ratio == CSA_RATIO else 0)
-            states.append(RecurrentLayer(n, n))
+    indexer, states, ratios = ly.hp.required(HParams.indexer_head_size), [], dsv4_ratios(ly)
+    for ratio in (ratios[il] for il in dsv4_compressed_layers(ly)):
+        n = dsv4_compressor(ly.head_k_swa, ratio) + (dsv4_compressor(indexer, ratio) if ratio == CSA_RATIO else 0)
+        states.append(RecurrentLayer(n, n))
     return tuple(states)
 
 
@@ -505,9 +512,10 @@ class Compression:
 
     caches: Callable[[Layers], tuple[KvCache, ...]]
     states: Callable[[Layers], tuple[RecurrentLayer, ...]]
+    state_layers: Callable[[Layers], tuple[int, ...]]  # the layer (il) of each state
 
 
-DSV4_COMPRESSION = Compression(dsv4_compressed_caches, dsv4_compressor_states)
+DSV4_COMPRESSION = Compression(dsv4_compressed_caches, dsv4_compressor_states, dsv4_compressed_layers)
 
 
 DSV4_HC = 4  # llama_model_deepseek4::graph::build_hc_pre: GGML_ASSERT(hc == 4)

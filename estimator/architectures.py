@@ -104,10 +104,11 @@ def state_widths(rule: ArchRule, layers: Layers) -> RecurrentLayer:
 
 def _kv_caches(rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: int | None) -> tuple[KvCache, ...]:
     mla = rule.mla(layers.hp)
-    result = []
+    result, ids = [], []
     for il, keep in enumerate(kv_layer_flags(rule, layers)):
         if not keep:
             continue
+        ids.append(il)
         swa = sliding[il]
         result.append(
             AttentionLayer(
@@ -117,9 +118,9 @@ def _kv_caches(rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: 
                 has_v=not mla,
             )
         )
-    caches = [KvCache(tuple(result), _v_width_max(layers, sliding))]
+    caches = [KvCache(tuple(result), _v_width_max(layers, sliding), tuple(ids))]
     if rule.indexer is not None:
-        caches.append(rule.indexer(layers, len(result)))
+        caches.append(rule.indexer(layers, tuple(ids)))
     if rule.compression is not None:
         caches.extend(rule.compression.caches(layers))
     return tuple(caches)

@@ -123,6 +123,18 @@ def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
     return {name for name in sizes if (m := BLOCK_TENSOR.match(name)) and int(m.group(1)) >= first}
 
 
+def loader_metadata(metadata: dict, arch: str, sizes: dict[str, int]) -> dict:
+    """The metadata as the architecture's loader reads it: where the file lacks the first NextN layer's
+    nextn.eh_proj, deepseek4's load_arch_hparams sets n_layer_nextn to 0 (ArchRule.nextn_needs_head), so every block
+    is a trunk layer (its tensors loaded, its cache kept)."""
+    rule = RULES.get(arch)
+    if rule is None or not rule.nextn_needs_head or nextn_head(metadata, arch, sizes):
+        return metadata
+    if first_nextn_layer(metadata, arch) is None:
+        return metadata
+    return {**metadata, Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch): 0}
+
+
 def nextn_head(metadata: dict, arch: str, sizes: dict[str, int]) -> bool:
     """Whether the file holds the first NextN layer's nextn.eh_proj: every graph_mtp builds on it
     (GGML_ASSERT(layer.nextn.eh_proj)), and deepseek4's load_arch_hparams makes the NextN layers trunk layers
@@ -351,7 +363,7 @@ def artifact_facts(summaries: list[HeaderSummary], file_name: str) -> ArtifactFa
             " requires: llama.cpp refuses it (tensor not found)",
         )
     if rule is not None and rule.nextn_needs_head and not head and first is not None:
-        metadata = {**metadata, Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch): 0}  # every block a trunk layer
+        metadata = loader_metadata(metadata, arch, sizes)  # every block a trunk layer
         norm = f"{gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ATTN_NORM].format(bid=first)}.weight"
         if norm not in sizes:  # the trunk layer's tensors are required: create_tensor's "tensor ... not found"
             raise EvidenceError(

@@ -245,9 +245,10 @@ class DecoderGraph:
         return self.layer_norm(x) if self.shape.layer_norm else self.norm(x)
 
     @staticmethod
-    def layer_norm(x: Tensor) -> Tensor:
-        """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned), then the weight in place."""
-        return same_shape(pinned(op("NORM", F32, x.ne, x), NORM_PIN), "MUL", None)
+    def layer_norm(x: Tensor, weight: str | None = None) -> Tensor:
+        """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned), then the weight in place
+        (`weight`: its name in the layer, where the builder names it)."""
+        return same_shape(pinned(op("NORM", F32, x.ne, x), NORM_PIN), "MUL", weight)
 
     def deci_block(self, b: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """src/models/deci.cpp's block: an attention-free one hands the residual stream to the FFN as it is, a
@@ -586,11 +587,11 @@ class DecoderGraph:
         latent, rope, nope, heads = b.kv_lora, b.n_rot, b.head_k - b.n_rot, b.n_head
         q = self.project_q(b, cur) if q is None else q
         q_nope = permute(view(q, (nope, heads, t), (q.nb[1], q.nb[2])), 0, 2, 1, 3)
-        absorbed = permute(mul_mat(None, q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
+        absorbed = permute(mul_mat("attn_k_b", q_nope, latent), 0, 2, 1, 3)  # wk_b: [latent, H, T]
         q_pe = same_shape(view(q, (rope, heads, t), (q.nb[1], q.nb[2]), nope * FLOAT), "ROPE", self.pos)
         q = op("CONCAT", F32, (latent + rope, heads, t), absorbed, q_pe)
-        kv = mul_mat(None, cur, latent + rope)  # wkv_a_mqa: kv_cmpr_pe
-        v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],))), latent, 1, t)  # kv_cmpr, normed
+        kv = mul_mat("attn_kv_a_mqa", cur, latent + rope)  # kv_cmpr_pe
+        v = reshape(self.norm(view(kv, (latent, t), (kv.nb[1],)), "attn_kv_a_norm"), latent, 1, t)  # kv_cmpr, normed
         k_pe = same_shape(view(kv, (rope, 1, t), (kv.nb[1], kv.nb[1]), latent * FLOAT), "ROPE", self.pos)
         k = op("CONCAT", F32, (latent + rope, 1, t), v, k_pe)
         return mul_mat("attn_output", self.mla_attend(b, q, k, v, mask), self.shape.n_embd)  # wo
@@ -616,12 +617,12 @@ class DecoderGraph:
             k16, v16 = f16_input(k, g.k_type), f16_input(v, g.k_type)  # V a view of K, of K's type
             out = op("FLASH_ATTN_EXT", F32, (latent, heads, t // ns, ns), q, k16, v16, mask)
             out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=True)
-            decompressed = mul_mat(None, permute(out, 0, 2, 1, 3), b.head_v)  # fattn_mla [Dv, T, H]
+            decompressed = mul_mat("attn_v_b", permute(out, 0, 2, 1, 3), b.head_v)  # wv_b: fattn_mla [Dv, T, H]
             cur = reshape(cont(permute(decompressed, 0, 2, 1, 3)), b.head_v * heads, t)
         else:  # kq, soft_max in place, V (the latent) transposed into a copy, kqv, kqv_mla
             kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)
             v_cont = op("CONT", float_type(g.k_type), (n_kv, latent, 1, ns), v)
-            kqv = mul_mat(None, mul_mat_t(v_cont, kq), b.head_v)  # [Dv, T, H]
+            kqv = mul_mat("attn_v_b", mul_mat_t(v_cont, kq), b.head_v)  # wv_b: [Dv, T, H]
             cur = pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * heads, t), KQV_PIN)
         return gf.expand(cur)
 

@@ -62,12 +62,12 @@ class DsaGraph(DecoderGraph):
     def mla_attention(self, b: GraphLayer, cur: Tensor, q: Tensor | None = None, mask: Tensor | None = None) -> Tensor:
         """The block's attention: qr (wq_a, q_a_norm), the indexer on a full layer, the query (wq_b over qr), then
         MLA over the top-k mask."""
-        qr = self.norm(mul_mat(None, cur, b.q_lora))  # wq_a, attn_q_a_norm
+        qr = self.norm(mul_mat("attn_q_a", cur, b.q_lora), "attn_q_a_norm")
         if self.indexer.full[self.il]:
             self.top_k = self.lightning_indexer(cur, qr)
         self.il += 1
         assert self.top_k is not None  # GGML_ASSERT: a shared indexer layer follows a full one
-        q = reshape(mul_mat(None, qr, b.n_head * b.head_k), b.head_k, b.n_head, self.t)  # wq_b
+        q = reshape(mul_mat("attn_q_b", qr, b.n_head * b.head_k), b.head_k, b.n_head, self.t)
         return super().mla_attention(b, cur, q, self.top_k_mask(b, self.top_k))
 
     def indexer_inputs(self) -> IndexerInputs:
@@ -81,21 +81,25 @@ class DsaGraph(DecoderGraph):
 
     def lightning_indexer(self, cur: Tensor, qr: Tensor) -> Tensor:
         """deepseek32.cpp's lightning indexer with fused_lid: the keys into the indexer's cache (cpy_k, expanded
-        first), the scores of every cached key (ggml_lightning_indexer [n_kv, T/ns, 1, ns]) and their top-k indices,
-        made contiguous (I32 [min(n_kv, top_k), T/ns, 1, ns])."""
+        first), the scores of every cached key (ggml_lightning_indexer [n_kv, T/ns, 1, ns] over the queries, the
+        cache's keys, the weights and the mask) and their top-k indices, made contiguous (I32 [min(n_kv, top_k),
+        T/ns, 1, ns])."""
         g, t, ix, inputs = self.geometry, self.t, self.indexer, self.indexer_inputs()
         ns, n_kv = g.n_stream, window_cells(None, g)
-        q = reshape(mul_mat(None, qr, ix.n_head * ix.head), ix.head, ix.n_head, t)  # indexer_attn_q_b
+        q = reshape(mul_mat("indexer.attn_q_b", qr, ix.n_head * ix.head), ix.head, ix.n_head, t)
         q = same_shape(q, "ROPE", self.pos)
-        k = same_shape(self.layer_norm(mul_mat(None, cur, ix.head)), "ADD")  # indexer_attn_k, k_norm and its bias
+        k = self.layer_norm(mul_mat("indexer.attn_k", cur, ix.head), "indexer.k_norm")
+        k = same_shape(k, "ADD", "indexer.k_norm.bias")
         k = same_shape(reshape(k, ix.head, 1, t), "ROPE", self.pos)
         q, k = mul_mat_t(inputs.rot, q), mul_mat_t(inputs.rot, k)  # the Hadamard transform
         cache = new_tensor(F16, ix.head, n_kv, ns, external=True)
         self.gf.expand(set_rows(cache, view(k, (ix.head, t), (k.nb[2],)), inputs.k_idxs))  # mctx_lid->cpy_k
-        weights = mul_mat(None, cur, ix.n_head)  # indexer_proj
+        weights = mul_mat("indexer.proj", cur, ix.n_head)
         q = view(q, (ix.head, ix.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns))
         weights = view(weights, (ix.n_head, t // ns, 1, ns), (weights.nb[1], weights.nb[2] // ns, weights.nb[3] // ns))
-        score = op("LIGHTNING_INDEXER", F32, (n_kv, t // ns, 1, ns), q, same_shape(weights, "SCALE"), inputs.mask)
+        keys = new_tensor(F16, ix.head, 1, n_kv, ns, external=True)  # mctx_lid->get_k: the cache's view
+        weights = same_shape(weights, "SCALE")
+        score = op("LIGHTNING_INDEXER", F32, (n_kv, t // ns, 1, ns), q, keys, weights, inputs.mask)
         return cont(op("TOP_K", I32, (min(n_kv, ix.top_k), *score.ne[1:]), score))
 
     def top_k_mask(self, b: GraphLayer, top_k: Tensor) -> Tensor:

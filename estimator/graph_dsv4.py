@@ -45,6 +45,7 @@ from memfit.estimator.ggml_graph import (
     set_rows,
     transpose,
     view,
+    viewed,
 )
 from memfit.estimator.graph_ffn import SHARED, build_ffn, build_moe_ffn
 from memfit.estimator.kv_cache import group_cells, window_cells
@@ -181,13 +182,13 @@ class Dsv4Graph(DecoderGraph):
         hc_post; hc_pre (the residual, post and comb expanded where expands_ffn_mixes), ffn_norm, the routed experts
         plus the shared ones, hc_post."""
         gf = self.gf
-        cur, post, comb = self.hc_pre(res)
-        cur = self.block_attention(il, b, self.norm(cur))  # attn_norm
+        cur, post, comb = self.hc_pre(res, "hc_attn")
+        cur = self.block_attention(il, b, self.norm(cur, "attn_norm"))
         res = self.hc_post(cur, res, post, comb)
-        cur, post, comb = self.hc_pre(res)
+        cur, post, comb = self.hc_pre(res, "hc_ffn")
         for x in (res, post, comb) if self.expands_ffn_mixes else ():
             gf.expand(x)
-        cur = self.norm(cur)  # ffn_norm
+        cur = self.norm(cur, "ffn_norm")
         shexp = build_ffn(
             cur, b.routing.shared_ff, clamped=b.clamped_ffn, weights=SHARED, fused_clamp=b.routing.fused_clamp
         )
@@ -200,7 +201,7 @@ class Dsv4Graph(DecoderGraph):
         in_layer(None)
         flat = get_rows(reshape(res, e * hc, t), out_ids, e * hc)
         flat.output = hidden
-        cur = self.norm(self.hc_head(reshape(flat, e, hc, out_ids.ne[0])))  # output_norm
+        cur = self.norm(self.hc_head(reshape(flat, e, hc, out_ids.ne[0])), "output_norm")
         cur.output = True  # t_embd
         logits = mul_mat("output", cur, self.n_vocab)
         logits.output = True  # t_logits
@@ -217,26 +218,28 @@ class Dsv4Graph(DecoderGraph):
 
     # --- hyper-connections -----------------------------------------------------------------------------------
 
-    def mixes(self, x: Tensor, width: int) -> Tensor:
-        """build_hc_pre / build_hc_head: the streams flattened, RMS-normed, projected by hc_*_fn."""
+    def mixes(self, x: Tensor, width: int, weights: str) -> Tensor:
+        """build_hc_pre / build_hc_head: the streams flattened, RMS-normed, projected by `weights`_fn (hc_attn_fn,
+        hc_ffn_fn, output_hc_fn)."""
         nt = x.ne[2]
-        return mul_mat(None, same_shape(reshape(x, self.e * self.d.hc, nt), "RMS_NORM"), width)
+        return mul_mat(f"{weights}_fn", same_shape(reshape(x, self.e * self.d.hc, nt), "RMS_NORM"), width)
 
-    def weights(self, mixes: Tensor, at: int, *ops: str) -> Tensor:
-        """A [hc, T] view of the mixes at column `at`, times its scale, plus its base (views of the weights), then
-        `ops` (sigmoid and the scale)."""
+    def weights(self, mixes: Tensor, at: int, weights: str, *ops: str) -> Tensor:
+        """A [hc, T] view of the mixes at column `at`, times its scale, plus its base (views of `weights`_scale and
+        _base: dsv4_view_1d), then `ops` (sigmoid and the scale)."""
         hc, nt = self.d.hc, mixes.ne[1]
         x = view(mixes, (hc, nt), (mixes.nb[1],), at * FLOAT)
-        return same(same_shape(same_shape(x, "MUL", None), "ADD", None), *ops)
+        scaled = same_shape(x, "MUL", viewed(f"{weights}_scale"))
+        return same(same_shape(scaled, "ADD", viewed(f"{weights}_base")), *ops)
 
-    def hc_pre(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def hc_pre(self, x: Tensor, weights: str) -> tuple[Tensor, Tensor, Tensor]:
         """build_hc_pre with the fused ops: the block's input ggml_dsv4_hc_pre(x, pre), the post weights, the
-        combination ggml_dsv4_hc_comb(mixes)."""
+        combination ggml_dsv4_hc_comb(mixes, scale, base); `weights`: the module's names' stem (hc_attn, hc_ffn)."""
         hc, nt = self.d.hc, x.ne[2]
-        mixes = self.mixes(x, (2 + hc) * hc)
-        pre = self.weights(mixes, 0, "SIGMOID", "SCALE")
-        post = self.weights(mixes, hc, "SIGMOID", "SCALE")
-        comb = op("DSV4_HC_COMB", F32, (hc, hc, nt), mixes, None, None)
+        mixes = self.mixes(x, (2 + hc) * hc, weights)
+        pre = self.weights(mixes, 0, weights, "SIGMOID", "SCALE")
+        post = self.weights(mixes, hc, weights, "SIGMOID", "SCALE")
+        comb = op("DSV4_HC_COMB", F32, (hc, hc, nt), mixes, f"{weights}_scale", f"{weights}_base")
         return op("DSV4_HC_PRE", F32, (self.e, nt), x, pre), post, comb
 
     def hc_post(self, x: Tensor, residual: Tensor, post: Tensor, comb: Tensor) -> Tensor:
@@ -247,7 +250,8 @@ class Dsv4Graph(DecoderGraph):
         """build_hc_head: the mixes (hc wide) times the scale, plus the base, sigmoid, plus eps; build_hc_pre's
         unfused loop (il < 0): each stream's view times its weight's view, summed."""
         hc, nt = self.d.hc, x.ne[2]
-        pre = same(self.mixes(x, hc), "MUL", "ADD", "SIGMOID", "SCALE")
+        scaled = same_shape(self.mixes(x, hc, "output_hc"), "MUL", "output_hc_scale")
+        pre = same(same_shape(scaled, "ADD", "output_hc_base"), "SIGMOID", "SCALE")
         result: Tensor | None = None
         for ih in range(hc):
             xh = view(x, (self.e, nt), (x.nb[2],), ih * x.nb[1])
@@ -264,10 +268,11 @@ class Dsv4Graph(DecoderGraph):
         kv_norm, roped); the block's compressors; attention over its caches; the output de-roped (rope_back), wo_a
         per group and wo_b."""
         t, hd, heads, d = self.t, b.head_k, b.n_head, self.d
-        qr = self.norm(mul_mat(None, cur, d.q_lora))  # wq_a, attn_q_a_norm
-        q = same_shape(reshape(mul_mat(None, qr, heads * hd), hd, heads, t), "RMS_NORM")  # wq_b, ggml_rms_norm
+        qr = self.norm(mul_mat("attn_q_a", cur, d.q_lora), "attn_q_a_norm")
+        q = same_shape(reshape(mul_mat("attn_q_b", qr, heads * hd), hd, heads, t), "RMS_NORM")  # ggml_rms_norm
         q = same_shape(q, "ROPE", self.pos)
-        kv = same_shape(reshape(self.norm(mul_mat(None, cur, hd)), hd, 1, t), "ROPE", self.pos)  # wkv, kv_norm
+        kv = self.norm(mul_mat("attn_kv", cur, hd), "attn_kv_a_norm")
+        kv = same_shape(reshape(kv, hd, 1, t), "ROPE", self.pos)
         ratio = d.ratios[il]
         if ratio == CSA:
             self.compress(cur, "csa", 2 * hd, hd)
@@ -280,9 +285,9 @@ class Dsv4Graph(DecoderGraph):
             out = self.attend(b, q, kv, None)
         out = same_shape(reshape(out, hd, heads, t), "ROPE_BACK", self.pos)  # attn_derope
         out = permute(reshape(out, hd * heads // d.o_groups, d.o_groups, t), 0, 2, 1, 3)
-        oa = op("MUL_MAT", F32, (d.o_lora, t, d.o_groups, 1), None, out)  # wo_a: [o_lora, T, groups]
+        oa = op("MUL_MAT", F32, (d.o_lora, t, d.o_groups, 1), "attn_output_a", out)  # wo_a: [o_lora, T, groups]
         oa = cont(permute(oa, 0, 2, 1, 3), d.o_lora * d.o_groups, t)
-        return mul_mat(None, oa, self.e)  # wo_b
+        return mul_mat("attn_output_b", oa, self.e)  # wo_b
 
     def compress(self, cur: Tensor, name: str, width: int, head: int) -> None:
         """The block's compressor of `name` (csa, lid: overlapping windows; hca): its kv (comp_wkv) and score
@@ -291,8 +296,10 @@ class Dsv4Graph(DecoderGraph):
         cache rotates) into the compressed cache; the snapshot planes rewritten where there are snapshots; the last
         tokens' rows persisted into the state."""
         gf, inp = self.gf, self.comp_inputs(name)
-        state_kv = mul_mat(None, cur, width)
-        state_score = same_shape(mul_mat(None, cur, width), "ADD", get_rows(None, inp.state_pos, width))
+        weights = "indexer_compressor" if name == "lid" else "attn_compressor"  # its _kv, _gate, _ape, _norm
+        state_kv = mul_mat(f"{weights}_kv", cur, width)
+        ape = get_rows(f"{weights}_ape", inp.state_pos, width)
+        state_score = same_shape(mul_mat(f"{weights}_gate", cur, width), "ADD", ape)
         rows = state_kv, state_score
         restored = [self.restored(name, width) for _ in rows]
         source_kv, source_score = (self.with_state(name, x, r) for x, r in zip(rows, restored, strict=True))
@@ -300,7 +307,7 @@ class Dsv4Graph(DecoderGraph):
             comp = self.hca_pool(source_kv, source_score, inp.read_idxs, head)
         else:
             comp = self.overlap_pool(source_kv, source_score, inp.read_idxs, head)
-        comp = same_shape(self.norm(comp), "ROPE", inp.write_pos)
+        comp = same_shape(self.norm(comp, f"{weights}_norm"), "ROPE", inp.write_pos)
         if inp.rot is not None:
             comp = self.hadamard(comp, inp.rot)
         cache = new_tensor(self.k_type, head, comp.ne[2], external=True)
@@ -408,9 +415,9 @@ class Dsv4Graph(DecoderGraph):
         g, t, d = self.geometry, self.t, self.d
         ns, inp = g.n_stream, self.comp_inputs("lid")
         assert inp.rot is not None  # the indexer's cache always rotates
-        iq = reshape(mul_mat(None, qr, d.idx_heads * d.idx_head), d.idx_head, d.idx_heads, t)  # indexer_attn_q_b
+        iq = reshape(mul_mat("indexer.attn_q_b", qr, d.idx_heads * d.idx_head), d.idx_head, d.idx_heads, t)
         iq = self.hadamard(same_shape(iq, "ROPE", self.pos), inp.rot)
-        w = same_shape(mul_mat(None, cur, d.idx_heads), "SCALE")
+        w = same_shape(mul_mat("indexer.proj", cur, d.idx_heads), "SCALE")
         k = self.cache_k("lid", d.idx_head)
         iq = view(iq, (d.idx_head, d.idx_heads, t // ns, ns), (iq.nb[1], iq.nb[2], iq.nb[3] // ns))
         w = view(w, (d.idx_heads, t // ns, 1, ns), (w.nb[1], w.nb[2] // ns, w.nb[3] // ns))

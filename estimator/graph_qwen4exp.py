@@ -28,6 +28,7 @@ from memfit.estimator.ggml_graph import (
     cont,
     copy_into,
     get_rows,
+    in_layer,
     mul_mat,
     mul_mat_t,
     new_tensor,
@@ -39,6 +40,7 @@ from memfit.estimator.ggml_graph import (
     set_rows,
     transpose,
     view,
+    viewed,
 )
 from memfit.estimator.graph_delta_net import IMROPE_POSITIONS, QwenNextGraph
 from memfit.estimator.kv_cache import window_cells
@@ -75,9 +77,10 @@ class Qwen4expGraph(QwenNextGraph):
         res = op("REPEAT", F32, (e, hc.count, t), reshape(inp_l, e, 1, t))  # hc_init
         last = len(self.shape.layers) - 1
         for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             if il == hc.ple_layer and ple is not None:
                 res = self.ple(ple, res)
-            cur, inject = self.mix(res)
+            cur, inject = self.mix(res, "hc_attn")
             self.gf.expand(cur)
             cur = self.linear_attn(cur) if b.recurrent_in else self.layer_attn(b, il, cur)
             if il == last:  # every row after this is per token: only the output rows go on
@@ -85,29 +88,32 @@ class Qwen4expGraph(QwenNextGraph):
                 cur, inject = get_rows(cur, out_ids, e), get_rows(inject, out_ids, hc.count)
                 res = reshape(get_rows(reshape(res, e * hc.count, t), out_ids, e * hc.count), e, hc.count, outs)
             res = self.combine(res, cur, inject)
-            cur, inject = self.mix(res)
+            cur, inject = self.mix(res, "hc_ffn")
             res = self.combine(res, self.ffn_out(b, cur), inject)
-        cur, _ = self.mix(res, inject=False)  # the final mixer is the output norm
+        in_layer(None)
+        cur, _ = self.mix(res, "output_hc", inject=False)  # the final mixer is the output norm
         cur.output = True  # t_embd
-        logits = mul_mat(None, cur, self.n_vocab)
+        logits = mul_mat("output", cur, self.n_vocab)
         logits.output = True  # t_logits
         self.gf.expand(logits)
         return self.gf
 
     # --- hyper-connections ------------------------------------------------------------------------------------
 
-    def mix(self, x: Tensor, inject: bool = True) -> tuple[Tensor, Tensor]:
+    def mix(self, x: Tensor, weights: str, inject: bool = True) -> tuple[Tensor, Tensor]:
         """build_hc_mix: the streams RMS-normed (the [count * n_embd] weight in place), a low-rank gate (down,
-        scale, silu, up, sigmoid) times them, their mean; `inject`: the streams' injection weights [count, T]."""
+        scale, silu, up, sigmoid) times them, their mean; `inject`: the streams' injection weights [count, T];
+        `weights`: the module's names' stem (hc_attn, hc_ffn, output_hc: its _norm, _down, _up, _inject)."""
         hc, e, nt = self.hc, self.e, x.ne[2]
-        xn = same_shape(reshape(same_shape(x, "RMS_NORM"), e * hc.count, nt), "MUL")
-        gate = same_shape(mul_mat(None, same(mul_mat(None, xn, hc.rank), "SCALE", "SILU"), e * hc.count), "SIGMOID")
+        xn = same_shape(reshape(same_shape(x, "RMS_NORM"), e * hc.count, nt), "MUL", f"{weights}_norm")
+        low = same(mul_mat(f"{weights}_down", xn, hc.rank), "SCALE", "SILU")
+        gate = same_shape(mul_mat(f"{weights}_up", low, e * hc.count), "SIGMOID")
         gated = reshape(same_shape(xn, "MUL", gate), e, hc.count, nt)
         row = (e * FLOAT * hc.count,)
         mixed = cont(view(gated, (e, nt), row))
         for c in range(1, hc.count):
             mixed = same_shape(mixed, "ADD", view(gated, (e, nt), row, c * e * FLOAT))
-        injected = mul_mat(None, xn, hc.count) if inject else xn
+        injected = mul_mat(f"{weights}_inject", xn, hc.count) if inject else xn
         return same_shape(mixed, "SCALE"), injected
 
     def combine(self, residual: Tensor, out: Tensor, inject: Tensor) -> Tensor:
@@ -168,7 +174,7 @@ class Qwen4expGraph(QwenNextGraph):
         n_kv = window_cells(None, g)
         blocks = (n_kv + ratio - 1) // ratio
         inp = self.qsa_inputs(ratio, blocks, n_kv)
-        k_raw = reshape(mul_mat(None, cur, head), head, 1, t)
+        k_raw = reshape(mul_mat("indexer.k_proj", cur, head), head, 1, t)
         cache = new_tensor(F16, head, n_kv, ns, external=True)
         self.gf.expand(set_rows(cache, view(k_raw, (head, t), (k_raw.nb[2],)), inp.k_idxs))
         members = get_rows(new_tensor(F16, head, n_kv, ns, external=True), inp.blk_cells, head)
@@ -178,10 +184,10 @@ class Qwen4expGraph(QwenNextGraph):
             piece = cont(view(members, (head, blocks, ns), (members.nb[2], members.nb[3]), i * members.nb[1]))
             pooled = piece if pooled is None else same_shape(pooled, "ADD", piece)
         assert pooled is not None
-        pooled = self.norm(reshape(same_shape(pooled, "SCALE"), head, blocks * ns, 1))
+        pooled = self.norm(reshape(same_shape(pooled, "SCALE"), head, blocks * ns, 1), "indexer.k_norm")
         pooled = reshape(same_shape(reshape(pooled, head, 1, blocks * ns), "ROPE", inp.blk_pos), head, blocks, ns)
-        q = reshape(mul_mat(None, cur, hc.idx_heads * head), head, hc.idx_heads, t)
-        q = same_shape(self.norm(q), "ROPE", self.pos)
+        q = reshape(mul_mat("indexer.q_proj", cur, hc.idx_heads * head), head, hc.idx_heads, t)
+        q = same_shape(self.norm(q, "indexer.q_norm"), "ROPE", self.pos)
         score = mul_mat_t(pooled, reshape(q, head, hc.idx_heads * per, ns))
         score = same_shape(reshape(score, blocks, hc.idx_heads, per, ns), "RELU")
         summed: Tensor | None = None
@@ -228,14 +234,15 @@ class Qwen4expGraph(QwenNextGraph):
         """build_inp_ple: ple_heads rows of per_layer_token_embd per token, flattened [ple_head * heads, T]."""
         hc, t = self.hc, self.t
         rows = new_tensor(I32, hc.ple_heads * t, input=True)
-        emb = reshape(get_rows(None, rows, hc.ple_head), hc.ple_head * hc.ple_heads, t)
+        emb = reshape(get_rows("per_layer_token_embd", rows, hc.ple_head), hc.ple_head * hc.ple_heads, t)
         return self.gf.expand(emb)
 
-    def grouped(self, x: Tensor) -> Tensor:
-        """build_ple's grouped norm: RMS over each stream, the [count * n_embd] weight in place, [n_embd, count, T]."""
+    def grouped(self, x: Tensor, weight: str) -> Tensor:
+        """build_ple's grouped norm: RMS over each stream, the [count * n_embd] weight (`weight`) in place,
+        [n_embd, count, T]."""
         hc, e, t = self.hc, self.e, self.t
         normed = reshape(same_shape(reshape(x, e, hc.count, t), "RMS_NORM"), e * hc.count, t)
-        return reshape(same_shape(normed, "MUL"), e, hc.count, t)
+        return reshape(same_shape(normed, "MUL", weight), e, hc.count, t)
 
     def ple(self, emb: Tensor, hidden: Tensor) -> Tensor:
         """build_ple: the rows' key against the streams (a per-stream dot product, its signed square root's
@@ -244,23 +251,25 @@ class Qwen4expGraph(QwenNextGraph):
         silu); both added to the streams."""
         hc, e, t, n = self.hc, self.e, self.t, self.n
         width = e * hc.count
-        key = self.grouped(mul_mat(None, emb, width))  # ple_key
-        value = mul_mat(None, emb, e)  # ple_value
-        s = same_shape(op("SUM_ROWS", F32, (1, hc.count, t), same_shape(key, "MUL", self.grouped(hidden))), "SCALE")
+        key = self.grouped(mul_mat("ple_key", emb, width), "ple_norm_key")
+        value = mul_mat("ple_value", emb, e)
+        query = self.grouped(hidden, "ple_norm_query")
+        s = same_shape(op("SUM_ROWS", F32, (1, hc.count, t), same_shape(key, "MUL", query)), "SCALE")
         magnitude = same(same_shape(s, "ABS"), "CLAMP", "SQRT")
         gate = same_shape(same_shape(same_shape(s, "SGN"), "MUL", magnitude), "SIGMOID")
         gated = same_shape(op("REPEAT", F32, (e, hc.count, t), reshape(value, e, 1, t)), "MUL", gate)
-        normalized = reshape(self.grouped(reshape(gated, width, t)), width, t)
+        normalized = reshape(self.grouped(reshape(gated, width, t), "ple_norm_conv"), width, t)
         history = (hc.ple_kernel - 1) * hc.ple_dilation
         states = reshape(self.state_rows(history * width), history, width, n)
         padded = self.conv_state_at(states, reshape(normalized, width, self.tokens, n), width)
-        kernel = new_tensor(F32 if hc.ple_conv_f32 else F16, hc.ple_kernel, width, external=True)  # ple_conv1d
+        kernel_type = F32 if hc.ple_conv_f32 else F16  # ple_conv1d [kernel, width], in the file's type
         conv: Tensor | None = None
         for k in range(hc.ple_kernel):
             start = history - (hc.ple_kernel - 1 - k) * hc.ple_dilation
             shift = view(padded, (self.tokens, width, n), (padded.nb[1], padded.nb[2]), start * FLOAT)
-            column = reshape(op("CONT", kernel.type, (1, width), kernel), width)  # the kernel's column k
-            if kernel.type != F32:  # this kernel keeps the file's type: cast
+            # the kernel's column k: a view of the weight (ggml_view_2d) made contiguous
+            column = reshape(op("CONT", kernel_type, (1, width), viewed("ple_conv1d")), width)
+            if kernel_type != F32:  # this kernel keeps the file's type: cast
                 column = op("CPY", F32, column.ne, column)
             term = same_shape(cont(transpose(shift)), "MUL", column)
             conv = term if conv is None else same_shape(conv, "ADD", term)

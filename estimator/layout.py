@@ -40,6 +40,9 @@ class KvCache:
 
     layers: tuple[AttentionLayer, ...]
     v_width_max: int = 0
+    # the model layer (il) of each of its layers, where the layout knows it (the device that holds each: the cache's
+    # tensors of layer il are in dev_layer(il)'s buffer type, llama_kv_cache's constructor); empty: not known
+    layer_ids: tuple[int, ...] = ()
 
 
 class SwaType(Enum):

@@ -10,7 +10,7 @@ of the file for the CPU buffer of an mmapped model. Compute buffers (the schedul
 
 Not mirrored: the split buffer types of -sm row and the meta device of -sm tensor (refused), a GPU's supports_op
 refusing an op or type (every op is taken, as the mock GPUs do), ACCEL devices, RPC servers, integrated GPUs,
-lazily read tensors over 4 GiB, the sparse-attention indexer caches, rollback snapshots of recurrent state.
+lazily read tensors over 4 GiB, rollback snapshots of recurrent state.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from enum import Enum
 
 from memfit.estimator.arch_rules import RULES
 from memfit.estimator.architectures import kv_layer_flags, layers_of
-from memfit.estimator.artifact import HeaderSummary, mtp_tensors
+from memfit.estimator.artifact import HeaderSummary, loader_metadata, mtp_tensors
 from memfit.estimator.context import ContextGeometry, output_rows
 from memfit.estimator.cpu_repack import REPACK, Matrix, extra_buffer_types, takes
 from memfit.estimator.cpu_variant import CpuVariant
@@ -103,8 +103,8 @@ class ModelTensors:
     n_vocab: int
     weights: tuple[Weight, ...]  # the tensors llama.cpp loads (NextN/MTP layers' left out)
     tied_twice: bool = False  # the loader creates the tied output before token_embd: always two copies
-    kv_layers: tuple[int, ...] = ()  # the layer of each of layout.caches[0].layers
-    recurrent_layers: tuple[int, ...] = ()  # the layer of each of layout.recurrent
+    kv_layers: tuple[int, ...] = ()  # the layer of each of layout.caches[0].layers (the others' KvCache.layer_ids)
+    recurrent_layers: tuple[int, ...] = ()  # the layer of each of layout.recurrent (deepseek4's compressor states too)
     n_nextn: int = 0  # hparams.n_layer_nextn: the NextN/MTP layers at the end of n_layer (not loaded without MTP)
     mtp_weights: tuple[Weight, ...] = ()  # the NextN/MTP layers' tensors, which only load_mtp loads
 
@@ -193,11 +193,12 @@ def _offsets(summary: HeaderSummary, alignment: int) -> list[int]:
 
 def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTensors:
     """The placement input of a file set (the first file holds the metadata)."""
-    metadata = summaries[0].metadata
-    arch = metadata[Keys.General.ARCHITECTURE]
+    arch = summaries[0].metadata[Keys.General.ARCHITECTURE]
     rule = RULES.get(arch)
     if rule is None:
         raise PlacementUnsupported(f"no layout rule for architecture {arch!r}")
+    sizes = {t[0]: t[1] for s in summaries for t in s.tensors}
+    metadata = loader_metadata(summaries[0].metadata, arch, sizes)  # a headless NextN layer a trunk layer
     alignment = metadata.get(Keys.General.ALIGNMENT, GGUF_DEFAULT_ALIGNMENT)
     weights = []
     shapes: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}  # each shape held once
@@ -205,10 +206,12 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
         for (name, nbytes, ggml_type, ne0, ne1, rest), offset in zip(s.tensors, _offsets(s, alignment), strict=True):
             ne = (ne0, ne1, rest, 1)
             weights.append(Weight(name, ggml_type, shapes.setdefault(ne, ne), nbytes, file, offset))
-    skipped = mtp_tensors(metadata, arch, {w.name: w.nbytes for w in weights})
+    skipped = mtp_tensors(metadata, arch, sizes)
     layers = layers_of(rule, HParams(metadata, arch), {w.name: w.ne[:3] for w in weights})  # (ne0, ne1, the rest)
     kv = tuple(il for il, keep in enumerate(kv_layer_flags(rule, layers)) if keep)
     recurrent = tuple(il for il in range(layers.n_trunk) if layers.recurrent[il])
+    if rule.compression is not None:  # layout.recurrent's compressor states, after the recurrent layers' states
+        recurrent += rule.compression.state_layers(layers)
     return ModelTensors(
         arch,
         layers.n_all,
@@ -479,16 +482,17 @@ def cache_buffer(request: Placement, layer_device: Device | None) -> Device | No
 
 def kv_bytes(model: ModelTensors, memory: Memory, request: Placement, layers: Sequence[Device | None]) -> dict:
     # llama_kv_cache's constructor: per layer a K tensor [n_embd_k_gqa, kv_size, n_stream] and (but for MLA) a V
-    # tensor [n_embd_v_gqa, kv_size, n_stream], V as wide as the widest layer's when transposed (no flash attention)
-    caches = memory.layout.caches
-    if len(caches) > 1:
-        raise PlacementUnsupported("the sparse-attention indexer's cache is not mirrored")
+    # tensor [n_embd_v_gqa, kv_size, n_stream], V as wide as the widest layer's when transposed (no flash attention),
+    # in its layer's buffer type; the same for each cache beside the main one (llama_kv_cache_dsa's and
+    # llama_memory_hybrid_idx's indexer cache, llama_kv_cache_dsv4's compressed caches: llama_kv_caches of their own
+    # over the layers their filters keep)
     out: dict[str, int] = {}
     g = memory.geometry
-    for cache in caches:
-        if len(cache.layers) != len(model.kv_layers):
+    for i, cache in enumerate(memory.layout.caches):
+        ids = model.kv_layers if i == 0 else cache.layer_ids
+        if len(cache.layers) != len(ids):
             raise PlacementUnsupported("the KV layers do not match the layout's")
-        for layer, il in zip(cache.layers, model.kv_layers, strict=True):
+        for layer, il in zip(cache.layers, ids, strict=True):
             device = cache_buffer(request, layers[il])
             rows = layer_cells(layer, g) * g.n_stream
             n = _tensor_bytes(device, memory.k_type, layer.k_width, rows)

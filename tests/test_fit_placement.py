@@ -105,21 +105,6 @@ def test_a_placement_the_user_set_makes_the_fitter_give_up() -> None:
 # common_init_result's common_fit_extra_model, one and two mock GPUs; `fit.extra` is the draft's dry run at the
 # fitted context per device (what add_extra_memory adds there, its weights not counted: shares_model)
 MTP_RUNS = [r for r in rows("fit_mtp_gpu.jsonl") if r.get("fit")]
-# the trunks whose split graph memfit's scheduler places per backend; deepseek32's and glm-dsa's are not (their
-# sparse-attention indexer's cache is not placed), so memfit does not predict the fitter for them (predicted_fit: None)
-PLACED_TRUNKS = {
-    "deepseek2-mla-mtp",
-    "glm4moe-mtp",
-    "mimo2-mtp",
-    "step35-mtp",
-    "hy-v3-mtp",
-    "qwen35-mtp",
-    "bailingmoe3",
-    "nemotron-h-moe",
-}
-# the drafts memfit does not place: deepseek32's and glm-dsa's (the target's placement they are laid out by holds the
-# sparse-attention indexer's cache, which memfit does not place)
-UNPLACED_DRAFTS = {"deepseek32-mtp", "glm-dsa-mtp"}
 # runs llama.cpp did not finish: the fitter looping in its step 4 (the probe stopped after 60 s), and a heap
 # corruption the probe aborted on (malloc(): invalid size, hy_v3 on two devices), not compared
 FAILED = {row_id(r): r for r in rows("fit_mtp_gpu.jsonl") if r.get("error")}
@@ -172,7 +157,7 @@ def test_the_mtp_runs_cover_the_fitters_paths() -> None:
     }
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] not in UNPLACED_DRAFTS], ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -183,17 +168,7 @@ def test_the_draft_context_the_fitter_adds_equals_llama_cpps(
     assert _draft(run, mtp_summaries[run["model"]]) == want
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in UNPLACED_DRAFTS], ids=row_id)
-def test_a_draft_memfit_does_not_place_is_unsupported(run: dict, mtp_summaries: dict[str, list[HeaderSummary]]) -> None:
-    """No number for the draft context memfit does not lay out (the fitter's forecast then refuses too)."""
-    with pytest.raises(PlacementUnsupported):
-        _draft(run, mtp_summaries[run["model"]])
-
-
-FITTED_DRAFTS = [r for r in MTP_RUNS if r["model"] not in UNPLACED_DRAFTS]
-
-
-@pytest.mark.parametrize("run", FITTED_DRAFTS, ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_context_on_the_fitted_placement_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -215,7 +190,7 @@ def _placed(run: dict, summaries: list[HeaderSummary]) -> Placed:
     return Placed(model, memory, devices, request, (place(model, memory, devices, request, BY_NAME[CPU_VARIANT]),))
 
 
-@pytest.mark.parametrize("run", FITTED_DRAFTS, ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_the_draft_compute_buffer_of_each_pool_is_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -242,7 +217,7 @@ def test_a_fit_llama_cpp_never_ends_is_unsupported(mtp_summaries: dict[str, list
         fitter(run, mtp_summaries["mimo2-mtp"])
 
 
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] in PLACED_TRUNKS], ids=row_id)
+@pytest.mark.parametrize("run", MTP_RUNS, ids=row_id)
 def test_under_mtp_the_fitters_choice_equals_llama_cpps(
     run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
 ) -> None:
@@ -266,13 +241,3 @@ def test_under_mtp_the_fitters_choice_equals_llama_cpps(
             want["context"] + extra["context"],
             want["compute"] + extra["compute"],
         ), device
-
-
-@pytest.mark.parametrize("run", [r for r in MTP_RUNS if r["model"] not in PLACED_TRUNKS], ids=row_id)
-def test_a_trunk_the_scheduler_does_not_split_leaves_the_fitter_unpredicted(
-    run: dict, mtp_summaries: dict[str, list[HeaderSummary]]
-) -> None:
-    """deepseek32's and glm-dsa's indexer cache is not placed: the fitter's candidates are not forecast, so memfit
-    names no choice for them rather than a wrong one."""
-    with pytest.raises(PlacementUnsupported):
-        fitter(run, mtp_summaries[run["model"]])

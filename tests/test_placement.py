@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ from memfit.estimator.placement import (
 from memfit.gguf_constants import GGMLQuantizationType as QT
 from memfit.readers.gguf_header import read_header
 from tools.families import recurrent
-from tools.gguf_writers import write_model
+from tools.gguf_writers import Model, write_model
 from tools.truth import DATA, load
 from tools.truth.mock import MOCK_DATA, args_of, files, row_id, rows
 from tools.truth.mock.matrix import CPU_VARIANT, LABEL, MOCK_FILES
@@ -218,11 +219,15 @@ def test_the_output_buffer_is_in_the_output_devices_pinned_memory() -> None:
     assert output_buffer(1000, 1, unpinned) == (CPU, 4000)
 
 
-def _tiny(folder: Path) -> list[HeaderSummary]:
-    path = folder / "qwen3moe-f16.gguf"
-    write_model(WRITERS["qwen3moe-f16"](), path)
+def _written(folder: Path, name: str, writer: Callable[[], Model]) -> list[HeaderSummary]:
+    path = folder / f"{name}.gguf"
+    write_model(writer(), path)
     with open(path, "rb") as f:
         return [summarize(read_header(f))]
+
+
+def _tiny(folder: Path) -> list[HeaderSummary]:
+    return _written(folder, "qwen3moe-f16", WRITERS["qwen3moe-f16"])
 
 
 def test_a_cuda_placement_by_hand(tmp_path: Path) -> None:
@@ -270,10 +275,7 @@ def test_rollback_snapshots_widen_each_layers_state_where_it_is_placed(tmp_path:
         for r in load(DATA / "results_rec.jsonl")
         if r["model"] == "qwen35" and r["settings"].get("n_rs_seq") == 2 and r["settings"]["n_seq"] == 2
     )
-    path = tmp_path / "qwen35.gguf"
-    write_model(recurrent.FAMILY_SET["qwen35"](), path)
-    with open(path, "rb") as f:
-        summary = [summarize(read_header(f))]
+    summary = _written(tmp_path, "qwen35", recurrent.FAMILY_SET["qwen35"])
     facts = artifact_facts(summary, "qwen35")
     assert facts.layout is not None and facts.n_vocab is not None
     geometry = llama_geometry(run["settings"]["n_ctx"], 2, rs_snapshots=2)
@@ -282,3 +284,21 @@ def test_rollback_snapshots_widen_each_layers_state_where_it_is_placed(tmp_path:
     pools = result.by_pool()
     assert pools["MOCK0"].recurrent > 0 and pools["MOCK1"].recurrent > 0
     assert sum(p.recurrent for p in pools.values()) == run["rs_bytes"]
+
+
+def test_a_headless_nextn_layer_is_placed_as_a_trunk_layer(tmp_path: Path) -> None:
+    """deepseek4's loader takes a NextN layer without its nextn.eh_proj as a trunk layer (load_arch_hparams sets
+    n_layer_nextn 0): the writer's fifth block is loaded as the trunk's (every tensor of the file placed, none left
+    for load_mtp), its tensors on its layer's device (the second of -ts 1,1) for the scheduler to find."""
+    summary = _written(tmp_path, "headless", recurrent.DEEPSEEK4_HEADLESS_MODELS["deepseek4-mtp-headless"])
+    facts = artifact_facts(summary, "deepseek4-mtp-headless")
+    assert facts.layout is not None and facts.n_vocab is not None
+    model = model_tensors(summary, facts.n_vocab)
+    assert (model.n_layer, model.n_nextn, model.mtp_weights) == (5, 0, ())
+    assert {w.name for w in model.weights} == {t[0] for t in summary[0].tensors}
+    memory = Memory(
+        facts.layout, llama_geometry(4096, 1, k_type="f16"), GGML_CACHE_TYPES["f16"], GGML_CACHE_TYPES["f16"]
+    )
+    result = place(model, memory, _gpus(2), Placement(tensor_split=(1, 1)), BY_NAME["haswell"])
+    assert result.layer_devices[4] == "MOCK1"
+    assert {t.buffer_types for t in result.tensors if t.layer == 4} == {("MOCK1",)}

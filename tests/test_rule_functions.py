@@ -297,6 +297,38 @@ def test_indexer_cache(case: Case, layouts: dict[str, Layout]) -> None:
     assert [(a.k_width, a.v_width, a.has_v) for a in layout.caches[1].layers] == [(width, 0, False)] * count
 
 
+@pytest.mark.parametrize(
+    ("model", "layers"),
+    [
+        # llama_kv_cache_dsa: the MLA cache and the indexer's on every trunk layer (filter_lid: il < n_layer())
+        ("deepseek32", ((0, 1, 2), (0, 1, 2))),
+        # the NextN layer 4 in neither; the indexer's on the layers indexer.types [1, 0, 0, 1] marks full
+        ("glm-dsa-types", ((0, 1, 2, 3), (0, 3))),
+        # no types key, context 1048576: GLM-5.2's table (0, 1, then every 4th from 2) over 8 layers
+        ("glm-dsa-52", ((0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 6))),
+        # llama_memory_hybrid_idx: filter_idx is filter_attn, the attention layers of every 2nd
+        ("qwen4exp-qsa", ((1, 3), (1, 3))),
+        # llama_kv_cache_dsv4, compress_ratios [4, 128, 4, 0]: the raw cache on every layer, CSA's on the ratio-4
+        # layers, HCA's on the ratio-128 one, the lightning indexer's on CSA's (filter_csa)
+        ("deepseek4", ((0, 1, 2, 3), (0, 2), (1,), (0, 2))),
+    ],
+)
+def test_each_cache_names_the_layers_whose_device_holds_it(
+    model: str, layers: tuple[tuple[int, ...], ...], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Each of llama.cpp's caches (llama_kv_cache's constructor: layer il's tensors in dev_layer(il)'s buffer type)
+    names the layers its filter keeps, the indexer's and the compressed caches beside the main one too, so that
+    placement puts each layer's rows on its layer's device."""
+    path = tmp_path_factory.mktemp("cache-layers") / f"{model}.gguf"
+    write_model(model_writers()[model](), path)
+    metadata = read_header(path).metadata
+    arch = metadata["general.architecture"]
+    assert isinstance(arch, str)
+    layout = derive_layout(metadata, arch)
+    assert tuple(cache.layer_ids for cache in layout.caches) == layers
+    assert all(len(cache.layers) == len(cache.layer_ids) for cache in layout.caches)
+
+
 def test_pure_recurrent_and_plain_models_have_one_kind_of_memory(layouts: dict[str, Layout]) -> None:
     for case in CASES:
         layout = layouts[case.label]

@@ -239,6 +239,15 @@ SSM: dict[str, Callable[[], Model]] = {
     **{n: recurrent.FAMILY_SET[n] for n in ("nemotron-h", "nemotron-h-moe", "mamba", "jamba", "falcon-h1", "plamo2")},
     "falcon-mamba": lambda: recurrent.mamba("tiny-falcon-mamba", dt_b_c_rms=True),
 }
+# the sparse-attention trunks whose memory holds more than one cache, each layer's in its layer's buffer type:
+# deepseek32's and glm-dsa's indexer cache (llama_kv_cache_dsa: every trunk layer, or glm-dsa's full-indexer
+# layers), qwen4exp's (llama_memory_hybrid_idx: QSA beside its delta nets, the PLE conv history), deepseek4's
+# compressed caches and compressor states (llama_kv_cache_dsv4)
+INDEXER: dict[str, Callable[[], Model]] = {
+    **{n: more.FAMILY_SET[n] for n in ("deepseek32", "glm-dsa-types", "glm-dsa-52")},
+    "qwen4exp-qsa": recurrent.QWEN4EXP_VARIANTS["qwen4exp-qsa"],
+    "deepseek4": recurrent.FAMILY_SET["deepseek4"],
+}
 
 
 def delta_net_runs(model: Model) -> list[Run]:
@@ -314,6 +323,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_ssm.jsonl": MockFile(
         SSM, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+    ),
+    "results_mock_indexer.jsonl": MockFile(
+        INDEXER, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(

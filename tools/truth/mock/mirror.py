@@ -2,9 +2,10 @@
 
 `compare(row, summaries)` lists every field where memfit's placement (estimator/placement.py) differs from what
 llama.cpp reported for the run: the layer and output devices, each layer's tensors per buffer type, the tensors
-outside the layers, the weights, KV cache and recurrent state per buffer type, per cache, per pool, and the output
-buffer. Empty when memfit mirrors the run to the byte. `compute(row, summaries)` is memfit's compute buffer of each
-backend for the run (estimator/scheduler.py), in the mode the run sized them (a dry run, or a loading context).
+outside the layers, the weights, KV cache and recurrent state per buffer type (the memory whole where the probe
+does not take it apart: the indexer's and compressed caches), per cache, per pool, and the output buffer. Empty
+when memfit mirrors the run to the byte. `compute(row, summaries)` is memfit's compute buffer of each backend for
+the run (estimator/scheduler.py), in the mode the run sized them (a dry run, or a loading context).
 """
 
 from __future__ import annotations
@@ -199,6 +200,24 @@ def _cache_buffers(row: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
+def _state_buffers(row: dict[str, Any]) -> dict[str, int]:
+    return {k: v for k, v in (row["recurrent"] or {}).get("buffers", {}).items() if v}
+
+
+def _summed(*parts: dict[str, int]) -> dict[str, int]:
+    out: Counter[str] = Counter()
+    for part in parts:
+        out.update(part)
+    return {k: v for k, v in out.items() if v}
+
+
+def _parts_reported(row: dict[str, Any]) -> bool:
+    """Whether the probe's KV caches and recurrent state make up the whole memory (memory_buffers): not for the
+    memories it does not take apart (llama_kv_cache_dsa, llama_kv_cache_dsv4: memory_kind other; the indexer
+    cache of llama_memory_hybrid_idx), whose memory is compared whole per buffer type."""
+    return _summed(_cache_buffers(row), _state_buffers(row)) == _summed(row["memory_buffers"])
+
+
 def compare(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> list[str]:
     """Where memfit's placement of the run differs from llama.cpp's."""
     result = mirror(row, summaries)
@@ -212,6 +231,7 @@ def compare(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> list[str
         "model_buffers": result.by_buffer_type("weights"),
         "kv_buffers": result.by_buffer_type("kv"),
         "rs_buffers": result.by_buffer_type("recurrent"),
+        "memory_buffers": _summed(result.by_buffer_type("kv"), result.by_buffer_type("recurrent")),
         "output_buffer_type": result.output_buffer_type,
         "output_buffer_bytes": result.output_buffer_bytes,
     }
@@ -224,10 +244,13 @@ def compare(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> list[str
         "io_tensors": row["io_tensors"],
         "model_buffers": {k: v for k, v in row["model_buffers"].items() if v},
         "kv_buffers": _cache_buffers(row),
-        "rs_buffers": {k: v for k, v in (row["recurrent"] or {}).get("buffers", {}).items() if v},
+        "rs_buffers": _state_buffers(row),
+        "memory_buffers": _summed(row["memory_buffers"]),
         "output_buffer_type": row["output_buffer_type"],
         "output_buffer_bytes": row["output_buffer_bytes"],
     }
+    if not _parts_reported(row):
+        del want["kv_buffers"], want["rs_buffers"]
     out = [f"{k}: memfit {got[k]!r}, llama.cpp {want[k]!r}" for k in want if got[k] != want[k]]
     for name, d in row["per_device"].items():
         p = pools.get(name)
