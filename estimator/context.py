@@ -193,13 +193,14 @@ def llama_geometry(
     pooling: str | None = None,
     warmup_tokens: int = 0,
     draft: DraftSettings = DraftSettings(),
+    flash_attention_auto: bool = False,
 ) -> ContextGeometry:
     """llama.cpp's context sizes for a total n_ctx over n_seq sequences (llama_context's constructor); under
     llama-server (`server`) with its output limit (server_outputs_max), which serving `embeddings` lifts to its
     n_batch, itself cut to the ubatch (server_embedding_batch), and which a `pooling` other than none lifts alone
     (pooled_limit); `memoryless`: a model without a memory module; `pooling`: --pooling's name (None: unspecified);
     `warmup_tokens`: the tokens llama-server's warmup decodes (0: not known); `draft`: the MTP draft context's own
-    settings.
+    settings; `flash_attention_auto`: flash attention asked as auto (resolved per placement).
 
     memfit's answers default to llama.cpp's: a non-unified cache, n_ubatch 512, flash attention on, no full-size
     SWA cache.
@@ -237,6 +238,7 @@ def llama_geometry(
         pooling=POOLING_TYPES[pooling] if embeddings and pooling is not None else None,
         warmup_tokens=warmup_tokens,
         draft=draft,
+        flash_attention_auto=flash_attention and flash_attention_auto,
     )
 
 

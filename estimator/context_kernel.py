@@ -13,6 +13,7 @@ from memfit.estimator.kv_cache import KvGroup, cache_type, cache_type_problem, g
 from memfit.estimator.layout import Layout
 from memfit.estimator.mtp import draft_context, draft_fallback, draft_kv_bytes, draft_workspace
 from memfit.estimator.recurrent_state import recurrent_state_bytes
+from memfit.estimator.vocabulary import FlashAttention
 from memfit.estimator.workload import Workload, flash_attention_for
 from memfit.estimator.workspace import workspace_bounds
 
@@ -25,6 +26,9 @@ class ContextKernel:
         self.layout, self.n_vocab, self.workload = layout, n_vocab, workload
         # an unknown flash attention setting is taken as on (forecast.kv_cache_part tries both)
         self.flash_attention = flash_attention_for(workload, architecture) is not False
+        # `auto`, where not forced off: llama_context::resolve_fused_ops turns it off where a placement puts a layer's
+        # flash attention on another device than the layer's (estimator/scheduler.py's compute_buffers resolves it)
+        self.flash_attention_auto = self.flash_attention and workload.flash_attention == FlashAttention.AUTO
         self.k_type = cache_type(workload.key_element_bytes)
         self.v_type = cache_type(workload.value_element_bytes)
         self._groups: dict[bool, tuple[KvGroup, ...]] = {}  # by flash attention: the KV cache's groups of layers
@@ -74,6 +78,7 @@ class ContextKernel:
             warmup_tokens=self.layout.warmup_tokens,
             pooling=w.pooling,
             draft=DraftSettings(w.draft_key_element_bytes, w.draft_value_element_bytes, w.draft_backend_sampling),
+            flash_attention_auto=self.flash_attention_auto,
         )
 
     def kv_bytes(self, geometry: ContextGeometry, flash_attention: bool | None = None) -> tuple[int, int]:

@@ -29,8 +29,9 @@ def args_of(row: dict[str, Any]) -> dict[str, str]:
 
 
 def placement_request(row: dict[str, Any]) -> dict[str, Any]:
-    """The fit request (wire JSON fields) for a run's workload and placement flags: its context, streams, ubatch,
-    flash attention and KV types as llama.cpp resolved them, and its -ngl, --n-cpu-moe, -ts, -sm, -mg and
+    """The fit request (wire JSON fields) for a run's workload and placement flags: its context, streams and ubatch
+    as llama.cpp resolved them, flash attention as the run asked it (auto resolved per placement, as llama.cpp
+    does), its KV types, and its -ngl, --n-cpu-moe, -ts, -sm, -mg and
     --no-kv-offload, on the CPU variant the runs record."""
     a, c, s = args_of(row), row["cparams"], row["settings"]
     element = {"f16": 2, "q8_0": 1, "f32": 4}
@@ -38,7 +39,7 @@ def placement_request(row: dict[str, Any]) -> dict[str, Any]:
         "allocatedTokens": c["n_ctx_seq"],
         "streams": c["n_seq_max"],
         "ubatchTokens": c["n_ubatch"],
-        "flashAttention": "on" if c["flash_attn"] else "off",
+        "flashAttention": a.get("fa", "auto"),
         "keyElementBytes": element[a.get("type_k", "f16")],
         "valueElementBytes": element[a.get("type_v", "f16")],
         "cpuVariant": CPU_VARIANT,
