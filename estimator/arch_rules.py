@@ -237,6 +237,21 @@ def window_key_not_zero(ly: Layers, n_swa: int | None) -> bool:
     return n_swa != 0
 
 
+def decodes(ly: Layers, sliding: tuple[bool, ...]) -> str:
+    return ""
+
+
+def llama4_unchunked_abort(ly: Layers, sliding: tuple[bool, ...]) -> str:
+    # llama_model_llama4::load_arch_hparams sets f_attn_temp_scale only with chunked attention, and llama4.cpp builds
+    # its temperature input either way: llm_graph_input_attn_temp::set_input's GGML_ASSERT(f_attn_temp_scale != 0.0f)
+    if any(sliding):
+        return ""
+    return (
+        "llama.cpp aborts at the first decode (llama-server's warmup) of a llama4 model without chunked attention"
+        " (sliding_window 0): its attention temperature scale stays 0 (GGML_ASSERT(f_attn_temp_scale != 0.0f))"
+    )
+
+
 def sixty_four_trunk_layers(ly: Layers, n_swa: int | None) -> bool:
     # llama_model_exaone4::load_arch_hparams: swa only when n_layer == 64 (the 32B)
     return ly.n_trunk == 64
@@ -1319,6 +1334,8 @@ class ArchRule:
     # llm_arch_supports_rs_rollback (llama-arch.cpp): its recurrent state keeps n_rs_seq snapshots per sequence for a
     # speculative rollback; any other architecture's n_rs_seq is clamped to 0 (llama_context's constructor)
     rs_rollback: bool = False
+    # why llama.cpp aborts at a model's first decode whatever the settings, its context made ("": it decodes)
+    decode_abort: Callable[[Layers, tuple[bool, ...]], str] = decodes
 
 
 PLAIN = ArchRule()  # create_memory's default branch: a plain KV cache over every layer
@@ -1502,6 +1519,7 @@ RULES: dict[str, ArchRule] = {
     "llama4": ArchRule(
         window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192, swa_type=SwaType.CHUNKED),
         graph=LLAMA4,
+        decode_abort=llama4_unchunked_abort,
     ),
     "mellum": ArchRule(
         window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),

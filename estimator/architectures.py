@@ -195,6 +195,7 @@ def derive_layout(
         pooling_named=hp.has(HParams.pooling_type),
         ollama_kv_row=ollama_kv_row(hp),
         rank_refusal=rank_refusal(metadata, n_vocab),
+        decode_abort=rule.decode_abort(layers, sliding),
     )
 
 

@@ -147,6 +147,21 @@ def workspace_ceiling(derived: Part) -> int | None:
     return None
 
 
+def refusal(subject: Subject, workload: Workload) -> str | None:
+    """Why llama.cpp or llama-server does not run this model (as the workload loads it) under the workload, or None:
+    a setting llama.cpp refuses, draft-mtp without what it needs, a pooling or a warmup llama-server refuses, a
+    model whose first decode aborts."""
+    layout = subject.layout
+    return (
+        refused_setting(workload, subject.architecture)
+        or mtp_refusal(subject, workload)
+        or pooling_refusal(layout, workload)
+        or warmup_refusal(layout, workload)
+        or (layout.decode_abort if layout is not None else "")
+        or None
+    )
+
+
 def forecast_parts(
     subject: Subject, workload: Workload, history: HistoryMatch = NO_MATCH
 ) -> tuple[list[Part], list[Limit]]:
@@ -160,12 +175,7 @@ def forecast_parts(
     if loaded.weights.basis is Basis.UNKNOWN and subject.weights.basis is not Basis.UNKNOWN:
         limits.append(Limit.WORKLOAD_UNSUPPORTED)  # the NextN/MTP layers' tensors draft-mtp loads are not known
     subject = loaded
-    refused = (
-        refused_setting(workload, subject.architecture)
-        or mtp_refusal(subject, workload)
-        or pooling_refusal(subject.layout, workload)
-        or warmup_refusal(subject.layout, workload)
-    )
+    refused = refusal(subject, workload)
     if refused is None or bounds(parts).overflows:
         # the weights as the load mode holds them, and what llama-server grows after load (estimator/ledger.py)
         return [*weights_under_load_mode(subject, workload), *parts[1:], *after_load_parts(subject, workload)], limits

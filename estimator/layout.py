@@ -404,6 +404,8 @@ class Layout:
     # why llama-server refuses a context that pools by rank with this vocabulary (estimator/pooling.py); "": it does
     # not, or it is not known
     rank_refusal: str = ""
+    # why llama.cpp aborts at the model's first decode whatever the settings (ArchRule.decode_abort); "": it decodes
+    decode_abort: str = ""
     # the tokens common_init_from_params' warmup decodes (estimator/special_tokens.py), read for a model without a
     # memory module, whose only decode under llama-server it is; 0: the vocabulary is not known
     warmup_tokens: int = 0

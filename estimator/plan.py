@@ -25,16 +25,14 @@ from memfit.estimator.compute_buffer import interned
 from memfit.estimator.context import CELL_PADDING
 from memfit.estimator.context_kernel import ContextKernel
 from memfit.estimator.errors import OverBudget
-from memfit.estimator.forecast import forecast_parts
+from memfit.estimator.forecast import forecast_parts, refusal
 from memfit.estimator.layout import Layout
 from memfit.estimator.ledger import MAPPED
-from memfit.estimator.mtp import mtp_refusal, with_mtp
-from memfit.estimator.pooling import pooling_refusal
+from memfit.estimator.mtp import with_mtp
 from memfit.estimator.quant_recipe import DEFAULT_TYPE
 from memfit.estimator.subject import Subject
 from memfit.estimator.vocabulary import Basis, ContextSource
-from memfit.estimator.warmup import warmup_refusal
-from memfit.estimator.workload import Workload, input_refusal, refused_setting
+from memfit.estimator.workload import Workload, input_refusal
 from memfit.quant_names import QUANT_NAME
 
 SEARCH_CAP = 1 << 20  # a model without a known context limit is searched up to 1,048,576 tokens
@@ -143,10 +141,7 @@ class Estimator:
         self.lean = (
             layout is not None
             and workload.flash_attention_on is not None
-            and refused_setting(workload, subject.architecture) is None
-            and mtp_refusal(subject, workload) is None
-            and pooling_refusal(layout, workload) is None
-            and warmup_refusal(layout, workload) is None
+            and refusal(subject, workload) is None
             and not workload.swa_full
             and workload.load_mode not in MAPPED
             and workload.cache_ram_mib == 0

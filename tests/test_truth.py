@@ -371,11 +371,18 @@ REFUSAL_MESSAGES = {
     "quantized V cache requires flash_attn to be enabled": "quantized V cache requires flash_attn",
     "n_seq_max must be <= 256": "n_seq_max must be <= 256",
     "does not divide n_embd_head_k": "its blocks do not divide the head size",
-    "GGML_ASSERT": "aborts building plm's graph with flash attention on",
+    "GGML_ASSERT(a->ne[0] == b->ne[0])": "aborts building plm's graph with flash attention on",
+    "GGML_ASSERT(ggml_nelements(a) == ne0*ne1)": "aborts building plm's graph with flash attention on",
+    "GGML_ASSERT(f_attn_temp_scale != 0.0f)": "aborts at the first decode (llama-server's warmup) of a llama4 model",
 }
 DSV4_TRUTH = DATA / "results_dsv4_dryrun.jsonl"  # deepseek4's quantized caches with flash attention off among them
 FA_ABORT_TRUTH = DATA / "results_fa_abort.jsonl"  # plm's graph with flash attention on, one token a ubatch or more
-REFUSED_RUNS = [r for path in (FLOORS_TRUTH, DSV4_TRUTH, FA_ABORT_TRUTH) for r in load(path) if "error" in r]
+DECODE_ABORT_TRUTH = DATA / "results_decode_abort.jsonl"  # llama4 without chunked attention: its first decode aborts
+REFUSED_RUNS = [
+    r for path in (FLOORS_TRUTH, DSV4_TRUTH, FA_ABORT_TRUTH, DECODE_ABORT_TRUTH) for r in load(path) if "error" in r
+]
+# the runs llama.cpp accepted beside those aborts: plm's flash attention off or over one token, llama4's chunked
+BESIDE_ABORTS = [r for path in (FA_ABORT_TRUTH, DECODE_ABORT_TRUTH) for r in load(path) if "error" not in r]
 
 
 def test_every_refusal_measured_is_one_memfit_names() -> None:
@@ -423,7 +430,7 @@ def test_settings_llama_cpp_refused_answer_unknown(run: dict, refused_service: A
 @pytest.fixture(scope="module")
 def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     directory = tmp_path_factory.mktemp("refused-models")
-    write_models({r["model"] for r in REFUSED_RUNS}, directory)
+    write_models({r["model"] for r in REFUSED_RUNS + BESIDE_ABORTS}, directory)
     built = build_service(  # a terabyte free: the verdict is the refusal's, not this host's free memory's
         [Root(str(directory), RootKind.PLAIN)],
         state_dir=str(tmp_path_factory.mktemp("state")),
@@ -434,10 +441,11 @@ def refused_service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return built
 
 
-@pytest.mark.parametrize("run", [r for r in load(FA_ABORT_TRUTH) if "error" not in r], ids=run_id)
-def test_plm_runs_llama_cpp_accepted_are_answered(run: dict, refused_service: Any) -> None:
-    """plm with flash attention off, or on over a one-token ubatch of one sequence (results_fa_abort.jsonl): llama.cpp
-    built the graph, so memfit answers with both bounds."""
+@pytest.mark.parametrize("run", BESIDE_ABORTS, ids=run_id)
+def test_runs_beside_an_abort_that_llama_cpp_accepted_are_answered(run: dict, refused_service: Any) -> None:
+    """plm with flash attention off, or on over a one-token ubatch of one sequence (results_fa_abort.jsonl); llama4
+    with chunked attention (results_decode_abort.jsonl): llama.cpp built the graph and decoded, so memfit answers
+    with both bounds."""
     s = settings(run)
     workload = WireFitVerdictRequest.model_validate(
         _run_request(run) | {"flashAttention": s["fa"], "ubatchTokens": s.get("n_ubatch", 512)}

@@ -958,6 +958,12 @@ TRUTH_FILES: dict[str, TruthFile] = {
             _s(2048, 2, fa="off"),
         ],
     ),
+    # llama4 without chunked attention (sliding_window 0): the context is made, its first decode aborts (the
+    # temperature scale load_arch_hparams leaves 0); with chunked attention the same settings decode
+    "results_decode_abort.jsonl": TruthFile(
+        _subset(more.FAMILY_SET, "llama4-nochunk", "llama4-chunked"),
+        [_s(2048, 1), _s(4096, 2, fa="off"), _s(1000, 1, n_ubatch=128)],
+    ),
     # dense projections wider than their loader expects (gemma3 reads no width key; a key that contradicts the file)
     "results_dense_refused.jsonl": TruthFile(attention.DENSE_REFUSED_MODELS, [_s(2048, 1)]),
     # mimo2 files whose MTP block graph_mtp does not build on (Q, K and V apart; routed experts): the draft aborts
