@@ -215,7 +215,7 @@ def _parts_reported(row: dict[str, Any]) -> bool:
     """Whether the probe's KV caches and recurrent state make up the whole memory (memory_buffers): not for the
     memories it does not take apart (llama_kv_cache_dsa, llama_kv_cache_dsv4: memory_kind other; the indexer
     cache of llama_memory_hybrid_idx), whose memory is compared whole per buffer type."""
-    return _summed(_cache_buffers(row), _state_buffers(row)) == _summed(row["memory_buffers"])
+    return _summed(_cache_buffers(row), _state_buffers(row)) == _summed(row.get("memory_buffers", {}))
 
 
 def compare(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> list[str]:
@@ -245,7 +245,7 @@ def compare(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> list[str
         "model_buffers": {k: v for k, v in row["model_buffers"].items() if v},
         "kv_buffers": _cache_buffers(row),
         "rs_buffers": _state_buffers(row),
-        "memory_buffers": _summed(row["memory_buffers"]),
+        "memory_buffers": _summed(row.get("memory_buffers", {})),
         "output_buffer_type": row["output_buffer_type"],
         "output_buffer_bytes": row["output_buffer_bytes"],
     }

@@ -73,6 +73,15 @@ def draw(rng: random.Random, model: Model) -> dict[str, str]:
     return args
 
 
+def read_summaries(path: Path) -> list[HeaderSummary]:
+    """The file as memfit reads it; empty where memfit refuses it (a file llama.cpp refuses too, mostly)."""
+    try:
+        with open(path, "rb") as f:
+            return [summarize(read_header(f))]
+    except EvidenceError:
+        return []
+
+
 def problems(row: dict[str, Any], summaries: list[HeaderSummary]) -> list[str]:
     """Where memfit's mirror of a measured run differs from llama.cpp's (tests/test_scheduler.py's checks)."""
     try:
@@ -119,8 +128,7 @@ def main(argv: list[str]) -> int:
             model, path = writers[name](), Path(tmp) / f"{name}.gguf"
             if name not in summaries:
                 write_model(model, path)
-                with open(path, "rb") as f:
-                    summaries[name] = [summarize(read_header(f))]
+                summaries[name] = read_summaries(path)
             args = draw(rng, model)
             row = {"model": name, "label": f"sweep{a.seed}_{i}", "args": [f"{k}={v}" for k, v in args.items()]}
             row |= {"runtime_label": LABEL} | measure(probe, backend, path, args)
@@ -129,7 +137,8 @@ def main(argv: list[str]) -> int:
             if "error" in row:
                 refused += 1
                 continue
-            failures += [f"{row_id(row)} ({' '.join(row['args'])}): {p}" for p in problems(row, summaries[name])]
+            found = problems(row, summaries[name]) if summaries[name] else ["memfit does not read the file"]
+            failures += [f"{row_id(row)} ({' '.join(row['args'])}): {p}" for p in found]
     print(f"{a.runs} runs ({refused} refused by llama.cpp), {len(failures)} failures")
     for failure in failures:
         print("  " + failure[:600])
