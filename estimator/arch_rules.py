@@ -1009,6 +1009,9 @@ class Graph:
 SAME_DECODER = Graph(node_for_node=True)
 # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned, the embeddings scaled, the experts' weights normed
 GRANITE = Graph(node_for_node=True, rope_switch=True, embedding_scale=embedding_scaled, routing=normed_routing)
+# granite-swa.cpp: granite's embedding scale and experts, attention sinks (attn_sinks, required) in every layer, rope
+# where hparams.has_rope (no finetuned switch)
+GRANITE_SWA = Graph(node_for_node=True, embedding_scale=embedding_scaled, routing=normed_routing, sinks=True)
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 # openai-moe.cpp: biased Q, K, V and wo, attention sinks, biased router and experts
 GPT_OSS = replace(SAME_NEXTN_DECODER, attn_biases=True, sinks=True, routing=gpt_oss_routing)
@@ -1506,7 +1509,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=MIMO2),
     "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=STEP35),
-    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=SAME_DECODER),
+    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=GRANITE_SWA),
     # recurrent
     "mamba": ArchRule(
         tensors=tensors_mamba,
