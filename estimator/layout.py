@@ -333,6 +333,9 @@ class GraphShape:
     hyper: HyperConnections | None = None  # qwen4exp's residual streams (estimator/graph_qwen4exp.py)
     dsv4: Dsv4 | None = None  # DeepSeek-V4's streams, compressors and indexer (estimator/graph_dsv4.py)
     post_norms: bool = False  # a norm of the mixer's and of the FFN's output before each residual add (gemma2/3)
+    attn_post_norm_first: bool = False  # with post_norms: the mixer's post norm before the output rows (afmoe)
+    post_norm_pins: tuple[bool, bool] = (True, False)  # with post_norms: whether each is pinned (build_norm's il)
+    embd_norm: bool = False  # a norm without weight over the token rows (muse-glimmer.cpp's embd_norm)
     embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
     rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent blocks write n_rs_seq + 1 state slots
     # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings
