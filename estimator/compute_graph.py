@@ -215,7 +215,7 @@ class DecoderGraph:
         """A llama-style block: the norms before (or after) the mixer and the FFN, each added to the residual stream
         (`rows`: the last block's output rows, taken after the mixer)."""
         e = self.shape.n_embd
-        inp_sa, normed = inp_l, self.pre_norm(inp_l, "attn_norm")
+        inp_sa, normed = inp_l, self.block_norms(block, inp_l, "attn_norm")
         cur = self.mixer(block, normed)
         post_first = self.shape.post_norms and self.shape.attn_post_norm_first
         pins = self.shape.post_norm_pins
@@ -227,7 +227,7 @@ class DecoderGraph:
         ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
         if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
             return ffn_inp
-        normed = normed if block.parallel_residual else self.pre_norm(ffn_inp, "ffn_norm")
+        normed = normed if block.parallel_residual else self.block_norms(block, ffn_inp, "ffn_norm")
         out = self.ffn(block, normed)
         if self.shape.post_norms:  # ffn_post_norm
             out = self.norm(out, "post_ffw_norm", pins[1])
@@ -254,6 +254,11 @@ class DecoderGraph:
         LLM_NORM_RMS, or LLM_NORM (ggml_norm, a new tensor) where the architecture's builder asks for LayerNorm; the
         weight in place."""
         return self.layer_norm(x, weight) if self.shape.layer_norm else self.norm(x, weight)
+
+    def block_norms(self, b: GraphLayer, x: Tensor, weight: str) -> Tensor:
+        """A block's attn_norm or ffn_norm (`weight`), its bias added in place where the layer has one."""
+        out = self.pre_norm(x, weight)
+        return same_shape(out, "ADD", f"{weight}.bias") if self.shape.pre_norm and weight in b.biases else out
 
     @staticmethod
     def layer_norm(x: Tensor, weight: str | None = None) -> Tensor:
@@ -672,7 +677,7 @@ class DecoderGraph:
         """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed
         experts are: nemotron-h's are up alone)."""
         if not b.n_expert:
-            return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn)
+            return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn, biases=b.biases)
         out, r = routed_experts(self.gf, b, cur), b.routing
         if not r.shared_ff:
             return out
@@ -767,7 +772,7 @@ def build_qkv(
 def biased(b: GraphLayer, name: str, cur: Tensor, rows: int) -> Tensor:
     """build_lora_mm with the layer's weight `name`, then its bias added (in place) where the layer has one."""
     out = mul_mat(name, cur, rows)
-    return same_shape(out, "ADD", f"{name}.bias") if b.attn_biases else out
+    return same_shape(out, "ADD", f"{name}.bias") if name in b.biases else out
 
 
 def attend_over_ubatch(

@@ -66,19 +66,26 @@ def build_ffn(
     clamped: bool = False,
     weights: tuple[str, str, str] = DENSE,
     fused_clamp: bool = False,
+    biases: frozenset[str] = frozenset(),
 ) -> Tensor:
     """build_ffn with a parallel gate: gate and up, then their GLU (`gated_op`) | one up 2 x n_ff wide, ggml_swiglu over
     its halves (a new tensor) | up, then the activation in place; then down (`weights`: up's, gate's and down's
-    names; `fused_clamp`: a clamped SwiGLU as deepseek4's one ggml_swiglu_clamp)."""
+    names; `fused_clamp`: a clamped SwiGLU as deepseek4's one ggml_swiglu_clamp; `biases`: the weights whose bias
+    (up_b, gate_b, down_b) is added in place after their matmul)."""
     up_w, gate_w, down_w = weights
+
+    def mm(name: str, x: Tensor, rows: int) -> Tensor:
+        out = mul_mat(name, x, rows)
+        return same_shape(out, "ADD", f"{name}.bias") if name in biases else out
+
     if fused_up:
-        up = mul_mat(up_w, cur, 2 * n_ff)
+        up = mm(up_w, cur, 2 * n_ff)
         act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
     elif gated:
-        act = gated_op(mul_mat(gate_w, cur, n_ff), mul_mat(up_w, cur, n_ff), activation, clamped, fused_clamp)
+        act = gated_op(mm(gate_w, cur, n_ff), mm(up_w, cur, n_ff), activation, clamped, fused_clamp)
     else:
-        act = same(mul_mat(up_w, cur, n_ff), *UNGATED[activation])
-    return mul_mat(down_w, act, cur.ne[0])
+        act = same(mm(up_w, cur, n_ff), *UNGATED[activation])
+    return mm(down_w, act, cur.ne[0])
 
 
 def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:

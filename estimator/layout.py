@@ -227,7 +227,9 @@ class GraphLayer:
     kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
     v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
     parallel_residual: bool = False  # the FFN reads the attention's normed input, not a norm of its sum (stablelm)
-    attn_biases: bool = False  # build_qkv's wq_b, wk_b, wv_b and build_attn's wo_b, each added in place
+    # the weights whose bias the builder adds in place after them (build_qkv's wq_b, wk_b, wv_b, build_attn's wo_b,
+    # build_ffn's up_b, gate_b, down_b, build_norm's attn_norm_b, ffn_norm_b): their names in the layer
+    biases: frozenset[str] = frozenset()
     sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
 
 
