@@ -93,6 +93,7 @@ from memfit.estimator.moe_rules import (
     qwen4exp_routing,
     qwen_next_routing,
     sigmoid_routing,
+    smallthinker_routing,
     step35_routing,
     swiglu_clamped,
 )
@@ -1004,6 +1005,7 @@ class Graph:
     # il (gemma2.cpp, olmo2.cpp, exaone4.cpp give ffn_post_norm -1; muse-glimmer.cpp's ggml_rms_norm has no callback)
     post_norm_pins: tuple[bool, bool] = (True, False)
     embd_norm: bool = False  # muse-glimmer.cpp: build_norm over the token rows without a weight (embd_norm)
+    router_from_input: bool = False  # smallthinker.cpp: ffn_gate_inp over the block's input, passed as probs_in
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
@@ -1086,6 +1088,12 @@ AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attenti
 )
 # exaone-moe.cpp: q/k norms per head, rope on the sliding layers alone, experts as the file routes them
 EXAONE_MOE = Graph(qk_norm=True, roped=sliding_layers_rope, routing=exaone_moe_routing, node_for_node=True)
+SMALLTHINKER = Graph(  # smallthinker.cpp: the router over the block's input, rope where use_rope (sliding or no window)
+    router_from_input=True,
+    routing=smallthinker_routing,
+    roped=sliding_layers_or_no_window_rope,
+    node_for_node=True,
+)
 # mellum.cpp: q/k norms per head, build_moe_ffn with norm_w (w_scale unread: 0)
 MELLUM = Graph(qk_norm=True, routing=normed_routing, node_for_node=True)
 MUSE_GLIMMER = Graph(  # muse-glimmer.cpp: a weightless norm of the embeddings, q/k norms, rope on the sliding layers,
@@ -1517,7 +1525,7 @@ RULES: dict[str, ArchRule] = {
     "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
-        graph=SAME_DECODER,
+        graph=SMALLTHINKER,
     ),
     "exaone4": ArchRule(
         tensors=tensors_exaone4,

@@ -362,6 +362,7 @@ def graph_shape(
         attn_post_norm_first=graph.attn_post_norm_first,
         post_norm_pins=graph.post_norm_pins,
         embd_norm=graph.embd_norm,
+        router_from_input=graph.router_from_input,
         embedding_scale=graph.embedding_scale(hp),
         rs_rollback=rule.rs_rollback,
         pooling=hp.pooling_type,

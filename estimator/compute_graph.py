@@ -215,6 +215,9 @@ class DecoderGraph:
         """A llama-style block: the norms before (or after) the mixer and the FFN, each added to the residual stream
         (`rows`: the last block's output rows, taken after the mixer)."""
         e = self.shape.n_embd
+        logits = None  # smallthinker.cpp: the router's logits from the block's input (probs_in)
+        if self.shape.router_from_input and block.n_expert:
+            logits = mul_mat("ffn_gate_inp", inp_l, block.n_expert)
         inp_sa, normed = inp_l, self.block_norms(block, inp_l, "attn_norm")
         cur = self.mixer(block, normed)
         post_first = self.shape.post_norms and self.shape.attn_post_norm_first
@@ -222,13 +225,14 @@ class DecoderGraph:
         cur = self.norm(cur, "post_attention_norm", pins[0]) if post_first else cur  # attn_post_norm, rows after
         if rows is not None:
             cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
+            logits = get_rows(logits, rows, logits.ne[0]) if logits is not None else None
         if self.shape.post_norms and not post_first:  # attn_post_norm
             cur = self.norm(cur, "post_attention_norm", pins[0])
         ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
         if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
             return ffn_inp
         normed = normed if block.parallel_residual else self.block_norms(block, ffn_inp, "ffn_norm")
-        out = self.ffn(block, normed)
+        out = self.ffn(block, normed, logits)
         if self.shape.post_norms:  # ffn_post_norm
             out = self.norm(out, "post_ffw_norm", pins[1])
         ffn_first = self.shape.ffn_residual_first
@@ -673,12 +677,12 @@ class DecoderGraph:
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
         return self.gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, rows), KQV_PIN))
 
-    def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed
-        experts are: nemotron-h's are up alone)."""
+    def ffn(self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
+        """build_ffn (dense), build_moe_ffn (routed experts; `logits`: the router's, where the builder made them) and
+        the shared experts beside them (gated as the routed experts are: nemotron-h's are up alone)."""
         if not b.n_expert:
             return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn, biases=b.biases)
-        out, r = routed_experts(self.gf, b, cur), b.routing
+        out, r = routed_experts(self.gf, b, cur, logits), b.routing
         if not r.shared_ff:
             return out
         shared = build_ffn(cur, r.shared_ff, r.gated, activation=b.activation, clamped=b.clamped_ffn, weights=SHARED)

@@ -27,7 +27,8 @@ from memfit.estimator.layout import FfnOp, Gating, GraphLayer, Routing
 DENSE = ("ffn_up", "ffn_gate", "ffn_down")  # the FFN's weights (LLM_TENSOR_FFN_UP, _GATE, _DOWN)
 SHARED = ("ffn_up_shexp", "ffn_gate_shexp", "ffn_down_shexp")  # the shared experts' (LLM_TENSOR_FFN_*_SHEXP)
 # llm_ffn_op_type without a gate: the element-wise ops build_ffn / build_moe_ffn run on up, each in place
-UNGATED = {FfnOp.SILU: ("SILU",), FfnOp.GELU: ("GELU",), FfnOp.RELU_SQR: ("RELU", "SQR")}
+UNGATED = {FfnOp.SILU: ("SILU",), FfnOp.GELU: ("GELU",), FfnOp.RELU_SQR: ("RELU", "SQR"), FfnOp.RELU: ("RELU",)}
+GLU = {FfnOp.GELU: "GEGLU", FfnOp.RELU: "REGLU"}  # a gated type_op's GLU (else SWIGLU)
 # ggml's gating ops over the router's logits, each in place (SOFTMAX_WEIGHT: none, the logits select)
 GATING_OPS = {
     Gating.SOFTMAX: ("SOFT_MAX",),
@@ -38,11 +39,11 @@ GATING_OPS = {
 
 
 def gated_op(gate: Tensor, up: Tensor, activation: FfnOp, clamped: bool, fused_clamp: bool = False) -> Tensor:
-    """build_ffn's / build_moe_ffn's type_op over a gate and up: LLM_FFN_SILU's ggml_swiglu_split or LLM_FFN_GELU's
-    ggml_geglu_split (a new tensor), or with a swiglu clamp limit silu(gate) clamped times the clamped up, each in
-    place (`fused_clamp`: deepseek4's one ggml_swiglu_clamp, a new tensor)."""
+    """build_ffn's / build_moe_ffn's type_op over a gate and up: LLM_FFN_SILU's ggml_swiglu_split, LLM_FFN_GELU's
+    ggml_geglu_split or LLM_FFN_RELU's ggml_reglu_split (a new tensor), or with a swiglu clamp limit silu(gate)
+    clamped times the clamped up, each in place (`fused_clamp`: deepseek4's one ggml_swiglu_clamp, a new tensor)."""
     if not clamped:
-        return glu(gate, up, "GEGLU" if activation is FfnOp.GELU else "SWIGLU")
+        return glu(gate, up, GLU.get(activation, "SWIGLU"))
     if fused_clamp:
         return glu(gate, up, "SWIGLU_CLAMP")
     return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
@@ -181,14 +182,14 @@ def build_moe_ffn(
     return out if k > 1 else cont(out)  # one expert: made contiguous
 
 
-def routed_experts(gf: Graph, b: GraphLayer, cur: Tensor) -> Tensor:
-    """The routed experts as a builder calls build_moe_ffn: over the block's normed input; or in the builder's
-    latent (nemotron-h's ffn_latent_down / _up, kimi-k3's build_latent_moe: ffn_routed_down / _norm / _up), the
-    router's logits from the input (probs_in), the experts over its projection, their output RMS-normed where the
-    builder norms it, projected back."""
+def routed_experts(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
+    """The routed experts as a builder calls build_moe_ffn: over the block's normed input (`logits`: the router's,
+    where the builder computes them, probs_in); or in the builder's latent (nemotron-h's ffn_latent_down / _up,
+    kimi-k3's build_latent_moe: ffn_routed_down / _norm / _up), the router's logits from the input (probs_in), the
+    experts over its projection, their output RMS-normed where the builder norms it, projected back."""
     r = b.routing
     if not r.latent:
-        return build_moe_ffn(gf, b, cur)
+        return build_moe_ffn(gf, b, cur, logits)
     logits = mul_mat("ffn_gate_inp", cur, b.n_expert)
     out = build_moe_ffn(gf, b, mul_mat(None, cur, r.latent), logits)
     if r.latent_norm:  # build_norm, RMS: the weight in place

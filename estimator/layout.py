@@ -109,6 +109,7 @@ class FfnOp(Enum):
     SILU = "silu"  # with a gate: swiglu (clamped where the layer has a limit); without: silu
     GELU = "gelu"  # with a gate: geglu (ggml_geglu_split, gemma4); without: gelu
     RELU_SQR = "relu_sqr"  # no gate: relu, then sqr
+    RELU = "relu"  # with a gate: reglu (ggml_reglu_split); without: relu
     SITU = "situ"  # build_moe_ffn (kimi-k3): beta * tanh(gate / beta) * sigmoid(gate), times up
 
 
@@ -338,6 +339,7 @@ class GraphShape:
     attn_post_norm_first: bool = False  # with post_norms: the mixer's post norm before the output rows (afmoe)
     post_norm_pins: tuple[bool, bool] = (True, False)  # with post_norms: whether each is pinned (build_norm's il)
     embd_norm: bool = False  # a norm without weight over the token rows (muse-glimmer.cpp's embd_norm)
+    router_from_input: bool = False  # the router's logits from the block's input, its rows kept (smallthinker)
     embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
     rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent blocks write n_rs_seq + 1 state slots
     # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings
