@@ -73,6 +73,7 @@ from memfit.estimator.moe_rules import (
     deepseek2_routing,
     deepseek4_routing,
     deepseek32_routing,
+    exaone_moe_routing,
     gemma4_routing,
     glm_dsa_routing,
     gpt_oss_routing,
@@ -92,6 +93,7 @@ from memfit.estimator.moe_rules import (
     qwen4exp_routing,
     qwen_next_routing,
     sigmoid_routing,
+    smallthinker_routing,
     step35_routing,
     swiglu_clamped,
 )
@@ -1022,6 +1024,12 @@ class Graph:
     dsv4: Callable[[Layers], Dsv4 | None] | None = None  # deepseek4's streams and compressors (graph_dsv4.py)
     parallel_residual: Callable[[Layers, int], bool] = no_parallel_residual  # the FFN reads attention's normed input
     post_norms: bool = False  # gemma2.cpp, gemma3.cpp: attn_post_norm and ffn_post_norm before each residual add
+    attn_post_norm_first: bool = False  # afmoe.cpp: attn_post_norm before the last layer's output rows, not after
+    # whether graph_get_cb pins attn_post_norm's and ffn_post_norm's "norm" to the layer's device: build_norm given
+    # il (gemma2.cpp, olmo2.cpp, exaone4.cpp give ffn_post_norm -1; muse-glimmer.cpp's ggml_rms_norm has no callback)
+    post_norm_pins: tuple[bool, bool] = (True, False)
+    embd_norm: bool = False  # muse-glimmer.cpp: build_norm over the token rows without a weight (embd_norm)
+    router_from_input: bool = False  # smallthinker.cpp: ffn_gate_inp over the block's input, passed as probs_in
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
@@ -1033,6 +1041,9 @@ class Graph:
 SAME_DECODER = Graph(node_for_node=True)
 # granite.cpp, granite-hybrid.cpp: NoPE when not finetuned, the embeddings scaled, the experts' weights normed
 GRANITE = Graph(node_for_node=True, rope_switch=True, embedding_scale=embedding_scaled, routing=normed_routing)
+# granite-swa.cpp: granite's embedding scale and experts, attention sinks (attn_sinks, required) in every layer, rope
+# where hparams.has_rope (no finetuned switch)
+GRANITE_SWA = Graph(node_for_node=True, embedding_scale=embedding_scaled, routing=normed_routing, sinks=True)
 SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 # openai-moe.cpp: biased Q, K, V and wo, attention sinks, biased router and experts
 GPT_OSS = replace(SAME_NEXTN_DECODER, attn_biases=True, sinks=True, routing=gpt_oss_routing)
@@ -1054,8 +1065,11 @@ OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node
 DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
 STARCODER2 = Graph(layer_norm=True, node_for_node=True)  # src/models/starcoder2.cpp: LayerNorms, biases in place
 SMOLLM3 = Graph(roped=no_rope_every_4th, node_for_node=True)  # src/models/smollm3.cpp
-OLMO2 = Graph(pre_norm=False, qk_norm_whole=True, node_for_node=True)  # src/models/olmo2.cpp: post norms only
-EXAONE4 = Graph(pre_norm=False, qk_norm=True, roped=sliding_layers_or_no_window_rope, node_for_node=True)
+# src/models/olmo2.cpp: post norms only
+OLMO2 = Graph(pre_norm=False, qk_norm_whole=True, post_norms=True, node_for_node=True)
+EXAONE4 = Graph(  # src/models/exaone4.cpp: post norms only
+    pre_norm=False, qk_norm=True, post_norms=True, roped=sliding_layers_or_no_window_rope, node_for_node=True
+)
 COHERE2 = replace(COMMAND_R, qk_layer_norm=no_qk_layer_norm, roped=sliding_layers_rope)  # src/models/cohere2.cpp
 COHERE2MOE = Graph(  # src/models/cohere2moe.cpp: command-r's parallel block, routed experts, t_h_nextn after the norm
     layer_norm_when=rms_eps_missing,
@@ -1088,13 +1102,43 @@ LLAMA4 = Graph(  # src/models/llama4.cpp
 )
 AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attention's output, post norms
     qk_norm=True,
+    post_norms=True,
+    attn_post_norm_first=True,
+    post_norm_pins=(True, True),
     roped=no_rope_every_4th,
     attn_gate=gate_per_element,
     routing=sigmoid_routing,
     node_for_node=True,
 )
+# exaone-moe.cpp: q/k norms per head, rope on the sliding layers alone, experts as the file routes them
+EXAONE_MOE = Graph(qk_norm=True, roped=sliding_layers_rope, routing=exaone_moe_routing, node_for_node=True)
+SMALLTHINKER = Graph(  # smallthinker.cpp: the router over the block's input, rope where use_rope (sliding or no window)
+    router_from_input=True,
+    routing=smallthinker_routing,
+    roped=sliding_layers_or_no_window_rope,
+    node_for_node=True,
+)
+# mellum.cpp: q/k norms per head, build_moe_ffn with norm_w (w_scale unread: 0)
+MELLUM = Graph(qk_norm=True, routing=normed_routing, node_for_node=True)
+MUSE_GLIMMER = Graph(  # muse-glimmer.cpp: a weightless norm of the embeddings, q/k norms, rope on the sliding layers,
+    embd_norm=True,  # a sigmoid gate per element on attention's output, unpinned post norms (ggml_rms_norm) with
+    qk_norm=True,  # the mixer's before the output rows
+    roped=sliding_layers_rope,
+    attn_gate=gate_per_element,
+    post_norms=True,
+    attn_post_norm_first=True,
+    post_norm_pins=(False, False),
+    node_for_node=True,
+)
 LAGUNA = replace(  # src/models/laguna.cpp: afmoe's attention with a softplus gate as wide as stored, no post norms
-    AFMOE, roped=every_layer_ropes, attn_gate=gate_as_stored, routing=laguna_routing, reads_tensors=True
+    AFMOE,
+    roped=every_layer_ropes,
+    attn_gate=gate_as_stored,
+    routing=laguna_routing,
+    reads_tensors=True,
+    post_norms=False,
+    attn_post_norm_first=False,
+    post_norm_pins=(True, False),
 )
 EMBEDDER = Graph(logits=False, cache_attention=False, node_for_node=True)  # llama.cpp's graph<embed>: no cache or head
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
@@ -1508,14 +1552,14 @@ RULES: dict[str, ArchRule] = {
     "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
-        graph=SAME_DECODER,
+        graph=SMALLTHINKER,
     ),
     "exaone4": ArchRule(
         tensors=tensors_exaone4,
         window=Window(period_pattern, sixty_four_trunk_layers, period=4, default_size=4096),
         graph=EXAONE4,
     ),
-    "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=SAME_DECODER),
+    "exaone-moe": ArchRule(window=Window(period_pattern, period=4), graph=EXAONE_MOE),
     "llama4": ArchRule(
         window=Window(period_pattern, window_key_not_zero, period=4, forced_size=8192, swa_type=SwaType.CHUNKED),
         graph=LLAMA4,
@@ -1523,10 +1567,10 @@ RULES: dict[str, ArchRule] = {
     ),
     "mellum": ArchRule(
         window=Window(period_or_array_pattern, window_key_positive, period=4, pattern_required=True),
-        graph=SAME_DECODER,
+        graph=MELLUM,
     ),
     "muse-glimmer": ArchRule(
-        window=Window(period_or_array_pattern, period=4, pattern_required=True), graph=SAME_DECODER
+        window=Window(period_or_array_pattern, period=4, pattern_required=True), graph=MUSE_GLIMMER
     ),
     "cohere2moe": ArchRule(
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
@@ -1534,7 +1578,7 @@ RULES: dict[str, ArchRule] = {
     ),
     "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=MIMO2),
     "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=STEP35),
-    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=SAME_DECODER),
+    "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=GRANITE_SWA),
     # recurrent
     "mamba": ArchRule(
         tensors=tensors_mamba,

@@ -327,7 +327,7 @@ def graph_shape(
                 kv_shared=attends and il >= kv_start,
                 v_from_k=attends and graph.v_from_k(layers, il),
                 parallel_residual=graph.parallel_residual(layers, il),
-                attn_biases=attends and graph.attn_biases,
+                biases=_biases(layers, il, attends and graph.attn_biases),
                 sinks=attends and graph.sinks,
             )
         )
@@ -362,6 +362,10 @@ def graph_shape(
         lightning=lightning,
         hyper=graph.hyper(layers) if graph.hyper else None,
         post_norms=graph.post_norms,
+        attn_post_norm_first=graph.attn_post_norm_first,
+        post_norm_pins=graph.post_norm_pins,
+        embd_norm=graph.embd_norm,
+        router_from_input=graph.router_from_input,
         embedding_scale=graph.embedding_scale(hp),
         rs_rollback=rule.rs_rollback,
         pooling=hp.pooling_type,
@@ -374,6 +378,19 @@ def graph_shape(
 # end with a soft_max
 MEAN_FIRST_HEAD = frozenset({"modern-bert"})
 SOFTMAX_HEAD = frozenset({"qwen3", "qwen3vl"})
+
+
+# the weights whose bias a builder adds after them (build_qkv: wq_b, wk_b, wv_b where the file holds them; the builders'
+# wo_b, up_b, gate_b, down_b and LayerNorm biases, which their loaders create): each loaded where the file holds it
+BIASED = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_up", "ffn_gate", "ffn_down", "attn_norm", "ffn_norm")
+ATTN_BIASED = BIASED[:4]
+
+
+def _biases(layers: Layers, il: int, required: bool) -> frozenset[str]:
+    """The layer's weights whose bias tensor the graph adds: the attention's where the architecture requires them
+    (`required`), and each one whose bias the file holds."""
+    held = {name for name in BIASED if layer_tensor(layers, f"blk.{{bid}}.{name}.bias", il)}
+    return frozenset(held | set(ATTN_BIASED if required else ()))
 
 
 def rank_head(arch: str, tensors: TensorShapes | None) -> RankHead:

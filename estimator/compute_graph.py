@@ -166,7 +166,8 @@ class DecoderGraph:
         gf, t, e = self.gf, self.t, self.shape.n_embd
         self.token_ids = new_tensor(I32, t, input=True)  # build_inp_embd: res->t_inp_tokens
         inp_l = get_rows(None, self.token_ids, e)
-        inp_l = gf.expand(same_shape(inp_l, "SCALE") if self.shape.embedding_scale else inp_l)
+        inp_l = same_shape(inp_l, "SCALE") if self.shape.embedding_scale else inp_l
+        inp_l = gf.expand(same_shape(inp_l, "RMS_NORM") if self.shape.embd_norm else inp_l)
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd: the embeddings input, allocated, never read
         self.pos = new_tensor(I32, t * pos_per_token, input=True)  # build_inp_pos
         return inp_l, new_tensor(I32, ubatch_outputs(self.geometry), input=True)  # build_inp_out_ids
@@ -200,22 +201,8 @@ class DecoderGraph:
             if self.shape.parallel_block:
                 inp_l = self.parallel_block(block, inp_l, rows)
                 continue
-            if self.shape.deci_blocks:
-                inp_l = self.deci_block(block, inp_l, rows)
-                continue
-            inp_sa, normed = inp_l, self.pre_norm(inp_l)
-            cur = self.mixer(block, normed)
-            if rows is not None:
-                cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
-            cur = self.norm(cur) if self.shape.post_norms else cur  # attn_post_norm
-            ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
-            if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
-                inp_l = ffn_inp
-                continue
-            out = self.ffn(block, normed if block.parallel_residual else self.pre_norm(ffn_inp))
-            out = self.norm(out) if self.shape.post_norms else out  # ffn_post_norm
-            ffn_first = self.shape.ffn_residual_first
-            inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
+            block_of = self.deci_block if self.shape.deci_blocks else self.llama_block
+            inp_l = block_of(block, inp_l, rows)
         in_layer(None)
         if self.shape.normed_hidden_output:  # output_norm over every row is res->t_h_nextn, the rows after it
             return self.head(inp_l, out_ids, hidden=True)
@@ -224,9 +211,36 @@ class DecoderGraph:
             inp_l = get_rows(inp_l, out_ids, e)
         return self.head(inp_l)
 
-    def pre_norm(self, x: Tensor) -> Tensor:
-        """attn_norm / ffn_norm before the block's attention or FFN, where the builder has them."""
-        return self.block_norm(x) if self.shape.pre_norm else x
+    def llama_block(self, block: GraphLayer, inp_l: Tensor, rows: Tensor | None) -> Tensor:
+        """A llama-style block: the norms before (or after) the mixer and the FFN, each added to the residual stream
+        (`rows`: the last block's output rows, taken after the mixer)."""
+        e = self.shape.n_embd
+        logits = None  # smallthinker.cpp: the router's logits from the block's input (probs_in)
+        if self.shape.router_from_input and block.n_expert:
+            logits = mul_mat("ffn_gate_inp", inp_l, block.n_expert)
+        inp_sa, normed = inp_l, self.block_norms(block, inp_l, "attn_norm")
+        cur = self.mixer(block, normed)
+        post_first = self.shape.post_norms and self.shape.attn_post_norm_first
+        pins = self.shape.post_norm_pins
+        cur = self.norm(cur, "post_attention_norm", pins[0]) if post_first else cur  # attn_post_norm, rows after
+        if rows is not None:
+            cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
+            logits = get_rows(logits, rows, logits.ne[0]) if logits is not None else None
+        if self.shape.post_norms and not post_first:  # attn_post_norm
+            cur = self.norm(cur, "post_attention_norm", pins[0])
+        ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
+        if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
+            return ffn_inp
+        normed = normed if block.parallel_residual else self.block_norms(block, ffn_inp, "ffn_norm")
+        out = self.ffn(block, normed, logits)
+        if self.shape.post_norms:  # ffn_post_norm
+            out = self.norm(out, "post_ffw_norm", pins[1])
+        ffn_first = self.shape.ffn_residual_first
+        return same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
+
+    def pre_norm(self, x: Tensor, weight: str) -> Tensor:
+        """attn_norm / ffn_norm (`weight`) before the block's attention or FFN, where the builder has them."""
+        return self.block_norm(x, weight) if self.shape.pre_norm else x
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -239,10 +253,16 @@ class DecoderGraph:
         out = same_shape(self.ffn(block, ffn_inp), "ADD", inp_l)
         return same_shape(out, "ADD", attn_out)
 
-    def block_norm(self, x: Tensor) -> Tensor:
-        """build_norm of the trunk's norms (attn_norm, ffn_norm, output_norm): LLM_NORM_RMS, or LLM_NORM
-        (ggml_norm, a new tensor) where the architecture's builder asks for LayerNorm; the weight in place."""
-        return self.layer_norm(x) if self.shape.layer_norm else self.norm(x)
+    def block_norm(self, x: Tensor, weight: str | None = None) -> Tensor:
+        """build_norm of the trunk's norms (attn_norm, ffn_norm, output_norm: `weight`, where the caller names it):
+        LLM_NORM_RMS, or LLM_NORM (ggml_norm, a new tensor) where the architecture's builder asks for LayerNorm; the
+        weight in place."""
+        return self.layer_norm(x, weight) if self.shape.layer_norm else self.norm(x, weight)
+
+    def block_norms(self, b: GraphLayer, x: Tensor, weight: str) -> Tensor:
+        """A block's attn_norm or ffn_norm (`weight`), its bias added in place where the layer has one."""
+        out = self.pre_norm(x, weight)
+        return same_shape(out, "ADD", f"{weight}.bias") if self.shape.pre_norm and weight in b.biases else out
 
     @staticmethod
     def layer_norm(x: Tensor, weight: str | None = None) -> Tensor:
@@ -296,10 +316,11 @@ class DecoderGraph:
         return max(b.n_head_kv * b.head_v for b in self.shape.layers)
 
     @staticmethod
-    def norm(x: Tensor, weight: str | None = None) -> Tensor:
-        """build_norm: rms_norm (named "norm": pinned), then the weight (in place; `weight` its name in the layer
-        where the builder reads one weight twice)."""
-        return same_shape(pinned(same_shape(x, "RMS_NORM"), NORM_PIN), "MUL", weight)
+    def norm(x: Tensor, weight: str | None = None, pin: bool = True) -> Tensor:
+        """build_norm: rms_norm (named "norm": pinned, unless the builder passes il -1), then the weight (in place;
+        `weight` its name in the layer, which the scheduler places the op by)."""
+        normed = same_shape(x, "RMS_NORM")
+        return same_shape(pinned(normed, NORM_PIN) if pin else normed, "MUL", weight)
 
     def cache(self, block: GraphLayer) -> tuple[Tensor, Tensor]:
         """The layer's K and V cache tensors (their own buffer): [width, cells, streams], a transposed V as wide as
@@ -444,7 +465,7 @@ class DecoderGraph:
         """wo over attention's output [Dv * H, T], after the layer's output gate where it has one (`attn_in`: the
         attention's input, which the gate projects)."""
         if b.attn_gate:
-            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head)
+            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head, "attn_gate")  # wqkv_gate (LLM_TENSOR_ATTN_GATE)
         return biased(b, "attn_output", cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
@@ -660,12 +681,12 @@ class DecoderGraph:
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
         return self.gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, rows), KQV_PIN))
 
-    def ffn(self, b: GraphLayer, cur: Tensor) -> Tensor:
-        """build_ffn (dense), build_moe_ffn (routed experts) and the shared experts beside them (gated as the routed
-        experts are: nemotron-h's are up alone)."""
+    def ffn(self, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
+        """build_ffn (dense), build_moe_ffn (routed experts; `logits`: the router's, where the builder made them) and
+        the shared experts beside them (gated as the routed experts are: nemotron-h's are up alone)."""
         if not b.n_expert:
-            return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn)
-        out, r = routed_experts(self.gf, b, cur), b.routing
+            return build_ffn(cur, b.n_ff, b.gated, b.fused_up, b.activation, b.clamped_ffn, biases=b.biases)
+        out, r = routed_experts(self.gf, b, cur, logits), b.routing
         if not r.shared_ff:
             return out
         shared = build_ffn(cur, r.shared_ff, r.gated, activation=b.activation, clamped=b.clamped_ffn, weights=SHARED)
@@ -734,12 +755,12 @@ def output_gate(out: Tensor, attn_in: Tensor, width: int, heads: int, weight: st
 
 
 def build_qkv(
-    b: GraphLayer, cur: Tensor, t: int, norm: Callable[[Tensor], Tensor] | None = None
+    b: GraphLayer, cur: Tensor, t: int, norm: Callable[[Tensor, str], Tensor] | None = None
 ) -> tuple[Tensor, Tensor, Tensor]:
     """llm_graph_context::build_qkv: one wqkv matmul with Q, K and V views of it (openelm.cpp's reshape first is a
     view with the same strides; mimo2.cpp's V heads their own size) | wq, wk, wv, each reshaped to [head, heads, T]
-    (`norm`: olmo2.cpp's norms of the whole Q and K projections, before the reshape; gemma4.cpp's V, where the layer
-    has no wv, is K's projection)."""
+    (`norm`: olmo2.cpp's norms of the whole Q and K projections, before the reshape, given the weight's name;
+    gemma4.cpp's V, where the layer has no wv, is K's projection)."""
     if b.fused_qkv:
         qkv = mul_mat("attn_qkv", cur, (b.n_head + b.n_head_kv) * b.head_k + b.n_head_kv * b.head_v)
         nb = (b.head_k * FLOAT, qkv.nb[1])
@@ -751,7 +772,7 @@ def build_qkv(
     q, k = biased(b, "attn_q", cur, b.n_head * b.head_k), biased(b, "attn_k", cur, b.n_head_kv * b.head_k)
     v = k if b.v_from_k else biased(b, "attn_v", cur, b.n_head_kv * b.head_v)  # gemma4.cpp: Vcur = Kcur without wv
     if norm is not None:
-        q, k = norm(q), norm(k)
+        q, k = norm(q, "attn_q_norm"), norm(k, "attn_k_norm")
     q, k = reshape(q, b.head_k, b.n_head, t), reshape(k, b.head_k, b.n_head_kv, t)
     return q, k, reshape(v, b.head_v, b.n_head_kv, t)
 
@@ -759,7 +780,7 @@ def build_qkv(
 def biased(b: GraphLayer, name: str, cur: Tensor, rows: int) -> Tensor:
     """build_lora_mm with the layer's weight `name`, then its bias added (in place) where the layer has one."""
     out = mul_mat(name, cur, rows)
-    return same_shape(out, "ADD", f"{name}.bias") if b.attn_biases else out
+    return same_shape(out, "ADD", f"{name}.bias") if name in b.biases else out
 
 
 def attend_over_ubatch(

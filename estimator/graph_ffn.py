@@ -27,7 +27,8 @@ from memfit.estimator.layout import FfnOp, Gating, GraphLayer, Routing
 DENSE = ("ffn_up", "ffn_gate", "ffn_down")  # the FFN's weights (LLM_TENSOR_FFN_UP, _GATE, _DOWN)
 SHARED = ("ffn_up_shexp", "ffn_gate_shexp", "ffn_down_shexp")  # the shared experts' (LLM_TENSOR_FFN_*_SHEXP)
 # llm_ffn_op_type without a gate: the element-wise ops build_ffn / build_moe_ffn run on up, each in place
-UNGATED = {FfnOp.SILU: ("SILU",), FfnOp.GELU: ("GELU",), FfnOp.RELU_SQR: ("RELU", "SQR")}
+UNGATED = {FfnOp.SILU: ("SILU",), FfnOp.GELU: ("GELU",), FfnOp.RELU_SQR: ("RELU", "SQR"), FfnOp.RELU: ("RELU",)}
+GLU = {FfnOp.GELU: "GEGLU", FfnOp.RELU: "REGLU"}  # a gated type_op's GLU (else SWIGLU)
 # ggml's gating ops over the router's logits, each in place (SOFTMAX_WEIGHT: none, the logits select)
 GATING_OPS = {
     Gating.SOFTMAX: ("SOFT_MAX",),
@@ -38,11 +39,11 @@ GATING_OPS = {
 
 
 def gated_op(gate: Tensor, up: Tensor, activation: FfnOp, clamped: bool, fused_clamp: bool = False) -> Tensor:
-    """build_ffn's / build_moe_ffn's type_op over a gate and up: LLM_FFN_SILU's ggml_swiglu_split or LLM_FFN_GELU's
-    ggml_geglu_split (a new tensor), or with a swiglu clamp limit silu(gate) clamped times the clamped up, each in
-    place (`fused_clamp`: deepseek4's one ggml_swiglu_clamp, a new tensor)."""
+    """build_ffn's / build_moe_ffn's type_op over a gate and up: LLM_FFN_SILU's ggml_swiglu_split, LLM_FFN_GELU's
+    ggml_geglu_split or LLM_FFN_RELU's ggml_reglu_split (a new tensor), or with a swiglu clamp limit silu(gate)
+    clamped times the clamped up, each in place (`fused_clamp`: deepseek4's one ggml_swiglu_clamp, a new tensor)."""
     if not clamped:
-        return glu(gate, up, "GEGLU" if activation is FfnOp.GELU else "SWIGLU")
+        return glu(gate, up, GLU.get(activation, "SWIGLU"))
     if fused_clamp:
         return glu(gate, up, "SWIGLU_CLAMP")
     return same_shape(same(gate, "SILU", "CLAMP"), "MUL", same_shape(up, "CLAMP"))
@@ -66,19 +67,26 @@ def build_ffn(
     clamped: bool = False,
     weights: tuple[str, str, str] = DENSE,
     fused_clamp: bool = False,
+    biases: frozenset[str] = frozenset(),
 ) -> Tensor:
     """build_ffn with a parallel gate: gate and up, then their GLU (`gated_op`) | one up 2 x n_ff wide, ggml_swiglu over
     its halves (a new tensor) | up, then the activation in place; then down (`weights`: up's, gate's and down's
-    names; `fused_clamp`: a clamped SwiGLU as deepseek4's one ggml_swiglu_clamp)."""
+    names; `fused_clamp`: a clamped SwiGLU as deepseek4's one ggml_swiglu_clamp; `biases`: the weights whose bias
+    (up_b, gate_b, down_b) is added in place after their matmul)."""
     up_w, gate_w, down_w = weights
+
+    def mm(name: str, x: Tensor, rows: int) -> Tensor:
+        out = mul_mat(name, x, rows)
+        return same_shape(out, "ADD", f"{name}.bias") if name in biases else out
+
     if fused_up:
-        up = mul_mat(up_w, cur, 2 * n_ff)
+        up = mm(up_w, cur, 2 * n_ff)
         act = op("SWIGLU", F32, (n_ff, *up.ne[1:]), up)
     elif gated:
-        act = gated_op(mul_mat(gate_w, cur, n_ff), mul_mat(up_w, cur, n_ff), activation, clamped, fused_clamp)
+        act = gated_op(mm(gate_w, cur, n_ff), mm(up_w, cur, n_ff), activation, clamped, fused_clamp)
     else:
-        act = same(mul_mat(up_w, cur, n_ff), *UNGATED[activation])
-    return mul_mat(down_w, act, cur.ne[0])
+        act = same(mm(up_w, cur, n_ff), *UNGATED[activation])
+    return mm(down_w, act, cur.ne[0])
 
 
 def route(r: Routing, logits: Tensor) -> tuple[Tensor, Tensor]:
@@ -174,14 +182,14 @@ def build_moe_ffn(
     return out if k > 1 else cont(out)  # one expert: made contiguous
 
 
-def routed_experts(gf: Graph, b: GraphLayer, cur: Tensor) -> Tensor:
-    """The routed experts as a builder calls build_moe_ffn: over the block's normed input; or in the builder's
-    latent (nemotron-h's ffn_latent_down / _up, kimi-k3's build_latent_moe: ffn_routed_down / _norm / _up), the
-    router's logits from the input (probs_in), the experts over its projection, their output RMS-normed where the
-    builder norms it, projected back."""
+def routed_experts(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None = None) -> Tensor:
+    """The routed experts as a builder calls build_moe_ffn: over the block's normed input (`logits`: the router's,
+    where the builder computes them, probs_in); or in the builder's latent (nemotron-h's ffn_latent_down / _up,
+    kimi-k3's build_latent_moe: ffn_routed_down / _norm / _up), the router's logits from the input (probs_in), the
+    experts over its projection, their output RMS-normed where the builder norms it, projected back."""
     r = b.routing
     if not r.latent:
-        return build_moe_ffn(gf, b, cur)
+        return build_moe_ffn(gf, b, cur, logits)
     logits = mul_mat("ffn_gate_inp", cur, b.n_expert)
     down, up = r.latent_weights
     out = build_moe_ffn(gf, b, mul_mat(down, cur, r.latent), logits)

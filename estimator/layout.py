@@ -113,6 +113,7 @@ class FfnOp(Enum):
     SILU = "silu"  # with a gate: swiglu (clamped where the layer has a limit); without: silu
     GELU = "gelu"  # with a gate: geglu (ggml_geglu_split, gemma4); without: gelu
     RELU_SQR = "relu_sqr"  # no gate: relu, then sqr
+    RELU = "relu"  # with a gate: reglu (ggml_reglu_split); without: relu
     SITU = "situ"  # build_moe_ffn (kimi-k3): beta * tanh(gate / beta) * sigmoid(gate), times up
 
 
@@ -232,7 +233,9 @@ class GraphLayer:
     kv_shared: bool = False  # hparams.has_kv(il) false: Q alone attends over the KV an earlier layer stored
     v_from_k: bool = False  # no wv: V is K's projection (gemma4's use_alternative_attention)
     parallel_residual: bool = False  # the FFN reads the attention's normed input, not a norm of its sum (stablelm)
-    attn_biases: bool = False  # build_qkv's wq_b, wk_b, wv_b and build_attn's wo_b, each added in place
+    # the weights whose bias the builder adds in place after them (build_qkv's wq_b, wk_b, wv_b, build_attn's wo_b,
+    # build_ffn's up_b, gate_b, down_b, build_norm's attn_norm_b, ffn_norm_b): their names in the layer
+    biases: frozenset[str] = frozenset()
     sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
 
 
@@ -338,6 +341,10 @@ class GraphShape:
     hyper: HyperConnections | None = None  # qwen4exp's residual streams (estimator/graph_qwen4exp.py)
     dsv4: Dsv4 | None = None  # DeepSeek-V4's streams, compressors and indexer (estimator/graph_dsv4.py)
     post_norms: bool = False  # a norm of the mixer's and of the FFN's output before each residual add (gemma2/3)
+    attn_post_norm_first: bool = False  # with post_norms: the mixer's post norm before the output rows (afmoe)
+    post_norm_pins: tuple[bool, bool] = (True, False)  # with post_norms: whether each is pinned (build_norm's il)
+    embd_norm: bool = False  # a norm without weight over the token rows (muse-glimmer.cpp's embd_norm)
+    router_from_input: bool = False  # the router's logits from the block's input, its rows kept (smallthinker)
     embedding_scale: bool = False  # build_inp_embd scales the token rows (granite's f_embedding_scale)
     rs_rollback: bool = False  # llm_arch_supports_rs_rollback: the recurrent blocks write n_rs_seq + 1 state slots
     # the model's llama_pooling_type (hparams.pooling_type; 0 NONE): what build_pooling adds under cparams.embeddings

@@ -194,6 +194,19 @@ def sigmoid_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     return _from_file(ly, il, file_gating(ly, Gating.SIGMOID), biased(ly, il, True))
 
 
+def exaone_moe_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # llama_model_exaone_moe::load_arch_hparams: expert_gating_func (required), expert_weights_norm, _scale;
+    # exp_probs_b (TENSOR_NOT_REQUIRED) where the layer holds it, as the checkpoints carry it where names are unknown
+    return _from_file(ly, il, file_gating(ly), biased(ly, il, True))
+
+
+def smallthinker_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
+    # smallthinker.cpp: build_moe_ffn(..., LLM_FFN_RELU, norm_w = true, w_scale unread (0), the file's
+    # expert_gating_func (NONE when absent: build_moe_ffn aborts), the router's logits given (probs_in)
+    gating = file_gating(ly)
+    return shared(ly, il, Routing(gating, norm=True, activation=FfnOp.RELU)) if gating else None
+
+
 def step35_routing(ly: Layers, il: int, n_vocab: int | None) -> Routing | None:
     # llama_model_step35::load_arch_hparams: as glm4moe's, and the layer's swiglu_clamp_exp
     call = sigmoid_routing(ly, il, n_vocab)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tools.families import attention, more, recurrent, shapes
+from tools.families import attention, more, plain, recurrent, shapes
 from tools.gguf_writers import PUBLIC_SET, QT, SHAPE_SET, Model, llama_gqa
 
 Run = tuple[str, dict[str, str]]  # (label, probe arguments)
@@ -285,6 +285,34 @@ def delta_net_runs(model: Model) -> list[Run]:
     ]
 
 
+# one tiny model of each architecture no other file places, so that every graph memfit's scheduler splits is checked
+# per backend against llama.cpp's: a few of the placement settings each, and the fitter
+COVERAGE_ATTENTION = (
+    "cohere2-swa", "command-r", "deci-arr", "granite", "llama-embed", "openelm-arr", "phi3-swa", "qwen2-bias",
+)  # fmt: skip
+COVERAGE_MORE = (  # plm's is left out: its graph aborts under the flash attention auto turns on
+    "afmoe-swa", "cohere2moe-scal", "exaone-moe-nextn", "exaone4-64", "gemma-hd96", "granite-swa", "llama4-chunked",
+    "mellum-arr", "minicpm3", "mistral3", "mistral4-mla", "muse-glimmer-arr", "olmo2-swa", "smallthinker-swa",
+    "smollm3", "starcoder2",
+)  # fmt: skip
+COVERAGE: dict[str, Callable[[], Model]] = {
+    **{n: attention.FAMILY_SET[n] for n in COVERAGE_ATTENTION},
+    "gemma-embedding": attention.GEMMA_EMBEDDING_MODELS["gemma-embedding"],
+    **{n: plain.FAMILY_SET[n] for n in ("internlm2", "minicpm", "minicpm-moe")},
+    "lfm2moe": recurrent.FAMILY_SET["lfm2moe"],
+    **{n: more.FAMILY_SET[n] for n in COVERAGE_MORE},
+}
+COVERAGE_LABELS = (
+    "g1_all", "g1_half", "g1_half_fa_off", "g1_half_kv0", "g2_11", "g2_13_half", "g2_11_cuda", "g1_half_real",
+)  # fmt: skip
+
+
+def coverage_runs(model: Model) -> list[Run]:
+    """delta_net_runs' one and two devices, a partial -ngl with flash attention off, the KV on the CPU, ggml-cuda's
+    rules and a real load."""
+    return [(label, args) for label, args in delta_net_runs(model) if label in COVERAGE_LABELS]
+
+
 @dataclass(frozen=True)
 class MockFile:
     """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
@@ -326,6 +354,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_indexer.jsonl": MockFile(
         INDEXER, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+    ),
+    "results_mock_coverage.jsonl": MockFile(
+        COVERAGE, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=coverage_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(
