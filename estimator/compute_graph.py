@@ -307,8 +307,8 @@ class DecoderGraph:
         g = self.geometry
         cells = window_cells(block.window, g)
         width_v = self.v_width_max() if g.v_trans else block.n_head_kv * block.head_v
-        k = new_tensor(F16, block.n_head_kv * block.head_k, cells, g.n_stream, external=True)
-        v = new_tensor(F16, width_v, cells, g.n_stream, external=True)
+        k = new_tensor(cache_type(g.k_type), block.n_head_kv * block.head_k, cells, g.n_stream, external=True)
+        v = new_tensor(cache_type(g.v_type), width_v, cells, g.n_stream, external=True)
         return k, v
 
     def hadamard(self, x: Tensor, rot: Tensor) -> Tensor:
@@ -606,12 +606,13 @@ class DecoderGraph:
         mask = inputs.mask if mask is None else mask
         for x in (q, v, k):
             gf.expand(x)
-        cache_k = new_tensor(F16, latent + rope, window_cells(b.window, g), g.n_stream, external=True)
+        kind = cache_type(g.k_type)
+        cache_k = new_tensor(kind, latent + rope, window_cells(b.window, g), g.n_stream, external=True)
         gf.expand(set_rows(cache_k, view(k, (latent + rope, t), (k.nb[2],)), inputs.k_idxs))
         ns = g.n_stream
         q = permute(view(q, (latent + rope, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         n_kv = window_cells(b.window, g)
-        k = new_tensor(F16, latent + rope, n_kv, 1, ns, external=True)  # the cache's K, permuted
+        k = new_tensor(kind, latent + rope, n_kv, 1, ns, external=True)  # the cache's K, permuted
         v = view(k, (latent, n_kv, 1, ns), k.nb[1:])  # its latent part: a view of K, K's strides
         if g.flash_attention:  # build_attn_mha with v_mla: the result [latent, H, T] times wv_b, made contiguous
             k16, v16 = f16_input(k, g.k_type), f16_input(v, g.k_type)  # V a view of K, of K's type
