@@ -328,8 +328,8 @@ class DecoderGraph:
         g = self.geometry
         cells = window_cells(block.window, g)
         width_v = self.v_width_max() if g.v_trans else block.n_head_kv * block.head_v
-        k = new_tensor(F16, block.n_head_kv * block.head_k, cells, g.n_stream, external=True)
-        v = new_tensor(F16, width_v, cells, g.n_stream, external=True)
+        k = new_tensor(cache_type(g.k_type), block.n_head_kv * block.head_k, cells, g.n_stream, external=True)
+        v = new_tensor(cache_type(g.v_type), width_v, cells, g.n_stream, external=True)
         return k, v
 
     def hadamard(self, x: Tensor, rot: Tensor) -> Tensor:
@@ -627,12 +627,13 @@ class DecoderGraph:
         mask = inputs.mask if mask is None else mask
         for x in (q, v, k):
             gf.expand(x)
-        cache_k = new_tensor(F16, latent + rope, window_cells(b.window, g), g.n_stream, external=True)
+        kind = cache_type(g.k_type)
+        cache_k = new_tensor(kind, latent + rope, window_cells(b.window, g), g.n_stream, external=True)
         gf.expand(set_rows(cache_k, view(k, (latent + rope, t), (k.nb[2],)), inputs.k_idxs))
         ns = g.n_stream
         q = permute(view(q, (latent + rope, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         n_kv = window_cells(b.window, g)
-        k = new_tensor(F16, latent + rope, n_kv, 1, ns, external=True)  # the cache's K, permuted
+        k = new_tensor(kind, latent + rope, n_kv, 1, ns, external=True)  # the cache's K, permuted
         v = view(k, (latent, n_kv, 1, ns), k.nb[1:])  # its latent part: a view of K, K's strides
         if g.flash_attention:  # build_attn_mha with v_mla: the result [latent, H, T] times wv_b, made contiguous
             k16, v16 = f16_input(k, g.k_type), f16_input(v, g.k_type)  # V a view of K, of K's type
@@ -665,17 +666,17 @@ class DecoderGraph:
         q = permute(view(q, (b.head_k, b.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         rows = t // ns * ns  # the streams' tokens (all of them but where a single-sequence reserve has several streams)
         if g.flash_attention:  # over the cache's K and V, permuted
-            k = f16_input(self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns), g.k_type)
-            v = f16_input(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns), g.v_type)
+            k = f16_input(self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns, type_=cache_type(g.k_type)), g.k_type)
+            v = f16_input(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns, type_=cache_type(g.v_type)), g.v_type)
             sinks = ("attn_sinks",) if b.sinks else ()  # ggml_flash_attn_ext_add_sinks: src[4]
             out = op("FLASH_ATTN_EXT", F32, (b.head_v, b.n_head, t // ns, ns), q, k, v, mask, *sinks)
             out.f16_extra = fattn_f16_extra(out, k, v, g, v_is_k=False)
             return self.gf.expand(reshape(out, b.head_v * b.n_head, rows))
-        k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns)  # the cache's K, permuted
+        k = self.cache_view(b, b.head_k, n_kv, b.n_head_kv, ns, type_=cache_type(g.k_type))  # the cache's K, permuted
         sinks = ("attn_sinks",) if b.sinks else ()  # ggml_soft_max_add_sinks: src[2]
         kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask, *sinks)  # kq [n_kv, T, H], soft_max in place
         if g.v_trans:  # the transposed V cache, permuted
-            v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns)
+            v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns, type_=cache_type(g.v_type))
         else:  # a V cache made for flash attention: v_cont, the permuted cache transposed into a copy
             v = cont(transpose(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns, type_=float_type(g.v_type))))
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]
@@ -799,6 +800,12 @@ def attend_over_ubatch(
     kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
     kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
     return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+
+
+def cache_type(name: str) -> str:
+    """A cache's tensor type (llama_kv_cache: type_k / type_v; F16 where the geometry does not say): the type of
+    the views build_attn_mha reads, and of their copies where the scheduler moves one to another backend."""
+    return name or F16
 
 
 def float_type(cache_type: str) -> str:

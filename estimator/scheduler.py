@@ -40,7 +40,7 @@ from memfit.estimator.compute_graph import build_graph, ubatch_tokens
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.cpu_repack import AMX, REPACK
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, AllocRule, Device, cuda_alloc_size
-from memfit.estimator.ggml_graph import F32, KQV_PIN, NORM_PIN, VIEWED, Graph, Tensor
+from memfit.estimator.ggml_graph import CACHE_TYPES, F32, KQV_PIN, NORM_PIN, VIEWED, Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, AllocGraph, Buffer, replay_n
 from memfit.estimator.placement import (
     EVERY_LAYER,
@@ -56,6 +56,7 @@ from memfit.estimator.placement import (
     gpu_layer_count,
     overrides,
 )
+from memfit.gguf_constants import GGMLQuantizationType as QT
 
 # ggml-backend.cpp: GGML_SCHED_MAX_COPIES (the input copies with pipeline parallelism), GGML_SCHED_MAX_SPLIT_INPUTS
 MAX_COPIES = 4
@@ -169,7 +170,8 @@ def full_offload(model: ModelTensors, request: Placement) -> bool:
 
 
 def _alloc_size(device: Device, ceiling: bool) -> Callable[[Tensor], int]:
-    """The device buffer type's get_alloc_size: ggml-cuda pads a quantized matrix (a weight copied in) by a row; with
+    """The device buffer type's get_alloc_size: ggml-cuda pads a quantized matrix (a weight copied in, a copy of a
+    quantized cache's view) by a row; with
     `ceiling`, a prompt's flash attention (Q over more than 2 rows: ggml_cuda_get_best_fattn_kernel's TILE or MMA,
     by the GPU's compute capability, which no CPU run shows) holds F16 copies of a quantized K and V after its
     output (ggml_cuda_flash_attn_ext_get_alloc_size)."""
@@ -181,6 +183,8 @@ def _alloc_size(device: Device, ceiling: bool) -> Callable[[Tensor], int]:
             return cuda_alloc_size(t.size, t.ggml_type, t.ne[0])
         if ceiling and t.op == "FLASH_ATTN_EXT" and t.srcs[0].ne[1] > FATTN_VEC_ROWS:
             return t.nbytes + t.f16_extra
+        if t.type in CACHE_TYPES:  # a cache's block type: [TAG_ALLOC_SIZE_EXPAND] as for a weight
+            return cuda_alloc_size(t.nbytes, QT[t.type.upper()], t.ne[0])
         return t.nbytes
 
     return size

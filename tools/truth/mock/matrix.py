@@ -313,6 +313,59 @@ def coverage_runs(model: Model) -> list[Run]:
     return [(label, args) for label, args in delta_net_runs(model) if label in COVERAGE_LABELS]
 
 
+# the KV cache's types other than f16: dense, GQA with a K norm, sliding-window (llama_kv_cache_iswa), MLA (a K-only
+# cache whose view is V)
+CACHE_TYPE_MODELS: dict[str, Callable[[], Model]] = {
+    **{n: PUBLIC_SET[n] for n in ("llama-gqa-f16", "qwen3-f16", "gemma3-swa-f16")},
+    "deepseek2-mla": attention.FAMILY_SET["deepseek2-mla"],
+}
+
+
+def cache_type_runs(model: Model) -> list[Run]:
+    """q8_0 and f32 caches (K, V or both): flash attention on, off and auto, a partial -ngl (a layer's cache in host
+    memory, its attention on a GPU), one and two mock GPUs, the KV on the CPU, ggml-cuda's rules, real loads."""
+    half = str(_n_layer(model) // 2)
+    g1, g2 = {"mock_gpus": "1"}, {"mock_gpus": "2"}
+    two = g2 | {"ts": "1,1"}
+    q8, f32 = {"type_k": "q8_0", "type_v": "q8_0"}, {"type_k": "f32", "type_v": "f32"}
+    q8k, q8v = {"type_k": "q8_0"}, {"type_v": "q8_0"}
+    on, off, auto = {"fa": "on"}, {"fa": "off"}, {"fa": "auto"}
+    cuda, real = {"mock_alloc": "cuda"}, {"no_alloc": "0"}
+    runs = [
+        ("g1_q8_on", g1 | q8 | on),
+        ("g1_q8_auto", g1 | q8 | auto),
+        ("g1_q8k_off", g1 | q8k | off),
+        ("g1_f32_on", g1 | f32 | on),
+        ("g1_f32_off", g1 | f32 | off),
+        ("g1_f32_auto", g1 | f32 | auto),
+        ("g1_q8_half_on", g1 | q8 | on | {"ngl": half}),
+        ("g1_q8v_ngl1_on", g1 | q8v | on | {"ngl": "1"}),
+        ("g1_q8k_half_off", g1 | q8k | off | {"ngl": half}),
+        ("g1_f32_half_on", g1 | f32 | on | {"ngl": half}),
+        ("g1_f32_half_auto", g1 | f32 | auto | {"ngl": half}),
+        ("g1_q8_kv0_auto", g1 | q8 | auto | {"kv_offload": "0"}),
+        ("g1_f32_kv0_on", g1 | f32 | on | {"kv_offload": "0"}),
+        ("g1_q8_half_cuda", g1 | q8 | on | {"ngl": half} | cuda),
+        ("g1_q8_cuda_fa_alloc", g1 | q8 | on | cuda | {"mock_fa_alloc": "1"}),
+        ("g1_q8_seq2_ub64", g1 | q8 | on | {"n_seq": "2", "n_ubatch": "64"}),
+        ("g2_q8_11_on", two | q8 | on),
+        ("g2_f32_13_half_on", g2 | f32 | on | {"ts": "1,3", "ngl": half}),
+        ("g2_q8_31_half_cuda", g2 | q8 | auto | {"ts": "3,1", "ngl": half} | cuda),
+        ("g2_q8k_11_kv0_off", two | q8k | off | {"kv_offload": "0"}),
+        ("g2_q8_11_kv0_cuda", two | q8 | auto | {"kv_offload": "0"} | cuda),
+        ("g1_q8_half_real", g1 | q8 | on | {"ngl": half} | real),
+        ("g2_f32_11_half_real_auto", two | f32 | auto | {"ngl": half} | real),
+    ]
+    if f"{model.arch}.attention.kv_lora_rank" not in model.kv:
+        return runs
+    # MLA: llama_init_from_model refuses K and V of different types; a quantized V (K's) needs flash attention
+    return [
+        (label, a)
+        for label, a in runs
+        if a.get("type_k") == a.get("type_v") and not (a.get("type_v") == "q8_0" and a["fa"] == "off")
+    ]
+
+
 @dataclass(frozen=True)
 class MockFile:
     """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
@@ -357,6 +410,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_coverage.jsonl": MockFile(
         COVERAGE, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=coverage_runs
+    ),
+    "results_mock_cache_types.jsonl": MockFile(
+        CACHE_TYPE_MODELS, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, settings=cache_type_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(
