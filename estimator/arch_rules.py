@@ -147,6 +147,7 @@ ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_g
 ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
 ATTN_Q_NORM = TENSOR_NAMES[MODEL_TENSOR.ATTN_Q_NORM] + ".weight"  # blk.{bid}.attn_q_norm.weight
 FFN_NORM = TENSOR_NAMES[MODEL_TENSOR.FFN_NORM] + ".weight"  # blk.{bid}.ffn_norm.weight
+LAYER_OUT_SCALE = TENSOR_NAMES[MODEL_TENSOR.LAYER_OUT_SCALE] + ".weight"  # blk.{bid}.layer_output_scale.weight
 STABLELM_12B_LAYERS = 40  # llama_model_stablelm::load_arch_hparams: 40 layers is LLM_TYPE_12B (StableLM 2 12B)
 
 
@@ -937,6 +938,15 @@ def wv_everywhere(ly: Layers, il: int) -> bool:
     return False
 
 
+def no_out_scale(ly: Layers, il: int) -> bool:
+    return False
+
+
+def out_scale_where_present(ly: Layers, il: int) -> bool:
+    # llama_model_gemma4::load_arch_tensors: layer_output_scale is not required; gemma4.cpp scales by it where present
+    return layer_tensor(ly, LAYER_OUT_SCALE, il) is True
+
+
 def ffn_op(activation: FfnOp | None, gated: bool) -> FfnOp:
     # the type_op a builder passes build_ffn: its Graph's, else llama.cpp's usual LLM_FFN_SILU with a parallel gate
     # (swiglu) and LLM_FFN_GELU without one
@@ -1001,6 +1011,7 @@ class Graph:
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
+    out_scale: Callable[[Layers, int], bool] = no_out_scale  # layers whose output is times layer_output_scale
     # the NextN/MTP layers' own blocks derived too (GraphShape.nextn: their heads, window and FFN), which the
     # architecture's graph_mtp builds on (estimator/graph_mtp.py)
     nextn_blocks: bool = False
@@ -1052,6 +1063,7 @@ GEMMA4 = Graph(  # src/models/gemma4.cpp, rebuilt by estimator/graph_gemma4.py (
     moe_layers=experts_where_routed,
     routing=gemma4_routing,
     per_layer_embd=True,
+    out_scale=out_scale_where_present,
     reads_tensors=True,
     node_for_node=True,
 )

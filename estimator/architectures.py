@@ -326,6 +326,7 @@ def graph_shape(
                 parallel_residual=graph.parallel_residual(layers, il),
                 attn_biases=attends and graph.attn_biases,
                 sinks=attends and graph.sinks,
+                out_scale=graph.out_scale(layers, il),
             )
         )
     shared: dict[GraphLayer, GraphLayer] = {}  # equal layers held once (a model keeps its shape while it is served)

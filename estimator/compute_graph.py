@@ -176,7 +176,7 @@ class DecoderGraph:
         whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits; minicpm3's input a
         scaled copy of t_embd; an embedding graph has none and ends at t_embd, as lfm2's does serving embeddings):
         t_embd and t_logits are graph outputs."""
-        cur = self.block_norm(cur)
+        cur = self.block_norm(cur, "output_norm")
         if out_ids is not None:
             cur.output = hidden
             cur = get_rows(cur, out_ids, self.shape.n_embd)
@@ -239,15 +239,17 @@ class DecoderGraph:
         out = same_shape(self.ffn(block, ffn_inp), "ADD", inp_l)
         return same_shape(out, "ADD", attn_out)
 
-    def block_norm(self, x: Tensor) -> Tensor:
+    def block_norm(self, x: Tensor, weight: str | None = None) -> Tensor:
         """build_norm of the trunk's norms (attn_norm, ffn_norm, output_norm): LLM_NORM_RMS, or LLM_NORM
-        (ggml_norm, a new tensor) where the architecture's builder asks for LayerNorm; the weight in place."""
-        return self.layer_norm(x) if self.shape.layer_norm else self.norm(x)
+        (ggml_norm, a new tensor) where the architecture's builder asks for LayerNorm; the weight in place
+        (`weight`: its name)."""
+        return self.layer_norm(x, weight) if self.shape.layer_norm else self.norm(x, weight)
 
     @staticmethod
-    def layer_norm(x: Tensor) -> Tensor:
-        """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned), then the weight in place."""
-        return same_shape(pinned(op("NORM", F32, x.ne, x), NORM_PIN), "MUL", None)
+    def layer_norm(x: Tensor, weight: str | None = None) -> Tensor:
+        """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned), then the weight in place
+        (`weight`: its name)."""
+        return same_shape(pinned(op("NORM", F32, x.ne, x), NORM_PIN), "MUL", weight)
 
     def deci_block(self, b: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """src/models/deci.cpp's block: an attention-free one hands the residual stream to the FFN as it is, a
@@ -295,10 +297,11 @@ class DecoderGraph:
         return max(b.n_head_kv * b.head_v for b in self.shape.layers)
 
     @staticmethod
-    def norm(x: Tensor, weight: str | None = None) -> Tensor:
-        """build_norm: rms_norm (named "norm": pinned), then the weight (in place; `weight` its name in the layer
-        where the builder reads one weight twice)."""
-        return same_shape(pinned(same_shape(x, "RMS_NORM"), NORM_PIN), "MUL", weight)
+    def norm(x: Tensor, weight: str | None = None, pin: bool = True) -> Tensor:
+        """build_norm: rms_norm (named "norm": pinned, but where the builder calls it with il -1: not `pin`), then
+        the weight (in place; `weight` its name in the layer)."""
+        normed = same_shape(x, "RMS_NORM")
+        return same_shape(pinned(normed, NORM_PIN) if pin else normed, "MUL", weight)
 
     def cache(self, block: GraphLayer) -> tuple[Tensor, Tensor]:
         """The layer's K and V cache tensors (their own buffer): [width, cells, streams], a transposed V as wide as

@@ -229,6 +229,7 @@ class GraphLayer:
     parallel_residual: bool = False  # the FFN reads the attention's normed input, not a norm of its sum (stablelm)
     attn_biases: bool = False  # build_qkv's wq_b, wk_b, wv_b and build_attn's wo_b, each added in place
     sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
+    out_scale: bool = False  # layer_output_scale: the layer's output times it (gemma4.cpp's layer_scalar)
 
 
 @dataclass(frozen=True)

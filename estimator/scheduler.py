@@ -236,7 +236,8 @@ def where(model: ModelTensors, result: PlacementResult, request: Placement) -> W
             # one tensor per buffer type (create_tensor's TENSOR_DUPLICATED finds the one its context holds)
             copies = {buft: _weight_tensor(w, buft, None) for buft in t.buffer_types}
             for il, device in enumerate(result.layer_devices):
-                weights.setdefault(il, []).append(copies[device if device in copies else t.buffer_types[0]])
+                if model.rope_layers is None or il in model.rope_layers:  # gemma4: the full-attention layers'
+                    weights.setdefault(il, []).append(copies[device if device in copies else t.buffer_types[0]])
             continue
         m = BLOCK.match(t.name)
         layer = int(m.group(1)) if m else None
