@@ -147,6 +147,8 @@ ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_g
 ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
 ATTN_Q_NORM = TENSOR_NAMES[MODEL_TENSOR.ATTN_Q_NORM] + ".weight"  # blk.{bid}.attn_q_norm.weight
 FFN_NORM = TENSOR_NAMES[MODEL_TENSOR.FFN_NORM] + ".weight"  # blk.{bid}.ffn_norm.weight
+ATTN_OUT_BIAS = TENSOR_NAMES[MODEL_TENSOR.ATTN_OUT] + ".bias"  # blk.{bid}.attn_output.bias
+FFN_UP_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_UP] + ".bias"  # blk.{bid}.ffn_up.bias
 LAYER_OUT_SCALE = TENSOR_NAMES[MODEL_TENSOR.LAYER_OUT_SCALE] + ".weight"  # blk.{bid}.layer_output_scale.weight
 STABLELM_12B_LAYERS = 40  # llama_model_stablelm::load_arch_hparams: 40 layers is LLM_TYPE_12B (StableLM 2 12B)
 
@@ -1012,6 +1014,8 @@ class Graph:
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
     out_scale: Callable[[Layers, int], bool] = no_out_scale  # layers whose output is times layer_output_scale
+    # bert.cpp: wo_b (with build_qkv's wq_b, wk_b, wv_b) and the FFN's up_b and down_b where the file has them
+    biases_where_present: bool = False
     # the NextN/MTP layers' own blocks derived too (GraphShape.nextn: their heads, window and FFN), which the
     # architecture's graph_mtp builds on (estimator/graph_mtp.py)
     nextn_blocks: bool = False
@@ -1085,7 +1089,7 @@ LAGUNA = replace(  # src/models/laguna.cpp: afmoe's attention with a softplus ga
     AFMOE, roped=every_layer_ropes, attn_gate=gate_as_stored, routing=laguna_routing, reads_tensors=True
 )
 EMBEDDER = Graph(logits=False, cache_attention=False, node_for_node=True)  # llama.cpp's graph<embed>: no cache or head
-BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
+BERT = Graph(logits=False, cache_attention=False, bert_block=True, biases_where_present=True, node_for_node=True)
 MAMBA1 = Graph(recurrent_in=mamba_in, mixer=Mixer.MAMBA, node_for_node=True)
 JAMBA = replace(  # jamba.cpp: no rope, experts where a layer has a router
     MAMBA1,

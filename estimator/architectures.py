@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from memfit.estimator.arch_rules import ATTN_Q_NORM, RULES, ArchRule, Graph, Memory, Window, ffn_op
+from memfit.estimator.arch_rules import ATTN_OUT_BIAS, ATTN_Q_NORM, FFN_UP_BIAS, RULES, ArchRule, Graph, Memory, Window, ffn_op
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, TensorShapes, TensorTypes, key_name
 from memfit.estimator.layout import (
@@ -324,7 +324,9 @@ def graph_shape(
                 kv_shared=attends and il >= kv_start,
                 v_from_k=attends and graph.v_from_k(layers, il),
                 parallel_residual=graph.parallel_residual(layers, il),
-                attn_biases=attends and graph.attn_biases,
+                attn_biases=attends
+                and (graph.attn_biases or graph.biases_where_present and layer_tensor(layers, ATTN_OUT_BIAS, il) is True),
+                ffn_biases=graph.biases_where_present and layer_tensor(layers, FFN_UP_BIAS, il) is True,
                 sinks=attends and graph.sinks,
                 out_scale=graph.out_scale(layers, il),
             )

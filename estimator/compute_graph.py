@@ -40,12 +40,14 @@ from memfit.estimator.ggml_graph import (
     permute,
     pinned,
     reshape,
+    same,
     same_shape,
     set_rows,
     transpose,
     view,
+    viewed,
 )
-from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts
+from memfit.estimator.graph_ffn import SHARED, UNGATED, build_ffn, routed_experts
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
@@ -682,34 +684,52 @@ class EncoderGraph:
         self.gf = Graph()
 
     @staticmethod
-    def norm(x: Tensor) -> Tensor:
-        """build_norm with LLM_NORM: ggml_norm (a new tensor), the weight and the bias in place."""
-        return same_shape(same_shape(op("NORM", F32, x.ne, x), "MUL"), "ADD")
+    def norm(x: Tensor, weight: str, pin_layer: int | None = None) -> Tensor:
+        """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned to its layer's device), the
+        weight `weight` and its bias in place (`pin_layer`: the layer build_norm is called with, where the weights
+        are outside the blocks: the embeddings' norm at il 0)."""
+        if pin_layer is not None:
+            in_layer(pin_layer)
+        normed = pinned(op("NORM", F32, x.ne, x), NORM_PIN)
+        if pin_layer is not None:
+            in_layer(None)
+        return same_shape(same_shape(normed, "MUL", weight), "ADD", f"{weight}.bias")
 
     def build(self) -> Graph:
         gf, t, e, g = self.gf, self.t, self.shape.n_embd, self.geometry
         tokens = new_tensor(I32, t, input=True)
-        embd = gf.expand(get_rows(None, tokens, e))
+        embd = gf.expand(get_rows("token_embd", tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd, allocated, never read
         self.pos = new_tensor(I32, t, input=True)
-        if self.shape.learned_positions:  # position rows, plus the token type row added to the token rows
-            embd = same_shape(get_rows(None, self.pos, e), "ADD", same_shape(embd, "ADD"))
-        else:
-            embd = same_shape(embd, "ADD")  # the token type row
+        embd = same_shape(embd, "ADD", viewed("token_types", row=True))  # the token type row (ggml_view_1d of type_embd)
+        if self.shape.learned_positions:  # position rows added to the token rows
+            embd = same_shape(get_rows("position_embd", self.pos, e), "ADD", embd)
         self.mask = new_tensor(F16 if g.flash_attention else F32, t, t, input=True)
         out_ids = new_tensor(I32, ubatch_outputs(g), input=True)  # build_inp_out_ids
-        cur = self.norm(embd)
+        cur = self.norm(embd, "token_embd_norm", pin_layer=0)
         last = len(self.shape.layers) - 1
         for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             inp_l = cur
-            cur = mul_mat(None, self.attention(b, cur), e)  # wo (its bias in place)
+            cur = biased(b, "attn_output", self.attention(b, cur), e)  # wo, its bias in place
             if il == last:
                 cur, inp_l = get_rows(cur, out_ids, e), get_rows(inp_l, out_ids, e)
-            ffn_inp = self.norm(same_shape(cur, "ADD", inp_l))
-            cur = self.norm(same_shape(build_ffn(ffn_inp, b.n_ff, b.gated, activation=b.activation), "ADD", ffn_inp))
+            ffn_inp = self.norm(same_shape(cur, "ADD", inp_l), "attn_output_norm")
+            cur = self.norm(same_shape(self.ffn(b, ffn_inp), "ADD", ffn_inp), "layer_output_norm")
+        in_layer(None)
         cur.output = True  # result_embd
         gf.expand(cur)
         return gf
+
+    @staticmethod
+    def ffn(b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_ffn: bert's LLM_FFN_SEQ up, its bias, GELU, down, its bias (each bias in place, where the file has
+        them); else build_ffn's."""
+        if not b.ffn_biases:
+            return build_ffn(cur, b.n_ff, b.gated, activation=b.activation)
+        up = same_shape(mul_mat("ffn_up", cur, b.n_ff), "ADD", "ffn_up.bias")
+        act = same(up, *UNGATED[b.activation]) if not b.gated else glu(mul_mat("ffn_gate", cur, b.n_ff), up, "GEGLU")
+        return same_shape(mul_mat("ffn_down", act, cur.ne[0]), "ADD", "ffn_down.bias")
 
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
         t = self.t
@@ -882,16 +902,16 @@ def rank_head(cur: Tensor, head: RankHead) -> Tensor:
     for modern-bert, then cls_norm's LLM_NORM build_norm at il -1: ggml_norm and the weight), cls_out (a matmul,
     cls_out_b added), a soft_max for qwen3 and qwen3vl; each op a new tensor a few floats a sequence wide."""
     if head.cls_rows:
-        cur = mul_mat(None, cur, head.cls_rows)
+        cur = mul_mat("cls", cur, head.cls_rows)
         if head.cls_bias:
-            cur = same_shape(cur, "ADD", None)
+            cur = same_shape(cur, "ADD", "cls.bias")
         cur = same_shape(cur, "GELU" if head.mean_first else "TANH")  # ggml_gelu, ggml_tanh: unary ops
         if head.cls_norm:
-            cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", None)
+            cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", "cls.norm")
     if head.out_rows:
-        cur = mul_mat(None, cur, head.out_rows)
+        cur = mul_mat("cls.output", cur, head.out_rows)
         if head.out_bias:
-            cur = same_shape(cur, "ADD", None)
+            cur = same_shape(cur, "ADD", "cls.output.bias")
     if head.softmax:
         cur = same_shape(cur, "SOFT_MAX")
     return cur

@@ -230,6 +230,7 @@ class GraphLayer:
     attn_biases: bool = False  # build_qkv's wq_b, wk_b, wv_b and build_attn's wo_b, each added in place
     sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
     out_scale: bool = False  # layer_output_scale: the layer's output times it (gemma4.cpp's layer_scalar)
+    ffn_biases: bool = False  # build_ffn's up_b and down_b, each added in place (bert.cpp, where the file has them)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ OUTPUT = "output.weight"
 INPUT_TABLES = frozenset({"token_embd", "position_embd", "token_types", "per_layer_token_embd"})
 # ROPE_FREQS / ROPE_FACTORS_*: loaded by every layer (TENSOR_DUPLICATED after layer 0), one copy per buffer type
 EVERY_LAYER = frozenset({"rope_freqs", "rope_factors_long", "rope_factors_short"})
+# the encoders whose load_arch_tensors create no output, nor token_embd again as a tied one (no LM head)
+NO_OUTPUT = frozenset(
+    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "eurobert"}
+)
 # llama_model_gemma4::load_arch_tensors: rope_freqs created by the full-attention layers alone (!is_swa(i))
 ROPE_FULL_LAYERS = frozenset({"gemma4"})
 # LLM_TENSOR_LAYER_REPEATING tensors without a block number, which the loaders create at layer 0
@@ -125,7 +129,7 @@ class ModelTensors:
     def tied(self) -> bool:
         """No output.weight: the output is token_embd again, created as TENSOR_DUPLICATED."""
         names = {w.name for w in self.weights}
-        return TOKEN_EMBD in names and OUTPUT not in names
+        return TOKEN_EMBD in names and OUTPUT not in names and self.architecture not in NO_OUTPUT
 
 
 @dataclass(frozen=True)

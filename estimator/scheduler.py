@@ -40,7 +40,7 @@ from memfit.estimator.compute_graph import build_graph, ubatch_tokens
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.cpu_repack import AMX, REPACK
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, AllocRule, Device, cuda_alloc_size
-from memfit.estimator.ggml_graph import F32, KQV_PIN, NORM_PIN, VIEWED, Graph, Tensor
+from memfit.estimator.ggml_graph import F32, KQV_PIN, NORM_PIN, VIEWED, VIEWED_ROW, Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, AllocGraph, Buffer, replay_n
 from memfit.estimator.placement import (
     EVERY_LAYER,
@@ -452,6 +452,12 @@ def with_weights(graph: Graph, place: Where) -> dict[Tensor, list[Tensor]]:
             if name.endswith(VIEWED):  # the weight read through a view of it (a reshape: the same bytes)
                 w = resolve_weight(place, node, position, name.removesuffix(VIEWED), srcs, used)
                 srcs.insert(position, replace(w, op="RESHAPE", srcs=(w,), view_src=w, viewed=True))
+                continue
+            if name.endswith(VIEWED_ROW):  # its first row through ggml_view_1d: one row's bytes
+                w = resolve_weight(place, node, position, name.removesuffix(VIEWED_ROW), srcs, used)
+                rows = w.ne[1] * w.ne[2] * w.ne[3]
+                row = replace(w, op="VIEW", ne=(w.ne[0], 1, 1, 1), size=w.size // rows, srcs=(w,), view_src=w)
+                srcs.insert(position, replace(row, viewed=True))
                 continue
             srcs.insert(position, resolve_weight(place, node, position, name, srcs, used))
         if node.op == "ROPE" and node.layer is not None:  # the layer's rope factors (llama_model::get_rope_factors)
