@@ -147,8 +147,14 @@ ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_g
 ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
 ATTN_Q_NORM = TENSOR_NAMES[MODEL_TENSOR.ATTN_Q_NORM] + ".weight"  # blk.{bid}.attn_q_norm.weight
 FFN_NORM = TENSOR_NAMES[MODEL_TENSOR.FFN_NORM] + ".weight"  # blk.{bid}.ffn_norm.weight
-ATTN_OUT_BIAS = TENSOR_NAMES[MODEL_TENSOR.ATTN_OUT] + ".bias"  # blk.{bid}.attn_output.bias
-FFN_UP_BIAS = TENSOR_NAMES[MODEL_TENSOR.FFN_UP] + ".bias"  # blk.{bid}.ffn_up.bias
+# the optional biases builders add where the file has them (bert.cpp, stablelm.cpp): the norms', QKV's, wo's, FFN's
+OPTIONAL_BIASES = tuple(
+    TENSOR_NAMES[t]
+    for t in (
+        MODEL_TENSOR.ATTN_NORM, MODEL_TENSOR.FFN_NORM, MODEL_TENSOR.ATTN_Q, MODEL_TENSOR.ATTN_K, MODEL_TENSOR.ATTN_V,
+        MODEL_TENSOR.ATTN_OUT, MODEL_TENSOR.FFN_UP, MODEL_TENSOR.FFN_DOWN,
+    )
+)  # fmt: skip
 LAYER_OUT_SCALE = TENSOR_NAMES[MODEL_TENSOR.LAYER_OUT_SCALE] + ".weight"  # blk.{bid}.layer_output_scale.weight
 STABLELM_12B_LAYERS = 40  # llama_model_stablelm::load_arch_hparams: 40 layers is LLM_TYPE_12B (StableLM 2 12B)
 
@@ -910,6 +916,11 @@ def never(hp: HParams) -> bool:
     return False
 
 
+def scaled_always(hp: HParams) -> bool:
+    # afmoe.cpp: the embeddings times sqrt(n_embd), unconditionally (ggml_scale: a node of its own)
+    return True
+
+
 def embedding_scaled(hp: HParams) -> bool:
     # granite.cpp, granite-hybrid.cpp: hparams.f_embedding_scale (embedding_scale, 0 when absent) scales build_inp_embd
     return bool(hp.f_embedding_scale)
@@ -1014,7 +1025,9 @@ class Graph:
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
     out_scale: Callable[[Layers, int], bool] = no_out_scale  # layers whose output is times layer_output_scale
-    # bert.cpp: wo_b (with build_qkv's wq_b, wk_b, wv_b) and the FFN's up_b and down_b where the file has them
+    gate_op: str = "SIGMOID"  # the unary op on attention's output gate: ggml_sigmoid (step35, afmoe), ggml_softplus
+    rows_after_post_norm: bool = False  # afmoe.cpp: the last block's rows taken after attn_post_norm (gemma's before)
+    # bert.cpp, stablelm.cpp: the norms', build_qkv's, wo's and the FFN's biases where the file has them
     biases_where_present: bool = False
     # the NextN/MTP layers' own blocks derived too (GraphShape.nextn: their heads, window and FFN), which the
     # architecture's graph_mtp builds on (estimator/graph_mtp.py)
@@ -1038,11 +1051,17 @@ GEMMA_EMBEDDING = replace(GEMMA3, logits=False, cache_attention=False)
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
 STABLELM = Graph(  # src/models/stablelm.cpp: LayerNorms, Q/K LayerNorms and the parallel residual where present
-    layer_norm=True, qk_layer_norm=stablelm_qk_norm, parallel_residual=parallel_without_ffn_norm, node_for_node=True
+    layer_norm=True,
+    qk_layer_norm=stablelm_qk_norm,
+    parallel_residual=parallel_without_ffn_norm,
+    biases_where_present=True,
+    node_for_node=True,
 )
 PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
 OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
 DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
+# src/models/plamo3.cpp: one wqkv, Q/K norms over its views, post norms, one ffn_up whose halves swiglu gates
+PLAMO3 = Graph(fused_qkv=True, qk_norm=True, post_norms=True, fused_up=True, node_for_node=True)
 STARCODER2 = Graph(layer_norm=True, node_for_node=True)  # src/models/starcoder2.cpp: LayerNorms, biases in place
 SMOLLM3 = Graph(roped=no_rope_every_4th, node_for_node=True)  # src/models/smollm3.cpp
 OLMO2 = Graph(pre_norm=False, qk_norm_whole=True, node_for_node=True)  # src/models/olmo2.cpp: post norms only
@@ -1083,10 +1102,20 @@ AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attenti
     roped=no_rope_every_4th,
     attn_gate=gate_per_element,
     routing=sigmoid_routing,
+    post_norms=True,
+    rows_after_post_norm=True,
+    embedding_scale=scaled_always,
     node_for_node=True,
 )
 LAGUNA = replace(  # src/models/laguna.cpp: afmoe's attention with a softplus gate as wide as stored, no post norms
-    AFMOE, roped=every_layer_ropes, attn_gate=gate_as_stored, routing=laguna_routing, reads_tensors=True
+    AFMOE,
+    post_norms=False,  # "no post-attn norm", "no post-ffn norm"
+    embedding_scale=never,  # "no MuP embedding scale"
+    roped=every_layer_ropes,
+    attn_gate=gate_as_stored,
+    routing=laguna_routing,
+    reads_tensors=True,
+    gate_op="SOFTPLUS",
 )
 EMBEDDER = Graph(logits=False, cache_attention=False, node_for_node=True)  # llama.cpp's graph<embed>: no cache or head
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, biases_where_present=True, node_for_node=True)
@@ -1494,7 +1523,7 @@ RULES: dict[str, ArchRule] = {
     "olmo2": ArchRule(tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2),
     "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=AFMOE),
     "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=LAGUNA),
-    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
+    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=PLAMO3),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
         graph=SAME_DECODER,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from memfit.estimator.arch_rules import ATTN_OUT_BIAS, ATTN_Q_NORM, FFN_UP_BIAS, RULES, ArchRule, Graph, Memory, Window, ffn_op
+from memfit.estimator.arch_rules import ATTN_Q_NORM, OPTIONAL_BIASES, RULES, ArchRule, Graph, Memory, Window, ffn_op
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.hparams import HParams, Layers, TensorShapes, TensorTypes, key_name
 from memfit.estimator.layout import (
@@ -324,9 +324,12 @@ def graph_shape(
                 kv_shared=attends and il >= kv_start,
                 v_from_k=attends and graph.v_from_k(layers, il),
                 parallel_residual=graph.parallel_residual(layers, il),
-                attn_biases=attends
-                and (graph.attn_biases or graph.biases_where_present and layer_tensor(layers, ATTN_OUT_BIAS, il) is True),
-                ffn_biases=graph.biases_where_present and layer_tensor(layers, FFN_UP_BIAS, il) is True,
+                attn_biases=attends and graph.attn_biases,
+                biases=frozenset(
+                    stem.removeprefix("blk.{bid}.")
+                    for stem in OPTIONAL_BIASES
+                    if graph.biases_where_present and layer_tensor(layers, stem + ".bias", il) is True
+                ),
                 sinks=attends and graph.sinks,
                 out_scale=graph.out_scale(layers, il),
             )
@@ -356,6 +359,8 @@ def graph_shape(
         pre_norm=graph.pre_norm,
         normed_hidden_output=graph.normed_hidden_output,
         attn_temperature=graph.attn_temperature,
+        gate_op=graph.gate_op,
+        rows_after_post_norm=graph.rows_after_post_norm,
         per_layer_embd=hp.n_embd_per_layer if graph.per_layer_embd else 0,
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
         indexer=indexer,

@@ -205,17 +205,21 @@ class DecoderGraph:
             if self.shape.deci_blocks:
                 inp_l = self.deci_block(block, inp_l, rows)
                 continue
-            inp_sa, normed = inp_l, self.pre_norm(inp_l)
+            inp_sa, normed = inp_l, self.pre_norm(inp_l, "attn_norm", block)
             cur = self.mixer(block, normed)
+            late = self.shape.rows_after_post_norm
+            if self.shape.post_norms and late:
+                cur = self.norm(cur, "post_attention_norm")
             if rows is not None:
                 cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
-            cur = self.norm(cur) if self.shape.post_norms else cur  # attn_post_norm
+            if self.shape.post_norms and not late:
+                cur = self.norm(cur, "post_attention_norm")
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
                 continue
-            out = self.ffn(block, normed if block.parallel_residual else self.pre_norm(ffn_inp))
-            out = self.norm(out) if self.shape.post_norms else out  # ffn_post_norm
+            out = self.ffn(block, normed if block.parallel_residual else self.pre_norm(ffn_inp, "ffn_norm", block))
+            out = self.norm(out, "post_ffw_norm") if self.shape.post_norms else out  # ffn_post_norm
             ffn_first = self.shape.ffn_residual_first
             inp_l = same_shape(ffn_inp, "ADD", out) if ffn_first else same_shape(out, "ADD", ffn_inp)
         in_layer(None)
@@ -226,9 +230,10 @@ class DecoderGraph:
             inp_l = get_rows(inp_l, out_ids, e)
         return self.head(inp_l)
 
-    def pre_norm(self, x: Tensor) -> Tensor:
-        """attn_norm / ffn_norm before the block's attention or FFN, where the builder has them."""
-        return self.block_norm(x) if self.shape.pre_norm else x
+    def pre_norm(self, x: Tensor, weight: str, block: GraphLayer) -> Tensor:
+        """attn_norm / ffn_norm before the block's attention or FFN, where the builder has them (`weight`: which;
+        its bias where the block has it)."""
+        return self.block_norm(x, weight, weight in block.biases) if self.shape.pre_norm else x
 
     def parallel_block(self, block: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """command-r.cpp: attention and the FFN both read the block's normed input; their outputs and the
@@ -241,17 +246,18 @@ class DecoderGraph:
         out = same_shape(self.ffn(block, ffn_inp), "ADD", inp_l)
         return same_shape(out, "ADD", attn_out)
 
-    def block_norm(self, x: Tensor, weight: str | None = None) -> Tensor:
+    def block_norm(self, x: Tensor, weight: str | None = None, bias: bool = False) -> Tensor:
         """build_norm of the trunk's norms (attn_norm, ffn_norm, output_norm): LLM_NORM_RMS, or LLM_NORM
         (ggml_norm, a new tensor) where the architecture's builder asks for LayerNorm; the weight in place
-        (`weight`: its name)."""
-        return self.layer_norm(x, weight) if self.shape.layer_norm else self.norm(x, weight)
+        (`weight`: its name; `bias`: a LayerNorm's bias added in place too)."""
+        return self.layer_norm(x, weight, bias) if self.shape.layer_norm else self.norm(x, weight)
 
     @staticmethod
-    def layer_norm(x: Tensor, weight: str | None = None) -> Tensor:
+    def layer_norm(x: Tensor, weight: str | None = None, bias: bool = False) -> Tensor:
         """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned), then the weight in place
-        (`weight`: its name)."""
-        return same_shape(pinned(op("NORM", F32, x.ne, x), NORM_PIN), "MUL", weight)
+        (`weight`: its name) and, with `bias`, its bias."""
+        out = same_shape(pinned(op("NORM", F32, x.ne, x), NORM_PIN), "MUL", weight)
+        return same_shape(out, "ADD", f"{weight}.bias") if bias else out
 
     def deci_block(self, b: GraphLayer, inp_l: Tensor, out_ids: Tensor | None) -> Tensor:
         """src/models/deci.cpp's block: an attention-free one hands the residual stream to the FFN as it is, a
@@ -348,9 +354,9 @@ class DecoderGraph:
         views), or llama4.cpp's temperature on a layer without rope: Q times build_inp_attn_scale's [1, 1, T]."""
         q, k, v = build_qkv(b, cur, self.t, self.norm if b.qk_norm_whole else None)
         if b.qk_norm:
-            q, k = self.norm(q), self.norm(k)
+            q, k = self.norm(q, "attn_q_norm"), self.norm(k, "attn_k_norm")
         if b.qk_layer_norm:
-            q, k = self.layer_norm(q), self.layer_norm(k)
+            q, k = self.layer_norm(q, "attn_q_norm"), self.layer_norm(k, "attn_k_norm")
         if b.rope:
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
         elif self.shape.attn_temperature:
@@ -448,7 +454,7 @@ class DecoderGraph:
         """wo over attention's output [Dv * H, T], after the layer's output gate where it has one (`attn_in`: the
         attention's input, which the gate projects)."""
         if b.attn_gate:
-            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head)
+            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head, "attn_gate", self.shape.gate_op)
         return biased(b, "attn_output", cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
@@ -701,7 +707,9 @@ class EncoderGraph:
         embd = gf.expand(get_rows("token_embd", tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd, allocated, never read
         self.pos = new_tensor(I32, t, input=True)
-        embd = same_shape(embd, "ADD", viewed("token_types", row=True))  # the token type row (ggml_view_1d of type_embd)
+        embd = same_shape(
+            embd, "ADD", viewed("token_types", row=True)
+        )  # the token type row (ggml_view_1d of type_embd)
         if self.shape.learned_positions:  # position rows added to the token rows
             embd = same_shape(get_rows("position_embd", self.pos, e), "ADD", embd)
         self.mask = new_tensor(F16 if g.flash_attention else F32, t, t, input=True)
@@ -725,11 +733,11 @@ class EncoderGraph:
     def ffn(b: GraphLayer, cur: Tensor) -> Tensor:
         """build_ffn: bert's LLM_FFN_SEQ up, its bias, GELU, down, its bias (each bias in place, where the file has
         them); else build_ffn's."""
-        if not b.ffn_biases:
+        if "ffn_up" not in b.biases:
             return build_ffn(cur, b.n_ff, b.gated, activation=b.activation)
-        up = same_shape(mul_mat("ffn_up", cur, b.n_ff), "ADD", "ffn_up.bias")
+        up = biased(b, "ffn_up", cur, b.n_ff)
         act = same(up, *UNGATED[b.activation]) if not b.gated else glu(mul_mat("ffn_gate", cur, b.n_ff), up, "GEGLU")
-        return same_shape(mul_mat("ffn_down", act, cur.ne[0]), "ADD", "ffn_down.bias")
+        return biased(b, "ffn_down", act, cur.ne[0])
 
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
         t = self.t
@@ -739,12 +747,18 @@ class EncoderGraph:
         return attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, t)
 
 
-def output_gate(out: Tensor, attn_in: Tensor, width: int, heads: int, weight: str | None = None) -> Tensor:
+def output_gate(
+    out: Tensor, attn_in: Tensor, width: int, heads: int, weight: str | None = None, activation: str | None = None
+) -> Tensor:
     """The gate builders put on attention's output before wo (step35.cpp, afmoe.cpp, laguna.cpp, kimi-k3.cpp,
-    bailingmoe3.cpp): wqkv_gate's projection of attention's input `attn_in`, its sigmoid (laguna: softplus) in place,
+    bailingmoe3.cpp): wqkv_gate's projection of attention's input `attn_in`, its sigmoid (laguna: softplus),
     times the output [Dv * H, T] in place: one gate per head (`width` the `heads`: [1, H, T] broadcast over the
-    output viewed [Dv, H, T], viewed back) or one per element; `weight`: the gate's name where a builder names it."""
+    output viewed [Dv, H, T], viewed back) or one per element; `weight`: the gate's name where a builder names it;
+    `activation`: the unary op, a node of its own (ggml_sigmoid, ggml_softplus: not the _inplace forms, which
+    matters where the gate's projection and the op land on different backends), None where a builder folds it."""
     gate, t = mul_mat(weight, attn_in, width), out.ne[1]
+    if activation is not None:
+        gate = same_shape(gate, activation)
     if width != heads:
         return same_shape(out, "MUL", gate)
     per_head = same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", reshape(gate, 1, heads, t))
@@ -777,7 +791,7 @@ def build_qkv(
 def biased(b: GraphLayer, name: str, cur: Tensor, rows: int) -> Tensor:
     """build_lora_mm with the layer's weight `name`, then its bias added (in place) where the layer has one."""
     out = mul_mat(name, cur, rows)
-    return same_shape(out, "ADD", f"{name}.bias") if b.attn_biases else out
+    return same_shape(out, "ADD", f"{name}.bias") if b.attn_biases or name in b.biases else out
 
 
 def attend_over_ubatch(

@@ -230,7 +230,9 @@ class GraphLayer:
     attn_biases: bool = False  # build_qkv's wq_b, wk_b, wv_b and build_attn's wo_b, each added in place
     sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
     out_scale: bool = False  # layer_output_scale: the layer's output times it (gemma4.cpp's layer_scalar)
-    ffn_biases: bool = False  # build_ffn's up_b and down_b, each added in place (bert.cpp, where the file has them)
+    # the weights whose bias the builder adds where the file has it (bert.cpp, stablelm.cpp: "attn_norm", "attn_q",
+    # "ffn_up", ...), each in place
+    biases: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,8 @@ class GraphShape:
     pre_norm: bool = True  # False: attention and the FFN read the residual stream itself (olmo2, exaone4: post norms)
     normed_hidden_output: bool = False  # with hidden_output: res->t_h_nextn is the output norm's result, rows after
     attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
+    gate_op: str = "SIGMOID"  # the unary op on attention's output gate (a node of its own; laguna.cpp: SOFTPLUS)
+    rows_after_post_norm: bool = False  # the last block's output rows taken after attn_post_norm (afmoe.cpp)
     per_layer_embd: int = 0  # gemma4's per-layer embeddings' width (n_embd_per_layer; 0: none)
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
     indexer: Indexer | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)

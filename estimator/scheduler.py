@@ -42,6 +42,8 @@ from memfit.estimator.cpu_repack import AMX, REPACK
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, AllocRule, Device, cuda_alloc_size
 from memfit.estimator.ggml_graph import F32, KQV_PIN, NORM_PIN, VIEWED, VIEWED_ROW, Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, AllocGraph, Buffer, replay_n
+from memfit.estimator.graph_minimax import MinimaxGraph
+from memfit.estimator.layout import Mixer
 from memfit.estimator.placement import (
     EVERY_LAYER,
     INPUT_TABLES,
@@ -817,15 +819,24 @@ def compute_buffers(
     copies = MAX_COPIES if pipeline_parallel(model, result, devices, request) else 1
     full = full_offload(model, request)
 
-    def run(g: ContextGeometry, pinned: bool) -> Schedule:
+    lightning = shape.mixer is Mixer.LIGHTNING
+
+    def run(g: ContextGeometry, pinned: bool, seqs: int | None = None) -> Schedule:
         tokens = ubatch_tokens(g)
         pins = Pins(full or tokens < TOKEN_GENERATION_MAX, not request.kv_offload) if pinned else None
-        return schedule(build_graph(shape, g, model.n_vocab), backends, place, request.op_offload, copies, pins)
+        if lightning:  # MiniMax-01's graph over every sequence of the ubatch (or over `seqs`)
+            gf = MinimaxGraph(shape, g, model.n_vocab, g.n_seq if seqs is None else seqs).build()
+        else:
+            gf = build_graph(shape, g, model.n_vocab)
+        return schedule(gf, backends, place, request.op_offload, copies, pins)
 
-    if mode is Mode.DRY:
+    if mode is Mode.DRY:  # the first reserve alone (MiniMax-01's over every sequence)
         pp = run(memory.geometry, False)
         return ComputeBuffers(backends, dict(pp.buffers), dict(pp.ceilings), pp)
     pp, tg = run(memory.geometry, True), run(token_generation(memory.geometry), True)
-    sizes = {b.name: max(pp.buffers[b.name], tg.buffers[b.name]) for b in backends}
-    ceilings = {b.name: max(pp.ceilings[b.name], tg.ceilings[b.name]) for b in backends}
+    runs = [pp, tg]
+    if lightning and memory.geometry.n_seq > 1:  # sched_reserve's last reserve for MiniMax-01: one sequence
+        runs.append(run(memory.geometry, True, 1))
+    sizes = {b.name: max(r.buffers[b.name] for r in runs) for b in backends}
+    ceilings = {b.name: max(r.ceilings[b.name] for r in runs) for b in backends}
     return ComputeBuffers(backends, sizes, ceilings, pp, tg)
