@@ -206,14 +206,7 @@ class DecoderGraph:
                 inp_l = self.deci_block(block, inp_l, rows)
                 continue
             inp_sa, normed = inp_l, self.pre_norm(inp_l, "attn_norm", block)
-            cur = self.mixer(block, normed)
-            late = self.shape.rows_after_post_norm
-            if self.shape.post_norms and late:
-                cur = self.norm(cur, "post_attention_norm")
-            if rows is not None:
-                cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
-            if self.shape.post_norms and not late:
-                cur = self.norm(cur, "post_attention_norm")
+            cur, inp_sa, normed = self.mixed(block, normed, inp_sa, rows)
             ffn_inp = same_shape(inp_sa, "ADD", cur) if self.shape.residual_first else same_shape(cur, "ADD", inp_sa)
             if not (block.n_ff or block.n_expert):  # a Mamba block alone: the sum is the layer's output
                 inp_l = ffn_inp
@@ -229,6 +222,22 @@ class DecoderGraph:
             inp_l.output = True
             inp_l = get_rows(inp_l, out_ids, e)
         return self.head(inp_l)
+
+    def mixed(
+        self, block: GraphLayer, normed: Tensor, inp_sa: Tensor, rows: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The block's mixer over its normed input, its attn_post_norm where the builder has one, and the last
+        block's output rows of it, the residual and the normed input (afmoe.cpp takes them after the post norm,
+        gemma's builders before): (the mixer's output, the residual, the normed input)."""
+        cur, late = self.mixer(block, normed), self.shape.rows_after_post_norm
+        if self.shape.post_norms and late:
+            cur = self.norm(cur, "post_attention_norm")
+        if rows is not None:
+            e = self.shape.n_embd
+            cur, inp_sa, normed = (get_rows(x, rows, e) for x in (cur, inp_sa, normed))
+        if self.shape.post_norms and not late:
+            cur = self.norm(cur, "post_attention_norm")
+        return cur, inp_sa, normed
 
     def pre_norm(self, x: Tensor, weight: str, block: GraphLayer) -> Tensor:
         """attn_norm / ffn_norm before the block's attention or FFN, where the builder has them (`weight`: which;
