@@ -298,7 +298,9 @@ def arch_runs(model: Model) -> list[Run]:
         ]
     if model.arch not in ENCODERS:
         return runs
-    return [(label, args) for label, args in runs if not any(k in label for k in ("ctx", "seq", "kv0"))]
+    # at their trained context (memfit refuses a longer one, llama.cpp warns): the ubatch's 512 tokens all the same
+    trained = {"n_ctx": str(model.kv[f"{model.arch}.context_length"])}
+    return [(label, args | trained) for label, args in runs if not any(k in label for k in ("ctx", "seq", "kv0"))]
 
 
 @dataclass(frozen=True)
