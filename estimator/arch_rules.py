@@ -149,6 +149,7 @@ ATTN_GATE = TENSOR_NAMES[MODEL_TENSOR.ATTN_GATE] + ".weight"  # blk.{bid}.attn_g
 ATTN_V = TENSOR_NAMES[MODEL_TENSOR.ATTN_V] + ".weight"  # blk.{bid}.attn_v.weight
 ATTN_Q_NORM = TENSOR_NAMES[MODEL_TENSOR.ATTN_Q_NORM] + ".weight"  # blk.{bid}.attn_q_norm.weight
 FFN_NORM = TENSOR_NAMES[MODEL_TENSOR.FFN_NORM] + ".weight"  # blk.{bid}.ffn_norm.weight
+LAYER_OUT_SCALE = TENSOR_NAMES[MODEL_TENSOR.LAYER_OUT_SCALE] + ".weight"  # blk.{bid}.layer_output_scale.weight
 STABLELM_12B_LAYERS = 40  # llama_model_stablelm::load_arch_hparams: 40 layers is LLM_TYPE_12B (StableLM 2 12B)
 
 
@@ -932,6 +933,11 @@ def never(hp: HParams) -> bool:
     return False
 
 
+def scaled_always(hp: HParams) -> bool:
+    # afmoe.cpp: the embeddings times sqrt(n_embd), unconditionally (ggml_scale: a node of its own)
+    return True
+
+
 def embedding_scaled(hp: HParams) -> bool:
     # granite.cpp, granite-hybrid.cpp: hparams.f_embedding_scale (embedding_scale, 0 when absent) scales build_inp_embd
     return bool(hp.f_embedding_scale)
@@ -960,6 +966,15 @@ def no_attn_v(ly: Layers, il: int) -> bool:
 
 def wv_everywhere(ly: Layers, il: int) -> bool:
     return False
+
+
+def no_out_scale(ly: Layers, il: int) -> bool:
+    return False
+
+
+def out_scale_where_present(ly: Layers, il: int) -> bool:
+    # llama_model_gemma4::load_arch_tensors: layer_output_scale is not required; gemma4.cpp scales by it where present
+    return layer_tensor(ly, LAYER_OUT_SCALE, il) is True
 
 
 def ffn_op(activation: FfnOp | None, gated: bool) -> FfnOp:
@@ -1033,6 +1048,8 @@ class Graph:
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
+    out_scale: Callable[[Layers, int], bool] = no_out_scale  # layers whose output is times layer_output_scale
+    gate_op: str = "SIGMOID"  # the unary op on attention's output gate: ggml_sigmoid (step35, afmoe), ggml_softplus
     # the NextN/MTP layers' own blocks derived too (GraphShape.nextn: their heads, window and FFN), which the
     # architecture's graph_mtp builds on (estimator/graph_mtp.py)
     nextn_blocks: bool = False
@@ -1058,11 +1075,16 @@ GEMMA_EMBEDDING = replace(GEMMA3, logits=False, cache_attention=False)
 
 COMMAND_R = Graph(layer_norm=True, parallel_block=True, qk_layer_norm=command_r_qk_norm, node_for_node=True)
 STABLELM = Graph(  # src/models/stablelm.cpp: LayerNorms, Q/K LayerNorms and the parallel residual where present
-    layer_norm=True, qk_layer_norm=stablelm_qk_norm, parallel_residual=parallel_without_ffn_norm, node_for_node=True
+    layer_norm=True,
+    qk_layer_norm=stablelm_qk_norm,
+    parallel_residual=parallel_without_ffn_norm,
+    node_for_node=True,
 )
 PHI3 = Graph(fused_qkv=True, fused_up=True, ffn_residual_first=True, node_for_node=True)  # src/models/phi3.cpp
 OPENELM = Graph(fused_qkv=True, qk_norm=True, residual_first=True, node_for_node=True)  # src/models/openelm.cpp
 DECI = Graph(deci_blocks=True, node_for_node=True)  # src/models/deci.cpp
+# src/models/plamo3.cpp: one wqkv, Q/K norms over its views, post norms, one ffn_up whose halves swiglu gates
+PLAMO3 = Graph(fused_qkv=True, qk_norm=True, post_norms=True, fused_up=True, node_for_node=True)
 STARCODER2 = Graph(layer_norm=True, node_for_node=True)  # src/models/starcoder2.cpp: LayerNorms, biases in place
 SMOLLM3 = Graph(roped=no_rope_every_4th, node_for_node=True)  # src/models/smollm3.cpp
 # src/models/olmo2.cpp: post norms only
@@ -1090,6 +1112,7 @@ GEMMA4 = Graph(  # src/models/gemma4.cpp, rebuilt by estimator/graph_gemma4.py (
     moe_layers=experts_where_routed,
     routing=gemma4_routing,
     per_layer_embd=True,
+    out_scale=out_scale_where_present,
     reads_tensors=True,
     node_for_node=True,
 )
@@ -1108,6 +1131,7 @@ AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attenti
     roped=no_rope_every_4th,
     attn_gate=gate_per_element,
     routing=sigmoid_routing,
+    embedding_scale=scaled_always,
     node_for_node=True,
 )
 # exaone-moe.cpp: q/k norms per head, rope on the sliding layers alone, experts as the file routes them
@@ -1132,6 +1156,7 @@ MUSE_GLIMMER = Graph(  # muse-glimmer.cpp: a weightless norm of the embeddings, 
 )
 LAGUNA = replace(  # src/models/laguna.cpp: afmoe's attention with a softplus gate as wide as stored, no post norms
     AFMOE,
+    embedding_scale=never,  # "no MuP embedding scale"
     roped=every_layer_ropes,
     attn_gate=gate_as_stored,
     routing=laguna_routing,
@@ -1139,6 +1164,7 @@ LAGUNA = replace(  # src/models/laguna.cpp: afmoe's attention with a softplus ga
     post_norms=False,
     attn_post_norm_first=False,
     post_norm_pins=(True, False),
+    gate_op="SOFTPLUS",
 )
 EMBEDDER = Graph(logits=False, cache_attention=False, node_for_node=True)  # llama.cpp's graph<embed>: no cache or head
 BERT = Graph(logits=False, cache_attention=False, bert_block=True, node_for_node=True)
@@ -1549,7 +1575,7 @@ RULES: dict[str, ArchRule] = {
     "olmo2": ArchRule(tensors=tensors_olmo2, window=Window(period_pattern, window_key_positive, period=4), graph=OLMO2),
     "afmoe": ArchRule(window=Window(period_pattern, window_key_positive, period=4), graph=AFMOE),
     "laguna": ArchRule(window=Window(period_pattern, window_key_positive, period=4, dense_first=True), graph=LAGUNA),
-    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=SAME_DECODER),
+    "plamo3": ArchRule(window=Window(period_pattern, window_key_positive, period=8), graph=PLAMO3),
     "smallthinker": ArchRule(
         window=Window(period_pattern, window_key_positive, period=4, dense_first=True, forced_size=4096),
         graph=SMALLTHINKER,

@@ -329,6 +329,7 @@ def graph_shape(
                 parallel_residual=graph.parallel_residual(layers, il),
                 biases=_biases(layers, il, attends and graph.attn_biases),
                 sinks=attends and graph.sinks,
+                out_scale=graph.out_scale(layers, il),
             )
         )
     shared: dict[GraphLayer, GraphLayer] = {}  # equal layers held once (a model keeps its shape while it is served)
@@ -356,6 +357,7 @@ def graph_shape(
         pre_norm=graph.pre_norm,
         normed_hidden_output=graph.normed_hidden_output,
         attn_temperature=graph.attn_temperature,
+        gate_op=graph.gate_op,
         per_layer_embd=hp.n_embd_per_layer if graph.per_layer_embd else 0,
         delta_net=graph.delta_net(layers) if graph.delta_net else None,
         indexer=indexer,

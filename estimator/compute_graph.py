@@ -40,12 +40,14 @@ from memfit.estimator.ggml_graph import (
     permute,
     pinned,
     reshape,
+    same,
     same_shape,
     set_rows,
     transpose,
     view,
+    viewed,
 )
-from memfit.estimator.graph_ffn import SHARED, build_ffn, routed_experts
+from memfit.estimator.graph_ffn import SHARED, UNGATED, build_ffn, routed_experts
 from memfit.estimator.graph_rwkv import RwkvGraph
 from memfit.estimator.graph_rwkv import whole as whole_wkv
 from memfit.estimator.kv_cache import window_cells
@@ -177,7 +179,7 @@ class DecoderGraph:
         whose output is then t_h_nextn where `hidden`), the LM head (result_output, t_logits; minicpm3's input a
         scaled copy of t_embd; an embedding graph has none and ends at t_embd, as lfm2's does serving embeddings):
         t_embd and t_logits are graph outputs."""
-        cur = self.block_norm(cur)
+        cur = self.block_norm(cur, "output_norm")
         if out_ids is not None:
             cur.output = hidden
             cur = get_rows(cur, out_ids, self.shape.n_embd)
@@ -367,7 +369,7 @@ class DecoderGraph:
         if b.qk_norm:
             q, k = self.norm(q, "attn_q_norm"), self.norm(k, "attn_k_norm")
         if b.qk_layer_norm:
-            q, k = self.layer_norm(q), self.layer_norm(k)
+            q, k = self.layer_norm(q, "attn_q_norm"), self.layer_norm(k, "attn_k_norm")
         if b.rope:
             q, k = same_shape(q, "ROPE", self.pos), same_shape(k, "ROPE", self.pos)
         elif self.shape.attn_temperature:
@@ -465,7 +467,7 @@ class DecoderGraph:
         """wo over attention's output [Dv * H, T], after the layer's output gate where it has one (`attn_in`: the
         attention's input, which the gate projects)."""
         if b.attn_gate:
-            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head, "attn_gate")  # wqkv_gate (LLM_TENSOR_ATTN_GATE)
+            cur = output_gate(cur, attn_in, b.attn_gate, b.n_head, "attn_gate", self.shape.gate_op)
         return biased(b, "attn_output", cur, self.shape.n_embd)  # wo
 
     def state_rows(self, width: int) -> Tensor:
@@ -706,34 +708,54 @@ class EncoderGraph:
         self.gf = Graph()
 
     @staticmethod
-    def norm(x: Tensor) -> Tensor:
-        """build_norm with LLM_NORM: ggml_norm (a new tensor), the weight and the bias in place."""
-        return same_shape(same_shape(op("NORM", F32, x.ne, x), "MUL"), "ADD")
+    def norm(x: Tensor, weight: str, pin_layer: int | None = None) -> Tensor:
+        """build_norm with LLM_NORM: ggml_norm (a new tensor, named "norm": pinned to its layer's device), the
+        weight `weight` and its bias in place (`pin_layer`: the layer build_norm is called with, where the weights
+        are outside the blocks: the embeddings' norm at il 0)."""
+        if pin_layer is not None:
+            in_layer(pin_layer)
+        normed = pinned(op("NORM", F32, x.ne, x), NORM_PIN)
+        if pin_layer is not None:
+            in_layer(None)
+        return same_shape(same_shape(normed, "MUL", weight), "ADD", f"{weight}.bias")
 
     def build(self) -> Graph:
         gf, t, e, g = self.gf, self.t, self.shape.n_embd, self.geometry
         tokens = new_tensor(I32, t, input=True)
-        embd = gf.expand(get_rows(None, tokens, e))
+        embd = gf.expand(get_rows("token_embd", tokens, e))
         gf.expand(new_tensor(F32, e, t, input=True))  # inp_embd, allocated, never read
         self.pos = new_tensor(I32, t, input=True)
-        if self.shape.learned_positions:  # position rows, plus the token type row added to the token rows
-            embd = same_shape(get_rows(None, self.pos, e), "ADD", same_shape(embd, "ADD"))
-        else:
-            embd = same_shape(embd, "ADD")  # the token type row
+        embd = same_shape(
+            embd, "ADD", viewed("token_types", row=True)
+        )  # the token type row (ggml_view_1d of type_embd)
+        if self.shape.learned_positions:  # position rows added to the token rows
+            embd = same_shape(get_rows("position_embd", self.pos, e), "ADD", embd)
         self.mask = new_tensor(F16 if g.flash_attention else F32, t, t, input=True)
         out_ids = new_tensor(I32, ubatch_outputs(g), input=True)  # build_inp_out_ids
-        cur = self.norm(embd)
+        cur = self.norm(embd, "token_embd_norm", pin_layer=0)
         last = len(self.shape.layers) - 1
         for il, b in enumerate(self.shape.layers):
+            in_layer(il)
             inp_l = cur
-            cur = mul_mat(None, self.attention(b, cur), e)  # wo (its bias in place)
+            cur = biased(b, "attn_output", self.attention(b, cur), e)  # wo, its bias in place
             if il == last:
                 cur, inp_l = get_rows(cur, out_ids, e), get_rows(inp_l, out_ids, e)
-            ffn_inp = self.norm(same_shape(cur, "ADD", inp_l))
-            cur = self.norm(same_shape(build_ffn(ffn_inp, b.n_ff, b.gated, activation=b.activation), "ADD", ffn_inp))
+            ffn_inp = self.norm(same_shape(cur, "ADD", inp_l), "attn_output_norm")
+            cur = self.norm(same_shape(self.ffn(b, ffn_inp), "ADD", ffn_inp), "layer_output_norm")
+        in_layer(None)
         cur.output = True  # result_embd
         gf.expand(cur)
         return gf
+
+    @staticmethod
+    def ffn(b: GraphLayer, cur: Tensor) -> Tensor:
+        """build_ffn: bert's LLM_FFN_SEQ up, its bias, GELU, down, its bias (each bias in place, where the file has
+        them); else build_ffn's."""
+        if "ffn_up" not in b.biases:
+            return build_ffn(cur, b.n_ff, b.gated, activation=b.activation)
+        up = biased(b, "ffn_up", cur, b.n_ff)
+        act = same(up, *UNGATED[b.activation]) if not b.gated else glu(mul_mat("ffn_gate", cur, b.n_ff), up, "GEGLU")
+        return biased(b, "ffn_down", act, cur.ne[0])
 
     def attention(self, b: GraphLayer, cur: Tensor) -> Tensor:
         t = self.t
@@ -743,12 +765,18 @@ class EncoderGraph:
         return attend_over_ubatch(self.gf, b, (q, k, v), self.mask, self.geometry, t)
 
 
-def output_gate(out: Tensor, attn_in: Tensor, width: int, heads: int, weight: str | None = None) -> Tensor:
+def output_gate(
+    out: Tensor, attn_in: Tensor, width: int, heads: int, weight: str | None = None, activation: str | None = None
+) -> Tensor:
     """The gate builders put on attention's output before wo (step35.cpp, afmoe.cpp, laguna.cpp, kimi-k3.cpp,
-    bailingmoe3.cpp): wqkv_gate's projection of attention's input `attn_in`, its sigmoid (laguna: softplus) in place,
+    bailingmoe3.cpp): wqkv_gate's projection of attention's input `attn_in`, its sigmoid (laguna: softplus),
     times the output [Dv * H, T] in place: one gate per head (`width` the `heads`: [1, H, T] broadcast over the
-    output viewed [Dv, H, T], viewed back) or one per element; `weight`: the gate's name where a builder names it."""
+    output viewed [Dv, H, T], viewed back) or one per element; `weight`: the gate's name where a builder names it;
+    `activation`: the unary op, a node of its own (ggml_sigmoid, ggml_softplus: not the _inplace forms, which
+    matters where the gate's projection and the op land on different backends), None where a builder folds it."""
     gate, t = mul_mat(weight, attn_in, width), out.ne[1]
+    if activation is not None:
+        gate = same_shape(gate, activation)
     if width != heads:
         return same_shape(out, "MUL", gate)
     per_head = same_shape(reshape(out, out.ne[0] // heads, heads, t), "MUL", reshape(gate, 1, heads, t))
@@ -912,16 +940,16 @@ def rank_head(cur: Tensor, head: RankHead) -> Tensor:
     for modern-bert, then cls_norm's LLM_NORM build_norm at il -1: ggml_norm and the weight), cls_out (a matmul,
     cls_out_b added), a soft_max for qwen3 and qwen3vl; each op a new tensor a few floats a sequence wide."""
     if head.cls_rows:
-        cur = mul_mat(None, cur, head.cls_rows)
+        cur = mul_mat("cls", cur, head.cls_rows)
         if head.cls_bias:
-            cur = same_shape(cur, "ADD", None)
+            cur = same_shape(cur, "ADD", "cls.bias")
         cur = same_shape(cur, "GELU" if head.mean_first else "TANH")  # ggml_gelu, ggml_tanh: unary ops
         if head.cls_norm:
-            cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", None)
+            cur = same_shape(op("NORM", F32, cur.ne, cur), "MUL", "cls.norm")
     if head.out_rows:
-        cur = mul_mat(None, cur, head.out_rows)
+        cur = mul_mat("cls.output", cur, head.out_rows)
         if head.out_bias:
-            cur = same_shape(cur, "ADD", None)
+            cur = same_shape(cur, "ADD", "cls.output.bias")
     if head.softmax:
         cur = same_shape(cur, "SOFT_MAX")
     return cur

@@ -110,9 +110,12 @@ Source = Tensor | str | None  # an op's source: a tensor, or a weight (None, or 
 VIEWED = "#view"
 
 
-def viewed(name: str) -> str:
-    """A weight's name, read through a view of it (VIEWED)."""
-    return name + VIEWED
+VIEWED_ROW = "#row"  # the weight's first row read through ggml_view_1d (bert.cpp's token type row): that row's bytes
+
+
+def viewed(name: str, row: bool = False) -> str:
+    """A weight's name, read through a view of it (VIEWED; `row`: of its first row alone, VIEWED_ROW)."""
+    return name + (VIEWED_ROW if row else VIEWED)
 
 
 def op(name: str, type_: str, ne: Sequence[int], *srcs: Source) -> Tensor:

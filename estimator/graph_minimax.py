@@ -28,6 +28,7 @@ from memfit.estimator.ggml_graph import (
     cont,
     copy_into,
     get_rows,
+    in_layer,
     mul_mat,
     mul_mat_t,
     new_tensor,
@@ -60,13 +61,15 @@ class MinimaxGraph(DecoderGraph):
         inp_l, out_ids = self.embeddings()
         e, last = self.shape.n_embd, len(self.shape.layers) - 1
         for il, b in enumerate(self.shape.layers):
-            residual = self.norm(inp_l)  # attn_norm
+            in_layer(il)
+            residual = self.norm(inp_l, "attn_norm")
             cur = self.lightning(b, residual) if b.recurrent_in else self.attention(b, residual)
             if il == last:  # the output rows (the block input's rows are taken too, and never read)
                 cur, residual = get_rows(cur, out_ids, e), get_rows(residual, out_ids, e)
             ffn_inp = same_shape(cur, "ADD", same_shape(residual, "SCALE"))  # residual_scaled_attn
-            cur = self.norm(ffn_inp)  # ffn_norm
+            cur = self.norm(ffn_inp, "ffn_norm")
             inp_l = same_shape(self.ffn(b, cur), "ADD", same_shape(cur, "SCALE"))  # residual_scaled_ffn
+        in_layer(None)
         return self.head(inp_l)
 
     def decay_inputs(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -91,7 +94,7 @@ class MinimaxGraph(DecoderGraph):
         slopes, q_decay_exp, k_decay_exp, diag_decay_exp = self.decay_inputs()
         slope_rate = same_shape(slopes, "SCALE")
         x = reshape(cur, e, tokens, 1, n)
-        qkv = reshape(same_shape(mul_mat(None, x, 3 * d * h), "SILU"), 3 * d, h, tokens, n)  # wqkv, silu
+        qkv = reshape(same_shape(mul_mat("attn_qkv", x, 3 * d * h), "SILU"), 3 * d, h, tokens, n)  # wqkv, silu
         q, k, v = (view(qkv, (d, h, tokens, n), qkv.nb[1:], i * d * FLOAT) for i in range(3))
         kv_old = reshape(self.state_rows(d * d * h), d, d, h, n)  # build_rs of the states
         q_s = same_shape(q, "MUL", same(q_decay_exp, "SCALE", "EXP"))
@@ -106,9 +109,9 @@ class MinimaxGraph(DecoderGraph):
         kv_new = same_shape(same_shape(kv_old, "MUL", block_decay), "ADD", kv_cur)
         self.gf.expand(copy_into(kv_new, new_tensor(F32, d * d * h * n, external=True)))  # into the states
         out = reshape(cont(permute(out, 0, 2, 1, 3)), d * h, tokens, 1, n)
-        gate = same_shape(mul_mat(None, x, d * h), "SIGMOID")  # wg
-        out = same_shape(gate, "MUL", self.norm(out))  # attn_norm_2
-        return reshape(mul_mat(None, out, e), e, t)  # wo
+        gate = same_shape(mul_mat("attn_gate", x, d * h), "SIGMOID")  # wg
+        out = same_shape(gate, "MUL", self.norm(out, "attn_norm_2"))
+        return reshape(mul_mat("attn_output", out, e), e, t)  # wo
 
 
 def build_minimax(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

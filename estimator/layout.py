@@ -237,6 +237,7 @@ class GraphLayer:
     # build_ffn's up_b, gate_b, down_b, build_norm's attn_norm_b, ffn_norm_b): their names in the layer
     biases: frozenset[str] = frozenset()
     sinks: bool = False  # attn_sinks: build_attn_mha's attention sinks (flash attention's fifth source)
+    out_scale: bool = False  # layer_output_scale: the layer's output times it (gemma4.cpp's layer_scalar)
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,7 @@ class GraphShape:
     pre_norm: bool = True  # False: attention and the FFN read the residual stream itself (olmo2, exaone4: post norms)
     normed_hidden_output: bool = False  # with hidden_output: res->t_h_nextn is the output norm's result, rows after
     attn_temperature: bool = False  # llama4.cpp: Q of a layer without rope times the attn_scale input [1, 1, T]
+    gate_op: str = "SIGMOID"  # the unary op on attention's output gate (a node of its own; laguna.cpp: SOFTPLUS)
     per_layer_embd: int = 0  # gemma4's per-layer embeddings' width (n_embd_per_layer; 0: none)
     delta_net: DeltaNet | None = None  # a delta-net model's recurrent blocks (estimator/graph_delta_net.py)
     indexer: Indexer | None = None  # DSA's lightning indexer (estimator/graph_dsa.py)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from memfit.estimator.arch_rules import RULES
-from memfit.estimator.architectures import kv_layer_flags, layers_of
+from memfit.estimator.architectures import kv_layer_flags, layers_of, sliding_window
 from memfit.estimator.artifact import HeaderSummary, loader_metadata, mtp_tensors
 from memfit.estimator.context import ContextGeometry, output_rows
 from memfit.estimator.cpu_repack import REPACK, Matrix, extra_buffer_types, takes
@@ -43,6 +43,12 @@ OUTPUT = "output.weight"
 INPUT_TABLES = frozenset({"token_embd", "position_embd", "token_types", "per_layer_token_embd"})
 # ROPE_FREQS / ROPE_FACTORS_*: loaded by every layer (TENSOR_DUPLICATED after layer 0), one copy per buffer type
 EVERY_LAYER = frozenset({"rope_freqs", "rope_factors_long", "rope_factors_short"})
+# the encoders whose load_arch_tensors create no output, nor token_embd again as a tied one (no LM head)
+NO_OUTPUT = frozenset(
+    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "eurobert"}
+)
+# llama_model_gemma4::load_arch_tensors: rope_freqs created by the full-attention layers alone (!is_swa(i))
+ROPE_FULL_LAYERS = frozenset({"gemma4"})
 # LLM_TENSOR_LAYER_REPEATING tensors without a block number, which the loaders create at layer 0
 FIRST_LAYER = frozenset({"token_embd_norm", "per_layer_model_proj", "per_layer_proj_norm"})
 # LLM_TENSOR_OUTPUT_NORM_LFM2 is named token_embd_norm: the output layer's norm in these architectures
@@ -107,6 +113,7 @@ class ModelTensors:
     recurrent_layers: tuple[int, ...] = ()  # the layer of each of layout.recurrent (deepseek4's compressor states too)
     n_nextn: int = 0  # hparams.n_layer_nextn: the NextN/MTP layers at the end of n_layer (not loaded without MTP)
     mtp_weights: tuple[Weight, ...] = ()  # the NextN/MTP layers' tensors, which only load_mtp loads
+    rope_layers: tuple[int, ...] | None = None  # the layers that load the rope tables (EVERY_LAYER; None: all)
 
     def with_mtp(self) -> ModelTensors:
         """The model as llama.cpp loads it with load_mtp (llama-server's --spec-type draft-mtp): the NextN/MTP
@@ -122,7 +129,7 @@ class ModelTensors:
     def tied(self) -> bool:
         """No output.weight: the output is token_embd again, created as TENSOR_DUPLICATED."""
         names = {w.name for w in self.weights}
-        return TOKEN_EMBD in names and OUTPUT not in names
+        return TOKEN_EMBD in names and OUTPUT not in names and self.architecture not in NO_OUTPUT
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,10 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
     recurrent = tuple(il for il in range(layers.n_trunk) if layers.recurrent[il])
     if rule.compression is not None:  # layout.recurrent's compressor states, after the recurrent layers' states
         recurrent += rule.compression.state_layers(layers)
+    rope_layers = None
+    if arch in ROPE_FULL_LAYERS:
+        sliding = sliding_window(rule.window, layers)[1]
+        rope_layers = tuple(il for il in range(layers.n_trunk) if not sliding[il])
     return ModelTensors(
         arch,
         layers.n_all,
@@ -222,6 +233,7 @@ def model_tensors(summaries: Sequence[HeaderSummary], n_vocab: int) -> ModelTens
         recurrent,
         layers.n_all - layers.n_trunk,
         tuple(w for w in weights if w.name in skipped),
+        rope_layers,
     )
 
 
@@ -300,9 +312,11 @@ def overrides(request: Placement) -> list[tuple[str, str]]:
     return out
 
 
-def tensor_layer(arch: str, name: str, n_layer: int) -> tuple[int | None, tuple[int, ...]]:
+def tensor_layer(
+    arch: str, name: str, n_layer: int, rope_layers: tuple[int, ...] | None = None
+) -> tuple[int | None, tuple[int, ...]]:
     """(the layer whose buffer type list a tensor is created with, None for the input layer, n_layer for the output
-    layer; the layers that create it, for a table every layer loads)."""
+    layer; the layers that create it, for a table every layer loads: `rope_layers`, where not all of them)."""
     m = BLOCK.match(name)
     if m:
         return int(m.group(1)), ()
@@ -310,7 +324,8 @@ def tensor_layer(arch: str, name: str, n_layer: int) -> tuple[int | None, tuple[
     if stem in INPUT_TABLES:
         return None, ()
     if stem in EVERY_LAYER:
-        return 0, tuple(range(n_layer))
+        every = tuple(range(n_layer)) if rope_layers is None else rope_layers
+        return (every[0] if every else 0), every
     if stem in FIRST_LAYER and not (stem == "token_embd_norm" and arch in OUTPUT_NAMED_TOKEN_EMBD_NORM):
         return 0, ()
     return n_layer, ()
@@ -413,7 +428,7 @@ def _copies(
     rules = overrides(request)
     out = []
     for w in model.weights:
-        layer, every = tensor_layer(model.architecture, w.name, model.n_layer)
+        layer, every = tensor_layer(model.architecture, w.name, model.n_layer, model.rope_layers)
         device = layers[layer] if layer is not None else None
         bufts = [buffer_type(types, w, device, rules, request.mmap)]
         # TENSOR_DUPLICATED: a rope table once per buffer type of the layers loading it

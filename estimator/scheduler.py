@@ -40,8 +40,10 @@ from memfit.estimator.compute_graph import build_graph, ubatch_tokens
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.cpu_repack import AMX, REPACK
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, AllocRule, Device, cuda_alloc_size
-from memfit.estimator.ggml_graph import CACHE_TYPES, F32, KQV_PIN, NORM_PIN, VIEWED, Graph, Tensor
+from memfit.estimator.ggml_graph import CACHE_TYPES, F32, KQV_PIN, NORM_PIN, VIEWED, VIEWED_ROW, Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, AllocGraph, Buffer, replay_n
+from memfit.estimator.graph_minimax import MinimaxGraph
+from memfit.estimator.layout import Mixer
 from memfit.estimator.placement import (
     EVERY_LAYER,
     INPUT_TABLES,
@@ -241,7 +243,8 @@ def where(model: ModelTensors, result: PlacementResult, request: Placement) -> W
             # one tensor per buffer type (create_tensor's TENSOR_DUPLICATED finds the one its context holds)
             copies = {buft: _weight_tensor(w, buft, None) for buft in t.buffer_types}
             for il, device in enumerate(result.layer_devices):
-                weights.setdefault(il, []).append(copies[device if device in copies else t.buffer_types[0]])
+                if model.rope_layers is None or il in model.rope_layers:  # gemma4: the full-attention layers'
+                    weights.setdefault(il, []).append(copies[device if device in copies else t.buffer_types[0]])
             continue
         m = BLOCK.match(t.name)
         layer = int(m.group(1)) if m else None
@@ -459,6 +462,12 @@ def with_weights(graph: Graph, place: Where) -> dict[Tensor, list[Tensor]]:
             if name.endswith(VIEWED):  # the weight read through a view of it (a reshape: the same bytes)
                 w = resolve_weight(place, node, position, name.removesuffix(VIEWED), srcs, used)
                 srcs.insert(position, replace(w, op="RESHAPE", srcs=(w,), view_src=w, viewed=True))
+                continue
+            if name.endswith(VIEWED_ROW):  # its first row through ggml_view_1d: one row's bytes
+                w = resolve_weight(place, node, position, name.removesuffix(VIEWED_ROW), srcs, used)
+                rows = w.ne[1] * w.ne[2] * w.ne[3]
+                row = replace(w, op="VIEW", ne=(w.ne[0], 1, 1, 1), size=w.size // rows, srcs=(w,), view_src=w)
+                srcs.insert(position, replace(row, viewed=True))
                 continue
             srcs.insert(position, resolve_weight(place, node, position, name, srcs, used))
         if node.op == "ROPE" and node.layer is not None:  # the layer's rope factors (llama_model::get_rope_factors)
@@ -826,17 +835,23 @@ def compute_buffers(
     copies = MAX_COPIES if pipeline_parallel(model, result, devices, request) else 1
     full = full_offload(model, request)
 
+    lightning = shape.mixer is Mixer.LIGHTNING
+
     def pins(g: ContextGeometry) -> Pins:
         return Pins(full or ubatch_tokens(g) < TOKEN_GENERATION_MAX, not request.kv_offload)
 
-    def run(g: ContextGeometry, pinned: bool) -> Schedule:
-        graph = build_graph(shape, g, model.n_vocab)
-        return schedule(graph, backends, place, request.op_offload, copies, pins(g) if pinned else None)
+    def graph_of(g: ContextGeometry, seqs: int | None = None) -> Graph:
+        if lightning:  # MiniMax-01's graph over every sequence of the ubatch (or over `seqs`)
+            return MinimaxGraph(shape, g, model.n_vocab, g.n_seq if seqs is None else seqs).build()
+        return build_graph(shape, g, model.n_vocab)
+
+    def run(g: ContextGeometry, pinned: bool, seqs: int | None = None) -> Schedule:
+        return schedule(graph_of(g, seqs), backends, place, request.op_offload, copies, pins(g) if pinned else None)
 
     geometry = memory.geometry
     if geometry.flash_attention and geometry.flash_attention_auto:  # resolve_fused_ops' probe: one token a sequence
         probe = token_generation(geometry)
-        s = assigned(build_graph(shape, probe, model.n_vocab), backends, place, request.op_offload, copies, pins(probe))
+        s = assigned(graph_of(probe), backends, place, request.op_offload, copies, pins(probe))
         # split_only: the graph split with the callbacks' pins; off where a layer's flash attention is on another
         # device than the layer's (model.dev_layer)
         on = all(
@@ -845,10 +860,13 @@ def compute_buffers(
             if n.op == "FLASH_ATTN_EXT" and n.layer is not None
         )
         geometry = replace(geometry, flash_attention=on, flash_attention_auto=False, transposed_v=geometry.v_trans)
-    if mode is Mode.DRY:
+    if mode is Mode.DRY:  # the first reserve alone (MiniMax-01's over every sequence)
         pp = run(geometry, False)
         return ComputeBuffers(backends, dict(pp.buffers), dict(pp.ceilings), pp, None, geometry.flash_attention)
     pp, tg = run(geometry, True), run(token_generation(geometry), True)
-    sizes = {b.name: max(pp.buffers[b.name], tg.buffers[b.name]) for b in backends}
-    ceilings = {b.name: max(pp.ceilings[b.name], tg.ceilings[b.name]) for b in backends}
+    runs = [pp, tg]
+    if lightning and geometry.n_seq > 1:  # sched_reserve's last reserve for MiniMax-01: one sequence
+        runs.append(run(geometry, True, 1))
+    sizes = {b.name: max(r.buffers[b.name] for r in runs) for b in backends}
+    ceilings = {b.name: max(r.ceilings[b.name] for r in runs) for b in backends}
     return ComputeBuffers(backends, sizes, ceilings, pp, tg, geometry.flash_attention)

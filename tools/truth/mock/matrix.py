@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tools.families import attention, more, plain, recurrent, shapes
 from tools.gguf_writers import PUBLIC_SET, QT, SHAPE_SET, Model, llama_gqa
+from tools.truth.matrices import POOLING_MODELS
 
 Run = tuple[str, dict[str, str]]  # (label, probe arguments)
 RELEASE = "3.21.1"
@@ -366,6 +367,38 @@ def cache_type_runs(model: Model) -> list[Run]:
     ]
 
 
+# the builders of their own that memfit's scheduler splits per backend (gemma4's, the BERT encoders', qwen3's reranker,
+# laguna's, stablelm's parallel residual, plamo3's, minimax-01's lightning attention): each names its layers and the
+# weights it reads
+ARCHS: dict[str, Callable[[], Model]] = {
+    **{
+        n: attention.FAMILY_SET[n]
+        for n in ("gemma4-moe", "gemma4-ple", "gemma4-shared", "bert-embd", "nomic-bert-embd")
+    },
+    "qwen3-f16-rank": POOLING_MODELS["qwen3-f16-rank"],
+    **{n: more.FAMILY_SET[n] for n in ("laguna-swa", "afmoe-swa", "plamo3-swa")},
+    "stablelm-parallel": plain.FAMILY_SET["stablelm-parallel"],
+    "minimax01": recurrent.FAMILY_SET["minimax01"],
+}
+ENCODERS = ("bert", "nomic-bert")  # no cache: fewer runs (the KV's settings are none of theirs)
+
+
+def arch_runs(model: Model) -> list[Run]:
+    """delta_net_runs' settings; an encoder's without the cache's (contexts, sequences, the KV on the CPU)."""
+    runs = delta_net_runs(model)
+    if model.arch == "minimax-01":  # sched_reserve's last reserve over one sequence: real loads of several
+        real3 = {"n_seq": "3", "no_alloc": "0"}
+        runs += [
+            ("g1_seq3_real", {"mock_gpus": "1"} | real3),
+            ("g2_11_seq3_real", {"mock_gpus": "2", "ts": "1,1"} | real3),
+        ]
+    if model.arch not in ENCODERS:
+        return runs
+    # at their trained context (memfit refuses a longer one, llama.cpp warns): the ubatch's 512 tokens all the same
+    trained = {"n_ctx": str(model.kv[f"{model.arch}.context_length"])}
+    return [(label, args | trained) for label, args in runs if not any(k in label for k in ("ctx", "seq", "kv0"))]
+
+
 @dataclass(frozen=True)
 class MockFile:
     """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
@@ -413,6 +446,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_cache_types.jsonl": MockFile(
         CACHE_TYPE_MODELS, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, settings=cache_type_runs
+    ),
+    "results_mock_archs.jsonl": MockFile(
+        ARCHS, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=arch_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(
