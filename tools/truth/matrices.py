@@ -954,7 +954,6 @@ TRUTH_FILES: dict[str, TruthFile] = {
             _s(2048, 1, fa="auto", n_ubatch=1),
             _s(2048, 2, fa="auto", n_ubatch=1),
             _s(2048, 2, fa="on", n_ubatch=1),
-            _s(1, 1, fa="on", decode=1),  # a one-cell context decodes one token
             _s(2048, 2, fa="off"),
         ],
     ),
