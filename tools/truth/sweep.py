@@ -161,8 +161,10 @@ def report(rows: list[dict], found: list[str]) -> None:
             print(f"  {run_id(record)}: {asserted.rsplit('/', 1)[-1] or record['error']}")
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def sweep_args(doc: str | None, argv: list[str]) -> tuple[argparse.Namespace, Path, list[str]]:
+    """A sweep's command line (OUT, --seed, --runs, --models, --cache or $MEMFIT_TRUTH_CACHE): the arguments, the
+    harness's cache folder and the tiny models drawn from."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path, help="the rows measured (JSON lines)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", type=int, default=100)
@@ -177,6 +179,11 @@ def main(argv: list[str]) -> int:
     unknown = [n for n in names if n not in writers]
     if unknown:
         ap.error(f"no tiny writer named {', '.join(unknown)}")
+    return a, cache, names
+
+
+def main(argv: list[str]) -> int:
+    a, cache, names = sweep_args(__doc__, argv)
     root = release_dir(cache, RELEASE)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "models"

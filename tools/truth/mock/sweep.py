@@ -14,9 +14,7 @@ explicit run. Runs llama.cpp refused are counted, not compared.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
 import sys
 import tempfile
@@ -32,8 +30,8 @@ from tools.truth.mock import row_id
 from tools.truth.mock.matrix import CPU_VARIANT, LABEL, RELEASE
 from tools.truth.mock.mirror import compare, compute
 from tools.truth.mock.regenerate import measure
-from tools.truth.regenerate import CACHE_ENV, LIB_SUBDIR, release_dir
-from tools.truth.sweep import CACHE_TYPES, FLASH_ATTENTION, tiny_writers, trained_context
+from tools.truth.regenerate import LIB_SUBDIR, release_dir
+from tools.truth.sweep import CACHE_TYPES, FLASH_ATTENTION, sweep_args, tiny_writers, trained_context
 from tools.truth.variant import backend_dir
 
 GPUS = (1, 1, 2, 2, 3)
@@ -102,23 +100,11 @@ def problems(row: dict[str, Any], summaries: list[HeaderSummary]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path, help="the rows measured (JSON lines)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--runs", type=int, default=100)
-    ap.add_argument("--models", default="", help="draw from these models only (comma-separated)")
-    ap.add_argument(
-        "--cache", type=Path, required=CACHE_ENV not in os.environ, help=f"the harness's cache (${CACHE_ENV})"
-    )
-    a = ap.parse_args(argv)
-    cache = a.cache or Path(os.environ[CACHE_ENV])
+    a, cache, names = sweep_args(__doc__, argv)
     writers = tiny_writers()
-    names = [n for n in a.models.split(",") if n] or sorted(writers)
-    if unknown := [n for n in names if n not in writers]:
-        ap.error(f"no tiny writer named {', '.join(unknown)}")
     probe = cache / "mock" / f"probe_mock-{RELEASE}"
     if not probe.exists():
-        ap.error(f"{probe} is missing: run tools/truth/mock/build.sh {cache}")
+        sys.exit(f"{probe} is missing: run tools/truth/mock/build.sh {cache}")
     rng, failures, refused = random.Random(a.seed), [], 0
     summaries: dict[str, list[HeaderSummary]] = {}
     with tempfile.TemporaryDirectory() as tmp, open(a.out, "w") as out:
