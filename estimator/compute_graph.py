@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
+    CACHE_TYPES,
     ELEMENT_BYTES,
     F16,
     F32,
@@ -831,9 +832,10 @@ def attend_over_ubatch(
 
 
 def cache_type(name: str) -> str:
-    """A cache's tensor type (llama_kv_cache: type_k / type_v; F16 where the geometry does not say): the type of
-    the views build_attn_mha reads, and of their copies where the scheduler moves one to another backend."""
-    return name or F16
+    """A cache's tensor type (llama_kv_cache: type_k / type_v): the type of the views build_attn_mha reads, and of
+    their copies where the scheduler moves one to another backend; F16 where the geometry names none, or an element
+    size llama.cpp has no type for (the contract's other element sizes, whose cache multiplies plainly)."""
+    return name if name in CACHE_TYPES or name in ELEMENT_BYTES else F16
 
 
 def float_type(cache_type: str) -> str:
