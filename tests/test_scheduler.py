@@ -17,8 +17,11 @@ import pytest
 
 from memfit.estimator.artifact import HeaderSummary
 from memfit.estimator.scheduler import ComputeBuffers
+from tools.gguf_writers import write_model
 from tools.truth.mock import files, row_id, rows
 from tools.truth.mock.mirror import compute, written_models
+from tools.truth.mock.sweep import problems, read_summaries
+from tools.truth.sweep import tiny_writers
 
 RUNS = [r for path in files() for r in rows(path.name)]
 
@@ -61,3 +64,17 @@ def test_each_backends_compute_buffer_equals_llama_cpps(run: dict, summaries: di
     }
     assert all(buffers.ceilings[name] >= size for name, size in buffers.bytes.items())
     assert _f16_copies(run) or buffers.ceilings == buffers.bytes
+
+
+# tests/data/mock/sweep_open.jsonl: the launches tools/truth/mock/sweep.py found memfit not mirroring yet
+# (`python -m tools.truth.mock.sweep OUT --seed 2 --runs 400`, its failing rows), kept as explicit examples: each must
+# still differ (strict), so that one mirrored since moves into a results_mock_*.jsonl file
+SWEEP_OPEN = rows("sweep_open.jsonl")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="found by tools/truth/mock/sweep.py, not mirrored yet")
+@pytest.mark.parametrize("run", SWEEP_OPEN, ids=row_id)
+def test_the_sweep_s_open_launches_are_mirrored(run: dict, tmp_path_factory: pytest.TempPathFactory) -> None:
+    path = tmp_path_factory.mktemp("open") / f"{run['model']}.gguf"
+    write_model(tiny_writers()[run["model"]](), path)
+    assert problems(run, read_summaries(path)) == []
