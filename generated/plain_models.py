@@ -122,7 +122,10 @@ class WireFitVerdictRequest:
     flash_attention: str | None = None
     """
     llama.cpp's flash attention setting (`-fa`): `auto`, `on` or `off`. Default `auto`, which
-    memfit forecasts as on (what it resolves to on llama.cpp's CPU backend). With it off,
+    memfit forecasts as on (what it resolves to on llama.cpp's CPU backend); with GPUs, since 1.24.0,
+    each device's workspace as llama.cpp resolves `auto` for the placement: off where the scheduler
+    puts a layer's flash attention on another device than the layer's (a partial offload, the KV
+    cache on the host), the KV cache made as with it on. With it off,
     llama.cpp stores V transposed, every layer's V row as wide as the widest layer's. Tolerate
     unknown values: an unknown value is echoed, and the parts that depend on it are `unknown`
     with the limit `workloadUnsupported`: the workspace, and the KV cache of a model whose
@@ -1135,7 +1138,9 @@ class WireFitVerdictResult:
     `gpuTelemetryUnavailable`; and memfit's own `artifactUnreadable` (the file is not a GGUF
     llama.cpp could load: truncated, corrupt) and `workloadUnsupported` (llama.cpp refuses these
     settings for this model: its cache types, a quantized V cache with flash attention off, more
-    than 256 streams; or the flash attention setting is not one memfit knows) and, under the running
+    than 256 streams; or aborts under them: since 1.24.0 plm's graph with flash attention on, a
+    llama4 model's first decode without chunked attention; or the flash attention setting is not one
+    memfit knows) and, under the running
     profile, `runningServerUnread` (since 1.15.0: no llama-server on this host has the model loaded, it
     did not answer `GET /props` over loopback, or its command line names a setting memfit cannot
     express; what was not read is llama-server's default). Tolerate unknown values.
