@@ -35,8 +35,8 @@ class ContextGeometry:
     swa_seqs: int = 1  # sequences sharing one sliding window: n_seq in a unified cache, else 1
     swa_full: bool = False  # llama.cpp's swa_full: sliding layers keep the whole context
     flash_attention: bool = True  # flash attention on (llama.cpp's `auto` on its CPU backend); off: V transposed
-    # flash attention asked as `auto`: llama_context::resolve_fused_ops turns it off, after the cache is made, where
-    # the scheduler puts a layer's FLASH_ATTN_EXT on another device than the layer's (estimator/scheduler.py)
+    # flash attention on as `auto` asked it: llama_context::resolve_fused_ops turns it off, after the cache is made,
+    # where the scheduler puts a layer's FLASH_ATTN_EXT on another device than the layer's (estimator/scheduler.py)
     flash_attention_auto: bool = False
     quantized_k: bool = False  # a block-quantized K cache type (q8_0): llama.cpp rotates K and Q (attn_rot_k)
     quantized_v: bool = False  # a block-quantized V cache type: llama.cpp rotates V (attn_rot_v)

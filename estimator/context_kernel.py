@@ -26,9 +26,9 @@ class ContextKernel:
         self.layout, self.n_vocab, self.workload = layout, n_vocab, workload
         # an unknown flash attention setting is taken as on (forecast.kv_cache_part tries both)
         self.flash_attention = flash_attention_for(workload, architecture) is not False
-        # `auto`, where not forced off: llama_context::resolve_fused_ops turns it off where a placement puts a layer's
-        # flash attention on another device than the layer's (estimator/scheduler.py's compute_buffers resolves it)
-        self.flash_attention_auto = self.flash_attention and workload.flash_attention == FlashAttention.AUTO
+        # asked as `auto`: llama_context::resolve_fused_ops turns it off where a placement puts a layer's flash
+        # attention on another device than the layer's (estimator/scheduler.py's compute_buffers resolves it)
+        self.flash_attention_auto = workload.flash_attention == FlashAttention.AUTO
         self.k_type = cache_type(workload.key_element_bytes)
         self.v_type = cache_type(workload.value_element_bytes)
         self._groups: dict[bool, tuple[KvGroup, ...]] = {}  # by flash attention: the KV cache's groups of layers

@@ -114,8 +114,13 @@ class MinimaxGraph(DecoderGraph):
         return reshape(mul_mat("attn_output", out, e), e, t)  # wo
 
 
+def reserved_sequences(geometry: ContextGeometry) -> tuple[int, ...]:
+    """The sequences of each prompt reserve llama_context::sched_reserve makes for MiniMax-01: every one, then
+    (its last reserve, LLM_ARCH_MINIMAX_01) one."""
+    return tuple(dict.fromkeys((geometry.n_seq, 1)))
+
+
 def build_minimax(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:
-    """The graph of the reserve that sizes the buffer: over every sequence, or (sched_reserve's last reserve for
-    LLM_ARCH_MINIMAX_01) over one, whichever ggml-alloc needs more for."""
-    graphs = [MinimaxGraph(shape, geometry, n_vocab, seqs).build() for seqs in dict.fromkeys((geometry.n_seq, 1))]
+    """The graph of the reserve that sizes the buffer: whichever of reserved_sequences' ggml-alloc needs more for."""
+    graphs = [MinimaxGraph(shape, geometry, n_vocab, seqs).build() for seqs in reserved_sequences(geometry)]
     return max(graphs, key=lambda graph: replay(graph).size)

@@ -42,7 +42,7 @@ from memfit.estimator.cpu_repack import AMX, REPACK
 from memfit.estimator.devices import CPU, CPU_MAPPED, HOST, AllocRule, Device, cuda_alloc_size
 from memfit.estimator.ggml_graph import CACHE_TYPES, F32, KQV_PIN, NORM_PIN, VIEWED, VIEWED_ROW, Graph, Tensor
 from memfit.estimator.graph_alloc import ALIGNMENT, AllocGraph, Buffer, replay_n
-from memfit.estimator.graph_minimax import MinimaxGraph
+from memfit.estimator.graph_minimax import MinimaxGraph, reserved_sequences
 from memfit.estimator.layout import Mixer
 from memfit.estimator.placement import (
     EVERY_LAYER,
@@ -849,7 +849,7 @@ def compute_buffers(
         return schedule(graph_of(g, seqs), backends, place, request.op_offload, copies, pins(g) if pinned else None)
 
     geometry = memory.geometry
-    if geometry.flash_attention and geometry.flash_attention_auto:  # resolve_fused_ops' probe: one token a sequence
+    if geometry.flash_attention_auto:  # resolve_fused_ops' probe: one token a sequence
         probe = token_generation(geometry)
         s = assigned(graph_of(probe), backends, place, request.op_offload, copies, pins(probe))
         # split_only: the graph split with the callbacks' pins; off where a layer's flash attention is on another
@@ -865,8 +865,8 @@ def compute_buffers(
         return ComputeBuffers(backends, dict(pp.buffers), dict(pp.ceilings), pp, None, geometry.flash_attention)
     pp, tg = run(geometry, True), run(token_generation(geometry), True)
     runs = [pp, tg]
-    if lightning and geometry.n_seq > 1:  # sched_reserve's last reserve for MiniMax-01: one sequence
-        runs.append(run(geometry, True, 1))
+    if lightning:  # sched_reserve's last reserve for MiniMax-01
+        runs += [run(geometry, True, seqs) for seqs in reserved_sequences(geometry)[1:]]
     sizes = {b.name: max(r.buffers[b.name] for r in runs) for b in backends}
     ceilings = {b.name: max(r.ceilings[b.name] for r in runs) for b in backends}
     return ComputeBuffers(backends, sizes, ceilings, pp, tg, geometry.flash_attention)

@@ -16,10 +16,9 @@ from __future__ import annotations
 import pytest
 
 from memfit.estimator.artifact import HeaderSummary
-from memfit.estimator.scheduler import ComputeBuffers
 from tools.gguf_writers import write_model
 from tools.truth.mock import files, row_id, rows
-from tools.truth.mock.mirror import compute, written_models
+from tools.truth.mock.mirror import compute, llama_cpp_compute, memfit_compute, written_models
 from tools.truth.mock.sweep import problems, read_summaries
 from tools.truth.sweep import tiny_writers
 
@@ -29,17 +28,6 @@ RUNS = [r for path in files() for r in rows(path.name)]
 @pytest.fixture(scope="module")
 def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[HeaderSummary]]:
     return written_models(tmp_path_factory.mktemp("mock-models"), (r["model"] for r in RUNS))
-
-
-def _llama_cpp(run: dict) -> dict[str, int]:
-    return {b["backend"]: b["bytes"] for b in run["compute_by_backend"]}
-
-
-def _memfit(run: dict, buffers: ComputeBuffers) -> dict[str, int]:
-    """The buffers the run's mock allocated: with ggml-cuda's flash-attention F16 copies (mock_fa_alloc) the
-    ceilings, else the floors."""
-    sizes = buffers.ceilings if run["mock"].get("fa_alloc") else buffers.bytes
-    return {name: size for name, size in sizes.items() if size or name in _llama_cpp(run)}
 
 
 def _f16_copies(run: dict) -> bool:
@@ -55,7 +43,7 @@ def test_each_backends_compute_buffer_equals_llama_cpps(run: dict, summaries: di
     reports; the ceiling above the floor only where a flash attention can hold F16 copies."""
     buffers = compute(run, summaries[run["model"]])
     assert buffers.flash_attention == bool(run["cparams"]["flash_attn"])  # `auto` resolved as llama_context does
-    assert _memfit(run, buffers) == _llama_cpp(run)
+    assert memfit_compute(run, buffers) == llama_cpp_compute(run)
     assert buffers.pp.n_copies == run["n_copies"]
     assert len(buffers.pp.splits) == run["n_splits_pp"]
     pools = buffers.by_pool(ceiling=bool(run["mock"].get("fa_alloc")))

@@ -127,9 +127,9 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
             v_type=v_type.name,
             quantized_v=v_type.quantized,
             flash_attention=a.get("fa") != "off",  # on, or auto: on when the cache is made
+            # auto: llama_context resolves it after the cache is made (compute_buffers; cparams.flash_attn its result)
+            flash_attention_auto=a.get("fa", "auto") == "auto",
         )
-        # auto: llama_context resolves it after the cache is made (compute_buffers; cparams.flash_attn its result)
-        geometry = dataclasses.replace(geometry, flash_attention_auto=a.get("fa", "auto") == "auto")
         # llama-server's output limit as the run set it (outputs_max: llama_context_params.n_outputs_max)
         geometry = dataclasses.replace(geometry, n_outputs_max=int(a.get("outputs_max", 0)))
         if mtp:  # llama-server's draft-mtp: the nextn rows (the draft context beside the target, f16 caches)
@@ -179,6 +179,18 @@ def compute(row: dict[str, Any], summaries: Sequence[HeaderSummary]) -> ComputeB
     model, memory = memory_of(row, summaries, row["model"])
     mode = Mode.DRY if row["no_alloc"] else Mode.REAL
     return compute_buffers(model, memory, devices_of(row), request_of(row), mirror(row, summaries), mode)
+
+
+def llama_cpp_compute(row: dict[str, Any]) -> dict[str, int]:
+    """The run's compute buffer per backend, as llama.cpp allocated it."""
+    return {b["backend"]: b["bytes"] for b in row["compute_by_backend"]}
+
+
+def memfit_compute(row: dict[str, Any], buffers: ComputeBuffers) -> dict[str, int]:
+    """memfit's compute buffer per backend for the buffers the run's mock allocated: with ggml-cuda's
+    flash-attention F16 copies (mock_fa_alloc) the ceilings, else the floors."""
+    sizes = buffers.ceilings if row["mock"].get("fa_alloc") else buffers.bytes
+    return {name: size for name, size in sizes.items() if size or name in llama_cpp_compute(row)}
 
 
 def _layer_counts(result: PlacementResult, n_layer: int) -> list[dict[str, int]]:

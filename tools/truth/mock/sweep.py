@@ -28,7 +28,7 @@ from memfit.readers.gguf_header import read_header
 from tools.gguf_writers import Model, write_model
 from tools.truth.mock import row_id
 from tools.truth.mock.matrix import CPU_VARIANT, LABEL, RELEASE
-from tools.truth.mock.mirror import compare, compute
+from tools.truth.mock.mirror import compare, compute, llama_cpp_compute, memfit_compute
 from tools.truth.mock.regenerate import measure
 from tools.truth.regenerate import LIB_SUBDIR, release_dir
 from tools.truth.sweep import CACHE_TYPES, FLASH_ATTENTION, sweep_args, tiny_writers, trained_context
@@ -89,9 +89,7 @@ def problems(row: dict[str, Any], summaries: list[HeaderSummary]) -> list[str]:
         buffers = compute(row, summaries)
     except (PlacementUnsupported, EvidenceError, AssertionError) as exc:  # memfit refused, or knows no layout
         return [f"{type(exc).__name__}: {exc}"]
-    sizes = buffers.ceilings if row["mock"].get("fa_alloc") else buffers.bytes
-    want = {b["backend"]: b["bytes"] for b in row["compute_by_backend"]}
-    got = {name: size for name, size in sizes.items() if size or name in want}
+    got, want = memfit_compute(row, buffers), llama_cpp_compute(row)
     out = [f"compute: memfit {got}, llama.cpp {want}"] if got != want else []
     if len(buffers.pp.splits) != row["n_splits_pp"] or buffers.pp.n_copies != row["n_copies"]:
         memfit = (len(buffers.pp.splits), buffers.pp.n_copies)
