@@ -288,9 +288,9 @@ def _pattern_value(window: Window, ly: Layers) -> object:
     # llama_model_loader::get_key(LLM_KV_ATTENTION_SLIDING_WINDOW_PATTERN)
     key, value = ly.hp.key(ATTN.SLIDING_WINDOW_PATTERN), ly.hp.swa_pattern
     if value is None and window.pattern_required:
-        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"llama.cpp refuses to load the model without {key}")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"llama.cpp refuses to load the model without {key}")
     if isinstance(value, SkippedArray):
-        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{key} is longer than any model")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"llama.cpp refuses {key}: longer than any model")
     return value
 
 
@@ -299,7 +299,7 @@ def _pattern_array(window: Window, ly: Layers, value: tuple) -> tuple[bool, ...]
     expected = window.array_length(ly)
     if (expected is not None and len(value) != expected) or len(value) > ly.n_all:
         raise EvidenceError(
-            Limit.LAYOUT_NOT_UNIFORM,
+            Limit.ARTIFACT_UNREADABLE,
             f"llama.cpp refuses a sliding_window_pattern of {len(value)} entries for {ly.n_trunk} layers",
         )
     return tuple(bool(v) for v in value) + (False,) * (ly.n_all - len(value))
@@ -477,11 +477,11 @@ def dsv4_ratios(ly: Layers) -> tuple[int, ...]:
     name = key_name(NewerKeys.COMPRESS_RATIOS)
     value = ly.hp.compress_ratios
     if value is None:
-        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{name} is missing")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"llama.cpp refuses to load the model without {name}")
     ratios = tuple(value[: ly.n_all]) if isinstance(value, tuple) else ()
     if len(ratios) < ly.n_all or not all(is_int(r) and r in (0, CSA_RATIO, HCA_RATIO) for r in ratios):
         raise EvidenceError(
-            Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses {name}: not one of 0, 4 and 128 for each of {ly.n_all} blocks"
+            Limit.ARTIFACT_UNREADABLE, f"llama.cpp refuses {name}: not one of 0, 4 and 128 for each of {ly.n_all} blocks"
         )
     return ratios
 
@@ -1287,7 +1287,7 @@ def qwen4exp_ple_layer(ly: Layers) -> int:
         return -1
     layers = tuple(value) if isinstance(value, tuple) else ()
     if len(layers) != 1 or not is_int(layers[0]) or not 0 <= layers[0] < ly.n_all or not ly.recurrent[layers[0]]:
-        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses {key_name(NewerKeys.PLE_LAYERS)} {value}")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"llama.cpp refuses {key_name(NewerKeys.PLE_LAYERS)} {value}")
     return layers[0]
 
 

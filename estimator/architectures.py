@@ -66,7 +66,7 @@ def window_size(window: Window, layers: Layers) -> int | None:
     if size is None:
         size = window.default_size
     if size is None:
-        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{key_name(ATTN.SLIDING_WINDOW)} is missing")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{key_name(ATTN.SLIDING_WINDOW)} is missing")
     return size
 
 

@@ -148,7 +148,7 @@ def maybe_uint(raw: Raw) -> int | None:
 
 def _uint(raw: Raw) -> int:
     if not is_int(raw.value) or raw.value < 0:
-        raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{raw.key} is not a non-negative integer")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{raw.key} is not a non-negative integer")
     return raw.value
 
 
@@ -158,7 +158,7 @@ def flag(default: bool) -> Callable[[Raw], bool]:
     def read(raw: Raw) -> bool:
         value = default if raw.value is None else raw.value
         if not isinstance(value, bool):
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{raw.key} is not a boolean")
+            raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{raw.key} is not a boolean")
         return value
 
     return read
@@ -192,9 +192,9 @@ def maybe_per_layer(raw: Raw) -> tuple[int, ...] | None:
     if is_int(value) and value >= 0:
         return (value,) * n_layer
     if isinstance(value, SkippedArray) or not isinstance(value, tuple):
-        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{raw.key} is not a per-layer array")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{raw.key} is not a per-layer array")
     if len(value) != n_layer or not all(is_int(v) and v >= 0 for v in value):
-        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{raw.key} has {len(value)} entries for {n_layer} layers")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{raw.key} has {len(value)} entries for {n_layer} layers")
     return value
 
 
@@ -203,7 +203,7 @@ def layer_flags(raw: Raw) -> tuple[bool, ...] | None:
     if raw.value is None:
         return None
     if not isinstance(raw.value, tuple) or len(raw.value) != raw.n_layer:
-        raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"{raw.key} is not one flag per layer")
+        raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{raw.key} is not one flag per layer")
     return tuple(bool(v) for v in raw.value)
 
 
@@ -339,10 +339,10 @@ class HParams:
         self.arch = arch
         block_count = Raw(metadata.get(self.key(LLM.BLOCK_COUNT)), self.key(LLM.BLOCK_COUNT), 0)
         if block_count.value is None:
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{block_count.key} is missing")
+            raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{block_count.key} is missing")
         self.n_layer = _uint(block_count)
         if not 0 < self.n_layer <= MAX_LAYERS:
-            raise EvidenceError(Limit.LAYOUT_NOT_UNIFORM, f"llama.cpp refuses a block_count of {self.n_layer}")
+            raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"llama.cpp refuses a block_count of {self.n_layer}")
         self.refused: dict[str, EvidenceError] = {}  # the fields whose value the loader would refuse
         present = []  # the fields whose key the file holds
         for field, key in _keys_of(arch):
@@ -366,7 +366,7 @@ class HParams:
     def required(self, field: Key[int]) -> int:
         """A field llama.cpp reads with get_key(..., required): refused where the file has no such key."""
         if not self.has(field):
-            raise EvidenceError(Limit.LAYOUT_UNPUBLISHED, f"{self.key(field.template)} is missing")
+            raise EvidenceError(Limit.ARTIFACT_UNREADABLE, f"{self.key(field.template)} is missing")
         return self.value(field)
 
     def value(self, field: Key[T]) -> T:

@@ -1136,7 +1136,8 @@ class WireFitVerdictResult:
     `layoutUnpublished`, `layoutNotUniform`, `historyIdentityInsufficient`,
     `workspaceUnmeasured`, `preparedCountUnavailable`, `hostTelemetryUnavailable`,
     `gpuTelemetryUnavailable`; and memfit's own `artifactUnreadable` (the file is not a GGUF
-    llama.cpp could load: truncated, corrupt) and `workloadUnsupported` (llama.cpp refuses these
+    llama.cpp could load: truncated, corrupt, or since 1.25.0 hyperparameters its loader refuses: a
+    required key missing, a value of another type, an array of another length than the layers) and `workloadUnsupported` (llama.cpp refuses these
     settings for this model: its cache types, a quantized V cache with flash attention off, more
     than 256 streams; or aborts under them: since 1.24.0 plm's graph with flash attention on, a
     llama4 model's first decode without chunked attention; or the flash attention setting is not one

@@ -64,7 +64,7 @@ def test_a_malformed_key_the_architecture_reads_refuses_it() -> None:
     with pytest.raises(EvidenceError) as refused:
         derive_layout(metadata, "mamba")
     assert (refused.value.limit, str(refused.value)) == (
-        Limit.LAYOUT_UNPUBLISHED,
+        Limit.ARTIFACT_UNREADABLE,
         "mamba.ssm.conv_kernel is not a non-negative integer",
     )
 
@@ -81,7 +81,7 @@ def test_a_per_layer_array_of_another_length_is_not_uniform() -> None:
     with pytest.raises(EvidenceError) as refused:
         Layers(hp)
     assert (refused.value.limit, str(refused.value)) == (
-        Limit.LAYOUT_NOT_UNIFORM,
+        Limit.ARTIFACT_UNREADABLE,
         "llama.attention.head_count has 2 entries for 3 layers",
     )
 

@@ -83,15 +83,17 @@ TYPE_REFUSALS = [r for r in RUNS if "different K" in r.get("stderr_tail", "")]
 
 
 @pytest.mark.parametrize("run", LOAD_FAILURES, ids=run_id)
-def test_models_llama_cpp_cannot_load_have_no_layout(run: dict, model_files: dict[str, Path]) -> None:
-    """A file llama.cpp failed to load is read without a layout, or refused whole (artifactUnreadable: a tensor's
-    shape or count its loader refuses)."""
+def test_models_llama_cpp_cannot_load_are_unreadable(run: dict, model_files: dict[str, Path]) -> None:
+    """A file llama.cpp failed to load is artifactUnreadable: refused whole (a tensor's shape or count its loader
+    refuses), or read without a layout because of hyperparameters its loader refuses (a required key missing, an
+    array of another length)."""
     try:
         facts = CACHE.facts((str(model_files[run["model"]]),))
     except EvidenceError as refused:
         assert refused.limit == Limit.ARTIFACT_UNREADABLE and "llama.cpp" in str(refused)
     else:
         assert facts.layout is None and facts.layout_error is not None
+        assert facts.layout_error.limit == Limit.ARTIFACT_UNREADABLE, facts.layout_error
 
 
 @pytest.mark.parametrize("run", TYPE_REFUSALS, ids=run_id)
