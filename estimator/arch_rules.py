@@ -481,7 +481,8 @@ def dsv4_ratios(ly: Layers) -> tuple[int, ...]:
     ratios = tuple(value[: ly.n_all]) if isinstance(value, tuple) else ()
     if len(ratios) < ly.n_all or not all(is_int(r) and r in (0, CSA_RATIO, HCA_RATIO) for r in ratios):
         raise EvidenceError(
-            Limit.ARTIFACT_UNREADABLE, f"llama.cpp refuses {name}: not one of 0, 4 and 128 for each of {ly.n_all} blocks"
+            Limit.ARTIFACT_UNREADABLE,
+            f"llama.cpp refuses {name}: not one of 0, 4 and 128 for each of {ly.n_all} blocks",
         )
     return ratios
 
