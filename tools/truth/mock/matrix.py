@@ -455,3 +455,11 @@ MOCK_FILES: dict[str, MockFile] = {
         FIT_MTP, {"n_ctx": "0", "no_alloc": "1", "mtp_ctx": "1"}, tiny=False, fits=mtp_fit_runs, placements=False
     ),
 }
+
+
+def mock_writers() -> dict[str, Callable[[], Model]]:
+    """The writer of every model a mock file's row names: a matrix's, or one the sweep drew (tools/truth/mock/sweep.py:
+    a launch it found, mirrored since, kept as an explicit run in a results_mock_sweep_*.jsonl file)."""
+    from tools.accuracy import model_writers  # the ground truth's every model (its imports are heavy: when asked)
+
+    return model_writers() | {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}
