@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memfit.estimator.compute_graph import DecoderGraph, rotation_size
+from memfit.estimator.compute_graph import DecoderGraph, cache_type, rotation_size
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F16,
@@ -92,12 +92,13 @@ class DsaGraph(DecoderGraph):
         k = same_shape(k, "ADD", "indexer.k_norm.bias")
         k = same_shape(reshape(k, ix.head, 1, t), "ROPE", self.pos)
         q, k = mul_mat_t(inputs.rot, q), mul_mat_t(inputs.rot, k)  # the Hadamard transform
-        cache = new_tensor(F16, ix.head, n_kv, ns, external=True)
+        kind = cache_type(g.k_type)  # llama_kv_cache_dsa: the indexer's cache takes type_k as the MLA cache
+        cache = new_tensor(kind, ix.head, n_kv, ns, external=True)
         self.gf.expand(set_rows(cache, view(k, (ix.head, t), (k.nb[2],)), inputs.k_idxs))  # mctx_lid->cpy_k
         weights = mul_mat("indexer.proj", cur, ix.n_head)
         q = view(q, (ix.head, ix.n_head, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns))
         weights = view(weights, (ix.n_head, t // ns, 1, ns), (weights.nb[1], weights.nb[2] // ns, weights.nb[3] // ns))
-        keys = new_tensor(F16, ix.head, 1, n_kv, ns, external=True)  # mctx_lid->get_k: the cache's view
+        keys = new_tensor(kind, ix.head, 1, n_kv, ns, external=True)  # mctx_lid->get_k: the cache's view
         weights = same_shape(weights, "SCALE")
         score = op("LIGHTNING_INDEXER", F32, (n_kv, t // ns, 1, ns), q, keys, weights, inputs.mask)
         return cont(op("TOP_K", I32, (min(n_kv, ix.top_k), *score.ne[1:]), score))

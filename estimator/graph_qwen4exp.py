@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from memfit.estimator.compute_graph import FLOAT
+from memfit.estimator.compute_graph import FLOAT, cache_type
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     F16,
@@ -175,9 +175,10 @@ class Qwen4expGraph(QwenNextGraph):
         blocks = (n_kv + ratio - 1) // ratio
         inp = self.qsa_inputs(ratio, blocks, n_kv)
         k_raw = reshape(mul_mat("indexer.k_proj", cur, head), head, 1, t)
-        cache = new_tensor(F16, head, n_kv, ns, external=True)
+        kind = cache_type(g.k_type)  # llama_memory_hybrid_idx: the indexer's cache takes type_k as the attention's
+        cache = new_tensor(kind, head, n_kv, ns, external=True)
         self.gf.expand(set_rows(cache, view(k_raw, (head, t), (k_raw.nb[2],)), inp.k_idxs))
-        members = get_rows(new_tensor(F16, head, n_kv, ns, external=True), inp.blk_cells, head)
+        members = get_rows(new_tensor(kind, head, n_kv, ns, external=True), inp.blk_cells, head)
         members = reshape(members, head, ratio, blocks, ns)
         pooled: Tensor | None = None
         for i in range(ratio):

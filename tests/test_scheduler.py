@@ -17,7 +17,7 @@ import pytest
 
 from memfit.estimator.artifact import HeaderSummary
 from tools.gguf_writers import write_model
-from tools.truth.mock import files, row_id, rows
+from tools.truth.mock import args_of, files, row_id, rows
 from tools.truth.mock.mirror import compute, llama_cpp_compute, memfit_compute, written_models
 from tools.truth.mock.sweep import problems, read_summaries
 from tools.truth.sweep import tiny_writers
@@ -31,8 +31,9 @@ def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Header
 
 
 def _f16_copies(run: dict) -> bool:
-    """ggml-cuda's alloc size may hold F16 copies of a quantized K or V: flash attention on a GPU with CUDA's rule."""
-    quantized = any(c[p]["type"] != "f16" for c in run["kv_caches"] for p in ("k0", "v0") if p in c)
+    """ggml-cuda's alloc size may hold F16 copies of a quantized K or V: flash attention on a GPU with CUDA's rule.
+    The cache types are the launch's (-ctk, -ctv): the probe lists no caches of a memory it does not take apart."""
+    quantized = any(args_of(run).get(p, "f16") != "f16" for p in ("type_k", "type_v"))
     return run["mock"].get("alloc") == "cuda" and bool(run["cparams"]["flash_attn"]) and quantized
 
 

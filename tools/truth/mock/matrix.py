@@ -286,6 +286,12 @@ def delta_net_runs(model: Model) -> list[Run]:
     ]
 
 
+def indexer_runs(model: Model) -> list[Run]:
+    """delta_net_runs' settings and cache_type_runs' (the indexer's cache takes -ctk as the attention's: its view
+    copied to a GPU that scores it is of that type)."""
+    return delta_net_runs(model) + cache_type_runs(model)
+
+
 # one tiny model of each architecture no other file places, so that every graph memfit's scheduler splits is checked
 # per backend against llama.cpp's: a few of the placement settings each, and the fitter
 COVERAGE_ATTENTION = (
@@ -357,9 +363,10 @@ def cache_type_runs(model: Model) -> list[Run]:
         ("g1_q8_half_real", g1 | q8 | on | {"ngl": half} | real),
         ("g2_f32_11_half_real_auto", two | f32 | auto | {"ngl": half} | real),
     ]
-    if f"{model.arch}.attention.kv_lora_rank" not in model.kv:
+    if f"{model.arch}.attention.kv_lora_rank" not in model.kv and model.arch != "deepseek4":
         return runs
-    # MLA: llama_init_from_model refuses K and V of different types; a quantized V (K's) needs flash attention
+    # MLA and deepseek4: llama_init_from_model refuses K and V of different types; a quantized V (K's) needs flash
+    # attention
     return [
         (label, a)
         for label, a in runs
@@ -439,7 +446,7 @@ MOCK_FILES: dict[str, MockFile] = {
         SSM, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
     ),
     "results_mock_indexer.jsonl": MockFile(
-        INDEXER, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=delta_net_runs
+        INDEXER, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=indexer_runs
     ),
     "results_mock_coverage.jsonl": MockFile(
         COVERAGE, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=coverage_runs
@@ -455,3 +462,11 @@ MOCK_FILES: dict[str, MockFile] = {
         FIT_MTP, {"n_ctx": "0", "no_alloc": "1", "mtp_ctx": "1"}, tiny=False, fits=mtp_fit_runs, placements=False
     ),
 }
+
+
+def mock_writers() -> dict[str, Callable[[], Model]]:
+    """The writer of every model a mock file's row names: a matrix's, or one the sweep drew (tools/truth/mock/sweep.py:
+    a launch it found, mirrored since, kept as an explicit run in a results_mock_sweep_*.jsonl file)."""
+    from tools.accuracy import model_writers  # the ground truth's every model (its imports are heavy: when asked)
+
+    return model_writers() | {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}
