@@ -1049,6 +1049,7 @@ class Graph:
     embedding_scale: Callable[[HParams], bool] = never  # build_inp_embd: the embeddings scaled (f_embedding_scale)
     attn_biases: bool = False  # build_qkv's Q, K and V biases and build_attn's wo_b (the loader requires them)
     sinks: bool = False  # attention sinks (attn_sinks, required)
+    sinks_where_present: bool = False  # attn_sinks created TENSOR_NOT_REQUIRED: the sinks where the file has them
     out_scale: Callable[[Layers, int], bool] = no_out_scale  # layers whose output is times layer_output_scale
     gate_op: str = "SIGMOID"  # the unary op on attention's output gate: ggml_sigmoid (step35, afmoe), ggml_softplus
     # the NextN/MTP layers' own blocks derived too (GraphShape.nextn: their heads, window and FFN), which the
@@ -1252,6 +1253,7 @@ MIMO2 = Graph(  # mimo2.cpp: without embeddings_nextn, a decoder whose last laye
     moe_layers=experts_where_routed,
     reads_tensors=True,
     qkv_where_present=True,  # its fused path: Q, K and V views of one attn_qkv
+    sinks_where_present=True,  # build_attn's sinks: model.layers[il].attn_sinks, null where the file has none
     node_for_node=True,
     nextn_blocks=True,
 )

@@ -36,6 +36,7 @@ from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 ATTN = Keys.Attention
 # llama_model_base::create_tensor_qkv: Q, K and V in one attn_qkv, where the file has it
 ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
+ATTN_SINKS = "blk.{bid}.attn_sinks.weight"  # LLM_TENSOR_ATTN_SINKS
 
 SSM_MIXERS = (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2)  # the mixers built from llama_hparams' ssm_* sizes
 
@@ -124,6 +125,12 @@ def _kv_caches(rule: ArchRule, layers: Layers, sliding: tuple[bool, ...], size: 
     if rule.compression is not None:
         caches.extend(rule.compression.caches(layers))
     return tuple(caches)
+
+
+def _sinks(graph: Graph, layers: Layers, il: int) -> bool:
+    # build_attn's sinks: model.layers[il].attn_sinks, required (openai-moe.cpp) or null where the file has none
+    # (mimo2.cpp: TENSOR_NOT_REQUIRED)
+    return graph.sinks or graph.sinks_where_present and layer_tensor(layers, ATTN_SINKS, il) is True
 
 
 def _v_width_max(layers: Layers, sliding: tuple[bool, ...]) -> int:
@@ -328,7 +335,7 @@ def graph_shape(
                 v_from_k=attends and graph.v_from_k(layers, il),
                 parallel_residual=graph.parallel_residual(layers, il),
                 biases=_biases(layers, il, attends and graph.attn_biases),
-                sinks=attends and graph.sinks,
+                sinks=attends and _sinks(graph, layers, il),
                 out_scale=graph.out_scale(layers, il),
             )
         )

@@ -14,7 +14,7 @@ takes memory is here, in llama.cpp's order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
@@ -661,6 +661,13 @@ class DecoderGraph:
             cache.layer = start - (2 if b.window else 1)
         return cache
 
+    def transposed_v(self, b: GraphLayer, n_kv: int, ns: int) -> Tensor:
+        """llama_kv_cache::get_v of a transposed cache, permuted: [n_kv, head_v, heads_kv, streams], each stream a
+        whole cache of rows as wide as the widest layer's apart (nb[3]: kv_size * n_embd_v_gqa_max), so a layer
+        narrower than that spans more bytes than its elements (ggml_nbytes: a copy of it another backend reads)."""
+        v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns, type_=cache_type(self.geometry.v_type))
+        return replace(v, nb=(*v.nb[:3], v.nb[1] * self.v_width_max()))
+
     def mha(self, b: GraphLayer, q: Tensor, mask: Tensor) -> Tensor:
         """build_attn_mha over the whole cache (n_kv = every cell of this layer's cache)."""
         g, t = self.geometry, self.t
@@ -679,7 +686,7 @@ class DecoderGraph:
         sinks = ("attn_sinks",) if b.sinks else ()  # ggml_soft_max_add_sinks: src[2]
         kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask, *sinks)  # kq [n_kv, T, H], soft_max in place
         if g.v_trans:  # the transposed V cache, permuted
-            v = self.cache_view(b, n_kv, b.head_v, b.n_head_kv, ns, type_=cache_type(g.v_type))
+            v = self.transposed_v(b, n_kv, ns)
         else:  # a V cache made for flash attention: v_cont, the permuted cache transposed into a copy
             v = cont(transpose(self.cache_view(b, b.head_v, n_kv, b.n_head_kv, ns, type_=float_type(g.v_type))))
         kqv = mul_mat_t(v, kq)  # [Dv, T, H]

@@ -387,6 +387,30 @@ ARCHS: dict[str, Callable[[], Model]] = {
     "stablelm-parallel": plain.FAMILY_SET["stablelm-parallel"],
     "minimax01": recurrent.FAMILY_SET["minimax01"],
 }
+# mimo2's files: trunk-only, fused Q, K and V, and with an MTP block its graph_mtp aborts on (the trunk's runs): their
+# optional attention sinks (attn_sinks) place each soft_max by its weight, a transposed V cache is as wide as the
+# widest layer's (n_embd_v_gqa_max)
+MIMO2: dict[str, Callable[[], Model]] = {
+    **{n: more.FAMILY_SET[n] for n in ("mimo2-nextn", "mimo2-fused")},
+    **more.MIMO2_MTP_ASSERTS,
+}
+
+
+def mimo2_runs(model: Model) -> list[Run]:
+    """delta_net_runs', and the KV on the CPU without flash attention over several sequences (each layer's
+    attention on its GPU by its sinks, reading the host cache's views copied in), on one and two GPUs, with
+    ggml-cuda's rules and a real load."""
+    kv0 = {"kv_offload": "0", "fa": "off", "n_seq": "2"}
+    g1, two = {"mock_gpus": "1"}, {"mock_gpus": "2", "ts": "1,1"}
+    return delta_net_runs(model) + [
+        ("g1_kv0_fa_off_seq2", g1 | kv0),
+        ("g1_half_kv0_fa_off_seq2", g1 | kv0 | {"ngl": str(_n_layer(model) // 2)}),
+        ("g2_11_kv0_fa_off_seq2", two | kv0),
+        ("g2_31_kv0_fa_off_seq2_cuda", two | kv0 | {"ts": "3,1", "mock_alloc": "cuda", "mock_moe_dep": "1"}),
+        ("g2_11_kv0_fa_off_seq2_real", two | kv0 | {"no_alloc": "0"}),
+    ]
+
+
 ENCODERS = ("bert", "nomic-bert")  # no cache: fewer runs (the KV's settings are none of theirs)
 
 
@@ -456,6 +480,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_archs.jsonl": MockFile(
         ARCHS, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=arch_runs
+    ),
+    "results_mock_mimo2.jsonl": MockFile(
+        MIMO2, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=mimo2_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(
