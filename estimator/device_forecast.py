@@ -268,8 +268,8 @@ def draft_pool_buffers(
 
 @dataclass(frozen=True)
 class PoolBuffers:
-    floors: tuple[tuple[str, int], ...]  # (answer pool, bytes) without flash attention's F16 copies
-    ceilings: tuple[tuple[str, int], ...]  # with them
+    floors: tuple[tuple[str, int], ...]  # (answer pool, bytes): the lesser of the allocations without and with
+    ceilings: tuple[tuple[str, int], ...]  # flash attention's F16 copies, and the greater (bounds_by_pool)
     splits: int  # the prompt-processing graph's splits
 
 
@@ -285,7 +285,8 @@ def pool_buffers(
     """scheduler.compute_buffers by the answer's pools, kept for the next ask of the same placement (the split
     graph's schedule and allocation is most of a placed fit's work: a warm fit took 80-130 ms without it)."""
     b = scheduler.compute_buffers(model, memory, devices, request, result, mode)
-    floors, ceilings = (_by_answer_pool(b.by_pool(ceiling=c), devices) for c in (False, True))
+    bounds = b.bounds_by_pool()
+    floors, ceilings = (_by_answer_pool({pool: pair[i] for pool, pair in bounds.items()}, devices) for i in (0, 1))
     return PoolBuffers(tuple(floors.items()), tuple(ceilings.items()), len(b.pp.splits))
 
 

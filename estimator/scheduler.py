@@ -136,6 +136,13 @@ class ComputeBuffers:
             out[pool] = out.get(pool, 0) + sizes[b.name]
         return out
 
+    def bounds_by_pool(self) -> dict[str, tuple[int, int]]:
+        """Per pool, the least and the most of the two allocations a build may make, without and with ggml-cuda's
+        flash-attention F16 copies (ggml_backend_cuda_buffer_type_get_alloc_size): ggml-alloc can pack the one with
+        the copies tighter than the one without."""
+        plain, copies = self.by_pool(), self.by_pool(ceiling=True)
+        return {pool: (min(size, copies[pool]), max(size, copies[pool])) for pool, size in plain.items()}
+
 
 # --- backends ----------------------------------------------------------------------------------------------------
 

@@ -51,7 +51,10 @@ def test_each_backends_compute_buffer_equals_llama_cpps(run: dict, summaries: di
     assert {pool: size for pool, size in pools.items() if size} == {
         pool: d["compute"] for pool, d in run["per_device"].items() if d["compute"]
     }
-    assert all(buffers.ceilings[name] >= size for name, size in buffers.bytes.items())
+    # whichever allocation the run's build made, each pool's bounds hold it (results_mock_fa_copies.jsonl: the one
+    # with the F16 copies can be the smaller)
+    measured = {pool: d["compute"] for pool, d in run["per_device"].items()}
+    assert all(low <= measured.get(pool, 0) <= high for pool, (low, high) in buffers.bounds_by_pool().items())
     assert _f16_copies(run) or buffers.ceilings == buffers.bytes
 
 
