@@ -31,12 +31,12 @@ from tests.conftest import LiveServer
 from tests.test_environment import fake_nvml
 from tools.gguf_writers import QT, qwen3_30b_a3b, write_model
 from tools.truth.mock import args_of, files, placement_request, row_id, rows
-from tools.truth.mock.matrix import CPU_VARIANT, MOCK_FILES
+from tools.truth.mock.matrix import CPU_VARIANT, mock_writers
 
 GIB = 1 << 30
 BIG = "qwen3-30b-a3b-q5_0"  # 30.5B parameters at 5.5 bits: a 20 GB file (sparse: no disk)
 HOST_16 = HostMemory(16 * GIB, 16 * GIB)
-WRITERS = {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}
+WRITERS = mock_writers()
 
 
 @pytest.fixture(scope="module")

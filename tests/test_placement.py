@@ -50,12 +50,12 @@ from tools.families import recurrent
 from tools.gguf_writers import Model, write_model
 from tools.truth import DATA, load
 from tools.truth.mock import MOCK_DATA, args_of, files, row_id, rows
-from tools.truth.mock.matrix import CPU_VARIANT, LABEL, MOCK_FILES
+from tools.truth.mock.matrix import CPU_VARIANT, LABEL, MOCK_FILES, mock_writers
 from tools.truth.mock.mirror import compare, mirror, written_models
 from tools.truth.mock.regenerate import differences
 
 RUNS = [r for path in files() for r in rows(path.name)]
-WRITERS = {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}
+WRITERS = mock_writers()
 HARNESS = Path(__file__).resolve().parent.parent / "tools" / "truth" / "mock"
 GIB = 1 << 30
 

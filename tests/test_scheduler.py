@@ -18,7 +18,7 @@ import pytest
 from memfit.estimator.artifact import HeaderSummary
 from memfit.estimator.scheduler import ComputeBuffers
 from tools.gguf_writers import write_model
-from tools.truth.mock import files, row_id, rows
+from tools.truth.mock import args_of, files, row_id, rows
 from tools.truth.mock.mirror import compute, written_models
 from tools.truth.mock.sweep import problems, read_summaries
 from tools.truth.sweep import tiny_writers
@@ -43,8 +43,13 @@ def _memfit(run: dict, buffers: ComputeBuffers) -> dict[str, int]:
 
 
 def _f16_copies(run: dict) -> bool:
-    """ggml-cuda's alloc size may hold F16 copies of a quantized K or V: flash attention on a GPU with CUDA's rule."""
-    quantized = any(c[p]["type"] != "f16" for c in run["kv_caches"] for p in ("k0", "v0") if p in c)
+    """ggml-cuda's alloc size may hold F16 copies of a quantized K or V: flash attention on a GPU with CUDA's rule.
+    The caches' types as recorded, or the run's own where the probe itemizes none of its memory module's (memory_kind
+    `other`: llama_kv_cache_dsa's, llama_kv_cache_dsv4's)."""
+    types = [c[p]["type"] for c in run["kv_caches"] for p in ("k0", "v0") if p in c]
+    if run["memory_kind"] == "other":
+        types = [args_of(run).get(k, "f16") for k in ("type_k", "type_v")]
+    quantized = any(t != "f16" for t in types)
     return run["mock"].get("alloc") == "cuda" and bool(run["cparams"]["flash_attn"]) and quantized
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tools.accuracy import model_writers
 from tools.families import attention, more, plain, recurrent, shapes
 from tools.gguf_writers import PUBLIC_SET, QT, SHAPE_SET, Model, llama_gqa
 from tools.truth.matrices import POOLING_MODELS
@@ -455,3 +456,9 @@ MOCK_FILES: dict[str, MockFile] = {
         FIT_MTP, {"n_ctx": "0", "no_alloc": "1", "mtp_ctx": "1"}, tiny=False, fits=mtp_fit_runs, placements=False
     ),
 }
+
+
+def mock_writers() -> dict[str, Callable[[], Model]]:
+    """The writer of every model a file of tests/data/mock/ names: the matrices' (MOCK_FILES), and every tiny model's
+    for the rows tools/truth/mock/sweep.py measured (results_mock_mtp_unskipped.jsonl, no matrix of its own)."""
+    return model_writers() | {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}

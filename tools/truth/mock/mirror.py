@@ -36,7 +36,7 @@ from memfit.estimator.scheduler import ComputeBuffers, Mode, compute_buffers
 from memfit.readers.gguf_header import read_header
 from tools.gguf_writers import write_model
 from tools.truth.mock import args_of
-from tools.truth.mock.matrix import CPU_VARIANT, MOCK_FILES
+from tools.truth.mock.matrix import CPU_VARIANT, mock_writers
 
 MIB = 1 << 20
 MemoryAt = Callable[[int], Memory]  # a total context -> the memory
@@ -44,7 +44,7 @@ MemoryAt = Callable[[int], Memory]  # a total context -> the memory
 
 def written_models(folder: Path, names: Iterable[str]) -> dict[str, list[HeaderSummary]]:
     """The mock runs' models (the real-scale shapes sparse) written into `folder` and read as memfit reads them."""
-    writers = {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}
+    writers = mock_writers()
     out = {}
     for name in sorted(set(names)):
         path = folder / f"{name}.gguf"
