@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 from functools import partial
 
+from memfit import gguf_constants as gguf
 from memfit.estimator.compute_graph import rotation_size
 from memfit.estimator.errors import EvidenceError
 from memfit.estimator.gguf_file import SkippedArray
@@ -1341,6 +1342,38 @@ def qwen4exp_hyper(ly: Layers) -> HyperConnections:
 QWEN4EXP = replace(QWEN35, builder=build_qwen4exp, routing=qwen4exp_routing, hyper=qwen4exp_hyper)
 
 
+# --- the NextN/MTP layers' tensors loaded without load_mtp ---------------------------------------------------------
+
+_T = gguf.MODEL_TENSOR
+# llama_model_base::create_tensor_gate_up_exps: the fused ffn_gate_up_exps probed with TENSOR_NOT_REQUIRED alone (the
+# caller's TENSOR_SKIP not passed), so a NextN block's is loaded without load_mtp (deepseek2, qwen3next, qwen35moe)
+GATE_UP_PROBE = frozenset({_T.FFN_GATE_UP_EXP})
+# deepseek32.cpp / glm-dsa.cpp load_arch_tensors: every layer's exp_probs_b created TENSOR_NOT_REQUIRED alone
+EXP_PROBS_B = frozenset({_T.FFN_EXP_PROBS_B})
+# the NextN head's optional tensors where a load_block_mtp creates them TENSOR_NOT_REQUIRED alone
+NEXTN_OPTIONAL = frozenset({_T.NEXTN_EMBED_TOKENS, _T.NEXTN_SHARED_HEAD_HEAD, _T.NEXTN_SHARED_HEAD_NORM})
+# hy-v3.cpp / step35.cpp's NextN blocks: their whole FFN (dense, router, experts, shared expert) TENSOR_NOT_REQUIRED
+# alone, gate_up_exps' fallback to gate_exps and up_exps too (hy_v3 passes TENSOR_NOT_REQUIRED as its flags)
+FFN_OPTIONAL = frozenset(
+    {
+        _T.FFN_GATE,
+        _T.FFN_DOWN,
+        _T.FFN_UP,
+        _T.FFN_GATE_INP,
+        _T.FFN_EXP_PROBS_B,
+        _T.FFN_GATE_UP_EXP,
+        _T.FFN_GATE_EXP,
+        _T.FFN_DOWN_EXP,
+        _T.FFN_UP_EXP,
+        _T.FFN_GATE_SHEXP,
+        _T.FFN_UP_SHEXP,
+        _T.FFN_DOWN_SHEXP,
+    }
+)
+# step35.cpp load_block_mtp: besides, the q/k norms and the head-wise attention gate TENSOR_NOT_REQUIRED alone
+STEP35_NEXTN = FFN_OPTIONAL | NEXTN_OPTIONAL | {_T.ATTN_Q_NORM, _T.ATTN_K_NORM, _T.ATTN_GATE}
+
+
 # --- the table ----------------------------------------------------------------------------------------------
 
 
@@ -1401,6 +1434,9 @@ class ArchRule:
     # load_arch_tensors requires the NextN layers' tensors (TENSOR_SKIP'd unless load_mtp, never TENSOR_NOT_REQUIRED:
     # no trunk-only probe of nextn.eh_proj), so a file without the first one's nextn.eh_proj is refused (artifact.py)
     nextn_head_required: bool = False
+    # the NextN/MTP layers' tensors its load_arch_tensors creates without TENSOR_SKIP (TENSOR_NOT_REQUIRED alone):
+    # llama.cpp loads them without load_mtp too, in their layer's buffer types (dev_layer(il)) (artifact.mtp_tensors)
+    nextn_unskipped: frozenset[gguf.MODEL_TENSOR] = frozenset()
     llm_type_70b: Callable[[Shape], bool] = never_70b  # load_arch_hparams names it LLM_TYPE_70B (quant recipe)
     # llama_kv_cache::has_cell_ext: M-RoPE's cells keep a 2-D position, saved with a sequence's state
     cell_positions: Callable[[HParams], bool] = never
@@ -1517,21 +1553,26 @@ RULES: dict[str, ArchRule] = {
     "llada-moe": NO_MEMORY,
     "rnd1": NO_MEMORY,
     # MLA: the cache keeps the compressed latent and the rope key as K, and no V
-    "deepseek2": ArchRule(tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DEEPSEEK2),
-    "mistral4": ArchRule(mla=mla_if_lengths, graph=DEEPSEEK2),  # llama_model_mistral4 inherits deepseek2
+    "deepseek2": ArchRule(
+        tensors=tensors_deepseek2, mla=mla_if_lengths, graph=DEEPSEEK2, nextn_unskipped=GATE_UP_PROBE
+    ),
+    # llama_model_mistral4 inherits deepseek2
+    "mistral4": ArchRule(mla=mla_if_lengths, graph=DEEPSEEK2, nextn_unskipped=GATE_UP_PROBE),
     "deepseek32": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
         indexer=dsa_every_trunk_layer,
         graph=DEEPSEEK32,
+        nextn_unskipped=EXP_PROBS_B,
     ),
     "glm-dsa": ArchRule(
         kv_layers=trunk_layer,
         mla=always_mla,
         indexer=glm_dsa_listed_layers,
         graph=GLM_DSA,
+        nextn_unskipped=EXP_PROBS_B,
     ),
-    "hy_v3": ArchRule(kv_layers=trunk_layer, graph=HY_V3),
+    "hy_v3": ArchRule(kv_layers=trunk_layer, graph=HY_V3, nextn_unskipped=FFN_OPTIONAL | NEXTN_OPTIONAL),
     # llama_kv_cache_dsv4: a K-only sliding cache over every block, compressed K caches and compressor states beside
     "deepseek4": ArchRule(
         window=Window(every_block_slides),
@@ -1604,9 +1645,15 @@ RULES: dict[str, ArchRule] = {
     "cohere2moe": ArchRule(
         window=Window(period_or_array_pattern, period=4, dense_first=True, pattern_required=True),
         graph=COHERE2MOE,
+        nextn_unskipped=GATE_UP_PROBE | NEXTN_OPTIONAL,
     ),
     "mimo2": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern), graph=MIMO2),
-    "step35": ArchRule(kv_layers=trunk_layer, window=Window(array_pattern, array_length=one_per_block), graph=STEP35),
+    "step35": ArchRule(
+        kv_layers=trunk_layer,
+        window=Window(array_pattern, array_length=one_per_block),
+        graph=STEP35,
+        nextn_unskipped=STEP35_NEXTN,
+    ),
     "granite_swa": ArchRule(window=Window(array_pattern, array_length=any_length), graph=GRANITE_SWA),
     # recurrent
     "mamba": ArchRule(
@@ -1681,6 +1728,7 @@ RULES: dict[str, ArchRule] = {
         recurrence=_QWEN_NEXT,
         graph=QWEN3NEXT,
         nextn_head_required=True,  # load_arch_tensors: mtp_flags TENSOR_SKIP or 0
+        nextn_unskipped=GATE_UP_PROBE,
     ),
     "qwen35": ArchRule(
         memory=Memory.HYBRID,
@@ -1699,6 +1747,7 @@ RULES: dict[str, ArchRule] = {
         cell_positions=mrope,
         rs_rollback=True,
         nextn_head_required=True,  # load_arch_tensors: mtp_flags TENSOR_SKIP or 0
+        nextn_unskipped=GATE_UP_PROBE,
     ),
     "qwen4exp": ArchRule(
         memory=Memory.HYBRID,

@@ -115,12 +115,26 @@ def first_nextn_layer(metadata: dict, arch: str) -> int | None:
 
 
 def mtp_tensors(metadata: dict, arch: str, sizes: dict[str, int]) -> set[str]:
-    """Tensors of the NextN/MTP blocks (the last nextn_predict_layers of block_count): llama.cpp skips them
-    unless it is asked to load the MTP head for speculative decoding."""
+    """Tensors of the NextN/MTP blocks (the last nextn_predict_layers of block_count) that llama.cpp skips unless
+    it is asked to load the MTP head for speculative decoding (TENSOR_SKIP without load_mtp): all of them but those
+    the architecture's loader creates without TENSOR_SKIP (ArchRule.nextn_unskipped), loaded as any layer's."""
     first = first_nextn_layer(metadata, arch)
     if first is None:
         return set()
-    return {name for name in sizes if (m := BLOCK_TENSOR.match(name)) and int(m.group(1)) >= first}
+    rule = RULES.get(arch)
+    unskipped = rule.nextn_unskipped if rule is not None else frozenset()
+    return {
+        name
+        for name in sizes
+        if (m := BLOCK_TENSOR.match(name)) and (il := int(m.group(1))) >= first and not is_kind(name, il, unskipped)
+    }
+
+
+def is_kind(name: str, il: int, kinds: frozenset[gguf.MODEL_TENSOR]) -> bool:
+    """Whether block il's tensor `name` is one of `kinds` (LLM_TN_IMPL::str: the kind's name for the block, then its
+    suffix, `weight` or `bias`, if any)."""
+    base = name.removesuffix(".weight").removesuffix(".bias")
+    return any(gguf.TENSOR_NAMES[k].format(bid=il) == base for k in kinds)
 
 
 def loader_metadata(metadata: dict, arch: str, sizes: dict[str, int]) -> dict:

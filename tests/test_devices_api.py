@@ -303,6 +303,11 @@ def test_each_device_holds_what_llama_cpp_put_there(row: dict[str, Any], tmp_pat
         got = {p.component: p.bytes or 0 for p in d.parts}
         assert (got["weights"], got["kvCache"] + got["recurrentState"]) == (want["model"], want["context"]), name
         workspace = next(p for p in d.parts if p.component == "workspace")
+        if workspace.basis == "unknown" and "op offload" in (workspace.note or ""):
+            # a GPU llama.cpp put no layer on: its compute buffer is the host's offloaded matrix products alone,
+            # which the API does not derive yet (tests/test_scheduler.py holds the scheduler's to the byte)
+            assert name not in row["layer_dev"] and name != row["output_dev"]
+            continue
         assert workspace.basis == "derivedLayout" and workspace.bytes is not None and workspace.upper_bytes is not None
         if cuda_like:
             assert workspace.bytes <= want["compute"] <= workspace.upper_bytes, name

@@ -289,6 +289,20 @@ def feed_forward(
         m.tensor(f"blk.{i}.post_ffw_norm.weight", [embd], QT.F32)
 
 
+def fused_gate_up(m: Model) -> Model:
+    """`m` with each layer's experts' gate and up in one ffn_gate_up_exps in the gate's place (the converters'
+    --fuse-gate-up-exps)."""
+    tensors = []
+    for name, ne, qtype in m.tensors:
+        if name.endswith("ffn_up_exps.weight"):
+            continue
+        if name.endswith("ffn_gate_exps.weight"):
+            name, ne = name.replace("ffn_gate_exps", "ffn_gate_up_exps"), (ne[0], 2 * ne[1], *ne[2:])
+        tensors.append((name, ne, qtype))
+    m.tensors = tensors
+    return m
+
+
 def moe_feed_forward(
     m: Model,
     i: int,

@@ -21,6 +21,7 @@ from tools.gguf_writers import (
     attention,
     embeddings,
     feed_forward,
+    fused_gate_up,
     layer_norm,
     mla_attention,
     mla_kv,
@@ -453,6 +454,12 @@ def deepseek2_mla_mtp() -> Model:
     return _deepseek2("tiny-deepseek2-mla-mtp", nextn=1, v3_routing=True, mtp_block=True)
 
 
+def deepseek2_mla_mtp_fused() -> Model:
+    """deepseek2-mla-mtp with each MoE layer's experts' gate and up in one ffn_gate_up_exps: the NextN layer's is
+    loaded without load_mtp too (create_tensor_gate_up_exps probes it TENSOR_NOT_REQUIRED alone)."""
+    return fused_gate_up(_deepseek2("tiny-deepseek2-mla-mtp-fused", nextn=1, v3_routing=True, mtp_block=True))
+
+
 # --- shared-KV layers -----------------------------------------------------------------------------
 
 
@@ -758,3 +765,6 @@ FAMILY_SET: dict[str, Callable[[], Model]] = {
 
 # Tiny models measured under --spec-type draft-mtp (results_mtp_ctx.jsonl), not family models of their own
 MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek2-mla-mtp": deepseek2_mla_mtp}
+
+# The NextN layer's fused ffn_gate_up_exps, which llama.cpp loads without load_mtp (results_mock_mtp_unskipped.jsonl)
+FUSED_MTP_MODELS: dict[str, Callable[[], Model]] = {"deepseek2-mla-mtp-fused": deepseek2_mla_mtp_fused}

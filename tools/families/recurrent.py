@@ -26,6 +26,7 @@ from tools.gguf_writers import (
     attention,
     embeddings,
     feed_forward,
+    fused_gate_up,
     layer_norm,
     mamba2_block,
     mla_attention,
@@ -620,6 +621,12 @@ def qwen35moe_mtp() -> Model:
     return _qwen35("tiny-qwen35moe-mtp", interval=2, nextn=1, moe=True)
 
 
+def qwen35moe_mtp_fused() -> Model:
+    """qwen35moe-mtp with each layer's experts' gate and up in one ffn_gate_up_exps: the NextN layer's is loaded
+    without load_mtp too (create_tensor_gate_up_exps probes it TENSOR_NOT_REQUIRED alone)."""
+    return fused_gate_up(_qwen35("tiny-qwen35moe-mtp-fused", interval=2, nextn=1, moe=True))
+
+
 def _lfm2(
     arch: str, name: str, heads_kv: list[int], l_cache: int, dense_layers: int | None = None, s: Hybrid = TINY_LFM2
 ) -> Model:
@@ -1111,16 +1118,14 @@ def qwen3next_legacy() -> Model:
     """Qwen3-Next as its first conversions wrote it: one ssm_in (q, k, v and z side by side per key head) in place of
     attn_qkv and attn_gate (build_qkvz's legacy path), and each layer's experts' gate and up in one
     ffn_gate_up_exps (build_moe_ffn's fused matmul)."""
-    m, s = qwen3next("tiny-qwen3next-legacy"), TINY_QWEN_NEXT
+    m, s = fused_gate_up(qwen3next("tiny-qwen3next-legacy")), TINY_QWEN_NEXT
     qkvz = 2 * s.d_state * s.k_heads + 2 * s.d_state * s.v_heads
     tensors = []
     for name, ne, qtype in m.tensors:
-        if name.endswith(("attn_gate.weight", "ffn_up_exps.weight")):
+        if name.endswith("attn_gate.weight"):
             continue
         if name.endswith("attn_qkv.weight"):
             name, ne = name.replace("attn_qkv", "ssm_in"), (s.embd, qkvz)
-        if name.endswith("ffn_gate_exps.weight"):
-            name, ne = name.replace("ffn_gate_exps", "ffn_gate_up_exps"), (s.embd, 2 * s.expert_ff, s.experts)
         tensors.append((name, ne, qtype))
     m.tensors = tensors
     return m
@@ -1383,6 +1388,9 @@ HYBRID_SHAPES: dict[str, Callable[[], Model]] = {
 
 # A tiny model measured beside the family's MTP ones (results_mtp_ctx.jsonl), not a family model of its own
 MTP_MODELS: dict[str, Callable[[], Model]] = {"qwen35moe-mtp": qwen35moe_mtp}
+
+# The NextN layer's fused ffn_gate_up_exps, which llama.cpp loads without load_mtp (results_mock_mtp_unskipped.jsonl)
+FUSED_MTP_MODELS: dict[str, Callable[[], Model]] = {"qwen35moe-mtp-fused": qwen35moe_mtp_fused}
 
 
 def _with_mtp_block(shape: Callable[[], Model], name: str, **more: Any) -> Callable[[], Model]:

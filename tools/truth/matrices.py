@@ -914,6 +914,18 @@ TRUTH_FILES: dict[str, TruthFile] = {
         more.COHERE2MOE_MTP_MODELS | _subset(more.FAMILY_SET, "cohere2moe-arr-nextn"), "cohere2moe's"
     ),
     "results_mtp_ctx_dsv4.jsonl": _mtp_ctx(recurrent.DEEPSEEK4_MTP_MODELS, "deepseek4's"),
+    # llama.cpp without load_mtp (no draft-mtp) on files holding their NextN layer: the tensors of it each loader
+    # creates without TENSOR_SKIP loaded all the same (ArchRule.nextn_unskipped: deepseek32's and glm-dsa's
+    # exp_probs_b, hy_v3's and step35's FFN, cohere2moe's NextN head, a fused ffn_gate_up_exps), the rest skipped
+    "results_mtp_unskipped.jsonl": TruthFile(
+        more.DSA_MTP_MODELS
+        | more.HY_V3_MTP_MODELS
+        | _subset(more.MTP_ISWA_MODELS, "step35-mtp")
+        | more.COHERE2MOE_MTP_MODELS
+        | recurrent.FUSED_MTP_MODELS
+        | attention.FUSED_MTP_MODELS,
+        [_s(2048, 1), _s(4096, 2, "q8_0"), _s(1000, 1, fa="off", n_ubatch=128)],
+    ),
     "results_mtp_headless.jsonl": TruthFile(
         recurrent.MTP_HEADLESS_MODELS | more.MTP_HEADLESS_MODELS, [_s(2048, 1), *MTP_CTX_RUNS[:1]], decode=512
     ),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tools.accuracy import model_writers
 from tools.families import attention, more, plain, recurrent, shapes
 from tools.gguf_writers import PUBLIC_SET, QT, SHAPE_SET, Model, llama_gqa
 from tools.truth.matrices import POOLING_MODELS
@@ -494,6 +495,4 @@ MOCK_FILES: dict[str, MockFile] = {
 def mock_writers() -> dict[str, Callable[[], Model]]:
     """The writer of every model a mock file's row names: a matrix's, or one the sweep drew (tools/truth/mock/sweep.py:
     a launch it found, mirrored since, kept as an explicit run in a results_mock_sweep_*.jsonl file)."""
-    from tools.accuracy import model_writers  # the ground truth's every model (its imports are heavy: when asked)
-
     return model_writers() | {name: w for spec in MOCK_FILES.values() for name, w in spec.models.items()}
