@@ -145,7 +145,8 @@ def device_shares(
     devices = gpu_devices(gpus)
     flags = workload.placement
     if places_nothing_on_gpus(flags, devices):
-        return _host_holds_all(parts, gpus, devices, _standing_in(workload))
+        offloaded = _offload_workspace(subject, workload, variants, devices)
+        return _host_holds_all(parts, gpus, devices, _standing_in(workload), offloaded)
     try:
         placed = _placements(subject, workload, variants, devices)
     except NoPlacement as exc:
@@ -178,7 +179,7 @@ def device_shares(
 
 
 def workspace_shares(placed: Placed, pools: Sequence[str]) -> dict[str, Part]:
-    """Each pool's workspace for a placement with a layer on a GPU: llama.cpp's output buffer (on the host) and the
+    """Each pool's workspace for a placement: llama.cpp's output buffer (on the host) and the
     compute buffer each backend reserves for the scheduler's split graph (llama_context::sched_reserve), the floor
     without and the ceiling with ggml-cuda's flash-attention F16 copies of a quantized K and V; over every typing and
     CPU variant of the answer, and both ways llama.cpp sizes it (estimator/scheduler.py's modes: a loading context's
@@ -367,13 +368,28 @@ def _standing_in(workload: Workload) -> str:
     return ""
 
 
-def _host_holds_all(parts: Sequence[Part], gpus: Sequence[GpuMemory], devices: Sequence[Device], why: str) -> tuple:
-    """Nothing of the model on a GPU: the host holds the whole estimate (the answer is the host's alone)."""
+def _offload_workspace(
+    subject: Subject, workload: Workload, variants: tuple[CpuVariant, ...], devices: Sequence[Device]
+) -> dict[str, Part]:
+    """Each GPU's workspace where llama.cpp puts no layer on it: the compute buffer of the matrix products the
+    scheduler offloads from the host (ggml_backend_sched's op offload: ubatches of 32 tokens or more), from the
+    placement's split graph as any placement's; unknown where that placement is not derived."""
+    if not devices:
+        return {}
+    try:
+        placed = _placements(subject, workload, variants, devices)
+    except (NoPlacement, PlacementUnsupported) as exc:
+        why = f"llama.cpp may reserve a compute buffer here for the matrix products it offloads from the host: {exc}"
+        return {d.name: Part.unknown(Component.WORKSPACE, why) for d in devices}
+    return workspace_shares(placed, [d.name for d in devices])
+
+
+def _host_holds_all(
+    parts: Sequence[Part], gpus: Sequence[GpuMemory], devices: Sequence[Device], why: str, offloaded: dict[str, Part]
+) -> tuple:
+    """Nothing of the model on a GPU: the host holds the whole estimate (the answer is the host's alone), each GPU
+    the compute buffer of what the scheduler offloads to it (`offloaded`)."""
     host = DeviceShare(HOST_POOL, None, tuple(parts), True, f"every layer, output{why}")
-    offload = (
-        "llama.cpp may reserve a compute buffer here for the matrix products it offloads from the host (op offload,"
-        " ubatches of 32 tokens or more): not derived yet"
-    )
     nothing = "nothing of the model is placed here"
     return (
         host,
@@ -382,7 +398,7 @@ def _host_holds_all(parts: Sequence[Part], gpus: Sequence[GpuMemory], devices: S
                 d.name,
                 g,
                 tuple(
-                    Part.unknown(c, offload) if c is Component.WORKSPACE else Part.not_applicable(c, nothing)
+                    offloaded[d.name] if c is Component.WORKSPACE else Part.not_applicable(c, nothing)
                     for c in Component
                 ),
                 False,
