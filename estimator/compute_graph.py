@@ -825,7 +825,8 @@ def attend_over_ubatch(
 ) -> Tensor:
     """build_attn with llm_graph_input_attn_no_cache: Q, K and V expanded, then build_attn_mha over the ubatch's own
     keys (non-causal: one [T, T] mask; flash attention casts K and V to F16; else kq, soft_max in place, V
-    transposed into a copy, kqv), [Dv * H, T]."""
+    transposed into a copy, kqv, made contiguous: build_attn_mha's kqv_out, pinned to the CPU without offload_kqv as
+    a cache's is), [Dv * H, T]."""
     for x in qkv:
         gf.expand(x)
     q, k, v = (permute(x, 0, 2, 1, 3) for x in qkv)
@@ -835,7 +836,7 @@ def attend_over_ubatch(
         return gf.expand(reshape(out, b.head_v * b.n_head, t))
     kq = same_shape(mul_mat_t(k, q), "SOFT_MAX", mask)  # [T, T, H]
     kqv = mul_mat_t(cont(transpose(v)), kq)  # v_cont [T, Dv, H]
-    return gf.expand(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t))
+    return gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), b.head_v * b.n_head, t), KQV_PIN))
 
 
 def cache_type(name: str) -> str:

@@ -238,8 +238,14 @@ def llama_geometry(
         pooling=POOLING_TYPES[pooling] if embeddings and pooling is not None else None,
         warmup_tokens=warmup_tokens,
         draft=draft,
-        flash_attention_auto=flash_attention and flash_attention_auto,
+        flash_attention_auto=flash_attention and auto_probed(flash_attention_auto, quantized_v),
     )
+
+
+def auto_probed(flash_attention_auto: bool, quantized_v: bool) -> bool:
+    """Whether flash attention asked as auto is left to resolve_fused_ops' probe: llama_init_from_model enables it
+    outright for a quantized V cache (which requires it)."""
+    return flash_attention_auto and not quantized_v
 
 
 def context_geometry(

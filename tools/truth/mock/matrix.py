@@ -431,6 +431,56 @@ def arch_runs(model: Model) -> list[Run]:
     return [(label, args | trained) for label, args in runs if not any(k in label for k in ("ctx", "seq", "kv0"))]
 
 
+# the caches on the host and the pooled embedding models (tools/truth/mock/sweep.py's seed-2 launches): Mamba hybrids
+# under --no-kv-offload, whose attention runs on the CPU beside its cache, with flash attention auto (a quantized V
+# enables it outright: llama_init_from_model); embedding models without a cache, whose attention output build_attn_mha
+# pins to the CPU (offload_kqv off), and whose batch the context does not cap (non-causal)
+HOST_KV: dict[str, Callable[[], Model]] = {
+    **{n: recurrent.FAMILY_SET[n] for n in ("plamo2", "nemotron-h", "nemotron-h-moe-latent", "granitehybrid-f16")},
+    **{n: recurrent.FAMILY_SET[n] for n in ("falcon-h1", "jamba")},
+    **{n: attention.GEMMA_EMBEDDING_MODELS[n] for n in ("gemma-embedding-dense", "gemma-embedding")},
+    **{n: attention.FAMILY_SET[n] for n in ("bert-embd", "nomic-bert-embd")},
+}
+
+
+def host_kv_runs(model: Model) -> list[Run]:
+    """A hybrid's: the KV on the CPU with a quantized V or an F16 one under flash attention auto, one to three
+    devices, a partial -ngl, ggml-cuda's rules (with its flash attention's F16 copies too), real loads (the pins
+    kept), and the KV offloaded beside them. A pooled
+    embedding model's (at its trained context): the KV on the CPU without flash attention, real loads and a dry run,
+    one to three devices, a partial -ngl; a ubatch past a shorter context, with flash attention auto over a
+    quantized V."""
+    half = str(_n_layer(model) // 2)
+    g1, g2, g3 = {"mock_gpus": "1"}, {"mock_gpus": "2", "ts": "1,3"}, {"mock_gpus": "3", "ts": "1.5,0.5,1.5"}
+    kv0, auto, off = {"kv_offload": "0"}, {"fa": "auto"}, {"fa": "off"}
+    q8v, q8 = {"type_v": "q8_0"}, {"type_k": "q8_0", "type_v": "q8_0"}
+    cuda, real = {"mock_alloc": "cuda", "mock_moe_dep": "1"}, {"no_alloc": "0"}
+    if f"{model.arch}.pooling_type" not in model.kv:
+        return [
+            ("g1_q8v_kv0_auto", g1 | q8v | kv0 | auto),
+            ("g1_q8v_kv0_auto_real", g1 | q8v | kv0 | auto | real),
+            ("g1_half_q8v_kv0_auto", g1 | q8v | kv0 | auto | {"ngl": half}),
+            ("g2_13_q8_kv0_auto_cuda", g2 | q8 | kv0 | auto | cuda),
+            ("g3_q8v_kv0_auto_real_cuda", g3 | q8v | kv0 | auto | real | cuda),
+            ("g3_q8v_kv0_auto_real_cuda_fa_alloc", g3 | q8v | kv0 | auto | real | cuda | {"mock_fa_alloc": "1"}),
+            ("g1_f16_kv0_auto", g1 | kv0 | auto),
+            ("g2_13_f16_kv0_auto_real", g2 | kv0 | auto | real),
+            ("g2_13_q8v_auto", g2 | q8v | auto),
+        ]
+    trained = int(model.kv[f"{model.arch}.context_length"])
+    ctx, short = {"n_ctx": str(trained)}, {"n_ctx": str(trained - 48), "n_ubatch": "2048"}
+    return [
+        ("g1_kv0_off_real", g1 | ctx | kv0 | off | real),
+        ("g1_kv0_off", g1 | ctx | kv0 | off),
+        ("g2_13_half_kv0_off_real", g2 | ctx | kv0 | off | real | {"ngl": half}),
+        ("g3_kv0_off_real_cuda", g3 | ctx | kv0 | off | real | cuda),
+        ("g1_q8v_kv0_auto_real", g1 | ctx | q8v | kv0 | auto | real),
+        ("g1_short_ub2048", g1 | short),
+        ("g1_short_ub2048_real", g1 | short | real),
+        ("g3_short_ub2048_seq2_ngl3_cuda", g3 | short | q8v | auto | cuda | {"n_seq": "2", "ngl": "3"}),
+    ]
+
+
 @dataclass(frozen=True)
 class MockFile:
     """One file of tests/data/mock/: its models, their runs, the probe's base arguments."""
@@ -484,6 +534,9 @@ MOCK_FILES: dict[str, MockFile] = {
     ),
     "results_mock_mimo2.jsonl": MockFile(
         MIMO2, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, fits=fit_runs, settings=mimo2_runs
+    ),
+    "results_mock_host_kv.jsonl": MockFile(
+        HOST_KV, {"n_ctx": "4096", "no_alloc": "1"}, tiny=True, settings=host_kv_runs
     ),
     # not results_mock_*: the placement tests' files() leave these runs (two contexts on one model) to their own
     "fit_mtp_gpu.jsonl": MockFile(

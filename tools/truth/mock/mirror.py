@@ -122,6 +122,7 @@ def memory_at(row: dict[str, Any], summaries: Sequence[HeaderSummary], name: str
             int(a.get("n_seq", 1)),
             int(a.get("n_ubatch", 512)),
             unified=bool(c["kv_unified"]),
+            causal=layout.causal,  # a non-causal model's n_batch is not capped by the context
             quantized_k=k_type.quantized,
             k_type=k_type.name,
             v_type=v_type.name,
