@@ -903,6 +903,13 @@ def sliding_layers_or_no_window_rope(ly: Layers, sliding: tuple[bool, ...], il: 
     return sliding[il] or not any(sliding)
 
 
+def smallthinker_ropes(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # smallthinker.cpp: use_rope = n_no_rope_layer_step == n_layer || il % n_no_rope_layer_step != 0; the loader
+    # sets n_no_rope_layer_step = n_layer without a window, else it keeps the default whatever the window's period
+    step = NO_ROPE_LAYER_STEP if any(sliding) else ly.n_trunk
+    return step == ly.n_trunk or il % step != 0
+
+
 # --- the gate on attention's output (compute_graph.output_gate): wqkv_gate's width per token (0: none) --------------
 
 
@@ -1141,10 +1148,10 @@ AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attenti
 )
 # exaone-moe.cpp: q/k norms per head, rope on the sliding layers alone, experts as the file routes them
 EXAONE_MOE = Graph(qk_norm=True, roped=sliding_layers_rope, routing=exaone_moe_routing, node_for_node=True)
-SMALLTHINKER = Graph(  # smallthinker.cpp: the router over the block's input, rope where use_rope (sliding or no window)
+SMALLTHINKER = Graph(  # smallthinker.cpp: the router over the block's input, rope where use_rope
     router_from_input=True,
     routing=smallthinker_routing,
-    roped=sliding_layers_or_no_window_rope,
+    roped=smallthinker_ropes,
     node_for_node=True,
 )
 # mellum.cpp: q/k norms per head, build_moe_ffn with norm_w (w_scale unread: 0)
