@@ -250,13 +250,11 @@ def test_memfit_gpus_and_the_flag_read_the_same() -> None:
 
 
 def _comparable(row: dict[str, Any]) -> bool:
-    """A run a declared cuda GPU stands for: ggml-cuda's rules and pinned host buffer, flags the API names; a layer
-    on a GPU (-ngl 0 leaves the GPUs' workspace unknown: device_forecast._host_holds_all, op offload not derived)."""
+    """A run a declared cuda GPU stands for: ggml-cuda's rules and pinned host buffer, flags the API names."""
     mock, a = row["mock"], args_of(row)
     plain = not ({"ot", "n_cpu_ffn", "no_host", "repack", "mmap", "cpu_moe"} & set(a)) and not mock.get("unsupported")
     return (
         mock["n"] > 0
-        and row["settings"]["ngl"] != 0
         and mock.get("alloc") == "cuda"
         and mock.get("align") == 128
         and mock.get("host")
