@@ -903,6 +903,13 @@ def sliding_layers_or_no_window_rope(ly: Layers, sliding: tuple[bool, ...], il: 
     return sliding[il] or not any(sliding)
 
 
+def smallthinker_ropes(ly: Layers, sliding: tuple[bool, ...], il: int) -> bool:
+    # smallthinker.cpp: use_rope = n_no_rope_layer_step == n_layer || il % n_no_rope_layer_step != 0; the loader
+    # sets n_no_rope_layer_step = n_layer without a window, else it keeps the default whatever the window's period
+    step = NO_ROPE_LAYER_STEP if any(sliding) else ly.n_trunk
+    return step == ly.n_trunk or il % step != 0
+
+
 # --- the gate on attention's output (compute_graph.output_gate): wqkv_gate's width per token (0: none) --------------
 
 
@@ -936,7 +943,8 @@ def never(hp: HParams) -> bool:
 
 
 def scaled_always(hp: HParams) -> bool:
-    # afmoe.cpp: the embeddings times sqrt(n_embd), unconditionally (ggml_scale: a node of its own)
+    # afmoe.cpp, gemma.cpp, gemma2.cpp, gemma3.cpp, gemma-embedding.cpp, minicpm3.cpp: inp_scaled, the embeddings
+    # times sqrt(n_embd) (or scale_embd), unconditionally (ggml_scale: a node of its own)
     return True
 
 
@@ -1069,9 +1077,10 @@ SAME_NEXTN_DECODER = Graph(hidden_output=True, node_for_node=True)
 GPT_OSS = replace(SAME_NEXTN_DECODER, attn_biases=True, sinks=True, routing=gpt_oss_routing)
 QK_NORMED = Graph(qk_norm=True, node_for_node=True)  # qwen3.cpp, qwen3moe.cpp: attn_q_norm, attn_k_norm before rope
 QWEN3MOE = replace(QK_NORMED, routing=normed_routing)
+GEMMA = Graph(embedding_scale=scaled_always, node_for_node=True)  # src/models/gemma.cpp: the embeddings scaled
 # src/models/gemma2.cpp, gemma3.cpp: build_ffn(..., LLM_FFN_GELU, LLM_FFN_PAR), geglu
-GEMMA2 = Graph(post_norms=True, activation=FfnOp.GELU, node_for_node=True)
-GEMMA3 = Graph(post_norms=True, qk_norm=True, activation=FfnOp.GELU, node_for_node=True)
+GEMMA2 = Graph(post_norms=True, activation=FfnOp.GELU, embedding_scale=scaled_always, node_for_node=True)
+GEMMA3 = replace(GEMMA2, qk_norm=True)
 # src/models/gemma-embedding.cpp: gemma3's blocks over build_attn_inp_no_cache (non-causal, no cache), no LM head
 GEMMA_EMBEDDING = replace(GEMMA3, logits=False, cache_attention=False)
 
@@ -1139,10 +1148,10 @@ AFMOE = Graph(  # src/models/afmoe.cpp: q/k norms, a sigmoid gate on the attenti
 )
 # exaone-moe.cpp: q/k norms per head, rope on the sliding layers alone, experts as the file routes them
 EXAONE_MOE = Graph(qk_norm=True, roped=sliding_layers_rope, routing=exaone_moe_routing, node_for_node=True)
-SMALLTHINKER = Graph(  # smallthinker.cpp: the router over the block's input, rope where use_rope (sliding or no window)
+SMALLTHINKER = Graph(  # smallthinker.cpp: the router over the block's input, rope where use_rope
     router_from_input=True,
     routing=smallthinker_routing,
-    roped=sliding_layers_or_no_window_rope,
+    roped=smallthinker_ropes,
     node_for_node=True,
 )
 # mellum.cpp: q/k norms per head, build_moe_ffn with norm_w (w_scale unread: 0)
@@ -1226,7 +1235,9 @@ PLAMO2 = Graph(  # plamo2.cpp: its own Mamba mixer (ssm_in: z and x, as Mamba-1'
 )
 # deepseek2.cpp (mistral4.cpp inherits it): MLA, or without the *_mla keys the latent decompressed per head
 DEEPSEEK2 = Graph(low_rank_kv=True, routing=deepseek2_routing, node_for_node=True)
-MINICPM3 = Graph(low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, node_for_node=True)  # minicpm3.cpp
+MINICPM3 = Graph(  # minicpm3.cpp
+    low_rank_kv=True, q_lora=q_lora_rank, head_scale=True, embedding_scale=scaled_always, node_for_node=True
+)
 # deepseek32.cpp, glm-dsa.cpp: MLA beside the lightning indexer, rebuilt by estimator/graph_dsa.py
 DEEPSEEK32 = Graph(
     builder=build_dsa, dsa=dsa_every_layer_indexes, q_lora=q_lora_rank, routing=deepseek32_routing, node_for_node=True
@@ -1488,7 +1499,7 @@ RULES: dict[str, ArchRule] = {
     "internlm2": ArchRule(tensors=tensors_llama, graph=QKV_WHERE_PRESENT),
     "minicpm": ArchRule(tensors=tensors_llama, graph=MINICPM),
     "minicpm3": ArchRule(graph=MINICPM3),
-    "gemma": ArchRule(tensors=tensors_gemma, graph=SAME_DECODER),
+    "gemma": ArchRule(tensors=tensors_gemma, graph=GEMMA),
     "xverse": PLAIN,
     "command-r": ArchRule(tensors=tensors_command_r, graph=COMMAND_R),
     "dbrx": PLAIN,

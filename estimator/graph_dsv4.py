@@ -29,6 +29,7 @@ from memfit.estimator.ggml_graph import (
     F32,
     I32,
     I64,
+    KQV_PIN,
     Graph,
     Tensor,
     cont,
@@ -39,6 +40,7 @@ from memfit.estimator.ggml_graph import (
     new_tensor,
     op,
     permute,
+    pinned,
     reshape,
     same,
     same_shape,
@@ -439,7 +441,8 @@ class Dsv4Graph(DecoderGraph):
 
     def mha_k(self, b: GraphLayer, q: Tensor, k: Tensor, mask: Tensor) -> Tensor:
         """build_attn_mha with K as V and the sinks: flash attention (an F32 K and V cast to F16 first), or kq,
-        soft_max in place, V (K) transposed into a copy, kqv; [head * H, T]."""
+        soft_max in place, V (K) transposed into a copy, kqv; [head * H, T] (kqv's copy on the CPU without
+        offload_kqv)."""
         t, ns, hd, heads = self.t, k.ne[3], b.head_k, b.n_head
         q = permute(view(q, (hd, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
         kp = permute(k, 0, 2, 1, 3)
@@ -452,7 +455,7 @@ class Dsv4Graph(DecoderGraph):
         v = cont(transpose(kp))
         kq = same_shape(mul_mat_t(kp, q), "SOFT_MAX", mask, "attn_sinks")
         kqv = mul_mat_t(v, kq)
-        return self.gf.expand(cont(permute(kqv, 0, 2, 1, 3), hd * heads, t))
+        return self.gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), hd * heads, t), KQV_PIN))
 
 
 def build_dsv4(shape: GraphShape, geometry: ContextGeometry, n_vocab: int) -> Graph:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from memfit.estimator.ggml_graph import (
     F32,
+    NORM_PIN,
     Graph,
     Tensor,
     argsort_top_k,
@@ -16,6 +17,7 @@ from memfit.estimator.ggml_graph import (
     glu,
     mul_mat,
     op,
+    pinned,
     reshape,
     same,
     same_shape,
@@ -193,6 +195,6 @@ def routed_experts(gf: Graph, b: GraphLayer, cur: Tensor, logits: Tensor | None 
     logits = mul_mat("ffn_gate_inp", cur, b.n_expert)
     down, up = r.latent_weights
     out = build_moe_ffn(gf, b, mul_mat(down, cur, r.latent), logits)
-    if r.latent_norm:  # build_norm, RMS: the weight in place
-        out = same(out, "RMS_NORM", "MUL")
+    if r.latent_norm:  # build_norm(..., il), RMS: its "norm" pinned, the weight in place
+        out = same_shape(pinned(same_shape(out, "RMS_NORM"), NORM_PIN), "MUL", "ffn_routed_norm")
     return mul_mat(up, out, cur.ne[0])
