@@ -59,7 +59,7 @@ def test_each_backends_compute_buffer_equals_llama_cpps(run: dict, summaries: di
 
 
 # tests/data/mock/sweep_open.jsonl: the launches tools/truth/mock/sweep.py found memfit not mirroring yet
-# (`python -m tools.truth.mock.sweep OUT --seed 2 --runs 400`, its failing rows), kept as explicit examples: each must
+# (`python -m tools.truth.mock.sweep OUT --seed N --runs K`, its failing rows), kept as explicit examples: each must
 # still differ (strict), so that one mirrored since moves into a results_mock_*.jsonl file
 SWEEP_OPEN = rows("sweep_open.jsonl")
 
