@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from memfit.estimator.compute_graph import DecoderGraph, rotation_size
+from memfit.estimator.compute_graph import DecoderGraph, fattn_f16_extra, rotation_size
 from memfit.estimator.context import ContextGeometry
 from memfit.estimator.ggml_graph import (
     CACHE_TYPES,
@@ -445,14 +445,16 @@ class Dsv4Graph(DecoderGraph):
         offload_kqv)."""
         t, ns, hd, heads = self.t, k.ne[3], b.head_k, b.n_head
         q = permute(view(q, (hd, heads, t // ns, ns), (q.nb[1], q.nb[2], q.nb[3] // ns)), 0, 2, 1, 3)
-        kp = permute(k, 0, 2, 1, 3)
+        kp, vp = permute(k, 0, 2, 1, 3), permute(k, 0, 2, 1, 3)  # K and V: the same K, permuted twice
         if self.geometry.flash_attention:
-            k16, v16 = kp, kp
-            if k.type == F32:  # ggml_cast of K and of V (the same K, permuted twice) to F16
-                k16, v16 = op("CPY", F16, kp.ne, kp), op("CPY", F16, kp.ne, permute(k, 0, 2, 1, 3))
+            k16, v16 = kp, vp
+            if k.type == F32:  # ggml_cast of K and of V to F16
+                k16, v16 = op("CPY", F16, kp.ne, kp), op("CPY", F16, vp.ne, vp)
             out = op("FLASH_ATTN_EXT", F32, (hd, heads, t // ns, ns), q, k16, v16, mask, "attn_sinks")
+            # ggml_cuda_flash_attn_ext_get_f16_extra_data: V_is_K_view, V and K permutes of the same K
+            out.f16_extra = fattn_f16_extra(out, kp, vp, self.geometry, v_is_k=True)
             return self.gf.expand(reshape(out, hd * heads, t))
-        v = cont(transpose(kp))
+        v = cont(transpose(vp))
         kq = same_shape(mul_mat_t(kp, q), "SOFT_MAX", mask, "attn_sinks")
         kqv = mul_mat_t(v, kq)
         return self.gf.expand(pinned(cont(permute(kqv, 0, 2, 1, 3), hd * heads, t), KQV_PIN))
