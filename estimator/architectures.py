@@ -36,7 +36,7 @@ from memfit.gguf_constants import MODEL_TENSOR, TENSOR_NAMES, Keys
 ATTN = Keys.Attention
 # llama_model_base::create_tensor_qkv: Q, K and V in one attn_qkv, where the file has it
 ATTN_QKV = TENSOR_NAMES[MODEL_TENSOR.ATTN_QKV] + ".weight"
-ATTN_SINKS = "blk.{bid}.attn_sinks.weight"  # LLM_TENSOR_ATTN_SINKS
+ATTN_SINKS = TENSOR_NAMES[MODEL_TENSOR.ATTN_SINKS] + ".weight"  # build_attn's sinks, where a layer holds them
 
 SSM_MIXERS = (Mixer.MAMBA2, Mixer.MAMBA, Mixer.PLAMO2)  # the mixers built from llama_hparams' ssm_* sizes
 
